@@ -1,0 +1,151 @@
+// Package placement holds the pure logic of where file data lives: a file's
+// Layout, the mapping from a file offset to (target, chunk, chunk offset),
+// and the choice of targets for a new file. It does no I/O.
+//
+// A file with stripe size S and stripe count N is cut into stripes of S
+// bytes; stripe k lives in slot k mod N, and slot i of the file is one chunk,
+// chunk.ID{Ino, Slot: i}, stored on target Targets[i]. Inside that chunk,
+// stripe k starts at offset (k / N) * S. This is Lustre's RAID-0 object
+// layout: a small file touches only slot 0, a large one all N targets.
+package placement
+
+import (
+	"fmt"
+
+	"github.com/sluice-fs/sluice/internal/errs"
+)
+
+const (
+	// MinStripeSize and MaxStripeSize bound a layout's stripe size, which
+	// must also be a multiple of MinStripeSize.
+	MinStripeSize = 64 << 10
+	MaxStripeSize = 1 << 30
+	// MaxStripeCount bounds a layout's stripe count.
+	MaxStripeCount = 256
+	// DefaultStripeSize is the stripe size of a file whose directory sets none.
+	DefaultStripeSize = 1 << 20
+)
+
+// TargetID names a storage target cluster-wide.
+type TargetID uint32
+
+// Layout says how a file's bytes are spread over targets. A directory's
+// default layout has StripeSize and StripeCount and no Targets; a file's
+// layout has len(Targets) == StripeCount. StripeCount 0 in a directory means
+// "all targets, up to DefaultStripeCount".
+type Layout struct {
+	StripeSize  uint32
+	StripeCount uint16
+	Targets     []TargetID
+}
+
+// Validate checks the shape of a layout (not whether its targets exist).
+func (l Layout) Validate() error {
+	if l.StripeSize < MinStripeSize || l.StripeSize > MaxStripeSize || l.StripeSize%MinStripeSize != 0 {
+		return errs.New(errs.Invalid, "placement: stripe size %d must be a multiple of %d between %d and %d",
+			l.StripeSize, MinStripeSize, MinStripeSize, MaxStripeSize)
+	}
+	if l.StripeCount > MaxStripeCount {
+		return errs.New(errs.Invalid, "placement: stripe count %d is over the limit of %d", l.StripeCount, MaxStripeCount)
+	}
+	if len(l.Targets) != 0 && len(l.Targets) != int(l.StripeCount) {
+		return errs.New(errs.Invalid, "placement: layout has %d targets for stripe count %d", len(l.Targets), l.StripeCount)
+	}
+	seen := make(map[TargetID]bool, len(l.Targets))
+	for _, t := range l.Targets {
+		if seen[t] {
+			return errs.New(errs.Invalid, "placement: target %d appears twice in a layout", t)
+		}
+		seen[t] = true
+	}
+	return nil
+}
+
+func (l Layout) String() string {
+	return fmt.Sprintf("stripe_size=%d stripe_count=%d targets=%v", l.StripeSize, l.StripeCount, l.Targets)
+}
+
+// Extent is one contiguous piece of a file range that lives in one chunk.
+type Extent struct {
+	Slot     int      // index into Layout.Targets; also the chunk's Slot
+	Target   TargetID // Layout.Targets[Slot]
+	FileOff  int64    // offset in the file
+	ChunkOff int64    // offset inside the chunk
+	Len      int64
+}
+
+// Locate maps a file offset to its slot and the offset inside that slot's chunk.
+func (l Layout) Locate(off int64) (slot int, chunkOff int64) {
+	s, n := int64(l.StripeSize), int64(l.StripeCount)
+	k := off / s
+	return int(k % n), (k/n)*s + off%s
+}
+
+// Split cuts the file range [off, off+length) into extents, in file order.
+// Consecutive stripes of the same slot are not merged: each extent is at
+// most one stripe long.
+func (l Layout) Split(off, length int64) []Extent {
+	if length <= 0 {
+		return nil
+	}
+	s := int64(l.StripeSize)
+	out := make([]Extent, 0, length/s+2)
+	for length > 0 {
+		slot, coff := l.Locate(off)
+		n := min(s-off%s, length)
+		out = append(out, Extent{Slot: slot, Target: l.Targets[slot], FileOff: off, ChunkOff: coff, Len: n})
+		off += n
+		length -= n
+	}
+	return out
+}
+
+// ChunkSize returns how many bytes slot's chunk holds for a file of the
+// given size: the chunk's logical length, used to truncate chunks.
+func (l Layout) ChunkSize(slot int, fileSize int64) int64 {
+	s, n := int64(l.StripeSize), int64(l.StripeCount)
+	full := fileSize / s // complete stripes
+	rem := fileSize % s
+	size := (full / n) * s
+	switch k := full % n; {
+	case int64(slot) < k:
+		size += s
+	case int64(slot) == k:
+		size += rem
+	}
+	return size
+}
+
+// TargetInfo is what Choose knows of a target.
+type TargetInfo struct {
+	ID      TargetID
+	Healthy bool
+	Free    int64 // bytes
+}
+
+// Choose picks count distinct healthy targets with free space for a new
+// file, rotating the starting point by seed (the inode number) so that files
+// spread evenly. It fails with errs.Invalid if fewer targets exist.
+func Choose(targets []TargetInfo, count int, seed uint64) ([]TargetID, error) {
+	var ok []TargetID
+	for _, t := range targets {
+		if t.Healthy && t.Free > 0 {
+			ok = append(ok, t.ID)
+		}
+	}
+	if count <= 0 {
+		return nil, errs.New(errs.Invalid, "placement: stripe count must be positive, got %d", count)
+	}
+	if count > len(ok) {
+		if count > len(targets) {
+			return nil, errs.New(errs.Invalid, "placement: layout asks for %d targets but only %d exist", count, len(targets))
+		}
+		return nil, errs.New(errs.NoSpace, "placement: layout asks for %d targets but only %d are healthy with free space", count, len(ok))
+	}
+	out := make([]TargetID, count)
+	start := int(seed % uint64(len(ok)))
+	for i := range out {
+		out[i] = ok[(start+i)%len(ok)]
+	}
+	return out, nil
+}

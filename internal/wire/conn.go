@@ -1,0 +1,325 @@
+package wire
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/sluice-fs/sluice/internal/errs"
+)
+
+// Conn is the client end of a connection. Call is safe for concurrent use;
+// calls are multiplexed over the one TCP connection.
+type Conn struct {
+	nc     net.Conn
+	addr   string
+	sendq  chan *call
+	nextID atomic.Uint64
+
+	mu      sync.Mutex
+	pending map[uint64]*call
+	err     error // set once when the connection fails; guarded by mu
+
+	closed chan struct{} // closed when the connection fails or is closed
+	wg     sync.WaitGroup
+}
+
+type call struct {
+	hdr      [HeaderSize]byte
+	body     []byte
+	data     [][]byte
+	respData []byte
+
+	sent chan struct{} // closed once the frame is written (or never will be)
+	done chan struct{} // closed once the response is in, or the conn failed
+
+	status   errs.Code
+	respBody []byte
+	n        int
+	err      error
+}
+
+// Dial connects to a Sluice server and exchanges hellos.
+func Dial(ctx context.Context, addr string) (*Conn, error) {
+	var d net.Dialer
+	nc, err := d.DialContext(ctx, "tcp", addr)
+	if err != nil {
+		return nil, &errs.Error{Code: errs.Unavailable, Msg: fmt.Sprintf("wire: dial %s: %v", addr, err)}
+	}
+	if tc, ok := nc.(*net.TCPConn); ok {
+		tc.SetNoDelay(true)
+	}
+	if dl, ok := ctx.Deadline(); ok {
+		nc.SetDeadline(dl)
+	} else {
+		nc.SetDeadline(time.Now().Add(10 * time.Second))
+	}
+	var hello [helloSize]byte
+	putHello(hello[:], 0)
+	if _, err := nc.Write(hello[:]); err != nil {
+		nc.Close()
+		return nil, &errs.Error{Code: errs.Unavailable, Msg: fmt.Sprintf("wire: hello to %s: %v", addr, err)}
+	}
+	if _, err := io.ReadFull(nc, hello[:]); err != nil {
+		nc.Close()
+		return nil, &errs.Error{Code: errs.Unavailable, Msg: fmt.Sprintf("wire: hello from %s: %v", addr, err)}
+	}
+	ver, status, err := parseHello(hello[:])
+	if err != nil {
+		nc.Close()
+		return nil, fmt.Errorf("wire: %s: %w", addr, err)
+	}
+	if status != 0 {
+		nc.Close()
+		return nil, errs.New(errs.Protocol, "wire: %s refused protocol version %d (it speaks %d)", addr, Version, ver)
+	}
+	nc.SetDeadline(time.Time{})
+	c := &Conn{
+		nc:      nc,
+		addr:    addr,
+		sendq:   make(chan *call, 256),
+		pending: make(map[uint64]*call),
+		closed:  make(chan struct{}),
+	}
+	c.wg.Add(2)
+	go c.writeLoop()
+	go c.readLoop()
+	return c, nil
+}
+
+// Addr returns the address the connection was dialed to.
+func (c *Conn) Addr() string { return c.addr }
+
+// Err returns why the connection failed, or nil while it is usable.
+func (c *Conn) Err() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.err
+}
+
+// Close closes the connection; calls in flight fail with errs.Unavailable.
+func (c *Conn) Close() error {
+	c.fail(&errs.Error{Code: errs.Unavailable, Msg: "wire: connection to " + c.addr + " closed"})
+	c.wg.Wait()
+	return nil
+}
+
+func (c *Conn) fail(err error) {
+	c.mu.Lock()
+	if c.err != nil {
+		c.mu.Unlock()
+		return
+	}
+	c.err = err
+	pending := c.pending
+	c.pending = nil
+	close(c.closed)
+	c.mu.Unlock()
+	c.nc.Close()
+	for _, cl := range pending {
+		cl.err = err
+		close(cl.done)
+	}
+}
+
+// Call sends a request with op, body req and optional data, and waits for
+// the response, decoding its body into resp and reading its data into
+// respData. It returns the number of data bytes received. A failed request
+// returns an *errs.Error with the server's code and message.
+//
+// The data buffers must not be modified until Call returns; respData is
+// written only while Call runs.
+func (c *Conn) Call(ctx context.Context, op Op, req Message, data [][]byte, resp Message, respData []byte) (int, error) {
+	cl := &call{
+		data:     data,
+		respData: respData,
+		sent:     make(chan struct{}),
+		done:     make(chan struct{}),
+	}
+	if req != nil {
+		cl.body = Marshal(req)
+	}
+	var dataLen int
+	for _, b := range data {
+		dataLen += len(b)
+	}
+	if len(cl.body) > MaxBody || dataLen > MaxData {
+		return 0, errs.New(errs.TooBig, "wire: request of %d+%d bytes is over the frame limit", len(cl.body), dataLen)
+	}
+	id := c.nextID.Add(1)
+	h := Header{BodyLen: uint32(len(cl.body)), DataLen: uint32(dataLen), ID: id, Op: op}
+	h.Put(cl.hdr[:])
+
+	c.mu.Lock()
+	if c.err != nil {
+		err := c.err
+		c.mu.Unlock()
+		return 0, err
+	}
+	c.pending[id] = cl
+	c.mu.Unlock()
+
+	select {
+	case c.sendq <- cl:
+	case <-c.closed:
+		<-cl.done
+		return 0, cl.err
+	case <-ctx.Done():
+		c.forget(id, cl)
+		return 0, ctxErr(ctx, c.addr)
+	}
+	select {
+	case <-cl.done:
+	case <-ctx.Done():
+		// The writer may still be sending our data: wait until it is out of
+		// our buffers before returning, and until the reader is out of
+		// respData.
+		select {
+		case <-cl.sent:
+		case <-c.closed:
+		}
+		c.forget(id, cl)
+		return 0, ctxErr(ctx, c.addr)
+	}
+	if cl.err != nil {
+		return 0, cl.err
+	}
+	if cl.status != errs.OK {
+		return 0, &errs.Error{Code: cl.status, Msg: string(cl.respBody)}
+	}
+	if resp != nil {
+		if err := Unmarshal(cl.respBody, resp); err != nil {
+			return 0, fmt.Errorf("wire: response to op %d from %s: %w", op, c.addr, err)
+		}
+	}
+	return cl.n, nil
+}
+
+// forget removes a call that its caller gave up on. If the reader already
+// took it, forget waits until the reader is done with it.
+func (c *Conn) forget(id uint64, cl *call) {
+	c.mu.Lock()
+	_, mine := c.pending[id]
+	if mine {
+		delete(c.pending, id)
+	}
+	c.mu.Unlock()
+	if !mine {
+		<-cl.done
+	}
+}
+
+func ctxErr(ctx context.Context, addr string) error {
+	return &errs.Error{Code: errs.Unavailable, Msg: fmt.Sprintf("wire: request to %s: %v", addr, ctx.Err())}
+}
+
+func (c *Conn) writeLoop() {
+	defer c.wg.Done()
+	var batch []*call
+	var bufs net.Buffers
+	for {
+		batch = batch[:0]
+		select {
+		case cl := <-c.sendq:
+			batch = append(batch, cl)
+		case <-c.closed:
+			return
+		}
+	more:
+		for len(batch) < 128 {
+			select {
+			case cl := <-c.sendq:
+				batch = append(batch, cl)
+			default:
+				break more
+			}
+		}
+		bufs = bufs[:0]
+		for _, cl := range batch {
+			bufs = append(bufs, cl.hdr[:])
+			if len(cl.body) > 0 {
+				bufs = append(bufs, cl.body)
+			}
+			for _, d := range cl.data {
+				if len(d) > 0 {
+					bufs = append(bufs, d)
+				}
+			}
+		}
+		w := bufs // WriteTo consumes its receiver
+		_, err := w.WriteTo(c.nc)
+		for _, cl := range batch {
+			close(cl.sent)
+		}
+		if err != nil {
+			c.fail(&errs.Error{Code: errs.Unavailable, Msg: fmt.Sprintf("wire: write to %s: %v", c.addr, err)})
+			return
+		}
+	}
+}
+
+func (c *Conn) readLoop() {
+	defer c.wg.Done()
+	br := bufio.NewReaderSize(c.nc, 256<<10)
+	var hb [HeaderSize]byte
+	for {
+		if _, err := io.ReadFull(br, hb[:]); err != nil {
+			c.fail(&errs.Error{Code: errs.Unavailable, Msg: fmt.Sprintf("wire: read from %s: %v", c.addr, err)})
+			return
+		}
+		h, err := ParseHeader(hb[:])
+		if err == nil && h.Flags&flagResponse == 0 {
+			err = errs.New(errs.Protocol, "wire: %s sent a request frame to a client", c.addr)
+		}
+		if err != nil {
+			c.fail(err)
+			return
+		}
+		c.mu.Lock()
+		cl := c.pending[h.ID]
+		delete(c.pending, h.ID)
+		c.mu.Unlock()
+		body := make([]byte, h.BodyLen)
+		if _, err := io.ReadFull(br, body); err != nil {
+			c.failWith(cl, err)
+			return
+		}
+		n := int(h.DataLen)
+		var dst []byte
+		if cl != nil {
+			dst = cl.respData[:min(n, len(cl.respData))]
+		}
+		if _, err := io.ReadFull(br, dst); err != nil {
+			c.failWith(cl, err)
+			return
+		}
+		if extra := n - len(dst); extra > 0 {
+			if _, err := br.Discard(extra); err != nil {
+				c.failWith(cl, err)
+				return
+			}
+			if cl != nil {
+				cl.err = errs.New(errs.Protocol, "wire: %s sent %d data bytes for a %d-byte buffer", c.addr, n, len(dst))
+			}
+		}
+		if cl == nil {
+			continue // the caller gave up on this request
+		}
+		cl.status, cl.respBody, cl.n = h.Status, body, len(dst)
+		close(cl.done)
+	}
+}
+
+func (c *Conn) failWith(cl *call, err error) {
+	e := &errs.Error{Code: errs.Unavailable, Msg: fmt.Sprintf("wire: read from %s: %v", c.addr, err)}
+	if cl != nil {
+		cl.err = e
+		close(cl.done)
+	}
+	c.fail(e)
+}

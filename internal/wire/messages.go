@@ -1,0 +1,670 @@
+package wire
+
+import (
+	"github.com/sluice-fs/sluice/internal/placement"
+)
+
+// Op identifies a request type. Values are part of the wire format.
+type Op uint16
+
+// Metadata service operations (1-63).
+const (
+	OpCluster     Op = 1  // Empty -> ClusterInfo
+	OpStatfs      Op = 2  // Empty -> StatfsResp
+	OpResolve     Op = 3  // ResolveReq -> Attr
+	OpLookup      Op = 4  // NameReq -> Attr
+	OpGetAttr     Op = 5  // InoReq -> Attr
+	OpSetAttr     Op = 6  // SetAttrReq -> Attr
+	OpCreate      Op = 7  // CreateReq -> Attr (regular files and device/fifo/socket nodes)
+	OpMkdir       Op = 8  // CreateReq -> Attr
+	OpSymlink     Op = 9  // SymlinkReq -> Attr
+	OpReadlink    Op = 10 // InoReq -> StringResp
+	OpUnlink      Op = 11 // NameReq -> Empty
+	OpRmdir       Op = 12 // NameReq -> Empty
+	OpRename      Op = 13 // RenameReq -> Empty
+	OpLink        Op = 14 // LinkReq -> Attr
+	OpReadDir     Op = 15 // ReadDirReq -> ReadDirResp
+	OpGetXattr    Op = 16 // XattrReq -> BytesResp
+	OpSetXattr    Op = 17 // XattrReq -> Empty
+	OpListXattr   Op = 18 // InoReq -> NamesResp
+	OpRemoveXattr Op = 19 // XattrReq -> Empty
+	OpGetLayout   Op = 20 // InoReq -> LayoutMsg
+	OpSetLayout   Op = 21 // SetLayoutReq -> Empty
+	OpCommitWrite Op = 22 // CommitWriteReq -> Attr
+	OpRegister    Op = 23 // RegisterTargetReq -> Empty (a target announces itself)
+)
+
+// Storage target operations (64-127).
+const (
+	OpChunkWrite    Op = 64 // ChunkWriteReq + data -> Empty
+	OpChunkRead     Op = 65 // ChunkReadReq -> ChunkReadResp + data
+	OpChunkSync     Op = 66 // ChunkSyncReq -> Empty
+	OpChunkTruncate Op = 67 // ChunkTruncateReq -> Empty
+	OpChunkRemove   Op = 68 // ChunkRemoveReq -> Empty
+	OpTargetStat    Op = 69 // TargetReq -> TargetStat
+)
+
+// Message is a request or response body.
+type Message interface {
+	Encode(e *Encoder)
+	Decode(d *Decoder)
+}
+
+// Empty is a body with no fields.
+type Empty struct{}
+
+func (*Empty) Encode(*Encoder) {}
+func (*Empty) Decode(*Decoder) {}
+
+// Cred is who performs an operation; new inodes are owned by it.
+type Cred struct{ Uid, Gid uint32 }
+
+func (c *Cred) Encode(e *Encoder) { e.U32(c.Uid); e.U32(c.Gid) }
+func (c *Cred) Decode(d *Decoder) { c.Uid = d.U32(); c.Gid = d.U32() }
+
+// LayoutMsg carries a placement.Layout.
+type LayoutMsg struct{ placement.Layout }
+
+func (m *LayoutMsg) Encode(e *Encoder) { EncodeLayout(e, &m.Layout) }
+func (m *LayoutMsg) Decode(d *Decoder) { DecodeLayout(d, &m.Layout) }
+
+// EncodeLayout writes a layout: stripe size, count, then the target IDs.
+func EncodeLayout(e *Encoder, l *placement.Layout) {
+	e.U32(l.StripeSize)
+	e.U16(l.StripeCount)
+	e.Uvarint(uint64(len(l.Targets)))
+	for _, t := range l.Targets {
+		e.U32(uint32(t))
+	}
+}
+
+// DecodeLayout reads what EncodeLayout wrote.
+func DecodeLayout(d *Decoder, l *placement.Layout) {
+	l.StripeSize = d.U32()
+	l.StripeCount = d.U16()
+	n := d.Count(4)
+	l.Targets = nil
+	if n > 0 {
+		l.Targets = make([]placement.TargetID, n)
+		for i := range l.Targets {
+			l.Targets[i] = placement.TargetID(d.U32())
+		}
+	}
+}
+
+// Attr is an inode's attributes. Mode holds the file type bits and the
+// permission bits as in Linux st_mode. Times are nanoseconds since the Unix
+// epoch. Layout is set for regular files (and is a directory's default
+// layout, targets empty, for directories).
+type Attr struct {
+	Ino    uint64
+	Mode   uint32
+	Nlink  uint32
+	Uid    uint32
+	Gid    uint32
+	Rdev   uint32
+	Size   uint64
+	Atime  int64
+	Mtime  int64
+	Ctime  int64
+	Layout placement.Layout
+}
+
+func (a *Attr) Encode(e *Encoder) {
+	e.U64(a.Ino)
+	e.U32(a.Mode)
+	e.U32(a.Nlink)
+	e.U32(a.Uid)
+	e.U32(a.Gid)
+	e.U32(a.Rdev)
+	e.U64(a.Size)
+	e.I64(a.Atime)
+	e.I64(a.Mtime)
+	e.I64(a.Ctime)
+	EncodeLayout(e, &a.Layout)
+}
+
+func (a *Attr) Decode(d *Decoder) {
+	a.Ino = d.U64()
+	a.Mode = d.U32()
+	a.Nlink = d.U32()
+	a.Uid = d.U32()
+	a.Gid = d.U32()
+	a.Rdev = d.U32()
+	a.Size = d.U64()
+	a.Atime = d.I64()
+	a.Mtime = d.I64()
+	a.Ctime = d.I64()
+	DecodeLayout(d, &a.Layout)
+}
+
+// TargetAddr says where a storage target is served.
+type TargetAddr struct {
+	ID             placement.TargetID
+	Addr           string
+	Healthy        bool
+	Capacity, Used int64
+}
+
+// ClusterInfo describes the file system to a client.
+type ClusterInfo struct {
+	FSID    string
+	RootIno uint64
+	Targets []TargetAddr
+}
+
+func (m *ClusterInfo) Encode(e *Encoder) {
+	e.String(m.FSID)
+	e.U64(m.RootIno)
+	e.Uvarint(uint64(len(m.Targets)))
+	for _, t := range m.Targets {
+		e.U32(uint32(t.ID))
+		e.String(t.Addr)
+		e.Bool(t.Healthy)
+		e.I64(t.Capacity)
+		e.I64(t.Used)
+	}
+}
+
+func (m *ClusterInfo) Decode(d *Decoder) {
+	m.FSID = d.String()
+	m.RootIno = d.U64()
+	n := d.Count(22)
+	m.Targets = make([]TargetAddr, n)
+	for i := range m.Targets {
+		t := &m.Targets[i]
+		t.ID = placement.TargetID(d.U32())
+		t.Addr = d.String()
+		t.Healthy = d.Bool()
+		t.Capacity = d.I64()
+		t.Used = d.I64()
+	}
+}
+
+// StatfsResp is file-system-wide usage.
+type StatfsResp struct {
+	Capacity, Used, Free int64 // bytes, summed over targets
+	Inodes               uint64
+	Targets              uint32
+}
+
+func (m *StatfsResp) Encode(e *Encoder) {
+	e.I64(m.Capacity)
+	e.I64(m.Used)
+	e.I64(m.Free)
+	e.U64(m.Inodes)
+	e.U32(m.Targets)
+}
+func (m *StatfsResp) Decode(d *Decoder) {
+	m.Capacity = d.I64()
+	m.Used = d.I64()
+	m.Free = d.I64()
+	m.Inodes = d.U64()
+	m.Targets = d.U32()
+}
+
+// ResolveReq walks a slash-separated path from the root. With Follow, a
+// symlink in the last component is followed; symlinks in earlier components
+// always are (at most 40 in all, then errs.Loop).
+type ResolveReq struct {
+	Path   string
+	Follow bool
+}
+
+func (m *ResolveReq) Encode(e *Encoder) { e.String(m.Path); e.Bool(m.Follow) }
+func (m *ResolveReq) Decode(d *Decoder) { m.Path = d.String(); m.Follow = d.Bool() }
+
+// NameReq names an entry in a directory.
+type NameReq struct {
+	Parent uint64
+	Name   string
+}
+
+func (m *NameReq) Encode(e *Encoder) { e.U64(m.Parent); e.String(m.Name) }
+func (m *NameReq) Decode(d *Decoder) { m.Parent = d.U64(); m.Name = d.String() }
+
+// InoReq names an inode.
+type InoReq struct{ Ino uint64 }
+
+func (m *InoReq) Encode(e *Encoder) { e.U64(m.Ino) }
+func (m *InoReq) Decode(d *Decoder) { m.Ino = d.U64() }
+
+// SetAttr validity bits.
+const (
+	SetMode uint32 = 1 << iota
+	SetUid
+	SetGid
+	SetSize
+	SetAtime
+	SetMtime
+	SetAtimeNow
+	SetMtimeNow
+	SetCtime
+)
+
+// SetAttrReq changes the attributes chosen by Valid. A size change of a
+// regular file is done by the client: it truncates the chunks first, then
+// sends SetSize.
+type SetAttrReq struct {
+	Ino   uint64
+	Valid uint32
+	Mode  uint32 // permission bits only
+	Uid   uint32
+	Gid   uint32
+	Size  uint64
+	Atime int64
+	Mtime int64
+	Ctime int64
+}
+
+func (m *SetAttrReq) Encode(e *Encoder) {
+	e.U64(m.Ino)
+	e.U32(m.Valid)
+	e.U32(m.Mode)
+	e.U32(m.Uid)
+	e.U32(m.Gid)
+	e.U64(m.Size)
+	e.I64(m.Atime)
+	e.I64(m.Mtime)
+	e.I64(m.Ctime)
+}
+func (m *SetAttrReq) Decode(d *Decoder) {
+	m.Ino = d.U64()
+	m.Valid = d.U32()
+	m.Mode = d.U32()
+	m.Uid = d.U32()
+	m.Gid = d.U32()
+	m.Size = d.U64()
+	m.Atime = d.I64()
+	m.Mtime = d.I64()
+	m.Ctime = d.I64()
+}
+
+// CreateReq creates a regular file or node (OpCreate) or a directory
+// (OpMkdir). Mode includes the type bits for OpCreate (0 type = regular).
+// With Exclusive false, OpCreate of an existing regular file returns its
+// attributes instead of errs.Exists. A Layout with StripeSize 0 means "the
+// directory's default".
+type CreateReq struct {
+	Parent    uint64
+	Name      string
+	Mode      uint32
+	Rdev      uint32
+	Cred      Cred
+	Exclusive bool
+	Layout    placement.Layout
+}
+
+func (m *CreateReq) Encode(e *Encoder) {
+	e.U64(m.Parent)
+	e.String(m.Name)
+	e.U32(m.Mode)
+	e.U32(m.Rdev)
+	m.Cred.Encode(e)
+	e.Bool(m.Exclusive)
+	EncodeLayout(e, &m.Layout)
+}
+func (m *CreateReq) Decode(d *Decoder) {
+	m.Parent = d.U64()
+	m.Name = d.String()
+	m.Mode = d.U32()
+	m.Rdev = d.U32()
+	m.Cred.Decode(d)
+	m.Exclusive = d.Bool()
+	DecodeLayout(d, &m.Layout)
+}
+
+// SymlinkReq creates a symbolic link Name in Parent pointing at Target.
+type SymlinkReq struct {
+	Parent uint64
+	Name   string
+	Target string
+	Cred   Cred
+}
+
+func (m *SymlinkReq) Encode(e *Encoder) {
+	e.U64(m.Parent)
+	e.String(m.Name)
+	e.String(m.Target)
+	m.Cred.Encode(e)
+}
+func (m *SymlinkReq) Decode(d *Decoder) {
+	m.Parent = d.U64()
+	m.Name = d.String()
+	m.Target = d.String()
+	m.Cred.Decode(d)
+}
+
+// StringResp carries one string (a symlink target).
+type StringResp struct{ S string }
+
+func (m *StringResp) Encode(e *Encoder) { e.String(m.S) }
+func (m *StringResp) Decode(d *Decoder) { m.S = d.String() }
+
+// BytesResp carries one byte string (an xattr value).
+type BytesResp struct{ B []byte }
+
+func (m *BytesResp) Encode(e *Encoder) { e.Bytes(m.B) }
+func (m *BytesResp) Decode(d *Decoder) { m.B = d.Bytes() }
+
+// NamesResp carries a list of names (xattr names).
+type NamesResp struct{ Names []string }
+
+func (m *NamesResp) Encode(e *Encoder) {
+	e.Uvarint(uint64(len(m.Names)))
+	for _, n := range m.Names {
+		e.String(n)
+	}
+}
+func (m *NamesResp) Decode(d *Decoder) {
+	n := d.Count(1)
+	m.Names = make([]string, n)
+	for i := range m.Names {
+		m.Names[i] = d.String()
+	}
+}
+
+// Rename flags, as in Linux renameat2.
+const (
+	RenameNoReplace uint32 = 1 << 0
+	RenameExchange  uint32 = 1 << 1
+)
+
+// RenameReq moves OldParent/OldName to NewParent/NewName atomically.
+type RenameReq struct {
+	OldParent uint64
+	OldName   string
+	NewParent uint64
+	NewName   string
+	Flags     uint32
+}
+
+func (m *RenameReq) Encode(e *Encoder) {
+	e.U64(m.OldParent)
+	e.String(m.OldName)
+	e.U64(m.NewParent)
+	e.String(m.NewName)
+	e.U32(m.Flags)
+}
+func (m *RenameReq) Decode(d *Decoder) {
+	m.OldParent = d.U64()
+	m.OldName = d.String()
+	m.NewParent = d.U64()
+	m.NewName = d.String()
+	m.Flags = d.U32()
+}
+
+// LinkReq makes a hard link NewParent/NewName to Ino.
+type LinkReq struct {
+	Ino       uint64
+	NewParent uint64
+	NewName   string
+}
+
+func (m *LinkReq) Encode(e *Encoder) { e.U64(m.Ino); e.U64(m.NewParent); e.String(m.NewName) }
+func (m *LinkReq) Decode(d *Decoder) { m.Ino = d.U64(); m.NewParent = d.U64(); m.NewName = d.String() }
+
+// ReadDirReq asks for up to Limit entries of directory Ino whose names sort
+// after Cursor ("" = from the start). With Plus, each entry carries its Attr.
+// Entries are in byte order of their names; "." and ".." are not included.
+type ReadDirReq struct {
+	Ino    uint64
+	Cursor string
+	Limit  uint32
+	Plus   bool
+}
+
+func (m *ReadDirReq) Encode(e *Encoder) {
+	e.U64(m.Ino)
+	e.String(m.Cursor)
+	e.U32(m.Limit)
+	e.Bool(m.Plus)
+}
+func (m *ReadDirReq) Decode(d *Decoder) {
+	m.Ino = d.U64()
+	m.Cursor = d.String()
+	m.Limit = d.U32()
+	m.Plus = d.Bool()
+}
+
+// DirEntry is one directory entry. Mode has the type bits only, unless the
+// listing was a Plus listing, when Attr is filled.
+type DirEntry struct {
+	Name string
+	Ino  uint64
+	Mode uint32
+	Attr *Attr
+}
+
+// ReadDirResp is one page of a listing. Cursor continues it; EOF says there
+// is nothing after this page.
+type ReadDirResp struct {
+	Entries []DirEntry
+	Cursor  string
+	EOF     bool
+}
+
+func (m *ReadDirResp) Encode(e *Encoder) {
+	e.Uvarint(uint64(len(m.Entries)))
+	for _, de := range m.Entries {
+		e.String(de.Name)
+		e.U64(de.Ino)
+		e.U32(de.Mode)
+		e.Bool(de.Attr != nil)
+		if de.Attr != nil {
+			de.Attr.Encode(e)
+		}
+	}
+	e.String(m.Cursor)
+	e.Bool(m.EOF)
+}
+func (m *ReadDirResp) Decode(d *Decoder) {
+	n := d.Count(14)
+	m.Entries = make([]DirEntry, n)
+	for i := range m.Entries {
+		de := &m.Entries[i]
+		de.Name = d.String()
+		de.Ino = d.U64()
+		de.Mode = d.U32()
+		if d.Bool() {
+			de.Attr = new(Attr)
+			de.Attr.Decode(d)
+		}
+	}
+	m.Cursor = d.String()
+	m.EOF = d.Bool()
+}
+
+// Xattr flags, as in Linux setxattr.
+const (
+	XattrCreate  uint32 = 1
+	XattrReplace uint32 = 2
+)
+
+// XattrReq names an extended attribute, with a value for OpSetXattr.
+type XattrReq struct {
+	Ino   uint64
+	Name  string
+	Value []byte
+	Flags uint32
+}
+
+func (m *XattrReq) Encode(e *Encoder) {
+	e.U64(m.Ino)
+	e.String(m.Name)
+	e.Bytes(m.Value)
+	e.U32(m.Flags)
+}
+func (m *XattrReq) Decode(d *Decoder) {
+	m.Ino = d.U64()
+	m.Name = d.String()
+	m.Value = d.Bytes()
+	m.Flags = d.U32()
+}
+
+// SetLayoutReq sets a directory's default layout, or the layout of a
+// regular file that has no data yet (else errs.Busy).
+type SetLayoutReq struct {
+	Ino    uint64
+	Layout placement.Layout
+}
+
+func (m *SetLayoutReq) Encode(e *Encoder) { e.U64(m.Ino); EncodeLayout(e, &m.Layout) }
+func (m *SetLayoutReq) Decode(d *Decoder) { m.Ino = d.U64(); DecodeLayout(d, &m.Layout) }
+
+// CommitWriteReq tells the metadata service that data up to End is durable
+// on the targets: the size becomes max(size, End) and mtime/ctime Mtime.
+type CommitWriteReq struct {
+	Ino   uint64
+	End   uint64
+	Mtime int64
+}
+
+func (m *CommitWriteReq) Encode(e *Encoder) { e.U64(m.Ino); e.U64(m.End); e.I64(m.Mtime) }
+func (m *CommitWriteReq) Decode(d *Decoder) { m.Ino = d.U64(); m.End = d.U64(); m.Mtime = d.I64() }
+
+// RegisterTargetReq announces a storage target to the metadata service.
+type RegisterTargetReq struct {
+	ID   placement.TargetID
+	Addr string
+}
+
+func (m *RegisterTargetReq) Encode(e *Encoder) { e.U32(uint32(m.ID)); e.String(m.Addr) }
+func (m *RegisterTargetReq) Decode(d *Decoder) {
+	m.ID = placement.TargetID(d.U32())
+	m.Addr = d.String()
+}
+
+// ChunkRef names a chunk on a target: slot Slot of inode Ino.
+type ChunkRef struct {
+	Target placement.TargetID
+	Ino    uint64
+	Slot   uint32
+}
+
+func (m *ChunkRef) Encode(e *Encoder) { e.U32(uint32(m.Target)); e.U64(m.Ino); e.U32(m.Slot) }
+func (m *ChunkRef) Decode(d *Decoder) {
+	m.Target = placement.TargetID(d.U32())
+	m.Ino = d.U64()
+	m.Slot = d.U32()
+}
+
+// ChunkWriteReq writes the frame's data at Off in a chunk, creating it if
+// needed. With Sync the data is durable when the reply comes.
+type ChunkWriteReq struct {
+	ChunkRef
+	Off  uint64
+	Sync bool
+}
+
+func (m *ChunkWriteReq) Encode(e *Encoder) { m.ChunkRef.Encode(e); e.U64(m.Off); e.Bool(m.Sync) }
+func (m *ChunkWriteReq) Decode(d *Decoder) { m.ChunkRef.Decode(d); m.Off = d.U64(); m.Sync = d.Bool() }
+
+// ChunkReadReq reads Len bytes at Off. The reply's data is shorter when the
+// chunk ends first (a missing chunk reads as empty); holes inside read as zeros.
+type ChunkReadReq struct {
+	ChunkRef
+	Off uint64
+	Len uint32
+}
+
+func (m *ChunkReadReq) Encode(e *Encoder) { m.ChunkRef.Encode(e); e.U64(m.Off); e.U32(m.Len) }
+func (m *ChunkReadReq) Decode(d *Decoder) { m.ChunkRef.Decode(d); m.Off = d.U64(); m.Len = d.U32() }
+
+// ChunkReadResp carries the chunk's current length with the data.
+type ChunkReadResp struct{ ChunkLen uint64 }
+
+func (m *ChunkReadResp) Encode(e *Encoder) { e.U64(m.ChunkLen) }
+func (m *ChunkReadResp) Decode(d *Decoder) { m.ChunkLen = d.U64() }
+
+// ChunkSyncReq makes the named chunks of one target durable.
+type ChunkSyncReq struct {
+	Target placement.TargetID
+	Ino    uint64
+	Slots  []uint32
+}
+
+func (m *ChunkSyncReq) Encode(e *Encoder) {
+	e.U32(uint32(m.Target))
+	e.U64(m.Ino)
+	e.Uvarint(uint64(len(m.Slots)))
+	for _, s := range m.Slots {
+		e.U32(s)
+	}
+}
+func (m *ChunkSyncReq) Decode(d *Decoder) {
+	m.Target = placement.TargetID(d.U32())
+	m.Ino = d.U64()
+	n := d.Count(4)
+	m.Slots = make([]uint32, n)
+	for i := range m.Slots {
+		m.Slots[i] = d.U32()
+	}
+}
+
+// ChunkTruncateReq sets a chunk's length (durably).
+type ChunkTruncateReq struct {
+	ChunkRef
+	Size uint64
+}
+
+func (m *ChunkTruncateReq) Encode(e *Encoder) { m.ChunkRef.Encode(e); e.U64(m.Size) }
+func (m *ChunkTruncateReq) Decode(d *Decoder) { m.ChunkRef.Decode(d); m.Size = d.U64() }
+
+// ChunkRemoveReq removes the chunks of inode Ino in the given slots on a
+// target (durably; no error for chunks that do not exist).
+type ChunkRemoveReq struct {
+	Target placement.TargetID
+	Ino    uint64
+	Slots  []uint32
+}
+
+func (m *ChunkRemoveReq) Encode(e *Encoder) {
+	e.U32(uint32(m.Target))
+	e.U64(m.Ino)
+	e.Uvarint(uint64(len(m.Slots)))
+	for _, s := range m.Slots {
+		e.U32(s)
+	}
+}
+func (m *ChunkRemoveReq) Decode(d *Decoder) {
+	m.Target = placement.TargetID(d.U32())
+	m.Ino = d.U64()
+	n := d.Count(4)
+	m.Slots = make([]uint32, n)
+	for i := range m.Slots {
+		m.Slots[i] = d.U32()
+	}
+}
+
+// TargetReq names a target.
+type TargetReq struct{ Target placement.TargetID }
+
+func (m *TargetReq) Encode(e *Encoder) { e.U32(uint32(m.Target)) }
+func (m *TargetReq) Decode(d *Decoder) { m.Target = placement.TargetID(d.U32()) }
+
+// TargetStat is a target's capacity and usage.
+type TargetStat struct {
+	Target         placement.TargetID
+	Capacity, Used int64 // bytes on the target's file system / in its chunks
+	Free           int64
+	Chunks         uint64
+	Corruptions    uint64 // checksum failures seen since start
+}
+
+func (m *TargetStat) Encode(e *Encoder) {
+	e.U32(uint32(m.Target))
+	e.I64(m.Capacity)
+	e.I64(m.Used)
+	e.I64(m.Free)
+	e.U64(m.Chunks)
+	e.U64(m.Corruptions)
+}
+func (m *TargetStat) Decode(d *Decoder) {
+	m.Target = placement.TargetID(d.U32())
+	m.Capacity = d.I64()
+	m.Used = d.I64()
+	m.Free = d.I64()
+	m.Chunks = d.U64()
+	m.Corruptions = d.U64()
+}

@@ -1,0 +1,373 @@
+package wire
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"sync"
+	"time"
+
+	"github.com/sluice-fs/sluice/internal/errs"
+)
+
+// Request is one incoming request. Body and Data belong to the server and
+// are valid only until the handler returns.
+type Request struct {
+	Op     Op
+	Body   []byte
+	Data   []byte
+	Remote string
+}
+
+// Response is a handler's reply: an optional body message and data. If
+// Release is set it is called once the data has been written (or dropped),
+// so the handler can pool its buffer.
+type Response struct {
+	Msg     Message
+	Data    []byte
+	Release func()
+}
+
+// HandlerFunc serves one operation. An error is sent to the client with its
+// errs.Code and text.
+type HandlerFunc func(ctx context.Context, req *Request) (Response, error)
+
+// Server accepts connections and dispatches frames to handlers by op. Each
+// request runs in its own goroutine (at most MaxInFlight per connection),
+// so a slow request does not hold up others on the same connection.
+type Server struct {
+	// Logger receives connection errors; nil means slog.Default().
+	Logger *slog.Logger
+	// MaxInFlight bounds concurrent requests per connection (default 256).
+	MaxInFlight int
+
+	mu        sync.Mutex
+	handlers  map[Op]HandlerFunc
+	listeners map[net.Listener]struct{}
+	conns     map[net.Conn]struct{}
+	closing   bool
+	ctx       context.Context
+	cancel    context.CancelFunc
+	wg        sync.WaitGroup
+}
+
+// Handle registers h for op. It must be called before Serve.
+func (s *Server) Handle(op Op, h HandlerFunc) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.handlers == nil {
+		s.handlers = make(map[Op]HandlerFunc)
+	}
+	s.handlers[op] = h
+}
+
+func (s *Server) logger() *slog.Logger {
+	if s.Logger != nil {
+		return s.Logger
+	}
+	return slog.Default()
+}
+
+func (s *Server) init() {
+	if s.ctx == nil {
+		s.ctx, s.cancel = context.WithCancel(context.Background())
+		s.listeners = make(map[net.Listener]struct{})
+		s.conns = make(map[net.Conn]struct{})
+	}
+}
+
+// ErrServerClosed is returned by Serve after Shutdown or Close.
+var ErrServerClosed = errors.New("wire: server closed")
+
+// Serve accepts connections on l until Shutdown or Close.
+func (s *Server) Serve(l net.Listener) error {
+	s.mu.Lock()
+	s.init()
+	if s.closing {
+		s.mu.Unlock()
+		l.Close()
+		return ErrServerClosed
+	}
+	s.listeners[l] = struct{}{}
+	s.mu.Unlock()
+	defer func() {
+		s.mu.Lock()
+		delete(s.listeners, l)
+		s.mu.Unlock()
+	}()
+	var backoff time.Duration
+	for {
+		nc, err := l.Accept()
+		if err != nil {
+			s.mu.Lock()
+			closing := s.closing
+			s.mu.Unlock()
+			if closing {
+				return ErrServerClosed
+			}
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Timeout() {
+				backoff = min(max(2*backoff, 5*time.Millisecond), time.Second)
+				time.Sleep(backoff)
+				continue
+			}
+			return err
+		}
+		backoff = 0
+		s.mu.Lock()
+		if s.closing {
+			s.mu.Unlock()
+			nc.Close()
+			return ErrServerClosed
+		}
+		s.conns[nc] = struct{}{}
+		s.wg.Add(1)
+		s.mu.Unlock()
+		go s.serveConn(nc)
+	}
+}
+
+// Shutdown stops accepting, closes every connection and waits for the
+// handlers in flight, or until ctx is done.
+func (s *Server) Shutdown(ctx context.Context) error {
+	s.mu.Lock()
+	s.init()
+	s.closing = true
+	for l := range s.listeners {
+		l.Close()
+	}
+	for nc := range s.conns {
+		nc.Close()
+	}
+	s.mu.Unlock()
+	done := make(chan struct{})
+	go func() { s.wg.Wait(); close(done) }()
+	select {
+	case <-done:
+		s.cancel()
+		return nil
+	case <-ctx.Done():
+		s.cancel()
+		return ctx.Err()
+	}
+}
+
+// Close is Shutdown without waiting for handlers. It is idempotent.
+func (s *Server) Close() error {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	s.Shutdown(ctx)
+	return nil
+}
+
+type reply struct {
+	hdr     [HeaderSize]byte
+	body    []byte
+	data    []byte
+	release func()
+}
+
+type serverConn struct {
+	s        *Server
+	nc       net.Conn
+	remote   string
+	replies  chan *reply
+	done     chan struct{}
+	handlers sync.WaitGroup
+}
+
+func (s *Server) serveConn(nc net.Conn) {
+	defer s.wg.Done()
+	defer func() {
+		s.mu.Lock()
+		delete(s.conns, nc)
+		s.mu.Unlock()
+		nc.Close()
+	}()
+	if tc, ok := nc.(*net.TCPConn); ok {
+		tc.SetNoDelay(true)
+	}
+	// Hello: a peer that is not a Sluice client is dropped without a word.
+	nc.SetDeadline(time.Now().Add(10 * time.Second))
+	var hello [helloSize]byte
+	if _, err := io.ReadFull(nc, hello[:]); err != nil {
+		return
+	}
+	ver, _, err := parseHello(hello[:])
+	if err != nil {
+		s.logger().Warn("dropping connection", "remote", nc.RemoteAddr().String(), "err", err)
+		return
+	}
+	var status uint16
+	if ver != Version {
+		status = 1
+	}
+	putHello(hello[:], status)
+	if _, err := nc.Write(hello[:]); err != nil || status != 0 {
+		return
+	}
+	nc.SetDeadline(time.Time{})
+
+	sc := &serverConn{s: s, nc: nc, remote: nc.RemoteAddr().String(), replies: make(chan *reply, 256), done: make(chan struct{})}
+	writerDone := make(chan struct{})
+	go func() { defer close(writerDone); sc.writeLoop() }()
+	sc.readLoop()
+	sc.handlers.Wait()
+	close(sc.done)
+	<-writerDone
+}
+
+func (sc *serverConn) readLoop() {
+	s := sc.s
+	maxIn := s.MaxInFlight
+	if maxIn <= 0 {
+		maxIn = 256
+	}
+	sem := make(chan struct{}, maxIn)
+	br := bufio.NewReaderSize(sc.nc, 256<<10)
+	var hb [HeaderSize]byte
+	for {
+		if _, err := io.ReadFull(br, hb[:]); err != nil {
+			return
+		}
+		h, err := ParseHeader(hb[:])
+		if err == nil && h.Flags&flagResponse != 0 {
+			err = errs.New(errs.Protocol, "wire: client sent a response frame")
+		}
+		if err != nil {
+			s.logger().Warn("closing connection on a malformed frame", "remote", sc.remote, "err", err)
+			return
+		}
+		body := make([]byte, h.BodyLen)
+		if _, err := io.ReadFull(br, body); err != nil {
+			return
+		}
+		var data []byte
+		if h.DataLen > 0 {
+			data = GetBuf(int(h.DataLen))
+			if _, err := io.ReadFull(br, data); err != nil {
+				PutBuf(data)
+				return
+			}
+		}
+		s.mu.Lock()
+		hf := s.handlers[h.Op]
+		s.mu.Unlock()
+		select {
+		case sem <- struct{}{}:
+		case <-s.ctx.Done():
+			return
+		}
+		sc.handlers.Add(1)
+		go func() {
+			defer sc.handlers.Done()
+			defer func() { <-sem }()
+			req := &Request{Op: h.Op, Body: body, Data: data, Remote: sc.remote}
+			var resp Response
+			var err error
+			if hf == nil {
+				err = errs.New(errs.NotSupported, "wire: unknown op %d", h.Op)
+			} else {
+				resp, err = sc.call(hf, req)
+			}
+			if data != nil {
+				PutBuf(data)
+			}
+			sc.send(h, resp, err)
+		}()
+	}
+}
+
+// call runs a handler, turning a panic into an Internal error so that one
+// bad request cannot take the server down.
+func (sc *serverConn) call(hf HandlerFunc, req *Request) (resp Response, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			sc.s.logger().Error("handler panic", "op", req.Op, "remote", sc.remote, "panic", r)
+			err = errs.New(errs.Internal, "wire: op %d failed on the server: %v", req.Op, r)
+		}
+	}()
+	return hf(sc.s.ctx, req)
+}
+
+func (sc *serverConn) send(h Header, resp Response, err error) {
+	r := &reply{}
+	rh := Header{ID: h.ID, Op: h.Op, Flags: flagResponse}
+	if err != nil {
+		if resp.Release != nil {
+			resp.Release()
+		}
+		rh.Status = errs.CodeOf(err)
+		if rh.Status == errs.OK {
+			rh.Status = errs.Internal
+		}
+		r.body = []byte(err.Error())
+	} else {
+		if resp.Msg != nil {
+			r.body = Marshal(resp.Msg)
+		}
+		r.data, r.release = resp.Data, resp.Release
+	}
+	if len(r.body) > MaxBody {
+		rh.Status, r.body, r.data = errs.TooBig, []byte(fmt.Sprintf("wire: reply to op %d is too big", h.Op)), nil
+	}
+	rh.BodyLen, rh.DataLen = uint32(len(r.body)), uint32(len(r.data))
+	rh.Put(r.hdr[:])
+	select {
+	case sc.replies <- r:
+	case <-sc.done:
+		if r.release != nil {
+			r.release()
+		}
+	}
+}
+
+func (sc *serverConn) writeLoop() {
+	var batch []*reply
+	var bufs net.Buffers
+	broken := false
+	for {
+		batch = batch[:0]
+		select {
+		case r := <-sc.replies:
+			batch = append(batch, r)
+		case <-sc.done:
+			return
+		}
+	more:
+		for len(batch) < 128 {
+			select {
+			case r := <-sc.replies:
+				batch = append(batch, r)
+			default:
+				break more
+			}
+		}
+		bufs = bufs[:0]
+		for _, r := range batch {
+			bufs = append(bufs, r.hdr[:])
+			if len(r.body) > 0 {
+				bufs = append(bufs, r.body)
+			}
+			if len(r.data) > 0 {
+				bufs = append(bufs, r.data)
+			}
+		}
+		if !broken {
+			w := bufs
+			if _, err := w.WriteTo(sc.nc); err != nil {
+				broken = true // keep draining so handlers are not blocked
+				sc.nc.Close()
+			}
+		}
+		for _, r := range batch {
+			if r.release != nil {
+				r.release()
+			}
+		}
+	}
+}
