@@ -1,0 +1,226 @@
+package wire
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/sluice-fs/sluice/internal/errs"
+)
+
+// startEcho starts a server whose OpChunkWrite handler echoes the request's
+// data back and whose OpLookup handler fails for the name "missing".
+func startEcho(t *testing.T) (*Server, string) {
+	t.Helper()
+	srv := &Server{}
+	srv.Handle(OpChunkWrite, func(ctx context.Context, req *Request) (Response, error) {
+		var m ChunkWriteReq
+		if err := Unmarshal(req.Body, &m); err != nil {
+			return Response{}, err
+		}
+		buf := GetBuf(len(req.Data))
+		copy(buf, req.Data)
+		return Response{Msg: &ChunkReadResp{ChunkLen: m.Off}, Data: buf, Release: func() { PutBuf(buf) }}, nil
+	})
+	srv.Handle(OpLookup, func(ctx context.Context, req *Request) (Response, error) {
+		var m NameReq
+		if err := Unmarshal(req.Body, &m); err != nil {
+			return Response{}, err
+		}
+		if m.Name == "missing" {
+			return Response{}, errs.New(errs.NotFound, "lookup %d/%q: not found", m.Parent, m.Name)
+		}
+		return Response{Msg: &Attr{Ino: m.Parent + 1, Size: uint64(len(m.Name))}}, nil
+	})
+	srv.Handle(OpGetAttr, func(ctx context.Context, req *Request) (Response, error) {
+		panic("boom")
+	})
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() { defer close(done); srv.Serve(l) }()
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if err := srv.Shutdown(ctx); err != nil {
+			t.Errorf("shutdown: %v", err)
+		}
+		<-done
+	})
+	return srv, l.Addr().String()
+}
+
+func dial(t *testing.T, addr string) *Conn {
+	t.Helper()
+	c, err := Dial(context.Background(), addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+func TestCallRoundTrip(t *testing.T) {
+	_, addr := startEcho(t)
+	c := dial(t, addr)
+	ctx := context.Background()
+
+	var a Attr
+	if _, err := c.Call(ctx, OpLookup, &NameReq{Parent: 41, Name: "abc"}, nil, &a, nil); err != nil {
+		t.Fatal(err)
+	}
+	if a.Ino != 42 || a.Size != 3 {
+		t.Fatalf("got attr %+v", a)
+	}
+
+	_, err := c.Call(ctx, OpLookup, &NameReq{Parent: 1, Name: "missing"}, nil, &a, nil)
+	if !errors.Is(err, errs.ErrNotFound) || errs.CodeOf(err) != errs.NotFound {
+		t.Fatalf("want not found, got %v", err)
+	}
+
+	// Data split over several buffers arrives whole, and lands in respData.
+	data := [][]byte{bytes.Repeat([]byte("a"), 1000), bytes.Repeat([]byte("b"), 3<<20)}
+	out := make([]byte, 4<<20)
+	var r ChunkReadResp
+	n, err := c.Call(ctx, OpChunkWrite, &ChunkWriteReq{Off: 7}, data, &r, out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n != 1000+3<<20 || r.ChunkLen != 7 || !bytes.Equal(out[:n], append(append([]byte(nil), data[0]...), data[1]...)) {
+		t.Fatalf("echo mismatch: n=%d len=%d", n, r.ChunkLen)
+	}
+
+	// A too-small response buffer is an error, and the connection survives.
+	_, err = c.Call(ctx, OpChunkWrite, &ChunkWriteReq{}, [][]byte{make([]byte, 100)}, &r, make([]byte, 10))
+	if errs.CodeOf(err) != errs.Protocol {
+		t.Fatalf("want protocol error for short buffer, got %v", err)
+	}
+	// Unknown op and handler panic are errors; the connection keeps working.
+	if _, err := c.Call(ctx, Op(999), nil, nil, nil, nil); errs.CodeOf(err) != errs.NotSupported {
+		t.Fatalf("unknown op: %v", err)
+	}
+	if _, err := c.Call(ctx, OpGetAttr, &InoReq{Ino: 1}, nil, &a, nil); errs.CodeOf(err) != errs.Internal {
+		t.Fatalf("panic: %v", err)
+	}
+	if _, err := c.Call(ctx, OpLookup, &NameReq{Parent: 1, Name: "x"}, nil, &a, nil); err != nil {
+		t.Fatalf("connection broken after errors: %v", err)
+	}
+}
+
+func TestConcurrentCalls(t *testing.T) {
+	_, addr := startEcho(t)
+	c := dial(t, addr)
+	var wg sync.WaitGroup
+	errc := make(chan error, 64)
+	for g := range 32 {
+		wg.Go(func() {
+			for i := range 200 {
+				payload := []byte(fmt.Sprintf("g%d-i%d", g, i))
+				out := make([]byte, 64)
+				var r ChunkReadResp
+				n, err := c.Call(context.Background(), OpChunkWrite, &ChunkWriteReq{Off: uint64(i)}, [][]byte{payload}, &r, out)
+				if err != nil {
+					errc <- err
+					return
+				}
+				if !bytes.Equal(out[:n], payload) || r.ChunkLen != uint64(i) {
+					errc <- fmt.Errorf("mixed up replies: sent %q got %q", payload, out[:n])
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errc)
+	for err := range errc {
+		t.Fatal(err)
+	}
+}
+
+func TestGarbageClosesOnlyThatConnection(t *testing.T) {
+	_, addr := startEcho(t)
+	good := dial(t, addr)
+
+	cases := map[string][]byte{
+		"not a hello":   []byte("GET / HTTP/1.1\r\nHost: x\r\n\r\n"),
+		"huge body":     append(helloBytes(), frameHeader(MaxBody+1, 0, 0)...),
+		"huge data":     append(helloBytes(), frameHeader(0, MaxData+1, 0)...),
+		"bad flags":     append(helloBytes(), frameHeader(0, 0, 0x80)...),
+		"response sent": append(helloBytes(), frameHeader(0, 0, flagResponse)...),
+	}
+	for name, junk := range cases {
+		t.Run(name, func(t *testing.T) {
+			nc, err := net.Dial("tcp", addr)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer nc.Close()
+			nc.Write(junk)
+			nc.SetReadDeadline(time.Now().Add(5 * time.Second))
+			// The server answers at most a hello and then closes: reading
+			// must reach EOF, not time out.
+			_, err = io.Copy(io.Discard, nc)
+			if err != nil && !errors.Is(err, syscall.ECONNRESET) {
+				t.Fatalf("server did not close the connection: %v", err)
+			}
+		})
+	}
+	var a Attr
+	if _, err := good.Call(context.Background(), OpLookup, &NameReq{Parent: 1, Name: "ok"}, nil, &a, nil); err != nil {
+		t.Fatalf("good connection broken by another's garbage: %v", err)
+	}
+}
+
+func TestContextCancelAndServerGone(t *testing.T) {
+	srv := &Server{}
+	block := make(chan struct{})
+	srv.Handle(OpStatfs, func(ctx context.Context, req *Request) (Response, error) {
+		<-block
+		return Response{Msg: &StatfsResp{}}, nil
+	})
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	served := make(chan struct{})
+	go func() { defer close(served); srv.Serve(l) }()
+	c := dial(t, l.Addr().String())
+
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	if _, err := c.Call(ctx, OpStatfs, nil, nil, &StatfsResp{}, nil); errs.CodeOf(err) != errs.Unavailable {
+		t.Fatalf("want unavailable on deadline, got %v", err)
+	}
+	close(block)
+	srv.Close()
+	<-served
+	// Calls on a connection whose server went away fail, they do not hang.
+	ctx2, cancel2 := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel2()
+	_, err = c.Call(ctx2, OpStatfs, nil, nil, &StatfsResp{}, nil)
+	if errs.CodeOf(err) != errs.Unavailable || ctx2.Err() != nil {
+		t.Fatalf("want prompt unavailable after server close, got %v", err)
+	}
+}
+
+func helloBytes() []byte {
+	b := make([]byte, helloSize)
+	putHello(b, 0)
+	return b
+}
+
+func frameHeader(body, data uint32, flags uint16) []byte {
+	b := make([]byte, HeaderSize)
+	h := Header{BodyLen: body, DataLen: data, ID: 1, Op: OpLookup, Flags: flags}
+	h.Put(b)
+	return b
+}
