@@ -1,0 +1,39 @@
+# Sluice: the targets a developer and CI use.
+GO      ?= go
+BIN     ?= bin/sluice
+DATA    ?= ./sluice-data
+
+.PHONY: build serve test test-short race fuzz bench lint clean
+
+build:
+	$(GO) build -o $(BIN) ./cmd/sluice
+
+# The main job: a complete single-node Sluice on ./sluice-data.
+serve: build
+	$(BIN) serve --data-dir $(DATA)
+
+# The test command CI runs (see README and .ci/run).
+test:
+	$(GO) vet ./...
+	$(GO) test -race -timeout 25m ./...
+
+test-short:
+	$(GO) test -short ./...
+
+race:
+	$(GO) test -race ./...
+
+FUZZTIME ?= 30s
+fuzz:
+	$(GO) test -run '^$$' -fuzz FuzzDecode -fuzztime $(FUZZTIME) ./internal/wire
+	$(GO) test -run '^$$' -fuzz FuzzHeader -fuzztime $(FUZZTIME) ./internal/wire
+
+bench:
+	$(GO) test -run '^$$' -bench . -benchtime 1x ./test/e2e
+
+lint:
+	gofmt -l . | (! grep .)
+	$(GO) vet ./...
+
+clean:
+	rm -rf bin

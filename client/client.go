@@ -1,0 +1,226 @@
+// Package client is the Go library for Sluice: it talks to the metadata
+// service for the namespace and straight to the storage targets for data.
+//
+// A Client is safe for concurrent use. Path operations resolve the parent
+// directory on the metadata service and then act on it; file data is split
+// by the file's layout and sent to all of the file's targets in parallel,
+// without asking the metadata service on the data path.
+//
+// Consistency: metadata operations are atomic and durable when they return.
+// File data written through a File is buffered in the client (write-back)
+// and sent to the targets when the buffer fills, on Sync and on Close; the
+// file's size in the metadata is updated as data is flushed. Sync and Close
+// return only when the data is durable on the targets. Another client sees
+// data once it has been flushed.
+package client
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/sluice-fs/sluice/internal/errs"
+	"github.com/sluice-fs/sluice/internal/placement"
+	"github.com/sluice-fs/sluice/internal/wire"
+)
+
+// Options configure a Client. Zero values take the defaults.
+type Options struct {
+	// Server is the metadata service's address, host:port.
+	Server string
+	// Uid and Gid own the files this client creates (default: the process's).
+	Uid, Gid *uint32
+	// WriteBuffer is the size of each file's write-back buffer (default 8 MiB).
+	WriteBuffer int
+	// WritesInFlight bounds the flushes of one file in flight (default 4).
+	WritesInFlight int
+	// ReadAhead is the sequential read-ahead window of a file (default 16 MiB);
+	// negative disables read-ahead.
+	ReadAhead int
+	// ConnsPerServer is the number of TCP connections to each data server
+	// address (default 4): one connection's goroutines bound its throughput.
+	ConnsPerServer int
+	// DialTimeout bounds connecting to a server (default 5 s).
+	DialTimeout time.Duration
+}
+
+func (o *Options) setDefaults() error {
+	if o.Server == "" {
+		return errs.New(errs.Invalid, "client: no server address given")
+	}
+	if o.Uid == nil {
+		u := uint32(os.Getuid())
+		o.Uid = &u
+	}
+	if o.Gid == nil {
+		g := uint32(os.Getgid())
+		o.Gid = &g
+	}
+	if o.WriteBuffer <= 0 {
+		o.WriteBuffer = 8 << 20
+	}
+	if o.WritesInFlight <= 0 {
+		o.WritesInFlight = 4
+	}
+	if o.ReadAhead == 0 {
+		o.ReadAhead = 16 << 20
+	}
+	if o.ConnsPerServer <= 0 {
+		o.ConnsPerServer = 4
+	}
+	if o.DialTimeout <= 0 {
+		o.DialTimeout = 5 * time.Second
+	}
+	return nil
+}
+
+// Client is a connection to one Sluice file system.
+type Client struct {
+	opts Options
+	meta *pool
+
+	mu      sync.Mutex
+	info    wire.ClusterInfo
+	targets map[placement.TargetID]string // target -> address
+	pools   map[string]*pool              // address -> connections
+	closed  bool
+}
+
+// New connects to the metadata service at opts.Server and learns the
+// cluster's targets.
+func New(ctx context.Context, opts Options) (*Client, error) {
+	if err := opts.setDefaults(); err != nil {
+		return nil, err
+	}
+	c := &Client{opts: opts, pools: make(map[string]*pool)}
+	c.meta = &pool{addr: opts.Server, conns: make([]*wire.Conn, 1), dialTimeout: opts.DialTimeout}
+	if err := c.refreshCluster(ctx); err != nil {
+		c.meta.close()
+		return nil, fmt.Errorf("client: connect to %s: %w", opts.Server, err)
+	}
+	return c, nil
+}
+
+// FSID returns the file system's unique ID.
+func (c *Client) FSID() string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.info.FSID
+}
+
+func (c *Client) refreshCluster(ctx context.Context) error {
+	var info wire.ClusterInfo
+	if err := c.metaCall(ctx, wire.OpCluster, nil, &info); err != nil {
+		return err
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.info = info
+	c.targets = make(map[placement.TargetID]string, len(info.Targets))
+	for _, t := range info.Targets {
+		c.targets[t.ID] = t.Addr
+	}
+	return nil
+}
+
+// Close closes every connection. Files still open must not be used after.
+func (c *Client) Close() error {
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return nil
+	}
+	c.closed = true
+	pools := c.pools
+	c.mu.Unlock()
+	c.meta.close()
+	for _, p := range pools {
+		p.close()
+	}
+	return nil
+}
+
+func (c *Client) metaCall(ctx context.Context, op wire.Op, req, resp wire.Message) error {
+	conn, err := c.meta.get(ctx)
+	if err != nil {
+		return err
+	}
+	_, err = conn.Call(ctx, op, req, nil, resp, nil)
+	return err
+}
+
+// targetConn returns a connection to the server holding target t.
+func (c *Client) targetConn(ctx context.Context, t placement.TargetID) (*wire.Conn, error) {
+	c.mu.Lock()
+	addr, ok := c.targets[t]
+	c.mu.Unlock()
+	if !ok {
+		if err := c.refreshCluster(ctx); err != nil {
+			return nil, err
+		}
+		c.mu.Lock()
+		addr, ok = c.targets[t]
+		c.mu.Unlock()
+		if !ok {
+			return nil, errs.New(errs.Unavailable, "client: target %d is not in the cluster", t)
+		}
+	}
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return nil, errs.New(errs.Unavailable, "client: closed")
+	}
+	p := c.pools[addr]
+	if p == nil {
+		p = &pool{addr: addr, conns: make([]*wire.Conn, c.opts.ConnsPerServer), dialTimeout: c.opts.DialTimeout}
+		c.pools[addr] = p
+	}
+	c.mu.Unlock()
+	return p.get(ctx)
+}
+
+// pool is a small set of connections to one address, used round-robin and
+// redialed when broken.
+type pool struct {
+	addr        string
+	dialTimeout time.Duration
+	next        atomic.Uint32
+
+	mu    sync.Mutex
+	conns []*wire.Conn
+}
+
+func (p *pool) get(ctx context.Context) (*wire.Conn, error) {
+	i := int(p.next.Add(1)) % len(p.conns)
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if cn := p.conns[i]; cn != nil && cn.Err() == nil {
+		return cn, nil
+	}
+	if old := p.conns[i]; old != nil {
+		old.Close()
+		p.conns[i] = nil
+	}
+	dctx, cancel := context.WithTimeout(ctx, p.dialTimeout)
+	defer cancel()
+	cn, err := wire.Dial(dctx, p.addr)
+	if err != nil {
+		return nil, err
+	}
+	p.conns[i] = cn
+	return cn, nil
+}
+
+func (p *pool) close() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for i, cn := range p.conns {
+		if cn != nil {
+			cn.Close()
+			p.conns[i] = nil
+		}
+	}
+}

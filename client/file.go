@@ -1,0 +1,627 @@
+package client
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"sync"
+	"syscall"
+	"time"
+
+	"golang.org/x/sync/errgroup"
+
+	"github.com/sluice-fs/sluice/internal/errs"
+	"github.com/sluice-fs/sluice/internal/placement"
+	"github.com/sluice-fs/sluice/internal/wire"
+)
+
+// Flags for OpenFile, the same values as package os.
+const (
+	O_RDONLY = os.O_RDONLY
+	O_WRONLY = os.O_WRONLY
+	O_RDWR   = os.O_RDWR
+	O_APPEND = os.O_APPEND
+	O_CREATE = os.O_CREATE
+	O_EXCL   = os.O_EXCL
+	O_TRUNC  = os.O_TRUNC
+)
+
+// maxExtentIO bounds one chunk read or write request.
+const maxExtentIO = 8 << 20
+
+// File is an open Sluice file. Its methods are safe for concurrent use,
+// but a File, like an *os.File, is meant for one stream of I/O at a time.
+//
+// The io-style methods (Read, Write, ReadAt, WriteAt, Seek, Close) use the
+// context the file was opened with; the ...Context variants take one.
+type File struct {
+	c      *Client
+	name   string
+	ino    uint64
+	layout placement.Layout
+	flag   int
+	ctx    context.Context
+
+	mu     sync.Mutex
+	size   int64 // what this client knows of the size
+	offset int64 // for Read, Write and Seek
+	closed bool
+
+	// Write-back: buf holds dirty bytes for the file range starting at
+	// bufOff; full buffers are flushed asynchronously, at most
+	// WritesInFlight at a time.
+	buf      []byte
+	bufOff   int64
+	inflight sync.WaitGroup
+	sem      chan struct{}
+	werrMu   sync.Mutex
+	werr     error                                  // first failed flush; guarded by werrMu
+	dirty    map[placement.TargetID]map[uint32]bool // slots written since the last Sync; guarded by werrMu
+
+	ra readAhead
+}
+
+// Create creates or truncates the file at p (like os.Create).
+func (c *Client) Create(ctx context.Context, p string) (*File, error) {
+	return c.OpenFile(ctx, p, O_RDWR|O_CREATE|O_TRUNC, 0o666)
+}
+
+// Open opens the file at p for reading.
+func (c *Client) Open(ctx context.Context, p string) (*File, error) {
+	return c.OpenFile(ctx, p, O_RDONLY, 0)
+}
+
+// OpenFile opens p with os-style flags. With O_CREATE the file is created
+// with perm if it does not exist (O_EXCL: it must not exist).
+func (c *Client) OpenFile(ctx context.Context, p string, flag int, perm fs.FileMode) (*File, error) {
+	var a *wire.Attr
+	if flag&O_CREATE != 0 {
+		dir, name, err := c.parent(ctx, p)
+		if err != nil {
+			return nil, opErr("open", p, err)
+		}
+		a = new(wire.Attr)
+		req := &wire.CreateReq{Parent: dir, Name: name, Mode: syscall.S_IFREG | permBits(perm), Cred: c.cred(), Exclusive: flag&O_EXCL != 0}
+		if err := c.metaCall(ctx, wire.OpCreate, req, a); err != nil {
+			if errs.CodeOf(err) != errs.Exists || flag&O_EXCL != 0 {
+				return nil, opErr("open", p, err)
+			}
+			// The name exists but is not a regular file: say what it is.
+			if a, err = c.resolve(ctx, p, true); err != nil {
+				return nil, opErr("open", p, err)
+			}
+		}
+	} else {
+		var err error
+		if a, err = c.resolve(ctx, p, true); err != nil {
+			return nil, opErr("open", p, err)
+		}
+	}
+	switch a.Mode & syscall.S_IFMT {
+	case syscall.S_IFREG:
+	case syscall.S_IFDIR:
+		return nil, opErr("open", p, errs.ErrIsDir)
+	default:
+		return nil, opErr("open", p, errs.New(errs.Invalid, "client: %s is not a regular file", p))
+	}
+	f := &File{
+		c: c, name: p, ino: a.Ino, layout: a.Layout, flag: flag, ctx: ctx,
+		size: int64(a.Size), sem: make(chan struct{}, c.opts.WritesInFlight),
+		dirty: make(map[placement.TargetID]map[uint32]bool),
+	}
+	if flag&O_TRUNC != 0 && flag&(O_WRONLY|O_RDWR) != 0 && a.Size > 0 {
+		if err := f.Truncate(ctx, 0); err != nil {
+			return nil, err
+		}
+	}
+	return f, nil
+}
+
+// Name returns the path the file was opened with.
+func (f *File) Name() string { return f.name }
+
+// Ino returns the file's inode number.
+func (f *File) Ino() uint64 { return f.ino }
+
+// Layout returns the file's layout.
+func (f *File) Layout() Layout { return layoutFrom(f.layout) }
+
+func (f *File) writable() bool { return f.flag&(O_WRONLY|O_RDWR) != 0 }
+
+// Write writes at the file offset (at the end with O_APPEND).
+func (f *File) Write(p []byte) (int, error) {
+	f.mu.Lock()
+	off := f.offset
+	if f.flag&O_APPEND != 0 {
+		off = max(f.size, f.bufEndLocked())
+	}
+	f.mu.Unlock()
+	n, err := f.WriteAtContext(f.ctx, p, off)
+	f.mu.Lock()
+	f.offset = off + int64(n)
+	f.mu.Unlock()
+	return n, err
+}
+
+// WriteAt writes p at off.
+func (f *File) WriteAt(p []byte, off int64) (int, error) { return f.WriteAtContext(f.ctx, p, off) }
+
+func (f *File) bufEndLocked() int64 { return f.bufOff + int64(len(f.buf)) }
+
+// WriteAtContext writes p at off through the write-back buffer.
+func (f *File) WriteAtContext(ctx context.Context, p []byte, off int64) (int, error) {
+	if off < 0 {
+		return 0, opErr("write", f.name, errs.ErrInvalid)
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.closed {
+		return 0, opErr("write", f.name, fs.ErrClosed)
+	}
+	if !f.writable() {
+		return 0, opErr("write", f.name, errs.New(errs.Permission, "client: file not open for writing"))
+	}
+	if err := f.writeErr(); err != nil {
+		return 0, opErr("write", f.name, err)
+	}
+	f.ra.drop()
+	written := 0
+	for len(p) > 0 {
+		if len(f.buf) > 0 && off != f.bufEndLocked() {
+			f.flushLocked(ctx)
+		}
+		if f.buf == nil {
+			f.buf = wire.GetBuf(f.c.opts.WriteBuffer)[:0]
+			f.bufOff = off
+		}
+		n := min(len(p), cap(f.buf)-len(f.buf))
+		f.buf = append(f.buf, p[:n]...)
+		p, off, written = p[n:], off+int64(n), written+n
+		if len(f.buf) == cap(f.buf) {
+			f.flushLocked(ctx)
+		}
+	}
+	f.size = max(f.size, off)
+	return written, nil
+}
+
+func (f *File) writeErr() error {
+	f.werrMu.Lock()
+	defer f.werrMu.Unlock()
+	return f.werr
+}
+
+// flushLocked hands the write buffer to a background flush. f.mu is held.
+func (f *File) flushLocked(ctx context.Context) {
+	if len(f.buf) == 0 {
+		return
+	}
+	buf, off := f.buf, f.bufOff
+	f.buf = nil
+	f.sem <- struct{}{}
+	f.inflight.Add(1)
+	// The flush outlives the call that started it; its errors are
+	// reported by the next Write, Sync or Close.
+	fctx := context.WithoutCancel(ctx)
+	go func() {
+		defer f.inflight.Done()
+		defer func() { <-f.sem }()
+		err := f.writeData(fctx, off, buf)
+		if err == nil {
+			var a wire.Attr
+			err = f.c.metaCall(fctx, wire.OpCommitWrite, &wire.CommitWriteReq{Ino: f.ino, End: uint64(off) + uint64(len(buf)), Mtime: time.Now().UnixNano()}, &a)
+		}
+		wire.PutBuf(buf)
+		if err != nil {
+			f.werrMu.Lock()
+			if f.werr == nil {
+				f.werr = err
+			}
+			f.werrMu.Unlock()
+		}
+	}()
+}
+
+// extents returns the chunk I/Os for a file range: the layout's extents,
+// with consecutive pieces of one chunk merged up to maxExtentIO.
+func (f *File) extents(off, n int64) []placement.Extent {
+	ext := f.layout.Split(off, n)
+	out := ext[:0]
+	for _, e := range ext {
+		if k := len(out) - 1; k >= 0 && out[k].Slot == e.Slot &&
+			out[k].ChunkOff+out[k].Len == e.ChunkOff && out[k].FileOff+out[k].Len == e.FileOff &&
+			out[k].Len+e.Len <= maxExtentIO {
+			out[k].Len += e.Len
+			continue
+		}
+		out = append(out, e)
+	}
+	return out
+}
+
+// writeData sends data for the file range at off to the targets, all
+// extents in parallel.
+func (f *File) writeData(ctx context.Context, off int64, data []byte) error {
+	g, ctx := errgroup.WithContext(ctx)
+	g.SetLimit(32)
+	for _, e := range f.extents(off, int64(len(data))) {
+		piece := data[e.FileOff-off : e.FileOff-off+e.Len]
+		g.Go(func() error {
+			conn, err := f.c.targetConn(ctx, e.Target)
+			if err != nil {
+				return err
+			}
+			req := &wire.ChunkWriteReq{ChunkRef: wire.ChunkRef{Target: e.Target, Ino: f.ino, Slot: uint32(e.Slot)}, Off: uint64(e.ChunkOff)}
+			if _, err := conn.Call(ctx, wire.OpChunkWrite, req, [][]byte{piece}, nil, nil); err != nil {
+				return fmt.Errorf("write %s at %d (target %d, slot %d): %w", f.name, e.FileOff, e.Target, e.Slot, err)
+			}
+			f.werrMu.Lock()
+			slots := f.dirty[e.Target]
+			if slots == nil {
+				slots = make(map[uint32]bool)
+				f.dirty[e.Target] = slots
+			}
+			slots[uint32(e.Slot)] = true
+			f.werrMu.Unlock()
+			return nil
+		})
+	}
+	return g.Wait()
+}
+
+// waitFlushesLocked sends the buffer and waits for every flush in flight.
+// f.mu is held (flushes never take it).
+func (f *File) waitFlushesLocked(ctx context.Context) error {
+	f.flushLocked(ctx)
+	f.inflight.Wait()
+	return f.writeErr()
+}
+
+// Sync makes everything written so far durable on the targets and the
+// file's size durable in the metadata.
+func (f *File) Sync() error { return f.SyncContext(f.ctx) }
+
+// SyncContext is Sync with a context.
+func (f *File) SyncContext(ctx context.Context) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.closed {
+		return opErr("sync", f.name, fs.ErrClosed)
+	}
+	return opErr("sync", f.name, f.syncLocked(ctx))
+}
+
+func (f *File) syncLocked(ctx context.Context) error {
+	if err := f.waitFlushesLocked(ctx); err != nil {
+		return err
+	}
+	f.werrMu.Lock()
+	dirty := f.dirty
+	f.dirty = make(map[placement.TargetID]map[uint32]bool)
+	f.werrMu.Unlock()
+	g, gctx := errgroup.WithContext(ctx)
+	for t, slots := range dirty {
+		req := &wire.ChunkSyncReq{Target: t, Ino: f.ino}
+		for s := range slots {
+			req.Slots = append(req.Slots, s)
+		}
+		g.Go(func() error {
+			conn, err := f.c.targetConn(gctx, t)
+			if err != nil {
+				return err
+			}
+			_, err = conn.Call(gctx, wire.OpChunkSync, req, nil, nil, nil)
+			return err
+		})
+	}
+	if err := g.Wait(); err != nil {
+		// Keep the slots dirty so that a retried Sync syncs them again.
+		f.werrMu.Lock()
+		for t, slots := range dirty {
+			for s := range slots {
+				if f.dirty[t] == nil {
+					f.dirty[t] = make(map[uint32]bool)
+				}
+				f.dirty[t][s] = true
+			}
+		}
+		f.werrMu.Unlock()
+		return err
+	}
+	return nil
+}
+
+// Close flushes and syncs the file's data and releases it. The data is
+// durable when Close returns nil.
+func (f *File) Close() error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.closed {
+		return opErr("close", f.name, fs.ErrClosed)
+	}
+	var err error
+	if f.writable() {
+		err = f.syncLocked(f.ctx)
+	}
+	f.closed = true
+	f.ra.drop()
+	return opErr("close", f.name, err)
+}
+
+// Read reads from the file offset.
+func (f *File) Read(p []byte) (int, error) {
+	f.mu.Lock()
+	off := f.offset
+	f.mu.Unlock()
+	n, err := f.ReadAtContext(f.ctx, p, off)
+	f.mu.Lock()
+	f.offset = off + int64(n)
+	f.mu.Unlock()
+	if err == io.EOF && n > 0 {
+		err = nil
+	}
+	return n, err
+}
+
+// ReadAt reads len(p) bytes at off (io.ReaderAt).
+func (f *File) ReadAt(p []byte, off int64) (int, error) { return f.ReadAtContext(f.ctx, p, off) }
+
+// Seek sets the offset for the next Read or Write (io.Seeker).
+func (f *File) Seek(offset int64, whence int) (int64, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	switch whence {
+	case io.SeekStart:
+	case io.SeekCurrent:
+		offset += f.offset
+	case io.SeekEnd:
+		offset += max(f.size, f.bufEndLocked())
+	default:
+		return 0, opErr("seek", f.name, errs.ErrInvalid)
+	}
+	if offset < 0 {
+		return 0, opErr("seek", f.name, errs.ErrInvalid)
+	}
+	f.offset = offset
+	return offset, nil
+}
+
+// ReadAtContext reads len(p) bytes at off. It returns io.EOF with n <
+// len(p) at the end of the file. Holes read as zeros.
+func (f *File) ReadAtContext(ctx context.Context, p []byte, off int64) (int, error) {
+	if off < 0 {
+		return 0, opErr("read", f.name, errs.ErrInvalid)
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.closed {
+		return 0, opErr("read", f.name, fs.ErrClosed)
+	}
+	if f.flag&O_WRONLY != 0 {
+		return 0, opErr("read", f.name, errs.New(errs.Permission, "client: file not open for reading"))
+	}
+	if len(f.buf) > 0 || len(f.sem) > 0 {
+		// Reads see this file's own writes: send them first.
+		if err := f.waitFlushesLocked(ctx); err != nil {
+			return 0, opErr("read", f.name, err)
+		}
+	}
+	if off+int64(len(p)) > f.size {
+		// The file may have grown through another client.
+		var a wire.Attr
+		if err := f.c.metaCall(ctx, wire.OpGetAttr, &wire.InoReq{Ino: f.ino}, &a); err != nil {
+			return 0, opErr("read", f.name, err)
+		}
+		f.size = max(f.size, int64(a.Size))
+	}
+	if off >= f.size {
+		return 0, io.EOF
+	}
+	n := int(min(int64(len(p)), f.size-off))
+	var err error
+	if f.c.opts.ReadAhead > 0 && f.ra.sequential(off) {
+		err = f.ra.read(ctx, f, p[:n], off)
+	} else {
+		f.ra.drop()
+		err = f.readData(ctx, off, p[:n])
+	}
+	f.ra.last = off + int64(n)
+	if err != nil {
+		return 0, opErr("read", f.name, err)
+	}
+	if n < len(p) {
+		return n, io.EOF
+	}
+	return n, nil
+}
+
+// readData reads the file range at off into dst from the targets, all
+// extents in parallel; bytes the chunks do not have read as zeros.
+func (f *File) readData(ctx context.Context, off int64, dst []byte) error {
+	ext := f.extents(off, int64(len(dst)))
+	read := func(ctx context.Context, e placement.Extent) error {
+		piece := dst[e.FileOff-off : e.FileOff-off+e.Len]
+		conn, err := f.c.targetConn(ctx, e.Target)
+		if err != nil {
+			return err
+		}
+		req := &wire.ChunkReadReq{ChunkRef: wire.ChunkRef{Target: e.Target, Ino: f.ino, Slot: uint32(e.Slot)}, Off: uint64(e.ChunkOff), Len: uint32(e.Len)}
+		var resp wire.ChunkReadResp
+		got, err := conn.Call(ctx, wire.OpChunkRead, req, nil, &resp, piece)
+		if err != nil {
+			return fmt.Errorf("read %s at %d (target %d, slot %d): %w", f.name, e.FileOff, e.Target, e.Slot, err)
+		}
+		clear(piece[got:])
+		return nil
+	}
+	if len(ext) == 1 {
+		return read(ctx, ext[0])
+	}
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(32)
+	for _, e := range ext {
+		g.Go(func() error { return read(gctx, e) })
+	}
+	return g.Wait()
+}
+
+// Truncate changes the file's size. Shrinking cuts the chunks on the
+// targets first, then records the size, so bytes past the new end can never
+// reappear when the file grows again.
+func (f *File) Truncate(ctx context.Context, size int64) error {
+	if size < 0 {
+		return opErr("truncate", f.name, errs.ErrInvalid)
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.closed {
+		return opErr("truncate", f.name, fs.ErrClosed)
+	}
+	if !f.writable() {
+		return opErr("truncate", f.name, errs.New(errs.Permission, "client: file not open for writing"))
+	}
+	if err := f.waitFlushesLocked(ctx); err != nil {
+		return opErr("truncate", f.name, err)
+	}
+	f.ra.drop()
+	var a wire.Attr
+	if err := f.c.metaCall(ctx, wire.OpGetAttr, &wire.InoReq{Ino: f.ino}, &a); err != nil {
+		return opErr("truncate", f.name, err)
+	}
+	if size < int64(a.Size) && len(f.layout.Targets) > 0 {
+		g, gctx := errgroup.WithContext(ctx)
+		for slot, t := range f.layout.Targets {
+			req := &wire.ChunkTruncateReq{ChunkRef: wire.ChunkRef{Target: t, Ino: f.ino, Slot: uint32(slot)}, Size: uint64(f.layout.ChunkSize(slot, size))}
+			g.Go(func() error {
+				conn, err := f.c.targetConn(gctx, t)
+				if err != nil {
+					return err
+				}
+				_, err = conn.Call(gctx, wire.OpChunkTruncate, req, nil, nil, nil)
+				return err
+			})
+		}
+		if err := g.Wait(); err != nil {
+			return opErr("truncate", f.name, err)
+		}
+	}
+	now := time.Now().UnixNano()
+	req := &wire.SetAttrReq{Ino: f.ino, Valid: wire.SetSize | wire.SetMtime | wire.SetCtime, Size: uint64(size), Mtime: now, Ctime: now}
+	if err := f.c.metaCall(ctx, wire.OpSetAttr, req, &a); err != nil {
+		return opErr("truncate", f.name, err)
+	}
+	f.size = size
+	return nil
+}
+
+// Stat returns the file's attributes, including data this client has
+// written but not yet flushed.
+func (f *File) Stat() (*FileInfo, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var a wire.Attr
+	if err := f.c.metaCall(f.ctx, wire.OpGetAttr, &wire.InoReq{Ino: f.ino}, &a); err != nil {
+		return nil, opErr("stat", f.name, err)
+	}
+	attr := attrFrom(&a)
+	attr.Size = max(attr.Size, f.size)
+	return &FileInfo{name: f.name, attr: attr}, nil
+}
+
+// readAhead keeps a window of blocks ahead of a sequential reader, each
+// read from the targets in the background. It is guarded by File.mu.
+type readAhead struct {
+	last   int64 // end of the previous read
+	blocks []*raBlock
+}
+
+type raBlock struct {
+	off  int64
+	buf  []byte
+	err  error
+	done chan struct{}
+}
+
+// sequential reports whether a read at off continues the previous one.
+func (r *readAhead) sequential(off int64) bool {
+	if len(r.blocks) > 0 {
+		return off >= r.blocks[0].off && off <= r.blocks[len(r.blocks)-1].off+int64(len(r.blocks[len(r.blocks)-1].buf))
+	}
+	return off == r.last && off > 0
+}
+
+func (r *readAhead) drop() {
+	for _, b := range r.blocks {
+		go func() { <-b.done; wire.PutBuf(b.buf) }()
+	}
+	r.blocks = nil
+}
+
+// read serves dst at off from the window, extending it as the reader moves.
+func (r *readAhead) read(ctx context.Context, f *File, dst []byte, off int64) error {
+	window := int64(f.c.opts.ReadAhead)
+	blockSize := max(window/4, int64(f.layout.StripeSize))
+	// Drop blocks entirely before off.
+	for len(r.blocks) > 0 && r.blocks[0].off+int64(len(r.blocks[0].buf)) <= off {
+		b := r.blocks[0]
+		r.blocks = r.blocks[1:]
+		go func() { <-b.done; wire.PutBuf(b.buf) }()
+	}
+	if len(r.blocks) == 0 {
+		r.blocks = append(r.blocks, r.start(f, off, blockSize))
+	}
+	// Keep the window full.
+	for {
+		lastb := r.blocks[len(r.blocks)-1]
+		next := lastb.off + int64(len(lastb.buf))
+		if next >= f.size || next-off >= window {
+			break
+		}
+		r.blocks = append(r.blocks, r.start(f, next, blockSize))
+	}
+	for len(dst) > 0 {
+		var b *raBlock
+		for _, c := range r.blocks {
+			if off >= c.off && off < c.off+int64(len(c.buf)) {
+				b = c
+				break
+			}
+		}
+		if b == nil {
+			return f.readData(ctx, off, dst)
+		}
+		select {
+		case <-b.done:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		if b.err != nil {
+			err := b.err
+			r.drop()
+			return err
+		}
+		n := copy(dst, b.buf[off-b.off:])
+		dst, off = dst[n:], off+int64(n)
+	}
+	return nil
+}
+
+func (r *readAhead) start(f *File, off, size int64) *raBlock {
+	size = min(size, f.size-off)
+	b := &raBlock{off: off, buf: wire.GetBuf(int(size)), done: make(chan struct{})}
+	ctx := context.WithoutCancel(f.ctx)
+	go func() {
+		defer close(b.done)
+		b.err = f.readData(ctx, off, b.buf)
+	}()
+	return b
+}
+
+var _ interface {
+	io.ReaderAt
+	io.WriterAt
+	io.ReadWriteSeeker
+	io.Closer
+} = (*File)(nil)

@@ -1,0 +1,557 @@
+package client
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"iter"
+	"path"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/sluice-fs/sluice/internal/errs"
+	"github.com/sluice-fs/sluice/internal/placement"
+	"github.com/sluice-fs/sluice/internal/wire"
+)
+
+// Errors returned by the client wrap one of these classes (and the
+// matching io/fs errors: errors.Is(err, fs.ErrNotExist) works).
+var (
+	ErrNotExist   = errs.ErrNotFound
+	ErrExist      = errs.ErrExists
+	ErrNotEmpty   = errs.ErrNotEmpty
+	ErrNotDir     = errs.ErrNotDir
+	ErrIsDir      = errs.ErrIsDir
+	ErrInvalid    = errs.ErrInvalid
+	ErrCorruption = errs.ErrCorruption
+	ErrNoSpace    = errs.ErrNoSpace
+)
+
+// Errno returns the POSIX errno that err stands for (0 for nil).
+func Errno(err error) syscall.Errno { return errs.Errno(err) }
+
+// Layout says how a file is striped over storage targets.
+type Layout struct {
+	StripeSize  int64    // bytes per stripe
+	StripeCount int      // number of targets (0 in a directory: the default)
+	Targets     []uint32 // target IDs of a file; empty for a directory
+}
+
+func layoutFrom(l placement.Layout) Layout {
+	out := Layout{StripeSize: int64(l.StripeSize), StripeCount: int(l.StripeCount)}
+	for _, t := range l.Targets {
+		out.Targets = append(out.Targets, uint32(t))
+	}
+	return out
+}
+
+// Attr is a file's attributes.
+type Attr struct {
+	Ino    uint64
+	Mode   fs.FileMode // type and permission bits, Go style
+	Nlink  uint32
+	Uid    uint32
+	Gid    uint32
+	Size   int64
+	Atime  time.Time
+	Mtime  time.Time
+	Ctime  time.Time
+	Layout Layout
+}
+
+func attrFrom(a *wire.Attr) *Attr {
+	return &Attr{
+		Ino: a.Ino, Mode: modeFrom(a.Mode), Nlink: a.Nlink, Uid: a.Uid, Gid: a.Gid,
+		Size: int64(a.Size), Atime: time.Unix(0, a.Atime), Mtime: time.Unix(0, a.Mtime),
+		Ctime: time.Unix(0, a.Ctime), Layout: layoutFrom(a.Layout),
+	}
+}
+
+// modeFrom converts a Linux st_mode to an fs.FileMode.
+func modeFrom(m uint32) fs.FileMode {
+	mode := fs.FileMode(m & 0o777)
+	switch m & syscall.S_IFMT {
+	case syscall.S_IFDIR:
+		mode |= fs.ModeDir
+	case syscall.S_IFLNK:
+		mode |= fs.ModeSymlink
+	case syscall.S_IFIFO:
+		mode |= fs.ModeNamedPipe
+	case syscall.S_IFSOCK:
+		mode |= fs.ModeSocket
+	case syscall.S_IFCHR:
+		mode |= fs.ModeDevice | fs.ModeCharDevice
+	case syscall.S_IFBLK:
+		mode |= fs.ModeDevice
+	}
+	if m&syscall.S_ISUID != 0 {
+		mode |= fs.ModeSetuid
+	}
+	if m&syscall.S_ISGID != 0 {
+		mode |= fs.ModeSetgid
+	}
+	if m&syscall.S_ISVTX != 0 {
+		mode |= fs.ModeSticky
+	}
+	return mode
+}
+
+// permBits converts an fs.FileMode's permission and special bits to st_mode bits.
+func permBits(m fs.FileMode) uint32 {
+	out := uint32(m.Perm())
+	if m&fs.ModeSetuid != 0 {
+		out |= syscall.S_ISUID
+	}
+	if m&fs.ModeSetgid != 0 {
+		out |= syscall.S_ISGID
+	}
+	if m&fs.ModeSticky != 0 {
+		out |= syscall.S_ISVTX
+	}
+	return out
+}
+
+// FileInfo is an fs.FileInfo for a Sluice file.
+type FileInfo struct {
+	name string
+	attr *Attr
+}
+
+func (fi *FileInfo) Name() string       { return fi.name }
+func (fi *FileInfo) Size() int64        { return fi.attr.Size }
+func (fi *FileInfo) Mode() fs.FileMode  { return fi.attr.Mode }
+func (fi *FileInfo) ModTime() time.Time { return fi.attr.Mtime }
+func (fi *FileInfo) IsDir() bool        { return fi.attr.Mode.IsDir() }
+func (fi *FileInfo) Sys() any           { return fi.attr }
+
+// Attr returns the Sluice attributes behind the FileInfo.
+func (fi *FileInfo) Attr() *Attr { return fi.attr }
+
+// clean makes a path absolute and clean.
+func clean(p string) string { return path.Clean("/" + p) }
+
+func (c *Client) resolve(ctx context.Context, p string, follow bool) (*wire.Attr, error) {
+	var a wire.Attr
+	if err := c.metaCall(ctx, wire.OpResolve, &wire.ResolveReq{Path: clean(p), Follow: follow}, &a); err != nil {
+		return nil, err
+	}
+	return &a, nil
+}
+
+// parent resolves the directory holding p and returns it with p's last name.
+func (c *Client) parent(ctx context.Context, p string) (uint64, string, error) {
+	p = clean(p)
+	if p == "/" {
+		return 0, "", errs.New(errs.Invalid, "client: the root has no parent")
+	}
+	dir, name := path.Split(p)
+	a, err := c.resolve(ctx, dir, true)
+	if err != nil {
+		return 0, "", err
+	}
+	if a.Mode&syscall.S_IFMT != syscall.S_IFDIR {
+		return 0, "", errs.New(errs.NotDir, "client: %s is not a directory", dir)
+	}
+	return a.Ino, name, nil
+}
+
+func opErr(op, p string, err error) error {
+	if err == nil {
+		return nil
+	}
+	return &fs.PathError{Op: op, Path: p, Err: err}
+}
+
+// Stat returns the attributes of p, following a final symlink.
+func (c *Client) Stat(ctx context.Context, p string) (*FileInfo, error) {
+	a, err := c.resolve(ctx, p, true)
+	if err != nil {
+		return nil, opErr("stat", p, err)
+	}
+	return &FileInfo{name: path.Base(clean(p)), attr: attrFrom(a)}, nil
+}
+
+// Lstat is Stat without following a final symlink.
+func (c *Client) Lstat(ctx context.Context, p string) (*FileInfo, error) {
+	a, err := c.resolve(ctx, p, false)
+	if err != nil {
+		return nil, opErr("lstat", p, err)
+	}
+	return &FileInfo{name: path.Base(clean(p)), attr: attrFrom(a)}, nil
+}
+
+// Mkdir creates a directory.
+func (c *Client) Mkdir(ctx context.Context, p string, perm fs.FileMode) error {
+	dir, name, err := c.parent(ctx, p)
+	if err != nil {
+		return opErr("mkdir", p, err)
+	}
+	var a wire.Attr
+	err = c.metaCall(ctx, wire.OpMkdir, &wire.CreateReq{Parent: dir, Name: name, Mode: syscall.S_IFDIR | permBits(perm), Cred: c.cred()}, &a)
+	return opErr("mkdir", p, err)
+}
+
+// MkdirAll creates a directory and any missing parents.
+func (c *Client) MkdirAll(ctx context.Context, p string, perm fs.FileMode) error {
+	p = clean(p)
+	if fi, err := c.Stat(ctx, p); err == nil {
+		if fi.IsDir() {
+			return nil
+		}
+		return opErr("mkdir", p, errs.ErrNotDir)
+	}
+	if p != "/" {
+		if err := c.MkdirAll(ctx, path.Dir(p), perm); err != nil {
+			return err
+		}
+	}
+	err := c.Mkdir(ctx, p, perm)
+	if err != nil && errors.Is(err, fs.ErrExist) {
+		return nil
+	}
+	return err
+}
+
+func (c *Client) cred() wire.Cred { return wire.Cred{Uid: *c.opts.Uid, Gid: *c.opts.Gid} }
+
+// Remove removes a file, symlink or empty directory.
+func (c *Client) Remove(ctx context.Context, p string) error {
+	dir, name, err := c.parent(ctx, p)
+	if err != nil {
+		return opErr("remove", p, err)
+	}
+	err = c.metaCall(ctx, wire.OpUnlink, &wire.NameReq{Parent: dir, Name: name}, nil)
+	if errs.CodeOf(err) == errs.IsDir {
+		err = c.metaCall(ctx, wire.OpRmdir, &wire.NameReq{Parent: dir, Name: name}, nil)
+	}
+	return opErr("remove", p, err)
+}
+
+// RemoveAll removes p and everything below it. A missing p is no error.
+func (c *Client) RemoveAll(ctx context.Context, p string) error {
+	fi, err := c.Lstat(ctx, p)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if fi.IsDir() {
+		for {
+			// Remove in pages: the listing restarts after each page, so
+			// a huge directory never needs to be held in memory.
+			var names []string
+			for e, err := range c.ReadDir(ctx, p) {
+				if err != nil {
+					return err
+				}
+				names = append(names, e.Name)
+				if len(names) == 1000 {
+					break
+				}
+			}
+			if len(names) == 0 {
+				break
+			}
+			for _, n := range names {
+				if err := c.RemoveAll(ctx, path.Join(clean(p), n)); err != nil {
+					return err
+				}
+			}
+		}
+	}
+	err = c.Remove(ctx, p)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	return err
+}
+
+// Rename moves oldpath to newpath atomically, replacing newpath if it
+// exists (as rename(2)).
+func (c *Client) Rename(ctx context.Context, oldpath, newpath string) error {
+	return c.rename(ctx, oldpath, newpath, 0)
+}
+
+// RenameNoReplace is Rename that fails with ErrExist if newpath exists.
+func (c *Client) RenameNoReplace(ctx context.Context, oldpath, newpath string) error {
+	return c.rename(ctx, oldpath, newpath, wire.RenameNoReplace)
+}
+
+// Exchange swaps two existing paths atomically.
+func (c *Client) Exchange(ctx context.Context, a, b string) error {
+	return c.rename(ctx, a, b, wire.RenameExchange)
+}
+
+func (c *Client) rename(ctx context.Context, oldpath, newpath string, flags uint32) error {
+	od, on, err := c.parent(ctx, oldpath)
+	if err != nil {
+		return &fs.PathError{Op: "rename", Path: oldpath, Err: err}
+	}
+	nd, nn, err := c.parent(ctx, newpath)
+	if err != nil {
+		return &fs.PathError{Op: "rename", Path: newpath, Err: err}
+	}
+	err = c.metaCall(ctx, wire.OpRename, &wire.RenameReq{OldParent: od, OldName: on, NewParent: nd, NewName: nn, Flags: flags}, nil)
+	if err != nil {
+		return fmt.Errorf("rename %s %s: %w", oldpath, newpath, err)
+	}
+	return nil
+}
+
+// Link makes newpath a hard link to the file at oldpath.
+func (c *Client) Link(ctx context.Context, oldpath, newpath string) error {
+	a, err := c.resolve(ctx, oldpath, false)
+	if err != nil {
+		return opErr("link", oldpath, err)
+	}
+	nd, nn, err := c.parent(ctx, newpath)
+	if err != nil {
+		return opErr("link", newpath, err)
+	}
+	var out wire.Attr
+	return opErr("link", newpath, c.metaCall(ctx, wire.OpLink, &wire.LinkReq{Ino: a.Ino, NewParent: nd, NewName: nn}, &out))
+}
+
+// Symlink creates newpath as a symbolic link to target.
+func (c *Client) Symlink(ctx context.Context, target, newpath string) error {
+	nd, nn, err := c.parent(ctx, newpath)
+	if err != nil {
+		return opErr("symlink", newpath, err)
+	}
+	var out wire.Attr
+	return opErr("symlink", newpath, c.metaCall(ctx, wire.OpSymlink, &wire.SymlinkReq{Parent: nd, Name: nn, Target: target, Cred: c.cred()}, &out))
+}
+
+// Readlink returns a symbolic link's target.
+func (c *Client) Readlink(ctx context.Context, p string) (string, error) {
+	a, err := c.resolve(ctx, p, false)
+	if err != nil {
+		return "", opErr("readlink", p, err)
+	}
+	var s wire.StringResp
+	if err := c.metaCall(ctx, wire.OpReadlink, &wire.InoReq{Ino: a.Ino}, &s); err != nil {
+		return "", opErr("readlink", p, err)
+	}
+	return s.S, nil
+}
+
+// Chmod changes the permission bits of p.
+func (c *Client) Chmod(ctx context.Context, p string, mode fs.FileMode) error {
+	return c.setattr(ctx, "chmod", p, &wire.SetAttrReq{Valid: wire.SetMode, Mode: permBits(mode)})
+}
+
+// Chown changes the owner of p.
+func (c *Client) Chown(ctx context.Context, p string, uid, gid uint32) error {
+	return c.setattr(ctx, "chown", p, &wire.SetAttrReq{Valid: wire.SetUid | wire.SetGid, Uid: uid, Gid: gid})
+}
+
+// Chtimes changes the access and modification times of p.
+func (c *Client) Chtimes(ctx context.Context, p string, atime, mtime time.Time) error {
+	return c.setattr(ctx, "chtimes", p, &wire.SetAttrReq{Valid: wire.SetAtime | wire.SetMtime, Atime: atime.UnixNano(), Mtime: mtime.UnixNano()})
+}
+
+func (c *Client) setattr(ctx context.Context, op, p string, req *wire.SetAttrReq) error {
+	a, err := c.resolve(ctx, p, true)
+	if err != nil {
+		return opErr(op, p, err)
+	}
+	req.Ino = a.Ino
+	var out wire.Attr
+	return opErr(op, p, c.metaCall(ctx, wire.OpSetAttr, req, &out))
+}
+
+// Truncate changes the size of the file at p.
+func (c *Client) Truncate(ctx context.Context, p string, size int64) error {
+	f, err := c.OpenFile(ctx, p, O_WRONLY, 0)
+	if err != nil {
+		return err
+	}
+	if err := f.Truncate(ctx, size); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}
+
+// DirEntry is one entry of a directory listing.
+type DirEntry struct {
+	Name string
+	Ino  uint64
+	Mode fs.FileMode // type bits only
+}
+
+// ReadDir lists directory p in name order, one page of entries at a time
+// from the metadata service, so that directories of any size can be listed.
+// Stop early by breaking out of the loop.
+func (c *Client) ReadDir(ctx context.Context, p string) iter.Seq2[DirEntry, error] {
+	return func(yield func(DirEntry, error) bool) {
+		a, err := c.resolve(ctx, p, true)
+		if err != nil {
+			yield(DirEntry{}, opErr("readdir", p, err))
+			return
+		}
+		cursor := ""
+		for {
+			var page wire.ReadDirResp
+			err := c.metaCall(ctx, wire.OpReadDir, &wire.ReadDirReq{Ino: a.Ino, Cursor: cursor, Limit: 1024}, &page)
+			if err != nil {
+				yield(DirEntry{}, opErr("readdir", p, err))
+				return
+			}
+			for _, e := range page.Entries {
+				if !yield(DirEntry{Name: e.Name, Ino: e.Ino, Mode: modeFrom(e.Mode)}, nil) {
+					return
+				}
+			}
+			if page.EOF || len(page.Entries) == 0 {
+				return
+			}
+			cursor = page.Cursor
+		}
+	}
+}
+
+// ReadDirAll lists a whole directory into memory.
+func (c *Client) ReadDirAll(ctx context.Context, p string) ([]DirEntry, error) {
+	var out []DirEntry
+	for e, err := range c.ReadDir(ctx, p) {
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, e)
+	}
+	return out, nil
+}
+
+// GetXattr returns the value of extended attribute name of p.
+func (c *Client) GetXattr(ctx context.Context, p, name string) ([]byte, error) {
+	a, err := c.resolve(ctx, p, true)
+	if err != nil {
+		return nil, opErr("getxattr", p, err)
+	}
+	var v wire.BytesResp
+	if err := c.metaCall(ctx, wire.OpGetXattr, &wire.XattrReq{Ino: a.Ino, Name: name}, &v); err != nil {
+		return nil, opErr("getxattr", p, err)
+	}
+	return v.B, nil
+}
+
+// SetXattr sets extended attribute name of p.
+func (c *Client) SetXattr(ctx context.Context, p, name string, value []byte) error {
+	a, err := c.resolve(ctx, p, true)
+	if err != nil {
+		return opErr("setxattr", p, err)
+	}
+	return opErr("setxattr", p, c.metaCall(ctx, wire.OpSetXattr, &wire.XattrReq{Ino: a.Ino, Name: name, Value: value}, nil))
+}
+
+// ListXattr lists the extended attribute names of p.
+func (c *Client) ListXattr(ctx context.Context, p string) ([]string, error) {
+	a, err := c.resolve(ctx, p, true)
+	if err != nil {
+		return nil, opErr("listxattr", p, err)
+	}
+	var n wire.NamesResp
+	if err := c.metaCall(ctx, wire.OpListXattr, &wire.InoReq{Ino: a.Ino}, &n); err != nil {
+		return nil, opErr("listxattr", p, err)
+	}
+	return n.Names, nil
+}
+
+// RemoveXattr removes extended attribute name of p.
+func (c *Client) RemoveXattr(ctx context.Context, p, name string) error {
+	a, err := c.resolve(ctx, p, true)
+	if err != nil {
+		return opErr("removexattr", p, err)
+	}
+	return opErr("removexattr", p, c.metaCall(ctx, wire.OpRemoveXattr, &wire.XattrReq{Ino: a.Ino, Name: name}, nil))
+}
+
+// Statfs is file-system-wide usage.
+type Statfs struct {
+	Capacity, Used, Free int64
+	Inodes               uint64
+	Targets              int
+}
+
+// Statfs returns the file system's capacity and usage.
+func (c *Client) Statfs(ctx context.Context) (*Statfs, error) {
+	var s wire.StatfsResp
+	if err := c.metaCall(ctx, wire.OpStatfs, nil, &s); err != nil {
+		return nil, fmt.Errorf("statfs: %w", err)
+	}
+	return &Statfs{Capacity: s.Capacity, Used: s.Used, Free: s.Free, Inodes: s.Inodes, Targets: int(s.Targets)}, nil
+}
+
+// GetLayout returns the layout of a file, or a directory's default layout.
+func (c *Client) GetLayout(ctx context.Context, p string) (Layout, error) {
+	a, err := c.resolve(ctx, p, true)
+	if err != nil {
+		return Layout{}, opErr("layout", p, err)
+	}
+	var l wire.LayoutMsg
+	if err := c.metaCall(ctx, wire.OpGetLayout, &wire.InoReq{Ino: a.Ino}, &l); err != nil {
+		return Layout{}, opErr("layout", p, err)
+	}
+	return layoutFrom(l.Layout), nil
+}
+
+// SetLayout sets a directory's default layout (inherited by new files and
+// directories below it), or the layout of an empty file. Targets are chosen
+// by the metadata service when files are created.
+func (c *Client) SetLayout(ctx context.Context, p string, stripeSize int64, stripeCount int) error {
+	a, err := c.resolve(ctx, p, true)
+	if err != nil {
+		return opErr("layout", p, err)
+	}
+	if stripeSize == 0 {
+		stripeSize = placement.DefaultStripeSize
+	}
+	if stripeSize < 0 || stripeSize > placement.MaxStripeSize || stripeCount < 0 || stripeCount > placement.MaxStripeCount {
+		return opErr("layout", p, errs.New(errs.Invalid, "client: invalid layout: stripe size %d, stripe count %d", stripeSize, stripeCount))
+	}
+	l := placement.Layout{StripeSize: uint32(stripeSize), StripeCount: uint16(stripeCount)}
+	if err := l.Validate(); err != nil {
+		return opErr("layout", p, err)
+	}
+	return opErr("layout", p, c.metaCall(ctx, wire.OpSetLayout, &wire.SetLayoutReq{Ino: a.Ino, Layout: l}, nil))
+}
+
+// Walk calls fn for p and every path below it (directories before their
+// entries, entries in name order), like filepath.WalkDir.
+func (c *Client) Walk(ctx context.Context, p string, fn func(p string, fi *FileInfo, err error) error) error {
+	fi, err := c.Lstat(ctx, p)
+	if err != nil {
+		return fn(p, nil, err)
+	}
+	return c.walk(ctx, clean(p), fi, fn)
+}
+
+func (c *Client) walk(ctx context.Context, p string, fi *FileInfo, fn func(string, *FileInfo, error) error) error {
+	if err := fn(p, fi, nil); err != nil || !fi.IsDir() {
+		if errors.Is(err, fs.SkipDir) {
+			return nil
+		}
+		return err
+	}
+	for e, err := range c.ReadDir(ctx, p) {
+		if err != nil {
+			return fn(p, fi, err)
+		}
+		child := strings.TrimSuffix(p, "/") + "/" + e.Name
+		cfi, err := c.Lstat(ctx, child)
+		if err != nil {
+			if err := fn(child, nil, err); err != nil {
+				return err
+			}
+			continue
+		}
+		if err := c.walk(ctx, child, cfi, fn); err != nil {
+			return err
+		}
+	}
+	return nil
+}

@@ -1,0 +1,61 @@
+package main
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/spf13/cobra"
+
+	"github.com/sluice-fs/sluice/internal/cli"
+)
+
+func newLayout(g *globals) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "layout",
+		Short: "Show or set how files are striped over storage targets",
+	}
+	var getArgs []string
+	get := &cobra.Command{
+		Use:    "get PATH",
+		Short:  "Show a file's layout or a directory's default layout",
+		Args:   exactArgs(1),
+		PreRun: func(_ *cobra.Command, a []string) { getArgs = a },
+	}
+	get.RunE = g.run(func(ctx context.Context, e *cli.Env) error { return e.LayoutGet(ctx, getArgs[0]) })
+
+	var count int
+	var size string
+	var setArgs []string
+	set := &cobra.Command{
+		Use:   "set PATH --stripe-count N --stripe-size SIZE",
+		Short: "Set a directory's default layout (or an empty file's layout)",
+		Long: "New files below the directory are striped over N targets in stripes of SIZE bytes\n" +
+			"(a multiple of 64K, e.g. 1M). Existing files keep their layout.",
+		Args:   exactArgs(1),
+		PreRun: func(_ *cobra.Command, a []string) { setArgs = a },
+	}
+	set.RunE = g.run(func(ctx context.Context, e *cli.Env) error {
+		if !set.Flags().Changed("stripe-count") && !set.Flags().Changed("stripe-size") {
+			return fmt.Errorf("%w: layout set needs --stripe-count and/or --stripe-size", errUsage)
+		}
+		cur, err := e.Client.GetLayout(ctx, setArgs[0])
+		if err != nil {
+			return err
+		}
+		stripeSize := cur.StripeSize
+		if set.Flags().Changed("stripe-size") {
+			if stripeSize, err = cli.ParseSize(size); err != nil {
+				return fmt.Errorf("%w: %v", errUsage, err)
+			}
+		}
+		stripeCount := cur.StripeCount
+		if set.Flags().Changed("stripe-count") {
+			stripeCount = count
+		}
+		return e.LayoutSet(ctx, setArgs[0], stripeCount, stripeSize)
+	})
+	set.Flags().IntVar(&count, "stripe-count", 0, "number of targets to stripe over (0: the default, all up to 4)")
+	set.Flags().StringVar(&size, "stripe-size", "", "stripe size, e.g. 1M (a multiple of 64K)")
+	cmd.AddCommand(get, set)
+	return cmd
+}

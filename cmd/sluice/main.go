@@ -1,0 +1,118 @@
+// Command sluice is the one binary of the Sluice file system: it runs the
+// servers (serve) and the command-line tools (ls, cp, ...).
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+
+	"github.com/spf13/cobra"
+
+	"github.com/sluice-fs/sluice/client"
+	"github.com/sluice-fs/sluice/internal/cli"
+	"github.com/sluice-fs/sluice/internal/errs"
+)
+
+// DefaultAddr is where sluice serve listens and the tools connect by default.
+const DefaultAddr = "127.0.0.1:9400"
+
+// errUsage marks an error in how the command was called (exit code 2).
+var errUsage = errors.New("usage")
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	err := newRoot().ExecuteContext(ctx)
+	stop()
+	if err != nil {
+		msg := err.Error()
+		if !strings.HasPrefix(msg, "sluice") {
+			msg = "sluice: " + msg
+		}
+		// Name the error's class when the message does not already.
+		if c := errs.CodeOf(err); c != errs.Internal && !strings.Contains(msg, c.String()) {
+			msg += " (" + c.String() + ")"
+		}
+		fmt.Fprintln(os.Stderr, strings.ReplaceAll(msg, "\n", " "))
+		if errors.Is(err, errUsage) {
+			os.Exit(2)
+		}
+		os.Exit(1)
+	}
+}
+
+// globals are the flags every client command shares.
+type globals struct {
+	server string
+}
+
+func newRoot() *cobra.Command {
+	g := &globals{}
+	root := &cobra.Command{
+		Use:           "sluice",
+		Short:         "Sluice: a parallel file system for AI training and inference",
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
+		return fmt.Errorf("%w: %s: %v", errUsage, c.CommandPath(), err)
+	})
+	root.PersistentFlags().StringVar(&g.server, "server", "",
+		"metadata service address host:port (default $SLUICE_SERVER, else "+DefaultAddr+")")
+	root.AddCommand(
+		newServe(),
+		newLs(g), newStat(g), newMkdir(g), newCp(g), newCat(g), newRm(g), newMv(g), newLn(g),
+		newLayout(g),
+	)
+	return root
+}
+
+// env connects to the server named by --server or $SLUICE_SERVER.
+func (g *globals) env(ctx context.Context) (*cli.Env, func(), error) {
+	addr := g.server
+	if addr == "" {
+		addr = os.Getenv("SLUICE_SERVER")
+	}
+	if addr == "" {
+		addr = DefaultAddr
+	}
+	c, err := client.New(ctx, client.Options{Server: addr})
+	if err != nil {
+		return nil, nil, err
+	}
+	return &cli.Env{Client: c, Stdout: os.Stdout, Stderr: os.Stderr}, func() { c.Close() }, nil
+}
+
+// run wraps a client command: connect, run fn, close.
+func (g *globals) run(fn func(ctx context.Context, e *cli.Env) error) func(*cobra.Command, []string) error {
+	return func(cmd *cobra.Command, _ []string) error {
+		e, done, err := g.env(cmd.Context())
+		if err != nil {
+			return err
+		}
+		defer done()
+		return fn(cmd.Context(), e)
+	}
+}
+
+func exactArgs(n int) cobra.PositionalArgs {
+	return func(cmd *cobra.Command, args []string) error {
+		if len(args) != n {
+			return fmt.Errorf("%w: %s takes %d arguments, got %d", errUsage, cmd.CommandPath(), n, len(args))
+		}
+		return nil
+	}
+}
+
+func minArgs(n int) cobra.PositionalArgs {
+	return func(cmd *cobra.Command, args []string) error {
+		if len(args) < n {
+			return fmt.Errorf("%w: %s needs at least %d argument(s)", errUsage, cmd.CommandPath(), n)
+		}
+		return nil
+	}
+}

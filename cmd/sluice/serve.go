@@ -1,0 +1,41 @@
+package main
+
+import (
+	"fmt"
+	"log/slog"
+	"os"
+
+	"github.com/spf13/cobra"
+
+	"github.com/sluice-fs/sluice/internal/server"
+)
+
+func newServe() *cobra.Command {
+	var o server.Options
+	var verbose bool
+	cmd := &cobra.Command{
+		Use:   "serve",
+		Short: "Run a complete single-node Sluice: metadata service and storage targets",
+		Long: "serve runs the metadata service (on the embedded pebble engine) and several\n" +
+			"storage targets (each a subdirectory of the data dir) in one process, behind\n" +
+			"one TCP listener. It prints \"sluice: serving on ADDR\" when ready and shuts\n" +
+			"down cleanly on SIGINT or SIGTERM. A restart on the same data dir finds everything.",
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			level := slog.LevelInfo
+			if verbose {
+				level = slog.LevelDebug
+			}
+			o.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+			o.Ready = func(addr string) { fmt.Printf("sluice: serving on %s\n", addr) }
+			return server.Run(cmd.Context(), o)
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&o.DataDir, "data-dir", "./sluice-data", "directory for metadata and chunks")
+	f.StringVar(&o.Listen, "listen", DefaultAddr, "TCP address to serve on (host:port)")
+	f.StringVar(&o.Advertise, "advertise", "", "address clients use to reach this server (default: the listen address)")
+	f.IntVar(&o.Targets, "targets", 4, "number of storage targets to create on first start")
+	f.BoolVarP(&verbose, "verbose", "v", false, "log debug messages")
+	return cmd
+}

@@ -1,0 +1,236 @@
+package kv
+
+import (
+	"bytes"
+	"cmp"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"sync/atomic"
+)
+
+// errConflict is the committer's verdict on a transaction whose reads
+// changed before it could commit. Update retries on it and never returns it.
+var errConflict = errors.New("kv: transaction conflict")
+
+// committer is the single writer of a store. Update hands it finished
+// transactions; it takes all pending ones as a group, validates them in
+// order against the committed state plus the writes of the transactions
+// accepted before them in the group, and commits the accepted ones in one
+// durable batch: one sync for the whole group.
+//
+// Validation order is commit order, so the committed history is serial.
+// A transaction is valid if every Get and Scan it made would return the
+// same result now. The history of recently written keys proves that for
+// most transactions without reading the store; the others are validated
+// exactly, by reading their keys and ranges again through the batch.
+type committer struct {
+	st store
+
+	// gen counts committed batches. It is bumped after a batch's commit
+	// returned, so a snapshot taken after reading gen == n holds at least the
+	// first n batches.
+	gen atomic.Uint64
+
+	wake chan struct{} // capacity 1: pending work
+	stop chan struct{} // closed by close
+	wg   sync.WaitGroup
+
+	mu struct {
+		sync.Mutex
+		pending *group // collects transactions until the committer takes it
+	}
+
+	// Statistics, for benchmarks and tests.
+	groups    atomic.Uint64 // batches committed
+	committed atomic.Uint64 // transactions committed
+	conflicts atomic.Uint64 // transactions rejected
+	exact     atomic.Uint64 // transactions validated by reading the store
+
+	hist *history // only the committer goroutine uses it
+}
+
+// group is the set of transactions committed by one batch.
+type group struct {
+	txns []*txn
+	done chan struct{} // closed when every txn's commitErr is final
+}
+
+func newCommitter(st store) *committer {
+	c := &committer{
+		st:   st,
+		wake: make(chan struct{}, 1),
+		stop: make(chan struct{}),
+		hist: newHistory(),
+	}
+	c.wg.Go(c.run)
+	return c
+}
+
+// commit hands tx to the committer and waits for the verdict: nil once the
+// writes are durable and visible, errConflict, or a store error.
+func (c *committer) commit(tx *txn) error {
+	c.mu.Lock()
+	g := c.mu.pending
+	if g == nil {
+		g = &group{done: make(chan struct{})}
+		c.mu.pending = g
+	}
+	g.txns = append(g.txns, tx)
+	c.mu.Unlock()
+	select {
+	case c.wake <- struct{}{}:
+	default: // already signalled
+	}
+	<-g.done
+	return tx.commitErr
+}
+
+// close stops the committer goroutine. The caller guarantees that no commit
+// is in progress or will start.
+func (c *committer) close() {
+	close(c.stop)
+	c.wg.Wait()
+}
+
+func (c *committer) run() {
+	for {
+		select {
+		case <-c.wake:
+		case <-c.stop:
+			return
+		}
+		c.mu.Lock()
+		g := c.mu.pending
+		c.mu.pending = nil
+		c.mu.Unlock()
+		if g != nil {
+			c.process(g)
+			close(g.done)
+		}
+	}
+}
+
+// process decides and commits one group, setting every txn's commitErr.
+func (c *committer) process(g *group) {
+	// Transactions that lost more often go first: within a group the order
+	// is free, and this keeps a hot key from starving one writer.
+	slices.SortStableFunc(g.txns, func(a, b *txn) int { return cmp.Compare(b.attempt, a.attempt) })
+
+	b, err := c.st.newBatch()
+	if err != nil {
+		for _, tx := range g.txns {
+			tx.commitErr = fmt.Errorf("kv: commit: start batch: %w", err)
+		}
+		return
+	}
+	next := c.gen.Load() + 1 // this group's generation, if it commits
+	var accepted []*txn
+	for _, tx := range g.txns {
+		if c.hist.changedSince(tx) {
+			c.exact.Add(1)
+			ok, err := validate(b, tx)
+			if err != nil {
+				tx.commitErr = fmt.Errorf("kv: commit: validate: %w", err)
+				continue
+			}
+			if !ok {
+				tx.commitErr = errConflict
+				c.conflicts.Add(1)
+				continue
+			}
+		}
+		if err := apply(b, tx); err != nil {
+			// The batch may hold part of tx: commit none of the group.
+			b.release()
+			for _, tx := range g.txns {
+				if tx.commitErr == nil {
+					tx.commitErr = fmt.Errorf("kv: commit: %w", err)
+				}
+			}
+			return
+		}
+		// Later members of the group must see tx's writes as newer than
+		// their snapshots. If the batch fails, the entries only cost them an
+		// exact validation.
+		c.hist.record(next, tx)
+		accepted = append(accepted, tx)
+	}
+	if len(accepted) == 0 {
+		b.release()
+		return
+	}
+	if err := b.commit(); err != nil {
+		for _, tx := range accepted {
+			tx.commitErr = fmt.Errorf("kv: commit: %w", err)
+		}
+		return
+	}
+	c.gen.Add(1)
+	c.groups.Add(1)
+	c.committed.Add(uint64(len(accepted)))
+}
+
+// validate reports whether every read of tx would return the same result
+// from r as it did from tx's snapshot. Equal values count as unchanged, so
+// a key rewritten with the value tx saw does not cause a conflict.
+func validate(r reader, tx *txn) (bool, error) {
+	for _, pr := range tx.reads {
+		v, found, err := r.get(pr.key)
+		if err != nil {
+			return false, fmt.Errorf("get %q: %w", abbrev(pr.key), err)
+		}
+		if found != pr.found || !bytes.Equal(v, pr.value) {
+			return false, nil
+		}
+	}
+	for i := range tx.scans {
+		ok, err := validateRange(r, &tx.scans[i])
+		if err != nil || !ok {
+			return false, err
+		}
+	}
+	return true, nil
+}
+
+func validateRange(r reader, rr *rangeRead) (ok bool, err error) {
+	it, err := r.iter(rr.start, rr.end)
+	if err != nil {
+		return false, fmt.Errorf("scan [%q, %q): %w", abbrev(rr.start), abbrev(rr.end), err)
+	}
+	defer func() {
+		if cerr := it.close(); cerr != nil && err == nil {
+			ok, err = false, fmt.Errorf("scan [%q, %q): %w", abbrev(rr.start), abbrev(rr.end), cerr)
+		}
+	}()
+	i := 0
+	for valid := it.first(); valid; valid = it.next() {
+		if i == len(rr.seen) || !bytes.Equal(it.key(), rr.seen[i].key) {
+			return false, nil // a key appeared or went away
+		}
+		v, err := it.value()
+		if err != nil {
+			return false, fmt.Errorf("scan [%q, %q): %w", abbrev(rr.start), abbrev(rr.end), err)
+		}
+		if !bytes.Equal(v, rr.seen[i].value) {
+			return false, nil
+		}
+		i++
+	}
+	return i == len(rr.seen), nil
+}
+
+// apply adds tx's buffered writes to b.
+func apply(b batch, tx *txn) error {
+	var err error
+	tx.writes.Scan(func(w write) bool {
+		if w.del {
+			err = b.delete(w.key)
+		} else {
+			err = b.set(w.key, w.value)
+		}
+		return err == nil
+	})
+	return err
+}

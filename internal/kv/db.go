@@ -1,0 +1,170 @@
+package kv
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"time"
+
+	"github.com/sluice-fs/sluice/internal/errs"
+)
+
+// maxAttempts bounds how often Update runs its function when commits
+// conflict.
+const maxAttempts = 100
+
+// db is the transaction layer shared by the engines: it implements DB over a
+// store, with optimistic transactions and a group committer.
+type db struct {
+	st store
+	c  *committer
+
+	// ops counts View and Update calls in progress; Close waits for them.
+	ops sync.WaitGroup
+
+	mu struct {
+		sync.Mutex
+		closed bool
+	}
+
+	closeOnce sync.Once
+	closeErr  error
+}
+
+func newDB(st store) *db {
+	return &db{st: st, c: newCommitter(st)}
+}
+
+// enter registers a View or Update call, failing once Close was called.
+func (d *db) enter() error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.mu.closed {
+		return ErrClosed
+	}
+	d.ops.Add(1)
+	return nil
+}
+
+func (d *db) closing() bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.mu.closed
+}
+
+// begin starts a transaction over a fresh snapshot.
+func (d *db) begin(writable bool, attempt int) (*txn, error) {
+	gen := d.c.gen.Load() // before the snapshot: see committer.gen
+	snap, err := d.st.snapshot()
+	if err != nil {
+		return nil, fmt.Errorf("snapshot: %w", err)
+	}
+	return newTxn(snap, writable, gen, attempt), nil
+}
+
+func (d *db) View(ctx context.Context, fn func(tx Txn) error) error {
+	if err := d.enter(); err != nil {
+		return fmt.Errorf("kv: view: %w", err)
+	}
+	defer d.ops.Done()
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("kv: view: %w", err)
+	}
+	tx, err := d.begin(false, 1)
+	if err != nil {
+		return fmt.Errorf("kv: view: %w", err)
+	}
+	err = fn(tx)
+	tx.finish()
+	if err != nil {
+		return err
+	}
+	return tx.err
+}
+
+// Update runs fn until its transaction commits without conflict. A context
+// error is checked before each attempt and before the commit is handed to
+// the committer; once handed over, Update waits for the outcome, so an
+// error from ctx always means that nothing was written.
+func (d *db) Update(ctx context.Context, fn func(tx Txn) error) error {
+	if err := d.enter(); err != nil {
+		return fmt.Errorf("kv: update: %w", err)
+	}
+	defer d.ops.Done()
+	for attempt := 1; ; attempt++ {
+		if err := ctx.Err(); err != nil {
+			return fmt.Errorf("kv: update: %w", err)
+		}
+		tx, err := d.begin(true, attempt)
+		if err != nil {
+			return fmt.Errorf("kv: update: %w", err)
+		}
+		err = fn(tx)
+		tx.finish()
+		switch {
+		case err != nil:
+			return err
+		case tx.err != nil:
+			return tx.err
+		case !tx.hasWrites():
+			// A read-only transaction read one consistent, committed
+			// snapshot: it is serializable as of that snapshot.
+			return nil
+		}
+		if err := ctx.Err(); err != nil {
+			return fmt.Errorf("kv: update: %w", err)
+		}
+		err = d.c.commit(tx)
+		if err == nil {
+			return nil
+		}
+		if !errors.Is(err, errConflict) {
+			return fmt.Errorf("kv: update: %w", err)
+		}
+		if attempt >= maxAttempts {
+			return fmt.Errorf("kv: update: still conflicting after %d attempts: %w", attempt, errs.ErrConflict)
+		}
+		if d.closing() {
+			return fmt.Errorf("kv: update: %w", ErrClosed)
+		}
+		if err := backoff(ctx, attempt); err != nil {
+			return fmt.Errorf("kv: update: %w", err)
+		}
+	}
+}
+
+// backoff waits a little before attempt+1. The state that beat the attempt
+// is already committed, so the first retries go at once; later ones wait a
+// random, growing while to break up convoys on a hot key.
+func backoff(ctx context.Context, attempt int) error {
+	if attempt < 4 {
+		return nil
+	}
+	ceiling := min(time.Duration(attempt)*20*time.Microsecond, 2*time.Millisecond)
+	t := time.NewTimer(rand.N(ceiling) + 1)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// Close waits for View and Update calls in progress, stops the committer
+// and closes the store. Later calls return the first call's result.
+func (d *db) Close() error {
+	d.closeOnce.Do(func() {
+		d.mu.Lock()
+		d.mu.closed = true
+		d.mu.Unlock()
+		d.ops.Wait()
+		d.c.close()
+		if err := d.st.close(); err != nil {
+			d.closeErr = fmt.Errorf("kv: close: %w", err)
+		}
+	})
+	return d.closeErr
+}

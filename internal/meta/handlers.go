@@ -1,0 +1,122 @@
+package meta
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/sluice-fs/sluice/internal/errs"
+	"github.com/sluice-fs/sluice/internal/wire"
+)
+
+// Register installs a handler for every metadata op (wire ops 1-23) on srv.
+// Each decodes its request body (a malformed one fails with errs.Protocol),
+// calls the Service method and replies with its result.
+func (s *Service) Register(srv *wire.Server) {
+	handle(srv, wire.OpCluster, func(ctx context.Context, _ *wire.Empty) (wire.Message, error) {
+		r, err := s.Cluster(ctx)
+		return &r, err
+	})
+	handle(srv, wire.OpStatfs, func(ctx context.Context, _ *wire.Empty) (wire.Message, error) {
+		r, err := s.Statfs(ctx)
+		return &r, err
+	})
+	handle(srv, wire.OpResolve, func(ctx context.Context, m *wire.ResolveReq) (wire.Message, error) {
+		r, err := s.Resolve(ctx, m.Path, m.Follow)
+		return &r, err
+	})
+	handle(srv, wire.OpLookup, func(ctx context.Context, m *wire.NameReq) (wire.Message, error) {
+		r, err := s.Lookup(ctx, m.Parent, m.Name)
+		return &r, err
+	})
+	handle(srv, wire.OpGetAttr, func(ctx context.Context, m *wire.InoReq) (wire.Message, error) {
+		r, err := s.GetAttr(ctx, m.Ino)
+		return &r, err
+	})
+	handle(srv, wire.OpSetAttr, func(ctx context.Context, m *wire.SetAttrReq) (wire.Message, error) {
+		r, err := s.SetAttr(ctx, m)
+		return &r, err
+	})
+	handle(srv, wire.OpCreate, func(ctx context.Context, m *wire.CreateReq) (wire.Message, error) {
+		r, err := s.Create(ctx, m)
+		return &r, err
+	})
+	handle(srv, wire.OpMkdir, func(ctx context.Context, m *wire.CreateReq) (wire.Message, error) {
+		r, err := s.Mkdir(ctx, m)
+		return &r, err
+	})
+	handle(srv, wire.OpSymlink, func(ctx context.Context, m *wire.SymlinkReq) (wire.Message, error) {
+		r, err := s.Symlink(ctx, m)
+		return &r, err
+	})
+	handle(srv, wire.OpReadlink, func(ctx context.Context, m *wire.InoReq) (wire.Message, error) {
+		t, err := s.Readlink(ctx, m.Ino)
+		return &wire.StringResp{S: t}, err
+	})
+	handle(srv, wire.OpUnlink, func(ctx context.Context, m *wire.NameReq) (wire.Message, error) {
+		return &wire.Empty{}, s.Unlink(ctx, m.Parent, m.Name)
+	})
+	handle(srv, wire.OpRmdir, func(ctx context.Context, m *wire.NameReq) (wire.Message, error) {
+		return &wire.Empty{}, s.Rmdir(ctx, m.Parent, m.Name)
+	})
+	handle(srv, wire.OpRename, func(ctx context.Context, m *wire.RenameReq) (wire.Message, error) {
+		return &wire.Empty{}, s.Rename(ctx, m)
+	})
+	handle(srv, wire.OpLink, func(ctx context.Context, m *wire.LinkReq) (wire.Message, error) {
+		r, err := s.Link(ctx, m.Ino, m.NewParent, m.NewName)
+		return &r, err
+	})
+	handle(srv, wire.OpReadDir, func(ctx context.Context, m *wire.ReadDirReq) (wire.Message, error) {
+		r, err := s.ReadDir(ctx, m)
+		return &r, err
+	})
+	handle(srv, wire.OpGetXattr, func(ctx context.Context, m *wire.XattrReq) (wire.Message, error) {
+		v, err := s.GetXattr(ctx, m.Ino, m.Name)
+		return &wire.BytesResp{B: v}, err
+	})
+	handle(srv, wire.OpSetXattr, func(ctx context.Context, m *wire.XattrReq) (wire.Message, error) {
+		return &wire.Empty{}, s.SetXattr(ctx, m)
+	})
+	handle(srv, wire.OpListXattr, func(ctx context.Context, m *wire.InoReq) (wire.Message, error) {
+		names, err := s.ListXattr(ctx, m.Ino)
+		return &wire.NamesResp{Names: names}, err
+	})
+	handle(srv, wire.OpRemoveXattr, func(ctx context.Context, m *wire.XattrReq) (wire.Message, error) {
+		return &wire.Empty{}, s.RemoveXattr(ctx, m.Ino, m.Name)
+	})
+	handle(srv, wire.OpGetLayout, func(ctx context.Context, m *wire.InoReq) (wire.Message, error) {
+		l, err := s.GetLayout(ctx, m.Ino)
+		return &wire.LayoutMsg{Layout: l}, err
+	})
+	handle(srv, wire.OpSetLayout, func(ctx context.Context, m *wire.SetLayoutReq) (wire.Message, error) {
+		return &wire.Empty{}, s.SetLayout(ctx, m.Ino, m.Layout)
+	})
+	handle(srv, wire.OpCommitWrite, func(ctx context.Context, m *wire.CommitWriteReq) (wire.Message, error) {
+		r, err := s.CommitWrite(ctx, m.Ino, m.End, m.Mtime)
+		return &r, err
+	})
+	handle(srv, wire.OpRegister, func(ctx context.Context, m *wire.RegisterTargetReq) (wire.Message, error) {
+		reg, ok := s.targets.(TargetRegistrar)
+		if !ok {
+			return nil, errs.New(errs.NotSupported, "meta: register target %d: this server's target set is fixed", m.ID)
+		}
+		return &wire.Empty{}, reg.RegisterTarget(ctx, m.ID, m.Addr)
+	})
+}
+
+// handle installs a handler that decodes a *Req body and calls fn.
+func handle[Req any, P interface {
+	*Req
+	wire.Message
+}](srv *wire.Server, op wire.Op, fn func(context.Context, P) (wire.Message, error)) {
+	srv.Handle(op, func(ctx context.Context, r *wire.Request) (wire.Response, error) {
+		m := P(new(Req))
+		if err := wire.Unmarshal(r.Body, m); err != nil {
+			return wire.Response{}, fmt.Errorf("meta: op %d: %w", op, errs.New(errs.Protocol, "malformed request body: %v", err))
+		}
+		resp, err := fn(ctx, m)
+		if err != nil {
+			return wire.Response{}, err
+		}
+		return wire.Response{Msg: resp}, nil
+	})
+}

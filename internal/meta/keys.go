@@ -1,0 +1,250 @@
+package meta
+
+import (
+	"encoding/binary"
+	"fmt"
+
+	"github.com/sluice-fs/sluice/internal/errs"
+	"github.com/sluice-fs/sluice/internal/placement"
+)
+
+// FormatVersion is the version of the key layout and record encodings
+// described in doc.go. A service refuses to open a database whose
+// superblock carries another version.
+const FormatVersion = 1
+
+// Key prefixes. Inode numbers and target IDs in keys are big-endian so that
+// a scan visits them in numeric order.
+const (
+	pfxSuper   = 'F' // "F" -> superblock
+	pfxCounter = 'C' // "C" + counter name -> u64
+	pfxTarget  = 'T' // "T" + u32 id -> target address
+	pfxInode   = 'i' // "i" + u64 ino -> inode record
+	pfxDirent  = 'd' // "d" + u64 parent + name -> child entry
+	pfxDirTime = 't' // "t" + u64 dir ino -> directory mtime, ctime
+	pfxXattr   = 'x' // "x" + u64 ino + name -> value
+	pfxSymlink = 's' // "s" + u64 ino -> symlink target
+	pfxGarbage = 'g' // "g" + u64 ino -> layout of a freed file
+)
+
+var (
+	keySuper      = []byte{pfxSuper}
+	keyNextIno    = []byte("Cnext-ino")
+	keyInodeCount = []byte("Cinodes")
+)
+
+func inoKey(pfx byte, ino uint64) []byte {
+	k := make([]byte, 9, 9+16)
+	k[0] = pfx
+	binary.BigEndian.PutUint64(k[1:], ino)
+	return k
+}
+
+func inodeKey(ino uint64) []byte   { return inoKey(pfxInode, ino) }
+func dirTimeKey(ino uint64) []byte { return inoKey(pfxDirTime, ino) }
+func symlinkKey(ino uint64) []byte { return inoKey(pfxSymlink, ino) }
+func garbageKey(ino uint64) []byte { return inoKey(pfxGarbage, ino) }
+
+// direntKey is "d" + parent + name; direntPrefix(parent) is its prefix.
+func direntKey(parent uint64, name string) []byte {
+	k := make([]byte, 9, 9+len(name))
+	k[0] = pfxDirent
+	binary.BigEndian.PutUint64(k[1:], parent)
+	return append(k, name...)
+}
+
+func direntPrefix(parent uint64) []byte { return inoKey(pfxDirent, parent) }
+
+func xattrKey(ino uint64, name string) []byte {
+	k := make([]byte, 9, 9+len(name))
+	k[0] = pfxXattr
+	binary.BigEndian.PutUint64(k[1:], ino)
+	return append(k, name...)
+}
+
+func xattrPrefix(ino uint64) []byte { return inoKey(pfxXattr, ino) }
+
+func targetKey(id placement.TargetID) []byte {
+	k := make([]byte, 5)
+	k[0] = pfxTarget
+	binary.BigEndian.PutUint32(k[1:], uint32(id))
+	return k
+}
+
+func u64Value(v uint64) []byte { return binary.BigEndian.AppendUint64(nil, v) }
+
+func parseU64(b []byte, what string) (uint64, error) {
+	if len(b) != 8 {
+		return 0, errs.New(errs.Corruption, "meta: %s record has %d bytes, want 8", what, len(b))
+	}
+	return binary.BigEndian.Uint64(b), nil
+}
+
+// File type bits of a mode, as in Linux st_mode.
+const (
+	modeType   = 0o170000
+	modeFifo   = 0o010000
+	modeChar   = 0o020000
+	modeDir    = 0o040000
+	modeBlock  = 0o060000
+	modeReg    = 0o100000
+	modeLink   = 0o120000
+	modeSocket = 0o140000
+	modePerm   = 0o7777
+)
+
+// dirent is a directory entry's value: the child inode and its type bits
+// (mode >> 12, one byte), so that ReadDir needs no inode reads.
+type dirent struct {
+	ino  uint64
+	mode uint32 // type bits only
+}
+
+func (e dirent) encode() []byte {
+	b := make([]byte, 9)
+	binary.BigEndian.PutUint64(b, e.ino)
+	b[8] = byte(e.mode >> 12)
+	return b
+}
+
+func decodeDirent(b []byte) (dirent, error) {
+	if len(b) != 9 {
+		return dirent{}, errs.New(errs.Corruption, "meta: directory entry has %d bytes, want 9", len(b))
+	}
+	return dirent{ino: binary.BigEndian.Uint64(b), mode: uint32(b[8]) << 12}, nil
+}
+
+// inode is the decoded inode record. For directories Mtime and Ctime in the
+// record are stale: the current values live in the directory's "t" key.
+type inode struct {
+	Mode   uint32
+	Nlink  uint32
+	Uid    uint32
+	Gid    uint32
+	Rdev   uint32
+	Size   uint64
+	Atime  int64
+	Mtime  int64
+	Ctime  int64
+	Parent uint64 // directories only: the directory holding it (root: itself)
+	Layout placement.Layout
+}
+
+func (n *inode) isDir() bool { return n.Mode&modeType == modeDir }
+func (n *inode) isReg() bool { return n.Mode&modeType == modeReg }
+
+const inodeRecordVersion = 1
+
+// encode writes the record: version byte, then fixed big-endian fields,
+// then the layout (u32 stripe size, u16 stripe count, u16 number of
+// targets, u32 per target).
+func (n *inode) encode() []byte {
+	b := make([]byte, 0, 1+5*4+8+3*8+8+8+4*len(n.Layout.Targets))
+	b = append(b, inodeRecordVersion)
+	b = binary.BigEndian.AppendUint32(b, n.Mode)
+	b = binary.BigEndian.AppendUint32(b, n.Nlink)
+	b = binary.BigEndian.AppendUint32(b, n.Uid)
+	b = binary.BigEndian.AppendUint32(b, n.Gid)
+	b = binary.BigEndian.AppendUint32(b, n.Rdev)
+	b = binary.BigEndian.AppendUint64(b, n.Size)
+	b = binary.BigEndian.AppendUint64(b, uint64(n.Atime))
+	b = binary.BigEndian.AppendUint64(b, uint64(n.Mtime))
+	b = binary.BigEndian.AppendUint64(b, uint64(n.Ctime))
+	b = binary.BigEndian.AppendUint64(b, n.Parent)
+	return appendLayout(b, &n.Layout)
+}
+
+const inodeFixedSize = 1 + 5*4 + 8 + 3*8 + 8
+
+func decodeInode(ino uint64, b []byte) (*inode, error) {
+	if len(b) < inodeFixedSize || b[0] != inodeRecordVersion {
+		return nil, errs.New(errs.Corruption, "meta: inode %d: bad record (%d bytes, version %d)", ino, len(b), firstByte(b))
+	}
+	n := &inode{
+		Mode:   binary.BigEndian.Uint32(b[1:]),
+		Nlink:  binary.BigEndian.Uint32(b[5:]),
+		Uid:    binary.BigEndian.Uint32(b[9:]),
+		Gid:    binary.BigEndian.Uint32(b[13:]),
+		Rdev:   binary.BigEndian.Uint32(b[17:]),
+		Size:   binary.BigEndian.Uint64(b[21:]),
+		Atime:  int64(binary.BigEndian.Uint64(b[29:])),
+		Mtime:  int64(binary.BigEndian.Uint64(b[37:])),
+		Ctime:  int64(binary.BigEndian.Uint64(b[45:])),
+		Parent: binary.BigEndian.Uint64(b[53:]),
+	}
+	if err := decodeLayout(b[inodeFixedSize:], &n.Layout); err != nil {
+		return nil, fmt.Errorf("meta: inode %d: %w", ino, err)
+	}
+	return n, nil
+}
+
+func firstByte(b []byte) int {
+	if len(b) == 0 {
+		return -1
+	}
+	return int(b[0])
+}
+
+func appendLayout(b []byte, l *placement.Layout) []byte {
+	b = binary.BigEndian.AppendUint32(b, l.StripeSize)
+	b = binary.BigEndian.AppendUint16(b, l.StripeCount)
+	b = binary.BigEndian.AppendUint16(b, uint16(len(l.Targets)))
+	for _, t := range l.Targets {
+		b = binary.BigEndian.AppendUint32(b, uint32(t))
+	}
+	return b
+}
+
+func decodeLayout(b []byte, l *placement.Layout) error {
+	if len(b) < 8 {
+		return errs.New(errs.Corruption, "meta: layout record has %d bytes, want at least 8", len(b))
+	}
+	l.StripeSize = binary.BigEndian.Uint32(b)
+	l.StripeCount = binary.BigEndian.Uint16(b[4:])
+	n := int(binary.BigEndian.Uint16(b[6:]))
+	if len(b) != 8+4*n {
+		return errs.New(errs.Corruption, "meta: layout record has %d bytes for %d targets", len(b), n)
+	}
+	l.Targets = nil
+	if n > 0 {
+		l.Targets = make([]placement.TargetID, n)
+		for i := range l.Targets {
+			l.Targets[i] = placement.TargetID(binary.BigEndian.Uint32(b[8+4*i:]))
+		}
+	}
+	return nil
+}
+
+// dirTimes is the value of a directory's "t" key: mtime and ctime, written
+// blindly (never read in the transactions that write it) so that concurrent
+// entry changes in one directory do not conflict.
+type dirTimes struct{ Mtime, Ctime int64 }
+
+func (t dirTimes) encode() []byte {
+	b := make([]byte, 16)
+	binary.BigEndian.PutUint64(b, uint64(t.Mtime))
+	binary.BigEndian.PutUint64(b[8:], uint64(t.Ctime))
+	return b
+}
+
+func decodeDirTimes(ino uint64, b []byte) (dirTimes, error) {
+	if len(b) != 16 {
+		return dirTimes{}, errs.New(errs.Corruption, "meta: directory %d: times record has %d bytes, want 16", ino, len(b))
+	}
+	return dirTimes{int64(binary.BigEndian.Uint64(b)), int64(binary.BigEndian.Uint64(b[8:]))}, nil
+}
+
+// superblock is the value of key "F": format version byte, then the FSID.
+type superblock struct {
+	Version byte
+	FSID    string
+}
+
+func (sb superblock) encode() []byte { return append([]byte{sb.Version}, sb.FSID...) }
+
+func decodeSuperblock(b []byte) (superblock, error) {
+	if len(b) < 2 {
+		return superblock{}, errs.New(errs.Corruption, "meta: superblock has %d bytes", len(b))
+	}
+	return superblock{Version: b[0], FSID: string(b[1:])}, nil
+}

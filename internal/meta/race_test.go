@@ -1,0 +1,5 @@
+//go:build race
+
+package meta
+
+const raceEnabled = true

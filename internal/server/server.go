@@ -1,0 +1,206 @@
+// Package server assembles the roles one sluice process runs. Run is
+// `sluice serve`: the metadata service on the embedded pebble engine and
+// several storage targets on local disk, all behind one wire listener.
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/sluice-fs/sluice/internal/errs"
+	"github.com/sluice-fs/sluice/internal/kv"
+	"github.com/sluice-fs/sluice/internal/meta"
+	"github.com/sluice-fs/sluice/internal/placement"
+	"github.com/sluice-fs/sluice/internal/target"
+	"github.com/sluice-fs/sluice/internal/wire"
+)
+
+// Options configure a single-node system.
+type Options struct {
+	// DataDir holds everything: meta/ (the pebble engine) and
+	// targets/<id>/ (one chunk store per target).
+	DataDir string
+	// Listen is the TCP address to serve on (host:port; port 0 picks one).
+	Listen string
+	// Advertise is the address clients are told to reach the targets at;
+	// default: the listener's address (127.0.0.1 if it listens on all).
+	Advertise string
+	// Targets is the number of storage targets created on first start
+	// (default 4). A restart opens the targets the data dir has.
+	Targets int
+	// Logger; nil means slog.Default().
+	Logger *slog.Logger
+	// Ready is called with the served address once clients can connect.
+	Ready func(addr string)
+}
+
+// Validate checks the options.
+func (o *Options) Validate() error {
+	if o.DataDir == "" {
+		return errs.New(errs.Invalid, "serve: a data directory is required")
+	}
+	if o.Listen == "" {
+		return errs.New(errs.Invalid, "serve: a listen address is required")
+	}
+	if o.Targets < 0 || o.Targets > placement.MaxStripeCount {
+		return errs.New(errs.Invalid, "serve: --targets must be between 1 and %d", placement.MaxStripeCount)
+	}
+	return nil
+}
+
+// Run serves until ctx is done, then shuts down cleanly.
+func Run(ctx context.Context, opts Options) (err error) {
+	if err := opts.Validate(); err != nil {
+		return err
+	}
+	if opts.Targets == 0 {
+		opts.Targets = 4
+	}
+	log := opts.Logger
+	if log == nil {
+		log = slog.Default()
+	}
+	if err := os.MkdirAll(opts.DataDir, 0o755); err != nil {
+		return fmt.Errorf("serve: create data dir: %w", err)
+	}
+	unlock, err := lockDir(opts.DataDir)
+	if err != nil {
+		return err
+	}
+	defer unlock()
+
+	var closers []func() error // run in reverse order at the end
+	defer func() {
+		for i := len(closers) - 1; i >= 0; i-- {
+			if cerr := closers[i](); cerr != nil && err == nil {
+				err = cerr
+			}
+		}
+	}()
+
+	db, err := kv.OpenPebble(filepath.Join(opts.DataDir, "meta"), &kv.PebbleOptions{Logger: log})
+	if err != nil {
+		return fmt.Errorf("serve: open metadata store: %w", err)
+	}
+	closers = append(closers, db.Close)
+
+	ids, err := targetIDs(opts.DataDir, opts.Targets)
+	if err != nil {
+		return err
+	}
+	targets, err := target.OpenDir(opts.DataDir, ids, target.Options{Logger: log})
+	if err != nil {
+		return fmt.Errorf("serve: open targets: %w", err)
+	}
+	closers = append(closers, targets.Close)
+
+	ln, err := net.Listen("tcp", opts.Listen)
+	if err != nil {
+		return fmt.Errorf("serve: listen on %s: %w", opts.Listen, err)
+	}
+	addr := opts.Advertise
+	if addr == "" {
+		addr = advertised(ln.Addr().(*net.TCPAddr))
+	}
+
+	// Serve the targets at once: registering them with the metadata
+	// service below contacts them. Metadata ops are registered later; no
+	// client connects before Ready.
+	srv := &wire.Server{Logger: log}
+	targets.Register(srv)
+	var wg sync.WaitGroup
+	serveErr := make(chan error, 1)
+	wg.Go(func() { serveErr <- srv.Serve(ln) })
+	closers = append(closers, func() error { srv.Close(); wg.Wait(); return nil })
+
+	rt, err := meta.NewRemoteTargets(ctx, meta.RemoteTargetsOptions{DB: db, Logger: log})
+	if err != nil {
+		return fmt.Errorf("serve: %w", err)
+	}
+	closers = append(closers, rt.Close)
+	for _, id := range ids {
+		if err := rt.RegisterTarget(ctx, id, addr); err != nil {
+			return fmt.Errorf("serve: register target %d: %w", id, err)
+		}
+	}
+	ms, err := meta.New(ctx, meta.Options{DB: db, Targets: rt, Logger: log})
+	if err != nil {
+		return fmt.Errorf("serve: start metadata service: %w", err)
+	}
+	closers = append(closers, ms.Close)
+	ms.Register(srv)
+
+	runCtx, stopRun := context.WithCancel(ctx)
+	wg.Go(func() { rt.Run(runCtx) })
+	wg.Go(func() { ms.Run(runCtx) })
+	closers = append(closers, func() error { stopRun(); wg.Wait(); return nil })
+
+	log.Info("sluice serving", "addr", addr, "data_dir", opts.DataDir, "targets", len(ids), "fsid", ms.FSID())
+	if opts.Ready != nil {
+		opts.Ready(addr)
+	}
+	select {
+	case <-ctx.Done():
+	case err := <-serveErr:
+		if !errors.Is(err, wire.ErrServerClosed) {
+			return fmt.Errorf("serve: %w", err)
+		}
+	}
+	log.Info("sluice shutting down")
+	sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	srv.Shutdown(sctx)
+	return nil
+}
+
+// targetIDs returns the targets the data dir has, or 1..n for a new one.
+func targetIDs(dataDir string, n int) ([]placement.TargetID, error) {
+	ents, err := os.ReadDir(filepath.Join(dataDir, "targets"))
+	if err != nil && !os.IsNotExist(err) {
+		return nil, fmt.Errorf("serve: list targets: %w", err)
+	}
+	var ids []placement.TargetID
+	for _, e := range ents {
+		if id, err := strconv.ParseUint(e.Name(), 10, 32); err == nil && e.IsDir() {
+			ids = append(ids, placement.TargetID(id))
+		}
+	}
+	if len(ids) == 0 {
+		for i := 1; i <= n; i++ {
+			ids = append(ids, placement.TargetID(i))
+		}
+	}
+	slices.Sort(ids)
+	return ids, nil
+}
+
+func advertised(a *net.TCPAddr) string {
+	if a.IP.IsUnspecified() {
+		return net.JoinHostPort("127.0.0.1", strconv.Itoa(a.Port))
+	}
+	return a.String()
+}
+
+// lockDir takes an exclusive lock on the data dir, so that two servers
+// never share one.
+func lockDir(dir string) (func(), error) {
+	f, err := os.OpenFile(filepath.Join(dir, "LOCK"), os.O_RDWR|os.O_CREATE, 0o644)
+	if err != nil {
+		return nil, fmt.Errorf("serve: lock data dir: %w", err)
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		f.Close()
+		return nil, errs.New(errs.Busy, "serve: data dir %s is in use by another sluice process", dir)
+	}
+	return func() { f.Close() }, nil
+}

@@ -1,0 +1,312 @@
+// Package target is the storage server: it hosts the chunk stores of one or
+// more storage targets (one per disk, like Lustre OSTs) and serves the
+// chunk operations of the wire protocol (wire.OpChunkWrite ...
+// wire.OpTargetStat) on a wire.Server.
+//
+// A request names its target; an unknown target is errs.NotFound. Request
+// bodies that do not decode are errs.Protocol, fields out of range
+// errs.Invalid; store errors (errs.Corruption, errs.NoSpace, ...) go to the
+// client with their class. Data of a write request is used only while its
+// handler runs; read replies are sent straight from a pooled buffer.
+package target
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"sync"
+	"sync/atomic"
+
+	"github.com/sluice-fs/sluice/internal/chunk"
+	"github.com/sluice-fs/sluice/internal/errs"
+	"github.com/sluice-fs/sluice/internal/placement"
+	"github.com/sluice-fs/sluice/internal/wire"
+)
+
+// Options configure OpenDir.
+type Options struct {
+	// Logger is passed to the stores; nil means slog.Default().
+	Logger *slog.Logger
+	// MaxOpenChunks is each store's open-chunk cache size (0: the default).
+	MaxOpenChunks int
+}
+
+// Stats are a target's counters since the Service started.
+type Stats struct {
+	ReadOps, ReadBytes   uint64
+	WriteOps, WriteBytes uint64
+	SyncOps              uint64
+	TruncateOps          uint64
+	RemoveOps            uint64
+	Errors               uint64 // requests that failed, of any kind
+}
+
+type counters struct {
+	readOps, readBytes   atomic.Uint64
+	writeOps, writeBytes atomic.Uint64
+	syncOps              atomic.Uint64
+	truncateOps          atomic.Uint64
+	removeOps            atomic.Uint64
+	errors               atomic.Uint64
+}
+
+type hosted struct {
+	store *chunk.Store
+	c     counters
+}
+
+// Service serves the chunk operations of a set of stores. It is safe for
+// concurrent use. The set of targets is fixed when the Service is made.
+type Service struct {
+	targets map[placement.TargetID]*hosted
+	ids     []placement.TargetID
+
+	closeOnce sync.Once
+	closeErr  error
+}
+
+// New returns a Service hosting the given stores, keyed by their target
+// IDs. The Service takes ownership: Close closes them.
+func New(stores ...*chunk.Store) (*Service, error) {
+	s := &Service{targets: make(map[placement.TargetID]*hosted, len(stores))}
+	for _, st := range stores {
+		id := st.Target()
+		if _, dup := s.targets[id]; dup {
+			return nil, errs.New(errs.Invalid, "target: target %d is hosted twice", id)
+		}
+		s.targets[id] = &hosted{store: st}
+		s.ids = append(s.ids, id)
+	}
+	slices.Sort(s.ids)
+	return s, nil
+}
+
+// Dir returns the directory of target id in a data directory:
+// <dataDir>/targets/<id>.
+func Dir(dataDir string, id placement.TargetID) string {
+	return filepath.Join(dataDir, "targets", strconv.FormatUint(uint64(id), 10))
+}
+
+// OpenDir opens (creating if needed) the stores of the given targets under
+// dataDir (see Dir) and returns a Service hosting them.
+func OpenDir(dataDir string, ids []placement.TargetID, opts Options) (*Service, error) {
+	var stores []*chunk.Store
+	fail := func(err error) (*Service, error) {
+		for _, st := range stores {
+			st.Close()
+		}
+		return nil, err
+	}
+	for _, id := range ids {
+		st, err := chunk.Open(Dir(dataDir, id), chunk.Options{Target: id, Logger: opts.Logger, MaxOpenChunks: opts.MaxOpenChunks})
+		if err != nil {
+			return fail(fmt.Errorf("target: open target %d in %s: %w", id, dataDir, err))
+		}
+		stores = append(stores, st)
+	}
+	s, err := New(stores...)
+	if err != nil {
+		return fail(err)
+	}
+	return s, nil
+}
+
+// Targets returns the IDs of the hosted targets, in increasing order.
+func (s *Service) Targets() []placement.TargetID { return slices.Clone(s.ids) }
+
+// Store returns the store of target id.
+func (s *Service) Store(id placement.TargetID) (*chunk.Store, bool) {
+	h, ok := s.targets[id]
+	if !ok {
+		return nil, false
+	}
+	return h.store, true
+}
+
+// Stats returns the counters of target id.
+func (s *Service) Stats(id placement.TargetID) (Stats, bool) {
+	h, ok := s.targets[id]
+	if !ok {
+		return Stats{}, false
+	}
+	c := &h.c
+	return Stats{
+		ReadOps: c.readOps.Load(), ReadBytes: c.readBytes.Load(),
+		WriteOps: c.writeOps.Load(), WriteBytes: c.writeBytes.Load(),
+		SyncOps: c.syncOps.Load(), TruncateOps: c.truncateOps.Load(),
+		RemoveOps: c.removeOps.Load(), Errors: c.errors.Load(),
+	}, true
+}
+
+// Close syncs and closes every store. It is idempotent. Stop the
+// wire.Server first: requests after Close fail with errs.Unavailable.
+func (s *Service) Close() error {
+	s.closeOnce.Do(func() {
+		var all []error
+		for _, id := range s.ids {
+			all = append(all, s.targets[id].store.Close())
+		}
+		s.closeErr = errors.Join(all...)
+	})
+	return s.closeErr
+}
+
+// Register installs the chunk operation handlers on srv.
+func (s *Service) Register(srv *wire.Server) {
+	srv.Handle(wire.OpChunkWrite, s.handleWrite)
+	srv.Handle(wire.OpChunkRead, s.handleRead)
+	srv.Handle(wire.OpChunkSync, s.handleSync)
+	srv.Handle(wire.OpChunkTruncate, s.handleTruncate)
+	srv.Handle(wire.OpChunkRemove, s.handleRemove)
+	srv.Handle(wire.OpTargetStat, s.handleStat)
+}
+
+func (s *Service) lookup(id placement.TargetID) (*hosted, error) {
+	h, ok := s.targets[id]
+	if !ok {
+		return nil, errs.New(errs.NotFound, "target: target %d is not hosted here (hosted: %v)", id, s.ids)
+	}
+	return h, nil
+}
+
+func (h *hosted) fail(err error) error {
+	h.c.errors.Add(1)
+	return err
+}
+
+func checkOff(op string, ref wire.ChunkRef, off uint64) error {
+	if off > math.MaxInt64 {
+		return errs.New(errs.Invalid, "target: %s chunk ino %d slot %d on target %d: offset %d is out of range", op, ref.Ino, ref.Slot, ref.Target, off)
+	}
+	return nil
+}
+
+func (s *Service) handleWrite(_ context.Context, req *wire.Request) (wire.Response, error) {
+	var m wire.ChunkWriteReq
+	if err := wire.Unmarshal(req.Body, &m); err != nil {
+		return wire.Response{}, fmt.Errorf("target: chunk write request: %w", err)
+	}
+	h, err := s.lookup(m.Target)
+	if err != nil {
+		return wire.Response{}, err
+	}
+	if err := checkOff("write", m.ChunkRef, m.Off); err != nil {
+		return wire.Response{}, h.fail(err)
+	}
+	if err := h.store.WriteAt(chunk.ID{Ino: m.Ino, Slot: m.Slot}, int64(m.Off), req.Data, m.Sync); err != nil {
+		return wire.Response{}, h.fail(err)
+	}
+	h.c.writeOps.Add(1)
+	h.c.writeBytes.Add(uint64(len(req.Data)))
+	return wire.Response{}, nil
+}
+
+func (s *Service) handleRead(_ context.Context, req *wire.Request) (wire.Response, error) {
+	var m wire.ChunkReadReq
+	if err := wire.Unmarshal(req.Body, &m); err != nil {
+		return wire.Response{}, fmt.Errorf("target: chunk read request: %w", err)
+	}
+	h, err := s.lookup(m.Target)
+	if err != nil {
+		return wire.Response{}, err
+	}
+	if err := checkOff("read", m.ChunkRef, m.Off); err != nil {
+		return wire.Response{}, h.fail(err)
+	}
+	if m.Len > wire.MaxData {
+		return wire.Response{}, h.fail(errs.New(errs.Invalid, "target: read of %d bytes from chunk ino %d slot %d on target %d is over the limit of %d",
+			m.Len, m.Ino, m.Slot, m.Target, wire.MaxData))
+	}
+	buf := wire.GetBuf(int(m.Len))
+	n, chunkLen, err := h.store.ReadAt(chunk.ID{Ino: m.Ino, Slot: m.Slot}, int64(m.Off), buf)
+	if err != nil {
+		wire.PutBuf(buf)
+		return wire.Response{}, h.fail(err)
+	}
+	h.c.readOps.Add(1)
+	h.c.readBytes.Add(uint64(n))
+	return wire.Response{
+		Msg:     &wire.ChunkReadResp{ChunkLen: uint64(chunkLen)},
+		Data:    buf[:n],
+		Release: func() { wire.PutBuf(buf) },
+	}, nil
+}
+
+func (s *Service) handleSync(_ context.Context, req *wire.Request) (wire.Response, error) {
+	var m wire.ChunkSyncReq
+	if err := wire.Unmarshal(req.Body, &m); err != nil {
+		return wire.Response{}, fmt.Errorf("target: chunk sync request: %w", err)
+	}
+	h, err := s.lookup(m.Target)
+	if err != nil {
+		return wire.Response{}, err
+	}
+	ids := make([]chunk.ID, len(m.Slots))
+	for i, slot := range m.Slots {
+		ids[i] = chunk.ID{Ino: m.Ino, Slot: slot}
+	}
+	if err := h.store.Sync(ids...); err != nil {
+		return wire.Response{}, h.fail(err)
+	}
+	h.c.syncOps.Add(1)
+	return wire.Response{}, nil
+}
+
+func (s *Service) handleTruncate(_ context.Context, req *wire.Request) (wire.Response, error) {
+	var m wire.ChunkTruncateReq
+	if err := wire.Unmarshal(req.Body, &m); err != nil {
+		return wire.Response{}, fmt.Errorf("target: chunk truncate request: %w", err)
+	}
+	h, err := s.lookup(m.Target)
+	if err != nil {
+		return wire.Response{}, err
+	}
+	if err := checkOff("truncate", m.ChunkRef, m.Size); err != nil {
+		return wire.Response{}, h.fail(err)
+	}
+	if err := h.store.Truncate(chunk.ID{Ino: m.Ino, Slot: m.Slot}, int64(m.Size)); err != nil {
+		return wire.Response{}, h.fail(err)
+	}
+	h.c.truncateOps.Add(1)
+	return wire.Response{}, nil
+}
+
+func (s *Service) handleRemove(_ context.Context, req *wire.Request) (wire.Response, error) {
+	var m wire.ChunkRemoveReq
+	if err := wire.Unmarshal(req.Body, &m); err != nil {
+		return wire.Response{}, fmt.Errorf("target: chunk remove request: %w", err)
+	}
+	h, err := s.lookup(m.Target)
+	if err != nil {
+		return wire.Response{}, err
+	}
+	if err := h.store.Remove(m.Ino, m.Slots); err != nil {
+		return wire.Response{}, h.fail(err)
+	}
+	h.c.removeOps.Add(1)
+	return wire.Response{}, nil
+}
+
+func (s *Service) handleStat(_ context.Context, req *wire.Request) (wire.Response, error) {
+	var m wire.TargetReq
+	if err := wire.Unmarshal(req.Body, &m); err != nil {
+		return wire.Response{}, fmt.Errorf("target: target stat request: %w", err)
+	}
+	h, err := s.lookup(m.Target)
+	if err != nil {
+		return wire.Response{}, err
+	}
+	capacity, used, free, chunks, err := h.store.Stat()
+	if err != nil {
+		return wire.Response{}, h.fail(err)
+	}
+	return wire.Response{Msg: &wire.TargetStat{
+		Target: m.Target, Capacity: capacity, Used: used, Free: free,
+		Chunks: chunks, Corruptions: h.store.Corruptions(),
+	}}, nil
+}

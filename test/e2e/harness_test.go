@@ -1,0 +1,210 @@
+// Package e2e runs the real sluice binary: it builds it once, starts
+// `sluice serve` as a separate process on loopback, and talks to it with the
+// CLI and the client library. Every process is stopped by PID when its test
+// ends, even on failure.
+package e2e
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/sluice-fs/sluice/client"
+)
+
+var binary string // path of the sluice binary built by TestMain
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "sluice-e2e-bin")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	binary = filepath.Join(dir, "sluice")
+	build := exec.Command("go", "build", "-o", binary, "../../cmd/sluice")
+	build.Stdout, build.Stderr = os.Stdout, os.Stderr
+	if err := build.Run(); err != nil {
+		fmt.Fprintln(os.Stderr, "building sluice:", err)
+		os.RemoveAll(dir)
+		os.Exit(1)
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// server is a running `sluice serve` process.
+type server struct {
+	t       testing.TB
+	dataDir string
+	addr    string
+	cmd     *exec.Cmd
+	exited  chan struct{}
+	logs    *syncBuffer
+}
+
+var readyLine = regexp.MustCompile(`serving on (\S+)`)
+
+// startServer runs `sluice serve` on dataDir (a new temp dir if empty) and
+// waits until it prints its address.
+func startServer(t testing.TB, dataDir string, extra ...string) *server {
+	t.Helper()
+	if dataDir == "" {
+		dataDir = t.TempDir()
+	}
+	args := append([]string{"serve", "--data-dir", dataDir, "--listen", "127.0.0.1:0"}, extra...)
+	cmd := exec.Command(binary, args...)
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	logs := &syncBuffer{}
+	cmd.Stderr = logs
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	s := &server{t: t, dataDir: dataDir, cmd: cmd, exited: make(chan struct{}), logs: logs}
+	t.Cleanup(func() { s.kill() })
+	addrc := make(chan string, 1)
+	go func() {
+		sc := bufio.NewScanner(stdout)
+		sent := false
+		for sc.Scan() {
+			if m := readyLine.FindStringSubmatch(sc.Text()); m != nil && !sent {
+				addrc <- m[1]
+				sent = true
+			}
+		}
+		cmd.Wait()
+		close(s.exited)
+	}()
+	select {
+	case s.addr = <-addrc:
+	case <-s.exited:
+		t.Fatalf("sluice serve exited before it was ready: %s", logs.String())
+	case <-time.After(60 * time.Second):
+		t.Fatalf("sluice serve did not get ready in 60s: %s", logs.String())
+	}
+	return s
+}
+
+// kill stops the process with SIGKILL (by PID) and waits for it.
+func (s *server) kill() {
+	select {
+	case <-s.exited:
+		return
+	default:
+	}
+	s.cmd.Process.Signal(syscall.SIGKILL)
+	<-s.exited
+}
+
+// stop asks the server to shut down with SIGTERM and waits for a clean exit.
+func (s *server) stop() {
+	s.t.Helper()
+	s.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-s.exited:
+	case <-time.After(30 * time.Second):
+		s.kill()
+		s.t.Fatalf("sluice serve did not stop within 30s of SIGTERM")
+	}
+	if code := s.cmd.ProcessState.ExitCode(); code != 0 {
+		s.t.Fatalf("sluice serve exited with %d after SIGTERM: %s", code, s.logs.String())
+	}
+}
+
+// client connects the client library to the server.
+func (s *server) client() *client.Client {
+	s.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	c, err := client.New(ctx, client.Options{Server: s.addr})
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	s.t.Cleanup(func() { c.Close() })
+	return c
+}
+
+type result struct {
+	stdout, stderr string
+	code           int
+}
+
+// cli runs `sluice ARGS...` against the server.
+func (s *server) cli(args ...string) result {
+	s.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, binary, args...)
+	cmd.Env = append(os.Environ(), "SLUICE_SERVER="+s.addr)
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	err := cmd.Run()
+	r := result{stdout: out.String(), stderr: errb.String()}
+	if err != nil {
+		if ee, ok := err.(*exec.ExitError); ok {
+			r.code = ee.ExitCode()
+		} else {
+			s.t.Fatalf("sluice %s: %v", strings.Join(args, " "), err)
+		}
+	}
+	return r
+}
+
+// mustCLI runs the CLI and fails the test on a non-zero exit.
+func (s *server) mustCLI(args ...string) string {
+	s.t.Helper()
+	r := s.cli(args...)
+	if r.code != 0 {
+		s.t.Fatalf("sluice %s: exit %d: %s", strings.Join(args, " "), r.code, r.stderr)
+	}
+	return r.stdout
+}
+
+// failCLI runs the CLI, expects a failure with a one-line message that
+// contains want, and returns the message.
+func (s *server) failCLI(want string, args ...string) string {
+	s.t.Helper()
+	r := s.cli(args...)
+	if r.code == 0 {
+		s.t.Fatalf("sluice %s succeeded, want an error containing %q", strings.Join(args, " "), want)
+	}
+	msg := strings.TrimRight(r.stderr, "\n")
+	if strings.Contains(msg, "\n") {
+		s.t.Errorf("sluice %s: error is not one line: %q", strings.Join(args, " "), msg)
+	}
+	if !strings.Contains(strings.ToLower(msg), strings.ToLower(want)) {
+		s.t.Errorf("sluice %s: error %q does not contain %q", strings.Join(args, " "), msg, want)
+	}
+	return msg
+}
+
+// syncBuffer is a bytes.Buffer safe for one writer and concurrent readers.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
