@@ -28,10 +28,9 @@ var errConflict = errors.New("kv: transaction conflict")
 type committer struct {
 	st store
 
-	// gen counts committed batches. It is bumped after a batch's commit
-	// returned, so a snapshot taken after reading gen == n holds at least the
-	// first n batches.
-	gen atomic.Uint64
+	// gen counts committed batches: the generation of the store's newest
+	// snapshot. Only the committer goroutine uses it.
+	gen uint64
 
 	wake chan struct{} // capacity 1: pending work
 	stop chan struct{} // closed by close
@@ -40,6 +39,13 @@ type committer struct {
 	mu struct {
 		sync.Mutex
 		pending *group // collects transactions until the committer takes it
+		// reserved is the read set of the priority Update's last rejected
+		// attempt, or nil. While it is set, other transactions that write
+		// into it are rejected, so the priority Update's next attempt, which
+		// reads a snapshot taken after the rejection, commits (unless it
+		// reads other keys, which it then reserves). The committer sets it;
+		// the priority Update clears it when it ends.
+		reserved *reservation
 	}
 
 	// Statistics, for benchmarks and tests.
@@ -49,6 +55,47 @@ type committer struct {
 	exact     atomic.Uint64 // transactions validated by reading the store
 
 	hist *history // only the committer goroutine uses it
+}
+
+// reservation is a read set that only the priority Update may write into.
+type reservation struct {
+	keys   map[string]struct{}
+	ranges []rangeRead // seen is not used
+}
+
+func newReservation(tx *txn) *reservation {
+	r := &reservation{keys: make(map[string]struct{}, len(tx.reads)), ranges: tx.scans}
+	for _, pr := range tx.reads {
+		r.keys[string(pr.key)] = struct{}{}
+	}
+	return r
+}
+
+// blocks reports whether tx writes into r.
+func (r *reservation) blocks(tx *txn) bool {
+	if r == nil || tx.priority {
+		return false
+	}
+	hit := false
+	tx.writes.Scan(func(w write) bool {
+		if _, hit = r.keys[string(w.key)]; hit {
+			return false
+		}
+		for _, rr := range r.ranges {
+			if bytes.Compare(w.key, rr.start) >= 0 && below(w.key, rr.end) {
+				hit = true
+				return false
+			}
+		}
+		return true
+	})
+	return hit
+}
+
+func (c *committer) unreserve() {
+	c.mu.Lock()
+	c.mu.reserved = nil
+	c.mu.Unlock()
 }
 
 // group is the set of transactions committed by one batch.
@@ -104,19 +151,29 @@ func (c *committer) run() {
 		c.mu.Lock()
 		g := c.mu.pending
 		c.mu.pending = nil
+		res := c.mu.reserved
 		c.mu.Unlock()
 		if g != nil {
-			c.process(g)
+			c.process(g, res)
 			close(g.done)
 		}
 	}
 }
 
 // process decides and commits one group, setting every txn's commitErr.
-func (c *committer) process(g *group) {
-	// Transactions that lost more often go first: within a group the order
-	// is free, and this keeps a hot key from starving one writer.
-	slices.SortStableFunc(g.txns, func(a, b *txn) int { return cmp.Compare(b.attempt, a.attempt) })
+// res is the reservation in force.
+func (c *committer) process(g *group, res *reservation) {
+	// Within a group the order is free: the priority transaction goes
+	// first, then those that lost more often.
+	slices.SortStableFunc(g.txns, func(a, b *txn) int {
+		if a.priority != b.priority {
+			if a.priority {
+				return -1
+			}
+			return 1
+		}
+		return cmp.Compare(b.attempt, a.attempt)
+	})
 
 	b, err := c.st.newBatch()
 	if err != nil {
@@ -125,9 +182,14 @@ func (c *committer) process(g *group) {
 		}
 		return
 	}
-	next := c.gen.Load() + 1 // this group's generation, if it commits
+	next := c.gen + 1 // this group's generation, if it commits
 	var accepted []*txn
 	for _, tx := range g.txns {
+		if res.blocks(tx) {
+			tx.commitErr = errConflict
+			c.conflicts.Add(1)
+			continue
+		}
 		if c.hist.changedSince(tx) {
 			c.exact.Add(1)
 			ok, err := validate(b, tx)
@@ -138,6 +200,12 @@ func (c *committer) process(g *group) {
 			if !ok {
 				tx.commitErr = errConflict
 				c.conflicts.Add(1)
+				if tx.priority {
+					res = newReservation(tx)
+					c.mu.Lock()
+					c.mu.reserved = res
+					c.mu.Unlock()
+				}
 				continue
 			}
 		}
@@ -167,7 +235,7 @@ func (c *committer) process(g *group) {
 		}
 		return
 	}
-	c.gen.Add(1)
+	c.gen = next
 	c.groups.Add(1)
 	c.committed.Add(uint64(len(accepted)))
 }

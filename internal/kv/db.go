@@ -11,18 +11,31 @@ import (
 	"github.com/sluice-fs/sluice/internal/errs"
 )
 
-// maxAttempts bounds how often Update runs its function when commits
-// conflict.
-const maxAttempts = 100
+const (
+	// maxAttempts bounds how often Update runs its function when commits
+	// conflict.
+	maxAttempts = 100
+
+	// priorityAfter is the number of conflicts after which an Update queues
+	// for priority (see committer.reservation), so that a hot key cannot
+	// starve it.
+	priorityAfter = 4
+)
 
 // db is the transaction layer shared by the engines: it implements DB over a
 // store, with optimistic transactions and a group committer.
+//
+// Locks (db.mu, committer.mu, the stores' own) are never held together.
 type db struct {
 	st store
 	c  *committer
 
 	// ops counts View and Update calls in progress; Close waits for them.
 	ops sync.WaitGroup
+
+	// priority is held by the one Update that has priority: a token, so
+	// that Updates queue for it and can give up waiting when ctx ends.
+	priority chan struct{}
 
 	mu struct {
 		sync.Mutex
@@ -34,7 +47,7 @@ type db struct {
 }
 
 func newDB(st store) *db {
-	return &db{st: st, c: newCommitter(st)}
+	return &db{st: st, c: newCommitter(st), priority: make(chan struct{}, 1)}
 }
 
 // enter registers a View or Update call, failing once Close was called.
@@ -56,8 +69,7 @@ func (d *db) closing() bool {
 
 // begin starts a transaction over a fresh snapshot.
 func (d *db) begin(writable bool, attempt int) (*txn, error) {
-	gen := d.c.gen.Load() // before the snapshot: see committer.gen
-	snap, err := d.st.snapshot()
+	snap, gen, err := d.st.snapshot()
 	if err != nil {
 		return nil, fmt.Errorf("snapshot: %w", err)
 	}
@@ -76,12 +88,16 @@ func (d *db) View(ctx context.Context, fn func(tx Txn) error) error {
 	if err != nil {
 		return fmt.Errorf("kv: view: %w", err)
 	}
-	err = fn(tx)
-	tx.finish()
-	if err != nil {
+	if err := run(tx, fn); err != nil {
 		return err
 	}
 	return tx.err
+}
+
+// run calls fn and ends tx's read phase, even if fn panics.
+func run(tx *txn, fn func(tx Txn) error) error {
+	defer tx.finish()
+	return fn(tx)
 }
 
 // Update runs fn until its transaction commits without conflict. A context
@@ -93,6 +109,13 @@ func (d *db) Update(ctx context.Context, fn func(tx Txn) error) error {
 		return fmt.Errorf("kv: update: %w", err)
 	}
 	defer d.ops.Done()
+	prio := false // this call holds d.priority
+	defer func() {
+		if prio {
+			d.c.unreserve()
+			<-d.priority
+		}
+	}()
 	for attempt := 1; ; attempt++ {
 		if err := ctx.Err(); err != nil {
 			return fmt.Errorf("kv: update: %w", err)
@@ -101,8 +124,8 @@ func (d *db) Update(ctx context.Context, fn func(tx Txn) error) error {
 		if err != nil {
 			return fmt.Errorf("kv: update: %w", err)
 		}
-		err = fn(tx)
-		tx.finish()
+		tx.priority = prio
+		err = run(tx, fn)
 		switch {
 		case err != nil:
 			return err
@@ -129,8 +152,18 @@ func (d *db) Update(ctx context.Context, fn func(tx Txn) error) error {
 		if d.closing() {
 			return fmt.Errorf("kv: update: %w", ErrClosed)
 		}
-		if err := backoff(ctx, attempt); err != nil {
-			return fmt.Errorf("kv: update: %w", err)
+		if attempt >= priorityAfter && !prio {
+			select {
+			case d.priority <- struct{}{}:
+				prio = true
+			case <-ctx.Done():
+				return fmt.Errorf("kv: update: waiting for priority: %w", ctx.Err())
+			}
+		}
+		if !prio {
+			if err := backoff(ctx, attempt); err != nil {
+				return fmt.Errorf("kv: update: %w", err)
+			}
 		}
 	}
 }
@@ -139,10 +172,10 @@ func (d *db) Update(ctx context.Context, fn func(tx Txn) error) error {
 // is already committed, so the first retries go at once; later ones wait a
 // random, growing while to break up convoys on a hot key.
 func backoff(ctx context.Context, attempt int) error {
-	if attempt < 4 {
+	if attempt < 3 {
 		return nil
 	}
-	ceiling := min(time.Duration(attempt)*20*time.Microsecond, 2*time.Millisecond)
+	ceiling := min(time.Duration(attempt)*50*time.Microsecond, 2*time.Millisecond)
 	t := time.NewTimer(rand.N(ceiling) + 1)
 	defer t.Stop()
 	select {

@@ -1,8 +1,12 @@
 // Package kv defines the ordered, transactional key-value engine that the
 // metadata service stores its namespace in, and ships its engines:
 //
-//   - Memory: an in-memory engine for unit tests (not durable);
-//   - Pebble: the default embedded engine, on github.com/cockroachdb/pebble/v2.
+//   - NewMemory: an in-memory engine for unit tests (not durable), on a
+//     copy-on-write B-tree (github.com/tidwall/btree);
+//   - OpenPebble: the default embedded engine, on
+//     github.com/cockroachdb/pebble/v2;
+//   - NewFaulty: a wrapper that fails chosen operations, for testing
+//     callers' error paths.
 //
 // Later engines (etcd, TiKV, FoundationDB) implement the same DB interface
 // and must pass the same conformance suite (kvtest.Run).
@@ -33,6 +37,59 @@
 // caller are the caller's to keep and must not be modified by the engine
 // afterwards. All methods of DB are safe for concurrent use; a Txn is used by
 // one goroutine only and only until its function returns.
+//
+// # Commit pipeline (memory and pebble engines)
+//
+// The embedded engines share one optimistic transaction layer over a store
+// that has only snapshots and atomic batches:
+//
+//  1. A transaction reads from a snapshot of the committed state taken when
+//     its attempt starts, so it sees one consistent state. It buffers its
+//     writes in an ordered map that Get and Scan merge over the snapshot,
+//     and records its read set: each Get's key and the value (or absence)
+//     it saw, and each Scan's range up to the last key it visited (to the
+//     range's end if it ran out) with the entries it saw there.
+//  2. When the function returns nil, a transaction with writes is handed to
+//     the engine's one committer goroutine; a read-only one is done (it is
+//     serializable at its snapshot).
+//  3. The committer takes all pending transactions as a group, validates
+//     them one by one against the committed state plus the writes of those
+//     accepted before them in the group, and puts the accepted ones' writes
+//     into one batch, committed with a single sync. Then it wakes the group.
+//     A transaction is valid when every read would return what it saw; an
+//     in-memory history of the keys recent groups wrote settles that for
+//     most transactions without reading the store, the rest are checked by
+//     reading their keys and ranges again. Writes are not part of the read
+//     set, which is why blind writes never conflict.
+//  4. A rejected transaction makes Update run the function again on a fresh
+//     snapshot, at once for the first attempts, then after a short random
+//     backoff. An Update that lost 4 times queues for priority (one at a
+//     time): its attempts go first in their group, and once one of them is
+//     rejected its read set is reserved, that is, other transactions that
+//     write into it are rejected until the priority Update ends. Its next
+//     attempt then commits, so a hot key cannot starve a writer.
+//
+// Because of reservations, fn must not wait for another Update on the same
+// DB (a nested Update writing what fn read could wait for fn forever).
+//
+// Validation order is commit order, so the committed history is serial.
+//
+// # Durability
+//
+// The pebble engine commits every group with pebble.Sync, and pebble makes a
+// synced batch visible only after its WAL write is on disk, so snapshots,
+// and hence all reads, never see data that is not yet durable. The
+// committer wakes a group only after its batch is visible: a transaction
+// that starts after an Update returned sees that Update's writes. Pebble's
+// own log messages go to PebbleOptions.Logger (informational ones at debug
+// level) and are discarded by default.
+//
+// # Limits
+//
+// Keys are at most MaxKeySize (4 KiB) and values at most MaxValueSize
+// (1 MiB); a transaction that writes a larger one fails: Update returns an
+// error wrapping errs.ErrInvalid and writes nothing. Update runs its
+// function at most 100 times. The empty key is a valid key.
 package kv
 
 import (
@@ -58,9 +115,15 @@ type DB interface {
 	// atomically and durably if fn returns nil. fn's error is returned
 	// unchanged and nothing is written. See the package comment for the
 	// conflict and retry rules.
+	//
+	// ctx is checked before each attempt and before the commit; an error
+	// wrapping ctx.Err() means that nothing was written. A commit that has
+	// started is waited for.
 	Update(ctx context.Context, fn func(tx Txn) error) error
 
-	// Close releases the engine. It waits for commits in progress.
+	// Close releases the engine. It waits for View and Update calls in
+	// progress (so it must not be called from inside fn); later calls fail
+	// with ErrClosed. Close is idempotent.
 	Close() error
 }
 
@@ -73,6 +136,8 @@ type Txn interface {
 	// fn returns false or limit keys were visited (limit <= 0: no limit).
 	// end == nil means no upper bound. In an Update, the range actually
 	// visited counts as read for conflict detection (phantoms included).
+	// fn may call Set and Delete; the scan shows the writes made before
+	// Scan was called.
 	Scan(start, end []byte, limit int, fn func(key, value []byte) bool) error
 
 	// Set writes key = value when the transaction commits.

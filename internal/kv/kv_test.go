@@ -2,6 +2,8 @@ package kv_test
 
 import (
 	"bytes"
+	"runtime"
+	"strings"
 	"testing"
 
 	"github.com/sluice-fs/sluice/internal/kv"
@@ -27,5 +29,40 @@ func TestPrefixEnd(t *testing.T) {
 	kv.PrefixEnd(p)
 	if string(p) != "ab" {
 		t.Errorf("PrefixEnd modified its argument to %q", p)
+	}
+}
+
+// TestCloseStopsGoroutines checks that Close stops the committer of every
+// engine.
+func TestCloseStopsGoroutines(t *testing.T) {
+	dbs := []kv.DB{kv.NewMemory(), openPebble(t, t.TempDir())}
+	for _, db := range dbs {
+		if err := db.Update(t.Context(), func(tx kv.Txn) error { tx.Set([]byte("k"), nil); return nil }); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := committers(); n < len(dbs) {
+		t.Fatalf("found %d committer goroutines with %d open DBs", n, len(dbs))
+	}
+	for _, db := range dbs {
+		if err := db.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := committers(); n != 0 {
+		t.Fatalf("%d committer goroutines still running after Close", n)
+	}
+}
+
+// committers counts the committer goroutines of all DBs in the process;
+// the test using it must not run in parallel with others.
+func committers() int {
+	buf := make([]byte, 1<<20)
+	for {
+		n := runtime.Stack(buf, true)
+		if n < len(buf) {
+			return strings.Count(string(buf[:n]), "kv.(*committer).run")
+		}
+		buf = make([]byte, 2*len(buf))
 	}
 }

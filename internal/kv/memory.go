@@ -18,20 +18,26 @@ func NewMemory() DB {
 // never modified, so readers use them without locks; the committer modifies
 // a private copy and publishes a copy of it after each batch.
 type memStore struct {
-	published atomic.Pointer[btree.BTreeG[pair]] // readers' version; immutable
-	master    *btree.BTreeG[pair]                // committer's version
+	published atomic.Pointer[memVersion] // readers' version; immutable
+	master    *btree.BTreeG[pair]        // committer's version
+}
+
+type memVersion struct {
+	tree *btree.BTreeG[pair]
+	gen  uint64
 }
 
 func pairLess(a, b pair) bool { return bytes.Compare(a.key, b.key) < 0 }
 
 func newMemStore() *memStore {
 	s := &memStore{master: btree.NewBTreeGOptions(pairLess, btree.Options{NoLocks: true, Degree: 8})}
-	s.published.Store(s.master.Copy())
+	s.published.Store(&memVersion{tree: s.master.Copy()})
 	return s
 }
 
-func (s *memStore) snapshot() (reader, error) {
-	return memReader{s.published.Load()}, nil
+func (s *memStore) snapshot() (reader, uint64, error) {
+	v := s.published.Load()
+	return memReader{v.tree}, v.gen, nil
 }
 
 func (s *memStore) newBatch() (batch, error) {
@@ -94,6 +100,6 @@ func (b *memBatch) delete(key []byte) error {
 
 func (b *memBatch) commit() error {
 	b.s.master = b.tree
-	b.s.published.Store(b.tree.Copy())
+	b.s.published.Store(&memVersion{tree: b.tree.Copy(), gen: b.s.published.Load().gen + 1})
 	return nil
 }

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"sync"
+	"sync/atomic"
 
 	"github.com/cockroachdb/pebble/v2"
 
@@ -71,7 +73,7 @@ func OpenPebble(dir string, opts *PebbleOptions) (DB, error) {
 	if err != nil {
 		return nil, fmt.Errorf("kv: open pebble %s: %w", dir, err)
 	}
-	return newDB(&pebbleStore{db: pdb}), nil
+	return newDB(newPebbleStore(pdb)), nil
 }
 
 // pebbleLogger routes pebble's log messages to slog.
@@ -92,25 +94,91 @@ func (p pebbleLogger) Fatalf(format string, args ...any) {
 	panic("kv: pebble: " + msg)
 }
 
-type pebbleStore struct{ db *pebble.DB }
+// pebbleStore reads through pebble snapshots that it takes itself, right
+// after each commit returns, and shares among transactions. Pebble makes a
+// batch visible as soon as it is in the memtable, possibly before its WAL
+// sync completes, so reading the live database (or a snapshot taken at any
+// moment) could show data a crash would lose. A snapshot taken after the
+// committer's own synced commit returned, with no other writer, holds only
+// durable data.
+type pebbleStore struct {
+	db *pebble.DB
+	mu sync.RWMutex // guards cur; held for writing only to replace it
+	// cur is the snapshot of the committed state; nil after close.
+	cur *pebbleSnap
+}
 
-// snapshot reads through a pebble snapshot. Batches are committed with
-// pebble.Sync, and pebble publishes a synced batch only after its WAL sync,
-// so a snapshot holds only durable data.
-func (s *pebbleStore) snapshot() (reader, error) {
-	return &pebbleReader{r: s.db.NewSnapshot()}, nil
+// pebbleSnap is a shared snapshot, closed when its last user releases it.
+type pebbleSnap struct {
+	s    *pebble.Snapshot
+	gen  uint64
+	refs atomic.Int64 // one for being cur, one per reader
+}
+
+func (p *pebbleSnap) unref() {
+	if p.refs.Add(-1) == 0 {
+		_ = p.s.Close() // only unlinks the snapshot; cannot fail
+	}
+}
+
+func newPebbleStore(db *pebble.DB) *pebbleStore {
+	s := &pebbleStore{db: db}
+	s.publish(0)
+	return s
+}
+
+// publish makes a snapshot of the current state, which holds gen batches,
+// the one that transactions read.
+func (s *pebbleStore) publish(gen uint64) {
+	next := &pebbleSnap{s: s.db.NewSnapshot(), gen: gen}
+	next.refs.Store(1)
+	s.mu.Lock()
+	old := s.cur
+	s.cur = next
+	s.mu.Unlock()
+	if old != nil {
+		old.unref()
+	}
+}
+
+func (s *pebbleStore) snapshot() (reader, uint64, error) {
+	s.mu.RLock()
+	c := s.cur
+	if c != nil {
+		c.refs.Add(1)
+	}
+	s.mu.RUnlock()
+	if c == nil {
+		return nil, 0, ErrClosed
+	}
+	return &pebbleReader{r: c.s, done: c.unref}, c.gen, nil
 }
 
 // newBatch returns an indexed batch: its reads merge the batch's writes
-// over the database.
+// over the live database, which is the committed state because the
+// committer is its only writer.
 func (s *pebbleStore) newBatch() (batch, error) {
-	return &pebbleBatch{pebbleReader{r: s.db.NewIndexedBatch()}}, nil
+	s.mu.RLock()
+	gen := s.cur.gen
+	s.mu.RUnlock()
+	b := s.db.NewIndexedBatch()
+	return &pebbleBatch{pebbleReader: pebbleReader{r: b, done: func() { _ = b.Close() }}, s: s, gen: gen + 1}, nil
 }
 
-func (s *pebbleStore) close() error { return s.db.Close() }
+func (s *pebbleStore) close() error {
+	s.mu.Lock()
+	c := s.cur
+	s.cur = nil
+	s.mu.Unlock()
+	if c != nil {
+		c.unref()
+	}
+	return s.db.Close()
+}
 
 type pebbleReader struct {
 	r     pebble.Reader
+	done  func()    // releases r
 	value io.Closer // pins the value last returned by get
 }
 
@@ -135,6 +203,9 @@ func (p *pebbleReader) unpin() {
 }
 
 func (p *pebbleReader) iter(start, end []byte) (iterator, error) {
+	if len(start) == 0 {
+		start = nil // same bound; pebble's invariant checks index a non-nil one
+	}
 	it, err := p.r.NewIter(&pebble.IterOptions{LowerBound: start, UpperBound: end})
 	if err != nil {
 		return nil, err
@@ -144,7 +215,7 @@ func (p *pebbleReader) iter(start, end []byte) (iterator, error) {
 
 func (p *pebbleReader) release() {
 	p.unpin()
-	_ = p.r.Close() // a snapshot or uncommitted batch: nothing to report
+	p.done()
 }
 
 type pebbleIter struct{ it *pebble.Iterator }
@@ -155,7 +226,11 @@ func (i pebbleIter) key() []byte            { return i.it.Key() }
 func (i pebbleIter) value() ([]byte, error) { return i.it.ValueAndErr() }
 func (i pebbleIter) close() error           { return i.it.Close() }
 
-type pebbleBatch struct{ pebbleReader }
+type pebbleBatch struct {
+	pebbleReader
+	s   *pebbleStore
+	gen uint64 // the generation the batch makes
+}
 
 func (b *pebbleBatch) set(key, value []byte) error { return b.r.(*pebble.Batch).Set(key, value, nil) }
 func (b *pebbleBatch) delete(key []byte) error     { return b.r.(*pebble.Batch).Delete(key, nil) }
@@ -166,6 +241,9 @@ func (b *pebbleBatch) commit() error {
 	err := pb.Commit(pebble.Sync)
 	if cerr := pb.Close(); err == nil && cerr != nil {
 		err = cerr
+	}
+	if err == nil {
+		b.s.publish(b.gen)
 	}
 	return err
 }

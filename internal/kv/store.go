@@ -8,9 +8,11 @@ package kv
 // Only the committer goroutine writes, one batch at a time, so a batch's
 // reads see exactly the committed state plus the batch's own writes.
 type store interface {
-	// snapshot returns a consistent view of the committed state. It holds
-	// only data whose batch commit has returned (that is, synced data).
-	snapshot() (reader, error)
+	// snapshot returns a consistent view of the committed state and the
+	// number of batches committed into it. It holds only data whose batch
+	// commit has returned, that is, durable data: stores publish a new
+	// snapshot when a commit completes rather than reading the live state.
+	snapshot() (r reader, gen uint64, err error)
 
 	// newBatch starts a batch. Its reads see the committed state plus the
 	// writes added to the batch so far.
@@ -53,7 +55,8 @@ type batch interface {
 	set(key, value []byte) error
 	delete(key []byte) error
 	// commit applies the batch atomically and durably: when it returns nil
-	// the writes survive a crash and are visible to later snapshots. The
-	// batch is released afterwards whatever the outcome.
+	// the writes survive a crash and are visible to later snapshots, whose
+	// gen is one more. The batch is released afterwards whatever the
+	// outcome.
 	commit() error
 }

@@ -28,11 +28,12 @@ type txn struct {
 	writable bool
 	done     bool
 
-	// gen is the committer generation read just before the snapshot was
-	// taken: the snapshot holds at least the first gen commits.
+	// gen is the number of batches committed into the snapshot.
 	gen uint64
 	// attempt is the 1-based number of the Update attempt this txn is.
 	attempt int
+	// priority is set on the attempts of the Update that holds priority.
+	priority bool
 
 	writes *btree.BTreeG[write] // buffered writes by key; nil until the first
 	reads  []pointRead          // Get results served by the snapshot

@@ -49,11 +49,13 @@
 // inode record (which they do not write) and the entry's own key, and write
 // the directory's mtime/ctime blindly into its own "t" key (last writer
 // wins, so a directory's mtime may lag a concurrent change by the clock
-// skew of the two writers). Operations that change a directory's nlink
-// (mkdir, rmdir, renames of directories across directories) or attributes
-// read and write its record and so conflict with each other; the engine
-// retries them. Rename reads the parent chain of the target directory up to
-// the root, so renames that together could form a cycle are serialized.
+// skew of the two writers). A test (TestNoConflictsInOneDirectory) holds
+// this to zero retries. Operations that change a directory's nlink (mkdir,
+// rmdir, renames of directories across directories) or attributes (chmod,
+// SetLayout) read and write its record, so they conflict with each other
+// and with creates in that directory; the engine retries them. Rename reads
+// the parent chain of the target directory up to the root, so renames that
+// together could form a cycle are serialized.
 // The inode count reported by Statfs is approximate: it is kept in memory
 // and stored every GC pass and on Close, so a crash loses recent changes.
 //

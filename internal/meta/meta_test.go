@@ -114,17 +114,25 @@ func TestNames(t *testing.T) {
 	f := mustCreate(t, s, RootIno, "file")
 	long := strings.Repeat("n", 256)
 	ops := map[string]func(name string) error{
-		"create": func(n string) error { _, err := s.Create(ctx, &wire.CreateReq{Parent: RootIno, Name: n, Mode: 0o644}); return err },
-		"mkdir":  func(n string) error { _, err := s.Mkdir(ctx, &wire.CreateReq{Parent: RootIno, Name: n, Mode: 0o755}); return err },
+		"create": func(n string) error {
+			_, err := s.Create(ctx, &wire.CreateReq{Parent: RootIno, Name: n, Mode: 0o644})
+			return err
+		},
+		"mkdir": func(n string) error {
+			_, err := s.Mkdir(ctx, &wire.CreateReq{Parent: RootIno, Name: n, Mode: 0o755})
+			return err
+		},
 		"symlink": func(n string) error {
 			_, err := s.Symlink(ctx, &wire.SymlinkReq{Parent: RootIno, Name: n, Target: "x"})
 			return err
 		},
-		"lookup":  func(n string) error { _, err := s.Lookup(ctx, RootIno, n); return err },
-		"unlink":  func(n string) error { return s.Unlink(ctx, RootIno, n) },
-		"rmdir":   func(n string) error { return s.Rmdir(ctx, RootIno, n) },
-		"link":    func(n string) error { _, err := s.Link(ctx, f.Ino, RootIno, n); return err },
-		"rename1": func(n string) error { return s.Rename(ctx, &wire.RenameReq{OldParent: RootIno, OldName: n, NewParent: RootIno, NewName: "z"}) },
+		"lookup": func(n string) error { _, err := s.Lookup(ctx, RootIno, n); return err },
+		"unlink": func(n string) error { return s.Unlink(ctx, RootIno, n) },
+		"rmdir":  func(n string) error { return s.Rmdir(ctx, RootIno, n) },
+		"link":   func(n string) error { _, err := s.Link(ctx, f.Ino, RootIno, n); return err },
+		"rename1": func(n string) error {
+			return s.Rename(ctx, &wire.RenameReq{OldParent: RootIno, OldName: n, NewParent: RootIno, NewName: "z"})
+		},
 		"rename2": func(n string) error {
 			return s.Rename(ctx, &wire.RenameReq{OldParent: RootIno, OldName: "file", NewParent: RootIno, NewName: n})
 		},

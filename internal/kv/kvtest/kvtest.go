@@ -182,6 +182,17 @@ func testGetSetDelete(t *testing.T, db kv.DB) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The empty key is a key, and the first one.
+	put(t, db, "", "e")
+	if got := get(t, db, ""); got != "e" {
+		t.Fatalf("empty key = %q, want e", got)
+	}
+	if got := scanView(t, db, nil, []byte("b"), 0); got != "=e" {
+		t.Fatalf("Scan(nil, b) = %q, want =e", got)
+	}
+	if got := scanView(t, db, []byte{}, nil, 1); got != "=e" {
+		t.Fatalf("Scan(empty, nil, 1) = %q, want =e", got)
+	}
 }
 
 func testScan(t *testing.T, db kv.DB) {
@@ -446,15 +457,18 @@ func testConflictRetriesFn(t *testing.T, db kv.DB) {
 	}
 }
 
+// testRetryLimit: an Update whose every attempt conflicts gives up with
+// errs.ErrConflict. Each attempt reads a different key, which a nested
+// Update then changes.
 func testRetryLimit(t *testing.T, db kv.DB) {
-	put(t, db, "k", "0")
 	calls := 0
 	err := db.Update(t.Context(), func(tx kv.Txn) error {
 		calls++
-		if _, err := tx.Get([]byte("k")); err != nil {
-			return err
+		key := "k/" + strconv.Itoa(calls)
+		if _, err := tx.Get([]byte(key)); !errors.Is(err, kv.ErrNotFound) {
+			return fmt.Errorf("Get(%s) = %v, want ErrNotFound", key, err)
 		}
-		put(t, db, "k", strconv.Itoa(calls)) // every attempt loses
+		put(t, db, key, "x") // this attempt loses
 		tx.Set([]byte("never"), []byte("x"))
 		return nil
 	})
