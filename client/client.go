@@ -45,6 +45,10 @@ type Options struct {
 	ConnsPerServer int
 	// DialTimeout bounds connecting to a server (default 5 s).
 	DialTimeout time.Duration
+	// FlushTimeout bounds one background flush of written data (default
+	// 60 s): past it the flush fails and the next Write, Sync or Close
+	// reports the error, so a vanished server cannot hang a writer.
+	FlushTimeout time.Duration
 }
 
 func (o *Options) setDefaults() error {
@@ -73,6 +77,9 @@ func (o *Options) setDefaults() error {
 	}
 	if o.DialTimeout <= 0 {
 		o.DialTimeout = 5 * time.Second
+	}
+	if o.FlushTimeout <= 0 {
+		o.FlushTimeout = 60 * time.Second
 	}
 	return nil
 }

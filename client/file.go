@@ -204,8 +204,9 @@ func (f *File) flushLocked(ctx context.Context) {
 	f.inflight.Add(1)
 	// The flush outlives the call that started it; its errors are
 	// reported by the next Write, Sync or Close.
-	fctx := context.WithoutCancel(ctx)
+	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), f.c.opts.FlushTimeout)
 	go func() {
+		defer cancel()
 		defer f.inflight.Done()
 		defer func() { <-f.sem }()
 		err := f.writeData(fctx, off, buf)

@@ -1,18 +1,22 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"log/slog"
 	"os"
+	"time"
 
 	"github.com/spf13/cobra"
 
+	"github.com/sluice-fs/sluice/internal/fusefs"
 	"github.com/sluice-fs/sluice/internal/server"
 )
 
 func newServe() *cobra.Command {
 	var o server.Options
 	var verbose bool
+	var mountpoint string
 	cmd := &cobra.Command{
 		Use:   "serve",
 		Short: "Run a complete single-node Sluice: metadata service and storage targets",
@@ -27,6 +31,9 @@ func newServe() *cobra.Command {
 				level = slog.LevelDebug
 			}
 			o.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+			if mountpoint != "" {
+				return serveAndMount(cmd.Context(), o, mountpoint)
+			}
 			o.Ready = func(addr string) { fmt.Printf("sluice: serving on %s\n", addr) }
 			return server.Run(cmd.Context(), o)
 		},
@@ -36,6 +43,36 @@ func newServe() *cobra.Command {
 	f.StringVar(&o.Listen, "listen", DefaultAddr, "TCP address to serve on (host:port)")
 	f.StringVar(&o.Advertise, "advertise", "", "address clients use to reach this server (default: the listen address)")
 	f.IntVar(&o.Targets, "targets", 4, "number of storage targets to create on first start")
+	f.StringVar(&mountpoint, "mount", "", "also mount the file system here with FUSE")
 	f.BoolVarP(&verbose, "verbose", "v", false, "log debug messages")
 	return cmd
+}
+
+// serveAndMount runs the servers and a FUSE mount of them. On shutdown the
+// mount goes first, so that open files are written back while the servers
+// still run.
+func serveAndMount(ctx context.Context, o server.Options, mp string) error {
+	srvCtx, stopSrv := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopSrv()
+	mctx, stopMount := context.WithCancel(ctx)
+	defer stopMount()
+	mountErr := make(chan error, 1)
+	o.Ready = func(addr string) {
+		fmt.Printf("sluice: serving on %s\n", addr)
+		go func() {
+			mountErr <- fusefs.Run(mctx, fusefs.Options{Server: addr, Mountpoint: mp, Logger: o.Logger,
+				Ready: func() { fmt.Printf("sluice: mounted on %s\n", mp) }})
+			stopSrv()
+		}()
+	}
+	err := server.Run(srvCtx, o)
+	stopMount()
+	select {
+	case merr := <-mountErr:
+		if err == nil {
+			err = merr
+		}
+	case <-time.After(time.Minute):
+	}
+	return err
 }

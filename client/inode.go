@@ -1,0 +1,432 @@
+package client
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"io/fs"
+	"syscall"
+
+	"github.com/sluice-fs/sluice/internal/errs"
+	"github.com/sluice-fs/sluice/internal/placement"
+	"github.com/sluice-fs/sluice/internal/wire"
+)
+
+// This file is the inode-level API: the operations of the metadata service
+// addressed by inode number and (directory inode, name), as a kernel file
+// system adapter (the FUSE mount) needs them. The kernel resolves paths
+// itself, so none of these resolve paths, and they do not check
+// permissions: the caller enforces them.
+
+// InodeAttr is an inode's attributes in Linux form: Mode is st_mode (type
+// and permission bits), times are nanoseconds since the Unix epoch.
+type InodeAttr struct {
+	Ino                   uint64
+	Mode                  uint32
+	Nlink, Uid, Gid, Rdev uint32
+	Size                  uint64
+	Atime, Mtime, Ctime   int64
+
+	layout placement.Layout // a regular file's layout: lets OpenInode skip a round trip
+}
+
+func inodeAttr(a *wire.Attr) InodeAttr {
+	return InodeAttr{
+		Ino: a.Ino, Mode: a.Mode, Nlink: a.Nlink, Uid: a.Uid, Gid: a.Gid, Rdev: a.Rdev,
+		Size: a.Size, Atime: a.Atime, Mtime: a.Mtime, Ctime: a.Ctime, layout: a.Layout,
+	}
+}
+
+// IsDir reports whether the inode is a directory.
+func (a *InodeAttr) IsDir() bool { return a.Mode&syscall.S_IFMT == syscall.S_IFDIR }
+
+// IsRegular reports whether the inode is a regular file.
+func (a *InodeAttr) IsRegular() bool { return a.Mode&syscall.S_IFMT == syscall.S_IFREG }
+
+// Owner is who creates an inode: it becomes the inode's uid and gid.
+type Owner struct{ Uid, Gid uint32 }
+
+func (o Owner) cred() wire.Cred { return wire.Cred{Uid: o.Uid, Gid: o.Gid} }
+
+// Bits of AttrChange.Valid: which attributes SetAttrIno changes.
+const (
+	AttrMode     = wire.SetMode
+	AttrUid      = wire.SetUid
+	AttrGid      = wire.SetGid
+	AttrAtime    = wire.SetAtime
+	AttrMtime    = wire.SetMtime
+	AttrAtimeNow = wire.SetAtimeNow
+	AttrMtimeNow = wire.SetMtimeNow
+)
+
+// AttrChange says which attributes SetAttrIno changes and to what. A size
+// change is not one of them: it needs the file's chunks cut first, which
+// TruncateIno and File.Truncate do.
+type AttrChange struct {
+	Valid        uint32 // Attr* bits
+	Mode         uint32 // permission bits (07777)
+	Uid, Gid     uint32
+	Atime, Mtime int64 // nanoseconds since the Unix epoch
+}
+
+// Rename flags for RenameIno, as in Linux renameat2.
+const (
+	RenameNoReplace = wire.RenameNoReplace
+	RenameExchange  = wire.RenameExchange
+)
+
+// Flags for SetXattrIno, as in Linux setxattr.
+const (
+	XattrCreate  = wire.XattrCreate
+	XattrReplace = wire.XattrReplace
+)
+
+// RootIno returns the inode number of the file system's root directory.
+func (c *Client) RootIno() uint64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.info.RootIno
+}
+
+func (c *Client) attrCall(ctx context.Context, op wire.Op, req wire.Message) (InodeAttr, error) {
+	var a wire.Attr
+	if err := c.metaCall(ctx, op, req, &a); err != nil {
+		return InodeAttr{}, err
+	}
+	return inodeAttr(&a), nil
+}
+
+// LookupIno returns the attributes of entry name in directory parent.
+func (c *Client) LookupIno(ctx context.Context, parent uint64, name string) (InodeAttr, error) {
+	a, err := c.attrCall(ctx, wire.OpLookup, &wire.NameReq{Parent: parent, Name: name})
+	if err != nil {
+		return InodeAttr{}, fmt.Errorf("lookup %d/%q: %w", parent, name, err)
+	}
+	return a, nil
+}
+
+// GetAttrIno returns an inode's attributes.
+func (c *Client) GetAttrIno(ctx context.Context, ino uint64) (InodeAttr, error) {
+	a, err := c.attrCall(ctx, wire.OpGetAttr, &wire.InoReq{Ino: ino})
+	if err != nil {
+		return InodeAttr{}, fmt.Errorf("getattr inode %d: %w", ino, err)
+	}
+	return a, nil
+}
+
+// SetAttrIno changes the attributes ch.Valid selects (and the ctime) and
+// returns the new attributes.
+func (c *Client) SetAttrIno(ctx context.Context, ino uint64, ch AttrChange) (InodeAttr, error) {
+	req := &wire.SetAttrReq{Ino: ino, Valid: ch.Valid &^ wire.SetSize, Mode: ch.Mode & 0o7777,
+		Uid: ch.Uid, Gid: ch.Gid, Atime: ch.Atime, Mtime: ch.Mtime}
+	a, err := c.attrCall(ctx, wire.OpSetAttr, req)
+	if err != nil {
+		return InodeAttr{}, fmt.Errorf("setattr inode %d: %w", ino, err)
+	}
+	return a, nil
+}
+
+// TruncateIno sets the size of regular file ino, cutting its chunks first
+// when it shrinks. A file open through this client should be truncated
+// through its File instead, so that buffered writes are ordered before.
+func (c *Client) TruncateIno(ctx context.Context, ino uint64, size int64) (InodeAttr, error) {
+	f, _, err := c.OpenIno(ctx, ino, O_RDWR)
+	if err != nil {
+		return InodeAttr{}, err
+	}
+	err = f.Truncate(ctx, size)
+	f.Release(ctx, false)
+	if err != nil {
+		return InodeAttr{}, err
+	}
+	return c.GetAttrIno(ctx, ino)
+}
+
+// CreateIno makes entry name in directory parent: a regular file, or a
+// FIFO, socket or device node, as the type bits of mode say (none: a
+// regular file). Without exclusive, an existing regular file is no error:
+// its attributes are returned.
+func (c *Client) CreateIno(ctx context.Context, parent uint64, name string, mode, rdev uint32, o Owner, exclusive bool) (InodeAttr, error) {
+	if mode&syscall.S_IFMT == 0 {
+		mode |= syscall.S_IFREG
+	}
+	req := &wire.CreateReq{Parent: parent, Name: name, Mode: mode, Rdev: rdev, Cred: o.cred(), Exclusive: exclusive}
+	a, err := c.attrCall(ctx, wire.OpCreate, req)
+	if err != nil {
+		return InodeAttr{}, fmt.Errorf("create %d/%q: %w", parent, name, err)
+	}
+	return a, nil
+}
+
+// MkdirIno makes directory name in parent with permission bits perm.
+func (c *Client) MkdirIno(ctx context.Context, parent uint64, name string, perm uint32, o Owner) (InodeAttr, error) {
+	req := &wire.CreateReq{Parent: parent, Name: name, Mode: syscall.S_IFDIR | perm&0o7777, Cred: o.cred()}
+	a, err := c.attrCall(ctx, wire.OpMkdir, req)
+	if err != nil {
+		return InodeAttr{}, fmt.Errorf("mkdir %d/%q: %w", parent, name, err)
+	}
+	return a, nil
+}
+
+// SymlinkIno makes name in parent a symbolic link to target.
+func (c *Client) SymlinkIno(ctx context.Context, parent uint64, name, target string, o Owner) (InodeAttr, error) {
+	a, err := c.attrCall(ctx, wire.OpSymlink, &wire.SymlinkReq{Parent: parent, Name: name, Target: target, Cred: o.cred()})
+	if err != nil {
+		return InodeAttr{}, fmt.Errorf("symlink %d/%q: %w", parent, name, err)
+	}
+	return a, nil
+}
+
+// ReadlinkIno returns the target of symbolic link ino.
+func (c *Client) ReadlinkIno(ctx context.Context, ino uint64) (string, error) {
+	var s wire.StringResp
+	if err := c.metaCall(ctx, wire.OpReadlink, &wire.InoReq{Ino: ino}, &s); err != nil {
+		return "", fmt.Errorf("readlink inode %d: %w", ino, err)
+	}
+	return s.S, nil
+}
+
+// UnlinkIno removes non-directory entry name from parent; the inode is
+// freed with its last link.
+func (c *Client) UnlinkIno(ctx context.Context, parent uint64, name string) error {
+	if err := c.metaCall(ctx, wire.OpUnlink, &wire.NameReq{Parent: parent, Name: name}, nil); err != nil {
+		return fmt.Errorf("unlink %d/%q: %w", parent, name, err)
+	}
+	return nil
+}
+
+// RmdirIno removes empty directory name from parent.
+func (c *Client) RmdirIno(ctx context.Context, parent uint64, name string) error {
+	if err := c.metaCall(ctx, wire.OpRmdir, &wire.NameReq{Parent: parent, Name: name}, nil); err != nil {
+		return fmt.Errorf("rmdir %d/%q: %w", parent, name, err)
+	}
+	return nil
+}
+
+// RenameIno moves oldParent/oldName to newParent/newName atomically with
+// the rules of Linux renameat2 (flags: RenameNoReplace, RenameExchange).
+func (c *Client) RenameIno(ctx context.Context, oldParent uint64, oldName string, newParent uint64, newName string, flags uint32) error {
+	req := &wire.RenameReq{OldParent: oldParent, OldName: oldName, NewParent: newParent, NewName: newName, Flags: flags}
+	if err := c.metaCall(ctx, wire.OpRename, req, nil); err != nil {
+		return fmt.Errorf("rename %d/%q to %d/%q: %w", oldParent, oldName, newParent, newName, err)
+	}
+	return nil
+}
+
+// LinkIno makes newParent/newName a hard link to ino and returns its new
+// attributes.
+func (c *Client) LinkIno(ctx context.Context, ino, newParent uint64, newName string) (InodeAttr, error) {
+	a, err := c.attrCall(ctx, wire.OpLink, &wire.LinkReq{Ino: ino, NewParent: newParent, NewName: newName})
+	if err != nil {
+		return InodeAttr{}, fmt.Errorf("link inode %d as %d/%q: %w", ino, newParent, newName, err)
+	}
+	return a, nil
+}
+
+// InodeDirEntry is one entry of a directory page. Mode has the type bits;
+// Attr is set in a plus listing.
+type InodeDirEntry struct {
+	Name string
+	Ino  uint64
+	Mode uint32
+	Attr *InodeAttr
+}
+
+// DirPage is one page of a directory listing. Cursor continues it; EOF
+// says nothing follows.
+type DirPage struct {
+	Entries []InodeDirEntry
+	Cursor  string
+	EOF     bool
+}
+
+// ReadDirPage returns up to limit entries of directory ino whose names
+// sort after cursor ("" = from the start), in byte order of the names,
+// without "." and "..". With plus, each entry carries its attributes.
+func (c *Client) ReadDirPage(ctx context.Context, ino uint64, cursor string, limit int, plus bool) (DirPage, error) {
+	var resp wire.ReadDirResp
+	req := &wire.ReadDirReq{Ino: ino, Cursor: cursor, Limit: uint32(max(limit, 0)), Plus: plus}
+	if err := c.metaCall(ctx, wire.OpReadDir, req, &resp); err != nil {
+		return DirPage{}, fmt.Errorf("readdir inode %d: %w", ino, err)
+	}
+	page := DirPage{Entries: make([]InodeDirEntry, len(resp.Entries)), Cursor: resp.Cursor, EOF: resp.EOF}
+	for i, e := range resp.Entries {
+		page.Entries[i] = InodeDirEntry{Name: e.Name, Ino: e.Ino, Mode: e.Mode}
+		if e.Attr != nil {
+			a := inodeAttr(e.Attr)
+			page.Entries[i].Attr = &a
+		}
+	}
+	return page, nil
+}
+
+// GetXattrIno returns the value of extended attribute name of ino.
+func (c *Client) GetXattrIno(ctx context.Context, ino uint64, name string) ([]byte, error) {
+	var v wire.BytesResp
+	if err := c.metaCall(ctx, wire.OpGetXattr, &wire.XattrReq{Ino: ino, Name: name}, &v); err != nil {
+		return nil, fmt.Errorf("getxattr inode %d %q: %w", ino, name, err)
+	}
+	return v.B, nil
+}
+
+// SetXattrIno sets extended attribute name of ino (flags: XattrCreate,
+// XattrReplace).
+func (c *Client) SetXattrIno(ctx context.Context, ino uint64, name string, value []byte, flags uint32) error {
+	if err := c.metaCall(ctx, wire.OpSetXattr, &wire.XattrReq{Ino: ino, Name: name, Value: value, Flags: flags}, nil); err != nil {
+		return fmt.Errorf("setxattr inode %d %q: %w", ino, name, err)
+	}
+	return nil
+}
+
+// ListXattrIno returns the names of ino's extended attributes.
+func (c *Client) ListXattrIno(ctx context.Context, ino uint64) ([]string, error) {
+	var n wire.NamesResp
+	if err := c.metaCall(ctx, wire.OpListXattr, &wire.InoReq{Ino: ino}, &n); err != nil {
+		return nil, fmt.Errorf("listxattr inode %d: %w", ino, err)
+	}
+	return n.Names, nil
+}
+
+// RemoveXattrIno removes extended attribute name of ino.
+func (c *Client) RemoveXattrIno(ctx context.Context, ino uint64, name string) error {
+	if err := c.metaCall(ctx, wire.OpRemoveXattr, &wire.XattrReq{Ino: ino, Name: name}, nil); err != nil {
+		return fmt.Errorf("removexattr inode %d %q: %w", ino, name, err)
+	}
+	return nil
+}
+
+// OpenIno opens regular file ino (flag as for OpenFile, without O_CREATE)
+// and returns it with the attributes it was opened with.
+func (c *Client) OpenIno(ctx context.Context, ino uint64, flag int) (*File, InodeAttr, error) {
+	a, err := c.GetAttrIno(ctx, ino)
+	if err != nil {
+		return nil, InodeAttr{}, err
+	}
+	f, err := c.OpenInode(ctx, a, flag)
+	return f, a, err
+}
+
+// OpenInode opens the regular file whose attributes a came from CreateIno,
+// LookupIno, GetAttrIno or a plus listing, without a round trip unless
+// flag has O_TRUNC. The File's io-style methods (Read, Write, Close) run
+// under ctx without its deadline.
+func (c *Client) OpenInode(ctx context.Context, a InodeAttr, flag int) (*File, error) {
+	name := fmt.Sprintf("inode %d", a.Ino)
+	switch {
+	case a.IsDir():
+		return nil, opErr("open", name, errs.ErrIsDir)
+	case !a.IsRegular():
+		return nil, opErr("open", name, errs.New(errs.Invalid, "client: inode %d is not a regular file", a.Ino))
+	}
+	f := &File{
+		c: c, name: name, ino: a.Ino, layout: a.layout, flag: flag &^ O_CREATE, ctx: context.WithoutCancel(ctx),
+		size: int64(a.Size), sem: make(chan struct{}, c.opts.WritesInFlight),
+		dirty: make(map[placement.TargetID]map[uint32]bool),
+	}
+	if flag&O_TRUNC != 0 && f.writable() && a.Size > 0 {
+		if err := f.Truncate(ctx, 0); err != nil {
+			return nil, err
+		}
+	}
+	return f, nil
+}
+
+// KnownSize returns the file's size as this client knows it, including
+// data written through this File and not yet flushed.
+func (f *File) KnownSize() int64 {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.size
+}
+
+// Pending reports whether the File holds written data that is not yet
+// committed to the metadata: buffered, or being sent.
+func (f *File) Pending() bool {
+	if len(f.sem) > 0 {
+		return true
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return len(f.buf) > 0
+}
+
+// FlushContext sends the data buffered in the File to the targets and
+// records the new size in the metadata, as close(2) does for a local file:
+// other clients can read it afterwards. Unlike SyncContext, it does not
+// wait until the data is durable on the targets' disks.
+func (f *File) FlushContext(ctx context.Context) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.closed {
+		return opErr("flush", f.name, fs.ErrClosed)
+	}
+	return opErr("flush", f.name, f.waitFlushesLocked(ctx))
+}
+
+// Release flushes and releases the File, like Close, but waits for the
+// data to be durable on the targets only if durable is set. Releasing a
+// released File does nothing.
+func (f *File) Release(ctx context.Context, durable bool) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.closed {
+		return nil
+	}
+	var err error
+	if f.writable() {
+		if durable {
+			err = f.syncLocked(ctx)
+		} else {
+			err = f.waitFlushesLocked(ctx)
+		}
+	}
+	f.closed = true
+	f.ra.drop()
+	return opErr("close", f.name, err)
+}
+
+// ReadAtParallel reads len(p) bytes at off like ReadAtContext, for callers
+// that keep several reads of one file in flight (the kernel's own
+// read-ahead): reads are not serialized with each other and do not use the
+// File's read-ahead; each goes to the targets straight into p. Writes
+// buffered in the File are sent first, so reads see them.
+func (f *File) ReadAtParallel(ctx context.Context, p []byte, off int64) (int, error) {
+	if off < 0 {
+		return 0, opErr("read", f.name, errs.ErrInvalid)
+	}
+	f.mu.Lock()
+	if f.closed {
+		f.mu.Unlock()
+		return 0, opErr("read", f.name, fs.ErrClosed)
+	}
+	if len(f.buf) > 0 || len(f.sem) > 0 {
+		if err := f.waitFlushesLocked(ctx); err != nil {
+			f.mu.Unlock()
+			return 0, opErr("read", f.name, err)
+		}
+	}
+	size := f.size
+	f.mu.Unlock()
+	if off+int64(len(p)) > size {
+		// The file may have grown through another client.
+		var a wire.Attr
+		if err := f.c.metaCall(ctx, wire.OpGetAttr, &wire.InoReq{Ino: f.ino}, &a); err != nil {
+			return 0, opErr("read", f.name, err)
+		}
+		f.mu.Lock()
+		f.size = max(f.size, int64(a.Size))
+		size = f.size
+		f.mu.Unlock()
+	}
+	if off >= size {
+		return 0, io.EOF
+	}
+	n := int(min(int64(len(p)), size-off))
+	if err := f.readData(ctx, off, p[:n]); err != nil {
+		return 0, opErr("read", f.name, err)
+	}
+	if n < len(p) {
+		return n, io.EOF
+	}
+	return n, nil
+}

@@ -1,0 +1,296 @@
+package fusefs
+
+import (
+	"context"
+	"errors"
+	"io"
+	"syscall"
+
+	"github.com/hanwen/go-fuse/v2/fuse"
+
+	"github.com/sluice-fs/sluice/client"
+)
+
+func (fs *fileSystem) addHandle(h *handle) uint64 {
+	fs.hmu.Lock()
+	defer fs.hmu.Unlock()
+	fs.nextFh++
+	fs.handles[fs.nextFh] = h
+	return fs.nextFh
+}
+
+func (fs *fileSystem) handle(fh uint64) *handle {
+	fs.hmu.RLock()
+	defer fs.hmu.RUnlock()
+	return fs.handles[fh]
+}
+
+func (fs *fileSystem) removeHandle(fh uint64) *handle {
+	fs.hmu.Lock()
+	defer fs.hmu.Unlock()
+	h := fs.handles[fh]
+	delete(fs.handles, fh)
+	return h
+}
+
+// fileHandle returns the open regular file behind fh, or nil.
+func (fs *fileSystem) fileHandle(fh uint64) *openFile {
+	if h := fs.handle(fh); h != nil {
+		return h.of
+	}
+	return nil
+}
+
+// ref takes a reference to ino's open file, if it is open on this mount.
+func (fs *fileSystem) ref(ino uint64) *openFile {
+	if fs.nopen.Load() == 0 {
+		return nil
+	}
+	fs.mu.Lock()
+	defer fs.mu.Unlock()
+	of := fs.mu.files[ino]
+	if of != nil {
+		of.refs++
+	}
+	return of
+}
+
+// acquire returns the open file of the regular file a describes, opening
+// it if this mount has no handle on it, with a reference taken.
+func (fs *fileSystem) acquire(ctx context.Context, a client.InodeAttr) (*openFile, error) {
+	if of := fs.ref(a.Ino); of != nil {
+		return of, nil
+	}
+	// Read-write whatever the open flags: the kernel has checked them, and
+	// one File serves every handle (and, with the writeback cache, the
+	// kernel reads through write-only handles).
+	f, err := fs.c.OpenInode(ctx, a, client.O_RDWR)
+	if err != nil {
+		return nil, err
+	}
+	fs.mu.Lock()
+	of := fs.mu.files[a.Ino]
+	if of != nil {
+		of.refs++
+	} else {
+		of = &openFile{ino: a.Ino, f: f, refs: 1}
+		fs.mu.files[a.Ino] = of
+		fs.nopen.Add(1)
+	}
+	fs.mu.Unlock()
+	if of.f != f {
+		f.Release(ctx, false) // lost a race with another open; f holds no data
+	}
+	return of, nil
+}
+
+// unref drops a reference; the last one sends the file's data, releases
+// the File and removes the file's orphan link, if any.
+func (fs *fileSystem) unref(of *openFile) {
+	fs.mu.Lock()
+	of.refs--
+	last := of.refs == 0
+	fs.mu.Unlock()
+	if !last {
+		return
+	}
+	ctx, cancel := fs.op()
+	defer cancel()
+	// Send the data while the file is still in the table, so that an open
+	// racing with this release shares the File instead of reading around
+	// data not yet sent.
+	if err := of.f.FlushContext(ctx); err != nil {
+		fs.log.Warn("fuse: release: writing back failed", "ino", of.ino, "err", err)
+	}
+	fs.mu.Lock()
+	if of.refs > 0 {
+		fs.mu.Unlock()
+		return
+	}
+	delete(fs.mu.files, of.ino)
+	fs.nopen.Add(-1)
+	if of.written.Load() {
+		// Our own writes changed mtime and size: the next open cannot tell
+		// them from a change elsewhere, so it starts with a clean cache.
+		delete(fs.mu.seen, of.ino)
+	}
+	fs.mu.Unlock()
+	if err := of.f.Release(ctx, fs.opts.SyncOnClose); err != nil {
+		fs.log.Warn("fuse: release failed", "ino", of.ino, "err", err)
+	}
+	if of.pinned.Load() {
+		if err := fs.orphans.unpin(ctx, of.ino); err != nil {
+			fs.log.Warn("fuse: freeing unlinked file failed", "ino", of.ino, "err", err)
+		}
+	}
+}
+
+// pinIfOpen links parent/name into the orphan directory if it is a regular
+// file open on this mount, so that the unlink or rename about to drop its
+// last link leaves it readable and writable through the open handles.
+func (fs *fileSystem) pinIfOpen(ctx context.Context, parent uint64, name string) error {
+	if fs.nopen.Load() == 0 || fs.orphans == nil {
+		return nil
+	}
+	a, err := fs.c.LookupIno(ctx, parent, name)
+	if err != nil || !a.IsRegular() {
+		return nil // the operation itself reports what is wrong
+	}
+	of := fs.ref(a.Ino)
+	if of == nil {
+		return nil
+	}
+	defer fs.unref(of)
+	if !of.pinned.CompareAndSwap(false, true) {
+		return nil
+	}
+	if err := fs.orphans.pin(ctx, a.Ino); err != nil {
+		of.pinned.Store(false)
+		return err
+	}
+	return nil
+}
+
+// openRegular opens regular file a for a handle with the kernel's open
+// flags and returns the handle and the FOPEN flags.
+func (fs *fileSystem) openRegular(ctx context.Context, a client.InodeAttr, flags uint32, created bool) (uint64, uint32, error) {
+	of, err := fs.acquire(ctx, a)
+	if err != nil {
+		return 0, 0, err
+	}
+	if flags&syscall.O_TRUNC != 0 && flags&syscall.O_ACCMODE != syscall.O_RDONLY && a.Size > 0 {
+		if err := of.f.Truncate(ctx, 0); err != nil {
+			fs.unref(of)
+			return 0, 0, err
+		}
+		of.written.Store(true)
+		a.Size = 0
+	}
+	// Keep the kernel's cached pages only if the file is unchanged since
+	// this mount last opened it (close-to-open consistency).
+	st := stamp{a.Mtime, a.Size}
+	fs.mu.Lock()
+	prev, ok := fs.mu.seen[a.Ino]
+	keep := ok && prev == st
+	if len(fs.mu.seen) >= maxSeen {
+		clear(fs.mu.seen)
+	}
+	fs.mu.seen[a.Ino] = st
+	fs.mu.Unlock()
+	var oflags uint32
+	if keep {
+		oflags |= fuse.FOPEN_KEEP_CACHE
+	} else if !created {
+		// The kernel may hold attributes from before the change (a size
+		// from a lookup up to AttrTimeout ago): make it ask again.
+		fs.notifyAttr(a.Ino)
+	}
+	return fs.addHandle(&handle{of: of}), oflags, nil
+}
+
+func (fs *fileSystem) Open(_ <-chan struct{}, in *fuse.OpenIn, out *fuse.OpenOut) fuse.Status {
+	ctx, cancel := fs.op()
+	defer cancel()
+	a, err := fs.c.GetAttrIno(ctx, in.NodeId)
+	if err != nil {
+		return fs.status(ctx, "open", err)
+	}
+	fh, oflags, err := fs.openRegular(ctx, a, in.Flags, false)
+	if err != nil {
+		return fs.status(ctx, "open", err)
+	}
+	out.Fh, out.OpenFlags = fh, oflags
+	return fuse.OK
+}
+
+func (fs *fileSystem) Create(_ <-chan struct{}, in *fuse.CreateIn, name string, out *fuse.CreateOut) fuse.Status {
+	if fs.reserved(in.NodeId, name) {
+		return fuse.EPERM
+	}
+	ctx, cancel := fs.op()
+	defer cancel()
+	excl := in.Flags&syscall.O_EXCL != 0
+	a, err := fs.c.CreateIno(ctx, in.NodeId, name, syscall.S_IFREG|in.Mode&0o7777, 0, owner(&in.InHeader), excl)
+	if err != nil {
+		return fs.status(ctx, "create", err)
+	}
+	fh, oflags, err := fs.openRegular(ctx, a, in.Flags, true)
+	if err != nil {
+		return fs.status(ctx, "create", err)
+	}
+	fs.fillEntry(&a, &out.EntryOut)
+	out.Fh, out.OpenFlags = fh, oflags
+	return fuse.OK
+}
+
+func (fs *fileSystem) Read(_ <-chan struct{}, in *fuse.ReadIn, buf []byte) (fuse.ReadResult, fuse.Status) {
+	of := fs.fileHandle(in.Fh)
+	if of == nil {
+		return nil, fuse.EBADF
+	}
+	ctx, cancel := fs.op()
+	defer cancel()
+	n, err := of.f.ReadAtParallel(ctx, buf[:min(len(buf), int(in.Size))], int64(in.Offset))
+	if err != nil && !errors.Is(err, io.EOF) {
+		return nil, fs.status(ctx, "read", err)
+	}
+	return fuse.ReadResultData(buf[:n]), fuse.OK
+}
+
+func (fs *fileSystem) Write(_ <-chan struct{}, in *fuse.WriteIn, data []byte) (uint32, fuse.Status) {
+	of := fs.fileHandle(in.Fh)
+	if of == nil {
+		return 0, fuse.EBADF
+	}
+	ctx, cancel := fs.op()
+	defer cancel()
+	of.written.Store(true)
+	n, err := of.f.WriteAtContext(ctx, data, int64(in.Offset))
+	if err != nil {
+		return uint32(n), fs.status(ctx, "write", err)
+	}
+	return uint32(n), fuse.OK
+}
+
+// Flush is close(2) of one descriptor: send the buffered data, so that
+// errors reach the closing program and other mounts see the data.
+func (fs *fileSystem) Flush(_ <-chan struct{}, in *fuse.FlushIn) fuse.Status {
+	of := fs.fileHandle(in.Fh)
+	if of == nil || !of.written.Load() {
+		return fuse.OK
+	}
+	ctx, cancel := fs.op()
+	defer cancel()
+	return fs.status(ctx, "flush", of.f.FlushContext(ctx))
+}
+
+func (fs *fileSystem) Fsync(_ <-chan struct{}, in *fuse.FsyncIn) fuse.Status {
+	of := fs.fileHandle(in.Fh)
+	if of == nil {
+		return fuse.EBADF
+	}
+	ctx, cancel := fs.op()
+	defer cancel()
+	return fs.status(ctx, "fsync", of.f.SyncContext(ctx))
+}
+
+func (fs *fileSystem) Release(_ <-chan struct{}, in *fuse.ReleaseIn) {
+	if h := fs.removeHandle(in.Fh); h != nil && h.of != nil {
+		fs.unref(h.of)
+	}
+}
+
+// flushAll sends the buffered data of every open file (before unmounting).
+func (fs *fileSystem) flushAll(ctx context.Context) {
+	fs.mu.Lock()
+	var open []*openFile
+	for _, of := range fs.mu.files {
+		open = append(open, of)
+	}
+	fs.mu.Unlock()
+	for _, of := range open {
+		if err := of.f.FlushContext(ctx); err != nil {
+			fs.log.Warn("fuse: writing back before unmount failed", "ino", of.ino, "err", err)
+		}
+	}
+}

@@ -1,0 +1,499 @@
+package fusefs
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+
+	"github.com/hanwen/go-fuse/v2/fuse"
+
+	"github.com/sluice-fs/sluice/client"
+	"github.com/sluice-fs/sluice/internal/errs"
+)
+
+// rootIno is the FUSE node ID of the root, which must also be the Sluice
+// root's inode number (Mount checks): node IDs are inode numbers.
+const rootIno = fuse.FUSE_ROOT_ID
+
+// blockSize is st_blksize: the I/O size tools like cp and stdio use.
+const blockSize = 1 << 20
+
+// fileSystem is the fuse.RawFileSystem. Operations it does not implement
+// (locks, fallocate, copy_file_range, ioctl, lseek) answer ENOSYS from the
+// embedded default, and the kernel falls back to its generic code.
+//
+// Lock order: mu, then a File's own lock (through client methods); hmu is
+// never held with mu. Neither is held during a request to a server.
+type fileSystem struct {
+	fuse.RawFileSystem
+
+	c       *client.Client
+	opts    *Options
+	log     *slog.Logger
+	ctx     context.Context // the mount's lifetime; operations derive deadlines from it
+	srv     *fuse.Server    // set by Init, before the first request
+	orphans *orphans        // nil when the orphan directory could not be set up
+
+	mu struct {
+		sync.Mutex
+		files map[uint64]*openFile // open regular files by inode
+		seen  map[uint64]stamp     // a file's mtime and size when this mount last opened it
+	}
+	nopen atomic.Int64 // len(mu.files), read without the lock
+
+	hmu     sync.RWMutex
+	handles map[uint64]*handle // by FUSE file handle; guarded by hmu
+	nextFh  uint64             // guarded by hmu
+}
+
+// stamp is what a cached file's pages are checked against at open.
+type stamp struct {
+	mtime int64
+	size  uint64
+}
+
+// maxSeen bounds fileSystem.mu.seen; when it is full it is cleared, which
+// only costs a re-read of files opened again.
+const maxSeen = 1 << 20
+
+// openFile is the state shared by all handles of one regular file.
+type openFile struct {
+	ino     uint64
+	f       *client.File
+	refs    int         // open handles and in-progress operations; guarded by fileSystem.mu
+	pinned  atomic.Bool // linked into the orphan directory
+	written atomic.Bool // written through this mount since it was opened
+}
+
+// handle is an open file or directory.
+type handle struct {
+	of  *openFile  // regular file
+	dir *dirHandle // directory
+}
+
+func newFileSystem(ctx context.Context, c *client.Client, opts *Options) *fileSystem {
+	fs := &fileSystem{
+		RawFileSystem: fuse.NewDefaultRawFileSystem(),
+		c:             c,
+		opts:          opts,
+		log:           opts.Logger,
+		ctx:           ctx,
+		handles:       make(map[uint64]*handle),
+	}
+	fs.mu.files = make(map[uint64]*openFile)
+	fs.mu.seen = make(map[uint64]stamp)
+	return fs
+}
+
+func (fs *fileSystem) String() string { return "sluice" }
+
+func (fs *fileSystem) Init(srv *fuse.Server) { fs.srv = srv }
+
+// op returns the context of one operation: the mount's, with the
+// operation deadline.
+func (fs *fileSystem) op() (context.Context, context.CancelFunc) {
+	return context.WithTimeout(fs.ctx, fs.opts.OpTimeout)
+}
+
+// status translates err to the errno the caller gets. This is the one
+// place where Sluice errors become errnos.
+func (fs *fileSystem) status(ctx context.Context, op string, err error) fuse.Status {
+	if err == nil {
+		return fuse.OK
+	}
+	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		fs.log.Warn("fuse: operation timed out", "op", op, "timeout", fs.opts.OpTimeout, "err", err)
+		return fuse.Status(syscall.ETIMEDOUT)
+	}
+	en := errs.Errno(err)
+	if en == syscall.EIO {
+		fs.log.Warn("fuse: operation failed", "op", op, "err", err)
+	} else if fs.opts.Debug {
+		fs.log.Debug("fuse: operation failed", "op", op, "err", err)
+	}
+	return fuse.Status(en)
+}
+
+// reserved reports whether parent/name is the hidden orphan directory,
+// which no operation may touch.
+func (fs *fileSystem) reserved(parent uint64, name string) bool {
+	return parent == rootIno && name == orphanRootName
+}
+
+func owner(h *fuse.InHeader) client.Owner { return client.Owner{Uid: h.Uid, Gid: h.Gid} }
+
+func splitNs(ns int64) (uint64, uint32) {
+	if ns < 0 {
+		return 0, 0
+	}
+	return uint64(ns / 1e9), uint32(ns % 1e9)
+}
+
+// adjust corrects attributes from the metadata service with what this
+// mount knows better: data of an open file not yet committed to the
+// metadata (pending says the file had some before the request that
+// returned a), the link in the orphan directory, and the hidden orphan
+// directory in the root.
+func (fs *fileSystem) adjust(a *client.InodeAttr, pending bool) {
+	if a.Ino == rootIno && fs.orphans != nil && a.Nlink > 2 {
+		a.Nlink--
+	}
+	if !a.IsRegular() || fs.nopen.Load() == 0 {
+		return
+	}
+	fs.mu.Lock()
+	of := fs.mu.files[a.Ino]
+	fs.mu.Unlock()
+	if of == nil {
+		return
+	}
+	if pending || of.f.Pending() {
+		a.Size = max(a.Size, uint64(of.f.KnownSize()))
+	}
+	if of.pinned.Load() && a.Nlink > 0 {
+		a.Nlink--
+	}
+}
+
+// pending reports whether ino is open here with data not yet committed.
+func (fs *fileSystem) pending(ino uint64) bool {
+	if fs.nopen.Load() == 0 {
+		return false
+	}
+	fs.mu.Lock()
+	of := fs.mu.files[ino]
+	fs.mu.Unlock()
+	return of != nil && of.f.Pending()
+}
+
+func fillAttr(a *client.InodeAttr, out *fuse.Attr) {
+	out.Ino = a.Ino
+	out.Size = a.Size
+	out.Blocks = (a.Size + 511) / 512
+	out.Atime, out.Atimensec = splitNs(a.Atime)
+	out.Mtime, out.Mtimensec = splitNs(a.Mtime)
+	out.Ctime, out.Ctimensec = splitNs(a.Ctime)
+	out.Mode = a.Mode
+	out.Nlink = a.Nlink
+	out.Uid, out.Gid = a.Uid, a.Gid
+	out.Rdev = a.Rdev
+	out.Blksize = blockSize
+}
+
+func (fs *fileSystem) fillEntry(a *client.InodeAttr, out *fuse.EntryOut) {
+	fs.adjust(a, false)
+	out.NodeId = a.Ino
+	out.Generation = 1 // inode numbers are never reused
+	out.SetEntryTimeout(fs.opts.EntryTimeout)
+	out.SetAttrTimeout(fs.opts.AttrTimeout)
+	fillAttr(a, &out.Attr)
+}
+
+func (fs *fileSystem) Lookup(_ <-chan struct{}, h *fuse.InHeader, name string, out *fuse.EntryOut) fuse.Status {
+	if fs.reserved(h.NodeId, name) {
+		return fuse.ENOENT
+	}
+	ctx, cancel := fs.op()
+	defer cancel()
+	a, err := fs.c.LookupIno(ctx, h.NodeId, name)
+	if err != nil {
+		if errs.CodeOf(err) == errs.NotFound && fs.opts.NegativeTimeout > 0 {
+			// Node ID 0: "no such entry", cached for the entry timeout.
+			*out = fuse.EntryOut{}
+			out.SetEntryTimeout(fs.opts.NegativeTimeout)
+			return fuse.OK
+		}
+		return fs.status(ctx, "lookup", err)
+	}
+	fs.fillEntry(&a, out)
+	return fuse.OK
+}
+
+func (fs *fileSystem) GetAttr(_ <-chan struct{}, in *fuse.GetAttrIn, out *fuse.AttrOut) fuse.Status {
+	ctx, cancel := fs.op()
+	defer cancel()
+	pending := fs.pending(in.NodeId)
+	a, err := fs.c.GetAttrIno(ctx, in.NodeId)
+	if err != nil {
+		return fs.status(ctx, "getattr", err)
+	}
+	fs.adjust(&a, pending)
+	fillAttr(&a, &out.Attr)
+	out.SetTimeout(fs.opts.AttrTimeout)
+	return fuse.OK
+}
+
+func (fs *fileSystem) SetAttr(_ <-chan struct{}, in *fuse.SetAttrIn, out *fuse.AttrOut) fuse.Status {
+	ctx, cancel := fs.op()
+	defer cancel()
+	ino := in.NodeId
+	of := fs.ref(ino)
+	if of != nil {
+		defer fs.unref(of)
+	}
+	var a client.InodeAttr
+	var err error
+	have := false
+	if size, ok := in.GetSize(); ok {
+		if of != nil {
+			// Through the open File, so that its buffered writes land first.
+			err = of.f.Truncate(ctx, int64(size))
+			of.written.Store(true)
+		} else {
+			a, err = fs.c.TruncateIno(ctx, ino, int64(size))
+			have = true
+		}
+		if err != nil {
+			return fs.status(ctx, "truncate", err)
+		}
+	}
+	var ch client.AttrChange
+	if mode, ok := in.GetMode(); ok {
+		ch.Valid |= client.AttrMode
+		ch.Mode = mode & 0o7777
+	}
+	if uid, ok := in.GetUID(); ok {
+		ch.Valid |= client.AttrUid
+		ch.Uid = uid
+	}
+	if gid, ok := in.GetGID(); ok {
+		ch.Valid |= client.AttrGid
+		ch.Gid = gid
+	}
+	switch {
+	case in.Valid&fuse.FATTR_ATIME_NOW != 0:
+		ch.Valid |= client.AttrAtimeNow
+	case in.Valid&fuse.FATTR_ATIME != 0:
+		ch.Valid |= client.AttrAtime
+		ch.Atime = int64(in.Atime)*1e9 + int64(in.Atimensec)
+	}
+	switch {
+	case in.Valid&fuse.FATTR_MTIME_NOW != 0:
+		ch.Valid |= client.AttrMtimeNow
+	case in.Valid&fuse.FATTR_MTIME != 0:
+		ch.Valid |= client.AttrMtime
+		ch.Mtime = int64(in.Mtime)*1e9 + int64(in.Mtimensec)
+	}
+	if ch.Valid&(client.AttrMtime|client.AttrMtimeNow) != 0 && of != nil {
+		// futimens after write: the buffered data must not be committed
+		// after the new mtime, or the commit would overwrite it.
+		if err := of.f.FlushContext(ctx); err != nil {
+			return fs.status(ctx, "setattr", err)
+		}
+	}
+	switch {
+	case ch.Valid != 0:
+		a, err = fs.c.SetAttrIno(ctx, ino, ch)
+	case !have:
+		a, err = fs.c.GetAttrIno(ctx, ino)
+	}
+	if err != nil {
+		return fs.status(ctx, "setattr", err)
+	}
+	fs.adjust(&a, false)
+	fillAttr(&a, &out.Attr)
+	out.SetTimeout(fs.opts.AttrTimeout)
+	return fuse.OK
+}
+
+func (fs *fileSystem) Mknod(_ <-chan struct{}, in *fuse.MknodIn, name string, out *fuse.EntryOut) fuse.Status {
+	if fs.reserved(in.NodeId, name) {
+		return fuse.EPERM
+	}
+	ctx, cancel := fs.op()
+	defer cancel()
+	a, err := fs.c.CreateIno(ctx, in.NodeId, name, in.Mode, in.Rdev, owner(&in.InHeader), true)
+	if err != nil {
+		return fs.status(ctx, "mknod", err)
+	}
+	fs.fillEntry(&a, out)
+	return fuse.OK
+}
+
+func (fs *fileSystem) Mkdir(_ <-chan struct{}, in *fuse.MkdirIn, name string, out *fuse.EntryOut) fuse.Status {
+	if fs.reserved(in.NodeId, name) {
+		return fuse.EPERM
+	}
+	ctx, cancel := fs.op()
+	defer cancel()
+	a, err := fs.c.MkdirIno(ctx, in.NodeId, name, in.Mode, owner(&in.InHeader))
+	if err != nil {
+		return fs.status(ctx, "mkdir", err)
+	}
+	fs.fillEntry(&a, out)
+	return fuse.OK
+}
+
+func (fs *fileSystem) Unlink(_ <-chan struct{}, h *fuse.InHeader, name string) fuse.Status {
+	if fs.reserved(h.NodeId, name) {
+		return fuse.EPERM
+	}
+	ctx, cancel := fs.op()
+	defer cancel()
+	if err := fs.pinIfOpen(ctx, h.NodeId, name); err != nil {
+		return fs.status(ctx, "unlink", err)
+	}
+	return fs.status(ctx, "unlink", fs.c.UnlinkIno(ctx, h.NodeId, name))
+}
+
+func (fs *fileSystem) Rmdir(_ <-chan struct{}, h *fuse.InHeader, name string) fuse.Status {
+	if fs.reserved(h.NodeId, name) {
+		return fuse.EPERM
+	}
+	ctx, cancel := fs.op()
+	defer cancel()
+	return fs.status(ctx, "rmdir", fs.c.RmdirIno(ctx, h.NodeId, name))
+}
+
+func (fs *fileSystem) Rename(_ <-chan struct{}, in *fuse.RenameIn, oldName, newName string) fuse.Status {
+	if fs.reserved(in.NodeId, oldName) || fs.reserved(in.Newdir, newName) {
+		return fuse.EPERM
+	}
+	if in.Flags&^(client.RenameNoReplace|client.RenameExchange) != 0 {
+		return fuse.EINVAL // RENAME_WHITEOUT
+	}
+	ctx, cancel := fs.op()
+	defer cancel()
+	if in.Flags == 0 {
+		// The target, if it exists, loses a link: keep it alive if open.
+		if err := fs.pinIfOpen(ctx, in.Newdir, newName); err != nil {
+			return fs.status(ctx, "rename", err)
+		}
+	}
+	return fs.status(ctx, "rename", fs.c.RenameIno(ctx, in.NodeId, oldName, in.Newdir, newName, in.Flags))
+}
+
+func (fs *fileSystem) Link(_ <-chan struct{}, in *fuse.LinkIn, name string, out *fuse.EntryOut) fuse.Status {
+	if fs.reserved(in.NodeId, name) {
+		return fuse.EPERM
+	}
+	ctx, cancel := fs.op()
+	defer cancel()
+	a, err := fs.c.LinkIno(ctx, in.Oldnodeid, in.NodeId, name)
+	if err != nil {
+		return fs.status(ctx, "link", err)
+	}
+	fs.fillEntry(&a, out)
+	return fuse.OK
+}
+
+func (fs *fileSystem) Symlink(_ <-chan struct{}, h *fuse.InHeader, target, name string, out *fuse.EntryOut) fuse.Status {
+	if fs.reserved(h.NodeId, name) {
+		return fuse.EPERM
+	}
+	ctx, cancel := fs.op()
+	defer cancel()
+	a, err := fs.c.SymlinkIno(ctx, h.NodeId, name, target, owner(h))
+	if err != nil {
+		return fs.status(ctx, "symlink", err)
+	}
+	fs.fillEntry(&a, out)
+	return fuse.OK
+}
+
+func (fs *fileSystem) Readlink(_ <-chan struct{}, h *fuse.InHeader) ([]byte, fuse.Status) {
+	ctx, cancel := fs.op()
+	defer cancel()
+	s, err := fs.c.ReadlinkIno(ctx, h.NodeId)
+	if err != nil {
+		return nil, fs.status(ctx, "readlink", err)
+	}
+	return []byte(s), fuse.OK
+}
+
+// aclXattr reports whether name is a POSIX ACL attribute. The mount does
+// not support ACLs: storing them as plain attributes would let cp -a and
+// rsync -A believe they set a file's mode when they did not.
+func aclXattr(name string) bool { return strings.HasPrefix(name, "system.posix_acl_") }
+
+func (fs *fileSystem) GetXAttr(_ <-chan struct{}, h *fuse.InHeader, name string, dest []byte) (uint32, fuse.Status) {
+	if aclXattr(name) {
+		return 0, fuse.ENOATTR
+	}
+	ctx, cancel := fs.op()
+	defer cancel()
+	v, err := fs.c.GetXattrIno(ctx, h.NodeId, name)
+	if err != nil {
+		return 0, fs.status(ctx, "getxattr", err)
+	}
+	if len(v) > len(dest) {
+		return uint32(len(v)), fuse.ERANGE
+	}
+	return uint32(copy(dest, v)), fuse.OK
+}
+
+func (fs *fileSystem) ListXAttr(_ <-chan struct{}, h *fuse.InHeader, dest []byte) (uint32, fuse.Status) {
+	ctx, cancel := fs.op()
+	defer cancel()
+	names, err := fs.c.ListXattrIno(ctx, h.NodeId)
+	if err != nil {
+		return 0, fs.status(ctx, "listxattr", err)
+	}
+	var b strings.Builder
+	for _, n := range names {
+		b.WriteString(n)
+		b.WriteByte(0)
+	}
+	if b.Len() > len(dest) {
+		return uint32(b.Len()), fuse.ERANGE
+	}
+	return uint32(copy(dest, b.String())), fuse.OK
+}
+
+func (fs *fileSystem) SetXAttr(_ <-chan struct{}, in *fuse.SetXAttrIn, name string, data []byte) fuse.Status {
+	if aclXattr(name) {
+		return fuse.Status(syscall.EOPNOTSUPP)
+	}
+	ctx, cancel := fs.op()
+	defer cancel()
+	return fs.status(ctx, "setxattr", fs.c.SetXattrIno(ctx, in.NodeId, name, data, in.Flags))
+}
+
+func (fs *fileSystem) RemoveXAttr(_ <-chan struct{}, h *fuse.InHeader, name string) fuse.Status {
+	ctx, cancel := fs.op()
+	defer cancel()
+	return fs.status(ctx, "removexattr", fs.c.RemoveXattrIno(ctx, h.NodeId, name))
+}
+
+func (fs *fileSystem) StatFs(_ <-chan struct{}, _ *fuse.InHeader, out *fuse.StatfsOut) fuse.Status {
+	ctx, cancel := fs.op()
+	defer cancel()
+	st, err := fs.c.Statfs(ctx)
+	if err != nil {
+		return fs.status(ctx, "statfs", err)
+	}
+	const bsize = 4096
+	*out = fuse.StatfsOut{
+		Blocks:  uint64(max(st.Capacity, 0)) / bsize,
+		Bfree:   uint64(max(st.Free, 0)) / bsize,
+		Bavail:  uint64(max(st.Free, 0)) / bsize,
+		Files:   st.Inodes + 1<<32,
+		Ffree:   1 << 32,
+		Bsize:   bsize,
+		Frsize:  bsize,
+		NameLen: 255,
+	}
+	return fuse.OK
+}
+
+// FsyncDir does nothing: metadata operations are durable when they return.
+func (fs *fileSystem) FsyncDir(<-chan struct{}, *fuse.FsyncIn) fuse.Status { return fuse.OK }
+
+// Forget does nothing: node IDs are inode numbers, so there is no per-node
+// state to drop.
+func (fs *fileSystem) Forget(nodeid, nlookup uint64) {}
+
+// notifyAttr tells the kernel to drop its cached attributes of ino.
+func (fs *fileSystem) notifyAttr(ino uint64) {
+	if fs.srv == nil {
+		return
+	}
+	// ENOENT: the kernel has no such inode cached; nothing to drop.
+	if st := fs.srv.InodeNotify(ino, -1, 0); st != fuse.OK && st != fuse.ENOENT {
+		fs.log.Debug("fuse: attribute invalidation failed", "ino", ino, "status", st)
+	}
+}

@@ -1,0 +1,64 @@
+package fusefs
+
+import (
+	"os"
+	"testing"
+	"time"
+
+	"github.com/sluice-fs/sluice/client"
+)
+
+func TestOptionsDefaults(t *testing.T) {
+	t.Parallel()
+	var o Options
+	if err := o.setDefaults(); err == nil {
+		t.Fatal("no mountpoint: want an error")
+	}
+	o = Options{Mountpoint: "/mnt", AttrTimeout: -1}
+	if err := o.setDefaults(); err != nil {
+		t.Fatal(err)
+	}
+	if o.EntryTimeout != time.Second || o.AttrTimeout != 0 || o.OpTimeout != 30*time.Second ||
+		o.MaxWrite != 1<<20 || o.AllowOther == nil || o.Logger == nil {
+		t.Errorf("defaults: %+v", o)
+	}
+	o = Options{Mountpoint: "/mnt", MaxWrite: 2 << 20}
+	if err := o.setDefaults(); err == nil {
+		t.Error("MaxWrite 2 MiB: want an error")
+	}
+}
+
+func TestOrphanDead(t *testing.T) {
+	t.Parallel()
+	o := &orphans{host: "node-1", grace: time.Hour}
+	fresh := &client.InodeAttr{Mtime: time.Now().UnixNano()}
+	old := &client.InodeAttr{Mtime: time.Now().Add(-2 * time.Hour).UnixNano()}
+	tests := []struct {
+		name string
+		attr *client.InodeAttr
+		want bool
+	}{
+		{"node-1-1-abcd", fresh, false},                         // pid 1 is alive
+		{"node-1-" + itoa(os.Getpid()) + "-abcd", fresh, false}, // this process
+		{"node-1-999999999-abcd", fresh, true},                  // no such process on this host
+		{"other-999999999-abcd", fresh, false},                  // another host: wait for the grace
+		{"other-999999999-abcd", old, true},                     // heartbeat stopped
+		{"garbage", fresh, false},
+	}
+	for _, tc := range tests {
+		if got := o.dead(tc.name, tc.attr); got != tc.want {
+			t.Errorf("dead(%q, fresh=%v) = %v, want %v", tc.name, tc.attr == fresh, got, tc.want)
+		}
+	}
+}
+
+func itoa(i int) string {
+	if i == 0 {
+		return "0"
+	}
+	var b []byte
+	for ; i > 0; i /= 10 {
+		b = append([]byte{byte('0' + i%10)}, b...)
+	}
+	return string(b)
+}
