@@ -35,7 +35,7 @@ type Options struct {
 	Uid, Gid *uint32
 	// WriteBuffer is the size of each file's write-back buffer (default 8 MiB).
 	WriteBuffer int
-	// WritesInFlight bounds the flushes of one file in flight (default 4).
+	// WritesInFlight bounds the flushes of one file in flight (default 8).
 	WritesInFlight int
 	// ReadAhead is the sequential read-ahead window of a file (default 16 MiB);
 	// negative disables read-ahead.
@@ -67,7 +67,7 @@ func (o *Options) setDefaults() error {
 		o.WriteBuffer = 8 << 20
 	}
 	if o.WritesInFlight <= 0 {
-		o.WritesInFlight = 4
+		o.WritesInFlight = 8
 	}
 	if o.ReadAhead == 0 {
 		o.ReadAhead = 16 << 20

@@ -60,6 +60,13 @@ type File struct {
 	werr     error                                  // first failed flush; guarded by werrMu
 	dirty    map[placement.TargetID]map[uint32]bool // slots written since the last Sync; guarded by werrMu
 
+	// commit serializes size commits; want is the largest flushed end,
+	// done the largest recorded one.
+	commit struct {
+		sync.Mutex
+		want, done int64
+	}
+
 	ra readAhead
 }
 
@@ -200,7 +207,7 @@ func (f *File) flushLocked(ctx context.Context) {
 	}
 	buf, off := f.buf, f.bufOff
 	f.buf = nil
-	f.sem <- struct{}{}
+	f.sem <- struct{}{} // released by the flush once its data is sent
 	f.inflight.Add(1)
 	// The flush outlives the call that started it; its errors are
 	// reported by the next Write, Sync or Close.
@@ -208,13 +215,14 @@ func (f *File) flushLocked(ctx context.Context) {
 	go func() {
 		defer cancel()
 		defer f.inflight.Done()
-		defer func() { <-f.sem }()
 		err := f.writeData(fctx, off, buf)
-		if err == nil {
-			var a wire.Attr
-			err = f.c.metaCall(fctx, wire.OpCommitWrite, &wire.CommitWriteReq{Ino: f.ino, End: uint64(off) + uint64(len(buf)), Mtime: time.Now().UnixNano()}, &a)
-		}
 		wire.PutBuf(buf)
+		// The data is on the targets: free the slot for the next flush
+		// before recording the size, which waits for a metadata commit.
+		<-f.sem
+		if err == nil {
+			err = f.commitSize(fctx, off+int64(len(buf)))
+		}
 		if err != nil {
 			f.werrMu.Lock()
 			if f.werr == nil {
@@ -223,6 +231,26 @@ func (f *File) flushLocked(ctx context.Context) {
 			f.werrMu.Unlock()
 		}
 	}()
+}
+
+// commitSize records in the metadata that the file's data reaches end.
+// Concurrent flushes coalesce: one commit is in flight per file, carrying
+// the largest end flushed so far, and a flush whose end is already
+// recorded returns at once.
+func (f *File) commitSize(ctx context.Context, end int64) error {
+	f.commit.Lock()
+	defer f.commit.Unlock()
+	f.commit.want = max(f.commit.want, end)
+	if f.commit.done >= end {
+		return nil
+	}
+	want := f.commit.want
+	var a wire.Attr
+	err := f.c.metaCall(ctx, wire.OpCommitWrite, &wire.CommitWriteReq{Ino: f.ino, End: uint64(want), Mtime: time.Now().UnixNano()}, &a)
+	if err == nil {
+		f.commit.done = want
+	}
+	return err
 }
 
 // extents returns the chunk I/Os for a file range: the layout's extents,

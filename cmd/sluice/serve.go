@@ -43,6 +43,7 @@ func newServe() *cobra.Command {
 	f.StringVar(&o.Listen, "listen", DefaultAddr, "TCP address to serve on (host:port)")
 	f.StringVar(&o.Advertise, "advertise", "", "address clients use to reach this server (default: the listen address)")
 	f.IntVar(&o.Targets, "targets", 4, "number of storage targets to create on first start")
+	f.StringVar(&o.HTTP, "http", "", "admin HTTP address for /healthz and /debug/pprof (default: none)")
 	f.StringVar(&mountpoint, "mount", "", "also mount the file system here with FUSE")
 	f.BoolVarP(&verbose, "verbose", "v", false, "log debug messages")
 	return cmd

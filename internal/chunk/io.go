@@ -3,6 +3,7 @@ package chunk
 import (
 	"errors"
 	"fmt"
+	"golang.org/x/sys/unix"
 	"os"
 	"path/filepath"
 	"sync"
@@ -175,7 +176,30 @@ func (s *Store) WriteAt(id ID, off int64, p []byte, sync bool) error {
 	if sync {
 		return s.syncLocked(h)
 	}
+	s.startWritebackLocked(h, off, len(p))
 	return nil
+}
+
+// writebackChunk is how many unsynced bytes of a chunk accumulate before
+// the store asks the kernel to start writing them out.
+const writebackChunk = 8 << 20
+
+// startWritebackLocked starts (but does not wait for) the kernel's
+// writeback of data written since the last kick, once writebackChunk bytes
+// have accumulated. A large file then reaches the disk while it is still
+// arriving, and the fsync at Sync/Close has little left to do. It changes
+// no durability promise: only Sync makes data durable. h.mu is held.
+func (s *Store) startWritebackLocked(h *handle, off int64, n int) {
+	if h.wbBytes == 0 || off < h.wbStart {
+		h.wbStart = off
+	}
+	h.wbBytes += int64(n)
+	if h.wbBytes < writebackChunk {
+		return
+	}
+	// Errors are ignored: this is a hint, and Sync reports real failures.
+	unix.SyncFileRange(int(h.data.Fd()), h.wbStart, off+int64(n)-h.wbStart, unix.SYNC_FILE_RANGE_WRITE)
+	h.wbStart, h.wbBytes = 0, 0
 }
 
 // writeLocked writes p (spanning at most maxBatch blocks) at off. h.mu must

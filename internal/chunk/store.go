@@ -114,6 +114,9 @@ type handle struct {
 	dirty     map[uint32]struct{}
 	unsynced  bool // some write since the last sync
 	dirUnsync bool // the chunk's files were created and the directory is not synced
+	// wbStart and wbBytes track data written since writeback was last
+	// started (startWritebackLocked).
+	wbStart, wbBytes int64
 }
 
 var (

@@ -706,26 +706,32 @@ func (s *Service) Resolve(ctx context.Context, path string, follow bool) (wire.A
 
 func resolveTx(tx kv.Txn, path string, follow bool) (wire.Attr, error) {
 	comps := strings.Split(path, "/")
-	cur := uint64(RootIno)
-	n, err := getInode(tx, cur)
-	if err != nil {
-		return wire.Attr{}, err
+	// The walk knows each component's type from its directory entry, so
+	// it loads an inode record only where it needs one: for "..", and for
+	// the last component's attributes.
+	cur, curMode := uint64(RootIno), uint32(modeDir)
+	var n *inode // cur's record, once loaded
+	load := func() (err error) {
+		if n == nil {
+			n, err = getInode(tx, cur)
+		}
+		return err
 	}
 	links := 0
 	for len(comps) > 0 {
 		c := comps[0]
 		comps = comps[1:]
-		if !n.isDir() {
+		if curMode != modeDir {
 			return wire.Attr{}, errs.New(errs.NotDir, "path component (inode %d) is not a directory", cur)
 		}
 		switch c {
 		case "", ".":
 			continue
 		case "..":
-			cur = n.Parent
-			if n, err = getInode(tx, cur); err != nil {
+			if err := load(); err != nil {
 				return wire.Attr{}, err
 			}
+			cur, n = n.Parent, nil
 			continue
 		}
 		if len(c) > MaxNameLen {
@@ -738,10 +744,6 @@ func resolveTx(tx kv.Txn, path string, follow bool) (wire.Attr, error) {
 		if !ok {
 			return wire.Attr{}, errs.New(errs.NotFound, "no entry %q in directory %d", c, cur)
 		}
-		child, err := getInode(tx, e.ino)
-		if err != nil {
-			return wire.Attr{}, err
-		}
 		if e.mode == modeLink && (len(comps) > 0 || follow) {
 			if links++; links > MaxSymlinks {
 				return wire.Attr{}, errs.New(errs.Loop, "more than %d symbolic links", MaxSymlinks)
@@ -751,15 +753,15 @@ func resolveTx(tx kv.Txn, path string, follow bool) (wire.Attr, error) {
 				return wire.Attr{}, err
 			}
 			if strings.HasPrefix(target, "/") {
-				cur = RootIno
-				if n, err = getInode(tx, cur); err != nil {
-					return wire.Attr{}, err
-				}
+				cur, curMode, n = RootIno, modeDir, nil
 			}
 			comps = append(strings.Split(target, "/"), comps...)
 			continue
 		}
-		cur, n = e.ino, child
+		cur, curMode, n = e.ino, e.mode, nil
+	}
+	if err := load(); err != nil {
+		return wire.Attr{}, err
 	}
 	return attrOf(tx, cur, n)
 }

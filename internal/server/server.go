@@ -38,6 +38,8 @@ type Options struct {
 	// Targets is the number of storage targets created on first start
 	// (default 4). A restart opens the targets the data dir has.
 	Targets int
+	// HTTP is the admin address (/healthz, /debug/pprof); empty: none.
+	HTTP string
 	// Logger; nil means slog.Default().
 	Logger *slog.Logger
 	// Ready is called with the served address once clients can connect.
@@ -145,6 +147,14 @@ func Run(ctx context.Context, opts Options) (err error) {
 	wg.Go(func() { ms.Run(runCtx) })
 	closers = append(closers, func() error { stopRun(); wg.Wait(); return nil })
 
+	if opts.HTTP != "" {
+		a, err := startAdmin(opts.HTTP, log)
+		if err != nil {
+			return err
+		}
+		closers = append(closers, a.Close)
+		log.Info("admin port", "addr", a.Addr())
+	}
 	log.Info("sluice serving", "addr", addr, "data_dir", opts.DataDir, "targets", len(ids), "fsid", ms.FSID())
 	if opts.Ready != nil {
 		opts.Ready(addr)

@@ -36,9 +36,10 @@ type Response struct {
 // errs.Code and text.
 type HandlerFunc func(ctx context.Context, req *Request) (Response, error)
 
-// Server accepts connections and dispatches frames to handlers by op. Each
-// request runs in its own goroutine (at most MaxInFlight per connection),
-// so a slow request does not hold up others on the same connection.
+// Server accepts connections and dispatches frames to handlers by op.
+// Requests run concurrently on a connection's workers (at most MaxInFlight
+// per connection), so a slow request does not hold up others on the same
+// connection.
 type Server struct {
 	// Logger receives connection errors; nil means slog.Default().
 	Logger *slog.Logger
@@ -227,7 +228,9 @@ func (sc *serverConn) readLoop() {
 	if maxIn <= 0 {
 		maxIn = 256
 	}
-	sem := make(chan struct{}, maxIn)
+	jobs := make(chan job)
+	defer close(jobs)
+	workers := 0
 	br := bufio.NewReaderSize(sc.nc, 256<<10)
 	var hb [HeaderSize]byte
 	for {
@@ -257,29 +260,62 @@ func (sc *serverConn) readLoop() {
 		s.mu.Lock()
 		hf := s.handlers[h.Op]
 		s.mu.Unlock()
+		j := job{h: h, hf: hf, body: body, data: data}
+		// Hand the request to an idle worker, or start one while fewer
+		// than maxIn run, or wait for one. Workers live as long as the
+		// connection, so their stacks grow once, not per request.
 		select {
-		case sem <- struct{}{}:
-		case <-s.ctx.Done():
-			return
+		case jobs <- j:
+			continue
+		default:
 		}
-		sc.handlers.Add(1)
-		go func() {
-			defer sc.handlers.Done()
-			defer func() { <-sem }()
-			req := &Request{Op: h.Op, Body: body, Data: data, Remote: sc.remote}
-			var resp Response
-			var err error
-			if hf == nil {
-				err = errs.New(errs.NotSupported, "wire: unknown op %d", h.Op)
-			} else {
-				resp, err = sc.call(hf, req)
-			}
+		if workers < maxIn {
+			workers++
+			sc.handlers.Add(1)
+			go sc.worker(j, jobs)
+			continue
+		}
+		select {
+		case jobs <- j:
+		case <-s.ctx.Done():
 			if data != nil {
 				PutBuf(data)
 			}
-			sc.send(h, resp, err)
-		}()
+			return
+		}
 	}
+}
+
+// job is one request read off a connection.
+type job struct {
+	h          Header
+	hf         HandlerFunc
+	body, data []byte
+}
+
+// worker serves first, then further jobs until the connection's reader
+// closes jobs.
+func (sc *serverConn) worker(first job, jobs <-chan job) {
+	defer sc.handlers.Done()
+	sc.serve(first)
+	for j := range jobs {
+		sc.serve(j)
+	}
+}
+
+func (sc *serverConn) serve(j job) {
+	req := &Request{Op: j.h.Op, Body: j.body, Data: j.data, Remote: sc.remote}
+	var resp Response
+	var err error
+	if j.hf == nil {
+		err = errs.New(errs.NotSupported, "wire: unknown op %d", j.h.Op)
+	} else {
+		resp, err = sc.call(j.hf, req)
+	}
+	if j.data != nil {
+		PutBuf(j.data)
+	}
+	sc.send(j.h, resp, err)
 }
 
 // call runs a handler, turning a panic into an Internal error so that one
