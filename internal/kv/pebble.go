@@ -26,9 +26,14 @@ type PebbleOptions struct {
 	// Logger receives pebble's messages: informational ones at debug level,
 	// errors at error level. nil discards them.
 	Logger *slog.Logger
+
+	// ReadCacheEntries bounds the in-memory cache of point reads
+	// (readcache.go); 0 means 262,144 entries, negative disables it.
+	ReadCacheEntries int
 }
 
 const (
+	defaultReadCacheEntries   = 256 << 10
 	defaultPebbleCacheSize    = 64 << 20
 	defaultPebbleMemTableSize = 16 << 20
 )
@@ -73,7 +78,12 @@ func OpenPebble(dir string, opts *PebbleOptions) (DB, error) {
 	if err != nil {
 		return nil, fmt.Errorf("kv: open pebble %s: %w", dir, err)
 	}
-	return newDB(newPebbleStore(pdb)), nil
+	if o.ReadCacheEntries == 0 {
+		o.ReadCacheEntries = defaultReadCacheEntries
+	}
+	st := newPebbleStore(pdb)
+	st.cache = newReadCache(o.ReadCacheEntries)
+	return newDB(st), nil
 }
 
 // pebbleLogger routes pebble's log messages to slog.
@@ -106,6 +116,9 @@ type pebbleStore struct {
 	mu sync.RWMutex // guards cur; held for writing only to replace it
 	// cur is the snapshot of the committed state; nil after close.
 	cur *pebbleSnap
+	// cache holds point reads and committed writes by generation; nil if
+	// disabled. It is set before the store is shared.
+	cache *readCache
 }
 
 // pebbleSnap is a shared snapshot, closed when its last user releases it.
@@ -151,7 +164,7 @@ func (s *pebbleStore) snapshot() (reader, uint64, error) {
 	if c == nil {
 		return nil, 0, ErrClosed
 	}
-	return &pebbleReader{r: c.s, done: c.unref}, c.gen, nil
+	return &pebbleReader{r: c.s, done: c.unref, cache: s.cache, gen: c.gen}, c.gen, nil
 }
 
 // newBatch returns an indexed batch: its reads merge the batch's writes
@@ -180,16 +193,30 @@ type pebbleReader struct {
 	r     pebble.Reader
 	done  func()    // releases r
 	value io.Closer // pins the value last returned by get
+	// cache, for snapshot readers only: gen is the snapshot's generation.
+	cache *readCache
+	gen   uint64
 }
 
 func (p *pebbleReader) get(key []byte) ([]byte, bool, error) {
 	p.unpin()
+	if p.cache != nil {
+		if v, found, ok := p.cache.get(key, p.gen); ok {
+			return v, found, nil
+		}
+	}
 	v, closer, err := p.r.Get(key)
 	if errors.Is(err, pebble.ErrNotFound) {
+		if p.cache != nil {
+			p.cache.fill(key, nil, false, p.gen)
+		}
 		return nil, false, nil
 	}
 	if err != nil {
 		return nil, false, err
+	}
+	if p.cache != nil {
+		p.cache.fill(key, v, true, p.gen)
 	}
 	p.value = closer
 	return v, true, nil
@@ -228,17 +255,42 @@ func (i pebbleIter) close() error           { return i.it.Close() }
 
 type pebbleBatch struct {
 	pebbleReader
-	s   *pebbleStore
-	gen uint64 // the generation the batch makes
+	s      *pebbleStore
+	gen    uint64       // the generation the batch makes
+	writes []cacheWrite // what the batch writes, for the read cache
 }
 
-func (b *pebbleBatch) set(key, value []byte) error { return b.r.(*pebble.Batch).Set(key, value, nil) }
-func (b *pebbleBatch) delete(key []byte) error     { return b.r.(*pebble.Batch).Delete(key, nil) }
+type cacheWrite struct {
+	key, value []byte
+	found      bool
+}
+
+func (b *pebbleBatch) set(key, value []byte) error {
+	if b.s.cache != nil {
+		b.writes = append(b.writes, cacheWrite{key, value, true})
+	}
+	return b.r.(*pebble.Batch).Set(key, value, nil)
+}
+
+func (b *pebbleBatch) delete(key []byte) error {
+	if b.s.cache != nil {
+		b.writes = append(b.writes, cacheWrite{key, nil, false})
+	}
+	return b.r.(*pebble.Batch).Delete(key, nil)
+}
 
 func (b *pebbleBatch) commit() error {
 	b.unpin()
 	pb := b.r.(*pebble.Batch)
 	err := pb.Commit(pebble.Sync)
+	if err == nil && b.s.cache != nil {
+		// The cache learns the writes once they are durable and before
+		// the snapshot that shows them is published (readcache.go). Later
+		// writes of a key in the batch come later in writes, so they win.
+		for _, w := range b.writes {
+			b.s.cache.put(w.key, w.value, w.found, b.gen)
+		}
+	}
 	if cerr := pb.Close(); err == nil && cerr != nil {
 		err = cerr
 	}
