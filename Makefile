@@ -27,6 +27,11 @@ FUZZTIME ?= 30s
 fuzz:
 	$(GO) test -run '^$$' -fuzz FuzzDecode -fuzztime $(FUZZTIME) ./internal/wire
 	$(GO) test -run '^$$' -fuzz FuzzHeader -fuzztime $(FUZZTIME) ./internal/wire
+	$(GO) test -run '^$$' -fuzz FuzzRange -fuzztime $(FUZZTIME) ./internal/s3
+	$(GO) test -run '^$$' -fuzz FuzzSigV4 -fuzztime $(FUZZTIME) ./internal/s3
+	$(GO) test -run '^$$' -fuzz FuzzChunkedReader -fuzztime $(FUZZTIME) ./internal/s3
+	$(GO) test -run '^$$' -fuzz FuzzXML -fuzztime $(FUZZTIME) ./internal/s3
+	$(GO) test -run '^$$' -fuzz FuzzObjectPath -fuzztime $(FUZZTIME) ./internal/s3
 
 bench:
 	$(GO) test -run '^$$' -bench . -benchtime 1x ./test/e2e

@@ -17,6 +17,7 @@ func newServe() *cobra.Command {
 	var o server.Options
 	var verbose bool
 	var mountpoint string
+	var s3f s3Flags
 	cmd := &cobra.Command{
 		Use:   "serve",
 		Short: "Run a complete single-node Sluice: metadata service and storage targets",
@@ -31,11 +32,12 @@ func newServe() *cobra.Command {
 				level = slog.LevelDebug
 			}
 			o.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
-			if mountpoint != "" {
-				return serveAndMount(cmd.Context(), o, mountpoint)
-			}
 			o.Ready = func(addr string) { fmt.Printf("sluice: serving on %s\n", addr) }
-			return server.Run(cmd.Context(), o)
+			run := server.Run
+			if mountpoint != "" {
+				run = func(ctx context.Context, o server.Options) error { return serveAndMount(ctx, o, mountpoint) }
+			}
+			return serveWithS3(cmd.Context(), o, &s3f, run)
 		},
 	}
 	f := cmd.Flags()
@@ -46,6 +48,7 @@ func newServe() *cobra.Command {
 	f.StringVar(&o.HTTP, "http", "", "admin HTTP address for /healthz and /debug/pprof (default: none)")
 	f.StringVar(&mountpoint, "mount", "", "also mount the file system here with FUSE")
 	f.BoolVarP(&verbose, "verbose", "v", false, "log debug messages")
+	s3f.register(cmd, "s3", "")
 	return cmd
 }
 
@@ -58,8 +61,11 @@ func serveAndMount(ctx context.Context, o server.Options, mp string) error {
 	mctx, stopMount := context.WithCancel(ctx)
 	defer stopMount()
 	mountErr := make(chan error, 1)
+	ready := o.Ready
 	o.Ready = func(addr string) {
-		fmt.Printf("sluice: serving on %s\n", addr)
+		if ready != nil {
+			ready(addr)
+		}
 		go func() {
 			mountErr <- fusefs.Run(mctx, fusefs.Options{Server: addr, Mountpoint: mp, Logger: o.Logger,
 				Ready: func() { fmt.Printf("sluice: mounted on %s\n", mp) }})

@@ -43,8 +43,15 @@ func Run(ctx context.Context, opts Options) error {
 	if opts.Server == "" {
 		return errs.New(errs.Invalid, "mount: no server address given")
 	}
+	if err := opts.setDefaults(); err != nil {
+		return err
+	}
 	copts := opts.Client
 	copts.Server = opts.Server
+	if copts.FlushTimeout == 0 {
+		// Written-back data is bounded like every other operation.
+		copts.FlushTimeout = opts.OpTimeout
+	}
 	c, err := client.New(ctx, copts)
 	if err != nil {
 		return err

@@ -1,0 +1,225 @@
+package s3
+
+import (
+	"errors"
+	"io/fs"
+	"net/http"
+	"strconv"
+	"strings"
+
+	"github.com/sluice-fs/sluice/internal/errs"
+)
+
+// listBuckets lists the root directories whose names are bucket names.
+// It takes the optional prefix, max-buckets and continuation-token.
+func (g *Gateway) listBuckets(rq *request) error {
+	prefix := rq.query.Get("prefix")
+	after := rq.query.Get("continuation-token")
+	limit := 10000
+	if v := rq.query.Get("max-buckets"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > 10000 {
+			return apiErr(ErrInvalidArgument, "max-buckets must be a number from 1 to 10000")
+		}
+		limit = n
+	}
+	res := listAllMyBucketsResult{Xmlns: s3Namespace, Owner: rq.owner(), Prefix: prefix}
+	for e, err := range g.c.ReadDir(rq.ctx, "/") {
+		if err != nil {
+			return fsErr(err, ErrInternal, "the root directory")
+		}
+		if !e.Mode.IsDir() || !validBucketName(e.Name) || !strings.HasPrefix(e.Name, prefix) || e.Name <= after {
+			continue
+		}
+		if len(res.Buckets) == limit {
+			res.ContinuationToken = res.Buckets[len(res.Buckets)-1].Name
+			break
+		}
+		fi, err := g.c.Stat(rq.ctx, "/"+e.Name)
+		if err != nil {
+			continue // removed meanwhile
+		}
+		res.Buckets = append(res.Buckets, bucketResult{Name: e.Name, CreationDate: s3Time(fi.Attr().Ctime)})
+	}
+	return writeXML(rq, res)
+}
+
+// createBucket makes the bucket's directory.
+func (g *Gateway) createBucket(rq *request) error {
+	var cfg createBucketRequest
+	if _, err := decodeXML(rq.r.Body, &cfg, true); err != nil {
+		return err
+	}
+	acl := rq.r.Header.Get("X-Amz-Acl")
+	if acl != "" && acl != "private" && acl != "public-read" {
+		return apiErr(ErrNotImplemented, "The canned ACL %q is not supported by Sluice: use private or public-read", acl)
+	}
+	err := g.c.Mkdir(rq.ctx, rq.bucketPath(), 0o755)
+	if errs.CodeOf(err) == errs.Exists {
+		fi, serr := g.c.Stat(rq.ctx, rq.bucketPath())
+		if serr == nil && fi.IsDir() {
+			return apiErr(ErrBucketAlreadyOwnedByYou, "Your previous request to create the named bucket succeeded and you already own it.")
+		}
+		return apiErr(ErrBucketAlreadyExists, "The requested bucket name is not available: a file of that name is in the root directory")
+	}
+	if err != nil {
+		return fsErr(err, ErrInternal, "bucket "+rq.bucket)
+	}
+	if acl == "public-read" {
+		if err := g.c.SetXattr(rq.ctx, rq.bucketPath(), xattrACL, []byte(acl)); err != nil {
+			return fsErr(err, ErrNoSuchBucket, "bucket "+rq.bucket)
+		}
+	}
+	rq.w.Header().Set("Location", "/"+rq.bucket)
+	rq.w.WriteHeader(http.StatusOK)
+	return nil
+}
+
+func (g *Gateway) headBucket(rq *request) error {
+	if err := g.checkBucket(rq); err != nil {
+		return err
+	}
+	rq.w.Header().Set("X-Amz-Bucket-Region", g.opts.Region)
+	rq.w.WriteHeader(http.StatusOK)
+	return nil
+}
+
+// deleteBucket removes an empty bucket: one with no entries but the
+// gateway's working directory, whose temporary files and unfinished
+// multipart uploads go with it.
+func (g *Gateway) deleteBucket(rq *request) error {
+	if err := g.checkBucket(rq); err != nil {
+		return err
+	}
+	for e, err := range g.c.ReadDir(rq.ctx, rq.bucketPath()) {
+		if err != nil {
+			return fsErr(err, ErrNoSuchBucket, "bucket "+rq.bucket)
+		}
+		if e.Name != hiddenDir {
+			return apiErr(ErrBucketNotEmpty, "The bucket you tried to delete is not empty")
+		}
+	}
+	if err := g.c.RemoveAll(rq.ctx, rq.bucketPath()+"/"+hiddenDir); err != nil {
+		return fsErr(err, ErrNoSuchBucket, "bucket "+rq.bucket)
+	}
+	if err := g.c.Remove(rq.ctx, rq.bucketPath()); err != nil {
+		if errs.CodeOf(err) == errs.NotEmpty {
+			return apiErr(ErrBucketNotEmpty, "The bucket you tried to delete is not empty")
+		}
+		return fsErr(err, ErrNoSuchBucket, "bucket "+rq.bucket)
+	}
+	rq.w.WriteHeader(http.StatusNoContent)
+	return nil
+}
+
+func (g *Gateway) getBucketLocation(rq *request) error {
+	if err := g.checkBucket(rq); err != nil {
+		return err
+	}
+	region := g.opts.Region
+	if region == "us-east-1" {
+		region = "" // as S3 reports it
+	}
+	return writeXML(rq, locationResult{Xmlns: s3Namespace, Region: region})
+}
+
+func (g *Gateway) getBucketVersioning(rq *request) error {
+	if err := g.checkBucket(rq); err != nil {
+		return err
+	}
+	return writeXML(rq, versioningResult{Xmlns: s3Namespace})
+}
+
+// unsupportedBucketConfig answers reads of bucket configurations Sluice
+// does not have with the error S3 gives for an unconfigured bucket where
+// clients rely on it, else NotImplemented.
+func (g *Gateway) unsupportedBucketConfig(rq *request) error {
+	if err := g.checkBucket(rq); err != nil {
+		return err
+	}
+	q := rq.query
+	switch {
+	case q.Has("tagging"):
+		return &APIError{Code: "NoSuchTagSet", Status: http.StatusNotFound, Message: "The TagSet does not exist"}
+	case q.Has("policy"):
+		return &APIError{Code: "NoSuchBucketPolicy", Status: http.StatusNotFound, Message: "The bucket policy does not exist"}
+	case q.Has("lifecycle"):
+		return &APIError{Code: "NoSuchLifecycleConfiguration", Status: http.StatusNotFound, Message: "The lifecycle configuration does not exist"}
+	case q.Has("cors"):
+		return &APIError{Code: "NoSuchCORSConfiguration", Status: http.StatusNotFound, Message: "The CORS configuration does not exist"}
+	case q.Has("encryption"):
+		return &APIError{Code: "ServerSideEncryptionConfigurationNotFoundError", Status: http.StatusNotFound, Message: "The server side encryption configuration was not found"}
+	case q.Has("website"):
+		return &APIError{Code: "NoSuchWebsiteConfiguration", Status: http.StatusNotFound, Message: "The specified bucket does not have a website configuration"}
+	}
+	return apiErr(ErrNotImplemented, "This bucket configuration is not supported by Sluice")
+}
+
+func (g *Gateway) aclPolicy(rq *request, public bool) accessControlPolicy {
+	o := rq.owner()
+	p := accessControlPolicy{Xmlns: s3Namespace, Owner: o, Grants: []grant{{
+		Grantee:    grantee{XMLNS: "http://www.w3.org/2001/XMLSchema-instance", Type: "CanonicalUser", ID: o.ID, DisplayName: o.DisplayName},
+		Permission: "FULL_CONTROL",
+	}}}
+	if public {
+		p.Grants = append(p.Grants, grant{
+			Grantee:    grantee{XMLNS: "http://www.w3.org/2001/XMLSchema-instance", Type: "Group", URI: "http://acs.amazonaws.com/groups/global/AllUsers"},
+			Permission: "READ",
+		})
+	}
+	return p
+}
+
+func (g *Gateway) isPublic(rq *request) bool {
+	v, err := g.c.GetXattr(rq.ctx, rq.bucketPath(), xattrACL)
+	return err == nil && string(v) == "public-read"
+}
+
+func (g *Gateway) getBucketACL(rq *request) error {
+	if err := g.checkBucket(rq); err != nil {
+		return err
+	}
+	return writeXML(rq, g.aclPolicy(rq, g.isPublic(rq)))
+}
+
+// putBucketACL takes a canned ACL (x-amz-acl: private or public-read):
+// the only access control the gateway has is whether anonymous clients
+// may read a bucket.
+func (g *Gateway) putBucketACL(rq *request) error {
+	if err := g.checkBucket(rq); err != nil {
+		return err
+	}
+	acl := rq.r.Header.Get("X-Amz-Acl")
+	switch acl {
+	case "public-read":
+		if err := g.c.SetXattr(rq.ctx, rq.bucketPath(), xattrACL, []byte(acl)); err != nil {
+			return fsErr(err, ErrNoSuchBucket, "bucket "+rq.bucket)
+		}
+	case "private":
+		if err := g.c.RemoveXattr(rq.ctx, rq.bucketPath(), xattrACL); err != nil && errs.CodeOf(err) != errs.NoData {
+			return fsErr(err, ErrNoSuchBucket, "bucket "+rq.bucket)
+		}
+	case "":
+		return apiErr(ErrNotImplemented, "Only canned ACLs (the x-amz-acl header: private or public-read) are supported by Sluice")
+	default:
+		return apiErr(ErrNotImplemented, "The canned ACL %q is not supported by Sluice: use private or public-read", acl)
+	}
+	rq.w.WriteHeader(http.StatusOK)
+	return nil
+}
+
+func (g *Gateway) getObjectACL(rq *request) error {
+	if _, _, err := g.statObject(rq, rq.key); err != nil {
+		return err
+	}
+	return writeXML(rq, g.aclPolicy(rq, g.isPublic(rq)))
+}
+
+func (g *Gateway) getObjectTagging(rq *request) error {
+	if _, _, err := g.statObject(rq, rq.key); err != nil {
+		return err
+	}
+	return writeXML(rq, tagging{Xmlns: s3Namespace})
+}
+
+func isNotExist(err error) bool { return errors.Is(err, fs.ErrNotExist) }

@@ -1,0 +1,163 @@
+package s3
+
+import (
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
+	"encoding/json"
+	"net/http"
+	"sort"
+	"strings"
+
+	"github.com/sluice-fs/sluice/client"
+)
+
+// Extended attributes the gateway keeps on files and directories
+// (docs/s3.md, "Metadata"). Values are JSON.
+const (
+	// xattrMeta on a file: the object's ETag, its standard headers and
+	// user metadata, and the size and mtime they were recorded for. On a
+	// directory: marks the directory as an explicit "dir/" object.
+	xattrMeta = "user.s3.meta"
+	// xattrUpload on a multipart upload's directory: the upload's key
+	// and the metadata the object will get.
+	xattrUpload = "user.s3.upload"
+	// xattrACL on a bucket directory: "public-read" lets anonymous
+	// clients list and read the bucket.
+	xattrACL = "user.s3.acl"
+)
+
+// storedHeaders are the standard headers stored with an object and
+// returned on GET and HEAD, besides Content-Type.
+var storedHeaders = []string{"Cache-Control", "Content-Disposition", "Content-Encoding", "Content-Language", "Expires", "X-Amz-Website-Redirect-Location"}
+
+// maxUserMeta is S3's limit on the size of user metadata (names and values).
+const maxUserMeta = 2 << 10
+
+// objectMeta is what the gateway records about an object beside its data.
+type objectMeta struct {
+	ETag        string            `json:"etag"`              // hex, without quotes; "<hex>-N" for multipart
+	Size        int64             `json:"size"`              // the size the ETag is for
+	Mtime       int64             `json:"mtime"`             // the mtime (ns) the ETag is for
+	ContentType string            `json:"type,omitempty"`    // Content-Type
+	Headers     map[string]string `json:"headers,omitempty"` // storedHeaders
+	User        map[string]string `json:"user,omitempty"`    // x-amz-meta-NAME (lowercase NAME)
+	Checksum    map[string]string `json:"checksum,omitempty"`
+	Parts       int               `json:"parts,omitempty"` // number of parts of a multipart object
+}
+
+func (m *objectMeta) encode() []byte {
+	b, err := json.Marshal(m)
+	if err != nil {
+		panic("s3: objectMeta does not marshal: " + err.Error()) // only strings and numbers
+	}
+	return b
+}
+
+func decodeMeta(b []byte) (*objectMeta, bool) {
+	var m objectMeta
+	if err := json.Unmarshal(b, &m); err != nil {
+		return nil, false
+	}
+	return &m, true
+}
+
+// validFor reports whether the recorded ETag still describes a file with
+// these attributes: a write through POSIX changes the mtime or size.
+func (m *objectMeta) validFor(a *client.Attr) bool {
+	return m.Size == a.Size && m.Mtime == a.Mtime.UnixNano()
+}
+
+// syntheticETag is the ETag of a file the gateway did not write (or that
+// was changed through POSIX since): derived from the inode, size and mtime,
+// so it changes when the file does. It ends in "-1" so that clients do not
+// mistake it for the MD5 of the data.
+func syntheticETag(a *client.Attr) string {
+	var b [24]byte
+	binary.BigEndian.PutUint64(b[0:], a.Ino)
+	binary.BigEndian.PutUint64(b[8:], uint64(a.Size))
+	binary.BigEndian.PutUint64(b[16:], uint64(a.Mtime.UnixNano()))
+	s := sha256.Sum256(b[:])
+	return hex.EncodeToString(s[:16]) + "-1"
+}
+
+// emptyETag is the MD5 of no bytes, the ETag of a directory object.
+const emptyETag = "d41d8cd98f00b204e9800998ecf8427e"
+
+// metaFromRequest collects the metadata a PUT, a CopyObject with the
+// REPLACE directive or a CreateMultipartUpload stores.
+func metaFromRequest(h http.Header) (*objectMeta, error) {
+	m := &objectMeta{ContentType: h.Get("Content-Type")}
+	for _, name := range storedHeaders {
+		v := h.Get(name)
+		if name == "Content-Encoding" {
+			v = stripAWSChunked(v)
+		}
+		if v != "" {
+			if m.Headers == nil {
+				m.Headers = make(map[string]string)
+			}
+			m.Headers[name] = v
+		}
+	}
+	size := 0
+	for name, vals := range h {
+		lname := strings.ToLower(name)
+		if !strings.HasPrefix(lname, "x-amz-meta-") {
+			continue
+		}
+		n := lname[len("x-amz-meta-"):]
+		v := strings.Join(vals, ",")
+		size += len(n) + len(v)
+		if m.User == nil {
+			m.User = make(map[string]string)
+		}
+		m.User[n] = v
+	}
+	if size > maxUserMeta {
+		return nil, apiErr(ErrMetadataTooLarge, "Your metadata headers are %d bytes; the limit is %d", size, maxUserMeta)
+	}
+	return m, nil
+}
+
+// stripAWSChunked removes aws-chunked from a Content-Encoding list: it is
+// how the body was sent, not how the object is encoded.
+func stripAWSChunked(v string) string {
+	if v == "" {
+		return ""
+	}
+	var keep []string
+	for e := range strings.SplitSeq(v, ",") {
+		e = strings.TrimSpace(e)
+		if e != "" && !strings.EqualFold(e, "aws-chunked") {
+			keep = append(keep, e)
+		}
+	}
+	return strings.Join(keep, ",")
+}
+
+// setHeaders writes the stored metadata to a GET or HEAD response.
+func (m *objectMeta) setHeaders(h http.Header) {
+	ct := m.ContentType
+	if ct == "" {
+		ct = "binary/octet-stream"
+	}
+	h.Set("Content-Type", ct)
+	for name, v := range m.Headers {
+		h.Set(name, v)
+	}
+	names := make([]string, 0, len(m.User))
+	for n := range m.User {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		h["X-Amz-Meta-"+n] = []string{m.User[n]}
+	}
+}
+
+// copyMeta is the metadata of a copy: the source's, without its ETag and
+// the attributes the ETag was recorded for.
+func (m *objectMeta) copyMeta() *objectMeta {
+	return &objectMeta{ContentType: m.ContentType, Headers: m.Headers, User: m.User}
+}

@@ -1,0 +1,283 @@
+// Package s3 tests the S3 gateway end to end: it builds the real sluice
+// binary, starts `sluice serve --s3` (or `sluice gateway`) as separate
+// processes on loopback and talks to them with real S3 clients (awscli,
+// boto3, rclone, s3cmd from Debian packages), with a small independent
+// SigV4 signer for raw HTTP, and with the client library on the same
+// namespace. Every process is stopped by PID when its test ends.
+//
+// A missing client binary skips the tests that need it, with a message;
+// CI installs them all (.ci/run). SLUICE_BINARY runs a prebuilt binary
+// instead of building one.
+package s3
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/sluice-fs/sluice/client"
+)
+
+var binary string
+
+func TestMain(m *testing.M) {
+	os.Exit(run(m))
+}
+
+func run(m *testing.M) int {
+	if b := os.Getenv("SLUICE_BINARY"); b != "" {
+		binary = b
+	} else {
+		dir, err := os.MkdirTemp("", "sluice-s3-bin")
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+		defer os.RemoveAll(dir)
+		binary = filepath.Join(dir, "sluice")
+		build := exec.Command("go", "build", "-o", binary, "../../cmd/sluice")
+		build.Stdout, build.Stderr = os.Stdout, os.Stderr
+		if err := build.Run(); err != nil {
+			fmt.Fprintln(os.Stderr, "building sluice:", err)
+			return 1
+		}
+	}
+	if out, err := exec.Command(binary, "gateway", "--help").CombinedOutput(); err != nil {
+		fmt.Fprintf(os.Stderr, "the sluice binary has no gateway command (cmd/sluice/main.go must add newGateway(g)): %v: %s\n", err, out)
+		return 1
+	}
+	return m.Run()
+}
+
+// Test credentials of every gateway the tests start.
+const (
+	testAK = "SLUICETESTKEY0000001"
+	testSK = "sluice-test-secret-key-0123456789abcdefgh"
+)
+
+// gateway is a running `sluice serve --s3` process (or a serve process
+// plus a `sluice gateway` process).
+type gateway struct {
+	t        testing.TB
+	dataDir  string
+	addr     string // the wire address of the file system
+	endpoint string // http://127.0.0.1:PORT
+	procs    []*proc
+}
+
+// proc is one process the test started.
+type proc struct {
+	cmd    *exec.Cmd
+	exited chan struct{}
+	logs   *syncBuffer
+	lines  chan string
+}
+
+var (
+	readyLine   = regexp.MustCompile(`serving on (\S+)`)
+	gatewayLine = regexp.MustCompile(`s3 gateway on (\S+)`)
+)
+
+// startProc runs the binary and returns once want matched a stdout line.
+func startProc(t testing.TB, env []string, want *regexp.Regexp, args ...string) (*proc, string) {
+	t.Helper()
+	cmd := exec.Command(binary, args...)
+	cmd.Env = append(os.Environ(), env...)
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &proc{cmd: cmd, exited: make(chan struct{}), logs: &syncBuffer{}, lines: make(chan string, 100)}
+	cmd.Stderr = p.logs
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(p.kill)
+	found := make(chan string, 1)
+	go func() {
+		sc := bufio.NewScanner(stdout)
+		for sc.Scan() {
+			line := sc.Text()
+			p.logs.Write([]byte("stdout: " + line + "\n"))
+			if m := want.FindStringSubmatch(line); m != nil {
+				select {
+				case found <- m[1]:
+				default:
+				}
+			}
+			select {
+			case p.lines <- line:
+			default:
+			}
+		}
+		cmd.Wait()
+		close(p.exited)
+	}()
+	select {
+	case v := <-found:
+		return p, v
+	case <-p.exited:
+		t.Fatalf("sluice %s exited before it was ready: %s", strings.Join(args, " "), p.logs.String())
+	case <-time.After(60 * time.Second):
+		t.Fatalf("sluice %s did not get ready in 60s: %s", strings.Join(args, " "), p.logs.String())
+	}
+	return nil, ""
+}
+
+// kill stops the process by PID with SIGKILL and waits for it.
+func (p *proc) kill() {
+	select {
+	case <-p.exited:
+		return
+	default:
+	}
+	p.cmd.Process.Signal(syscall.SIGKILL)
+	<-p.exited
+}
+
+// startGateway runs `sluice serve --s3 127.0.0.1:0` with the test
+// credentials on a new data dir.
+func startGateway(t testing.TB, extra ...string) *gateway {
+	t.Helper()
+	g := &gateway{t: t, dataDir: t.TempDir()}
+	args := append([]string{"serve", "--data-dir", g.dataDir, "--listen", "127.0.0.1:0", "--s3", "127.0.0.1:0",
+		"--s3-access-key", testAK, "--s3-secret-key", testSK}, extra...)
+	p, endpoint := startProc(t, nil, gatewayLine, args...)
+	g.procs = append(g.procs, p)
+	g.endpoint = endpoint
+	if m := readyLine.FindStringSubmatch(p.logs.String()); m != nil {
+		g.addr = m[1]
+	} else {
+		t.Fatalf("no serving line in %s", p.logs.String())
+	}
+	return g
+}
+
+// logs returns the logs of every process.
+func (g *gateway) logs() string {
+	var b strings.Builder
+	for _, p := range g.procs {
+		b.WriteString(p.logs.String())
+	}
+	return b.String()
+}
+
+// alive fails the test if a process has exited.
+func (g *gateway) alive() {
+	g.t.Helper()
+	for _, p := range g.procs {
+		select {
+		case <-p.exited:
+			g.t.Fatalf("a sluice process exited: %s", p.logs.String())
+		default:
+		}
+	}
+}
+
+// client connects the client library to the gateway's file system.
+func (g *gateway) client() *client.Client {
+	g.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	c, err := client.New(ctx, client.Options{Server: g.addr})
+	if err != nil {
+		g.t.Fatal(err)
+	}
+	g.t.Cleanup(func() { c.Close() })
+	return c
+}
+
+// need skips the test if a program is missing.
+func need(t testing.TB, prog string) string {
+	t.Helper()
+	p, err := exec.LookPath(prog)
+	if err != nil {
+		t.Skipf("%s is not installed (apt-get install awscli python3-boto3 rclone s3cmd): %v", prog, err)
+	}
+	return p
+}
+
+// clientEnv is an environment for S3 tools that ignores the user's
+// configuration and uses the test credentials.
+func (g *gateway) clientEnv(t testing.TB) []string {
+	home := t.TempDir()
+	var env []string
+	for _, kv := range os.Environ() {
+		k, _, _ := strings.Cut(kv, "=")
+		if strings.HasPrefix(k, "AWS_") || k == "HOME" || strings.HasPrefix(k, "RCLONE_") {
+			continue
+		}
+		env = append(env, kv)
+	}
+	return append(env, "HOME="+home, "AWS_ACCESS_KEY_ID="+testAK, "AWS_SECRET_ACCESS_KEY="+testSK,
+		"AWS_DEFAULT_REGION=us-east-1", "AWS_CONFIG_FILE="+filepath.Join(home, "aws-config"),
+		"AWS_SHARED_CREDENTIALS_FILE="+filepath.Join(home, "aws-credentials"), "AWS_PAGER=",
+		"S3_ENDPOINT="+g.endpoint)
+}
+
+type result struct {
+	stdout, stderr string
+	code           int
+}
+
+// runTool runs a program with env and returns its output.
+func runTool(t testing.TB, env []string, stdin []byte, prog string, args ...string) result {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, prog, args...)
+	cmd.Env = env
+	if stdin != nil {
+		cmd.Stdin = bytes.NewReader(stdin)
+	}
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	err := cmd.Run()
+	r := result{stdout: out.String(), stderr: errb.String()}
+	if err != nil {
+		ee, ok := err.(*exec.ExitError)
+		if !ok {
+			t.Fatalf("%s %s: %v", prog, strings.Join(args, " "), err)
+		}
+		r.code = ee.ExitCode()
+	}
+	return r
+}
+
+// mustRun is runTool that fails the test on a non-zero exit.
+func mustRun(t testing.TB, env []string, prog string, args ...string) string {
+	t.Helper()
+	r := runTool(t, env, nil, prog, args...)
+	if r.code != 0 {
+		t.Fatalf("%s %s: exit %d\nstdout: %s\nstderr: %s", prog, strings.Join(args, " "), r.code, r.stdout, r.stderr)
+	}
+	return r.stdout
+}
+
+// syncBuffer is a bytes.Buffer safe for concurrent use.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
