@@ -2,15 +2,19 @@
 GO      ?= go
 BIN     ?= bin/sluice
 DATA    ?= ./sluice-data
+MNT     ?= ./sluice-mnt
+S3      ?= 127.0.0.1:9000
 
 .PHONY: build serve test test-short race fuzz bench lint clean
 
 build:
 	$(GO) build -o $(BIN) ./cmd/sluice
 
-# The main job: a complete single-node Sluice on ./sluice-data.
+# The main job: a complete single-node Sluice on ./sluice-data, mounted on
+# ./sluice-mnt, with an S3 endpoint.
 serve: build
-	$(BIN) serve --data-dir $(DATA)
+	mkdir -p $(MNT)
+	$(BIN) serve --data-dir $(DATA) --mount $(MNT) --s3 $(S3)
 
 # The test command CI runs (see README and .ci/run).
 test:
