@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+	"time"
 
 	"github.com/sluice-fs/sluice/internal/errs"
 	"github.com/sluice-fs/sluice/internal/kv"
@@ -16,6 +17,9 @@ import (
 const (
 	gcBatch       = 256 // queue entries read per View
 	gcParallelism = 16  // files whose chunks are removed at once
+	// gcPace is the least time between the starts of passes triggered by
+	// new garbage.
+	gcPace = 200 * time.Millisecond
 )
 
 type garbage struct {

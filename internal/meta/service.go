@@ -222,13 +222,25 @@ func (s *Service) Run(ctx context.Context) error {
 	})
 	t := time.NewTicker(s.gcEvery)
 	defer t.Stop()
+	var last time.Time // start of the last pass
 	for {
 		select {
 		case <-ctx.Done():
 			return nil
 		case <-t.C:
 		case <-s.gcKick:
+			// Under a stream of unlinks, passes wait for each other a
+			// little, so that each takes a batch of files rather than one
+			// (every pass commits its dequeue and the inode counter).
+			if d := gcPace - time.Since(last); d > 0 {
+				select {
+				case <-time.After(d):
+				case <-ctx.Done():
+					return nil
+				}
+			}
 		}
+		last = time.Now()
 		if err := s.CollectGarbage(ctx); err != nil && ctx.Err() == nil {
 			s.log.Warn("meta: chunk garbage collection incomplete; will retry", "err", err)
 		}
