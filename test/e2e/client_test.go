@@ -241,8 +241,8 @@ func TestCorruptionDetected(t *testing.T) {
 	if !strings.Contains(msg, fmt.Sprint(off/(64<<10)*(64<<10))) && !strings.Contains(msg, "offset") {
 		t.Errorf("corruption message does not say where: %q", msg)
 	}
-	if !strings.Contains(s.logs.String(), "corrupt") {
-		t.Errorf("server did not log the corruption: %s", s.logs.String())
+	if !strings.Contains(s.proc.Logs(), "corrupt") {
+		t.Errorf("server did not log the corruption: %s", s.proc.Logs())
 	}
 }
 

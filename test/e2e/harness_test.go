@@ -5,41 +5,31 @@
 package e2e
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"fmt"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"regexp"
 	"strings"
-	"sync"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/sluice-fs/sluice/client"
+	"github.com/sluice-fs/sluice/internal/proctest"
 )
 
 var binary string // path of the sluice binary built by TestMain
 
 func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "sluice-e2e-bin")
+	path, cleanup, err := proctest.BuildBinary("../..")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
-	binary = filepath.Join(dir, "sluice")
-	build := exec.Command("go", "build", "-o", binary, "../../cmd/sluice")
-	build.Stdout, build.Stderr = os.Stdout, os.Stderr
-	if err := build.Run(); err != nil {
-		fmt.Fprintln(os.Stderr, "building sluice:", err)
-		os.RemoveAll(dir)
-		os.Exit(1)
-	}
+	binary = path
 	code := m.Run()
-	os.RemoveAll(dir)
+	cleanup()
 	os.Exit(code)
 }
 
@@ -48,9 +38,7 @@ type server struct {
 	t       testing.TB
 	dataDir string
 	addr    string
-	cmd     *exec.Cmd
-	exited  chan struct{}
-	logs    *syncBuffer
+	proc    *proctest.Proc
 }
 
 var readyLine = regexp.MustCompile(`serving on (\S+)`)
@@ -63,64 +51,18 @@ func startServer(t testing.TB, dataDir string, extra ...string) *server {
 		dataDir = t.TempDir()
 	}
 	args := append([]string{"serve", "--data-dir", dataDir, "--listen", "127.0.0.1:0"}, extra...)
-	cmd := exec.Command(binary, args...)
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	logs := &syncBuffer{}
-	cmd.Stderr = logs
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	s := &server{t: t, dataDir: dataDir, cmd: cmd, exited: make(chan struct{}), logs: logs}
-	t.Cleanup(func() { s.kill() })
-	addrc := make(chan string, 1)
-	go func() {
-		sc := bufio.NewScanner(stdout)
-		sent := false
-		for sc.Scan() {
-			if m := readyLine.FindStringSubmatch(sc.Text()); m != nil && !sent {
-				addrc <- m[1]
-				sent = true
-			}
-		}
-		cmd.Wait()
-		close(s.exited)
-	}()
-	select {
-	case s.addr = <-addrc:
-	case <-s.exited:
-		t.Fatalf("sluice serve exited before it was ready: %s", logs.String())
-	case <-time.After(60 * time.Second):
-		t.Fatalf("sluice serve did not get ready in 60s: %s", logs.String())
-	}
-	return s
+	p, addr := proctest.Start(t, binary, nil, readyLine, args...)
+	return &server{t: t, dataDir: dataDir, addr: addr, proc: p}
 }
 
 // kill stops the process with SIGKILL (by PID) and waits for it.
-func (s *server) kill() {
-	select {
-	case <-s.exited:
-		return
-	default:
-	}
-	s.cmd.Process.Signal(syscall.SIGKILL)
-	<-s.exited
-}
+func (s *server) kill() { s.proc.Kill() }
 
 // stop asks the server to shut down with SIGTERM and waits for a clean exit.
 func (s *server) stop() {
 	s.t.Helper()
-	s.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-s.exited:
-	case <-time.After(30 * time.Second):
-		s.kill()
-		s.t.Fatalf("sluice serve did not stop within 30s of SIGTERM")
-	}
-	if code := s.cmd.ProcessState.ExitCode(); code != 0 {
-		s.t.Fatalf("sluice serve exited with %d after SIGTERM: %s", code, s.logs.String())
+	if err := s.proc.Stop(30 * time.Second); err != nil {
+		s.t.Fatalf("sluice serve: %v", err)
 	}
 }
 
@@ -189,22 +131,4 @@ func (s *server) failCLI(want string, args ...string) string {
 		s.t.Errorf("sluice %s: error %q does not contain %q", strings.Join(args, " "), msg, want)
 	}
 	return msg
-}
-
-// syncBuffer is a bytes.Buffer safe for one writer and concurrent readers.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }

@@ -104,8 +104,8 @@ func TestGeneratedCredentials(t *testing.T) {
 	dataDir := t.TempDir()
 	p, _ := startProc(t, cleanEnv(), gatewayLine, "serve", "--data-dir", dataDir, "--listen", "127.0.0.1:0", "--s3", "127.0.0.1:0")
 	credFile := filepath.Join(dataDir, "s3-credentials")
-	if !strings.Contains(p.logs.String(), "generated S3 credentials in "+credFile) {
-		t.Errorf("serve did not say where the credentials are: %s", p.logs.String())
+	if !strings.Contains(p.Logs(), "generated S3 credentials in "+credFile) {
+		t.Errorf("serve did not say where the credentials are: %s", p.Logs())
 	}
 	fi, err := os.Stat(credFile)
 	if err != nil || fi.Mode().Perm() != 0o600 {
@@ -118,16 +118,16 @@ func TestGeneratedCredentials(t *testing.T) {
 			ak, sk = f[0], f[1]
 		}
 	}
-	p.kill()
+	p.Kill()
 	p, endpoint := startProc(t, cleanEnv(), gatewayLine, "serve", "--data-dir", dataDir, "--listen", "127.0.0.1:0", "--s3", "127.0.0.1:0")
-	if !strings.Contains(p.logs.String(), "S3 credentials from "+credFile) {
-		t.Errorf("restart did not reuse the file: %s", p.logs.String())
+	if !strings.Contains(p.Logs(), "S3 credentials from "+credFile) {
+		t.Errorf("restart did not reuse the file: %s", p.Logs())
 	}
 	c := newS3Client(endpoint)
 	c.ak, c.sk = ak, sk
 	resp, body := c.do(t, "GET", "/", nil, nil, nil)
 	mustStatus(t, resp, body, 200)
-	p.kill()
+	p.Kill()
 	env := append(cleanEnv(), "SLUICE_S3_ACCESS_KEY=ENVKEY0001", "SLUICE_S3_SECRET_KEY=env-secret-0001")
 	p, endpoint = startProc(t, env, gatewayLine, "serve", "--data-dir", dataDir, "--listen", "127.0.0.1:0", "--s3", "127.0.0.1:0")
 	c = newS3Client(endpoint)

@@ -11,7 +11,6 @@
 package s3
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"fmt"
@@ -20,12 +19,11 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
-	"sync"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/sluice-fs/sluice/client"
+	"github.com/sluice-fs/sluice/internal/proctest"
 )
 
 var binary string
@@ -35,25 +33,15 @@ func TestMain(m *testing.M) {
 }
 
 func run(m *testing.M) int {
-	if b := os.Getenv("SLUICE_BINARY"); b != "" {
-		binary = b
-	} else {
-		dir, err := os.MkdirTemp("", "sluice-s3-bin")
-		if err != nil {
-			fmt.Fprintln(os.Stderr, err)
-			return 1
-		}
-		defer os.RemoveAll(dir)
-		binary = filepath.Join(dir, "sluice")
-		build := exec.Command("go", "build", "-o", binary, "../../cmd/sluice")
-		build.Stdout, build.Stderr = os.Stdout, os.Stderr
-		if err := build.Run(); err != nil {
-			fmt.Fprintln(os.Stderr, "building sluice:", err)
-			return 1
-		}
+	path, cleanup, err := proctest.BuildBinary("../..")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
 	}
+	defer cleanup()
+	binary = path
 	if out, err := exec.Command(binary, "gateway", "--help").CombinedOutput(); err != nil {
-		fmt.Fprintf(os.Stderr, "the sluice binary has no gateway command (cmd/sluice/main.go must add newGateway(g)): %v: %s\n", err, out)
+		fmt.Fprintf(os.Stderr, "the sluice binary has no gateway command: %v: %s\n", err, out)
 		return 1
 	}
 	return m.Run()
@@ -76,12 +64,7 @@ type gateway struct {
 }
 
 // proc is one process the test started.
-type proc struct {
-	cmd    *exec.Cmd
-	exited chan struct{}
-	logs   *syncBuffer
-	lines  chan string
-}
+type proc = proctest.Proc
 
 var (
 	readyLine   = regexp.MustCompile(`serving on (\S+)`)
@@ -91,58 +74,7 @@ var (
 // startProc runs the binary and returns once want matched a stdout line.
 func startProc(t testing.TB, env []string, want *regexp.Regexp, args ...string) (*proc, string) {
 	t.Helper()
-	cmd := exec.Command(binary, args...)
-	cmd.Env = append(os.Environ(), env...)
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := &proc{cmd: cmd, exited: make(chan struct{}), logs: &syncBuffer{}, lines: make(chan string, 100)}
-	cmd.Stderr = p.logs
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(p.kill)
-	found := make(chan string, 1)
-	go func() {
-		sc := bufio.NewScanner(stdout)
-		for sc.Scan() {
-			line := sc.Text()
-			p.logs.Write([]byte("stdout: " + line + "\n"))
-			if m := want.FindStringSubmatch(line); m != nil {
-				select {
-				case found <- m[1]:
-				default:
-				}
-			}
-			select {
-			case p.lines <- line:
-			default:
-			}
-		}
-		cmd.Wait()
-		close(p.exited)
-	}()
-	select {
-	case v := <-found:
-		return p, v
-	case <-p.exited:
-		t.Fatalf("sluice %s exited before it was ready: %s", strings.Join(args, " "), p.logs.String())
-	case <-time.After(60 * time.Second):
-		t.Fatalf("sluice %s did not get ready in 60s: %s", strings.Join(args, " "), p.logs.String())
-	}
-	return nil, ""
-}
-
-// kill stops the process by PID with SIGKILL and waits for it.
-func (p *proc) kill() {
-	select {
-	case <-p.exited:
-		return
-	default:
-	}
-	p.cmd.Process.Signal(syscall.SIGKILL)
-	<-p.exited
+	return proctest.Start(t, binary, env, want, args...)
 }
 
 // startGateway runs `sluice serve --s3 127.0.0.1:0` with the test
@@ -155,10 +87,10 @@ func startGateway(t testing.TB, extra ...string) *gateway {
 	p, endpoint := startProc(t, nil, gatewayLine, args...)
 	g.procs = append(g.procs, p)
 	g.endpoint = endpoint
-	if m := readyLine.FindStringSubmatch(p.logs.String()); m != nil {
+	if m := readyLine.FindStringSubmatch(p.Logs()); m != nil {
 		g.addr = m[1]
 	} else {
-		t.Fatalf("no serving line in %s", p.logs.String())
+		t.Fatalf("no serving line in %s", p.Logs())
 	}
 	return g
 }
@@ -167,7 +99,7 @@ func startGateway(t testing.TB, extra ...string) *gateway {
 func (g *gateway) logs() string {
 	var b strings.Builder
 	for _, p := range g.procs {
-		b.WriteString(p.logs.String())
+		b.WriteString(p.Logs())
 	}
 	return b.String()
 }
@@ -177,8 +109,8 @@ func (g *gateway) alive() {
 	g.t.Helper()
 	for _, p := range g.procs {
 		select {
-		case <-p.exited:
-			g.t.Fatalf("a sluice process exited: %s", p.logs.String())
+		case <-p.Exited():
+			g.t.Fatalf("a sluice process exited: %s", p.Logs())
 		default:
 		}
 	}
@@ -262,22 +194,4 @@ func mustRun(t testing.TB, env []string, prog string, args ...string) string {
 		t.Fatalf("%s %s: exit %d\nstdout: %s\nstderr: %s", prog, strings.Join(args, " "), r.code, r.stdout, r.stderr)
 	}
 	return r.stdout
-}
-
-// syncBuffer is a bytes.Buffer safe for concurrent use.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }

@@ -25,16 +25,16 @@ func TestMountInterop(t *testing.T) {
 	p, _ := startProc(t, nil, regexp.MustCompile(`mounted on (\S+)`), "serve", "--data-dir", dataDir, "--listen", "127.0.0.1:0",
 		"--s3", "127.0.0.1:0", "--s3-access-key", testAK, "--s3-secret-key", testSK, "--mount", mp)
 	t.Cleanup(func() {
-		p.cmd.Process.Signal(syscall.SIGTERM)
+		p.Cmd.Process.Signal(syscall.SIGTERM)
 		select {
-		case <-p.exited:
+		case <-p.Exited():
 		case <-time.After(20 * time.Second):
 		}
 		exec.Command("fusermount3", "-u", "-z", mp).Run()
 	})
-	m := gatewayLine.FindStringSubmatch(p.logs.String())
+	m := gatewayLine.FindStringSubmatch(p.Logs())
 	if m == nil {
-		t.Fatalf("no gateway line: %s", p.logs.String())
+		t.Fatalf("no gateway line: %s", p.Logs())
 	}
 	c := newS3Client(m[1])
 	resp, body := c.do(t, "PUT", "/mnt", nil, nil, nil)

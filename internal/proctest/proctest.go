@@ -1,0 +1,182 @@
+// Package proctest runs the real sluice binary in tests: it builds the
+// binary once per test binary, starts a role (serve, gateway, mount, ...) as
+// a separate process, waits until the process prints a line that says it is
+// ready, and stops it by PID when the test ends, even when the test fails.
+// It is the shared harness of the end-to-end test packages (test/...).
+package proctest
+
+import (
+	"bufio"
+	"bytes"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// ReadyTimeout bounds how long Start waits for the ready line.
+var ReadyTimeout = 60 * time.Second
+
+// BuildBinary builds cmd/sluice (found from the package directory dir,
+// usually "../..") into a temporary directory, or returns $SLUICE_BINARY if
+// set. Call it from TestMain and call cleanup after m.Run.
+func BuildBinary(moduleRoot string) (path string, cleanup func(), err error) {
+	if b := os.Getenv("SLUICE_BINARY"); b != "" {
+		return b, func() {}, nil
+	}
+	dir, err := os.MkdirTemp("", "sluice-bin")
+	if err != nil {
+		return "", nil, err
+	}
+	path = filepath.Join(dir, "sluice")
+	build := exec.Command("go", "build", "-o", path, "./cmd/sluice")
+	build.Dir = moduleRoot
+	build.Stdout, build.Stderr = os.Stdout, os.Stderr
+	if err := build.Run(); err != nil {
+		os.RemoveAll(dir)
+		return "", nil, fmt.Errorf("building sluice: %w", err)
+	}
+	return path, func() { os.RemoveAll(dir) }, nil
+}
+
+// Proc is a running process started by Start.
+type Proc struct {
+	Cmd    *exec.Cmd
+	exited chan struct{}
+	logs   syncBuffer
+
+	mu    sync.Mutex
+	lines []string // stdout lines so far
+	cond  *sync.Cond
+}
+
+// Start runs binary with args (env is added to the environment) and waits
+// until a stdout line matches ready; it returns the process and the
+// regexp's first submatch (e.g. the served address). The process is killed
+// by PID when the test ends.
+func Start(tb testing.TB, binary string, env []string, ready *regexp.Regexp, args ...string) (*Proc, string) {
+	tb.Helper()
+	cmd := exec.Command(binary, args...)
+	cmd.Env = append(os.Environ(), env...)
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	p := &Proc{Cmd: cmd, exited: make(chan struct{})}
+	p.cond = sync.NewCond(&p.mu)
+	cmd.Stderr = &p.logs
+	if err := cmd.Start(); err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(p.Kill)
+	go func() {
+		sc := bufio.NewScanner(stdout)
+		for sc.Scan() {
+			line := sc.Text()
+			p.logs.Write([]byte("stdout: " + line + "\n"))
+			p.mu.Lock()
+			p.lines = append(p.lines, line)
+			p.cond.Broadcast()
+			p.mu.Unlock()
+		}
+		cmd.Wait()
+		close(p.exited)
+		p.mu.Lock()
+		p.cond.Broadcast()
+		p.mu.Unlock()
+	}()
+	m, err := p.WaitLine(ready, ReadyTimeout)
+	if err != nil {
+		tb.Fatalf("sluice %s: %v", strings.Join(args, " "), err)
+	}
+	return p, m
+}
+
+// WaitLine waits until a stdout line (printed so far or later) matches re
+// and returns its first submatch (or the whole match).
+func (p *Proc) WaitLine(re *regexp.Regexp, timeout time.Duration) (string, error) {
+	timer := time.AfterFunc(timeout, func() {
+		p.mu.Lock()
+		p.cond.Broadcast()
+		p.mu.Unlock()
+	})
+	defer timer.Stop()
+	deadline := time.Now().Add(timeout)
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for i := 0; ; {
+		for ; i < len(p.lines); i++ {
+			if m := re.FindStringSubmatch(p.lines[i]); m != nil {
+				return m[len(m)-1], nil
+			}
+		}
+		select {
+		case <-p.exited:
+			return "", fmt.Errorf("exited before printing a line matching %q: %s", re, p.logs.String())
+		default:
+		}
+		if time.Now().After(deadline) {
+			return "", fmt.Errorf("no line matching %q within %v: %s", re, timeout, p.logs.String())
+		}
+		p.cond.Wait()
+	}
+}
+
+// Exited is closed when the process has exited.
+func (p *Proc) Exited() <-chan struct{} { return p.exited }
+
+// Logs returns what the process printed so far (stderr, and stdout lines
+// marked "stdout: ").
+func (p *Proc) Logs() string { return p.logs.String() }
+
+// Kill stops the process with SIGKILL (by PID) and waits for it.
+func (p *Proc) Kill() {
+	select {
+	case <-p.exited:
+		return
+	default:
+	}
+	p.Cmd.Process.Signal(syscall.SIGKILL)
+	<-p.exited
+}
+
+// Stop asks the process to shut down with SIGTERM and waits up to timeout
+// for it to exit; it returns an error if it had to be killed or exited
+// with a non-zero status.
+func (p *Proc) Stop(timeout time.Duration) error {
+	p.Cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-p.exited:
+	case <-time.After(timeout):
+		p.Kill()
+		return fmt.Errorf("did not stop within %v of SIGTERM: %s", timeout, p.Logs())
+	}
+	if code := p.Cmd.ProcessState.ExitCode(); code != 0 {
+		return fmt.Errorf("exited with %d after SIGTERM: %s", code, p.Logs())
+	}
+	return nil
+}
+
+// syncBuffer is a bytes.Buffer safe for concurrent writers and readers.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(b []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(b)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
