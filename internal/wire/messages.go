@@ -577,14 +577,23 @@ type ChunkReadResp struct{ ChunkLen uint64 }
 func (m *ChunkReadResp) Encode(e *Encoder) { e.U64(m.ChunkLen) }
 func (m *ChunkReadResp) Decode(d *Decoder) { m.ChunkLen = d.U64() }
 
-// ChunkSyncReq makes the named chunks of one target durable.
-type ChunkSyncReq struct {
+// ChunkSetReq names some chunks of one inode on one target: slots Slots of
+// inode Ino. It is the body of OpChunkSync (make them durable) and
+// OpChunkRemove (remove them durably; missing chunks are no error).
+type ChunkSetReq struct {
 	Target placement.TargetID
 	Ino    uint64
 	Slots  []uint32
 }
 
-func (m *ChunkSyncReq) Encode(e *Encoder) {
+// ChunkSyncReq and ChunkRemoveReq are the bodies of OpChunkSync and
+// OpChunkRemove.
+type (
+	ChunkSyncReq   = ChunkSetReq
+	ChunkRemoveReq = ChunkSetReq
+)
+
+func (m *ChunkSetReq) Encode(e *Encoder) {
 	e.U32(uint32(m.Target))
 	e.U64(m.Ino)
 	e.Uvarint(uint64(len(m.Slots)))
@@ -592,7 +601,7 @@ func (m *ChunkSyncReq) Encode(e *Encoder) {
 		e.U32(s)
 	}
 }
-func (m *ChunkSyncReq) Decode(d *Decoder) {
+func (m *ChunkSetReq) Decode(d *Decoder) {
 	m.Target = placement.TargetID(d.U32())
 	m.Ino = d.U64()
 	n := d.Count(4)
@@ -610,32 +619,6 @@ type ChunkTruncateReq struct {
 
 func (m *ChunkTruncateReq) Encode(e *Encoder) { m.ChunkRef.Encode(e); e.U64(m.Size) }
 func (m *ChunkTruncateReq) Decode(d *Decoder) { m.ChunkRef.Decode(d); m.Size = d.U64() }
-
-// ChunkRemoveReq removes the chunks of inode Ino in the given slots on a
-// target (durably; no error for chunks that do not exist).
-type ChunkRemoveReq struct {
-	Target placement.TargetID
-	Ino    uint64
-	Slots  []uint32
-}
-
-func (m *ChunkRemoveReq) Encode(e *Encoder) {
-	e.U32(uint32(m.Target))
-	e.U64(m.Ino)
-	e.Uvarint(uint64(len(m.Slots)))
-	for _, s := range m.Slots {
-		e.U32(s)
-	}
-}
-func (m *ChunkRemoveReq) Decode(d *Decoder) {
-	m.Target = placement.TargetID(d.U32())
-	m.Ino = d.U64()
-	n := d.Count(4)
-	m.Slots = make([]uint32, n)
-	for i := range m.Slots {
-		m.Slots[i] = d.U32()
-	}
-}
 
 // TargetReq names a target.
 type TargetReq struct{ Target placement.TargetID }
