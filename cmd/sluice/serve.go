@@ -33,6 +33,10 @@ func newServe() *cobra.Command {
 			}
 			o.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
 			o.Ready = func(addr string) { fmt.Printf("sluice: serving on %s\n", addr) }
+			o.AdminReady = func(addr string) { fmt.Printf("sluice: admin on %s\n", addr) }
+			// The default admin port may be taken by another sluice serve:
+			// then run without one. An explicit --http must work.
+			o.HTTPOptional = !cmd.Flags().Changed("http")
 			run := server.Run
 			if mountpoint != "" {
 				run = func(ctx context.Context, o server.Options) error { return serveAndMount(ctx, o, mountpoint) }
@@ -45,7 +49,7 @@ func newServe() *cobra.Command {
 	f.StringVar(&o.Listen, "listen", DefaultAddr, "TCP address to serve on (host:port)")
 	f.StringVar(&o.Advertise, "advertise", "", "address clients use to reach this server (default: the listen address)")
 	f.IntVar(&o.Targets, "targets", 4, "number of storage targets to create on first start")
-	f.StringVar(&o.HTTP, "http", "", "admin HTTP address for /healthz and /debug/pprof (default: none)")
+	f.StringVar(&o.HTTP, "http", "127.0.0.1:9401", "admin HTTP address for /healthz, /metrics and /debug/pprof (empty: none)")
 	f.StringVar(&mountpoint, "mount", "", "also mount the file system here with FUSE")
 	f.BoolVarP(&verbose, "verbose", "v", false, "log debug messages")
 	s3f.register(cmd, "s3", "")

@@ -9,16 +9,19 @@ import (
 	"net/http"
 	"net/http/pprof"
 	"time"
+
+	"github.com/sluice-fs/sluice/internal/dashboard"
+	"github.com/sluice-fs/sluice/internal/metrics"
 )
 
-// admin serves the HTTP admin port: /healthz and /debug/pprof. Later
-// issues add /metrics and the dashboard here.
+// admin serves the HTTP admin port: /healthz, /metrics (Prometheus), the
+// dashboard (/ and /api/), and /debug/pprof.
 type admin struct {
 	srv *http.Server
 	ln  net.Listener
 }
 
-func startAdmin(addr string, log *slog.Logger) (*admin, error) {
+func startAdmin(addr string, log *slog.Logger, mx *metrics.Metrics) (*admin, error) {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, fmt.Errorf("serve: admin listen on %s: %w", addr, err)
@@ -27,6 +30,8 @@ func startAdmin(addr string, log *slog.Logger) (*admin, error) {
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
 		w.Write([]byte("ok\n"))
 	})
+	mux.Handle("GET /metrics", mx.Handler())
+	dashboard.Register(mux, mx)
 	mux.HandleFunc("/debug/pprof/", pprof.Index)
 	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
 	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)

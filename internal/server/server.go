@@ -20,6 +20,7 @@ import (
 	"github.com/sluice-fs/sluice/internal/errs"
 	"github.com/sluice-fs/sluice/internal/kv"
 	"github.com/sluice-fs/sluice/internal/meta"
+	"github.com/sluice-fs/sluice/internal/metrics"
 	"github.com/sluice-fs/sluice/internal/placement"
 	"github.com/sluice-fs/sluice/internal/target"
 	"github.com/sluice-fs/sluice/internal/wire"
@@ -38,8 +39,14 @@ type Options struct {
 	// Targets is the number of storage targets created on first start
 	// (default 4). A restart opens the targets the data dir has.
 	Targets int
-	// HTTP is the admin address (/healthz, /debug/pprof); empty: none.
+	// HTTP is the admin address (/healthz, /metrics, the dashboard,
+	// /debug/pprof); empty: none.
 	HTTP string
+	// HTTPOptional makes a failure to bind HTTP a warning, not an error
+	// (for a default address that another process may hold).
+	HTTPOptional bool
+	// AdminReady is called with the admin port's address once it serves.
+	AdminReady func(addr string)
 	// Logger; nil means slog.Default().
 	Logger *slog.Logger
 	// Ready is called with the served address once clients can connect.
@@ -120,6 +127,11 @@ func Run(ctx context.Context, opts Options) (err error) {
 	// client connects before Ready.
 	srv := &wire.Server{Logger: log}
 	targets.Register(srv)
+	// Metrics decorate the listener (connections), the targets (a
+	// collector) and, once all are registered, the handlers.
+	mx := metrics.New()
+	mx.AddTargets(targets)
+	ln = mx.Listener(ln)
 	var wg sync.WaitGroup
 	serveErr := make(chan error, 1)
 	wg.Go(func() { serveErr <- srv.Serve(ln) })
@@ -141,19 +153,30 @@ func Run(ctx context.Context, opts Options) (err error) {
 	}
 	closers = append(closers, ms.Close)
 	ms.Register(srv)
+	mx.Instrument(srv)
 
+	// A WaitGroup of their own: on an early return this closer runs
+	// before the wire server's, which the Serve goroutine in wg waits for.
 	runCtx, stopRun := context.WithCancel(ctx)
-	wg.Go(func() { rt.Run(runCtx) })
-	wg.Go(func() { ms.Run(runCtx) })
-	closers = append(closers, func() error { stopRun(); wg.Wait(); return nil })
+	var runWG sync.WaitGroup
+	runWG.Go(func() { rt.Run(runCtx) })
+	runWG.Go(func() { ms.Run(runCtx) })
+	closers = append(closers, func() error { stopRun(); runWG.Wait(); return nil })
 
 	if opts.HTTP != "" {
-		a, err := startAdmin(opts.HTTP, log)
-		if err != nil {
+		a, err := startAdmin(opts.HTTP, log, mx)
+		switch {
+		case err != nil && opts.HTTPOptional:
+			log.Warn("running without an admin port", "err", err)
+		case err != nil:
 			return err
+		default:
+			closers = append(closers, a.Close)
+			log.Info("admin port", "addr", a.Addr())
+			if opts.AdminReady != nil {
+				opts.AdminReady(a.Addr())
+			}
 		}
-		closers = append(closers, a.Close)
-		log.Info("admin port", "addr", a.Addr())
 	}
 	log.Info("sluice serving", "addr", addr, "data_dir", opts.DataDir, "targets", len(ids), "fsid", ms.FSID())
 	if opts.Ready != nil {

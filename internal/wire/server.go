@@ -21,6 +21,9 @@ type Request struct {
 	Body   []byte
 	Data   []byte
 	Remote string
+	// Received is when the whole frame had been read: the time until the
+	// handler starts is the request's queue wait.
+	Received time.Time
 }
 
 // Response is a handler's reply: an optional body message and data. If
@@ -56,7 +59,16 @@ type Server struct {
 	wg        sync.WaitGroup
 }
 
-// Handle registers h for op. It must be called before Serve.
+// Handler returns the handler registered for op, or nil. With Handle it
+// lets a decorator (metrics) wrap what components registered.
+func (s *Server) Handler(op Op) HandlerFunc {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.handlers[op]
+}
+
+// Handle registers h for op, replacing any earlier handler. Requests
+// already dispatched keep the handler they were given.
 func (s *Server) Handle(op Op, h HandlerFunc) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -260,7 +272,7 @@ func (sc *serverConn) readLoop() {
 		s.mu.Lock()
 		hf := s.handlers[h.Op]
 		s.mu.Unlock()
-		j := job{h: h, hf: hf, body: body, data: data}
+		j := job{h: h, hf: hf, body: body, data: data, received: time.Now()}
 		// Hand the request to an idle worker, or start one while fewer
 		// than maxIn run, or wait for one. Workers live as long as the
 		// connection, so their stacks grow once, not per request.
@@ -291,6 +303,7 @@ type job struct {
 	h          Header
 	hf         HandlerFunc
 	body, data []byte
+	received   time.Time
 }
 
 // worker serves first, then further jobs until the connection's reader
@@ -304,7 +317,7 @@ func (sc *serverConn) worker(first job, jobs <-chan job) {
 }
 
 func (sc *serverConn) serve(j job) {
-	req := &Request{Op: j.h.Op, Body: j.body, Data: j.data, Remote: sc.remote}
+	req := &Request{Op: j.h.Op, Body: j.body, Data: j.data, Remote: sc.remote, Received: j.received}
 	var resp Response
 	var err error
 	if j.hf == nil {

@@ -1,0 +1,453 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"path"
+	"sync"
+	"time"
+)
+
+// TrainingConfig configures Train: an emulation of a training job in the
+// spirit of MLPerf Storage. Each simulated accelerator has a data loader
+// with ReaderThreads threads that read whole samples (files) into batches
+// of BatchSize, at most Prefetch batches ahead; the accelerator takes a
+// batch, "computes" for Compute (a sleep) and takes the next. It is busy
+// (utilized) only while computing.
+type TrainingConfig struct {
+	Accelerators  int
+	Samples       int // files in the data set
+	SampleSize    SizeDist
+	BatchSize     int
+	ReaderThreads int // per accelerator
+	Prefetch      int // batches a loader may have ready ahead
+	Compute       time.Duration
+	Steps         int // batches each accelerator trains on
+	// FindMax searches for the largest number of accelerators whose
+	// utilization stays at least MinUtilization (default 0.9).
+	FindMax        bool
+	MinUtilization float64
+	// MaxAccelerators bounds the search (default 256).
+	MaxAccelerators int
+	Dir             string
+	Keep            bool
+	// Progress as in Config: the phase is "train" (samples read).
+	Progress func(phase string, done, total int64)
+}
+
+// DefaultTrainingConfig returns the CLI defaults: 150 KiB images (like
+// ResNet-50 on ImageNet).
+func DefaultTrainingConfig() TrainingConfig {
+	return TrainingConfig{
+		Accelerators: 4, Samples: 4096, SampleSize: SizeDist{150 << 10, 150 << 10},
+		BatchSize: 32, ReaderThreads: 4, Prefetch: 2, Compute: 20 * time.Millisecond, Steps: 50,
+		MinUtilization: 0.9, MaxAccelerators: 256, Dir: "sluice-bench",
+	}
+}
+
+func (c *TrainingConfig) setDefaults() {
+	d := DefaultTrainingConfig()
+	for _, p := range []struct{ v, d *int }{
+		{&c.Accelerators, &d.Accelerators}, {&c.Samples, &d.Samples}, {&c.BatchSize, &d.BatchSize},
+		{&c.ReaderThreads, &d.ReaderThreads}, {&c.Prefetch, &d.Prefetch}, {&c.Steps, &d.Steps},
+		{&c.MaxAccelerators, &d.MaxAccelerators},
+	} {
+		if *p.v == 0 {
+			*p.v = *p.d
+		}
+	}
+	if c.SampleSize.Max == 0 {
+		c.SampleSize = d.SampleSize
+	}
+	if c.Compute == 0 {
+		c.Compute = d.Compute
+	}
+	if c.MinUtilization == 0 {
+		c.MinUtilization = d.MinUtilization
+	}
+	if c.Dir == "" {
+		c.Dir = d.Dir
+	}
+}
+
+// TrainingTrial is one run with a number of accelerators.
+type TrainingTrial struct {
+	Accelerators int     `json:"accelerators"`
+	Utilization  float64 `json:"utilization"`
+	Seconds      float64 `json:"seconds"`
+	// SamplesPerSec and GiBps are the loaders' read rate.
+	SamplesPerSec float64 `json:"samples_per_sec"`
+	GiBps         float64 `json:"gibs"`
+}
+
+// TrainingResult is the outcome of Train.
+type TrainingResult struct {
+	Params         string  `json:"params"`
+	DatasetSeconds float64 `json:"dataset_seconds"`
+	TrainingTrial
+	// Trials are the runs of a --find-max search, in order.
+	Trials []TrainingTrial `json:"trials,omitempty"`
+	// MaxAccelerators is the largest number of accelerators kept at
+	// MinUtilization or better (FindMax only; 0: not even one).
+	MaxAccelerators int `json:"max_accelerators,omitempty"`
+}
+
+// Train writes the data set, then runs the training emulation (or, with
+// FindMax, a search over the number of accelerators).
+func Train(ctx context.Context, fsys FS, cfg TrainingConfig) (*TrainingResult, error) {
+	cfg.setDefaults()
+	if cfg.Accelerators < 1 || cfg.Samples < 1 || cfg.BatchSize < 1 || cfg.ReaderThreads < 1 ||
+		cfg.Prefetch < 1 || cfg.Steps < 1 || cfg.SampleSize.Min < 1 {
+		return nil, fmt.Errorf("bench: training: counts and sizes must be positive")
+	}
+	dir := path.Join(cfg.Dir, fmt.Sprintf("train-%d", time.Now().UnixNano()))
+	res := &TrainingResult{Params: fmt.Sprintf("samples=%d size=%s batch=%d readers=%d prefetch=%d compute=%v steps=%d",
+		cfg.Samples, cfg.SampleSize, cfg.BatchSize, cfg.ReaderThreads, cfg.Prefetch, cfg.Compute, cfg.Steps)}
+	start := time.Now()
+	if err := writeDataset(ctx, fsys, dir, cfg); err != nil {
+		fsys.RemoveAll(context.WithoutCancel(ctx), dir)
+		return nil, err
+	}
+	res.DatasetSeconds = time.Since(start).Seconds()
+	defer func() {
+		if !cfg.Keep {
+			fsys.RemoveAll(context.WithoutCancel(ctx), dir)
+		}
+	}()
+	if !cfg.FindMax {
+		t, err := trainOnce(ctx, fsys, dir, cfg, cfg.Accelerators)
+		if err != nil {
+			return nil, err
+		}
+		res.TrainingTrial = t
+		return res, nil
+	}
+	// Double until utilization drops, then bisect between the last good
+	// and the first bad count.
+	try := func(n int) (bool, error) {
+		t, err := trainOnce(ctx, fsys, dir, cfg, n)
+		if err != nil {
+			return false, err
+		}
+		res.Trials = append(res.Trials, t)
+		ok := t.Utilization >= cfg.MinUtilization
+		if ok && n > res.MaxAccelerators {
+			res.MaxAccelerators, res.TrainingTrial = n, t
+		}
+		return ok, nil
+	}
+	good, bad := 0, 0
+	for n := 1; n <= cfg.MaxAccelerators; n *= 2 {
+		ok, err := try(n)
+		if err != nil {
+			return nil, err
+		}
+		if !ok {
+			bad = n
+			break
+		}
+		good = n
+	}
+	if bad == 0 {
+		return res, nil // the bound was reached
+	}
+	for bad-good > 1 {
+		mid := (good + bad) / 2
+		ok, err := try(mid)
+		if err != nil {
+			return nil, err
+		}
+		if ok {
+			good = mid
+		} else {
+			bad = mid
+		}
+	}
+	if res.MaxAccelerators == 0 {
+		res.TrainingTrial = res.Trials[0]
+	}
+	return res, nil
+}
+
+func samplePath(dir string, i int) string { return path.Join(dir, fmt.Sprintf("sample.%07d", i)) }
+
+func writeDataset(ctx context.Context, fsys FS, dir string, cfg TrainingConfig) error {
+	if err := fsys.MkdirAll(ctx, dir); err != nil {
+		return fmt.Errorf("bench: training: create %s: %w", dir, err)
+	}
+	const writers = 8
+	return parallel(ctx, writers, func(ctx context.Context, w int) error {
+		buf := fill(min(cfg.SampleSize.Max, 4<<20))
+		for i := w; i < cfg.Samples; i += writers {
+			if err := writeStamped(ctx, fsys, samplePath(dir, i), i, cfg.SampleSize.Of(i), buf, false); err != nil {
+				return fmt.Errorf("bench: training: write data set: %w", err)
+			}
+		}
+		return nil
+	})
+}
+
+// writeStamped writes size bytes to a new file in transfers of len(buf),
+// each stamped with the writer w and its offset.
+func writeStamped(ctx context.Context, fsys FS, name string, w int, size int64, buf []byte, sync bool) error {
+	f, err := fsys.Create(ctx, name)
+	if err != nil {
+		return err
+	}
+	for off := int64(0); off < size; off += int64(len(buf)) {
+		if ctx.Err() != nil {
+			return closeErr(f, ctx.Err())
+		}
+		n := min(int64(len(buf)), size-off)
+		if n >= stampSize {
+			stamp(buf, w, off)
+		}
+		if _, err := f.WriteAt(buf[:n], off); err != nil {
+			return closeErr(f, fmt.Errorf("write %s at %d: %w", name, off, err))
+		}
+	}
+	if sync {
+		return closeErr(f, f.Sync())
+	}
+	return f.Close()
+}
+
+// readStamped reads a file written by writeStamped and checks its stamps.
+func readStamped(ctx context.Context, fsys FS, name string, w int, size int64, buf []byte) error {
+	f, err := fsys.Open(ctx, name)
+	if err != nil {
+		return err
+	}
+	for off := int64(0); off < size; off += int64(len(buf)) {
+		if ctx.Err() != nil {
+			return closeErr(f, ctx.Err())
+		}
+		n := min(int64(len(buf)), size-off)
+		if err := readFull(f, buf[:n], off); err != nil {
+			return closeErr(f, fmt.Errorf("%s: %w", name, err))
+		}
+		if n >= stampSize {
+			if err := checkStamp(buf, name, w, off); err != nil {
+				return closeErr(f, err)
+			}
+		}
+	}
+	return f.Close()
+}
+
+// trainOnce runs n accelerators for cfg.Steps batches each.
+func trainOnce(ctx context.Context, fsys FS, dir string, cfg TrainingConfig, n int) (TrainingTrial, error) {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	perm := rand.New(rand.NewPCG(uint64(n), 7)).Perm(cfg.Samples)
+	perAcc := int64(cfg.Steps * cfg.BatchSize)
+	var (
+		mu    sync.Mutex
+		bytes int64
+		first error
+	)
+	fail := func(err error) {
+		mu.Lock()
+		if first == nil {
+			first = err
+			cancel()
+		}
+		mu.Unlock()
+	}
+	var compute time.Duration
+	var wg sync.WaitGroup
+	start := time.Now()
+	for a := range n {
+		wg.Go(func() {
+			batches := make(chan struct{}, cfg.Prefetch)
+			jobs := make(chan int)
+			doneSample := make(chan int64)
+			var loaders sync.WaitGroup
+			// Feed the sample indices of this accelerator's shard.
+			loaders.Go(func() {
+				defer close(jobs)
+				for k := range perAcc {
+					i := perm[(int64(a)+k*int64(n))%int64(len(perm))]
+					select {
+					case jobs <- i:
+					case <-ctx.Done():
+						return
+					}
+				}
+			})
+			var readers sync.WaitGroup
+			for range cfg.ReaderThreads {
+				readers.Go(func() {
+					buf := make([]byte, min(cfg.SampleSize.Max, 4<<20))
+					for i := range jobs {
+						size := cfg.SampleSize.Of(i)
+						if err := readStamped(ctx, fsys, samplePath(dir, i), i, size, buf); err != nil {
+							fail(fmt.Errorf("bench: training: %w", err))
+							return
+						}
+						select {
+						case doneSample <- size:
+						case <-ctx.Done():
+							return
+						}
+					}
+				})
+			}
+			loaders.Go(func() { readers.Wait(); close(doneSample) })
+			// Assemble batches: one per BatchSize samples read.
+			loaders.Go(func() {
+				defer close(batches)
+				var got int
+				var nbytes int64
+				for size := range doneSample {
+					got++
+					nbytes += size
+					if got%cfg.BatchSize == 0 {
+						select {
+						case batches <- struct{}{}:
+						case <-ctx.Done():
+						}
+					}
+				}
+				mu.Lock()
+				bytes += nbytes
+				mu.Unlock()
+			})
+			var busy time.Duration
+			for range cfg.Steps {
+				if _, ok := <-batches; !ok {
+					break
+				}
+				t := time.Now()
+				select {
+				case <-time.After(cfg.Compute):
+				case <-ctx.Done():
+				}
+				busy += time.Since(t)
+			}
+			for range batches {
+			}
+			loaders.Wait()
+			mu.Lock()
+			compute += busy
+			mu.Unlock()
+		})
+	}
+	wg.Wait()
+	wall := time.Since(start)
+	if first != nil {
+		return TrainingTrial{}, first
+	}
+	if err := ctx.Err(); err != nil {
+		return TrainingTrial{}, err
+	}
+	samples := float64(perAcc) * float64(n)
+	if cfg.Progress != nil {
+		cfg.Progress(fmt.Sprintf("train n=%d", n), int64(samples), int64(samples))
+	}
+	return TrainingTrial{
+		Accelerators:  n,
+		Utilization:   compute.Seconds() / (wall.Seconds() * float64(n)),
+		Seconds:       wall.Seconds(),
+		SamplesPerSec: samples / wall.Seconds(),
+		GiBps:         float64(bytes) / wall.Seconds() / (1 << 30),
+	}, nil
+}
+
+// CheckpointConfig configures Checkpoint: Writers each write a shard of
+// ShardSize bytes (in Transfer-sized writes) into a new directory and
+// fsync it; the directory is then renamed into place.
+type CheckpointConfig struct {
+	Writers   int
+	ShardSize int64
+	Transfer  int64
+	Dir       string
+	Keep      bool
+}
+
+// DefaultCheckpointConfig returns the CLI defaults.
+func DefaultCheckpointConfig() CheckpointConfig {
+	return CheckpointConfig{Writers: 4, ShardSize: 256 << 20, Transfer: 4 << 20, Dir: "sluice-bench"}
+}
+
+// CheckpointResult is the outcome of Checkpoint.
+type CheckpointResult struct {
+	Params string `json:"params"`
+	Bytes  int64  `json:"bytes"`
+	// DurableSeconds is the time from the first write until the renamed
+	// checkpoint directory is durable.
+	DurableSeconds float64 `json:"durable_seconds"`
+	WriteGiBps     float64 `json:"write_gibs"`
+	// RestoreSeconds is the time to read every shard back (in parallel).
+	RestoreSeconds float64 `json:"restore_seconds"`
+	RestoreGiBps   float64 `json:"restore_gibs"`
+	// Path is the checkpoint directory (removed unless Keep).
+	Path string `json:"path"`
+}
+
+// Checkpoint writes a checkpoint, makes it durable, and restores it.
+func Checkpoint(ctx context.Context, fsys FS, cfg CheckpointConfig) (*CheckpointResult, error) {
+	d := DefaultCheckpointConfig()
+	if cfg.Writers == 0 {
+		cfg.Writers = d.Writers
+	}
+	if cfg.ShardSize == 0 {
+		cfg.ShardSize = d.ShardSize
+	}
+	if cfg.Transfer == 0 {
+		cfg.Transfer = d.Transfer
+	}
+	if cfg.Dir == "" {
+		cfg.Dir = d.Dir
+	}
+	if cfg.Writers < 1 || cfg.ShardSize < 1 || cfg.Transfer < 1 {
+		return nil, fmt.Errorf("bench: checkpoint: counts and sizes must be positive")
+	}
+	parent := path.Join(cfg.Dir, fmt.Sprintf("ckpt-%d", time.Now().UnixNano()))
+	tmp, final := path.Join(parent, "step.tmp"), path.Join(parent, "step")
+	res := &CheckpointResult{
+		Params: fmt.Sprintf("writers=%d shard=%s transfer=%s", cfg.Writers, Size(cfg.ShardSize), Size(cfg.Transfer)),
+		Bytes:  int64(cfg.Writers) * cfg.ShardSize, Path: final,
+	}
+	if err := fsys.MkdirAll(ctx, parent); err != nil {
+		return nil, fmt.Errorf("bench: checkpoint: create %s: %w", parent, err)
+	}
+	defer func() {
+		if !cfg.Keep {
+			fsys.RemoveAll(context.WithoutCancel(ctx), parent)
+		}
+	}()
+	shard := func(dir string, i int) string { return path.Join(dir, fmt.Sprintf("shard.%04d", i)) }
+	start := time.Now()
+	if err := fsys.MkdirAll(ctx, tmp); err != nil {
+		return nil, fmt.Errorf("bench: checkpoint: %w", err)
+	}
+	err := parallel(ctx, cfg.Writers, func(ctx context.Context, w int) error {
+		return writeStamped(ctx, fsys, shard(tmp, w), w, cfg.ShardSize, fill(cfg.Transfer), true)
+	})
+	if err == nil {
+		err = fsys.SyncDir(ctx, tmp)
+	}
+	if err == nil {
+		err = fsys.Rename(ctx, tmp, final)
+	}
+	if err == nil {
+		err = fsys.SyncDir(ctx, parent)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("bench: checkpoint: %w", err)
+	}
+	res.DurableSeconds = time.Since(start).Seconds()
+	res.WriteGiBps = float64(res.Bytes) / res.DurableSeconds / (1 << 30)
+	start = time.Now()
+	err = parallel(ctx, cfg.Writers, func(ctx context.Context, w int) error {
+		return readStamped(ctx, fsys, shard(final, w), w, cfg.ShardSize, make([]byte, cfg.Transfer))
+	})
+	if err != nil {
+		return nil, fmt.Errorf("bench: checkpoint restore: %w", err)
+	}
+	res.RestoreSeconds = time.Since(start).Seconds()
+	res.RestoreGiBps = float64(res.Bytes) / res.RestoreSeconds / (1 << 30)
+	return res, nil
+}

@@ -1,0 +1,178 @@
+// Package dashboard is the web dashboard of a server's admin port and the
+// data behind `sluice status` and `sluice top`: a Snapshot of the server's
+// metrics as JSON at /api/snapshot, and a self-contained page (assets
+// embedded in the binary, no CDN) at / that polls it and draws the targets'
+// fill levels, throughput, IOPS, latency, metadata op rates and recent
+// errors.
+package dashboard
+
+import (
+	"context"
+	"embed"
+	"encoding/json"
+	"fmt"
+	"io/fs"
+	"net/http"
+	"sort"
+	"strconv"
+	"time"
+
+	dto "github.com/prometheus/client_model/go"
+
+	"github.com/sluice-fs/sluice/internal/metrics"
+)
+
+//go:embed assets
+var assets embed.FS
+
+// Target is one storage target in a Snapshot; counters are cumulative.
+type Target struct {
+	ID               string  `json:"id"`
+	Up               bool    `json:"up"`
+	Capacity         float64 `json:"capacity"`
+	Free             float64 `json:"free"`
+	Used             float64 `json:"used"`
+	Chunks           float64 `json:"chunks"`
+	ReadBytes        float64 `json:"read_bytes"`
+	WriteBytes       float64 `json:"write_bytes"`
+	ReadOps          float64 `json:"read_ops"`
+	WriteOps         float64 `json:"write_ops"`
+	Errors           float64 `json:"errors"`
+	ChecksumFailures float64 `json:"checksum_failures"`
+}
+
+// Fill is the fraction of the target's file system in use.
+func (t Target) Fill() float64 {
+	if t.Capacity == 0 {
+		return 0
+	}
+	return 1 - t.Free/t.Capacity
+}
+
+// Op is one wire operation's cumulative count and total time.
+type Op struct {
+	Op      string  `json:"op"`
+	Kind    string  `json:"kind"`
+	Count   float64 `json:"count"`
+	Seconds float64 `json:"seconds"`
+}
+
+// Snapshot is a server's state at one time.
+type Snapshot struct {
+	Time        time.Time            `json:"time"`
+	Targets     []Target             `json:"targets"`
+	Ops         []Op                 `json:"ops"`
+	Errors      float64              `json:"errors"`
+	Connections float64              `json:"connections"`
+	Recent      []metrics.ErrorEvent `json:"recent_errors"`
+}
+
+// Take gathers a Snapshot from mx.
+func Take(mx *metrics.Metrics) (*Snapshot, error) {
+	fams, err := mx.Registry().Gather()
+	if err != nil {
+		return nil, fmt.Errorf("dashboard: gather metrics: %w", err)
+	}
+	s := &Snapshot{Time: time.Now(), Recent: mx.RecentErrors()}
+	targets := map[string]*Target{}
+	tgt := func(m *dto.Metric) *Target {
+		id := label(m, "target")
+		t, ok := targets[id]
+		if !ok {
+			t = &Target{ID: id}
+			targets[id] = t
+		}
+		return t
+	}
+	for _, f := range fams {
+		for _, m := range f.GetMetric() {
+			v := m.GetCounter().GetValue() + m.GetGauge().GetValue()
+			switch f.GetName() {
+			case "sluice_op_duration_seconds":
+				h := m.GetHistogram()
+				s.Ops = append(s.Ops, Op{Op: label(m, "op"), Kind: label(m, "kind"), Count: float64(h.GetSampleCount()), Seconds: h.GetSampleSum()})
+			case "sluice_op_errors_total":
+				s.Errors += v
+			case "sluice_client_connections":
+				s.Connections = v
+			case "sluice_target_up":
+				tgt(m).Up = v == 1
+			case "sluice_target_capacity_bytes":
+				tgt(m).Capacity = v
+			case "sluice_target_free_bytes":
+				tgt(m).Free = v
+			case "sluice_target_used_bytes":
+				tgt(m).Used = v
+			case "sluice_target_chunks":
+				tgt(m).Chunks = v
+			case "sluice_target_read_bytes_total":
+				tgt(m).ReadBytes = v
+			case "sluice_target_write_bytes_total":
+				tgt(m).WriteBytes = v
+			case "sluice_target_read_ops_total":
+				tgt(m).ReadOps = v
+			case "sluice_target_write_ops_total":
+				tgt(m).WriteOps = v
+			case "sluice_target_errors_total":
+				tgt(m).Errors = v
+			case "sluice_target_checksum_failures_total":
+				tgt(m).ChecksumFailures = v
+			}
+		}
+	}
+	for _, t := range targets {
+		s.Targets = append(s.Targets, *t)
+	}
+	sort.Slice(s.Targets, func(i, j int) bool {
+		a, _ := strconv.Atoi(s.Targets[i].ID)
+		b, _ := strconv.Atoi(s.Targets[j].ID)
+		return a < b
+	})
+	return s, nil
+}
+
+func label(m *dto.Metric, name string) string {
+	for _, l := range m.GetLabel() {
+		if l.GetName() == name {
+			return l.GetValue()
+		}
+	}
+	return ""
+}
+
+// Register mounts the dashboard (/) and its data (/api/snapshot) on mux.
+func Register(mux *http.ServeMux, mx *metrics.Metrics) {
+	sub, _ := fs.Sub(assets, "assets")
+	mux.Handle("/", http.FileServerFS(sub))
+	mux.HandleFunc("GET /api/snapshot", func(w http.ResponseWriter, _ *http.Request) {
+		s, err := Take(mx)
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusInternalServerError)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		w.Header().Set("Cache-Control", "no-store")
+		json.NewEncoder(w).Encode(s)
+	})
+}
+
+// Fetch gets a Snapshot from the admin port at addr (host:port).
+func Fetch(ctx context.Context, addr string) (*Snapshot, error) {
+	req, err := http.NewRequestWithContext(ctx, "GET", "http://"+addr+"/api/snapshot", nil)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return nil, fmt.Errorf("dashboard: fetch snapshot from %s: %w", addr, err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("dashboard: fetch snapshot from %s: %s", addr, resp.Status)
+	}
+	var s Snapshot
+	if err := json.NewDecoder(resp.Body).Decode(&s); err != nil {
+		return nil, fmt.Errorf("dashboard: decode snapshot from %s: %w", addr, err)
+	}
+	return &s, nil
+}

@@ -1,0 +1,279 @@
+// Package metrics exports a Sluice server's numbers to Prometheus: per
+// operation counts and latency histograms (like Lustre's md_stats), errors
+// by class, per target bytes and operations, checksum failures, fill
+// levels, and client connections. Everything is a decorator around the
+// components (a wire.HandlerFunc wrapper, a net.Listener wrapper, a
+// collector reading target.Service counters): no component imports this
+// package.
+//
+// A Metrics has its own prometheus.Registry, never the global one, so
+// that several servers in one process (tests) do not collide.
+package metrics
+
+import (
+	"context"
+	"net"
+	"net/http"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/sluice-fs/sluice/internal/errs"
+	"github.com/sluice-fs/sluice/internal/target"
+	"github.com/sluice-fs/sluice/internal/wire"
+)
+
+// Metrics holds a server's metrics. It is safe for concurrent use.
+type Metrics struct {
+	reg      *prometheus.Registry
+	opTime   *prometheus.HistogramVec
+	opWait   *prometheus.HistogramVec
+	opErrors *prometheus.CounterVec
+	conns    prometheus.Gauge
+	accepted prometheus.Counter
+
+	mu struct {
+		sync.Mutex
+		recent []ErrorEvent // ring of the latest errors, oldest first
+	}
+}
+
+// ErrorEvent is one failed request, for the dashboard's list of recent
+// errors.
+type ErrorEvent struct {
+	Time  time.Time `json:"time"`
+	Op    string    `json:"op"`
+	Class string    `json:"class"`
+	Msg   string    `json:"msg"`
+}
+
+const maxRecent = 50
+
+// New returns Metrics with the Go runtime and process collectors.
+func New() *Metrics {
+	m := &Metrics{reg: prometheus.NewRegistry()}
+	m.opTime = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name: "sluice_op_duration_seconds",
+		Help: "Time to serve a wire operation, by op (metadata ops and chunk ops); the count is the number of operations.",
+		// 10 µs .. ~5 s.
+		Buckets: prometheus.ExponentialBuckets(10e-6, 2.5, 15),
+	}, []string{"op", "kind"})
+	m.opWait = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name:    "sluice_op_queue_wait_seconds",
+		Help:    "Time a wire operation waited between being received and being served (like Lustre's req_waittime), by op.",
+		Buckets: prometheus.ExponentialBuckets(1e-6, 2.5, 15),
+	}, []string{"op", "kind"})
+	m.opErrors = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "sluice_op_errors_total",
+		Help: "Operations that failed, by op and error class.",
+	}, []string{"op", "class"})
+	m.conns = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "sluice_client_connections",
+		Help: "Open client connections to the wire port (a client holds several).",
+	})
+	m.accepted = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "sluice_client_connections_accepted_total",
+		Help: "Client connections accepted on the wire port.",
+	})
+	m.reg.MustRegister(m.opTime, m.opWait, m.opErrors, m.conns, m.accepted,
+		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	return m
+}
+
+// Registry returns the registry, to register more collectors or gather.
+func (m *Metrics) Registry() *prometheus.Registry { return m.reg }
+
+// Handler serves /metrics in the Prometheus text format.
+func (m *Metrics) Handler() http.Handler {
+	return promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{Registry: m.reg})
+}
+
+// RecentErrors returns the latest failed requests, newest last.
+func (m *Metrics) RecentErrors() []ErrorEvent {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return append([]ErrorEvent(nil), m.mu.recent...)
+}
+
+// Wrap returns h instrumented: its time, and its error class if it fails,
+// are recorded under op's name.
+func (m *Metrics) Wrap(op wire.Op, h wire.HandlerFunc) wire.HandlerFunc {
+	name, kind := OpName(op)
+	obs := m.opTime.WithLabelValues(name, kind)
+	wait := m.opWait.WithLabelValues(name, kind)
+	return func(ctx context.Context, req *wire.Request) (wire.Response, error) {
+		start := time.Now()
+		if !req.Received.IsZero() {
+			wait.Observe(start.Sub(req.Received).Seconds())
+		}
+		resp, err := h(ctx, req)
+		obs.Observe(time.Since(start).Seconds())
+		if err != nil {
+			m.recordError(name, err)
+		}
+		return resp, err
+	}
+}
+
+func (m *Metrics) recordError(op string, err error) {
+	class := errs.CodeOf(err).String()
+	m.opErrors.WithLabelValues(op, class).Inc()
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if len(m.mu.recent) == maxRecent {
+		m.mu.recent = append(m.mu.recent[:0], m.mu.recent[1:]...)
+	}
+	m.mu.recent = append(m.mu.recent, ErrorEvent{Time: time.Now(), Op: op, Class: class, Msg: err.Error()})
+}
+
+// Instrument wraps every handler registered on srv with Wrap. Call it once
+// after every component has registered its handlers.
+func (m *Metrics) Instrument(srv *wire.Server) {
+	for op := range opNames {
+		if h := srv.Handler(op); h != nil {
+			srv.Handle(op, m.Wrap(op, h))
+		}
+	}
+}
+
+var opNames = map[wire.Op]string{
+	wire.OpCluster: "cluster", wire.OpStatfs: "statfs", wire.OpResolve: "resolve", wire.OpLookup: "lookup",
+	wire.OpGetAttr: "getattr", wire.OpSetAttr: "setattr", wire.OpCreate: "create", wire.OpMkdir: "mkdir",
+	wire.OpSymlink: "symlink", wire.OpReadlink: "readlink", wire.OpUnlink: "unlink", wire.OpRmdir: "rmdir",
+	wire.OpRename: "rename", wire.OpLink: "link", wire.OpReadDir: "readdir", wire.OpGetXattr: "getxattr",
+	wire.OpSetXattr: "setxattr", wire.OpListXattr: "listxattr", wire.OpRemoveXattr: "removexattr",
+	wire.OpGetLayout: "getlayout", wire.OpSetLayout: "setlayout", wire.OpCommitWrite: "commit_write",
+	wire.OpRegister:   "register_target",
+	wire.OpChunkWrite: "chunk_write", wire.OpChunkRead: "chunk_read", wire.OpChunkSync: "chunk_sync",
+	wire.OpChunkTruncate: "chunk_truncate", wire.OpChunkRemove: "chunk_remove", wire.OpTargetStat: "target_stat",
+}
+
+// OpName returns op's metric label and its kind ("meta" or "chunk").
+func OpName(op wire.Op) (name, kind string) {
+	kind = "meta"
+	if op >= wire.OpChunkWrite {
+		kind = "chunk"
+	}
+	if n, ok := opNames[op]; ok {
+		return n, kind
+	}
+	return "op_" + strconv.Itoa(int(op)), kind
+}
+
+// Listener returns l counting its connections in
+// sluice_client_connections. TCP connections keep their concrete methods
+// (the wire server writes replies with writev through them).
+func (m *Metrics) Listener(l net.Listener) net.Listener { return &listener{Listener: l, m: m} }
+
+type listener struct {
+	net.Listener
+	m *Metrics
+}
+
+func (l *listener) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if err != nil {
+		return nil, err
+	}
+	l.m.accepted.Inc()
+	l.m.conns.Inc()
+	if tc, ok := c.(*net.TCPConn); ok {
+		return &tcpConn{TCPConn: tc, m: l.m}, nil
+	}
+	return &conn{Conn: c, m: l.m}, nil
+}
+
+// tcpConn embeds *net.TCPConn so that all its methods, writev included,
+// stay promoted; only Close is decorated.
+type tcpConn struct {
+	*net.TCPConn
+	m    *Metrics
+	once sync.Once
+}
+
+func (c *tcpConn) Close() error {
+	c.once.Do(c.m.conns.Dec)
+	return c.TCPConn.Close()
+}
+
+type conn struct {
+	net.Conn
+	m    *Metrics
+	once sync.Once
+}
+
+func (c *conn) Close() error {
+	c.once.Do(c.m.conns.Dec)
+	return c.Conn.Close()
+}
+
+// AddTargets exports the counters, fill levels and checksum failures of
+// svc's targets, read at each scrape.
+func (m *Metrics) AddTargets(svc *target.Service) {
+	m.reg.MustRegister(&targetCollector{svc: svc})
+}
+
+var (
+	tLabels  = []string{"target"}
+	descRB   = prometheus.NewDesc("sluice_target_read_bytes_total", "Bytes read from the target.", tLabels, nil)
+	descRO   = prometheus.NewDesc("sluice_target_read_ops_total", "Chunk reads served by the target.", tLabels, nil)
+	descWB   = prometheus.NewDesc("sluice_target_write_bytes_total", "Bytes written to the target.", tLabels, nil)
+	descWO   = prometheus.NewDesc("sluice_target_write_ops_total", "Chunk writes served by the target.", tLabels, nil)
+	descSO   = prometheus.NewDesc("sluice_target_sync_ops_total", "Chunk syncs served by the target.", tLabels, nil)
+	descRmO  = prometheus.NewDesc("sluice_target_remove_ops_total", "Chunk removals served by the target.", tLabels, nil)
+	descErr  = prometheus.NewDesc("sluice_target_errors_total", "Requests to the target that failed.", tLabels, nil)
+	descCsum = prometheus.NewDesc("sluice_target_checksum_failures_total", "Blocks whose CRC32C did not match on read.", tLabels, nil)
+	descCap  = prometheus.NewDesc("sluice_target_capacity_bytes", "Size of the file system the target is on.", tLabels, nil)
+	descFree = prometheus.NewDesc("sluice_target_free_bytes", "Free bytes on the file system the target is on.", tLabels, nil)
+	descUsed = prometheus.NewDesc("sluice_target_used_bytes", "Logical bytes in the target's chunks.", tLabels, nil)
+	descChk  = prometheus.NewDesc("sluice_target_chunks", "Chunks on the target.", tLabels, nil)
+	descUp   = prometheus.NewDesc("sluice_target_up", "1 if the target's store answers a stat, else 0.", tLabels, nil)
+)
+
+type targetCollector struct{ svc *target.Service }
+
+func (tc *targetCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{descRB, descRO, descWB, descWO, descSO, descRmO, descErr, descCsum, descCap, descFree, descUsed, descChk, descUp} {
+		ch <- d
+	}
+}
+
+func (tc *targetCollector) Collect(ch chan<- prometheus.Metric) {
+	counter := func(d *prometheus.Desc, v uint64, id string) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, float64(v), id)
+	}
+	gauge := func(d *prometheus.Desc, v float64, id string) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, id)
+	}
+	for _, t := range tc.svc.Targets() {
+		id := strconv.FormatUint(uint64(t), 10)
+		if s, ok := tc.svc.Stats(t); ok {
+			counter(descRB, s.ReadBytes, id)
+			counter(descRO, s.ReadOps, id)
+			counter(descWB, s.WriteBytes, id)
+			counter(descWO, s.WriteOps, id)
+			counter(descSO, s.SyncOps, id)
+			counter(descRmO, s.RemoveOps, id)
+			counter(descErr, s.Errors, id)
+		}
+		st, ok := tc.svc.Store(t)
+		if !ok {
+			continue
+		}
+		counter(descCsum, st.Corruptions(), id)
+		capacity, used, free, chunks, err := st.Stat()
+		if err != nil {
+			gauge(descUp, 0, id)
+			continue
+		}
+		gauge(descUp, 1, id)
+		gauge(descCap, float64(capacity), id)
+		gauge(descFree, float64(free), id)
+		gauge(descUsed, float64(used), id)
+		gauge(descChk, float64(chunks), id)
+	}
+}

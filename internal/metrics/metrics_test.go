@@ -1,0 +1,97 @@
+package metrics
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
+
+	"github.com/sluice-fs/sluice/internal/errs"
+	"github.com/sluice-fs/sluice/internal/wire"
+)
+
+func TestWrapCountsAndClassifies(t *testing.T) {
+	m := New()
+	ok := m.Wrap(wire.OpCreate, func(context.Context, *wire.Request) (wire.Response, error) { return wire.Response{}, nil })
+	bad := m.Wrap(wire.OpLookup, func(context.Context, *wire.Request) (wire.Response, error) {
+		return wire.Response{}, errs.New(errs.NotFound, "meta: no entry")
+	})
+	for range 3 {
+		ok(context.Background(), &wire.Request{})
+	}
+	bad(context.Background(), &wire.Request{})
+	fams, err := m.reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]string{}
+	for _, f := range fams {
+		for _, mt := range f.GetMetric() {
+			var labels []string
+			for _, l := range mt.GetLabel() {
+				labels = append(labels, l.GetName()+"="+l.GetValue())
+			}
+			key := f.GetName() + "{" + strings.Join(labels, ",") + "}"
+			switch f.GetName() {
+			case "sluice_op_duration_seconds":
+				got[key] = fmt.Sprint(mt.GetHistogram().GetSampleCount())
+			case "sluice_op_errors_total":
+				got[key] = fmt.Sprint(mt.GetCounter().GetValue())
+			}
+		}
+	}
+	want := map[string]string{
+		"sluice_op_duration_seconds{kind=meta,op=create}":                        "3",
+		"sluice_op_duration_seconds{kind=meta,op=lookup}":                        "1",
+		"sluice_op_errors_total{class=" + errs.NotFound.String() + ",op=lookup}": "1",
+	}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("got %v\nwant %v", got, want)
+	}
+	if r := m.RecentErrors(); len(r) != 1 || r[0].Op != "lookup" {
+		t.Fatalf("recent errors %+v", r)
+	}
+}
+
+func TestListenerCountsConnections(t *testing.T) {
+	m := New()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ml := m.Listener(l)
+	defer ml.Close()
+	go func() {
+		c, err := net.Dial("tcp", l.Addr().String())
+		if err == nil {
+			time.Sleep(50 * time.Millisecond)
+			c.Close()
+		}
+	}()
+	c, err := ml.Accept()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := c.(*tcpConn); !ok {
+		t.Fatalf("TCP connection wrapped as %T", c)
+	}
+	if v := gauge(m.conns); v != 1 {
+		t.Fatalf("connections %v, want 1", v)
+	}
+	c.Close()
+	c.Close()
+	if v := gauge(m.conns); v != 0 {
+		t.Fatalf("connections %v after close, want 0", v)
+	}
+}
+
+func gauge(g prometheus.Gauge) float64 {
+	var m dto.Metric
+	g.Write(&m)
+	return m.GetGauge().GetValue()
+}

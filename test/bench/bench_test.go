@@ -1,0 +1,96 @@
+package bench_test
+
+import (
+	"context"
+	"encoding/json"
+	"path"
+	"strings"
+	"testing"
+
+	"github.com/sluice-fs/sluice/internal/bench"
+)
+
+func smallConfig() bench.Config {
+	return bench.Config{Workers: 3, Dir: "/b", EasyTransfer: 64 << 10, EasyBytes: 300 << 10,
+		HardRecord: 47008, HardRecords: 4, MDEasyFiles: 10, MDHardFiles: 10, MDHardSize: 3901}
+}
+
+// TestBenchNativeLayout runs the write phases natively on Sluice and checks
+// what they left in the namespace: counts, sizes, one shared file and one
+// shared directory.
+func TestBenchNativeLayout(t *testing.T) {
+	s := startServer(t)
+	c := s.client()
+	ctx := context.Background()
+	cfg := smallConfig()
+	cfg.Keep = true
+	cfg.Phases = []string{"ior-easy-write", "ior-hard-write", "mdtest-easy-write", "mdtest-hard-write", "find"}
+	res, err := bench.Run(ctx, bench.ClientFS{Client: c, Root: "/", Addr: s.addr}, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := path.Join("/", res.Workdir)
+	easy, err := c.ReadDirAll(ctx, dir+"/ior-easy")
+	if err != nil || len(easy) != 3 {
+		t.Fatalf("ior-easy: %d files, %v", len(easy), err)
+	}
+	for _, e := range easy {
+		fi, err := c.Stat(ctx, dir+"/ior-easy/"+e.Name)
+		if err != nil || fi.Size() != 300<<10 {
+			t.Fatalf("%s: %v %v", e.Name, fi.Size(), err)
+		}
+	}
+	fi, err := c.Stat(ctx, dir+"/ior-hard/file")
+	if err != nil || fi.Size() != 3*4*47008 {
+		t.Fatalf("ior-hard shared file: %v, %v; want %d bytes", fi.Size(), err, 3*4*47008)
+	}
+	hard, err := c.ReadDirAll(ctx, dir+"/mdtest-hard")
+	if err != nil || len(hard) != 30 {
+		t.Fatalf("mdtest-hard shared dir: %d files, %v", len(hard), err)
+	}
+	found := 0
+	for _, e := range hard {
+		if strings.Contains(e.Name, "01") {
+			found++
+		}
+	}
+	if f := res.Phases[4]; f.Found != int64(found) {
+		t.Fatalf("find found %d, want %d", f.Found, found)
+	}
+	for w := range 3 {
+		ents, err := c.ReadDirAll(ctx, dir+"/mdtest-easy/dir.000"+string(rune('0'+w)))
+		if err != nil || len(ents) != 10 {
+			t.Fatalf("mdtest-easy dir %d: %d files, %v", w, len(ents), err)
+		}
+	}
+}
+
+// TestBenchCLI runs `sluice bench --json` natively and on a local
+// directory in one command, with every phase.
+func TestBenchCLI(t *testing.T) {
+	s := startServer(t)
+	local := t.TempDir()
+	out := s.cli("bench", "--json", "--workers", "2", "--easy-transfer", "64KiB", "--easy-size", "256KiB",
+		"--hard-records", "4", "--mdeasy-files", "8", "--mdhard-files", "8",
+		"--samples", "32", "--sample-size", "4KiB-16KiB", "--batch", "4", "--steps", "4", "--compute", "2ms",
+		"--ckpt-writers", "2", "--ckpt-shard", "512KiB", "sluice:/bench", local)
+	var results []bench.Result
+	if err := json.Unmarshal([]byte(out), &results); err != nil {
+		t.Fatalf("%v: %s", err, out)
+	}
+	if len(results) != 2 || !strings.HasPrefix(results[0].FS, "sluice ") || !strings.HasPrefix(results[1].FS, "dir ") {
+		t.Fatalf("results for %d targets: %s", len(results), out)
+	}
+	for _, r := range results {
+		if len(r.Phases) != len(bench.Phases) || r.Score == nil || r.Score.Total <= 0 || r.Score.Partial {
+			t.Fatalf("%s: %d phases, score %+v", r.FS, len(r.Phases), r.Score)
+		}
+		if r.Training == nil || r.Training.Utilization <= 0 || r.Checkpoint == nil || r.Checkpoint.Bytes != 1<<20 {
+			t.Fatalf("%s: AI phases %+v %+v", r.FS, r.Training, r.Checkpoint)
+		}
+	}
+	// Everything was cleaned up.
+	if ents, err := s.client().ReadDirAll(context.Background(), "/bench/sluice-bench"); err != nil || len(ents) != 0 {
+		t.Fatalf("left behind on Sluice: %v %v", ents, err)
+	}
+}
