@@ -201,3 +201,13 @@ func (d *db) Close() error {
 	})
 	return d.closeErr
 }
+
+// CacheStats returns how many point reads the engine's read cache answered
+// and how many it did not; both are 0 for an engine without one (memory).
+// Metrics find it with an interface check on the DB.
+func (d *db) CacheStats() (hits, misses uint64) {
+	if ps, ok := d.st.(*pebbleStore); ok && ps.cache != nil {
+		return ps.cache.hits.Load(), ps.cache.misses.Load()
+	}
+	return 0, 0
+}

@@ -3,6 +3,7 @@ package kv
 import (
 	"hash/maphash"
 	"sync"
+	"sync/atomic"
 )
 
 // readCache keeps recently read and written values of the pebble engine in
@@ -24,9 +25,10 @@ import (
 //
 // Range scans do not use the cache.
 type readCache struct {
-	seed   maphash.Seed
-	shards []cacheShard
-	max    int // entries per shard
+	seed         maphash.Seed
+	shards       []cacheShard
+	max          int // entries per shard
+	hits, misses atomic.Uint64
 }
 
 type cacheShard struct {
@@ -69,8 +71,10 @@ func (c *readCache) get(key []byte, gen uint64) (value []byte, found, ok bool) {
 	e, hit := s.m[string(key)]
 	s.mu.RUnlock()
 	if !hit || e.gen > gen {
+		c.misses.Add(1)
 		return nil, false, false
 	}
+	c.hits.Add(1)
 	return e.value, e.found, true
 }
 

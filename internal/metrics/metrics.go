@@ -217,6 +217,27 @@ func (m *Metrics) AddTargets(svc *target.Service) {
 	m.reg.MustRegister(&targetCollector{svc: svc})
 }
 
+// CacheStatser is a component with a cache that counts its hits and
+// misses (the metadata engine's read cache: kv.DB from OpenPebble).
+type CacheStatser interface {
+	CacheStats() (hits, misses uint64)
+}
+
+// AddCache exports a cache's hits and misses as
+// sluice_cache_{hits,misses}_total{cache=name}; the hit rate is
+// hits / (hits + misses).
+func (m *Metrics) AddCache(name string, c CacheStatser) {
+	labels := prometheus.Labels{"cache": name}
+	m.reg.MustRegister(
+		prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "sluice_cache_hits_total", Help: "Lookups a cache answered.", ConstLabels: labels,
+		}, func() float64 { h, _ := c.CacheStats(); return float64(h) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "sluice_cache_misses_total", Help: "Lookups a cache could not answer.", ConstLabels: labels,
+		}, func() float64 { _, ms := c.CacheStats(); return float64(ms) }),
+	)
+}
+
 var (
 	tLabels  = []string{"target"}
 	descRB   = prometheus.NewDesc("sluice_target_read_bytes_total", "Bytes read from the target.", tLabels, nil)

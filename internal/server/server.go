@@ -131,6 +131,9 @@ func Run(ctx context.Context, opts Options) (err error) {
 	// collector) and, once all are registered, the handlers.
 	mx := metrics.New()
 	mx.AddTargets(targets)
+	if cs, ok := db.(metrics.CacheStatser); ok {
+		mx.AddCache("metadata_read", cs)
+	}
 	ln = mx.Listener(ln)
 	var wg sync.WaitGroup
 	serveErr := make(chan error, 1)

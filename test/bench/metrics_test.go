@@ -98,6 +98,9 @@ func TestMetricsMove(t *testing.T) {
 	if w, ok := after["sluice_op_queue_wait_seconds"]; !ok || len(w.GetMetric()) == 0 {
 		t.Fatal("no per-op queue wait histograms")
 	}
+	if hits, ok := sum(after, "sluice_cache_hits_total"); !ok || hits < 1 {
+		t.Fatalf("metadata read cache hits %v after repeated lookups", hits)
+	}
 	var creates uint64
 	for _, m := range h.GetMetric() {
 		for _, l := range m.GetLabel() {
