@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -21,6 +22,7 @@ func newBench(g *globals) *cobra.Command {
 		easyTransfer, easyBytes, ckptShard     string
 		sampleSize                             string
 		jsonOut, noIO500, noTrain, noCkpt, bar bool
+		procs                                  int
 	)
 	cmd := &cobra.Command{
 		Use:   "bench [DIR | sluice:PATH]...",
@@ -63,15 +65,20 @@ func newBench(g *globals) *cobra.Command {
 				args = []string{"sluice:/"}
 			}
 			var results []*bench.Result
+			if procs < 0 || procs > s.IO500.Workers {
+				return fmt.Errorf("%w: --procs must be between 0 and --workers (%d)", errUsage, s.IO500.Workers)
+			}
 			for _, a := range args {
-				var fsys bench.FS = bench.DirFS{Root: a}
-				if p, ok := strings.CutPrefix(a, "sluice:"); ok {
-					e, done, err := g.env(cmd.Context())
-					if err != nil {
-						return err
+				fsys, done, err := benchFS(cmd.Context(), g, a)
+				if err != nil {
+					return err
+				}
+				defer done()
+				s.IO500.Pool = nil
+				if procs > 1 {
+					s.IO500.Pool = func(ctx context.Context, runDir string) (bench.WorkerPool, error) {
+						return startWorkerProcs(ctx, g, a, s.IO500, runDir, procs)
 					}
-					defer done()
-					fsys = bench.ClientFS{Client: e.Client, Root: p, Addr: g.addr()}
 				}
 				res, err := bench.RunSuite(cmd.Context(), fsys, s)
 				if err != nil {
@@ -98,7 +105,8 @@ func newBench(g *globals) *cobra.Command {
 	}
 	f := cmd.Flags()
 	c := &s.IO500
-	f.IntVarP(&c.Workers, "workers", "w", c.Workers, "parallel workers (goroutines)")
+	f.IntVarP(&c.Workers, "workers", "w", c.Workers, "parallel workers")
+	f.IntVar(&procs, "procs", 0, "run the IO500 workers in this many processes (0 or 1: goroutines of this process)")
 	f.StringSliceVar(&phases, "phases", nil, "IO500 phases to run, by name or prefix (default all: "+strings.Join(bench.Phases, ",")+")")
 	f.StringVar(&c.Dir, "dir", c.Dir, "working directory inside each target (each run makes and removes its own subdirectory)")
 	f.StringVar(&easyTransfer, "easy-transfer", bench.Size(c.EasyTransfer).String(), "ior-easy transfer size")

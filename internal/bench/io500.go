@@ -60,7 +60,22 @@ type Config struct {
 	// Progress, if set, is called about 5 times a second while a phase
 	// runs, and once when it ends, with the units done (bytes or
 	// operations) out of total (0 when unknown).
-	Progress func(phase string, done, total int64)
+	Progress func(phase string, done, total int64) `json:"-"`
+	// Pool, if set, runs the workers elsewhere (in other processes:
+	// sluice bench --procs) instead of as goroutines. Run calls it once,
+	// with its run directory, and closes the pool at the end. Setup,
+	// timing and the find phase stay in the calling process.
+	Pool func(ctx context.Context, runDir string) (WorkerPool, error) `json:"-"`
+}
+
+// WorkerPool runs the workers of each phase somewhere else.
+type WorkerPool interface {
+	// RunPhase runs phase's work for all workers and returns when every
+	// one has finished; an error from any worker fails the phase.
+	RunPhase(ctx context.Context, phase string) error
+	// PIDs names the processes the workers run in.
+	PIDs() []int
+	Close() error
 }
 
 // DefaultConfig returns the defaults of the CLI, sized for real systems.
@@ -170,9 +185,12 @@ type Score struct {
 
 // Result is the outcome of a run.
 type Result struct {
-	FS         string            `json:"fs"`
-	Workers    int               `json:"workers"`
-	Workdir    string            `json:"workdir"`
+	FS      string `json:"fs"`
+	Workers int    `json:"workers"`
+	Workdir string `json:"workdir"`
+	// WorkerPIDs are the processes the IO500 workers ran in (--procs);
+	// empty when they were goroutines of this process.
+	WorkerPIDs []int             `json:"worker_pids,omitempty"`
 	Phases     []PhaseResult     `json:"phases,omitempty"`
 	Score      *Score            `json:"score,omitempty"`
 	Training   *TrainingResult   `json:"training,omitempty"`
@@ -190,6 +208,15 @@ func Run(ctx context.Context, fsys FS, cfg Config) (*Result, error) {
 	res := &Result{FS: fsys.Name(), Workers: cfg.Workers, Workdir: r.dir}
 	if err := fsys.MkdirAll(ctx, r.dir); err != nil {
 		return nil, fmt.Errorf("bench: create %s: %w", r.dir, err)
+	}
+	if cfg.Pool != nil {
+		pool, err := cfg.Pool(ctx, r.dir)
+		if err != nil {
+			return nil, fmt.Errorf("bench: start workers: %w", err)
+		}
+		defer pool.Close()
+		r.pool = pool
+		res.WorkerPIDs = pool.PIDs()
 	}
 	var err error
 	for _, p := range sel {
@@ -255,6 +282,7 @@ type runner struct {
 	cfg  Config
 	dir  string
 	done atomic.Int64 // progress of the running phase
+	pool WorkerPool   // nil: workers are goroutines
 }
 
 func (r *runner) p(elem ...string) string { return path.Join(append([]string{r.dir}, elem...)...) }
@@ -372,7 +400,12 @@ func (r *runner) phase(ctx context.Context, name string) (PhaseResult, error) {
 	r.done.Store(0)
 	stop := r.progress(name, total)
 	start := time.Now()
-	err := parallel(ctx, c.Workers, work)
+	var err error
+	if r.pool != nil {
+		err = r.pool.RunPhase(ctx, name)
+	} else {
+		err = parallel(ctx, c.Workers, work)
+	}
 	pr.Seconds = time.Since(start).Seconds()
 	stop()
 	if err != nil {

@@ -3,7 +3,9 @@ package bench_test
 import (
 	"context"
 	"encoding/json"
+	"os"
 	"path"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -92,5 +94,32 @@ func TestBenchCLI(t *testing.T) {
 	// Everything was cleaned up.
 	if ents, err := s.client().ReadDirAll(context.Background(), "/bench/sluice-bench"); err != nil || len(ents) != 0 {
 		t.Fatalf("left behind on Sluice: %v %v", ents, err)
+	}
+}
+
+// TestBenchProcs runs the IO500 workers in separate processes, natively
+// and on a local directory: every phase runs, the workers ran in as many
+// processes as asked (other than this one and the server), each read
+// phase checked data written by a worker of another process, and nothing
+// is left behind.
+func TestBenchProcs(t *testing.T) {
+	s := startServer(t)
+	local := t.TempDir()
+	for _, target := range []string{"sluice:/procs", local} {
+		out := s.cli("bench", target, "--json", "--procs", "2", "--workers", "4", "--easy-transfer", "64KiB", "--easy-size", "512KiB",
+			"--hard-records", "20", "--mdeasy-files", "20", "--mdhard-files", "20", "--no-train", "--no-checkpoint")
+		var res bench.Result
+		if err := json.Unmarshal([]byte(out), &res); err != nil {
+			t.Fatalf("%s: %v: %s", target, err, out)
+		}
+		if len(res.WorkerPIDs) != 2 || res.WorkerPIDs[0] == res.WorkerPIDs[1] || res.WorkerPIDs[0] == os.Getpid() {
+			t.Errorf("%s: worker processes %v, want 2 distinct", target, res.WorkerPIDs)
+		}
+		if len(res.Phases) != len(bench.Phases) || res.Score == nil {
+			t.Errorf("%s: %d phases, score %v", target, len(res.Phases), res.Score)
+		}
+	}
+	if ents, _ := os.ReadDir(filepath.Join(local, "sluice-bench")); len(ents) != 0 {
+		t.Errorf("bench left %d entries behind", len(ents))
 	}
 }

@@ -5,113 +5,58 @@
 package bench_test
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"fmt"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"regexp"
 	"strings"
-	"sync"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/sluice-fs/sluice/client"
+	"github.com/sluice-fs/sluice/internal/proctest"
 )
 
 var binary string
 
 func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "sluice-bench-bin")
+	path, cleanup, err := proctest.BuildBinary("../..")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
-	binary = filepath.Join(dir, "sluice")
-	build := exec.Command("go", "build", "-o", binary, "../../cmd/sluice")
-	build.Stdout, build.Stderr = os.Stdout, os.Stderr
-	if err := build.Run(); err != nil {
-		fmt.Fprintln(os.Stderr, "building sluice:", err)
-		os.RemoveAll(dir)
-		os.Exit(1)
-	}
+	binary = path
 	code := m.Run()
-	os.RemoveAll(dir)
+	cleanup()
 	os.Exit(code)
 }
 
 type server struct {
-	t      testing.TB
-	addr   string // wire
-	admin  string // HTTP admin port
-	cmd    *exec.Cmd
-	exited chan struct{}
-	logs   *syncBuffer
+	t     testing.TB
+	addr  string // wire
+	admin string // HTTP admin port
+	proc  *proctest.Proc
 }
 
 var (
 	readyLine = regexp.MustCompile(`serving on (\S+)`)
-	// The admin address: "sluice: admin on ADDR" on stdout, or the log line.
-	adminLine = regexp.MustCompile(`admin on (\S+)|msg="admin port" addr=(\S+)`)
+	adminLine = regexp.MustCompile(`admin on (\S+)`)
 )
 
 func startServer(t testing.TB) *server {
 	t.Helper()
-	cmd := exec.Command(binary, "serve", "--data-dir", t.TempDir(), "--listen", "127.0.0.1:0", "--http", "127.0.0.1:0", "--targets", "3")
-	stdout, err := cmd.StdoutPipe()
+	p, addr := proctest.Start(t, binary, nil, readyLine,
+		"serve", "--data-dir", t.TempDir(), "--listen", "127.0.0.1:0", "--http", "127.0.0.1:0", "--targets", "3")
+	admin, err := p.WaitLine(adminLine, 10*time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}
-	logs := &syncBuffer{}
-	cmd.Stderr = logs
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	s := &server{t: t, cmd: cmd, exited: make(chan struct{}), logs: logs}
-	t.Cleanup(s.kill)
-	addrc := make(chan string, 1)
-	go func() {
-		sc := bufio.NewScanner(stdout)
-		sent := false
-		for sc.Scan() {
-			logs.Write([]byte(sc.Text() + "\n"))
-			if m := readyLine.FindStringSubmatch(sc.Text()); m != nil && !sent {
-				addrc <- m[1]
-				sent = true
-			}
-		}
-		cmd.Wait()
-		close(s.exited)
-	}()
-	select {
-	case s.addr = <-addrc:
-	case <-s.exited:
-		t.Fatalf("sluice serve exited before it was ready: %s", logs.String())
-	case <-time.After(60 * time.Second):
-		t.Fatalf("sluice serve did not get ready in 60s: %s", logs.String())
-	}
-	for deadline := time.Now().Add(10 * time.Second); s.admin == ""; time.Sleep(20 * time.Millisecond) {
-		if m := adminLine.FindStringSubmatch(logs.String()); m != nil {
-			s.admin = m[1] + m[2]
-		} else if time.Now().After(deadline) {
-			t.Fatalf("no admin address in the server's output: %s", logs.String())
-		}
-	}
-	return s
+	return &server{t: t, addr: addr, admin: admin, proc: p}
 }
 
-func (s *server) kill() {
-	select {
-	case <-s.exited:
-		return
-	default:
-	}
-	s.cmd.Process.Signal(syscall.SIGKILL)
-	<-s.exited
-}
+func (s *server) kill() { s.proc.Kill() }
 
 func (s *server) client() *client.Client {
 	s.t.Helper()
@@ -139,21 +84,4 @@ func (s *server) cli(args ...string) string {
 		s.t.Fatalf("sluice %s: %v: %s", strings.Join(args, " "), err, errb.String())
 	}
 	return out.String()
-}
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
