@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"os"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -55,16 +56,21 @@ type File struct {
 	buf      []byte
 	bufOff   int64
 	inflight sync.WaitGroup
+	flushing atomic.Int32 // flushes whose size commit has not finished
 	sem      chan struct{}
 	werrMu   sync.Mutex
 	werr     error                                  // first failed flush; guarded by werrMu
 	dirty    map[placement.TargetID]map[uint32]bool // slots written since the last Sync; guarded by werrMu
 
-	// commit serializes size commits; want is the largest flushed end,
-	// done the largest recorded one.
+	// commit serializes size commits (its Mutex is held while one is in
+	// flight). mu guards the rest: pending is the largest end flushed
+	// since the last commit started, seq counts registered flushes, and
+	// covered is the seq up to which commits have succeeded.
 	commit struct {
 		sync.Mutex
-		want, done int64
+		mu           sync.Mutex
+		pending      int64
+		seq, covered uint64
 	}
 
 	ra readAhead
@@ -209,12 +215,14 @@ func (f *File) flushLocked(ctx context.Context) {
 	f.buf = nil
 	f.sem <- struct{}{} // released by the flush once its data is sent
 	f.inflight.Add(1)
+	f.flushing.Add(1) // until the size is committed too
 	// The flush outlives the call that started it; its errors are
 	// reported by the next Write, Sync or Close.
 	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), f.c.opts.FlushTimeout)
 	go func() {
 		defer cancel()
 		defer f.inflight.Done()
+		defer f.flushing.Add(-1)
 		err := f.writeData(fctx, off, buf)
 		wire.PutBuf(buf)
 		// The data is on the targets: free the slot for the next flush
@@ -234,22 +242,38 @@ func (f *File) flushLocked(ctx context.Context) {
 }
 
 // commitSize records in the metadata that the file's data reaches end.
-// Concurrent flushes coalesce: one commit is in flight per file, carrying
-// the largest end flushed so far, and a flush whose end is already
-// recorded returns at once.
+// Concurrent flushes coalesce: one commit is in flight per file, and it
+// carries the largest end of the flushes registered since the previous
+// commit started; a flush that such a later commit covered returns at
+// once. Ends are never remembered past their commit, so a truncate in
+// between cannot be undone by an old, larger end.
 func (f *File) commitSize(ctx context.Context, end int64) error {
-	f.commit.Lock()
+	f.commit.mu.Lock()
+	f.commit.pending = max(f.commit.pending, end)
+	f.commit.seq++
+	mine := f.commit.seq
+	f.commit.mu.Unlock()
+
+	f.commit.Lock() // one commit in flight
 	defer f.commit.Unlock()
-	f.commit.want = max(f.commit.want, end)
-	if f.commit.done >= end {
+	f.commit.mu.Lock()
+	if f.commit.covered >= mine {
+		f.commit.mu.Unlock()
 		return nil
 	}
-	want := f.commit.want
+	want, upto := f.commit.pending, f.commit.seq
+	f.commit.pending = 0
+	f.commit.mu.Unlock()
+
 	var a wire.Attr
 	err := f.c.metaCall(ctx, wire.OpCommitWrite, &wire.CommitWriteReq{Ino: f.ino, End: uint64(want), Mtime: time.Now().UnixNano()}, &a)
+	f.commit.mu.Lock()
 	if err == nil {
-		f.commit.done = want
+		f.commit.covered = max(f.commit.covered, upto)
+	} else {
+		f.commit.pending = max(f.commit.pending, want) // for a later flush to retry
 	}
+	f.commit.mu.Unlock()
 	return err
 }
 

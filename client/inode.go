@@ -339,10 +339,11 @@ func (f *File) KnownSize() int64 {
 	return f.size
 }
 
-// Pending reports whether the File holds written data that is not yet
-// committed to the metadata: buffered, or being sent.
+// Pending reports whether the File holds written data whose size is not
+// yet committed to the metadata: buffered, being sent, or sent with its
+// size commit still in flight.
 func (f *File) Pending() bool {
-	if len(f.sem) > 0 {
+	if f.flushing.Load() > 0 {
 		return true
 	}
 	f.mu.Lock()

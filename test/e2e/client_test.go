@@ -418,3 +418,39 @@ func TestBadPeers(t *testing.T) {
 	}
 	writeFile(t, c, "/after", []byte("ok"))
 }
+
+// TestSizeAfterTruncateThenWrite: a write that ends below the file's
+// earlier size, after a truncate down, must still record its size.
+func TestSizeAfterTruncateThenWrite(t *testing.T) {
+	s := startServer(t, "")
+	c := s.client()
+	ctx := context.Background()
+	f, err := c.Create(ctx, "/t")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.Write(randBytes(12, 1<<20)); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Truncate(ctx, 1000); err != nil {
+		t.Fatal(err)
+	}
+	tail := randBytes(13, 100)
+	if _, err := f.WriteAt(tail, 5000); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+	fi, err := c.Stat(ctx, "/t")
+	if err != nil || fi.Size() != 5100 {
+		t.Fatalf("size after truncate to 1000 and a write ending at 5100: %d, %v", fi.Size(), err)
+	}
+	got, err := readFile(c, "/t")
+	if err != nil || len(got) != 5100 || !bytes.Equal(got[5000:], tail) || !bytes.Equal(got[1000:5000], make([]byte, 4000)) {
+		t.Fatalf("content after truncate and write is wrong (%d bytes, %v)", len(got), err)
+	}
+}
