@@ -10,7 +10,6 @@
 package fuse
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"fmt"
@@ -25,6 +24,7 @@ import (
 	"time"
 
 	"github.com/sluice-fs/sluice/client"
+	"github.com/sluice-fs/sluice/internal/proctest"
 )
 
 var (
@@ -44,19 +44,12 @@ func TestMain(m *testing.M) {
 			skipReason = "FUSE tests need /dev/fuse: " + err.Error()
 		}
 	}
-	dir, err := os.MkdirTemp("", "sluice-fuse-bin")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
+	cleanup := func() {}
 	binary = os.Getenv("SLUICE_BIN")
 	if binary == "" && skipReason == "" {
-		binary = filepath.Join(dir, "sluice")
-		build := exec.Command("go", "build", "-o", binary, "../../cmd/sluice")
-		build.Stdout, build.Stderr = os.Stdout, os.Stderr
-		if err := build.Run(); err != nil {
-			fmt.Fprintln(os.Stderr, "building sluice:", err)
-			os.RemoveAll(dir)
+		var err error
+		if binary, cleanup, err = proctest.BuildBinary("../.."); err != nil {
+			fmt.Fprintln(os.Stderr, err)
 			os.Exit(1)
 		}
 	}
@@ -65,7 +58,7 @@ func TestMain(m *testing.M) {
 	if mountDirs != "" {
 		os.Remove(mountDirs) // only if empty: never remove through a live mount
 	}
-	os.RemoveAll(dir)
+	cleanup()
 	os.Exit(code)
 }
 
@@ -81,9 +74,8 @@ type server struct {
 	t       testing.TB
 	dataDir string
 	addr    string
-	cmd     *exec.Cmd
-	exited  chan struct{}
-	logs    *syncBuffer
+	proc    *proctest.Proc
+	cmd     *exec.Cmd // proc.Cmd, for signals
 }
 
 var readyLine = regexp.MustCompile(`serving on (\S+)`)
@@ -98,51 +90,12 @@ func startServer(t testing.TB, dataDir, listen string) *server {
 	if listen == "" {
 		listen = "127.0.0.1:0"
 	}
-	cmd := exec.Command(binary, "serve", "--data-dir", dataDir, "--listen", listen)
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	logs := &syncBuffer{}
-	cmd.Stderr = logs
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	s := &server{t: t, dataDir: dataDir, cmd: cmd, exited: make(chan struct{}), logs: logs}
-	t.Cleanup(s.kill)
-	addrc := make(chan string, 1)
-	go func() {
-		sc := bufio.NewScanner(stdout)
-		sent := false
-		for sc.Scan() {
-			if m := readyLine.FindStringSubmatch(sc.Text()); m != nil && !sent {
-				addrc <- m[1]
-				sent = true
-			}
-		}
-		cmd.Wait()
-		close(s.exited)
-	}()
-	select {
-	case s.addr = <-addrc:
-	case <-s.exited:
-		t.Fatalf("sluice serve exited before it was ready: %s", logs.String())
-	case <-time.After(60 * time.Second):
-		t.Fatalf("sluice serve did not get ready in 60s: %s", logs.String())
-	}
-	return s
+	p, addr := proctest.Start(t, binary, nil, readyLine, "serve", "--data-dir", dataDir, "--listen", listen, "--http", "")
+	return &server{t: t, dataDir: dataDir, addr: addr, proc: p, cmd: p.Cmd}
 }
 
 // kill stops the server with SIGKILL (by PID) and waits for it.
-func (s *server) kill() {
-	select {
-	case <-s.exited:
-		return
-	default:
-	}
-	s.cmd.Process.Signal(syscall.SIGKILL)
-	<-s.exited
-}
+func (s *server) kill() { s.proc.Kill() }
 
 // client connects the client library to the server.
 func (s *server) client() *client.Client {
