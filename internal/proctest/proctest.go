@@ -8,6 +8,7 @@ package proctest
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"fmt"
 	"os"
 	"os/exec"
@@ -18,6 +19,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/sluice-fs/sluice/client"
 )
 
 // ReadyTimeout bounds how long Start waits for the ready line.
@@ -179,4 +182,32 @@ func (s *syncBuffer) String() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.b.String()
+}
+
+// Main is the body of a TestMain for packages that run the sluice binary:
+// it builds the binary into *binary (or takes $SLUICE_BINARY), runs the
+// tests, removes the build and returns the exit code for os.Exit.
+func Main(m *testing.M, binary *string) int {
+	path, cleanup, err := BuildBinary("../..")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer cleanup()
+	*binary = path
+	return m.Run()
+}
+
+// Client connects the client library to the server at addr, failing the
+// test if it cannot within 10 s, and closes it when the test ends.
+func Client(tb testing.TB, addr string) *client.Client {
+	tb.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	c, err := client.New(ctx, client.Options{Server: addr})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { c.Close() })
+	return c
 }

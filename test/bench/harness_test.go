@@ -7,7 +7,6 @@ package bench_test
 import (
 	"bytes"
 	"context"
-	"fmt"
 	"os"
 	"os/exec"
 	"regexp"
@@ -21,17 +20,7 @@ import (
 
 var binary string
 
-func TestMain(m *testing.M) {
-	path, cleanup, err := proctest.BuildBinary("../..")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	binary = path
-	code := m.Run()
-	cleanup()
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { os.Exit(proctest.Main(m, &binary)) }
 
 type server struct {
 	t     testing.TB
@@ -60,14 +49,7 @@ func (s *server) kill() { s.proc.Kill() }
 
 func (s *server) client() *client.Client {
 	s.t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	c, err := client.New(ctx, client.Options{Server: s.addr})
-	if err != nil {
-		s.t.Fatal(err)
-	}
-	s.t.Cleanup(func() { c.Close() })
-	return c
+	return proctest.Client(s.t, s.addr)
 }
 
 // cli runs `sluice ARGS...` against the server and fails the test on a

@@ -100,14 +100,7 @@ func (s *server) kill() { s.proc.Kill() }
 // client connects the client library to the server.
 func (s *server) client() *client.Client {
 	s.t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	c, err := client.New(ctx, client.Options{Server: s.addr})
-	if err != nil {
-		s.t.Fatal(err)
-	}
-	s.t.Cleanup(func() { c.Close() })
-	return c
+	return proctest.Client(s.t, s.addr)
 }
 
 // mount is a running `sluice mount` process and its mountpoint.

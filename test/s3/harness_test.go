@@ -119,14 +119,7 @@ func (g *gateway) alive() {
 // client connects the client library to the gateway's file system.
 func (g *gateway) client() *client.Client {
 	g.t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	c, err := client.New(ctx, client.Options{Server: g.addr})
-	if err != nil {
-		g.t.Fatal(err)
-	}
-	g.t.Cleanup(func() { c.Close() })
-	return c
+	return proctest.Client(g.t, g.addr)
 }
 
 // need skips the test if a program is missing.
