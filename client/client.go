@@ -18,6 +18,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -29,7 +30,9 @@ import (
 
 // Options configure a Client. Zero values take the defaults.
 type Options struct {
-	// Server is the metadata service's address, host:port.
+	// Server is the metadata service's address, host:port, or several
+	// metadata services' addresses separated by commas: the client uses
+	// the first that answers and moves on to the next when it fails.
 	Server string
 	// Uid and Gid own the files this client creates (default: the process's).
 	Uid, Gid *uint32
@@ -45,6 +48,10 @@ type Options struct {
 	ConnsPerServer int
 	// DialTimeout bounds connecting to a server (default 5 s).
 	DialTimeout time.Duration
+	// RetryTimeout bounds how long a chunk request to a replicated chain
+	// is retried while the chain changes or its replica cannot be reached
+	// (default 60 s): long enough to ride out a node's failure.
+	RetryTimeout time.Duration
 	// FlushTimeout bounds one background flush of written data (default
 	// 60 s): past it the flush fails and the next Write, Sync or Close
 	// reports the error, so a vanished server cannot hang a writer.
@@ -78,6 +85,9 @@ func (o *Options) setDefaults() error {
 	if o.DialTimeout <= 0 {
 		o.DialTimeout = 5 * time.Second
 	}
+	if o.RetryTimeout <= 0 {
+		o.RetryTimeout = 60 * time.Second
+	}
 	if o.FlushTimeout <= 0 {
 		o.FlushTimeout = 60 * time.Second
 	}
@@ -87,12 +97,19 @@ func (o *Options) setDefaults() error {
 // Client is a connection to one Sluice file system.
 type Client struct {
 	opts Options
-	meta *pool
+
+	metaAddrs []string
+	metaIdx   atomic.Uint32 // index of the metadata service in use
+	metaMu    sync.Mutex
+	meta      *pool
+
+	readSeq atomic.Uint32 // spreads reads over a chain's replicas
 
 	mu      sync.Mutex
 	info    wire.ClusterInfo
 	targets map[placement.TargetID]string // target -> address
-	pools   map[string]*pool              // address -> connections
+	chains  map[placement.ChainID]placement.Chain
+	pools   map[string]*pool // address -> connections
 	closed  bool
 }
 
@@ -103,9 +120,17 @@ func New(ctx context.Context, opts Options) (*Client, error) {
 		return nil, err
 	}
 	c := &Client{opts: opts, pools: make(map[string]*pool)}
-	c.meta = &pool{addr: opts.Server, conns: make([]*wire.Conn, 1), dialTimeout: opts.DialTimeout}
+	for a := range strings.SplitSeq(opts.Server, ",") {
+		if a = strings.TrimSpace(a); a != "" {
+			c.metaAddrs = append(c.metaAddrs, a)
+		}
+	}
+	if len(c.metaAddrs) == 0 {
+		return nil, errs.New(errs.Invalid, "client: no server address given")
+	}
+	c.meta = &pool{addr: c.metaAddrs[0], conns: make([]*wire.Conn, 1), dialTimeout: opts.DialTimeout}
 	if err := c.refreshCluster(ctx); err != nil {
-		c.meta.close()
+		c.metaPool().close()
 		return nil, fmt.Errorf("client: connect to %s: %w", opts.Server, err)
 	}
 	return c, nil
@@ -130,6 +155,10 @@ func (c *Client) refreshCluster(ctx context.Context) error {
 	for _, t := range info.Targets {
 		c.targets[t.ID] = t.Addr
 	}
+	c.chains = make(map[placement.ChainID]placement.Chain, len(info.Chains))
+	for _, ch := range info.Chains {
+		c.chains[ch.ID] = ch
+	}
 	return nil
 }
 
@@ -143,20 +172,52 @@ func (c *Client) Close() error {
 	c.closed = true
 	pools := c.pools
 	c.mu.Unlock()
-	c.meta.close()
+	c.metaPool().close()
 	for _, p := range pools {
 		p.close()
 	}
 	return nil
 }
 
+// metaCall calls the metadata service. When it cannot be reached (or the
+// connection breaks), the call goes to the next metadata service, each
+// address tried once. A call whose connection broke after it was sent may
+// have been carried out: its repeat can then fail (EEXIST for an exclusive
+// create, ENOENT for an unlink).
 func (c *Client) metaCall(ctx context.Context, op wire.Op, req, resp wire.Message) error {
-	conn, err := c.meta.get(ctx)
-	if err != nil {
-		return err
+	var err error
+	for range len(c.metaAddrs) {
+		p := c.metaPool()
+		var conn *wire.Conn
+		if conn, err = p.get(ctx); err == nil {
+			if _, err = conn.Call(ctx, op, req, nil, resp, nil); err == nil || conn.Err() == nil {
+				return err
+			}
+		}
+		if errs.CodeOf(err) != errs.Unavailable || ctx.Err() != nil || len(c.metaAddrs) == 1 {
+			return err
+		}
+		c.nextMeta(p)
 	}
-	_, err = conn.Call(ctx, op, req, nil, resp, nil)
 	return err
+}
+
+func (c *Client) metaPool() *pool {
+	c.metaMu.Lock()
+	defer c.metaMu.Unlock()
+	return c.meta
+}
+
+// nextMeta moves from the failed pool to the next metadata service.
+func (c *Client) nextMeta(failed *pool) {
+	c.metaMu.Lock()
+	defer c.metaMu.Unlock()
+	if c.meta != failed {
+		return // another call moved on already
+	}
+	i := int(c.metaIdx.Add(1)) % len(c.metaAddrs)
+	c.meta = &pool{addr: c.metaAddrs[i], conns: make([]*wire.Conn, 1), dialTimeout: c.opts.DialTimeout}
+	go failed.close()
 }
 
 // targetConn returns a connection to the server holding target t.

@@ -59,8 +59,8 @@ type File struct {
 	flushing atomic.Int32 // flushes whose size commit has not finished
 	sem      chan struct{}
 	werrMu   sync.Mutex
-	werr     error                                  // first failed flush; guarded by werrMu
-	dirty    map[placement.TargetID]map[uint32]bool // slots written since the last Sync; guarded by werrMu
+	werr     error                                 // first failed flush; guarded by werrMu
+	dirty    map[placement.ChainID]map[uint32]bool // slots written since the last Sync; guarded by werrMu
 
 	// commit serializes size commits (its Mutex is held while one is in
 	// flight). mu guards the rest: pending is the largest end flushed
@@ -122,7 +122,7 @@ func (c *Client) OpenFile(ctx context.Context, p string, flag int, perm fs.FileM
 	f := &File{
 		c: c, name: p, ino: a.Ino, layout: a.Layout, flag: flag, ctx: ctx,
 		size: int64(a.Size), sem: make(chan struct{}, c.opts.WritesInFlight),
-		dirty: make(map[placement.TargetID]map[uint32]bool),
+		dirty: make(map[placement.ChainID]map[uint32]bool),
 	}
 	if flag&O_TRUNC != 0 && flag&(O_WRONLY|O_RDWR) != 0 && a.Size > 0 {
 		if err := f.Truncate(ctx, 0); err != nil {
@@ -302,19 +302,18 @@ func (f *File) writeData(ctx context.Context, off int64, data []byte) error {
 	for _, e := range f.extents(off, int64(len(data))) {
 		piece := data[e.FileOff-off : e.FileOff-off+e.Len]
 		g.Go(func() error {
-			conn, err := f.c.targetConn(ctx, e.Target)
+			_, err := f.c.chunkCall(ctx, chunkReq{chain: e.Chain, write: true, op: wire.OpChunkWrite, data: [][]byte{piece},
+				msg: func(t placement.TargetID, ref wire.ChainRef) wire.Message {
+					return &wire.ChunkWriteReq{ChunkRef: wire.ChunkRef{Target: t, ChainRef: ref, Ino: f.ino, Slot: uint32(e.Slot)}, Off: uint64(e.ChunkOff)}
+				}})
 			if err != nil {
-				return err
-			}
-			req := &wire.ChunkWriteReq{ChunkRef: wire.ChunkRef{Target: e.Target, Ino: f.ino, Slot: uint32(e.Slot)}, Off: uint64(e.ChunkOff)}
-			if _, err := conn.Call(ctx, wire.OpChunkWrite, req, [][]byte{piece}, nil, nil); err != nil {
-				return fmt.Errorf("write %s at %d (target %d, slot %d): %w", f.name, e.FileOff, e.Target, e.Slot, err)
+				return fmt.Errorf("write %s at %d (chain %d, slot %d): %w", f.name, e.FileOff, e.Chain, e.Slot, err)
 			}
 			f.werrMu.Lock()
-			slots := f.dirty[e.Target]
+			slots := f.dirty[e.Chain]
 			if slots == nil {
 				slots = make(map[uint32]bool)
-				f.dirty[e.Target] = slots
+				f.dirty[e.Chain] = slots
 			}
 			slots[uint32(e.Slot)] = true
 			f.werrMu.Unlock()
@@ -352,20 +351,19 @@ func (f *File) syncLocked(ctx context.Context) error {
 	}
 	f.werrMu.Lock()
 	dirty := f.dirty
-	f.dirty = make(map[placement.TargetID]map[uint32]bool)
+	f.dirty = make(map[placement.ChainID]map[uint32]bool)
 	f.werrMu.Unlock()
 	g, gctx := errgroup.WithContext(ctx)
-	for t, slots := range dirty {
-		req := &wire.ChunkSyncReq{Target: t, Ino: f.ino}
+	for ch, slots := range dirty {
+		var list []uint32
 		for s := range slots {
-			req.Slots = append(req.Slots, s)
+			list = append(list, s)
 		}
 		g.Go(func() error {
-			conn, err := f.c.targetConn(gctx, t)
-			if err != nil {
-				return err
-			}
-			_, err = conn.Call(gctx, wire.OpChunkSync, req, nil, nil, nil)
+			_, err := f.c.chunkCall(gctx, chunkReq{chain: ch, write: true, op: wire.OpChunkSync,
+				msg: func(t placement.TargetID, ref wire.ChainRef) wire.Message {
+					return &wire.ChunkSyncReq{Target: t, ChainRef: ref, Ino: f.ino, Slots: list}
+				}})
 			return err
 		})
 	}
@@ -496,15 +494,13 @@ func (f *File) readData(ctx context.Context, off int64, dst []byte) error {
 	ext := f.extents(off, int64(len(dst)))
 	read := func(ctx context.Context, e placement.Extent) error {
 		piece := dst[e.FileOff-off : e.FileOff-off+e.Len]
-		conn, err := f.c.targetConn(ctx, e.Target)
-		if err != nil {
-			return err
-		}
-		req := &wire.ChunkReadReq{ChunkRef: wire.ChunkRef{Target: e.Target, Ino: f.ino, Slot: uint32(e.Slot)}, Off: uint64(e.ChunkOff), Len: uint32(e.Len)}
 		var resp wire.ChunkReadResp
-		got, err := conn.Call(ctx, wire.OpChunkRead, req, nil, &resp, piece)
+		got, err := f.c.chunkCall(ctx, chunkReq{chain: e.Chain, op: wire.OpChunkRead, resp: &resp, into: piece,
+			msg: func(t placement.TargetID, ref wire.ChainRef) wire.Message {
+				return &wire.ChunkReadReq{ChunkRef: wire.ChunkRef{Target: t, ChainRef: ref, Ino: f.ino, Slot: uint32(e.Slot)}, Off: uint64(e.ChunkOff), Len: uint32(e.Len)}
+			}})
 		if err != nil {
-			return fmt.Errorf("read %s at %d (target %d, slot %d): %w", f.name, e.FileOff, e.Target, e.Slot, err)
+			return fmt.Errorf("read %s at %d (chain %d, slot %d): %w", f.name, e.FileOff, e.Chain, e.Slot, err)
 		}
 		clear(piece[got:])
 		return nil
@@ -543,16 +539,15 @@ func (f *File) Truncate(ctx context.Context, size int64) error {
 	if err := f.c.metaCall(ctx, wire.OpGetAttr, &wire.InoReq{Ino: f.ino}, &a); err != nil {
 		return opErr("truncate", f.name, err)
 	}
-	if size < int64(a.Size) && len(f.layout.Targets) > 0 {
+	if size < int64(a.Size) && len(f.layout.Chains) > 0 {
 		g, gctx := errgroup.WithContext(ctx)
-		for slot, t := range f.layout.Targets {
-			req := &wire.ChunkTruncateReq{ChunkRef: wire.ChunkRef{Target: t, Ino: f.ino, Slot: uint32(slot)}, Size: uint64(f.layout.ChunkSize(slot, size))}
+		for slot, ch := range f.layout.Chains {
+			csize := uint64(f.layout.ChunkSize(slot, size))
 			g.Go(func() error {
-				conn, err := f.c.targetConn(gctx, t)
-				if err != nil {
-					return err
-				}
-				_, err = conn.Call(gctx, wire.OpChunkTruncate, req, nil, nil, nil)
+				_, err := f.c.chunkCall(gctx, chunkReq{chain: ch, write: true, op: wire.OpChunkTruncate,
+					msg: func(t placement.TargetID, ref wire.ChainRef) wire.Message {
+						return &wire.ChunkTruncateReq{ChunkRef: wire.ChunkRef{Target: t, ChainRef: ref, Ino: f.ino, Slot: uint32(slot)}, Size: csize}
+					}})
 				return err
 			})
 		}

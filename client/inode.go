@@ -321,7 +321,7 @@ func (c *Client) OpenInode(ctx context.Context, a InodeAttr, flag int) (*File, e
 	f := &File{
 		c: c, name: name, ino: a.Ino, layout: a.layout, flag: flag &^ O_CREATE, ctx: context.WithoutCancel(ctx),
 		size: int64(a.Size), sem: make(chan struct{}, c.opts.WritesInFlight),
-		dirty: make(map[placement.TargetID]map[uint32]bool),
+		dirty: make(map[placement.ChainID]map[uint32]bool),
 	}
 	if flag&O_TRUNC != 0 && f.writable() && a.Size > 0 {
 		if err := f.Truncate(ctx, 0); err != nil {

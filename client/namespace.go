@@ -36,13 +36,14 @@ func Errno(err error) syscall.Errno { return errs.Errno(err) }
 type Layout struct {
 	StripeSize  int64    // bytes per stripe
 	StripeCount int      // number of targets (0 in a directory: the default)
-	Targets     []uint32 // target IDs of a file; empty for a directory
+	Replicas    int      // copies of each chunk
+	Chains      []uint32 // chain IDs of a file (for one replica: target IDs); empty for a directory
 }
 
 func layoutFrom(l placement.Layout) Layout {
-	out := Layout{StripeSize: int64(l.StripeSize), StripeCount: int(l.StripeCount)}
-	for _, t := range l.Targets {
-		out.Targets = append(out.Targets, uint32(t))
+	out := Layout{StripeSize: int64(l.StripeSize), StripeCount: int(l.StripeCount), Replicas: l.ReplicaCount()}
+	for _, t := range l.Chains {
+		out.Chains = append(out.Chains, uint32(t))
 	}
 	return out
 }
@@ -500,12 +501,17 @@ func (c *Client) GetLayout(ctx context.Context, p string) (Layout, error) {
 }
 
 // SetLayout sets a directory's default layout (inherited by new files and
-// directories below it), or the layout of an empty file. Targets are chosen
-// by the metadata service when files are created.
-func (c *Client) SetLayout(ctx context.Context, p string, stripeSize int64, stripeCount int) error {
+// directories below it), or the layout of an empty file. Chains are chosen
+// by the metadata service when files are created; l.Chains is ignored. A
+// zero StripeSize means the default; Replicas 0 means 1.
+func (c *Client) SetLayout(ctx context.Context, p string, l Layout) error {
 	a, err := c.resolve(ctx, p, true)
 	if err != nil {
 		return opErr("layout", p, err)
+	}
+	stripeSize, stripeCount := l.StripeSize, l.StripeCount
+	if l.Replicas < 0 || l.Replicas > placement.MaxReplicas {
+		return opErr("layout", p, errs.New(errs.Invalid, "client: invalid layout: %d replicas (1 to %d)", l.Replicas, placement.MaxReplicas))
 	}
 	if stripeSize == 0 {
 		stripeSize = placement.DefaultStripeSize
@@ -513,11 +519,11 @@ func (c *Client) SetLayout(ctx context.Context, p string, stripeSize int64, stri
 	if stripeSize < 0 || stripeSize > placement.MaxStripeSize || stripeCount < 0 || stripeCount > placement.MaxStripeCount {
 		return opErr("layout", p, errs.New(errs.Invalid, "client: invalid layout: stripe size %d, stripe count %d", stripeSize, stripeCount))
 	}
-	l := placement.Layout{StripeSize: uint32(stripeSize), StripeCount: uint16(stripeCount)}
-	if err := l.Validate(); err != nil {
+	pl := placement.Layout{StripeSize: uint32(stripeSize), StripeCount: uint16(stripeCount), Replicas: uint8(l.Replicas)}
+	if err := pl.Validate(); err != nil {
 		return opErr("layout", p, err)
 	}
-	return opErr("layout", p, c.metaCall(ctx, wire.OpSetLayout, &wire.SetLayoutReq{Ino: a.Ino, Layout: l}, nil))
+	return opErr("layout", p, c.metaCall(ctx, wire.OpSetLayout, &wire.SetLayoutReq{Ino: a.Ino, Layout: pl}, nil))
 }
 
 // Walk calls fn for p and every path below it (directories before their

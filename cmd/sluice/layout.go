@@ -6,6 +6,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/sluice-fs/sluice/client"
 	"github.com/sluice-fs/sluice/internal/cli"
 )
 
@@ -23,20 +24,21 @@ func newLayout(g *globals) *cobra.Command {
 	}
 	get.RunE = g.run(func(ctx context.Context, e *cli.Env) error { return e.LayoutGet(ctx, getArgs[0]) })
 
-	var count int
+	var count, replicas int
 	var size string
 	var setArgs []string
 	set := &cobra.Command{
-		Use:   "set PATH --stripe-count N --stripe-size SIZE",
+		Use:   "set PATH [--stripe-count N] [--stripe-size SIZE] [--replicas R]",
 		Short: "Set a directory's default layout (or an empty file's layout)",
 		Long: "New files below the directory are striped over N targets in stripes of SIZE bytes\n" +
-			"(a multiple of 64K, e.g. 1M). Existing files keep their layout.",
+			"(a multiple of 64K, e.g. 1M), each chunk kept in R copies on different storage nodes\n" +
+			"(1 to 3). Existing files keep their layout.",
 		Args:   exactArgs(1),
 		PreRun: func(_ *cobra.Command, a []string) { setArgs = a },
 	}
 	set.RunE = g.run(func(ctx context.Context, e *cli.Env) error {
-		if !set.Flags().Changed("stripe-count") && !set.Flags().Changed("stripe-size") {
-			return fmt.Errorf("%w: layout set needs --stripe-count and/or --stripe-size", errUsage)
+		if !set.Flags().Changed("stripe-count") && !set.Flags().Changed("stripe-size") && !set.Flags().Changed("replicas") {
+			return fmt.Errorf("%w: layout set needs --stripe-count, --stripe-size or --replicas", errUsage)
 		}
 		cur, err := e.Client.GetLayout(ctx, setArgs[0])
 		if err != nil {
@@ -52,8 +54,16 @@ func newLayout(g *globals) *cobra.Command {
 		if set.Flags().Changed("stripe-count") {
 			stripeCount = count
 		}
-		return e.LayoutSet(ctx, setArgs[0], stripeCount, stripeSize)
+		l := client.Layout{StripeSize: stripeSize, StripeCount: stripeCount, Replicas: cur.Replicas}
+		if set.Flags().Changed("replicas") {
+			if replicas < 1 || replicas > 3 {
+				return fmt.Errorf("%w: --replicas must be 1, 2 or 3", errUsage)
+			}
+			l.Replicas = replicas
+		}
+		return e.LayoutSet(ctx, setArgs[0], l)
 	})
+	set.Flags().IntVar(&replicas, "replicas", 1, "copies of each chunk, on different storage nodes (1 to 3)")
 	set.Flags().IntVar(&count, "stripe-count", 0, "number of targets to stripe over (0: the default, all up to 4)")
 	set.Flags().StringVar(&size, "stripe-size", "", "stripe size, e.g. 1M (a multiple of 64K)")
 	cmd.AddCommand(get, set)

@@ -8,6 +8,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -696,5 +697,66 @@ func TestPowerLossTornOverwrite(t *testing.T) {
 	got, clen := mustRead(t, s, id, 0, 3*BlockSize)
 	if clen != int64(len(acked)) || !bytes.Equal(got, acked) {
 		t.Fatalf("after recovery: length %d, want %d; intact %v", clen, len(acked), bytes.Equal(got, acked))
+	}
+}
+
+func TestListAndChunkInfo(t *testing.T) {
+	a := openStore(t, t.TempDir())
+	b := openStore(t, t.TempDir())
+	data := bytes.Repeat([]byte("x"), 3*BlockSize+100)
+	// The same content laid out differently: written whole on a, with an
+	// explicit zero block and a hole on b.
+	full := slices.Clone(data)
+	clear(full[BlockSize : 2*BlockSize])
+	if err := a.WriteAt(ID{Ino: 7, Slot: 1}, 0, full, false); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.WriteAt(ID{Ino: 7, Slot: 1}, 0, full[:BlockSize], false); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.WriteAt(ID{Ino: 7, Slot: 1}, 2*BlockSize, full[2*BlockSize:], false); err != nil {
+		t.Fatal(err)
+	}
+	ia, _, err := a.ChunkInfo(ID{Ino: 7, Slot: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ib, _, err := b.ChunkInfo(ID{Ino: 7, Slot: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ia != ib || ia.Len != int64(len(full)) {
+		t.Fatalf("same content, different info: %+v vs %+v", ia, ib)
+	}
+	// One changed byte changes the digest.
+	if err := b.WriteAt(ID{Ino: 7, Slot: 1}, 5, []byte("y"), false); err != nil {
+		t.Fatal(err)
+	}
+	if ib2, _, _ := b.ChunkInfo(ID{Ino: 7, Slot: 1}); ib2.Digest == ia.Digest {
+		t.Fatal("digest did not change with the content")
+	}
+	if _, found, err := a.ChunkInfo(ID{Ino: 99}); found || err != nil {
+		t.Fatalf("missing chunk: found %v, %v", found, err)
+	}
+	for _, id := range []ID{{Ino: 1, Slot: 0}, {Ino: 300, Slot: 2}, {Ino: 1, Slot: 5}} {
+		if err := a.WriteAt(id, 0, []byte("z"), false); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want := []ID{{1, 0}, {1, 5}, {7, 1}, {300, 2}}
+	var got []ID
+	for after, more := (ID{}), true; more; {
+		var page []Info
+		page, more, err = a.List(after, 3)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, in := range page {
+			got = append(got, in.ID)
+			after = in.ID
+		}
+	}
+	if !slices.Equal(got, want) {
+		t.Fatalf("List = %v, want %v", got, want)
 	}
 }

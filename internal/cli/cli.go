@@ -104,9 +104,9 @@ func (e *Env) Stat(ctx context.Context, paths []string) error {
 }
 
 func formatLayout(l client.Layout) string {
-	s := fmt.Sprintf("stripe_size=%d stripe_count=%d", l.StripeSize, l.StripeCount)
-	if len(l.Targets) > 0 {
-		s += fmt.Sprintf(" targets=%v", l.Targets)
+	s := fmt.Sprintf("stripe_size=%d stripe_count=%d replicas=%d", l.StripeSize, l.StripeCount, max(l.Replicas, 1))
+	if len(l.Chains) > 0 {
+		s += fmt.Sprintf(" chains=%v", l.Chains)
 	}
 	return s
 }
@@ -199,8 +199,8 @@ func (e *Env) LayoutGet(ctx context.Context, p string) error {
 }
 
 // LayoutSet sets the default layout of a directory (or of an empty file).
-func (e *Env) LayoutSet(ctx context.Context, p string, stripeCount int, stripeSize int64) error {
-	return e.Client.SetLayout(ctx, p, stripeSize, stripeCount)
+func (e *Env) LayoutSet(ctx context.Context, p string, l client.Layout) error {
+	return e.Client.SetLayout(ctx, p, l)
 }
 
 // ParseSize parses sizes like 1048576, 64K, 1M, 1MiB, 4G.

@@ -45,6 +45,7 @@ const (
 	Range        Code = 21 // ERANGE: buffer too small
 	NotSupported Code = 22 // ENOTSUP
 	Busy         Code = 23 // EBUSY
+	ChainChanged Code = 24 // a request named an old chain version: refresh the chain table and retry
 )
 
 var names = map[Code]string{
@@ -56,6 +57,7 @@ var names = map[Code]string{
 	NoData: "no such attribute", TooBig: "too big", NotPermitted: "operation not permitted",
 	Protocol: "protocol error", Internal: "internal error", Conflict: "transaction conflict",
 	Range: "result too large", NotSupported: "not supported", Busy: "busy",
+	ChainChanged: "chain changed",
 }
 
 func (c Code) String() string {
@@ -121,6 +123,7 @@ var (
 	ErrRange        = &Error{Code: Range, Msg: "sluice: result too large"}
 	ErrNotSupported = &Error{Code: NotSupported, Msg: "sluice: not supported"}
 	ErrBusy         = &Error{Code: Busy, Msg: "sluice: busy"}
+	ErrChainChanged = &Error{Code: ChainChanged, Msg: "sluice: chain changed"}
 )
 
 // New returns an error of class c with a formatted message.
@@ -161,7 +164,7 @@ var toErrno = map[Code]syscall.Errno{
 	Loop: syscall.ELOOP, CrossDevice: syscall.EXDEV, NoData: syscall.ENODATA,
 	TooBig: syscall.EFBIG, NotPermitted: syscall.EPERM, Protocol: syscall.EPROTO,
 	Internal: syscall.EIO, Conflict: syscall.EAGAIN, Range: syscall.ERANGE,
-	NotSupported: syscall.ENOTSUP, Busy: syscall.EBUSY,
+	NotSupported: syscall.ENOTSUP, Busy: syscall.EBUSY, ChainChanged: syscall.EAGAIN,
 }
 
 // Errno translates err to the errno a POSIX caller expects (0 for nil).

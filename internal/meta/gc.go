@@ -15,8 +15,11 @@ import (
 )
 
 const (
-	gcBatch       = 256 // queue entries read per View
-	gcParallelism = 16  // files whose chunks are removed at once
+	// gcBatch is how many queue entries one View reads and one Update
+	// dequeues: at most 128, etcd's default --max-txn-ops, since the
+	// dequeue deletes them all in one transaction.
+	gcBatch       = 128
+	gcParallelism = 16 // files whose chunks are removed at once
 	// gcPace is the least time between the starts of passes triggered by
 	// new garbage.
 	gcPace = 200 * time.Millisecond
@@ -102,14 +105,14 @@ func (s *Service) CollectGarbage(ctx context.Context) error {
 	return errors.Join(failures...)
 }
 
-// removeChunks removes a freed file's chunks from every target of its
-// layout, one call per target with the slots it holds.
+// removeChunks removes a freed file's chunks from every chain of its
+// layout, one call per chain with the slots it holds.
 func (s *Service) removeChunks(ctx context.Context, g garbage) error {
-	bySlot := make(map[placement.TargetID][]uint32)
-	for i, t := range g.layout.Targets {
+	bySlot := make(map[placement.ChainID][]uint32)
+	for i, t := range g.layout.Chains {
 		bySlot[t] = append(bySlot[t], uint32(i))
 	}
-	ids := make([]placement.TargetID, 0, len(bySlot))
+	ids := make([]placement.ChainID, 0, len(bySlot))
 	for t := range bySlot {
 		ids = append(ids, t)
 	}
@@ -117,7 +120,7 @@ func (s *Service) removeChunks(ctx context.Context, g garbage) error {
 	var failed []error
 	for _, t := range ids {
 		if err := s.targets.RemoveChunks(ctx, t, g.ino, bySlot[t]); err != nil {
-			failed = append(failed, fmt.Errorf("meta: remove chunks of freed inode %d on target %d: %w", g.ino, t, err))
+			failed = append(failed, fmt.Errorf("meta: remove chunks of freed inode %d in chain %d: %w", g.ino, t, err))
 		}
 	}
 	return errors.Join(failed...)

@@ -17,8 +17,8 @@ import (
 func wantRemovals(t *testing.T, got []removal, a wire.Attr) {
 	t.Helper()
 	want := map[placement.TargetID][]uint32{}
-	for i, tg := range a.Layout.Targets {
-		want[tg] = append(want[tg], uint32(i))
+	for i, tg := range a.Layout.Chains {
+		want[placement.TargetID(tg)] = append(want[placement.TargetID(tg)], uint32(i))
 	}
 	seen := map[placement.TargetID]bool{}
 	for _, r := range got {
@@ -34,7 +34,7 @@ func wantRemovals(t *testing.T, got []removal, a wire.Attr) {
 		}
 	}
 	if len(seen) != len(want) {
-		t.Fatalf("inode %d: removals on %d targets, want %d (%v): %+v", a.Ino, len(seen), len(want), a.Layout.Targets, got)
+		t.Fatalf("inode %d: removals on %d targets, want %d (%v): %+v", a.Ino, len(seen), len(want), a.Layout.Chains, got)
 	}
 }
 
@@ -110,7 +110,7 @@ func TestGarbageCollectionResumes(t *testing.T) {
 		t.Fatal(err)
 	}
 	f := mustCreate(t, s1, RootIno, "f")
-	ft.setFail(f.Layout.Targets[1], true)
+	ft.setFail(placement.TargetID(f.Layout.Chains[1]), true)
 	if err := s1.Unlink(ctx, RootIno, "f"); err != nil {
 		t.Fatal(err)
 	}

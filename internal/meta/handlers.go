@@ -94,12 +94,27 @@ func (s *Service) Register(srv *wire.Server) {
 		r, err := s.CommitWrite(ctx, m.Ino, m.End, m.Mtime)
 		return &r, err
 	})
-	handle(srv, wire.OpRegister, func(ctx context.Context, m *wire.RegisterTargetReq) (wire.Message, error) {
-		reg, ok := s.targets.(TargetRegistrar)
-		if !ok {
-			return nil, errs.New(errs.NotSupported, "meta: register target %d: this server's target set is fixed", m.ID)
+	cm, _ := s.targets.(ClusterManager)
+	fixed := errs.New(errs.NotSupported, "meta: this server's target set is fixed")
+	handle(srv, wire.OpRegister, func(ctx context.Context, m *wire.RegisterReq) (wire.Message, error) {
+		if cm == nil {
+			return nil, fixed
 		}
-		return &wire.Empty{}, reg.RegisterTarget(ctx, m.ID, m.Addr)
+		r, err := cm.Register(ctx, m)
+		return &r, err
+	})
+	handle(srv, wire.OpHeartbeat, func(ctx context.Context, m *wire.HeartbeatReq) (wire.Message, error) {
+		if cm == nil {
+			return nil, fixed
+		}
+		r, err := cm.Heartbeat(ctx, m)
+		return &r, err
+	})
+	handle(srv, wire.OpSyncDone, func(ctx context.Context, m *wire.SyncDoneReq) (wire.Message, error) {
+		if cm == nil {
+			return nil, fixed
+		}
+		return &wire.Empty{}, cm.SyncDone(ctx, m)
 	})
 }
 

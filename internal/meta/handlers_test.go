@@ -81,7 +81,7 @@ func TestWire(t *testing.T) {
 		ts.register(tsrv)
 		taddr := serve(t, tsrv)
 
-		rt, err := NewRemoteTargets(ctx, RemoteTargetsOptions{DB: db, PollInterval: 20 * time.Millisecond})
+		rt, err := NewRemoteTargets(ctx, RemoteTargetsOptions{DB: db, Refresh: 20 * time.Millisecond, HeartbeatTimeout: 2 * time.Second})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -105,7 +105,16 @@ func TestWire(t *testing.T) {
 		err = call(wire.OpCreate, &wire.CreateReq{Parent: RootIno, Name: "f", Mode: 0o644}, &wire.Attr{})
 		wantCode(t, "create without targets", err, errs.NoSpace)
 
-		if err := call(wire.OpRegister, &wire.RegisterTargetReq{ID: 5, Addr: taddr}, &wire.Empty{}); err != nil {
+		var reg wire.RegisterResp
+		if err := call(wire.OpRegister, &wire.RegisterReq{Node: "n1", Addr: taddr, Want: 1}, &reg); err != nil || len(reg.IDs) != 1 {
+			t.Fatalf("register: %+v, %v", reg, err)
+		}
+		tid := reg.IDs[0]
+		// A second node cannot claim the target.
+		err = call(wire.OpRegister, &wire.RegisterReq{Node: "n2", Addr: taddr, Have: reg.IDs}, &reg)
+		wantCode(t, "register another node's target", err, errs.Invalid)
+		hb := &wire.HeartbeatReq{Node: "n1", Addr: taddr, Incarnation: 1, Targets: []wire.TargetStat{{Target: tid, Capacity: 1000 << 20, Used: 1, Free: 600 << 20}}}
+		if err := call(wire.OpHeartbeat, hb, &wire.HeartbeatResp{}); err != nil {
 			t.Fatal(err)
 		}
 		var ci wire.ClusterInfo
@@ -113,7 +122,7 @@ func TestWire(t *testing.T) {
 			t.Fatal(err)
 		}
 		if ci.FSID != s.FSID() || ci.RootIno != RootIno || len(ci.Targets) != 1 ||
-			ci.Targets[0].ID != 5 || ci.Targets[0].Addr != taddr || !ci.Targets[0].Healthy || ci.Targets[0].Capacity != 1000<<20 {
+			ci.Targets[0].ID != tid || ci.Targets[0].Node != "n1" || ci.Targets[0].Addr != taddr || !ci.Targets[0].Healthy || ci.Targets[0].Capacity != 1000<<20 {
 			t.Fatalf("cluster info %+v", ci)
 		}
 		var st wire.StatfsResp
@@ -128,7 +137,7 @@ func TestWire(t *testing.T) {
 		if err := call(wire.OpCreate, &wire.CreateReq{Parent: RootIno, Name: "f", Mode: 0o644, Exclusive: true}, &f); err != nil {
 			t.Fatal(err)
 		}
-		if f.Layout.StripeCount != 1 || f.Layout.Targets[0] != 5 {
+		if f.Layout.StripeCount != 1 || f.Layout.Chains[0] != placement.ChainID(tid) {
 			t.Fatalf("layout %v", f.Layout)
 		}
 		var got wire.Attr
@@ -179,7 +188,7 @@ func TestWire(t *testing.T) {
 		err = call(wire.OpSetLayout, &wire.SetLayoutReq{Ino: f.Ino, Layout: placement.Layout{StripeSize: 1 << 20, StripeCount: 1}}, &wire.Empty{})
 		wantCode(t, "setlayout of written file", err, errs.Busy)
 		var lm wire.LayoutMsg
-		if err := call(wire.OpGetLayout, &wire.InoReq{Ino: f.Ino}, &lm); err != nil || lm.Targets[0] != 5 {
+		if err := call(wire.OpGetLayout, &wire.InoReq{Ino: f.Ino}, &lm); err != nil || lm.Chains[0] != placement.ChainID(tid) {
 			t.Fatalf("getlayout: %v, %v", lm.Layout, err)
 		}
 		var sl wire.Attr
@@ -217,7 +226,7 @@ func TestWire(t *testing.T) {
 		ts.mu.Lock()
 		removed := ts.removed
 		ts.mu.Unlock()
-		if len(removed) != 1 || removed[0].Target != 5 || removed[0].Ino != f.Ino || len(removed[0].Slots) != 1 || removed[0].Slots[0] != 0 {
+		if len(removed) != 1 || removed[0].Target != tid || removed[0].Ino != f.Ino || len(removed[0].Slots) != 1 || removed[0].Slots[0] != 0 {
 			t.Fatalf("chunk removals %+v", removed)
 		}
 
@@ -226,12 +235,12 @@ func TestWire(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if l, _ := rt2.List(ctx); len(l) != 1 || l[0].ID != 5 || l[0].Addr != taddr || l[0].Healthy {
-			t.Fatalf("reloaded registry %+v (not yet polled, so unhealthy)", l)
+		if l, _ := rt2.List(ctx); len(l) != 1 || l[0].ID != tid || l[0].Addr != taddr || l[0].Node != "n1" {
+			t.Fatalf("reloaded registry %+v", l)
 		}
 		rt2.Close()
 
-		// A target that stops answering turns unhealthy.
+		// A target whose node stops heart-beating turns unhealthy.
 		tsrv.Close()
 		deadline := time.Now().Add(10 * time.Second)
 		for {

@@ -46,7 +46,16 @@ func (f *fakeTargets) List(ctx context.Context) ([]wire.TargetAddr, error) {
 	return slices.Clone(f.targets), nil
 }
 
-func (f *fakeTargets) RemoveChunks(ctx context.Context, target placement.TargetID, ino uint64, slots []uint32) error {
+func (f *fakeTargets) Chains(ctx context.Context) (uint64, []placement.Chain, error) {
+	return 0, nil, nil
+}
+
+func (f *fakeTargets) FormChains(ctx context.Context, r int) error {
+	return errs.New(errs.Invalid, "fake targets form no chains of %d replicas", r)
+}
+
+func (f *fakeTargets) RemoveChunks(ctx context.Context, chain placement.ChainID, ino uint64, slots []uint32) error {
+	target := placement.TargetID(chain)
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.fail[target] {

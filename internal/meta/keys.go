@@ -18,7 +18,9 @@ const FormatVersion = 1
 const (
 	pfxSuper   = 'F' // "F" -> superblock
 	pfxCounter = 'C' // "C" + counter name -> u64
-	pfxTarget  = 'T' // "T" + u32 id -> target address
+	pfxTarget  = 'T' // "T" + u32 id -> target record
+	pfxNode    = 'N' // "N" + node name -> node record
+	pfxChain   = 'R' // "R" + u32 chain id -> replication chain
 	pfxInode   = 'i' // "i" + u64 ino -> inode record
 	pfxDirent  = 'd' // "d" + u64 parent + name -> child entry
 	pfxDirTime = 't' // "t" + u64 dir ino -> directory mtime, ctime
@@ -139,7 +141,7 @@ const inodeRecordVersion = 1
 // then the layout (u32 stripe size, u16 stripe count, u16 number of
 // targets, u32 per target).
 func (n *inode) encode() []byte {
-	b := make([]byte, 0, 1+5*4+8+3*8+8+8+4*len(n.Layout.Targets))
+	b := make([]byte, 0, 1+5*4+8+3*8+8+8+4*len(n.Layout.Chains)+1)
 	b = append(b, inodeRecordVersion)
 	b = binary.BigEndian.AppendUint32(b, n.Mode)
 	b = binary.BigEndian.AppendUint32(b, n.Nlink)
@@ -188,9 +190,12 @@ func firstByte(b []byte) int {
 func appendLayout(b []byte, l *placement.Layout) []byte {
 	b = binary.BigEndian.AppendUint32(b, l.StripeSize)
 	b = binary.BigEndian.AppendUint16(b, l.StripeCount)
-	b = binary.BigEndian.AppendUint16(b, uint16(len(l.Targets)))
-	for _, t := range l.Targets {
+	b = binary.BigEndian.AppendUint16(b, uint16(len(l.Chains)))
+	for _, t := range l.Chains {
 		b = binary.BigEndian.AppendUint32(b, uint32(t))
+	}
+	if l.Replicas > 1 {
+		b = append(b, l.Replicas)
 	}
 	return b
 }
@@ -202,14 +207,22 @@ func decodeLayout(b []byte, l *placement.Layout) error {
 	l.StripeSize = binary.BigEndian.Uint32(b)
 	l.StripeCount = binary.BigEndian.Uint16(b[4:])
 	n := int(binary.BigEndian.Uint16(b[6:]))
-	if len(b) != 8+4*n {
-		return errs.New(errs.Corruption, "meta: layout record has %d bytes for %d targets", len(b), n)
+	l.Replicas = 0
+	switch len(b) {
+	case 8 + 4*n:
+	case 8 + 4*n + 1:
+		l.Replicas = b[8+4*n]
+		if l.Replicas < 2 || l.Replicas > placement.MaxReplicas {
+			return errs.New(errs.Corruption, "meta: layout record has %d replicas", l.Replicas)
+		}
+	default:
+		return errs.New(errs.Corruption, "meta: layout record has %d bytes for %d chains", len(b), n)
 	}
-	l.Targets = nil
+	l.Chains = nil
 	if n > 0 {
-		l.Targets = make([]placement.TargetID, n)
-		for i := range l.Targets {
-			l.Targets[i] = placement.TargetID(binary.BigEndian.Uint32(b[8+4*i:]))
+		l.Chains = make([]placement.ChainID, n)
+		for i := range l.Chains {
+			l.Chains[i] = placement.ChainID(binary.BigEndian.Uint32(b[8+4*i:]))
 		}
 	}
 	return nil

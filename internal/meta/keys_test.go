@@ -11,7 +11,7 @@ import (
 // must not panic, and what it accepts must encode back to the same bytes.
 func FuzzDecodeInode(f *testing.F) {
 	f.Add((&inode{Mode: modeDir | 0o755, Nlink: 2, Parent: 1}).encode())
-	f.Add((&inode{Mode: modeReg | 0o644, Nlink: 1, Size: 1 << 40, Layout: placement.Layout{StripeSize: 1 << 20, StripeCount: 2, Targets: []placement.TargetID{3, 9}}}).encode())
+	f.Add((&inode{Mode: modeReg | 0o644, Nlink: 1, Size: 1 << 40, Layout: placement.Layout{StripeSize: 1 << 20, StripeCount: 2, Chains: []placement.ChainID{3, 9}}}).encode())
 	f.Add([]byte{1})
 	f.Add([]byte{})
 	f.Fuzz(func(t *testing.T, b []byte) {
@@ -29,7 +29,7 @@ func FuzzDecodeInode(f *testing.F) {
 func FuzzDecodeValues(f *testing.F) {
 	f.Add(dirent{ino: 5, mode: modeLink}.encode())
 	f.Add(dirTimes{1, 2}.encode())
-	f.Add(appendLayout(nil, &placement.Layout{StripeSize: 1 << 20, StripeCount: 1, Targets: []placement.TargetID{1}}))
+	f.Add(appendLayout(nil, &placement.Layout{StripeSize: 1 << 20, StripeCount: 1, Chains: []placement.ChainID{1}}))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		if e, err := decodeDirent(b); err == nil && !bytes.Equal(e.encode(), b) {
 			t.Fatalf("dirent round trip of %x", b)

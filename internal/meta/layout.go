@@ -3,6 +3,7 @@ package meta
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 
@@ -14,49 +15,147 @@ import (
 
 type targetInfo = placement.TargetInfo
 
-// listTargets returns what placement needs to know of the targets, sorted
-// by ID. Free is Capacity-Used (see Targets.List).
-func (s *Service) listTargets(ctx context.Context) ([]targetInfo, error) {
+// placeView is what placement needs to know of the cluster: the targets
+// sorted by ID (Free is Capacity-Used, see Targets.List) and the
+// replicated chains.
+type placeView struct {
+	targets []targetInfo
+	chains  []placement.Chain
+}
+
+func (s *Service) placeView(ctx context.Context) (placeView, error) {
 	ts, err := s.targets.List(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("list storage targets: %w", err)
+		return placeView{}, fmt.Errorf("list storage targets: %w", err)
 	}
-	out := make([]targetInfo, len(ts))
+	pv := placeView{targets: make([]targetInfo, len(ts))}
 	for i, t := range ts {
-		out[i] = targetInfo{ID: t.ID, Healthy: t.Healthy, Free: t.Capacity - t.Used}
+		pv.targets[i] = targetInfo{ID: t.ID, Healthy: t.Healthy, Free: t.Capacity - t.Used}
 	}
-	slices.SortFunc(out, func(a, b targetInfo) int { return cmp.Compare(a.ID, b.ID) })
-	return out, nil
+	slices.SortFunc(pv.targets, func(a, b targetInfo) int { return cmp.Compare(a.ID, b.ID) })
+	if _, pv.chains, err = s.targets.Chains(ctx); err != nil {
+		return placeView{}, fmt.Errorf("list chains: %w", err)
+	}
+	return pv, nil
+}
+
+// needChains is the error of a transaction that wants chains of that many
+// replicas and found none: the caller forms them (outside the transaction)
+// and runs it again.
+type needChains int
+
+func (n needChains) Error() string { return fmt.Sprintf("no chains of %d replicas yet", int(n)) }
+
+// updatePlacing runs fn like update; if fn fails with needChains, it forms
+// the chains, refreshes *pv and runs fn once more.
+func (s *Service) updatePlacing(ctx context.Context, pv *placeView, fn func(tx kv.Txn) error) error {
+	err := s.update(ctx, fn)
+	var nc needChains
+	if !errors.As(err, &nc) {
+		return err
+	}
+	if err := s.targets.FormChains(ctx, int(nc)); err != nil {
+		return err
+	}
+	if *pv, err = s.placeView(ctx); err != nil {
+		return err
+	}
+	err = s.update(ctx, fn)
+	if errors.As(err, &nc) {
+		return errs.New(errs.NoSpace, "no chains of %d replicas could be formed", int(nc))
+	}
+	return err
 }
 
 // fileLayout picks a new regular file's layout: req if its StripeSize is
 // set, else the directory default dir, else Options.DefaultLayout. A stripe
-// count of 0 means min(DefaultStripeCount, number of targets). Targets named
-// in req are used as given (they must exist); otherwise placement.Choose
-// picks them, seeded by the inode number.
-func (s *Service) fileLayout(req, dir placement.Layout, targets []targetInfo, ino uint64) (placement.Layout, error) {
+// count of 0 means min(DefaultStripeCount, number of chains that could
+// take it). Chains named in req are used as given (they must exist);
+// otherwise they are chosen, seeded by the inode number: for one replica,
+// placement.Choose picks targets (chain t is target t); for more,
+// placement.ChooseChains picks among the chains of that many replicas.
+func (s *Service) fileLayout(req, dir placement.Layout, pv placeView, ino uint64) (placement.Layout, error) {
 	l := req
 	if l.StripeSize == 0 {
-		l = placement.Layout{StripeSize: dir.StripeSize, StripeCount: dir.StripeCount}
+		l = placement.Layout{StripeSize: dir.StripeSize, StripeCount: dir.StripeCount, Replicas: dir.Replicas}
 		if l.StripeSize == 0 {
-			l = s.defLay
+			l.StripeSize, l.StripeCount = s.defLay.StripeSize, s.defLay.StripeCount
+			l.Replicas = max(l.Replicas, s.defLay.Replicas)
 		}
 	}
-	if len(l.Targets) > 0 {
-		if l.StripeCount == 0 && len(l.Targets) <= placement.MaxStripeCount {
-			l.StripeCount = uint16(len(l.Targets))
+	r := l.ReplicaCount()
+	if len(l.Chains) > 0 {
+		if l.StripeCount == 0 && len(l.Chains) <= placement.MaxStripeCount {
+			l.StripeCount = uint16(len(l.Chains))
 		}
 		if err := l.Validate(); err != nil {
 			return placement.Layout{}, err
 		}
-		for _, id := range l.Targets {
-			if _, ok := slices.BinarySearchFunc(targets, id, func(t targetInfo, id placement.TargetID) int { return cmp.Compare(t.ID, id) }); !ok {
-				return placement.Layout{}, errs.New(errs.Invalid, "layout names target %d, which does not exist", id)
+		for _, id := range l.Chains {
+			if err := pv.checkChain(id, r); err != nil {
+				return placement.Layout{}, err
 			}
 		}
-		l.Targets = slices.Clone(l.Targets)
+		l.Chains = slices.Clone(l.Chains)
 		return l, nil
 	}
+	if r == 1 {
+		l.Replicas = 0
+		return chooseTargets(l, pv.targets, ino)
+	}
+	var cands []placement.Chain
+	for _, c := range pv.chains {
+		if len(c.Replicas) == r {
+			cands = append(cands, c)
+		}
+	}
+	if len(cands) == 0 {
+		return placement.Layout{}, needChains(r)
+	}
+	if l.StripeCount == 0 {
+		l.StripeCount = uint16(min(DefaultStripeCount, len(cands)))
+	}
+	if err := l.Validate(); err != nil {
+		return placement.Layout{}, err
+	}
+	if int(l.StripeCount) > len(cands) {
+		return placement.Layout{}, errs.New(errs.Invalid, "layout asks for %d chains of %d replicas but only %d exist", l.StripeCount, r, len(cands))
+	}
+	free := make(map[placement.TargetID]bool, len(pv.targets))
+	for _, t := range pv.targets {
+		free[t.ID] = t.Healthy && t.Free > 0
+	}
+	ids, err := placement.ChooseChains(cands, free, int(l.StripeCount), ino)
+	if err != nil {
+		return placement.Layout{}, err
+	}
+	l.Chains = ids
+	return l, nil
+}
+
+// checkChain checks that chain id exists with r replicas.
+func (pv placeView) checkChain(id placement.ChainID, r int) error {
+	if id < placement.FirstReplicatedChain {
+		if r != 1 {
+			return errs.New(errs.Invalid, "layout names chain %d, which has 1 replica, not %d", id, r)
+		}
+		if _, ok := slices.BinarySearchFunc(pv.targets, placement.TargetID(id), func(t targetInfo, id placement.TargetID) int { return cmp.Compare(t.ID, id) }); !ok {
+			return errs.New(errs.Invalid, "layout names target %d, which does not exist", id)
+		}
+		return nil
+	}
+	i := slices.IndexFunc(pv.chains, func(c placement.Chain) bool { return c.ID == id })
+	if i < 0 {
+		return errs.New(errs.Invalid, "layout names chain %d, which does not exist", id)
+	}
+	if n := len(pv.chains[i].Replicas); n != r {
+		return errs.New(errs.Invalid, "layout names chain %d, which has %d replicas, not %d", id, n, r)
+	}
+	return nil
+}
+
+// chooseTargets fills a one-replica layout's chains with targets.
+func chooseTargets(l placement.Layout, targets []targetInfo, ino uint64) (placement.Layout, error) {
 	if len(targets) == 0 {
 		return placement.Layout{}, errs.New(errs.NoSpace, "no storage targets are registered")
 	}
@@ -73,7 +172,10 @@ func (s *Service) fileLayout(req, dir placement.Layout, targets []targetInfo, in
 	if err != nil {
 		return placement.Layout{}, err
 	}
-	l.Targets = ids
+	l.Chains = make([]placement.ChainID, len(ids))
+	for i, id := range ids {
+		l.Chains[i] = placement.ChainID(id)
+	}
 	return l, nil
 }
 
@@ -117,33 +219,36 @@ func (s *Service) SetLayout(ctx context.Context, ino uint64, l placement.Layout)
 }
 
 func (s *Service) setLayout(ctx context.Context, ino uint64, l placement.Layout) error {
-	targets, err := s.listTargets(ctx)
+	pv, err := s.placeView(ctx)
 	if err != nil {
 		return err
 	}
 	now := s.nowNs()
-	return s.update(ctx, func(tx kv.Txn) error {
+	return s.updatePlacing(ctx, &pv, func(tx kv.Txn) error {
 		n, err := getInode(tx, ino)
 		if err != nil {
 			return err
 		}
 		switch {
 		case n.isDir():
-			if len(l.Targets) != 0 {
-				return errs.New(errs.Invalid, "a directory's default layout cannot name targets")
+			if len(l.Chains) != 0 {
+				return errs.New(errs.Invalid, "a directory's default layout cannot name chains")
 			}
-			if l.StripeSize != 0 || l.StripeCount != 0 {
+			if l.StripeSize != 0 || l.StripeCount != 0 || l.Replicas != 0 {
 				if l.StripeSize == 0 {
 					l.StripeSize = s.defLay.StripeSize
 				}
 				if err := l.Validate(); err != nil {
 					return err
 				}
-				if int(l.StripeCount) > len(targets) {
-					return errs.New(errs.Invalid, "layout asks for %d targets but only %d exist", l.StripeCount, len(targets))
+				if l.ReplicaCount() == 1 && int(l.StripeCount) > len(pv.targets) {
+					return errs.New(errs.Invalid, "layout asks for %d targets but only %d exist", l.StripeCount, len(pv.targets))
 				}
 			}
-			n.Layout = placement.Layout{StripeSize: l.StripeSize, StripeCount: l.StripeCount}
+			n.Layout = placement.Layout{StripeSize: l.StripeSize, StripeCount: l.StripeCount, Replicas: l.Replicas}
+			if n.Layout.Replicas == 1 {
+				n.Layout.Replicas = 0
+			}
 		case n.isReg():
 			if n.Size != 0 {
 				return errs.New(errs.Busy, "file has data (size %d); its layout cannot change", n.Size)
@@ -151,7 +256,7 @@ func (s *Service) setLayout(ctx context.Context, ino uint64, l placement.Layout)
 			if l.StripeSize == 0 {
 				return errs.New(errs.Invalid, "a file's layout needs a stripe size")
 			}
-			if n.Layout, err = s.fileLayout(l, placement.Layout{}, targets, ino); err != nil {
+			if n.Layout, err = s.fileLayout(l, placement.Layout{}, pv, ino); err != nil {
 				return err
 			}
 		default:
@@ -196,14 +301,19 @@ func (s *Service) CommitWrite(ctx context.Context, ino, end uint64, mtime int64)
 	return a, nil
 }
 
-// Cluster describes the file system: FSID, root inode and targets.
+// Cluster describes the file system: FSID, root inode, targets and the
+// chain table.
 func (s *Service) Cluster(ctx context.Context) (wire.ClusterInfo, error) {
 	ts, err := s.targets.List(ctx)
 	if err != nil {
 		return wire.ClusterInfo{}, fmt.Errorf("meta: cluster: list storage targets: %w", err)
 	}
 	slices.SortFunc(ts, func(a, b wire.TargetAddr) int { return cmp.Compare(a.ID, b.ID) })
-	return wire.ClusterInfo{FSID: s.fsid, RootIno: RootIno, Targets: ts}, nil
+	ver, chains, err := s.targets.Chains(ctx)
+	if err != nil {
+		return wire.ClusterInfo{}, fmt.Errorf("meta: cluster: list chains: %w", err)
+	}
+	return wire.ClusterInfo{FSID: s.fsid, RootIno: RootIno, Targets: ts, ChainsVersion: ver, Chains: chains}, nil
 }
 
 // Statfs sums the targets' capacity and usage and reports the approximate

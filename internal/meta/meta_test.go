@@ -55,7 +55,7 @@ func TestOptionsValidate(t *testing.T) {
 		{"no db", Options{Targets: ft}, false},
 		{"no targets", Options{DB: db}, false},
 		{"bad stripe", Options{DB: db, Targets: ft, DefaultLayout: placement.Layout{StripeSize: 1000}}, false},
-		{"named targets", Options{DB: db, Targets: ft, DefaultLayout: placement.Layout{StripeSize: 1 << 20, StripeCount: 1, Targets: []placement.TargetID{10}}}, false},
+		{"named targets", Options{DB: db, Targets: ft, DefaultLayout: placement.Layout{StripeSize: 1 << 20, StripeCount: 1, Chains: []placement.ChainID{10}}}, false},
 	} {
 		if err := tc.o.Validate(); (err == nil) != tc.ok {
 			t.Errorf("%s: Validate() = %v", tc.name, err)
@@ -174,7 +174,7 @@ func TestCreate(t *testing.T) {
 	if a.Mode != modeReg|0o7644 || a.Nlink != 1 || a.Uid != 7 || a.Gid != 8 || a.Size != 0 || a.Mtime == 0 || a.Ctime != a.Mtime {
 		t.Fatalf("attr %+v", a)
 	}
-	if a.Layout.StripeSize != placement.DefaultStripeSize || a.Layout.StripeCount != 4 || len(a.Layout.Targets) != 4 {
+	if a.Layout.StripeSize != placement.DefaultStripeSize || a.Layout.StripeCount != 4 || len(a.Layout.Chains) != 4 {
 		t.Fatalf("layout %v", a.Layout)
 	}
 	if err := a.Layout.Validate(); err != nil {
@@ -218,7 +218,7 @@ func TestCreate(t *testing.T) {
 		if err != nil {
 			t.Fatalf("mknod %s: %v", tc.name, err)
 		}
-		if n.Mode != tc.mode || n.Rdev != tc.rdev || len(n.Layout.Targets) != 0 {
+		if n.Mode != tc.mode || n.Rdev != tc.rdev || len(n.Layout.Chains) != 0 {
 			t.Fatalf("mknod %s: %+v", tc.name, n)
 		}
 		_, err = s.Create(ctx, &wire.CreateReq{Parent: d.Ino, Name: tc.name, Mode: tc.mode})
@@ -485,7 +485,7 @@ func TestLayouts(t *testing.T) {
 	ctx := context.Background()
 	s := newTestService(t, nil, newFakeTargets(3))
 	f := mustCreate(t, s, RootIno, "f")
-	if f.Layout.StripeCount != 3 || len(f.Layout.Targets) != 3 {
+	if f.Layout.StripeCount != 3 || len(f.Layout.Chains) != 3 {
 		t.Fatalf("default layout with 3 targets: %v", f.Layout)
 	}
 	l, err := s.GetLayout(ctx, RootIno)
@@ -498,20 +498,20 @@ func TestLayouts(t *testing.T) {
 		t.Fatal(err)
 	}
 	d := mustMkdir(t, s, RootIno, "d")
-	if d.Layout.StripeSize != 4<<20 || d.Layout.StripeCount != 2 || len(d.Layout.Targets) != 0 {
+	if d.Layout.StripeSize != 4<<20 || d.Layout.StripeCount != 2 || len(d.Layout.Chains) != 0 {
 		t.Fatalf("mkdir did not inherit the default layout: %v", d.Layout)
 	}
 	g := mustCreate(t, s, d.Ino, "g")
-	if g.Layout.StripeSize != 4<<20 || g.Layout.StripeCount != 2 || len(g.Layout.Targets) != 2 {
+	if g.Layout.StripeSize != 4<<20 || g.Layout.StripeCount != 2 || len(g.Layout.Chains) != 2 {
 		t.Fatalf("file in dir with default layout: %v", g.Layout)
 	}
 	// Placement rotates by inode number over targets sorted by ID.
 	want, _ := placement.Choose([]placement.TargetInfo{{ID: 10, Healthy: true, Free: 1}, {ID: 11, Healthy: true, Free: 1}, {ID: 12, Healthy: true, Free: 1}}, 2, g.Ino)
-	if !slices.Equal(g.Layout.Targets, want) {
-		t.Fatalf("targets %v, want %v", g.Layout.Targets, want)
+	if !slices.Equal(g.Layout.Chains, chainsOf(want)) {
+		t.Fatalf("targets %v, want %v", g.Layout.Chains, want)
 	}
 	h, err := s.Create(ctx, &wire.CreateReq{Parent: d.Ino, Name: "h", Mode: 0o644, Layout: placement.Layout{StripeSize: 128 << 10, StripeCount: 1}})
-	if err != nil || h.Layout.StripeSize != 128<<10 || len(h.Layout.Targets) != 1 {
+	if err != nil || h.Layout.StripeSize != 128<<10 || len(h.Layout.Chains) != 1 {
 		t.Fatalf("create with layout: %v, %v", h.Layout, err)
 	}
 	_, err = s.Create(ctx, &wire.CreateReq{Parent: d.Ino, Name: "i", Mode: 0o644, Layout: placement.Layout{StripeSize: 128 << 10, StripeCount: 5}})
@@ -519,10 +519,10 @@ func TestLayouts(t *testing.T) {
 	if !strings.Contains(err.Error(), "5 targets but only 3") {
 		t.Fatalf("unclear error: %v", err)
 	}
-	_, err = s.Create(ctx, &wire.CreateReq{Parent: d.Ino, Name: "i", Mode: 0o644, Layout: placement.Layout{StripeSize: 128 << 10, StripeCount: 1, Targets: []placement.TargetID{99}}})
+	_, err = s.Create(ctx, &wire.CreateReq{Parent: d.Ino, Name: "i", Mode: 0o644, Layout: placement.Layout{StripeSize: 128 << 10, StripeCount: 1, Chains: []placement.ChainID{99}}})
 	wantCode(t, "create naming a missing target", err, errs.Invalid)
-	j, err := s.Create(ctx, &wire.CreateReq{Parent: d.Ino, Name: "j", Mode: 0o644, Layout: placement.Layout{StripeSize: 128 << 10, Targets: []placement.TargetID{12, 10}}})
-	if err != nil || !slices.Equal(j.Layout.Targets, []placement.TargetID{12, 10}) || j.Layout.StripeCount != 2 {
+	j, err := s.Create(ctx, &wire.CreateReq{Parent: d.Ino, Name: "j", Mode: 0o644, Layout: placement.Layout{StripeSize: 128 << 10, Chains: []placement.ChainID{12, 10}}})
+	if err != nil || !slices.Equal(j.Layout.Chains, []placement.ChainID{12, 10}) || j.Layout.StripeCount != 2 {
 		t.Fatalf("create naming targets: %v, %v", j.Layout, err)
 	}
 
@@ -531,7 +531,7 @@ func TestLayouts(t *testing.T) {
 	if err := s.SetLayout(ctx, g.Ino, nl); err != nil {
 		t.Fatal(err)
 	}
-	if l, err := s.GetLayout(ctx, g.Ino); err != nil || l.StripeSize != 256<<10 || len(l.Targets) != 3 {
+	if l, err := s.GetLayout(ctx, g.Ino); err != nil || l.StripeSize != 256<<10 || len(l.Chains) != 3 {
 		t.Fatalf("file layout after set: %v, %v", l, err)
 	}
 	if _, err := s.CommitWrite(ctx, g.Ino, 1, 1); err != nil {
@@ -687,4 +687,13 @@ func TestReadDir(t *testing.T) {
 	wantCode(t, "readdir of a file", err, errs.NotDir)
 	_, err = s.ReadDir(ctx, &wire.ReadDirReq{Ino: 5555})
 	wantCode(t, "readdir of missing", err, errs.NotFound)
+}
+
+// chainsOf maps targets to their chains of one replica.
+func chainsOf(ts []placement.TargetID) []placement.ChainID {
+	out := make([]placement.ChainID, len(ts))
+	for i, t := range ts {
+		out[i] = placement.ChainID(t)
+	}
+	return out
 }

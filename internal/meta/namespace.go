@@ -185,7 +185,7 @@ func dropLink(tx kv.Txn, ino uint64, n *inode, now int64, fr *freeResult) error 
 	if err := deleteXattrs(tx, ino); err != nil {
 		return err
 	}
-	if n.isReg() && len(n.Layout.Targets) > 0 {
+	if n.isReg() && len(n.Layout.Chains) > 0 {
 		tx.Set(garbageKey(ino), appendLayout(nil, &n.Layout))
 		fr.garbage = true
 	}
@@ -367,10 +367,10 @@ func (s *Service) create(ctx context.Context, req *wire.CreateReq) (wire.Attr, e
 	default:
 		return wire.Attr{}, errs.New(errs.Invalid, "create cannot make a file of type %#o", typ)
 	}
-	var targets []targetInfo
+	var pv placeView
 	if typ == modeReg {
 		var err error
-		if targets, err = s.listTargets(ctx); err != nil {
+		if pv, err = s.placeView(ctx); err != nil {
 			return wire.Attr{}, err
 		}
 	}
@@ -381,7 +381,7 @@ func (s *Service) create(ctx context.Context, req *wire.CreateReq) (wire.Attr, e
 	now := s.nowNs()
 	var a wire.Attr
 	var created bool
-	err = s.update(ctx, func(tx kv.Txn) error {
+	err = s.updatePlacing(ctx, &pv, func(tx kv.Txn) error {
 		created = false
 		parent, err := getDir(tx, req.Parent)
 		if err != nil {
@@ -414,7 +414,7 @@ func (s *Service) create(ctx context.Context, req *wire.CreateReq) (wire.Attr, e
 			n.Rdev = req.Rdev
 		}
 		if typ == modeReg {
-			if n.Layout, err = s.fileLayout(req.Layout, parent.Layout, targets, ino); err != nil {
+			if n.Layout, err = s.fileLayout(req.Layout, parent.Layout, pv, ino); err != nil {
 				return err
 			}
 		}
@@ -830,7 +830,7 @@ func (s *Service) ReadDir(ctx context.Context, req *wire.ReadDirReq) (wire.ReadD
 					return err
 				}
 				de.Attr = &a
-				if size += 80 + 4*len(a.Layout.Targets); size > 2*maxReadDirBytes {
+				if size += 80 + 4*len(a.Layout.Chains); size > 2*maxReadDirBytes {
 					resp.Entries, resp.EOF = resp.Entries[:i+1], false
 					break
 				}

@@ -81,8 +81,8 @@ func (o Options) Validate() error {
 	if o.Targets == nil {
 		return errs.New(errs.Invalid, "meta: Options.Targets is required")
 	}
-	if len(o.DefaultLayout.Targets) != 0 {
-		return errs.New(errs.Invalid, "meta: Options.DefaultLayout must not name targets")
+	if len(o.DefaultLayout.Chains) != 0 {
+		return errs.New(errs.Invalid, "meta: Options.DefaultLayout must not name chains")
 	}
 	if err := o.DefaultLayout.Validate(); err != nil {
 		return fmt.Errorf("meta: Options.DefaultLayout: %w", err)

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"log/slog"
 	"slices"
@@ -16,8 +17,9 @@ import (
 	"github.com/sluice-fs/sluice/internal/wire"
 )
 
-// Targets is how the service reaches the storage targets. Implementations
-// must be safe for concurrent use.
+// Targets is how the service reaches the storage targets and the
+// replication chains over them. Implementations must be safe for
+// concurrent use.
 type Targets interface {
 	// List returns the known targets in any order, with their health and
 	// capacity. Used is the bytes in use on the target's file system, so
@@ -25,185 +27,715 @@ type Targets interface {
 	// must be cheap (a cached snapshot).
 	List(ctx context.Context) ([]wire.TargetAddr, error)
 
+	// Chains returns the replicated chains (two or more replicas) and the
+	// chain table's version. Chains of one replica are implicit: chain t
+	// is target t. Cheap, like List.
+	Chains(ctx context.Context) (version uint64, chains []placement.Chain, err error)
+
+	// FormChains makes chains of r replicas (2 <= r) for the healthy
+	// targets that head none yet, so that new files can use them.
+	FormChains(ctx context.Context, r int) error
+
 	// RemoveChunks durably removes the chunks of inode ino in the given
-	// slots on a target. Removing chunks that do not exist is not an error,
-	// so a repeated call is harmless.
-	RemoveChunks(ctx context.Context, target placement.TargetID, ino uint64, slots []uint32) error
+	// slots from every replica of a chain. Removing chunks that do not
+	// exist is not an error, so a repeated call is harmless.
+	RemoveChunks(ctx context.Context, chain placement.ChainID, ino uint64, slots []uint32) error
 }
 
-// TargetRegistrar is implemented by Targets that accept target
-// registrations; the OpRegister handler needs it.
-type TargetRegistrar interface {
-	RegisterTarget(ctx context.Context, id placement.TargetID, addr string) error
+// ClusterManager is implemented by Targets that storage nodes register
+// with and report to; the OpRegister, OpHeartbeat and OpSyncDone handlers
+// need it.
+type ClusterManager interface {
+	Register(ctx context.Context, req *wire.RegisterReq) (wire.RegisterResp, error)
+	Heartbeat(ctx context.Context, req *wire.HeartbeatReq) (wire.HeartbeatResp, error)
+	SyncDone(ctx context.Context, req *wire.SyncDoneReq) error
 }
 
 // RemoteTargetsOptions configures RemoteTargets.
 type RemoteTargetsOptions struct {
-	// DB persists the registry (key "T" + id, see doc.go). Required; it is
-	// normally the metadata service's DB.
+	// DB persists the cluster state: targets, nodes and their last
+	// heartbeats, chains (keys "T", "N", "R", see doc.go). Required; it is
+	// normally the metadata service's DB, shared by every metadata service
+	// of the file system.
 	DB kv.DB
 	// Logger; nil means slog.Default().
 	Logger *slog.Logger
-	// PollInterval is how often each target's OpTargetStat is polled
-	// (default 3s). A target that does not answer is marked unhealthy.
-	PollInterval time.Duration
+	// HeartbeatTimeout is how long a node may go without a heartbeat
+	// before its targets count as down and leave their chains (default 5s).
+	HeartbeatTimeout time.Duration
+	// Refresh is how often the cached cluster state is reloaded from the
+	// DB and down nodes are looked for (default 500ms).
+	Refresh time.Duration
 	// Timeout bounds one call to a target (default 5s).
 	Timeout time.Duration
+	// Now is the clock; nil means time.Now.
+	Now func() time.Time
 }
 
-// RemoteTargets is a Targets that reaches targets over the wire protocol.
-// It keeps a registry of targets (persisted in the KV) and polls their
-// health and capacity while Run runs.
+// RemoteTargets is the cluster manager: it keeps the registry of storage
+// nodes and targets, their heartbeats and the chain table in the KV (so
+// that every metadata service sharing the KV agrees), takes the targets of
+// nodes that stop heart-beating out of their chains, and reaches targets
+// over the wire protocol. A cached copy of the state, reloaded every
+// Refresh while Run runs, answers List and Chains.
 //
-// Lock order: mu is never held while dialing or calling a target.
+// Lock order: mu is never held while dialing, calling a target or running
+// a KV transaction.
 type RemoteTargets struct {
 	db      kv.DB
 	log     *slog.Logger
-	every   time.Duration
 	timeout time.Duration
+	hbLimit time.Duration
+	every   time.Duration
+	now     func() time.Time
 
 	mu struct {
 		sync.Mutex
-		targets map[placement.TargetID]*remoteTarget
-		closed  bool
+		st     clusterState
+		conns  map[string]*wire.Conn // by address
+		closed bool
 	}
 	closed    chan struct{}
 	closeOnce sync.Once
 	runWG     sync.WaitGroup // Run calls in progress; Add under mu
 }
 
-type remoteTarget struct {
-	id   placement.TargetID
-	addr string
-	conn *wire.Conn
-
-	healthy        bool
-	capacity, used int64
+// clusterState is what the KV holds about the cluster.
+type clusterState struct {
+	targets   map[placement.TargetID]targetRecord
+	nodes     map[string]nodeRecord
+	chains    map[placement.ChainID]placement.Chain
+	chainsVer uint64
 }
 
-// NewRemoteTargets loads the registry from opts.DB.
+type targetRecord struct {
+	Node, Addr string
+}
+
+type nodeRecord struct {
+	Addr        string
+	Incarnation uint64
+	LastSeen    int64 // unix ns, by the metadata service's clock
+	Stats       []wire.TargetStat
+}
+
+// Cluster state keys (see doc.go).
+var (
+	keyNextTarget = []byte("Cnext-target")
+	keyNextChain  = []byte("Cnext-chain")
+	keyChainsVer  = []byte("Cchains")
+)
+
+func nodeKey(node string) []byte { return append([]byte{pfxNode}, node...) }
+
+func chainKey(id placement.ChainID) []byte {
+	return binary.BigEndian.AppendUint32([]byte{pfxChain}, uint32(id))
+}
+
+// A target record is 0x01 | u16 len | node | addr. Records written before
+// nodes existed hold just the address (which never starts with 0x01); they
+// belong to node "local".
+func (r targetRecord) encode() []byte {
+	b := []byte{1}
+	b = binary.BigEndian.AppendUint16(b, uint16(len(r.Node)))
+	b = append(b, r.Node...)
+	return append(b, r.Addr...)
+}
+
+func decodeTargetRecord(b []byte) (targetRecord, error) {
+	if len(b) == 0 {
+		return targetRecord{}, errs.New(errs.Corruption, "meta: empty target record")
+	}
+	if b[0] != 1 {
+		return targetRecord{Node: LocalNode, Addr: string(b)}, nil
+	}
+	if len(b) < 3 || len(b) < 3+int(binary.BigEndian.Uint16(b[1:])) {
+		return targetRecord{}, errs.New(errs.Corruption, "meta: short target record")
+	}
+	n := int(binary.BigEndian.Uint16(b[1:]))
+	return targetRecord{Node: string(b[3 : 3+n]), Addr: string(b[3+n:])}, nil
+}
+
+// A node record is the wire encoding of a HeartbeatReq (with Node empty)
+// followed by i64 last seen.
+func (r nodeRecord) encode() []byte {
+	m := wire.HeartbeatReq{Addr: r.Addr, Incarnation: r.Incarnation, Targets: r.Stats}
+	b := wire.Marshal(&m)
+	return binary.BigEndian.AppendUint64(b, uint64(r.LastSeen))
+}
+
+func decodeNodeRecord(b []byte) (nodeRecord, error) {
+	var m wire.HeartbeatReq
+	if len(b) < 8 {
+		return nodeRecord{}, errs.New(errs.Corruption, "meta: short node record")
+	}
+	if err := wire.Unmarshal(b[:len(b)-8], &m); err != nil {
+		return nodeRecord{}, errs.New(errs.Corruption, "meta: bad node record: %v", err)
+	}
+	seen := int64(binary.BigEndian.Uint64(b[len(b)-8:]))
+	return nodeRecord{Addr: m.Addr, Incarnation: m.Incarnation, LastSeen: seen, Stats: m.Targets}, nil
+}
+
+func encodeChain(c *placement.Chain) []byte {
+	return wire.Marshal(&wire.ChainMsg{Chain: *c})
+}
+
+func decodeChain(b []byte) (placement.Chain, error) {
+	var m wire.ChainMsg
+	if err := wire.Unmarshal(b, &m); err != nil {
+		return m.Chain, errs.New(errs.Corruption, "meta: bad chain record: %v", err)
+	}
+	c := m.Chain
+	if err := c.Validate(); err != nil {
+		return c, errs.New(errs.Corruption, "meta: bad chain record: %v", err)
+	}
+	return c, nil
+}
+
+// LocalNode is the node name of targets registered without one (the
+// targets of `sluice serve`, and records from before nodes existed).
+const LocalNode = "local"
+
+// NewRemoteTargets loads the cluster state from opts.DB.
 func NewRemoteTargets(ctx context.Context, opts RemoteTargetsOptions) (*RemoteTargets, error) {
 	if opts.DB == nil {
 		return nil, errs.New(errs.Invalid, "meta: RemoteTargetsOptions.DB is required")
 	}
 	r := &RemoteTargets{
 		db:      opts.DB,
-		log:     opts.Logger,
-		every:   opts.PollInterval,
-		timeout: opts.Timeout,
+		log:     cmp.Or(opts.Logger, slog.Default()),
+		timeout: cmp.Or(opts.Timeout, 5*time.Second),
+		hbLimit: cmp.Or(opts.HeartbeatTimeout, 5*time.Second),
+		every:   cmp.Or(opts.Refresh, 500*time.Millisecond),
+		now:     opts.Now,
 		closed:  make(chan struct{}),
 	}
-	if r.log == nil {
-		r.log = slog.Default()
+	if r.now == nil {
+		r.now = time.Now
 	}
-	if r.every <= 0 {
-		r.every = 3 * time.Second
-	}
-	if r.timeout <= 0 {
-		r.timeout = 5 * time.Second
-	}
-	r.mu.targets = make(map[placement.TargetID]*remoteTarget)
-	start := []byte{pfxTarget}
-	err := r.db.View(ctx, func(tx kv.Txn) error {
-		clear(r.mu.targets)
-		var bad error
-		err := tx.Scan(start, kv.PrefixEnd(start), 0, func(k, v []byte) bool {
-			if len(k) != 5 || len(v) == 0 {
-				bad = errs.New(errs.Corruption, "meta: bad target registry record %q", k)
-				return false
-			}
-			id := placement.TargetID(binary.BigEndian.Uint32(k[1:]))
-			r.mu.targets[id] = &remoteTarget{id: id, addr: string(v)}
-			return true
-		})
-		return cmp.Or(err, bad)
-	})
-	if err != nil {
-		return nil, fmt.Errorf("meta: load target registry: %w", err)
+	r.mu.conns = make(map[string]*wire.Conn)
+	if err := r.reload(ctx); err != nil {
+		return nil, err
 	}
 	return r, nil
 }
 
-// RegisterTarget records (durably) that target id is served at addr, then
-// polls it once so that it can be used at once if it answers.
+// reload reads the cluster state from the KV into the cache.
+func (r *RemoteTargets) reload(ctx context.Context) error {
+	var st clusterState
+	err := r.db.View(ctx, func(tx kv.Txn) error {
+		var err error
+		st, err = loadState(tx)
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("meta: load cluster state: %w", err)
+	}
+	r.mu.Lock()
+	r.mu.st = st
+	r.mu.Unlock()
+	return nil
+}
+
+func loadState(tx kv.Txn) (clusterState, error) {
+	st := clusterState{
+		targets: make(map[placement.TargetID]targetRecord),
+		nodes:   make(map[string]nodeRecord),
+		chains:  make(map[placement.ChainID]placement.Chain),
+	}
+	var bad error
+	scan := func(pfx byte, fn func(k, v []byte) error) error {
+		start := []byte{pfx}
+		err := tx.Scan(start, kv.PrefixEnd(start), 0, func(k, v []byte) bool {
+			bad = fn(k[1:], v)
+			return bad == nil
+		})
+		return cmp.Or(err, bad)
+	}
+	err := scan(pfxTarget, func(k, v []byte) error {
+		if len(k) != 4 {
+			return errs.New(errs.Corruption, "meta: bad target key %q", k)
+		}
+		t, err := decodeTargetRecord(v)
+		st.targets[placement.TargetID(binary.BigEndian.Uint32(k))] = t
+		return err
+	})
+	if err != nil {
+		return st, err
+	}
+	err = scan(pfxNode, func(k, v []byte) error {
+		n, err := decodeNodeRecord(v)
+		st.nodes[string(k)] = n
+		return err
+	})
+	if err != nil {
+		return st, err
+	}
+	err = scan(pfxChain, func(k, v []byte) error {
+		c, err := decodeChain(v)
+		st.chains[c.ID] = c
+		return err
+	})
+	if err != nil {
+		return st, err
+	}
+	if v, err := tx.Get(keyChainsVer); err == nil {
+		st.chainsVer, err = parseU64(v, "chain table version")
+		return st, err
+	} else if !errors.Is(err, kv.ErrNotFound) {
+		return st, err
+	}
+	return st, nil
+}
+
+// alive reports whether node n heart-beat recently enough.
+func (r *RemoteTargets) alive(n nodeRecord, now time.Time) bool {
+	return n.LastSeen != 0 && now.Sub(time.Unix(0, n.LastSeen)) < r.hbLimit
+}
+
+// RegisterTarget records (durably) that target id of node LocalNode is
+// served at addr. `sluice serve` uses it for its own targets.
 func (r *RemoteTargets) RegisterTarget(ctx context.Context, id placement.TargetID, addr string) error {
 	if addr == "" {
 		return errs.New(errs.Invalid, "meta: register target %d: empty address", id)
 	}
+	if placement.ChainID(id) >= placement.FirstReplicatedChain || id == 0 {
+		return errs.New(errs.Invalid, "meta: register target %d: IDs must be between 1 and %d", id, placement.FirstReplicatedChain-1)
+	}
 	err := r.db.Update(ctx, func(tx kv.Txn) error {
-		tx.Set(targetKey(id), []byte(addr))
-		return nil
+		tx.Set(targetKey(id), targetRecord{Node: LocalNode, Addr: addr}.encode())
+		return bumpCounter(tx, keyNextTarget, uint64(id)+1)
 	})
 	if err != nil {
 		return fmt.Errorf("meta: register target %d at %s: %w", id, addr, err)
 	}
-	r.mu.Lock()
-	if r.mu.closed {
-		r.mu.Unlock()
-		return errs.New(errs.Unavailable, "meta: register target %d: target registry closed", id)
+	return r.reload(ctx)
+}
+
+// bumpCounter raises counter key to at least v.
+func bumpCounter(tx kv.Txn, key []byte, v uint64) error {
+	cur, err := getCounter(tx, key, 1)
+	if err != nil {
+		return err
 	}
-	t := r.mu.targets[id]
-	var old *wire.Conn
-	if t == nil {
-		t = &remoteTarget{id: id}
-		r.mu.targets[id] = t
+	if v > cur {
+		tx.Set(key, u64Value(v))
 	}
-	if t.addr != addr {
-		t.addr, old, t.conn, t.healthy = addr, t.conn, nil, false
-	}
-	r.mu.Unlock()
-	if old != nil {
-		old.Close()
-	}
-	r.poll(ctx, id)
 	return nil
 }
 
-// List returns the registered targets sorted by ID.
-func (r *RemoteTargets) List(ctx context.Context) ([]wire.TargetAddr, error) {
+func getCounter(tx kv.Txn, key []byte, def uint64) (uint64, error) {
+	v, err := tx.Get(key)
+	if errors.Is(err, kv.ErrNotFound) {
+		return def, nil
+	}
+	if err != nil {
+		return 0, err
+	}
+	return parseU64(v, string(key))
+}
+
+// Register records a storage node and its targets, giving out req.Want new
+// target IDs. A target already registered to another node is refused.
+func (r *RemoteTargets) Register(ctx context.Context, req *wire.RegisterReq) (wire.RegisterResp, error) {
+	if req.Node == "" || req.Addr == "" {
+		return wire.RegisterResp{}, errs.New(errs.Invalid, "meta: register: node name and address are required")
+	}
+	if req.Want > placement.MaxStripeCount {
+		return wire.RegisterResp{}, errs.New(errs.Invalid, "meta: register node %s: %d new targets is over the limit of %d", req.Node, req.Want, placement.MaxStripeCount)
+	}
+	var resp wire.RegisterResp
+	err := r.db.Update(ctx, func(tx kv.Txn) error {
+		resp.IDs = nil
+		for _, id := range req.Have {
+			v, err := tx.Get(targetKey(id))
+			if errors.Is(err, kv.ErrNotFound) {
+				return errs.New(errs.Invalid, "meta: node %s has target %d, which this file system never gave out (a data dir of another file system?)", req.Node, id)
+			}
+			if err != nil {
+				return err
+			}
+			t, err := decodeTargetRecord(v)
+			if err != nil {
+				return err
+			}
+			if t.Node != req.Node {
+				return errs.New(errs.Invalid, "meta: target %d belongs to node %s, not %s", id, t.Node, req.Node)
+			}
+			tx.Set(targetKey(id), targetRecord{Node: req.Node, Addr: req.Addr}.encode())
+		}
+		next, err := getCounter(tx, keyNextTarget, 1)
+		if err != nil {
+			return err
+		}
+		for range req.Want {
+			id := placement.TargetID(next)
+			tx.Set(targetKey(id), targetRecord{Node: req.Node, Addr: req.Addr}.encode())
+			resp.IDs = append(resp.IDs, id)
+			next++
+		}
+		if placement.ChainID(next) >= placement.FirstReplicatedChain {
+			return errs.New(errs.NoSpace, "meta: out of target IDs")
+		}
+		tx.Set(keyNextTarget, u64Value(next))
+		return nil
+	})
+	if err != nil {
+		return wire.RegisterResp{}, fmt.Errorf("meta: register node %s: %w", req.Node, err)
+	}
+	r.log.Info("meta: storage node registered", "node", req.Node, "addr", req.Addr, "targets", req.Have, "new", resp.IDs)
+	return resp, r.reload(ctx)
+}
+
+// Heartbeat records that a node is alive. A node that comes back after its
+// targets were taken out of their chains, or that restarted (a new
+// incarnation), has its replicas put back as syncing: they take writes at
+// once and serve reads after the chain's tail has copied them what they
+// missed.
+func (r *RemoteTargets) Heartbeat(ctx context.Context, req *wire.HeartbeatReq) (wire.HeartbeatResp, error) {
+	if req.Node == "" {
+		return wire.HeartbeatResp{}, errs.New(errs.Invalid, "meta: heartbeat without a node name")
+	}
+	now := r.now()
+	var ver uint64
+	var changed []placement.Chain
+	err := r.db.Update(ctx, func(tx kv.Txn) error {
+		changed = changed[:0]
+		var prev nodeRecord
+		v, err := tx.Get(nodeKey(req.Node))
+		switch {
+		case err == nil:
+			if prev, err = decodeNodeRecord(v); err != nil {
+				return err
+			}
+		case !errors.Is(err, kv.ErrNotFound):
+			return err
+		}
+		tx.Set(nodeKey(req.Node), nodeRecord{Addr: req.Addr, Incarnation: req.Incarnation, LastSeen: now.UnixNano(), Stats: req.Targets}.encode())
+		restarted := prev.Incarnation != 0 && prev.Incarnation != req.Incarnation
+		st, err := loadChains(tx)
+		if err != nil {
+			return err
+		}
+		ver = st.chainsVer
+		mine := make(map[placement.TargetID]bool, len(req.Targets))
+		for _, t := range req.Targets {
+			mine[t.Target] = true
+		}
+		for _, c := range st.chains {
+			for _, rep := range c.Replicas {
+				if !mine[rep.Target] || (rep.State == placement.Serving && !restarted) {
+					continue
+				}
+				if c.StartSync(rep.Target) {
+					changed = append(changed, c)
+				}
+			}
+		}
+		if len(changed) > 0 {
+			ver++
+			for i := range changed {
+				tx.Set(chainKey(changed[i].ID), encodeChain(&changed[i]))
+			}
+			tx.Set(keyChainsVer, u64Value(ver))
+		}
+		return nil
+	})
+	if err != nil {
+		return wire.HeartbeatResp{}, fmt.Errorf("meta: heartbeat of node %s: %w", req.Node, err)
+	}
+	for _, c := range changed {
+		r.log.Info("meta: replica back, syncing", "node", req.Node, "chain", c.String())
+	}
 	r.mu.Lock()
-	out := make([]wire.TargetAddr, 0, len(r.mu.targets))
-	for _, t := range r.mu.targets {
-		out = append(out, wire.TargetAddr{ID: t.id, Addr: t.addr, Healthy: t.healthy, Capacity: t.capacity, Used: t.used})
+	r.mu.st.nodes[req.Node] = nodeRecord{Addr: req.Addr, Incarnation: req.Incarnation, LastSeen: now.UnixNano(), Stats: req.Targets}
+	r.mu.Unlock()
+	if len(changed) > 0 {
+		if err := r.reload(ctx); err != nil {
+			return wire.HeartbeatResp{}, err
+		}
+	}
+	return wire.HeartbeatResp{ChainsVersion: ver}, nil
+}
+
+// loadChains reads the chain table only.
+func loadChains(tx kv.Txn) (clusterState, error) {
+	st := clusterState{chains: make(map[placement.ChainID]placement.Chain)}
+	start := []byte{pfxChain}
+	var bad error
+	err := tx.Scan(start, kv.PrefixEnd(start), 0, func(k, v []byte) bool {
+		var c placement.Chain
+		c, bad = decodeChain(v)
+		st.chains[c.ID] = c
+		return bad == nil
+	})
+	if err = cmp.Or(err, bad); err != nil {
+		return st, err
+	}
+	st.chainsVer, err = getCounter(tx, keyChainsVer, 0)
+	return st, err
+}
+
+// SyncDone makes a syncing replica serving, if its chain is still at the
+// version the copy was made for.
+func (r *RemoteTargets) SyncDone(ctx context.Context, req *wire.SyncDoneReq) error {
+	var done bool
+	var after placement.Chain
+	err := r.db.Update(ctx, func(tx kv.Txn) error {
+		v, err := tx.Get(chainKey(req.Chain))
+		if errors.Is(err, kv.ErrNotFound) {
+			return errs.New(errs.NotFound, "meta: chain %d does not exist", req.Chain)
+		}
+		if err != nil {
+			return err
+		}
+		c, err := decodeChain(v)
+		if err != nil {
+			return err
+		}
+		if done = c.FinishSync(req.Target, req.Version); !done {
+			return nil
+		}
+		ver, err := getCounter(tx, keyChainsVer, 0)
+		if err != nil {
+			return err
+		}
+		tx.Set(chainKey(c.ID), encodeChain(&c))
+		tx.Set(keyChainsVer, u64Value(ver+1))
+		after = c
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("meta: sync done for target %d of chain %d: %w", req.Target, req.Chain, err)
+	}
+	if !done {
+		return errs.New(errs.ChainChanged, "meta: chain %d changed since version %d; sync again", req.Chain, req.Version)
+	}
+	r.log.Info("meta: replica synced, serving", "target", req.Target, "chain", after.String())
+	return r.reload(ctx)
+}
+
+// checkNodes takes the targets of nodes whose heartbeats stopped out of
+// their chains.
+func (r *RemoteTargets) checkNodes(ctx context.Context) error {
+	now := r.now()
+	r.mu.Lock()
+	var down []string
+	for name, n := range r.mu.st.nodes {
+		if !r.alive(n, now) {
+			down = append(down, name)
+		}
+	}
+	r.mu.Unlock()
+	if len(down) == 0 {
+		return nil
+	}
+	var changed []placement.Chain
+	err := r.db.Update(ctx, func(tx kv.Txn) error {
+		changed = changed[:0]
+		st, err := loadState(tx)
+		if err != nil {
+			return err
+		}
+		dead := make(map[placement.TargetID]bool)
+		for name, n := range st.nodes {
+			if r.alive(n, now) {
+				continue
+			}
+			for id, t := range st.targets {
+				if t.Node == name {
+					dead[id] = true
+				}
+			}
+		}
+		for _, c := range st.chains {
+			moved := false
+			for _, rep := range c.Replicas {
+				if dead[rep.Target] && c.TakeOffline(rep.Target) {
+					moved = true
+				}
+			}
+			if moved {
+				changed = append(changed, c)
+			}
+		}
+		if len(changed) == 0 {
+			return nil
+		}
+		for i := range changed {
+			tx.Set(chainKey(changed[i].ID), encodeChain(&changed[i]))
+		}
+		tx.Set(keyChainsVer, u64Value(st.chainsVer+1))
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("meta: take down nodes' targets out of their chains: %w", err)
+	}
+	for _, c := range changed {
+		r.log.Warn("meta: replica taken out of its chain: its node stopped heart-beating", "chain", c.String(), "timeout", r.hbLimit)
+	}
+	return nil
+}
+
+// List returns the registered targets sorted by ID. A target is healthy
+// while its node heart-beats.
+func (r *RemoteTargets) List(ctx context.Context) ([]wire.TargetAddr, error) {
+	now := r.now()
+	r.mu.Lock()
+	out := make([]wire.TargetAddr, 0, len(r.mu.st.targets))
+	for id, t := range r.mu.st.targets {
+		ta := wire.TargetAddr{ID: id, Addr: t.Addr, Node: t.Node}
+		if n, ok := r.mu.st.nodes[t.Node]; ok {
+			// Healthy: the node heart-beats and reports the target.
+			for _, s := range n.Stats {
+				if s.Target == id {
+					ta.Healthy = r.alive(n, now)
+					ta.Capacity, ta.Used = s.Capacity, max(s.Capacity-s.Free, 0)
+				}
+			}
+		}
+		out = append(out, ta)
 	}
 	r.mu.Unlock()
 	slices.SortFunc(out, func(a, b wire.TargetAddr) int { return cmp.Compare(a.ID, b.ID) })
 	return out, nil
 }
 
-// RemoveChunks sends OpChunkRemove to the target.
-func (r *RemoteTargets) RemoveChunks(ctx context.Context, target placement.TargetID, ino uint64, slots []uint32) error {
-	ctx, cancel := context.WithTimeout(ctx, r.timeout)
-	defer cancel()
-	c, err := r.conn(ctx, target)
-	if err != nil {
-		return fmt.Errorf("meta: remove chunks of inode %d on target %d: %w", ino, target, err)
+// Chains returns the cached chain table.
+func (r *RemoteTargets) Chains(ctx context.Context) (uint64, []placement.Chain, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := make([]placement.Chain, 0, len(r.mu.st.chains))
+	for _, c := range r.mu.st.chains {
+		out = append(out, c.Clone())
 	}
-	req := &wire.ChunkRemoveReq{Target: target, Ino: ino, Slots: slots}
-	if _, err := c.Call(ctx, wire.OpChunkRemove, req, nil, &wire.Empty{}, nil); err != nil {
-		return fmt.Errorf("meta: remove chunks of inode %d on target %d: %w", ino, target, err)
-	}
-	return nil
+	slices.SortFunc(out, func(a, b placement.Chain) int { return cmp.Compare(a.ID, b.ID) })
+	return r.mu.st.chainsVer, out, nil
 }
 
-// conn returns a live connection to the target, dialing if needed.
-func (r *RemoteTargets) conn(ctx context.Context, id placement.TargetID) (*wire.Conn, error) {
-	r.mu.Lock()
-	t := r.mu.targets[id]
-	if t == nil {
-		r.mu.Unlock()
-		return nil, errs.New(errs.Unavailable, "meta: target %d is not registered", id)
+// FormChains makes r-replica chains headed by each healthy target that
+// heads none yet.
+func (r *RemoteTargets) FormChains(ctx context.Context, n int) error {
+	now := r.now()
+	err := r.db.Update(ctx, func(tx kv.Txn) error {
+		st, err := loadState(tx)
+		if err != nil {
+			return err
+		}
+		var all []placement.NodeTarget
+		for id, t := range st.targets {
+			if nd, ok := st.nodes[t.Node]; ok && r.alive(nd, now) {
+				all = append(all, placement.NodeTarget{ID: id, Node: t.Node})
+			}
+		}
+		load := make(map[placement.TargetID]int)
+		headed := make(map[placement.TargetID]bool)
+		for _, c := range st.chains {
+			for _, rep := range c.Replicas {
+				load[rep.Target]++
+			}
+			if len(c.Replicas) == n {
+				headed[c.Replicas[0].Target] = true
+			}
+		}
+		var heads []placement.TargetID
+		for _, t := range all {
+			if !headed[t.ID] {
+				heads = append(heads, t.ID)
+			}
+		}
+		if len(heads) == 0 {
+			return nil
+		}
+		slices.Sort(heads)
+		next, err := getCounter(tx, keyNextChain, uint64(placement.FirstReplicatedChain))
+		if err != nil {
+			return err
+		}
+		cs, err := placement.FormChains(all, heads, n, load, placement.ChainID(next))
+		if err != nil {
+			return err
+		}
+		for i := range cs {
+			tx.Set(chainKey(cs[i].ID), encodeChain(&cs[i]))
+		}
+		tx.Set(keyNextChain, u64Value(next+uint64(len(cs))))
+		tx.Set(keyChainsVer, u64Value(st.chainsVer+1))
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("meta: form chains of %d replicas: %w", n, err)
 	}
+	return r.reload(ctx)
+}
+
+// route returns the target to send a chain-wide request to (the head) and
+// the chain reference to put in it.
+func (r *RemoteTargets) route(chain placement.ChainID) (placement.TargetID, string, wire.ChainRef, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if chain < placement.FirstReplicatedChain {
+		t, ok := r.mu.st.targets[placement.TargetID(chain)]
+		if !ok {
+			return 0, "", wire.ChainRef{}, errs.New(errs.Unavailable, "meta: target %d is not registered", chain)
+		}
+		return placement.TargetID(chain), t.Addr, wire.ChainRef{Chain: chain}, nil
+	}
+	c, ok := r.mu.st.chains[chain]
+	if !ok {
+		return 0, "", wire.ChainRef{}, errs.New(errs.Unavailable, "meta: chain %d does not exist", chain)
+	}
+	head, _ := c.Head()
+	t, ok := r.mu.st.targets[head]
+	if !ok {
+		return 0, "", wire.ChainRef{}, errs.New(errs.Unavailable, "meta: target %d of chain %d is not registered", head, chain)
+	}
+	return head, t.Addr, wire.ChainRef{Chain: chain, ChainVer: c.Version}, nil
+}
+
+// RemoveChunks sends OpChunkRemove to the chain's head, which passes it
+// along the chain. A stale chain version makes it reload and try again.
+func (r *RemoteTargets) RemoveChunks(ctx context.Context, chain placement.ChainID, ino uint64, slots []uint32) error {
+	ctx, cancel := context.WithTimeout(ctx, r.timeout)
+	defer cancel()
+	var err error
+	for attempt := 0; attempt < 3; attempt++ {
+		var head placement.TargetID
+		var addr string
+		var ref wire.ChainRef
+		head, addr, ref, err = r.route(chain)
+		if err != nil {
+			break
+		}
+		var c *wire.Conn
+		if c, err = r.conn(ctx, addr); err != nil {
+			break
+		}
+		req := &wire.ChunkRemoveReq{Target: head, ChainRef: ref, Ino: ino, Slots: slots}
+		if _, err = c.Call(ctx, wire.OpChunkRemove, req, nil, &wire.Empty{}, nil); err == nil {
+			return nil
+		}
+		if errs.CodeOf(err) != errs.ChainChanged {
+			break
+		}
+		if rerr := r.reload(ctx); rerr != nil {
+			return rerr
+		}
+	}
+	return fmt.Errorf("meta: remove chunks of inode %d in chain %d: %w", ino, chain, err)
+}
+
+// conn returns a live connection to addr, dialing if needed.
+func (r *RemoteTargets) conn(ctx context.Context, addr string) (*wire.Conn, error) {
+	r.mu.Lock()
 	if r.mu.closed {
 		r.mu.Unlock()
 		return nil, errs.New(errs.Unavailable, "meta: target registry closed")
 	}
-	if t.conn != nil && t.conn.Err() == nil {
-		c := t.conn
+	if c := r.mu.conns[addr]; c != nil && c.Err() == nil {
 		r.mu.Unlock()
 		return c, nil
 	}
-	addr := t.addr
 	r.mu.Unlock()
 
 	c, err := wire.Dial(ctx, addr)
@@ -212,13 +744,13 @@ func (r *RemoteTargets) conn(ctx context.Context, id placement.TargetID) (*wire.
 	}
 	r.mu.Lock()
 	var drop *wire.Conn // closed after unlocking
-	switch {
-	case r.mu.closed || t.addr != addr:
-		drop, c, err = c, nil, errs.New(errs.Unavailable, "meta: target %d changed while dialing %s", id, addr)
-	case t.conn != nil && t.conn.Err() == nil: // lost a race with another dialer
-		drop, c = c, t.conn
+	switch old := r.mu.conns[addr]; {
+	case r.mu.closed:
+		drop, c, err = c, nil, errs.New(errs.Unavailable, "meta: target registry closed")
+	case old != nil && old.Err() == nil: // lost a race with another dialer
+		drop, c = c, old
 	default:
-		drop, t.conn = t.conn, c // the old one, if any, has failed
+		drop, r.mu.conns[addr] = old, c
 	}
 	r.mu.Unlock()
 	if drop != nil {
@@ -227,36 +759,8 @@ func (r *RemoteTargets) conn(ctx context.Context, id placement.TargetID) (*wire.
 	return c, err
 }
 
-// poll asks one target for its stat and records health and capacity.
-func (r *RemoteTargets) poll(ctx context.Context, id placement.TargetID) {
-	ctx, cancel := context.WithTimeout(ctx, r.timeout)
-	defer cancel()
-	var st wire.TargetStat
-	c, err := r.conn(ctx, id)
-	if err == nil {
-		_, err = c.Call(ctx, wire.OpTargetStat, &wire.TargetReq{Target: id}, nil, &st, nil)
-	}
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	t := r.mu.targets[id]
-	if t == nil {
-		return
-	}
-	if err != nil {
-		if t.healthy {
-			r.log.Warn("meta: storage target unhealthy", "target", id, "addr", t.addr, "err", err)
-		}
-		t.healthy = false
-		return
-	}
-	if !t.healthy {
-		r.log.Info("meta: storage target healthy", "target", id, "addr", t.addr)
-	}
-	t.healthy, t.capacity, t.used = true, st.Capacity, max(st.Capacity-st.Free, 0)
-}
-
-// Run polls every target every PollInterval until ctx is done or Close is
-// called, and returns nil then.
+// Run reloads the cluster state and looks for down nodes every Refresh
+// until ctx is done or Close is called, and returns nil then.
 func (r *RemoteTargets) Run(ctx context.Context) error {
 	r.mu.Lock()
 	if r.mu.closed {
@@ -271,7 +775,7 @@ func (r *RemoteTargets) Run(ctx context.Context) error {
 	var watch sync.WaitGroup
 	defer watch.Wait()
 	defer cancel()
-	watch.Go(func() { // cancels polls in flight on Close
+	watch.Go(func() { // cancels work in flight on Close
 		select {
 		case <-r.closed:
 			cancel()
@@ -281,23 +785,17 @@ func (r *RemoteTargets) Run(ctx context.Context) error {
 	t := time.NewTicker(r.every)
 	defer t.Stop()
 	for {
-		r.mu.Lock()
-		ids := make([]placement.TargetID, 0, len(r.mu.targets))
-		for id := range r.mu.targets {
-			ids = append(ids, id)
-		}
-		r.mu.Unlock()
-		var wg sync.WaitGroup
-		for _, id := range ids {
-			wg.Go(func() { r.poll(ctx, id) })
-		}
-		wg.Wait()
 		select {
 		case <-ctx.Done():
 			return nil
-		case <-r.closed:
-			return nil
 		case <-t.C:
+		}
+		if err := r.reload(ctx); err != nil && ctx.Err() == nil {
+			r.log.Warn("meta: reload cluster state", "err", err)
+			continue
+		}
+		if err := r.checkNodes(ctx); err != nil && ctx.Err() == nil {
+			r.log.Warn("meta: check nodes", "err", err)
 		}
 	}
 }
@@ -312,13 +810,8 @@ func (r *RemoteTargets) Close() error {
 		close(r.closed)
 		r.runWG.Wait()
 		r.mu.Lock()
-		var conns []*wire.Conn
-		for _, t := range r.mu.targets {
-			if t.conn != nil {
-				conns = append(conns, t.conn)
-				t.conn = nil
-			}
-		}
+		conns := r.mu.conns
+		r.mu.conns = nil
 		r.mu.Unlock()
 		for _, c := range conns {
 			c.Close()
@@ -327,4 +820,4 @@ func (r *RemoteTargets) Close() error {
 	return nil
 }
 
-var _ TargetRegistrar = (*RemoteTargets)(nil)
+var _ ClusterManager = (*RemoteTargets)(nil)

@@ -4,9 +4,10 @@
 //
 // A file with stripe size S and stripe count N is cut into stripes of S
 // bytes; stripe k lives in slot k mod N, and slot i of the file is one chunk,
-// chunk.ID{Ino, Slot: i}, stored on target Targets[i]. Inside that chunk,
-// stripe k starts at offset (k / N) * S. This is Lustre's RAID-0 object
-// layout: a small file touches only slot 0, a large one all N targets.
+// chunk.ID{Ino, Slot: i}, stored on the replicas of chain Chains[i] (see
+// Chain). Inside that chunk, stripe k starts at offset (k / N) * S. This is
+// Lustre's RAID-0 object layout: a small file touches only slot 0, a large
+// one all N chains.
 package placement
 
 import (
@@ -29,15 +30,21 @@ const (
 // TargetID names a storage target cluster-wide.
 type TargetID uint32
 
-// Layout says how a file's bytes are spread over targets. A directory's
-// default layout has StripeSize and StripeCount and no Targets; a file's
-// layout has len(Targets) == StripeCount. StripeCount 0 in a directory means
-// "all targets, up to DefaultStripeCount".
+// Layout says how a file's bytes are spread over chains. A directory's
+// default layout has StripeSize, StripeCount and Replicas and no Chains; a
+// file's layout has len(Chains) == StripeCount. StripeCount 0 in a
+// directory means "all chains, up to DefaultStripeCount". Replicas is the
+// number of copies of each chunk (1 to MaxReplicas; 0 means 1): a file's
+// chains all have that many replicas.
 type Layout struct {
 	StripeSize  uint32
 	StripeCount uint16
-	Targets     []TargetID
+	Replicas    uint8
+	Chains      []ChainID
 }
+
+// ReplicaCount returns Replicas, with 0 read as 1.
+func (l Layout) ReplicaCount() int { return max(int(l.Replicas), 1) }
 
 // Validate checks the shape of a layout (not whether its targets exist).
 func (l Layout) Validate() error {
@@ -48,13 +55,16 @@ func (l Layout) Validate() error {
 	if l.StripeCount > MaxStripeCount {
 		return errs.New(errs.Invalid, "placement: stripe count %d is over the limit of %d", l.StripeCount, MaxStripeCount)
 	}
-	if len(l.Targets) != 0 && len(l.Targets) != int(l.StripeCount) {
-		return errs.New(errs.Invalid, "placement: layout has %d targets for stripe count %d", len(l.Targets), l.StripeCount)
+	if l.Replicas > MaxReplicas {
+		return errs.New(errs.Invalid, "placement: %d replicas is over the limit of %d", l.Replicas, MaxReplicas)
 	}
-	seen := make(map[TargetID]bool, len(l.Targets))
-	for _, t := range l.Targets {
+	if len(l.Chains) != 0 && len(l.Chains) != int(l.StripeCount) {
+		return errs.New(errs.Invalid, "placement: layout has %d chains for stripe count %d", len(l.Chains), l.StripeCount)
+	}
+	seen := make(map[ChainID]bool, len(l.Chains))
+	for _, t := range l.Chains {
 		if seen[t] {
-			return errs.New(errs.Invalid, "placement: target %d appears twice in a layout", t)
+			return errs.New(errs.Invalid, "placement: chain %d appears twice in a layout", t)
 		}
 		seen[t] = true
 	}
@@ -62,15 +72,15 @@ func (l Layout) Validate() error {
 }
 
 func (l Layout) String() string {
-	return fmt.Sprintf("stripe_size=%d stripe_count=%d targets=%v", l.StripeSize, l.StripeCount, l.Targets)
+	return fmt.Sprintf("stripe_size=%d stripe_count=%d replicas=%d chains=%v", l.StripeSize, l.StripeCount, l.ReplicaCount(), l.Chains)
 }
 
 // Extent is one contiguous piece of a file range that lives in one chunk.
 type Extent struct {
-	Slot     int      // index into Layout.Targets; also the chunk's Slot
-	Target   TargetID // Layout.Targets[Slot]
-	FileOff  int64    // offset in the file
-	ChunkOff int64    // offset inside the chunk
+	Slot     int     // index into Layout.Chains; also the chunk's Slot
+	Chain    ChainID // Layout.Chains[Slot]
+	FileOff  int64   // offset in the file
+	ChunkOff int64   // offset inside the chunk
 	Len      int64
 }
 
@@ -93,7 +103,7 @@ func (l Layout) Split(off, length int64) []Extent {
 	for length > 0 {
 		slot, coff := l.Locate(off)
 		n := min(s-off%s, length)
-		out = append(out, Extent{Slot: slot, Target: l.Targets[slot], FileOff: off, ChunkOff: coff, Len: n})
+		out = append(out, Extent{Slot: slot, Chain: l.Chains[slot], FileOff: off, ChunkOff: coff, Len: n})
 		off += n
 		length -= n
 	}
@@ -124,7 +134,8 @@ type TargetInfo struct {
 }
 
 // Choose picks count distinct healthy targets with free space for a new
-// file, rotating the starting point by seed (the inode number) so that files
+// file (healthy full targets if too few have space: writes then fail with
+// errs.NoSpace, not the create), rotating the starting point by seed (the inode number) so that files
 // spread evenly. It fails with errs.Invalid if fewer targets exist.
 func Choose(targets []TargetInfo, count int, seed uint64) ([]TargetID, error) {
 	var ok []TargetID
@@ -135,6 +146,19 @@ func Choose(targets []TargetInfo, count int, seed uint64) ([]TargetID, error) {
 	}
 	if count <= 0 {
 		return nil, errs.New(errs.Invalid, "placement: stripe count must be positive, got %d", count)
+	}
+	if count > len(ok) {
+		// Not enough free space: place on healthy full targets too, so
+		// that creating a file works and writing to it says ENOSPC.
+		var healthy []TargetID
+		for _, t := range targets {
+			if t.Healthy {
+				healthy = append(healthy, t.ID)
+			}
+		}
+		if count <= len(healthy) {
+			ok = healthy
+		}
 	}
 	if count > len(ok) {
 		if count > len(targets) {

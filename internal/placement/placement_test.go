@@ -2,13 +2,14 @@ package placement
 
 import (
 	"math/rand/v2"
+	"slices"
 	"testing"
 
 	"github.com/sluice-fs/sluice/internal/errs"
 )
 
-func layout(size uint32, targets ...TargetID) Layout {
-	return Layout{StripeSize: size, StripeCount: uint16(len(targets)), Targets: targets}
+func layout(size uint32, targets ...ChainID) Layout {
+	return Layout{StripeSize: size, StripeCount: uint16(len(targets)), Chains: targets}
 }
 
 func TestLocate(t *testing.T) {
@@ -41,9 +42,9 @@ func TestSplitCoversRangeOnce(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 2))
 	for range 500 {
 		n := 1 + rng.IntN(8)
-		targets := make([]TargetID, n)
+		targets := make([]ChainID, n)
 		for i := range targets {
-			targets[i] = TargetID(100 + i)
+			targets[i] = ChainID(100 + i)
 		}
 		l := layout(uint32(MinStripeSize*(1+rng.IntN(4))), targets...)
 		off := rng.Int64N(50 << 20)
@@ -55,7 +56,7 @@ func TestSplitCoversRangeOnce(t *testing.T) {
 				t.Fatalf("%v: extent %+v does not continue at %d", l, e, pos)
 			}
 			slot, coff := l.Locate(e.FileOff)
-			if slot != e.Slot || coff != e.ChunkOff || e.Target != l.Targets[slot] {
+			if slot != e.Slot || coff != e.ChunkOff || e.Chain != l.Chains[slot] {
 				t.Fatalf("%v: extent %+v disagrees with Locate = (%d, %d)", l, e, slot, coff)
 			}
 			if e.FileOff/int64(l.StripeSize) != (e.FileOff+e.Len-1)/int64(l.StripeSize) {
@@ -84,9 +85,9 @@ func TestSplitCoversRangeOnce(t *testing.T) {
 // TestChunkSize checks ChunkSize against a byte-by-byte count via Locate.
 func TestChunkSize(t *testing.T) {
 	for _, n := range []int{1, 2, 3, 4} {
-		targets := make([]TargetID, n)
+		targets := make([]ChainID, n)
 		for i := range targets {
-			targets[i] = TargetID(i + 1)
+			targets[i] = ChainID(i + 1)
 		}
 		l := layout(MinStripeSize, targets...)
 		for _, size := range []int64{0, 1, MinStripeSize - 1, MinStripeSize, MinStripeSize + 1, 5*MinStripeSize + 17, 8 * MinStripeSize} {
@@ -112,8 +113,8 @@ func TestValidate(t *testing.T) {
 		{StripeSize: MinStripeSize + 1, StripeCount: 1},
 		{StripeSize: MaxStripeSize + MinStripeSize, StripeCount: 1},
 		{StripeSize: MinStripeSize, StripeCount: MaxStripeCount + 1},
-		{StripeSize: MinStripeSize, StripeCount: 2, Targets: []TargetID{1}},
-		{StripeSize: MinStripeSize, StripeCount: 2, Targets: []TargetID{1, 1}},
+		{StripeSize: MinStripeSize, StripeCount: 2, Chains: []ChainID{1}},
+		{StripeSize: MinStripeSize, StripeCount: 2, Chains: []ChainID{1, 1}},
 	}
 	for _, l := range bad {
 		if err := l.Validate(); errs.CodeOf(err) != errs.Invalid {
@@ -152,8 +153,13 @@ func TestChoose(t *testing.T) {
 	if _, err := Choose(ts, 6, 0); errs.CodeOf(err) != errs.Invalid {
 		t.Errorf("more targets than exist: %v", err)
 	}
-	if _, err := Choose(ts, 4, 0); errs.CodeOf(err) != errs.NoSpace {
-		t.Errorf("more targets than usable: %v", err)
+	// Too few with free space: full healthy targets are used too (the
+	// writes, not the create, fail with no space).
+	if got, err := Choose(ts, 4, 0); err != nil || !slices.Contains(got, 4) {
+		t.Errorf("more targets than have space: %v, %v", got, err)
+	}
+	if _, err := Choose(ts, 5, 0); errs.CodeOf(err) != errs.NoSpace {
+		t.Errorf("more targets than healthy: %v", err)
 	}
 	if _, err := Choose(ts, 0, 0); errs.CodeOf(err) != errs.Invalid {
 		t.Errorf("zero count: %v", err)

@@ -150,9 +150,17 @@ func Run(ctx context.Context, opts Options) (err error) {
 			return fmt.Errorf("serve: register target %d: %w", id, err)
 		}
 	}
+	// The local targets heart-beat like a storage node's, straight into
+	// the cluster manager.
+	local := &localMeta{rt: rt}
+	agent := target.NewAgent(targets, local, target.AgentOptions{Node: meta.LocalNode, Addr: addr, Incarnation: incarnation, Logger: log})
 	ms, err := meta.New(ctx, meta.Options{DB: db, Targets: rt, Logger: log})
 	if err != nil {
 		return fmt.Errorf("serve: start metadata service: %w", err)
+	}
+	local.ms = ms
+	if err := agent.Beat(ctx); err != nil {
+		return fmt.Errorf("serve: %w", err)
 	}
 	closers = append(closers, ms.Close)
 	ms.Register(srv)
@@ -163,6 +171,7 @@ func Run(ctx context.Context, opts Options) (err error) {
 	runCtx, stopRun := context.WithCancel(ctx)
 	var runWG sync.WaitGroup
 	runWG.Go(func() { rt.Run(runCtx) })
+	runWG.Go(func() { agent.Run(runCtx) })
 	runWG.Go(func() { ms.Run(runCtx) })
 	closers = append(closers, func() error { stopRun(); runWG.Wait(); return nil })
 
@@ -198,6 +207,9 @@ func Run(ctx context.Context, opts Options) (err error) {
 	srv.Shutdown(sctx)
 	return nil
 }
+
+// incarnation tells this process's heartbeats from an earlier one's.
+var incarnation = uint64(time.Now().UnixNano())
 
 // targetIDs returns the targets the data dir has, or 1..n for a new one.
 func targetIDs(dataDir string, n int) ([]placement.TargetID, error) {
@@ -239,4 +251,28 @@ func lockDir(dir string) (func(), error) {
 		return nil, errs.New(errs.Busy, "serve: data dir %s is in use by another sluice process", dir)
 	}
 	return func() { f.Close() }, nil
+}
+
+// localMeta is the metadata service of this process as the local targets'
+// agent sees it.
+type localMeta struct {
+	rt *meta.RemoteTargets
+	ms *meta.Service
+}
+
+func (l *localMeta) Register(ctx context.Context, req *wire.RegisterReq) (wire.RegisterResp, error) {
+	return l.rt.Register(ctx, req)
+}
+
+func (l *localMeta) Heartbeat(ctx context.Context, req *wire.HeartbeatReq) (wire.HeartbeatResp, error) {
+	return l.rt.Heartbeat(ctx, req)
+}
+
+func (l *localMeta) Cluster(ctx context.Context) (*wire.ClusterInfo, error) {
+	info, err := l.ms.Cluster(ctx)
+	return &info, err
+}
+
+func (l *localMeta) SyncDone(ctx context.Context, req *wire.SyncDoneReq) error {
+	return l.rt.SyncDone(ctx, req)
 }

@@ -56,8 +56,12 @@ type counters struct {
 }
 
 type hosted struct {
-	store *chunk.Store
+	store *chunk.Store // the chain of one replica on this target
 	c     counters
+
+	mu     sync.Mutex
+	chains map[placement.ChainID]*chunk.Store // replicated chains' stores, opened on first use
+	closed bool
 }
 
 // Service serves the chunk operations of a set of stores. It is safe for
@@ -65,6 +69,8 @@ type hosted struct {
 type Service struct {
 	targets map[placement.TargetID]*hosted
 	ids     []placement.TargetID
+	opts    Options
+	cs      chainState
 
 	closeOnce sync.Once
 	closeErr  error
@@ -113,6 +119,7 @@ func OpenDir(dataDir string, ids []placement.TargetID, opts Options) (*Service, 
 	if err != nil {
 		return fail(err)
 	}
+	s.opts = opts
 	return s, nil
 }
 
@@ -147,7 +154,7 @@ func (s *Service) Stats(id placement.TargetID) (Stats, bool) {
 // wire.Server first: requests after Close fail with errs.Unavailable.
 func (s *Service) Close() error {
 	s.closeOnce.Do(func() {
-		var all []error
+		all := []error{s.closeChains()}
 		for _, id := range s.ids {
 			all = append(all, s.targets[id].store.Close())
 		}
@@ -164,6 +171,25 @@ func (s *Service) Register(srv *wire.Server) {
 	srv.Handle(wire.OpChunkTruncate, s.handleTruncate)
 	srv.Handle(wire.OpChunkRemove, s.handleRemove)
 	srv.Handle(wire.OpTargetStat, s.handleStat)
+	srv.Handle(wire.OpChunkList, s.handleList)
+}
+
+func (o Options) logger() *slog.Logger {
+	if o.Logger == nil {
+		return slog.Default()
+	}
+	return o.Logger
+}
+
+// access returns the access kind of a chain-wide request with these flags.
+func accessOf(flags uint8) access {
+	switch {
+	case flags&wire.FlagResync != 0:
+		return accResync
+	case flags&wire.FlagForwarded != 0:
+		return accFwd
+	}
+	return accWrite
 }
 
 func (s *Service) lookup(id placement.TargetID) (*hosted, error) {
@@ -186,7 +212,7 @@ func checkOff(op string, ref wire.ChunkRef, off uint64) error {
 	return nil
 }
 
-func (s *Service) handleWrite(_ context.Context, req *wire.Request) (wire.Response, error) {
+func (s *Service) handleWrite(ctx context.Context, req *wire.Request) (wire.Response, error) {
 	var m wire.ChunkWriteReq
 	if err := wire.Unmarshal(req.Body, &m); err != nil {
 		return wire.Response{}, fmt.Errorf("target: chunk write request: %w", err)
@@ -198,15 +224,33 @@ func (s *Service) handleWrite(_ context.Context, req *wire.Request) (wire.Respon
 	if err := checkOff("write", m.ChunkRef, m.Off); err != nil {
 		return wire.Response{}, h.fail(err)
 	}
-	if err := h.store.WriteAt(chunk.ID{Ino: m.Ino, Slot: m.Slot}, int64(m.Off), req.Data, m.Sync); err != nil {
+	st, c, err := s.resolve(ctx, h, m.Target, m.ChainRef, accessOf(m.Flags))
+	if err != nil {
 		return wire.Response{}, h.fail(err)
+	}
+	if c != nil {
+		defer s.cs.locks.lock(chunkKey{m.Target, c.ID, m.Ino, m.Slot})()
+	}
+	if err := st.WriteAt(chunk.ID{Ino: m.Ino, Slot: m.Slot}, int64(m.Off), req.Data, m.Sync); err != nil {
+		return wire.Response{}, h.fail(err)
+	}
+	if c != nil && m.Flags&wire.FlagResync == 0 {
+		fw := m
+		fw.Flags |= wire.FlagForwarded
+		err := s.forward(ctx, c, m.Target, wire.OpChunkWrite, func(next placement.TargetID) wire.Message {
+			fw.Target = next
+			return &fw
+		}, [][]byte{req.Data})
+		if err != nil {
+			return wire.Response{}, h.fail(err)
+		}
 	}
 	h.c.writeOps.Add(1)
 	h.c.writeBytes.Add(uint64(len(req.Data)))
 	return wire.Response{}, nil
 }
 
-func (s *Service) handleRead(_ context.Context, req *wire.Request) (wire.Response, error) {
+func (s *Service) handleRead(ctx context.Context, req *wire.Request) (wire.Response, error) {
 	var m wire.ChunkReadReq
 	if err := wire.Unmarshal(req.Body, &m); err != nil {
 		return wire.Response{}, fmt.Errorf("target: chunk read request: %w", err)
@@ -222,8 +266,20 @@ func (s *Service) handleRead(_ context.Context, req *wire.Request) (wire.Respons
 		return wire.Response{}, h.fail(errs.New(errs.Invalid, "target: read of %d bytes from chunk ino %d slot %d on target %d is over the limit of %d",
 			m.Len, m.Ino, m.Slot, m.Target, wire.MaxData))
 	}
+	st, c, err := s.resolve(ctx, h, m.Target, m.ChainRef, accRead)
+	if err != nil {
+		return wire.Response{}, h.fail(err)
+	}
+	if c != nil {
+		// A write of this chunk in flight may not have reached the other
+		// replicas yet: wait for it, so that no later read elsewhere can
+		// return older data than this one.
+		if k := (chunkKey{m.Target, c.ID, m.Ino, m.Slot}); s.cs.locks.busy(k) {
+			s.cs.locks.lock(k)()
+		}
+	}
 	buf := wire.GetBuf(int(m.Len))
-	n, chunkLen, err := h.store.ReadAt(chunk.ID{Ino: m.Ino, Slot: m.Slot}, int64(m.Off), buf)
+	n, chunkLen, err := st.ReadAt(chunk.ID{Ino: m.Ino, Slot: m.Slot}, int64(m.Off), buf)
 	if err != nil {
 		wire.PutBuf(buf)
 		return wire.Response{}, h.fail(err)
@@ -237,7 +293,7 @@ func (s *Service) handleRead(_ context.Context, req *wire.Request) (wire.Respons
 	}, nil
 }
 
-func (s *Service) handleSync(_ context.Context, req *wire.Request) (wire.Response, error) {
+func (s *Service) handleSync(ctx context.Context, req *wire.Request) (wire.Response, error) {
 	var m wire.ChunkSyncReq
 	if err := wire.Unmarshal(req.Body, &m); err != nil {
 		return wire.Response{}, fmt.Errorf("target: chunk sync request: %w", err)
@@ -246,18 +302,27 @@ func (s *Service) handleSync(_ context.Context, req *wire.Request) (wire.Respons
 	if err != nil {
 		return wire.Response{}, err
 	}
+	st, c, err := s.resolve(ctx, h, m.Target, m.ChainRef, accessOf(m.Flags))
+	if err != nil {
+		return wire.Response{}, h.fail(err)
+	}
 	ids := make([]chunk.ID, len(m.Slots))
 	for i, slot := range m.Slots {
 		ids[i] = chunk.ID{Ino: m.Ino, Slot: slot}
 	}
-	if err := h.store.Sync(ids...); err != nil {
+	if err := st.Sync(ids...); err != nil {
 		return wire.Response{}, h.fail(err)
+	}
+	if c != nil && m.Flags&wire.FlagResync == 0 {
+		if err := s.forwardSet(ctx, c, wire.OpChunkSync, m); err != nil {
+			return wire.Response{}, h.fail(err)
+		}
 	}
 	h.c.syncOps.Add(1)
 	return wire.Response{}, nil
 }
 
-func (s *Service) handleTruncate(_ context.Context, req *wire.Request) (wire.Response, error) {
+func (s *Service) handleTruncate(ctx context.Context, req *wire.Request) (wire.Response, error) {
 	var m wire.ChunkTruncateReq
 	if err := wire.Unmarshal(req.Body, &m); err != nil {
 		return wire.Response{}, fmt.Errorf("target: chunk truncate request: %w", err)
@@ -269,14 +334,32 @@ func (s *Service) handleTruncate(_ context.Context, req *wire.Request) (wire.Res
 	if err := checkOff("truncate", m.ChunkRef, m.Size); err != nil {
 		return wire.Response{}, h.fail(err)
 	}
-	if err := h.store.Truncate(chunk.ID{Ino: m.Ino, Slot: m.Slot}, int64(m.Size)); err != nil {
+	st, c, err := s.resolve(ctx, h, m.Target, m.ChainRef, accessOf(m.Flags))
+	if err != nil {
 		return wire.Response{}, h.fail(err)
+	}
+	if c != nil {
+		defer s.cs.locks.lock(chunkKey{m.Target, c.ID, m.Ino, m.Slot})()
+	}
+	if err := st.Truncate(chunk.ID{Ino: m.Ino, Slot: m.Slot}, int64(m.Size)); err != nil {
+		return wire.Response{}, h.fail(err)
+	}
+	if c != nil && m.Flags&wire.FlagResync == 0 {
+		fw := m
+		fw.Flags |= wire.FlagForwarded
+		err := s.forward(ctx, c, m.Target, wire.OpChunkTruncate, func(next placement.TargetID) wire.Message {
+			fw.Target = next
+			return &fw
+		}, nil)
+		if err != nil {
+			return wire.Response{}, h.fail(err)
+		}
 	}
 	h.c.truncateOps.Add(1)
 	return wire.Response{}, nil
 }
 
-func (s *Service) handleRemove(_ context.Context, req *wire.Request) (wire.Response, error) {
+func (s *Service) handleRemove(ctx context.Context, req *wire.Request) (wire.Response, error) {
 	var m wire.ChunkRemoveReq
 	if err := wire.Unmarshal(req.Body, &m); err != nil {
 		return wire.Response{}, fmt.Errorf("target: chunk remove request: %w", err)
@@ -285,11 +368,41 @@ func (s *Service) handleRemove(_ context.Context, req *wire.Request) (wire.Respo
 	if err != nil {
 		return wire.Response{}, err
 	}
-	if err := h.store.Remove(m.Ino, m.Slots); err != nil {
+	st, c, err := s.resolve(ctx, h, m.Target, m.ChainRef, accessOf(m.Flags))
+	if err != nil {
 		return wire.Response{}, h.fail(err)
+	}
+	if c != nil {
+		slots := slices.Sorted(slices.Values(m.Slots))
+		for _, slot := range slices.Compact(slots) {
+			defer s.cs.locks.lock(chunkKey{m.Target, c.ID, m.Ino, slot})()
+		}
+	}
+	if err := st.Remove(m.Ino, m.Slots); err != nil {
+		return wire.Response{}, h.fail(err)
+	}
+	if c != nil && m.Flags&wire.FlagResync == 0 {
+		if err := s.forwardSet(ctx, c, wire.OpChunkRemove, m); err != nil {
+			return wire.Response{}, h.fail(err)
+		}
 	}
 	h.c.removeOps.Add(1)
 	return wire.Response{}, nil
+}
+
+// StatAll returns the capacity and usage of every hosted target; a target
+// whose store cannot say is reported with zeros.
+func (s *Service) StatAll() []wire.TargetStat {
+	out := make([]wire.TargetStat, 0, len(s.ids))
+	for _, id := range s.ids {
+		h := s.targets[id]
+		st := wire.TargetStat{Target: id, Corruptions: h.store.Corruptions()}
+		if capacity, used, free, chunks, err := h.store.Stat(); err == nil {
+			st.Capacity, st.Used, st.Free, st.Chunks = capacity, used, free, chunks
+		}
+		out = append(out, st)
+	}
+	return out
 }
 
 func (s *Service) handleStat(_ context.Context, req *wire.Request) (wire.Response, error) {
@@ -309,4 +422,39 @@ func (s *Service) handleStat(_ context.Context, req *wire.Request) (wire.Respons
 		Target: m.Target, Capacity: capacity, Used: used, Free: free,
 		Chunks: chunks, Corruptions: h.store.Corruptions(),
 	}}, nil
+}
+
+// forwardSet passes a sync or remove request along the chain.
+func (s *Service) forwardSet(ctx context.Context, c *placement.Chain, op wire.Op, m wire.ChunkSetReq) error {
+	target := m.Target
+	m.Flags |= wire.FlagForwarded
+	return s.forward(ctx, c, target, op, func(next placement.TargetID) wire.Message {
+		m.Target = next
+		return &m
+	}, nil)
+}
+
+func (s *Service) handleList(ctx context.Context, req *wire.Request) (wire.Response, error) {
+	var m wire.ChunkListReq
+	if err := wire.Unmarshal(req.Body, &m); err != nil {
+		return wire.Response{}, fmt.Errorf("target: chunk list request: %w", err)
+	}
+	h, err := s.lookup(m.Target)
+	if err != nil {
+		return wire.Response{}, err
+	}
+	st, _, err := s.resolve(ctx, h, m.Target, m.ChainRef, accList)
+	if err != nil {
+		return wire.Response{}, h.fail(err)
+	}
+	limit := int(min(max(m.Limit, 1), 100000))
+	infos, more, err := st.List(chunk.ID{Ino: m.AfterIno, Slot: m.AfterSlot}, limit)
+	if err != nil {
+		return wire.Response{}, h.fail(err)
+	}
+	resp := &wire.ChunkListResp{More: more, Chunks: make([]wire.ChunkInfo, len(infos))}
+	for i, in := range infos {
+		resp.Chunks[i] = wire.ChunkInfo{Ino: in.ID.Ino, Slot: in.ID.Slot, Len: uint64(in.Len), Digest: in.Digest}
+	}
+	return wire.Response{Msg: resp}, nil
 }

@@ -182,6 +182,10 @@ func (c *Conn) Call(ctx context.Context, op Op, req Message, data [][]byte, resp
 		select {
 		case <-cl.sent:
 		case <-c.closed:
+		case <-time.After(100 * time.Millisecond):
+			// The send is stuck (a peer that stopped reading, a cut
+			// link): drop the connection, which frees our buffers.
+			c.fail(&errs.Error{Code: errs.Unavailable, Msg: "wire: connection to " + c.addr + " dropped: a request could not be sent before its deadline"})
 		}
 		c.forget(id, cl)
 		return 0, ctxErr(ctx, c.addr)

@@ -22,7 +22,7 @@ import (
 )
 
 // Version is the protocol version this package speaks.
-const Version = 1
+const Version = 2
 
 const (
 	// HeaderSize is the size of a frame header.

@@ -10,7 +10,7 @@ func messages() []Message {
 		&Empty{}, &Cred{}, &LayoutMsg{}, &Attr{}, &ClusterInfo{}, &StatfsResp{}, &ResolveReq{},
 		&NameReq{}, &InoReq{}, &SetAttrReq{}, &CreateReq{}, &SymlinkReq{}, &StringResp{},
 		&BytesResp{}, &NamesResp{}, &RenameReq{}, &LinkReq{}, &ReadDirReq{}, &ReadDirResp{},
-		&XattrReq{}, &SetLayoutReq{}, &CommitWriteReq{}, &RegisterTargetReq{}, &ChunkRef{},
+		&XattrReq{}, &SetLayoutReq{}, &CommitWriteReq{}, &RegisterReq{}, &RegisterResp{}, &HeartbeatReq{}, &HeartbeatResp{}, &SyncDoneReq{}, &ChainMsg{}, &ChunkListReq{}, &ChunkListResp{}, &ChunkRef{},
 		&ChunkWriteReq{}, &ChunkReadReq{}, &ChunkReadResp{}, &ChunkSyncReq{}, &ChunkTruncateReq{},
 		&ChunkRemoveReq{}, &TargetReq{}, &TargetStat{},
 	}

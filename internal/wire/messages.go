@@ -31,7 +31,9 @@ const (
 	OpGetLayout   Op = 20 // InoReq -> LayoutMsg
 	OpSetLayout   Op = 21 // SetLayoutReq -> Empty
 	OpCommitWrite Op = 22 // CommitWriteReq -> Attr
-	OpRegister    Op = 23 // RegisterTargetReq -> Empty (a target announces itself)
+	OpRegister    Op = 23 // RegisterReq -> RegisterResp (a storage node announces its targets)
+	OpHeartbeat   Op = 24 // HeartbeatReq -> HeartbeatResp (a storage node is alive)
+	OpSyncDone    Op = 25 // SyncDoneReq -> Empty (a replica caught up with its chain)
 )
 
 // Storage target operations (64-127).
@@ -42,6 +44,16 @@ const (
 	OpChunkTruncate Op = 67 // ChunkTruncateReq -> Empty
 	OpChunkRemove   Op = 68 // ChunkRemoveReq -> Empty
 	OpTargetStat    Op = 69 // TargetReq -> TargetStat
+	OpChunkList     Op = 70 // ChunkListReq -> ChunkListResp (resync)
+)
+
+// Flags of chunk requests (ChunkRef.Flags, ChunkSetReq.Flags).
+const (
+	// FlagForwarded marks a request that a chain's replica forwards to the
+	// next one; clients never set it.
+	FlagForwarded uint8 = 1 << iota
+	// FlagResync marks a copy from a chain's tail to a syncing replica.
+	FlagResync
 )
 
 // Message is a request or response body.
@@ -68,12 +80,14 @@ type LayoutMsg struct{ placement.Layout }
 func (m *LayoutMsg) Encode(e *Encoder) { EncodeLayout(e, &m.Layout) }
 func (m *LayoutMsg) Decode(d *Decoder) { DecodeLayout(d, &m.Layout) }
 
-// EncodeLayout writes a layout: stripe size, count, then the target IDs.
+// EncodeLayout writes a layout: stripe size, count, replicas, then the
+// chain IDs.
 func EncodeLayout(e *Encoder, l *placement.Layout) {
 	e.U32(l.StripeSize)
 	e.U16(l.StripeCount)
-	e.Uvarint(uint64(len(l.Targets)))
-	for _, t := range l.Targets {
+	e.U8(l.Replicas)
+	e.Uvarint(uint64(len(l.Chains)))
+	for _, t := range l.Chains {
 		e.U32(uint32(t))
 	}
 }
@@ -82,12 +96,13 @@ func EncodeLayout(e *Encoder, l *placement.Layout) {
 func DecodeLayout(d *Decoder, l *placement.Layout) {
 	l.StripeSize = d.U32()
 	l.StripeCount = d.U16()
+	l.Replicas = d.U8()
 	n := d.Count(4)
-	l.Targets = nil
+	l.Chains = nil
 	if n > 0 {
-		l.Targets = make([]placement.TargetID, n)
-		for i := range l.Targets {
-			l.Targets[i] = placement.TargetID(d.U32())
+		l.Chains = make([]placement.ChainID, n)
+		for i := range l.Chains {
+			l.Chains[i] = placement.ChainID(d.U32())
 		}
 	}
 }
@@ -142,42 +157,96 @@ func (a *Attr) Decode(d *Decoder) {
 type TargetAddr struct {
 	ID             placement.TargetID
 	Addr           string
+	Node           string // the storage node hosting it
 	Healthy        bool
 	Capacity, Used int64
 }
 
-// ClusterInfo describes the file system to a client.
+func encodeTargetAddr(e *Encoder, t *TargetAddr) {
+	e.U32(uint32(t.ID))
+	e.String(t.Addr)
+	e.String(t.Node)
+	e.Bool(t.Healthy)
+	e.I64(t.Capacity)
+	e.I64(t.Used)
+}
+
+func decodeTargetAddr(d *Decoder, t *TargetAddr) {
+	t.ID = placement.TargetID(d.U32())
+	t.Addr = d.String()
+	t.Node = d.String()
+	t.Healthy = d.Bool()
+	t.Capacity = d.I64()
+	t.Used = d.I64()
+}
+
+// EncodeChain writes a chain: ID, version, then its replicas.
+func EncodeChain(e *Encoder, c *placement.Chain) {
+	e.U32(uint32(c.ID))
+	e.U64(c.Version)
+	e.Uvarint(uint64(len(c.Replicas)))
+	for _, r := range c.Replicas {
+		e.U32(uint32(r.Target))
+		e.U8(uint8(r.State))
+	}
+}
+
+// DecodeChain reads what EncodeChain wrote.
+func DecodeChain(d *Decoder, c *placement.Chain) {
+	c.ID = placement.ChainID(d.U32())
+	c.Version = d.U64()
+	n := d.Count(5)
+	c.Replicas = make([]placement.Replica, n)
+	for i := range c.Replicas {
+		c.Replicas[i].Target = placement.TargetID(d.U32())
+		c.Replicas[i].State = placement.ReplicaState(d.U8())
+	}
+}
+
+// ChainMsg carries a placement.Chain.
+type ChainMsg struct{ placement.Chain }
+
+func (m *ChainMsg) Encode(e *Encoder) { EncodeChain(e, &m.Chain) }
+func (m *ChainMsg) Decode(d *Decoder) { DecodeChain(d, &m.Chain) }
+
+// ClusterInfo describes the file system to a client: its targets and its
+// replicated chains (chains of one replica are implicit: chain t is target
+// t), with the version of the chain table.
 type ClusterInfo struct {
-	FSID    string
-	RootIno uint64
-	Targets []TargetAddr
+	FSID          string
+	RootIno       uint64
+	Targets       []TargetAddr
+	ChainsVersion uint64
+	Chains        []placement.Chain
 }
 
 func (m *ClusterInfo) Encode(e *Encoder) {
 	e.String(m.FSID)
 	e.U64(m.RootIno)
 	e.Uvarint(uint64(len(m.Targets)))
-	for _, t := range m.Targets {
-		e.U32(uint32(t.ID))
-		e.String(t.Addr)
-		e.Bool(t.Healthy)
-		e.I64(t.Capacity)
-		e.I64(t.Used)
+	for i := range m.Targets {
+		encodeTargetAddr(e, &m.Targets[i])
+	}
+	e.U64(m.ChainsVersion)
+	e.Uvarint(uint64(len(m.Chains)))
+	for i := range m.Chains {
+		EncodeChain(e, &m.Chains[i])
 	}
 }
 
 func (m *ClusterInfo) Decode(d *Decoder) {
 	m.FSID = d.String()
 	m.RootIno = d.U64()
-	n := d.Count(22)
+	n := d.Count(23)
 	m.Targets = make([]TargetAddr, n)
 	for i := range m.Targets {
-		t := &m.Targets[i]
-		t.ID = placement.TargetID(d.U32())
-		t.Addr = d.String()
-		t.Healthy = d.Bool()
-		t.Capacity = d.I64()
-		t.Used = d.I64()
+		decodeTargetAddr(d, &m.Targets[i])
+	}
+	m.ChainsVersion = d.U64()
+	n = d.Count(13)
+	m.Chains = make([]placement.Chain, n)
+	for i := range m.Chains {
+		DecodeChain(d, &m.Chains[i])
 	}
 }
 
@@ -523,28 +592,142 @@ type CommitWriteReq struct {
 func (m *CommitWriteReq) Encode(e *Encoder) { e.U64(m.Ino); e.U64(m.End); e.I64(m.Mtime) }
 func (m *CommitWriteReq) Decode(d *Decoder) { m.Ino = d.U64(); m.End = d.U64(); m.Mtime = d.I64() }
 
-// RegisterTargetReq announces a storage target to the metadata service.
-type RegisterTargetReq struct {
-	ID   placement.TargetID
+// RegisterReq announces a storage node and its targets to the metadata
+// service: Have are the targets it already has (IDs given out earlier),
+// Want how many new target IDs it needs.
+type RegisterReq struct {
+	Node string
 	Addr string
+	Have []placement.TargetID
+	Want uint32
 }
 
-func (m *RegisterTargetReq) Encode(e *Encoder) { e.U32(uint32(m.ID)); e.String(m.Addr) }
-func (m *RegisterTargetReq) Decode(d *Decoder) {
-	m.ID = placement.TargetID(d.U32())
+func (m *RegisterReq) Encode(e *Encoder) {
+	e.String(m.Node)
+	e.String(m.Addr)
+	encodeTargetIDs(e, m.Have)
+	e.U32(m.Want)
+}
+func (m *RegisterReq) Decode(d *Decoder) {
+	m.Node = d.String()
 	m.Addr = d.String()
+	m.Have = decodeTargetIDs(d)
+	m.Want = d.U32()
 }
 
-// ChunkRef names a chunk on a target: slot Slot of inode Ino.
+// RegisterResp gives the new target IDs a RegisterReq asked for.
+type RegisterResp struct{ IDs []placement.TargetID }
+
+func (m *RegisterResp) Encode(e *Encoder) { encodeTargetIDs(e, m.IDs) }
+func (m *RegisterResp) Decode(d *Decoder) { m.IDs = decodeTargetIDs(d) }
+
+func encodeTargetIDs(e *Encoder, ids []placement.TargetID) {
+	e.Uvarint(uint64(len(ids)))
+	for _, id := range ids {
+		e.U32(uint32(id))
+	}
+}
+
+func decodeTargetIDs(d *Decoder) []placement.TargetID {
+	n := d.Count(4)
+	out := make([]placement.TargetID, n)
+	for i := range out {
+		out[i] = placement.TargetID(d.U32())
+	}
+	return out
+}
+
+// HeartbeatReq says that a storage node is alive, with its targets' usage.
+// Incarnation changes each time the node's process starts: a new one tells
+// the metadata service that the node restarted and its replicas must catch
+// up before serving reads again.
+type HeartbeatReq struct {
+	Node        string
+	Addr        string
+	Incarnation uint64
+	Targets     []TargetStat
+}
+
+func (m *HeartbeatReq) Encode(e *Encoder) {
+	e.String(m.Node)
+	e.String(m.Addr)
+	e.U64(m.Incarnation)
+	e.Uvarint(uint64(len(m.Targets)))
+	for i := range m.Targets {
+		m.Targets[i].Encode(e)
+	}
+}
+func (m *HeartbeatReq) Decode(d *Decoder) {
+	m.Node = d.String()
+	m.Addr = d.String()
+	m.Incarnation = d.U64()
+	n := d.Count(44)
+	m.Targets = make([]TargetStat, n)
+	for i := range m.Targets {
+		m.Targets[i].Decode(d)
+	}
+}
+
+// HeartbeatResp carries the chain table's version: a node that holds an
+// older one fetches the table (OpCluster).
+type HeartbeatResp struct{ ChainsVersion uint64 }
+
+func (m *HeartbeatResp) Encode(e *Encoder) { e.U64(m.ChainsVersion) }
+func (m *HeartbeatResp) Decode(d *Decoder) { m.ChainsVersion = d.U64() }
+
+// SyncDoneReq reports that syncing replica Target of Chain now holds
+// everything the chain's tail held at chain version Version.
+type SyncDoneReq struct {
+	Chain   placement.ChainID
+	Version uint64
+	Target  placement.TargetID
+}
+
+func (m *SyncDoneReq) Encode(e *Encoder) {
+	e.U32(uint32(m.Chain))
+	e.U64(m.Version)
+	e.U32(uint32(m.Target))
+}
+func (m *SyncDoneReq) Decode(d *Decoder) {
+	m.Chain = placement.ChainID(d.U32())
+	m.Version = d.U64()
+	m.Target = placement.TargetID(d.U32())
+}
+
+// ChainRef says which chain a chunk request is for and at which version of
+// the chain the sender made it. Chain 0 means the chain of one replica on
+// the target itself (version 0 matches it).
+type ChainRef struct {
+	Chain    placement.ChainID
+	ChainVer uint64
+	Flags    uint8
+}
+
+func (m *ChainRef) Encode(e *Encoder) { e.U32(uint32(m.Chain)); e.U64(m.ChainVer); e.U8(m.Flags) }
+func (m *ChainRef) Decode(d *Decoder) {
+	m.Chain = placement.ChainID(d.U32())
+	m.ChainVer = d.U64()
+	m.Flags = d.U8()
+}
+
+// ChunkRef names a chunk on a target: slot Slot of inode Ino, in a chain's
+// replica.
 type ChunkRef struct {
 	Target placement.TargetID
-	Ino    uint64
-	Slot   uint32
+	ChainRef
+	Ino  uint64
+	Slot uint32
 }
 
-func (m *ChunkRef) Encode(e *Encoder) { e.U32(uint32(m.Target)); e.U64(m.Ino); e.U32(m.Slot) }
+func (m *ChunkRef) Encode(e *Encoder) {
+	e.U32(uint32(m.Target))
+	m.ChainRef.Encode(e)
+	e.U64(m.Ino)
+	e.U32(m.Slot)
+}
 func (m *ChunkRef) Decode(d *Decoder) {
 	m.Target = placement.TargetID(d.U32())
+	m.ChainRef.Decode(d)
 	m.Ino = d.U64()
 	m.Slot = d.U32()
 }
@@ -582,8 +765,9 @@ func (m *ChunkReadResp) Decode(d *Decoder) { m.ChunkLen = d.U64() }
 // OpChunkRemove (remove them durably; missing chunks are no error).
 type ChunkSetReq struct {
 	Target placement.TargetID
-	Ino    uint64
-	Slots  []uint32
+	ChainRef
+	Ino   uint64
+	Slots []uint32
 }
 
 // ChunkSyncReq and ChunkRemoveReq are the bodies of OpChunkSync and
@@ -595,6 +779,7 @@ type (
 
 func (m *ChunkSetReq) Encode(e *Encoder) {
 	e.U32(uint32(m.Target))
+	m.ChainRef.Encode(e)
 	e.U64(m.Ino)
 	e.Uvarint(uint64(len(m.Slots)))
 	for _, s := range m.Slots {
@@ -603,6 +788,7 @@ func (m *ChunkSetReq) Encode(e *Encoder) {
 }
 func (m *ChunkSetReq) Decode(d *Decoder) {
 	m.Target = placement.TargetID(d.U32())
+	m.ChainRef.Decode(d)
 	m.Ino = d.U64()
 	n := d.Count(4)
 	m.Slots = make([]uint32, n)
@@ -650,4 +836,68 @@ func (m *TargetStat) Decode(d *Decoder) {
 	m.Free = d.I64()
 	m.Chunks = d.U64()
 	m.Corruptions = d.U64()
+}
+
+// ChunkListReq lists the chunks of one chain's replica on a target, in
+// (Ino, Slot) order, starting after (AfterIno, AfterSlot) (both 0: from the
+// start), at most Limit of them.
+type ChunkListReq struct {
+	Target placement.TargetID
+	ChainRef
+	AfterIno  uint64
+	AfterSlot uint32
+	Limit     uint32
+}
+
+func (m *ChunkListReq) Encode(e *Encoder) {
+	e.U32(uint32(m.Target))
+	m.ChainRef.Encode(e)
+	e.U64(m.AfterIno)
+	e.U32(m.AfterSlot)
+	e.U32(m.Limit)
+}
+func (m *ChunkListReq) Decode(d *Decoder) {
+	m.Target = placement.TargetID(d.U32())
+	m.ChainRef.Decode(d)
+	m.AfterIno = d.U64()
+	m.AfterSlot = d.U32()
+	m.Limit = d.U32()
+}
+
+// ChunkInfo is one chunk in a ChunkListResp: its length and a digest of its
+// block checksums (equal digests and lengths: equal contents).
+type ChunkInfo struct {
+	Ino    uint64
+	Slot   uint32
+	Len    uint64
+	Digest uint64
+}
+
+// ChunkListResp is a page of a chunk listing; More says whether more follow.
+type ChunkListResp struct {
+	Chunks []ChunkInfo
+	More   bool
+}
+
+func (m *ChunkListResp) Encode(e *Encoder) {
+	e.Uvarint(uint64(len(m.Chunks)))
+	for _, c := range m.Chunks {
+		e.U64(c.Ino)
+		e.U32(c.Slot)
+		e.U64(c.Len)
+		e.U64(c.Digest)
+	}
+	e.Bool(m.More)
+}
+func (m *ChunkListResp) Decode(d *Decoder) {
+	n := d.Count(28)
+	m.Chunks = make([]ChunkInfo, n)
+	for i := range m.Chunks {
+		c := &m.Chunks[i]
+		c.Ino = d.U64()
+		c.Slot = d.U32()
+		c.Len = d.U64()
+		c.Digest = d.U64()
+	}
+	m.More = d.Bool()
 }

@@ -1,0 +1,118 @@
+package client
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"time"
+
+	"github.com/sluice-fs/sluice/internal/errs"
+	"github.com/sluice-fs/sluice/internal/placement"
+	"github.com/sluice-fs/sluice/internal/wire"
+)
+
+// A chunk request goes to one replica of a chain: writes, syncs and
+// truncates to the head, which passes them along the chain; reads to any
+// serving replica. Chain t < placement.FirstReplicatedChain is the chain
+// of one replica on target t. The request names the chain version the
+// client knows; a target that knows another version answers
+// errs.ChainChanged, and the client reloads the chain table from the
+// metadata service and tries again. A replicated chain's replica that
+// cannot be reached is retried the same way (its node may be on its way
+// out of the chain) until Options.RetryTimeout has passed.
+
+// attemptTimeout bounds one try of a request to a replicated chain.
+const attemptTimeout = 10 * time.Second
+
+// chunkReq is a chunk request to send to one replica of a chain.
+type chunkReq struct {
+	chain placement.ChainID
+	write bool // goes to the head (else: any serving replica)
+	op    wire.Op
+	// msg returns the request body for the chosen target and chain ref.
+	msg  func(target placement.TargetID, ref wire.ChainRef) wire.Message
+	data [][]byte
+	resp wire.Message
+	into []byte
+}
+
+// route picks the target for a request to chain id, and the chain ref.
+// attempt rotates reads over the serving replicas.
+func (c *Client) route(id placement.ChainID, write bool, attempt int) (placement.TargetID, wire.ChainRef, error) {
+	if id < placement.FirstReplicatedChain {
+		return placement.TargetID(id), wire.ChainRef{Chain: id}, nil
+	}
+	c.mu.Lock()
+	ch, ok := c.chains[id]
+	c.mu.Unlock()
+	if !ok {
+		return 0, wire.ChainRef{}, errs.New(errs.ChainChanged, "client: chain %d is not in the chain table", id)
+	}
+	ref := wire.ChainRef{Chain: id, ChainVer: ch.Version}
+	if write {
+		h, ok := ch.Head()
+		if !ok {
+			return 0, ref, errs.New(errs.Unavailable, "client: chain %d has no serving replica", id)
+		}
+		return h, ref, nil
+	}
+	rs := ch.Readers()
+	if len(rs) == 0 {
+		return 0, ref, errs.New(errs.Unavailable, "client: chain %d has no serving replica", id)
+	}
+	return rs[(int(c.readSeq.Add(1))+attempt)%len(rs)], ref, nil
+}
+
+// chunkCall sends r, retrying as described above. It returns the number of
+// data bytes read into r.into.
+func (c *Client) chunkCall(ctx context.Context, r chunkReq) (int, error) {
+	replicated := r.chain >= placement.FirstReplicatedChain
+	var deadline time.Time
+	for attempt := 0; ; attempt++ {
+		t, ref, err := c.route(r.chain, r.write, attempt)
+		var n int
+		if err == nil {
+			cctx, cancel := ctx, context.CancelFunc(func() {})
+			if replicated {
+				// A replica cut off the network never answers: give up on
+				// it in time to try again once the chain has moved on.
+				cctx, cancel = context.WithTimeout(ctx, attemptTimeout)
+			}
+			var conn *wire.Conn
+			if conn, err = c.targetConn(cctx, t); err == nil {
+				n, err = conn.Call(cctx, r.op, r.msg(t, ref), r.data, r.resp, r.into)
+			}
+			cancel()
+			if err != nil && ctx.Err() == nil && cctx.Err() != nil {
+				err = errs.New(errs.Unavailable, "client: replica %d of chain %d did not answer within %v", t, r.chain, attemptTimeout)
+			}
+		}
+		if err == nil {
+			return n, nil
+		}
+		code := errs.CodeOf(err)
+		retry := code == errs.ChainChanged || (replicated && code == errs.Unavailable)
+		if !retry || ctx.Err() != nil {
+			return 0, err
+		}
+		if deadline.IsZero() {
+			deadline = time.Now().Add(c.opts.RetryTimeout)
+		}
+		if time.Now().After(deadline) {
+			return 0, fmt.Errorf("client: chain %d: gave up after %v: %w", r.chain, c.opts.RetryTimeout, err)
+		}
+		if attempt > 0 {
+			d := min(time.Duration(attempt)*20*time.Millisecond, 500*time.Millisecond)
+			d = d/2 + rand.N(d/2+1)
+			select {
+			case <-time.After(d):
+			case <-ctx.Done():
+				return 0, errors.Join(err, ctx.Err())
+			}
+		}
+		if rerr := c.refreshCluster(ctx); rerr != nil && ctx.Err() != nil {
+			return 0, err
+		}
+	}
+}

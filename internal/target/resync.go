@@ -1,0 +1,223 @@
+package target
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/sluice-fs/sluice/internal/chunk"
+	"github.com/sluice-fs/sluice/internal/errs"
+	"github.com/sluice-fs/sluice/internal/placement"
+	"github.com/sluice-fs/sluice/internal/wire"
+)
+
+// resyncPiece is how many bytes one copy request carries.
+const resyncPiece = 4 << 20
+
+// startResyncs starts a resync for every syncing replica of a chain whose
+// tail is hosted here, and cancels those the table no longer calls for.
+func (s *Service) startResyncs(v view) {
+	want := make(map[resyncKey]placement.Chain)
+	for _, c := range v.chains {
+		tail, ok := c.Tail()
+		if !ok || s.targets[tail] == nil {
+			continue
+		}
+		for _, r := range c.Replicas {
+			if r.State == placement.Syncing {
+				want[resyncKey{c.ID, r.Target}] = c
+			}
+		}
+	}
+	s.cs.mu.Lock()
+	defer s.cs.mu.Unlock()
+	if s.cs.mu.closed {
+		return
+	}
+	if s.cs.mu.resyncs == nil {
+		s.cs.mu.resyncs = make(map[resyncKey]*resyncJob)
+	}
+	for k, j := range s.cs.mu.resyncs {
+		if c, ok := want[k]; !ok || c.Version != j.version {
+			j.cancel()
+			delete(s.cs.mu.resyncs, k)
+		}
+	}
+	for k, c := range want {
+		if s.cs.mu.resyncs[k] != nil {
+			continue
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		j := &resyncJob{version: c.Version, cancel: cancel}
+		s.cs.mu.resyncs[k] = j
+		s.cs.wg.Go(func() {
+			defer cancel()
+			s.runResync(ctx, c, k.dst, j)
+		})
+	}
+}
+
+// runResync runs one resync until it succeeds or is cancelled, retrying
+// failures after a pause.
+func (s *Service) runResync(ctx context.Context, c placement.Chain, dst placement.TargetID, j *resyncJob) {
+	src, _ := c.Tail()
+	log := s.opts.logger().With("chain", c.ID, "version", c.Version, "from", src, "to", dst)
+	for attempt := 0; ; attempt++ {
+		start := time.Now()
+		err := s.resync(ctx, c, src, dst, j)
+		if err == nil {
+			j.mu.Lock()
+			looked, copied := j.looked, j.copied
+			j.mu.Unlock()
+			log.Info("target: resync done", "chunks", looked, "copied", copied, "took", time.Since(start).Round(time.Millisecond))
+			return
+		}
+		if ctx.Err() != nil {
+			return
+		}
+		if errs.CodeOf(err) == errs.ChainChanged {
+			log.Info("target: resync stopped: the chain changed", "err", err)
+			return
+		}
+		log.Warn("target: resync failed; retrying", "err", err)
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(min(time.Duration(attempt+1)*200*time.Millisecond, 2*time.Second)):
+		}
+	}
+}
+
+// resync copies to dst what differs from the tail src, then reports it.
+func (s *Service) resync(ctx context.Context, c placement.Chain, src, dst placement.TargetID, j *resyncJob) error {
+	h := s.targets[src]
+	st, err := h.chainStore(c.ID, s.opts)
+	if err != nil {
+		return err
+	}
+	conn, err := s.peer(ctx, dst)
+	if err != nil {
+		return err
+	}
+	ref := wire.ChainRef{Chain: c.ID, ChainVer: c.Version, Flags: wire.FlagResync}
+	call := func(op wire.Op, req wire.Message, data [][]byte, resp wire.Message) error {
+		cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		defer cancel()
+		_, err := conn.Call(cctx, op, req, data, resp, nil)
+		return err
+	}
+
+	// What the syncing replica has.
+	remote := make(map[chunk.ID]wire.ChunkInfo)
+	for req := (wire.ChunkListReq{Target: dst, ChainRef: ref, Limit: 10000}); ; {
+		var page wire.ChunkListResp
+		if err := call(wire.OpChunkList, &req, nil, &page); err != nil {
+			return fmt.Errorf("list chunks of replica %d: %w", dst, err)
+		}
+		for _, ci := range page.Chunks {
+			remote[chunk.ID{Ino: ci.Ino, Slot: ci.Slot}] = ci
+			req.AfterIno, req.AfterSlot = ci.Ino, ci.Slot
+		}
+		if !page.More || len(page.Chunks) == 0 {
+			break
+		}
+	}
+
+	buf := make([]byte, resyncPiece)
+	for after, more := (chunk.ID{}), true; more; {
+		var infos []chunk.Info
+		if infos, more, err = st.List(after, 10000); err != nil {
+			return err
+		}
+		j.mu.Lock()
+		j.total = max(j.total, len(infos)+j.looked)
+		j.mu.Unlock()
+		for _, in := range infos {
+			after = in.ID
+			r, ok := remote[in.ID]
+			delete(remote, in.ID)
+			if ok && int64(r.Len) == in.Len && r.Digest == in.Digest {
+				j.mu.Lock()
+				j.looked++
+				j.mu.Unlock()
+				continue
+			}
+			if err := s.copyChunk(ctx, st, c, src, dst, in.ID, ref, call, buf); err != nil {
+				return err
+			}
+			j.mu.Lock()
+			j.looked++
+			j.copied++
+			j.mu.Unlock()
+		}
+	}
+	// Chunks only the syncing replica has: removed while it was away.
+	for id := range remote {
+		unlock := s.cs.locks.lock(chunkKey{src, c.ID, id.Ino, id.Slot})
+		_, found, err := st.ChunkInfo(id)
+		if err == nil && !found {
+			err = call(wire.OpChunkRemove, &wire.ChunkRemoveReq{Target: dst, ChainRef: ref, Ino: id.Ino, Slots: []uint32{id.Slot}}, nil, nil)
+		}
+		unlock()
+		if err != nil {
+			return fmt.Errorf("remove chunk %v from replica %d: %w", id, dst, err)
+		}
+	}
+	s.cs.mu.Lock()
+	m := s.cs.mu.meta
+	s.cs.mu.Unlock()
+	if m == nil {
+		return errors.New("no metadata service to report to")
+	}
+	return m.SyncDone(ctx, &wire.SyncDoneReq{Chain: c.ID, Version: c.Version, Target: dst})
+}
+
+// copyChunk replaces chunk id on dst with the tail's copy, holding the
+// chunk's lock so that no write to it passes meanwhile.
+func (s *Service) copyChunk(ctx context.Context, st *chunk.Store, c placement.Chain, src, dst placement.TargetID, id chunk.ID,
+	ref wire.ChainRef, call func(wire.Op, wire.Message, [][]byte, wire.Message) error, buf []byte) error {
+	unlock := s.cs.locks.lock(chunkKey{src, c.ID, id.Ino, id.Slot})
+	defer unlock()
+	in, found, err := st.ChunkInfo(id)
+	if err != nil {
+		return err
+	}
+	if !found { // removed since it was listed; the removal was passed on
+		return nil
+	}
+	for off := int64(0); off < in.Len; off += resyncPiece {
+		n, _, err := st.ReadAt(id, off, buf[:min(resyncPiece, in.Len-off)])
+		if err != nil {
+			return fmt.Errorf("read chunk %v for resync: %w", id, err)
+		}
+		req := &wire.ChunkWriteReq{ChunkRef: wire.ChunkRef{Target: dst, ChainRef: ref, Ino: id.Ino, Slot: id.Slot}, Off: uint64(off)}
+		if err := call(wire.OpChunkWrite, req, [][]byte{buf[:n]}, nil); err != nil {
+			return fmt.Errorf("copy chunk %v to replica %d: %w", id, dst, err)
+		}
+	}
+	tr := &wire.ChunkTruncateReq{ChunkRef: wire.ChunkRef{Target: dst, ChainRef: ref, Ino: id.Ino, Slot: id.Slot}, Size: uint64(in.Len)}
+	if err := call(wire.OpChunkTruncate, tr, nil, nil); err != nil {
+		return fmt.Errorf("truncate chunk %v on replica %d: %w", id, dst, err)
+	}
+	sy := &wire.ChunkSyncReq{Target: dst, ChainRef: ref, Ino: id.Ino, Slots: []uint32{id.Slot}}
+	if err := call(wire.OpChunkSync, sy, nil, nil); err != nil {
+		return fmt.Errorf("sync chunk %v on replica %d: %w", id, dst, err)
+	}
+	return nil
+}
+
+// Resyncs returns the progress of the resyncs this service runs.
+func (s *Service) Resyncs() []ResyncStatus {
+	s.cs.mu.Lock()
+	defer s.cs.mu.Unlock()
+	var out []ResyncStatus
+	for k, j := range s.cs.mu.resyncs {
+		c := s.cs.mu.view.chains[k.chain]
+		src, _ := c.Tail()
+		j.mu.Lock()
+		out = append(out, ResyncStatus{Chain: k.chain, Version: j.version, From: src, To: k.dst, Looked: j.looked, Copied: j.copied, Total: j.total})
+		j.mu.Unlock()
+	}
+	return out
+}
