@@ -3,28 +3,95 @@ package client
 import (
 	"context"
 	"fmt"
+	"time"
 )
 
 // TargetInfo describes one storage target of the file system.
 type TargetInfo struct {
 	ID       uint32
 	Addr     string
+	Node     string // the storage node hosting it ("local" in sluice serve)
 	Healthy  bool
 	Capacity int64 // bytes of the target's disk
 	Used     int64 // bytes in use on it
 }
 
+// NodeInfo describes a storage node: alive while it heart-beats.
+type NodeInfo struct {
+	Name, Addr string
+	Alive      bool
+	LastSeen   time.Time
+	Resyncs    []ResyncInfo // resyncs it runs as a chain's tail
+}
+
+// ResyncInfo is the progress of a resync: tail From copies chain Chain (at
+// Version) to syncing replica To; Looked of Total chunks compared, Copied
+// of them copied.
+type ResyncInfo struct {
+	Chain                 uint32
+	Version               uint64
+	From, To              uint32
+	Looked, Copied, Total uint64
+}
+
+// ChainInfo is a replication chain: its replicas in write order, each
+// "serving", "syncing" or "offline".
+type ChainInfo struct {
+	ID       uint32
+	Version  uint64
+	Replicas []ReplicaInfo
+}
+
+// ReplicaInfo is one replica of a chain.
+type ReplicaInfo struct {
+	Target uint32
+	State  string
+}
+
+// ClusterInfo is the cluster as the metadata service sees it now.
+type ClusterInfo struct {
+	FSID          string
+	Nodes         []NodeInfo
+	Targets       []TargetInfo
+	ChainsVersion uint64
+	Chains        []ChainInfo // replicated chains only: chain t of one replica is target t
+}
+
 // Targets returns the file system's storage targets as the metadata
-// service sees them now (health from its last poll, every few seconds).
+// service sees them now (health from the nodes' heartbeats).
 func (c *Client) Targets(ctx context.Context) ([]TargetInfo, error) {
+	ci, err := c.Cluster(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return ci.Targets, nil
+}
+
+// Cluster returns the nodes, targets and chains of the file system.
+func (c *Client) Cluster(ctx context.Context) (*ClusterInfo, error) {
 	if err := c.refreshCluster(ctx); err != nil {
-		return nil, fmt.Errorf("targets: %w", err)
+		return nil, fmt.Errorf("cluster: %w", err)
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	out := make([]TargetInfo, 0, len(c.info.Targets))
-	for _, t := range c.info.Targets {
-		out = append(out, TargetInfo{ID: uint32(t.ID), Addr: t.Addr, Healthy: t.Healthy, Capacity: t.Capacity, Used: t.Used})
+	info := &c.info
+	out := &ClusterInfo{FSID: info.FSID, ChainsVersion: info.ChainsVersion}
+	for _, t := range info.Targets {
+		out.Targets = append(out.Targets, TargetInfo{ID: uint32(t.ID), Addr: t.Addr, Node: t.Node, Healthy: t.Healthy, Capacity: t.Capacity, Used: t.Used})
+	}
+	for _, n := range info.Nodes {
+		ni := NodeInfo{Name: n.Name, Addr: n.Addr, Alive: n.Alive, LastSeen: time.Unix(0, n.LastSeen)}
+		for _, r := range n.Resyncs {
+			ni.Resyncs = append(ni.Resyncs, ResyncInfo{Chain: uint32(r.Chain), Version: r.Version, From: uint32(r.From), To: uint32(r.To), Looked: r.Looked, Copied: r.Copied, Total: r.Total})
+		}
+		out.Nodes = append(out.Nodes, ni)
+	}
+	for _, ch := range info.Chains {
+		ci := ChainInfo{ID: uint32(ch.ID), Version: ch.Version}
+		for _, r := range ch.Replicas {
+			ci.Replicas = append(ci.Replicas, ReplicaInfo{Target: uint32(r.Target), State: r.State.String()})
+		}
+		out.Chains = append(out.Chains, ci)
 	}
 	return out, nil
 }

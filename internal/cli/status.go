@@ -13,17 +13,19 @@ import (
 	"github.com/sluice-fs/sluice/internal/dashboard"
 )
 
-// Status prints the file system, its targets with a fill bar each, and
-// their health.
+// Status prints the file system, its storage nodes, its targets with a
+// fill bar each and their health, and its replication chains with the
+// state of each replica and the progress of resyncs.
 func (e *Env) Status(ctx context.Context) error {
 	st, err := e.Client.Statfs(ctx)
 	if err != nil {
 		return err
 	}
-	ts, err := e.Client.Targets(ctx)
+	ci, err := e.Client.Cluster(ctx)
 	if err != nil {
 		return err
 	}
+	ts := ci.Targets
 	healthy := 0
 	for _, t := range ts {
 		if t.Healthy {
@@ -33,7 +35,18 @@ func (e *Env) Status(ctx context.Context) error {
 	fmt.Fprintf(e.Stdout, "file system %s: %d targets (%d healthy), %s used of %s, %d inodes\n",
 		e.Client.FSID(), len(ts), healthy, human(st.Used), human(st.Capacity), st.Inodes)
 	tw := tabwriter.NewWriter(e.Stdout, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "TARGET\tADDRESS\tHEALTH\tUSED\tSIZE\tFILL")
+	if len(ci.Nodes) > 1 || len(ci.Chains) > 0 {
+		fmt.Fprintln(tw, "\nNODE\tADDRESS\tSTATE\tLAST HEARTBEAT")
+		for _, n := range ci.Nodes {
+			state := "up"
+			if !n.Alive {
+				state = "DOWN"
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s ago\n", n.Name, n.Addr, state, time.Since(n.LastSeen).Round(time.Millisecond))
+		}
+		fmt.Fprintln(tw)
+	}
+	fmt.Fprintln(tw, "TARGET\tNODE\tADDRESS\tHEALTH\tUSED\tSIZE\tFILL")
 	for _, t := range ts {
 		health := "healthy"
 		if !t.Healthy {
@@ -43,7 +56,30 @@ func (e *Env) Status(ctx context.Context) error {
 		if t.Capacity > 0 {
 			fill = float64(t.Used) / float64(t.Capacity)
 		}
-		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s %3.0f%%\n", t.ID, t.Addr, health, human(t.Used), human(t.Capacity), bar(fill, 20), fill*100)
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%s %3.0f%%\n", t.ID, t.Node, t.Addr, health, human(t.Used), human(t.Capacity), bar(fill, 20), fill*100)
+	}
+	if len(ci.Chains) > 0 {
+		fmt.Fprintf(tw, "\nCHAIN\tVERSION\tREPLICAS (write order)\t(table version %d)\n", ci.ChainsVersion)
+		for _, ch := range ci.Chains {
+			var rs []string
+			for _, r := range ch.Replicas {
+				rs = append(rs, fmt.Sprintf("%d:%s", r.Target, r.State))
+			}
+			fmt.Fprintf(tw, "%d\t%d\t%s\t\n", ch.ID, ch.Version, strings.Join(rs, " "))
+		}
+	}
+	var resyncs []string
+	for _, n := range ci.Nodes {
+		for _, r := range n.Resyncs {
+			resyncs = append(resyncs, fmt.Sprintf("chain %d v%d: target %d -> %d: %d of %d chunks compared, %d copied",
+				r.Chain, r.Version, r.From, r.To, r.Looked, r.Total, r.Copied))
+		}
+	}
+	if len(resyncs) > 0 {
+		fmt.Fprintln(tw, "\nRESYNC")
+		for _, r := range resyncs {
+			fmt.Fprintln(tw, r)
+		}
 	}
 	return tw.Flush()
 }

@@ -313,7 +313,13 @@ func (s *Service) Cluster(ctx context.Context) (wire.ClusterInfo, error) {
 	if err != nil {
 		return wire.ClusterInfo{}, fmt.Errorf("meta: cluster: list chains: %w", err)
 	}
-	return wire.ClusterInfo{FSID: s.fsid, RootIno: RootIno, Targets: ts, ChainsVersion: ver, Chains: chains}, nil
+	info := wire.ClusterInfo{FSID: s.fsid, RootIno: RootIno, Targets: ts, ChainsVersion: ver, Chains: chains}
+	if n, ok := s.targets.(interface {
+		Nodes(context.Context) []wire.NodeInfo
+	}); ok {
+		info.Nodes = n.Nodes(ctx)
+	}
+	return info, nil
 }
 
 // Statfs sums the targets' capacity and usage and reports the approximate

@@ -117,6 +117,7 @@ type nodeRecord struct {
 	Incarnation uint64
 	LastSeen    int64 // unix ns, by the metadata service's clock
 	Stats       []wire.TargetStat
+	Resyncs     []wire.ResyncStat
 }
 
 // Cluster state keys (see doc.go).
@@ -159,7 +160,7 @@ func decodeTargetRecord(b []byte) (targetRecord, error) {
 // A node record is the wire encoding of a HeartbeatReq (with Node empty)
 // followed by i64 last seen.
 func (r nodeRecord) encode() []byte {
-	m := wire.HeartbeatReq{Addr: r.Addr, Incarnation: r.Incarnation, Targets: r.Stats}
+	m := wire.HeartbeatReq{Addr: r.Addr, Incarnation: r.Incarnation, Targets: r.Stats, Resyncs: r.Resyncs}
 	b := wire.Marshal(&m)
 	return binary.BigEndian.AppendUint64(b, uint64(r.LastSeen))
 }
@@ -173,7 +174,7 @@ func decodeNodeRecord(b []byte) (nodeRecord, error) {
 		return nodeRecord{}, errs.New(errs.Corruption, "meta: bad node record: %v", err)
 	}
 	seen := int64(binary.BigEndian.Uint64(b[len(b)-8:]))
-	return nodeRecord{Addr: m.Addr, Incarnation: m.Incarnation, LastSeen: seen, Stats: m.Targets}, nil
+	return nodeRecord{Addr: m.Addr, Incarnation: m.Incarnation, LastSeen: seen, Stats: m.Targets, Resyncs: m.Resyncs}, nil
 }
 
 func encodeChain(c *placement.Chain) []byte {
@@ -264,9 +265,12 @@ func loadState(tx kv.Txn) (clusterState, error) {
 		return st, err
 	}
 	err = scan(pfxNode, func(k, v []byte) error {
-		n, err := decodeNodeRecord(v)
-		st.nodes[string(k)] = n
-		return err
+		// A record this build cannot read (an older format) is skipped:
+		// the node's next heartbeat rewrites it.
+		if n, err := decodeNodeRecord(v); err == nil {
+			st.nodes[string(k)] = n
+		}
+		return nil
 	})
 	if err != nil {
 		return st, err
@@ -405,13 +409,11 @@ func (r *RemoteTargets) Heartbeat(ctx context.Context, req *wire.HeartbeatReq) (
 		v, err := tx.Get(nodeKey(req.Node))
 		switch {
 		case err == nil:
-			if prev, err = decodeNodeRecord(v); err != nil {
-				return err
-			}
+			prev, _ = decodeNodeRecord(v) // unreadable: as if new
 		case !errors.Is(err, kv.ErrNotFound):
 			return err
 		}
-		tx.Set(nodeKey(req.Node), nodeRecord{Addr: req.Addr, Incarnation: req.Incarnation, LastSeen: now.UnixNano(), Stats: req.Targets}.encode())
+		tx.Set(nodeKey(req.Node), nodeRecord{Addr: req.Addr, Incarnation: req.Incarnation, LastSeen: now.UnixNano(), Stats: req.Targets, Resyncs: req.Resyncs}.encode())
 		restarted := prev.Incarnation != 0 && prev.Incarnation != req.Incarnation
 		st, err := loadChains(tx)
 		if err != nil {
@@ -448,7 +450,7 @@ func (r *RemoteTargets) Heartbeat(ctx context.Context, req *wire.HeartbeatReq) (
 		r.log.Info("meta: replica back, syncing", "node", req.Node, "chain", c.String())
 	}
 	r.mu.Lock()
-	r.mu.st.nodes[req.Node] = nodeRecord{Addr: req.Addr, Incarnation: req.Incarnation, LastSeen: now.UnixNano(), Stats: req.Targets}
+	r.mu.st.nodes[req.Node] = nodeRecord{Addr: req.Addr, Incarnation: req.Incarnation, LastSeen: now.UnixNano(), Stats: req.Targets, Resyncs: req.Resyncs}
 	r.mu.Unlock()
 	if len(changed) > 0 {
 		if err := r.reload(ctx); err != nil {
@@ -599,6 +601,19 @@ func (r *RemoteTargets) List(ctx context.Context) ([]wire.TargetAddr, error) {
 	r.mu.Unlock()
 	slices.SortFunc(out, func(a, b wire.TargetAddr) int { return cmp.Compare(a.ID, b.ID) })
 	return out, nil
+}
+
+// Nodes returns the storage nodes, sorted by name.
+func (r *RemoteTargets) Nodes(ctx context.Context) []wire.NodeInfo {
+	now := r.now()
+	r.mu.Lock()
+	out := make([]wire.NodeInfo, 0, len(r.mu.st.nodes))
+	for name, n := range r.mu.st.nodes {
+		out = append(out, wire.NodeInfo{Name: name, Addr: n.Addr, Alive: r.alive(n, now), LastSeen: n.LastSeen, Resyncs: n.Resyncs})
+	}
+	r.mu.Unlock()
+	slices.SortFunc(out, func(a, b wire.NodeInfo) int { return cmp.Compare(a.Name, b.Name) })
+	return out
 }
 
 // Chains returns the cached chain table.

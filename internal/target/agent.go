@@ -57,7 +57,12 @@ func NewAgent(svc *Service, m MetaAPI, opts AgentOptions) *Agent {
 
 // Beat sends one heartbeat and, if the chain table moved, fetches it.
 func (a *Agent) Beat(ctx context.Context) error {
-	resp, err := a.meta.Heartbeat(ctx, &wire.HeartbeatReq{Node: a.opts.Node, Addr: a.opts.Addr, Incarnation: a.opts.Incarnation, Targets: a.svc.StatAll()})
+	var rs []wire.ResyncStat
+	for _, r := range a.svc.Resyncs() {
+		rs = append(rs, wire.ResyncStat{Chain: r.Chain, Version: r.Version, From: r.From, To: r.To,
+			Looked: uint64(r.Looked), Copied: uint64(r.Copied), Total: uint64(r.Total)})
+	}
+	resp, err := a.meta.Heartbeat(ctx, &wire.HeartbeatReq{Node: a.opts.Node, Addr: a.opts.Addr, Incarnation: a.opts.Incarnation, Targets: a.svc.StatAll(), Resyncs: rs})
 	if err != nil {
 		return err
 	}

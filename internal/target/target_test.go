@@ -47,6 +47,13 @@ type env struct {
 func start(t *testing.T, ids ...placement.TargetID) *env {
 	t.Helper()
 	checkGoroutines(t)
+	return startEnv(t, ids...)
+}
+
+// startEnv is start without the goroutine check, for tests that start
+// several servers (and check once, before the first).
+func startEnv(t *testing.T, ids ...placement.TargetID) *env {
+	t.Helper()
 	dir := t.TempDir()
 	log := slog.New(slog.DiscardHandler)
 	svc, err := OpenDir(dir, ids, Options{Logger: log})

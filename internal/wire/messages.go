@@ -218,6 +218,15 @@ type ClusterInfo struct {
 	Targets       []TargetAddr
 	ChainsVersion uint64
 	Chains        []placement.Chain
+	Nodes         []NodeInfo
+}
+
+// NodeInfo is a storage node as the metadata service sees it.
+type NodeInfo struct {
+	Name, Addr string
+	Alive      bool
+	LastSeen   int64 // unix ns of its last heartbeat
+	Resyncs    []ResyncStat
 }
 
 func (m *ClusterInfo) Encode(e *Encoder) {
@@ -231,6 +240,14 @@ func (m *ClusterInfo) Encode(e *Encoder) {
 	e.Uvarint(uint64(len(m.Chains)))
 	for i := range m.Chains {
 		EncodeChain(e, &m.Chains[i])
+	}
+	e.Uvarint(uint64(len(m.Nodes)))
+	for _, n := range m.Nodes {
+		e.String(n.Name)
+		e.String(n.Addr)
+		e.Bool(n.Alive)
+		e.I64(n.LastSeen)
+		encodeResyncs(e, n.Resyncs)
 	}
 }
 
@@ -247,6 +264,16 @@ func (m *ClusterInfo) Decode(d *Decoder) {
 	m.Chains = make([]placement.Chain, n)
 	for i := range m.Chains {
 		DecodeChain(d, &m.Chains[i])
+	}
+	n = d.Count(12)
+	m.Nodes = make([]NodeInfo, n)
+	for i := range m.Nodes {
+		nd := &m.Nodes[i]
+		nd.Name = d.String()
+		nd.Addr = d.String()
+		nd.Alive = d.Bool()
+		nd.LastSeen = d.I64()
+		nd.Resyncs = decodeResyncs(d)
 	}
 }
 
@@ -646,6 +673,7 @@ type HeartbeatReq struct {
 	Addr        string
 	Incarnation uint64
 	Targets     []TargetStat
+	Resyncs     []ResyncStat
 }
 
 func (m *HeartbeatReq) Encode(e *Encoder) {
@@ -656,6 +684,46 @@ func (m *HeartbeatReq) Encode(e *Encoder) {
 	for i := range m.Targets {
 		m.Targets[i].Encode(e)
 	}
+	encodeResyncs(e, m.Resyncs)
+}
+
+// ResyncStat is the progress of a resync a node runs: the tail From copies
+// chain Chain (at Version) to syncing replica To; Looked of Total chunks
+// compared so far, Copied of them copied.
+type ResyncStat struct {
+	Chain                 placement.ChainID
+	Version               uint64
+	From, To              placement.TargetID
+	Looked, Copied, Total uint64
+}
+
+func encodeResyncs(e *Encoder, rs []ResyncStat) {
+	e.Uvarint(uint64(len(rs)))
+	for _, r := range rs {
+		e.U32(uint32(r.Chain))
+		e.U64(r.Version)
+		e.U32(uint32(r.From))
+		e.U32(uint32(r.To))
+		e.U64(r.Looked)
+		e.U64(r.Copied)
+		e.U64(r.Total)
+	}
+}
+
+func decodeResyncs(d *Decoder) []ResyncStat {
+	n := d.Count(44)
+	out := make([]ResyncStat, n)
+	for i := range out {
+		r := &out[i]
+		r.Chain = placement.ChainID(d.U32())
+		r.Version = d.U64()
+		r.From = placement.TargetID(d.U32())
+		r.To = placement.TargetID(d.U32())
+		r.Looked = d.U64()
+		r.Copied = d.U64()
+		r.Total = d.U64()
+	}
+	return out
 }
 func (m *HeartbeatReq) Decode(d *Decoder) {
 	m.Node = d.String()
@@ -666,6 +734,7 @@ func (m *HeartbeatReq) Decode(d *Decoder) {
 	for i := range m.Targets {
 		m.Targets[i].Decode(d)
 	}
+	m.Resyncs = decodeResyncs(d)
 }
 
 // HeartbeatResp carries the chain table's version: a node that holds an

@@ -1,0 +1,168 @@
+package target
+
+import (
+	"bytes"
+	"context"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/sluice-fs/sluice/internal/errs"
+	"github.com/sluice-fs/sluice/internal/placement"
+	"github.com/sluice-fs/sluice/internal/wire"
+)
+
+// fakeMeta serves a chain table held by the test and records SyncDone.
+type fakeMeta struct {
+	mu   sync.Mutex
+	info wire.ClusterInfo
+	done []wire.SyncDoneReq
+}
+
+func (m *fakeMeta) Cluster(context.Context) (*wire.ClusterInfo, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	info := m.info
+	info.Chains = slices.Clone(info.Chains)
+	return &info, nil
+}
+
+func (m *fakeMeta) SyncDone(_ context.Context, req *wire.SyncDoneReq) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.done = append(m.done, *req)
+	return nil
+}
+
+// publish installs chain c in the table and pushes the table to every
+// service, as heartbeats would.
+func (m *fakeMeta) publish(c placement.Chain, envs []*env) {
+	m.mu.Lock()
+	m.info.ChainsVersion++
+	m.info.Chains = []placement.Chain{c.Clone()}
+	m.mu.Unlock()
+	info, _ := m.Cluster(context.Background())
+	for _, e := range envs {
+		e.svc.SetCluster(info)
+	}
+}
+
+// TestChainReplication runs three targets with a chain over them: writes go
+// to the head and reach every replica; stale versions are refused; a
+// replica taken out misses writes, and the tail's resync makes it identical
+// again.
+func TestChainReplication(t *testing.T) {
+	ctx := context.Background()
+	checkGoroutines(t)
+	envs := []*env{startEnv(t, 1), startEnv(t, 2), startEnv(t, 3)}
+	m := &fakeMeta{}
+	for i, e := range envs {
+		m.info.Targets = append(m.info.Targets, wire.TargetAddr{ID: placement.TargetID(i + 1), Addr: e.addr, Healthy: true})
+	}
+	for _, e := range envs {
+		e.svc.SetMeta(m, 0)
+	}
+	c := placement.Chain{ID: placement.FirstReplicatedChain, Version: 1, Replicas: []placement.Replica{{Target: 1, State: placement.Serving}, {Target: 2, State: placement.Serving}, {Target: 3, State: placement.Serving}}}
+	m.publish(c, envs)
+
+	conns := make([]*wire.Conn, len(envs))
+	for i, e := range envs {
+		cn, err := wire.Dial(ctx, e.addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer cn.Close()
+		conns[i] = cn
+	}
+	ref := func() wire.ChainRef { return wire.ChainRef{Chain: c.ID, ChainVer: c.Version} }
+	write := func(to int, ino uint64, off int, data []byte) error {
+		req := &wire.ChunkWriteReq{ChunkRef: wire.ChunkRef{Target: placement.TargetID(to + 1), ChainRef: ref(), Ino: ino}, Off: uint64(off)}
+		_, err := conns[to].Call(ctx, wire.OpChunkWrite, req, [][]byte{data}, nil, nil)
+		return err
+	}
+	read := func(from int, ino uint64, n int) ([]byte, error) {
+		buf := make([]byte, n)
+		req := &wire.ChunkReadReq{ChunkRef: wire.ChunkRef{Target: placement.TargetID(from + 1), ChainRef: ref(), Ino: ino}, Len: uint32(n)}
+		got, err := conns[from].Call(ctx, wire.OpChunkRead, req, nil, &wire.ChunkReadResp{}, buf)
+		return buf[:got], err
+	}
+	a := bytes.Repeat([]byte("a"), 200<<10)
+	if err := write(0, 7, 0, a); err != nil {
+		t.Fatal(err)
+	}
+	for i := range envs {
+		if got, err := read(i, 7, len(a)); err != nil || !bytes.Equal(got, a) {
+			t.Fatalf("replica %d after a write to the head: %d bytes, %v", i+1, len(got), err)
+		}
+	}
+	// Only the head takes a client's write.
+	if err := write(1, 7, 0, a); errs.CodeOf(err) != errs.ChainChanged {
+		t.Fatalf("write to a middle replica: %v, want chain changed", err)
+	}
+	// A stale version is refused.
+	c.Version = 0
+	if err := write(0, 7, 0, a); errs.CodeOf(err) != errs.ChainChanged {
+		t.Fatalf("write with version 0: %v, want chain changed", err)
+	}
+	c.Version = 1
+
+	// Replica 3 leaves; writes go on with 1 and 2.
+	c.TakeOffline(3)
+	m.publish(c, envs)
+	b := bytes.Repeat([]byte("b"), 100<<10)
+	if err := write(0, 7, 50<<10, b); err != nil {
+		t.Fatal(err)
+	}
+	if err := write(0, 8, 0, b); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := read(2, 7, 10); errs.CodeOf(err) != errs.ChainChanged {
+		t.Fatalf("read from an offline replica: %v, want chain changed", err)
+	}
+	// A chunk removed while 3 is away.
+	if err := write(0, 9, 0, b); err != nil {
+		t.Fatal(err)
+	}
+	c.StartSync(3) // back, syncing: takes writes, serves no reads
+	c.TakeOffline(3)
+	m.publish(c, envs)
+	rm := &wire.ChunkRemoveReq{Target: 1, ChainRef: ref(), Ino: 9, Slots: []uint32{0}}
+	if _, err := conns[0].Call(ctx, wire.OpChunkRemove, rm, nil, nil, nil); err != nil {
+		t.Fatal(err)
+	}
+
+	c.StartSync(3)
+	m.publish(c, envs)
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		m.mu.Lock()
+		n := len(m.done)
+		m.mu.Unlock()
+		if n > 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("no resync reported done")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if d := m.done[0]; d.Chain != c.ID || d.Target != 3 || d.Version != c.Version {
+		t.Fatalf("sync done %+v for %v", d, c)
+	}
+	c.FinishSync(3, c.Version)
+	m.publish(c, envs)
+	want := append(slices.Clone(a[:50<<10]), b...)
+	want = append(want, a[150<<10:]...)
+	for i := range envs {
+		if got, err := read(i, 7, len(want)); err != nil || !bytes.Equal(got, want) {
+			t.Fatalf("replica %d after resync: %d bytes, %v", i+1, len(got), err)
+		}
+		if got, err := read(i, 8, len(b)); err != nil || !bytes.Equal(got, b) {
+			t.Fatalf("replica %d: chunk written while it was away: %d bytes, %v", i+1, len(got), err)
+		}
+		if got, err := read(i, 9, 10); err != nil || len(got) != 0 {
+			t.Fatalf("replica %d: chunk removed while it was away reads %d bytes, %v", i+1, len(got), err)
+		}
+	}
+}
