@@ -86,6 +86,9 @@ func (c *Client) chunkCall(ctx context.Context, r chunkReq) (int, error) {
 			cancel()
 			if err != nil && ctx.Err() == nil && cctx.Err() != nil {
 				err = errs.New(errs.Unavailable, "client: replica %d of chain %d did not answer within %v", t, r.chain, attemptTimeout)
+				if conn != nil {
+					conn.Close() // maybe dead (a cut link): the pool dials afresh
+				}
 			}
 		}
 		if err == nil {

@@ -360,6 +360,19 @@ func (s *Service) peer(ctx context.Context, t placement.TargetID) (*wire.Conn, e
 	return c, nil
 }
 
+// dropPeer closes a peer connection that stopped answering, so that the
+// next call dials again instead of waiting on a dead TCP connection.
+func (s *Service) dropPeer(c *wire.Conn) {
+	s.cs.mu.Lock()
+	for addr, pc := range s.cs.mu.peers {
+		if pc == c {
+			delete(s.cs.mu.peers, addr)
+		}
+	}
+	s.cs.mu.Unlock()
+	c.Close()
+}
+
 // peerTimeout bounds a call to another replica.
 const peerTimeout = 5 * time.Second
 
@@ -375,6 +388,11 @@ func (s *Service) forward(ctx context.Context, c *placement.Chain, target placem
 		cctx, cancel := context.WithTimeout(ctx, peerTimeout)
 		_, err = conn.Call(cctx, op, msg(next), data, nil, nil)
 		cancel()
+		if err != nil && cctx.Err() != nil {
+			// The replica did not answer in time: its connection may be
+			// dead (a cut link); the next try dials afresh.
+			s.dropPeer(conn)
+		}
 	}
 	if err != nil {
 		code := errs.CodeOf(err)

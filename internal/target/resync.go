@@ -102,9 +102,12 @@ func (s *Service) resync(ctx context.Context, c placement.Chain, src, dst placem
 	}
 	ref := wire.ChainRef{Chain: c.ID, ChainVer: c.Version, Flags: wire.FlagResync}
 	call := func(op wire.Op, req wire.Message, data [][]byte, resp wire.Message) error {
-		cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 		defer cancel()
 		_, err := conn.Call(cctx, op, req, data, resp, nil)
+		if err != nil && cctx.Err() != nil && ctx.Err() == nil {
+			s.dropPeer(conn) // dead connection: the retry dials afresh
+		}
 		return err
 	}
 
