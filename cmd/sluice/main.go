@@ -64,7 +64,7 @@ func newRoot() *cobra.Command {
 	root.PersistentFlags().StringVar(&g.server, "server", "",
 		"metadata service address host:port (default $SLUICE_SERVER, else "+DefaultAddr+")")
 	root.AddCommand(
-		newServe(),
+		newServe(), newMeta(), newTarget(),
 		newLs(g), newStat(g), newMkdir(g), newCp(g), newCat(g), newRm(g), newMv(g), newLn(g),
 		newLayout(g), newMount(g), newUmount(), newGateway(g), newBench(g), newBenchWorker(g), newStatus(g), newTop(),
 	)

@@ -5,11 +5,13 @@
 //     copy-on-write B-tree (github.com/tidwall/btree);
 //   - OpenPebble: the default embedded engine, on
 //     github.com/cockroachdb/pebble/v2;
+//   - OpenEtcd: a distributed engine on an etcd cluster, shared by several
+//     metadata services (see "etcd engine" below);
 //   - NewFaulty: a wrapper that fails chosen operations, for testing
 //     callers' error paths.
 //
-// Later engines (etcd, TiKV, FoundationDB) implement the same DB interface
-// and must pass the same conformance suite (kvtest.Run).
+// Later engines (TiKV, FoundationDB) implement the same DB interface and
+// must pass the same conformance suite (kvtest.Run).
 //
 // # Transactions
 //
@@ -83,6 +85,52 @@
 // that starts after an Update returned sees that Update's writes. Pebble's
 // own log messages go to PebbleOptions.Logger (informational ones at debug
 // level) and are discarded by default.
+//
+// # etcd engine
+//
+// OpenEtcd reuses the transaction type of the embedded engines (buffered
+// writes, read-your-writes, read-set recording) over an etcd snapshot, and
+// lets etcd validate commits, so that any number of processes may share one
+// cluster and key prefix. Every key is stored as Prefix+key.
+//
+//   - Snapshot: a transaction's first read is linearizable (so it sees
+//     every Update that returned before it started) and fixes the etcd
+//     revision; later reads are at that revision, which any member that has
+//     applied it can serve. Scans page through etcd (64 keys, then 1024 at
+//     a time) rather than loading a range at once.
+//   - Commit: one etcd transaction. If(): for each key read, its mod
+//     revision equals the one seen (0 for absent); for each range scanned
+//     (up to where the scan stopped), no key in it has a mod revision above
+//     the snapshot's (no insert or update), and each key seen there still
+//     has the mod revision seen (no delete). Then(): the writes. A failed
+//     compare reruns the function, with the same limit and backoff as the
+//     embedded engines but without their priority queue, so a hot key can
+//     starve a writer until the attempt limit. Blind writes add no compare
+//     and never conflict. A revision compacted away mid-transaction also
+//     reruns it.
+//   - Durability: an Update that returned nil is in the raft log of a
+//     quorum of etcd members, each synced to disk; etcd batches concurrent
+//     commits into its log writes itself.
+//   - Limits: etcd caps the compares, and the writes, of one transaction
+//     at --max-txn-ops (default 128; EtcdOptions.MaxTxnOps must match). An
+//     Update needing more (a compare per key read or seen by a scan, plus
+//     one per range scanned) fails with errs.ErrInvalid naming the limit; it
+//     is never split, which would not be atomic. A commit's request must fit
+//     etcd's --max-request-bytes (default 1.5 MiB, so one 1 MiB value fits
+//     with little else). etcd keeps everything in memory-mapped bbolt and
+//     recommends a database of at most a few GiB (--quota-backend-bytes,
+//     8 GiB at most): this bounds the file system to tens of millions of
+//     files (docs/adr/0003-etcd-engine.md). etcd keeps old revisions until
+//     compacted: run it with --auto-compaction-retention.
+//   - Ambiguity: a commit request that fails after it may have reached
+//     etcd (timeout, lost connection, leader change) has an unknown
+//     outcome. Update does not rerun the function (it could apply twice);
+//     it returns an error wrapping ErrCommitUnknown and errs.ErrUnavailable,
+//     and never a context error. The caller must read to learn the outcome.
+//     The commit runs under EtcdOptions.RequestTimeout, not the caller's
+//     context: once sent it is waited for, as in the embedded engines.
+//     Requests etcd rejects before proposing them (too many ops, too large,
+//     out of space) fail cleanly with nothing written.
 //
 // # Limits
 //

@@ -57,7 +57,9 @@
 // the parent chain of the target directory up to the root, so renames that
 // together could form a cycle are serialized.
 // The inode count reported by Statfs is approximate: it is kept in memory
-// and stored every GC pass and on Close, so a crash loses recent changes.
+// and stored every GC pass and on Close, so a crash loses recent changes;
+// services sharing one DB add to the stored count and see each other's
+// changes at their next pass.
 //
 // # Key layout, format version 1
 //

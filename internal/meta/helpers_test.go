@@ -80,8 +80,7 @@ func (f *fakeTargets) removals() []removal {
 func newTestService(t testing.TB, db kv.DB, targets Targets) *Service {
 	t.Helper()
 	if db == nil {
-		db = kv.NewMemory()
-		t.Cleanup(func() { db.Close() })
+		db = openTestDB(t)
 	}
 	if targets == nil {
 		targets = newFakeTargets(4)

@@ -30,8 +30,7 @@ func (c *tickClock) Now() time.Time { return time.Unix(0, c.ns.Add(int64(time.Mi
 
 func newClockService(t *testing.T) (*Service, *tickClock) {
 	t.Helper()
-	db := kv.NewMemory()
-	t.Cleanup(func() { db.Close() })
+	db := openTestDB(t)
 	c := newTickClock()
 	s, err := New(context.Background(), Options{DB: db, Targets: newFakeTargets(4), Now: c.Now})
 	if err != nil {

@@ -244,7 +244,7 @@ func (s *Service) Run(ctx context.Context) error {
 		if err := s.CollectGarbage(ctx); err != nil && ctx.Err() == nil {
 			s.log.Warn("meta: chunk garbage collection incomplete; will retry", "err", err)
 		}
-		if err := s.flushCounters(ctx); err != nil && ctx.Err() == nil {
+		if err := s.flushCounters(ctx, true); err != nil && ctx.Err() == nil {
 			s.log.Warn("meta: storing the inode counter failed", "err", err)
 		}
 	}
@@ -262,7 +262,7 @@ func (s *Service) Close() error {
 		s.runWG.Wait()
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
-		err = s.flushCounters(ctx)
+		err = s.flushCounters(ctx, false)
 	})
 	return err
 }
@@ -318,11 +318,15 @@ func (s *Service) allocIno(ctx context.Context) (uint64, error) {
 
 // flushCounters adds the inode count delta to the stored counter. A crash
 // loses the delta since the last flush: the counter is approximate.
-func (s *Service) flushCounters(ctx context.Context) error {
+//
+// It also reloads the stored counter, so that Statfs counts the inodes that
+// other services sharing the DB created and stored; with no delta it only
+// does that, and only if reload is set.
+func (s *Service) flushCounters(ctx context.Context, reload bool) error {
 	s.flushMu.Lock()
 	defer s.flushMu.Unlock()
 	d := s.inodeDelta.Swap(0)
-	if d == 0 {
+	if d == 0 && !reload {
 		return nil
 	}
 	var stored uint64
@@ -337,7 +341,9 @@ func (s *Service) flushCounters(ctx context.Context) error {
 			return err
 		}
 		stored = uint64(max(int64(stored)+d, 0))
-		tx.Set(keyInodeCount, u64Value(stored))
+		if d != 0 {
+			tx.Set(keyInodeCount, u64Value(stored))
+		}
 		return nil
 	})
 	if err != nil {

@@ -415,6 +415,15 @@ func (r *RemoteTargets) Heartbeat(ctx context.Context, req *wire.HeartbeatReq) (
 		}
 		tx.Set(nodeKey(req.Node), nodeRecord{Addr: req.Addr, Incarnation: req.Incarnation, LastSeen: now.UnixNano(), Stats: req.Targets, Resyncs: req.Resyncs}.encode())
 		restarted := prev.Incarnation != 0 && prev.Incarnation != req.Incarnation
+		revived := prev.LastSeen != 0 && !r.alive(prev, now)
+		ver = 0
+		if !restarted && !revived {
+			// The usual heartbeat: the node was up all along, so none of
+			// its replicas can have been taken out. Reading the chain
+			// table only when needed keeps this transaction small (on etcd
+			// every key read is a compare).
+			return nil
+		}
 		st, err := loadChains(tx)
 		if err != nil {
 			return err
@@ -451,6 +460,9 @@ func (r *RemoteTargets) Heartbeat(ctx context.Context, req *wire.HeartbeatReq) (
 	}
 	r.mu.Lock()
 	r.mu.st.nodes[req.Node] = nodeRecord{Addr: req.Addr, Incarnation: req.Incarnation, LastSeen: now.UnixNano(), Stats: req.Targets, Resyncs: req.Resyncs}
+	if ver == 0 {
+		ver = r.mu.st.chainsVer
+	}
 	r.mu.Unlock()
 	if len(changed) > 0 {
 		if err := r.reload(ctx); err != nil {

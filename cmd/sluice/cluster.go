@@ -1,0 +1,95 @@
+package main
+
+import (
+	"fmt"
+	"log/slog"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/sluice-fs/sluice/internal/server"
+)
+
+func roleLogger(verbose bool) *slog.Logger {
+	level := slog.LevelInfo
+	if verbose {
+		level = slog.LevelDebug
+	}
+	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+}
+
+// splitAddrs splits a comma-separated address list.
+func splitAddrs(s string) []string {
+	var out []string
+	for a := range strings.SplitSeq(s, ",") {
+		if a = strings.TrimSpace(a); a != "" {
+			out = append(out, a)
+		}
+	}
+	return out
+}
+
+func newMeta() *cobra.Command {
+	var o server.MetaOptions
+	var etcd string
+	var verbose bool
+	cmd := &cobra.Command{
+		Use:   "meta",
+		Short: "Run a metadata service of a multi-node cluster",
+		Long: "meta runs a metadata service. With --etcd it stores the namespace and the\n" +
+			"cluster state in etcd, and several meta processes can share it (clients use any\n" +
+			"of them); without, it uses the embedded engine in --data-dir (one service only).\n" +
+			"Storage nodes (sluice target) register with it. It prints \"sluice: serving on ADDR\"\n" +
+			"when ready.",
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			o.Logger = roleLogger(verbose)
+			o.Etcd = splitAddrs(etcd)
+			o.Ready = func(addr string) { fmt.Printf("sluice: serving on %s\n", addr) }
+			return server.RunMeta(cmd.Context(), o)
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&o.Listen, "listen", DefaultAddr, "TCP address to serve on (host:port)")
+	f.StringVar(&o.DataDir, "data-dir", "", "directory of the embedded metadata engine (without --etcd)")
+	f.StringVar(&etcd, "etcd", "", "comma-separated etcd client URLs (e.g. http://127.0.0.1:2379)")
+	f.StringVar(&o.EtcdPrefix, "etcd-prefix", "sluice/", "key prefix of this file system in etcd")
+	f.DurationVar(&o.HeartbeatTimeout, "heartbeat-timeout", 5*time.Second, "a storage node silent this long leaves its chains")
+	f.StringVar(&o.HTTP, "http", "", "admin HTTP address for /healthz, /metrics and /debug/pprof (empty: none)")
+	f.BoolVarP(&verbose, "verbose", "v", false, "log debug messages")
+	return cmd
+}
+
+func newTarget() *cobra.Command {
+	var o server.TargetOptions
+	var metaAddrs string
+	var verbose bool
+	cmd := &cobra.Command{
+		Use:   "target",
+		Short: "Run a storage node of a multi-node cluster",
+		Long: "target runs a storage node: it serves the chunk stores of its targets\n" +
+			"(subdirectories of --data-dir, one per disk in production), registers with the\n" +
+			"metadata services named by --meta and heart-beats to them. On the first start it\n" +
+			"makes --targets targets. It prints \"sluice: serving on ADDR\" when ready.",
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			o.Logger = roleLogger(verbose)
+			o.Meta = splitAddrs(metaAddrs)
+			o.Ready = func(addr string) { fmt.Printf("sluice: serving on %s\n", addr) }
+			return server.RunTarget(cmd.Context(), o)
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&o.DataDir, "data-dir", "./sluice-target", "directory for the node's targets")
+	f.StringVar(&o.Listen, "listen", "127.0.0.1:9410", "TCP address to serve on (host:port)")
+	f.StringVar(&o.Advertise, "advertise", "", "address clients use to reach this node (default: the listen address)")
+	f.StringVar(&metaAddrs, "meta", DefaultAddr, "comma-separated metadata service addresses")
+	f.IntVar(&o.Targets, "targets", 4, "number of targets to create on first start")
+	f.StringVar(&o.Node, "node", "", "node name (default: stored in the data dir, or a new random one)")
+	f.DurationVar(&o.Fence, "fence", 2*time.Second, "refuse replicated-chain requests after this long without reaching a metadata service (keep it below the meta's --heartbeat-timeout)")
+	f.StringVar(&o.HTTP, "http", "", "admin HTTP address for /healthz, /metrics and /debug/pprof (empty: none)")
+	f.BoolVarP(&verbose, "verbose", "v", false, "log debug messages")
+	return cmd
+}

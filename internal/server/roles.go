@@ -1,0 +1,332 @@
+package server
+
+import (
+	"context"
+	crand "crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/sluice-fs/sluice/internal/errs"
+	"github.com/sluice-fs/sluice/internal/kv"
+	"github.com/sluice-fs/sluice/internal/meta"
+	"github.com/sluice-fs/sluice/internal/metrics"
+	"github.com/sluice-fs/sluice/internal/placement"
+	"github.com/sluice-fs/sluice/internal/target"
+	"github.com/sluice-fs/sluice/internal/wire"
+)
+
+// MetaOptions configure `sluice meta`, a metadata service of a cluster.
+type MetaOptions struct {
+	// Listen is the TCP address to serve on.
+	Listen string
+	// DataDir holds the embedded engine (meta/) when Etcd is empty.
+	DataDir string
+	// Etcd are the endpoints of the etcd cluster that stores the metadata;
+	// several metadata services share it. Empty: the embedded engine in
+	// DataDir (then only one metadata service can run).
+	Etcd []string
+	// EtcdPrefix is the key prefix in etcd (default "sluice/").
+	EtcdPrefix string
+	// HeartbeatTimeout is how long a storage node may go without a
+	// heartbeat before its targets leave their chains (default 5s).
+	HeartbeatTimeout time.Duration
+	// HTTP is the admin address; empty: none.
+	HTTP   string
+	Logger *slog.Logger
+	// Ready is called with the served address once clients can connect.
+	Ready func(addr string)
+}
+
+// RunMeta serves a metadata service until ctx is done.
+func RunMeta(ctx context.Context, opts MetaOptions) (err error) {
+	if opts.Listen == "" {
+		return errs.New(errs.Invalid, "meta: a listen address is required")
+	}
+	if len(opts.Etcd) == 0 && opts.DataDir == "" {
+		return errs.New(errs.Invalid, "meta: give --etcd endpoints or a --data-dir for the embedded engine")
+	}
+	log := opts.Logger
+	if log == nil {
+		log = slog.Default()
+	}
+	var closers []func() error
+	defer func() {
+		for i := len(closers) - 1; i >= 0; i-- {
+			if cerr := closers[i](); cerr != nil && err == nil {
+				err = cerr
+			}
+		}
+	}()
+	var db kv.DB
+	if len(opts.Etcd) > 0 {
+		db, err = kv.OpenEtcd(ctx, kv.EtcdOptions{Endpoints: opts.Etcd, Prefix: opts.EtcdPrefix, Logger: log})
+		if err != nil {
+			return fmt.Errorf("meta: open etcd at %v: %w", opts.Etcd, err)
+		}
+	} else {
+		if err := os.MkdirAll(opts.DataDir, 0o755); err != nil {
+			return fmt.Errorf("meta: create data dir: %w", err)
+		}
+		unlock, err := lockDir(opts.DataDir)
+		if err != nil {
+			return err
+		}
+		closers = append(closers, func() error { unlock(); return nil })
+		if db, err = kv.OpenPebble(filepath.Join(opts.DataDir, "meta"), &kv.PebbleOptions{Logger: log}); err != nil {
+			return fmt.Errorf("meta: open metadata store: %w", err)
+		}
+	}
+	closers = append(closers, db.Close)
+
+	rt, err := meta.NewRemoteTargets(ctx, meta.RemoteTargetsOptions{DB: db, Logger: log, HeartbeatTimeout: opts.HeartbeatTimeout})
+	if err != nil {
+		return err
+	}
+	closers = append(closers, rt.Close)
+	ms, err := meta.New(ctx, meta.Options{DB: db, Targets: rt, Logger: log})
+	if err != nil {
+		return fmt.Errorf("meta: start metadata service: %w", err)
+	}
+	closers = append(closers, ms.Close)
+
+	ln, err := net.Listen("tcp", opts.Listen)
+	if err != nil {
+		return fmt.Errorf("meta: listen on %s: %w", opts.Listen, err)
+	}
+	srv := &wire.Server{Logger: log}
+	ms.Register(srv)
+	mx := metrics.New()
+	mx.Instrument(srv)
+	ln = mx.Listener(ln)
+	serveErr := make(chan error, 1)
+	var wg sync.WaitGroup
+	wg.Go(func() { serveErr <- srv.Serve(ln) })
+	closers = append(closers, func() error { srv.Close(); wg.Wait(); return nil })
+
+	runCtx, stopRun := context.WithCancel(ctx)
+	var runWG sync.WaitGroup
+	runWG.Go(func() { rt.Run(runCtx) })
+	runWG.Go(func() { ms.Run(runCtx) })
+	closers = append(closers, func() error { stopRun(); runWG.Wait(); return nil })
+
+	if opts.HTTP != "" {
+		a, err := startAdmin(opts.HTTP, log, mx)
+		if err != nil {
+			return err
+		}
+		closers = append(closers, a.Close)
+	}
+	addr := advertised(ln.Addr().(*net.TCPAddr))
+	engine := "pebble " + opts.DataDir
+	if len(opts.Etcd) > 0 {
+		engine = "etcd " + strings.Join(opts.Etcd, ",")
+	}
+	log.Info("sluice metadata service serving", "addr", addr, "engine", engine, "fsid", ms.FSID())
+	if opts.Ready != nil {
+		opts.Ready(addr)
+	}
+	return waitServe(ctx, log, srv, serveErr)
+}
+
+// waitServe waits for ctx or a server failure, then shuts srv down.
+func waitServe(ctx context.Context, log *slog.Logger, srv *wire.Server, serveErr chan error) error {
+	select {
+	case <-ctx.Done():
+	case err := <-serveErr:
+		if !errors.Is(err, wire.ErrServerClosed) {
+			return err
+		}
+	}
+	log.Info("sluice shutting down")
+	sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	srv.Shutdown(sctx)
+	return nil
+}
+
+// TargetOptions configure `sluice target`, a storage node.
+type TargetOptions struct {
+	// DataDir holds the node's name (NODE) and its targets (targets/<id>).
+	DataDir string
+	// Listen is the TCP address to serve on; Advertise the address the
+	// metadata service gives out for it (default: the listener's).
+	Listen, Advertise string
+	// Meta are the metadata services' addresses.
+	Meta []string
+	// Targets is the number of targets to make on the first start
+	// (default 4).
+	Targets int
+	// Node names the node (default: the name in DataDir/NODE, or a new
+	// random one stored there).
+	Node string
+	// Fence: see target.AgentOptions (default 2s).
+	Fence time.Duration
+	// HTTP is the admin address; empty: none.
+	HTTP   string
+	Logger *slog.Logger
+	Ready  func(addr string)
+}
+
+// RunTarget serves a storage node until ctx is done: it registers with the
+// metadata service (getting IDs for new targets), serves its targets and
+// heart-beats.
+func RunTarget(ctx context.Context, opts TargetOptions) (err error) {
+	if opts.DataDir == "" || opts.Listen == "" || len(opts.Meta) == 0 {
+		return errs.New(errs.Invalid, "target: --data-dir, --listen and --meta are required")
+	}
+	if opts.Targets == 0 {
+		opts.Targets = 4
+	}
+	if opts.Targets < 1 || opts.Targets > placement.MaxStripeCount {
+		return errs.New(errs.Invalid, "target: --targets must be between 1 and %d", placement.MaxStripeCount)
+	}
+	if opts.Fence == 0 {
+		opts.Fence = 2 * time.Second
+	}
+	log := opts.Logger
+	if log == nil {
+		log = slog.Default()
+	}
+	if err := os.MkdirAll(opts.DataDir, 0o755); err != nil {
+		return fmt.Errorf("target: create data dir: %w", err)
+	}
+	unlock, err := lockDir(opts.DataDir)
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	node, err := nodeName(opts.DataDir, opts.Node)
+	if err != nil {
+		return err
+	}
+	var closers []func() error
+	defer func() {
+		for i := len(closers) - 1; i >= 0; i-- {
+			if cerr := closers[i](); cerr != nil && err == nil {
+				err = cerr
+			}
+		}
+	}()
+
+	ln, err := net.Listen("tcp", opts.Listen)
+	if err != nil {
+		return fmt.Errorf("target: listen on %s: %w", opts.Listen, err)
+	}
+	addr := opts.Advertise
+	if addr == "" {
+		addr = advertised(ln.Addr().(*net.TCPAddr))
+	}
+	rm := target.NewRemoteMeta(opts.Meta)
+	closers = append(closers, rm.Close)
+
+	have, err := targetIDs(opts.DataDir, 0)
+	if err != nil {
+		ln.Close()
+		return err
+	}
+	want := 0
+	if len(have) == 0 {
+		want = opts.Targets
+	}
+	var reg wire.RegisterResp
+	for attempt := 0; ; attempt++ {
+		rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		reg, err = rm.Register(rctx, &wire.RegisterReq{Node: node, Addr: addr, Have: have, Want: uint32(want)})
+		cancel()
+		if err == nil || errs.CodeOf(err) != errs.Unavailable || ctx.Err() != nil {
+			break
+		}
+		if attempt == 0 {
+			log.Warn("target: waiting for a metadata service", "meta", opts.Meta, "err", err)
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(500 * time.Millisecond):
+		}
+	}
+	if err != nil {
+		ln.Close()
+		return fmt.Errorf("target: register node %s: %w", node, err)
+	}
+	ids := append(have, reg.IDs...)
+	targets, err := target.OpenDir(opts.DataDir, ids, target.Options{Logger: log})
+	if err != nil {
+		ln.Close()
+		return fmt.Errorf("target: open targets: %w", err)
+	}
+	closers = append(closers, targets.Close)
+
+	srv := &wire.Server{Logger: log}
+	targets.Register(srv)
+	mx := metrics.New()
+	mx.AddTargets(targets)
+	mx.Instrument(srv)
+	ln = mx.Listener(ln)
+	serveErr := make(chan error, 1)
+	var wg sync.WaitGroup
+	wg.Go(func() { serveErr <- srv.Serve(ln) })
+	closers = append(closers, func() error { srv.Close(); wg.Wait(); return nil })
+
+	agent := target.NewAgent(targets, rm, target.AgentOptions{Node: node, Addr: addr, Incarnation: incarnation, Fence: opts.Fence, Logger: log})
+	if err := agent.Beat(ctx); err != nil {
+		log.Warn("target: first heartbeat failed; retrying", "err", err)
+	}
+	runCtx, stopRun := context.WithCancel(ctx)
+	var runWG sync.WaitGroup
+	runWG.Go(func() { agent.Run(runCtx) })
+	closers = append(closers, func() error { stopRun(); runWG.Wait(); return nil })
+
+	if opts.HTTP != "" {
+		a, err := startAdmin(opts.HTTP, log, mx)
+		if err != nil {
+			return err
+		}
+		closers = append(closers, a.Close)
+	}
+	log.Info("sluice storage node serving", "addr", addr, "node", node, "targets", ids, "meta", opts.Meta)
+	if opts.Ready != nil {
+		opts.Ready(addr)
+	}
+	return waitServe(ctx, log, srv, serveErr)
+}
+
+// nodeName returns the node's name: given, stored in dir/NODE, or new.
+func nodeName(dir, given string) (string, error) {
+	path := filepath.Join(dir, "NODE")
+	b, err := os.ReadFile(path)
+	switch {
+	case err == nil:
+		stored := strings.TrimSpace(string(b))
+		if given != "" && given != stored {
+			return "", errs.New(errs.Invalid, "target: data dir %s belongs to node %q, not %q", dir, stored, given)
+		}
+		return stored, nil
+	case !os.IsNotExist(err):
+		return "", fmt.Errorf("target: read node name: %w", err)
+	}
+	name := given
+	if name == "" {
+		var r [4]byte
+		if _, err := crand.Read(r[:]); err != nil {
+			return "", err
+		}
+		host, _ := os.Hostname()
+		name = host + "-" + hex.EncodeToString(r[:])
+	}
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, []byte(name+"\n"), 0o644); err != nil {
+		return "", fmt.Errorf("target: store node name: %w", err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		return "", fmt.Errorf("target: store node name: %w", err)
+	}
+	return name, nil
+}
