@@ -57,14 +57,8 @@ func RunMeta(ctx context.Context, opts MetaOptions) (err error) {
 	if log == nil {
 		log = slog.Default()
 	}
-	var closers []func() error
-	defer func() {
-		for i := len(closers) - 1; i >= 0; i-- {
-			if cerr := closers[i](); cerr != nil && err == nil {
-				err = cerr
-			}
-		}
-	}()
+	var closers cleanup
+	defer closers.run(&err)
 	var db kv.DB
 	if len(opts.Etcd) > 0 {
 		db, err = kv.OpenEtcd(ctx, kv.EtcdOptions{Endpoints: opts.Etcd, Prefix: opts.EtcdPrefix, Logger: log})
@@ -79,23 +73,23 @@ func RunMeta(ctx context.Context, opts MetaOptions) (err error) {
 		if err != nil {
 			return err
 		}
-		closers = append(closers, func() error { unlock(); return nil })
+		closers.add(func() error { unlock(); return nil })
 		if db, err = kv.OpenPebble(filepath.Join(opts.DataDir, "meta"), &kv.PebbleOptions{Logger: log}); err != nil {
 			return fmt.Errorf("meta: open metadata store: %w", err)
 		}
 	}
-	closers = append(closers, db.Close)
+	closers.add(db.Close)
 
 	rt, err := meta.NewRemoteTargets(ctx, meta.RemoteTargetsOptions{DB: db, Logger: log, HeartbeatTimeout: opts.HeartbeatTimeout})
 	if err != nil {
 		return err
 	}
-	closers = append(closers, rt.Close)
+	closers.add(rt.Close)
 	ms, err := meta.New(ctx, meta.Options{DB: db, Targets: rt, Logger: log})
 	if err != nil {
 		return fmt.Errorf("meta: start metadata service: %w", err)
 	}
-	closers = append(closers, ms.Close)
+	closers.add(ms.Close)
 
 	ln, err := net.Listen("tcp", opts.Listen)
 	if err != nil {
@@ -106,23 +100,16 @@ func RunMeta(ctx context.Context, opts MetaOptions) (err error) {
 	mx := metrics.New()
 	mx.Instrument(srv)
 	ln = mx.Listener(ln)
-	serveErr := make(chan error, 1)
-	var wg sync.WaitGroup
-	wg.Go(func() { serveErr <- srv.Serve(ln) })
-	closers = append(closers, func() error { srv.Close(); wg.Wait(); return nil })
+	serveErr := closers.serve(srv, ln)
 
-	runCtx, stopRun := context.WithCancel(ctx)
-	var runWG sync.WaitGroup
-	runWG.Go(func() { rt.Run(runCtx) })
-	runWG.Go(func() { ms.Run(runCtx) })
-	closers = append(closers, func() error { stopRun(); runWG.Wait(); return nil })
+	closers.goRun(ctx, func(ctx context.Context) { rt.Run(ctx) }, func(ctx context.Context) { ms.Run(ctx) })
 
 	if opts.HTTP != "" {
 		a, err := startAdmin(opts.HTTP, log, mx)
 		if err != nil {
 			return err
 		}
-		closers = append(closers, a.Close)
+		closers.add(a.Close)
 	}
 	addr := advertised(ln.Addr().(*net.TCPAddr))
 	engine := "pebble " + opts.DataDir
@@ -137,7 +124,7 @@ func RunMeta(ctx context.Context, opts MetaOptions) (err error) {
 }
 
 // waitServe waits for ctx or a server failure, then shuts srv down.
-func waitServe(ctx context.Context, log *slog.Logger, srv *wire.Server, serveErr chan error) error {
+func waitServe(ctx context.Context, log *slog.Logger, srv *wire.Server, serveErr <-chan error) error {
 	select {
 	case <-ctx.Done():
 	case err := <-serveErr:
@@ -207,14 +194,8 @@ func RunTarget(ctx context.Context, opts TargetOptions) (err error) {
 	if err != nil {
 		return err
 	}
-	var closers []func() error
-	defer func() {
-		for i := len(closers) - 1; i >= 0; i-- {
-			if cerr := closers[i](); cerr != nil && err == nil {
-				err = cerr
-			}
-		}
-	}()
+	var closers cleanup
+	defer closers.run(&err)
 
 	ln, err := net.Listen("tcp", opts.Listen)
 	if err != nil {
@@ -225,7 +206,7 @@ func RunTarget(ctx context.Context, opts TargetOptions) (err error) {
 		addr = advertised(ln.Addr().(*net.TCPAddr))
 	}
 	rm := target.NewRemoteMeta(opts.Meta)
-	closers = append(closers, rm.Close)
+	closers.add(rm.Close)
 
 	have, err := targetIDs(opts.DataDir, 0)
 	if err != nil {
@@ -262,7 +243,7 @@ func RunTarget(ctx context.Context, opts TargetOptions) (err error) {
 		ln.Close()
 		return fmt.Errorf("target: open targets: %w", err)
 	}
-	closers = append(closers, targets.Close)
+	closers.add(targets.Close)
 
 	srv := &wire.Server{Logger: log}
 	targets.Register(srv)
@@ -270,26 +251,20 @@ func RunTarget(ctx context.Context, opts TargetOptions) (err error) {
 	mx.AddTargets(targets)
 	mx.Instrument(srv)
 	ln = mx.Listener(ln)
-	serveErr := make(chan error, 1)
-	var wg sync.WaitGroup
-	wg.Go(func() { serveErr <- srv.Serve(ln) })
-	closers = append(closers, func() error { srv.Close(); wg.Wait(); return nil })
+	serveErr := closers.serve(srv, ln)
 
 	agent := target.NewAgent(targets, rm, target.AgentOptions{Node: node, Addr: addr, Incarnation: incarnation, Fence: opts.Fence, Logger: log})
 	if err := agent.Beat(ctx); err != nil {
 		log.Warn("target: first heartbeat failed; retrying", "err", err)
 	}
-	runCtx, stopRun := context.WithCancel(ctx)
-	var runWG sync.WaitGroup
-	runWG.Go(func() { agent.Run(runCtx) })
-	closers = append(closers, func() error { stopRun(); runWG.Wait(); return nil })
+	closers.goRun(ctx, agent.Run)
 
 	if opts.HTTP != "" {
 		a, err := startAdmin(opts.HTTP, log, mx)
 		if err != nil {
 			return err
 		}
-		closers = append(closers, a.Close)
+		closers.add(a.Close)
 	}
 	log.Info("sluice storage node serving", "addr", addr, "node", node, "targets", ids, "meta", opts.Meta)
 	if opts.Ready != nil {
@@ -329,4 +304,41 @@ func nodeName(dir, given string) (string, error) {
 		return "", fmt.Errorf("target: store node name: %w", err)
 	}
 	return name, nil
+}
+
+// cleanup runs the functions added to it in reverse order, keeping the
+// first error: the teardown of a role, built up as it starts.
+type cleanup []func() error
+
+func (c *cleanup) add(f func() error) { *c = append(*c, f) }
+
+// run runs the functions, newest first, and stores the first error in
+// *err unless it already holds one.
+func (c cleanup) run(err *error) {
+	for i := len(c) - 1; i >= 0; i-- {
+		if cerr := c[i](); cerr != nil && *err == nil {
+			*err = cerr
+		}
+	}
+}
+
+// serve runs srv on ln in the background; the returned channel gets
+// Serve's result. Its teardown (close srv, wait for Serve) goes into c.
+func (c *cleanup) serve(srv *wire.Server, ln net.Listener) <-chan error {
+	serveErr := make(chan error, 1)
+	var wg sync.WaitGroup
+	wg.Go(func() { serveErr <- srv.Serve(ln) })
+	c.add(func() error { srv.Close(); wg.Wait(); return nil })
+	return serveErr
+}
+
+// goRun runs fns in the background with a context of their own, which the
+// teardown cancels before waiting for them.
+func (c *cleanup) goRun(ctx context.Context, fns ...func(context.Context)) {
+	runCtx, stop := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	for _, fn := range fns {
+		wg.Go(func() { fn(runCtx) })
+	}
+	c.add(func() error { stop(); wg.Wait(); return nil })
 }

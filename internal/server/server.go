@@ -13,7 +13,6 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
-	"sync"
 	"syscall"
 	"time"
 
@@ -88,20 +87,14 @@ func Run(ctx context.Context, opts Options) (err error) {
 	}
 	defer unlock()
 
-	var closers []func() error // run in reverse order at the end
-	defer func() {
-		for i := len(closers) - 1; i >= 0; i-- {
-			if cerr := closers[i](); cerr != nil && err == nil {
-				err = cerr
-			}
-		}
-	}()
+	var closers cleanup
+	defer closers.run(&err)
 
 	db, err := kv.OpenPebble(filepath.Join(opts.DataDir, "meta"), &kv.PebbleOptions{Logger: log})
 	if err != nil {
 		return fmt.Errorf("serve: open metadata store: %w", err)
 	}
-	closers = append(closers, db.Close)
+	closers.add(db.Close)
 
 	ids, err := targetIDs(opts.DataDir, opts.Targets)
 	if err != nil {
@@ -111,7 +104,7 @@ func Run(ctx context.Context, opts Options) (err error) {
 	if err != nil {
 		return fmt.Errorf("serve: open targets: %w", err)
 	}
-	closers = append(closers, targets.Close)
+	closers.add(targets.Close)
 
 	ln, err := net.Listen("tcp", opts.Listen)
 	if err != nil {
@@ -135,16 +128,13 @@ func Run(ctx context.Context, opts Options) (err error) {
 		mx.AddCache("metadata_read", cs)
 	}
 	ln = mx.Listener(ln)
-	var wg sync.WaitGroup
-	serveErr := make(chan error, 1)
-	wg.Go(func() { serveErr <- srv.Serve(ln) })
-	closers = append(closers, func() error { srv.Close(); wg.Wait(); return nil })
+	serveErr := closers.serve(srv, ln)
 
 	rt, err := meta.NewRemoteTargets(ctx, meta.RemoteTargetsOptions{DB: db, Logger: log})
 	if err != nil {
 		return fmt.Errorf("serve: %w", err)
 	}
-	closers = append(closers, rt.Close)
+	closers.add(rt.Close)
 	for _, id := range ids {
 		if err := rt.RegisterTarget(ctx, id, addr); err != nil {
 			return fmt.Errorf("serve: register target %d: %w", id, err)
@@ -162,18 +152,11 @@ func Run(ctx context.Context, opts Options) (err error) {
 	if err := agent.Beat(ctx); err != nil {
 		return fmt.Errorf("serve: %w", err)
 	}
-	closers = append(closers, ms.Close)
+	closers.add(ms.Close)
 	ms.Register(srv)
 	mx.Instrument(srv)
 
-	// A WaitGroup of their own: on an early return this closer runs
-	// before the wire server's, which the Serve goroutine in wg waits for.
-	runCtx, stopRun := context.WithCancel(ctx)
-	var runWG sync.WaitGroup
-	runWG.Go(func() { rt.Run(runCtx) })
-	runWG.Go(func() { agent.Run(runCtx) })
-	runWG.Go(func() { ms.Run(runCtx) })
-	closers = append(closers, func() error { stopRun(); runWG.Wait(); return nil })
+	closers.goRun(ctx, func(ctx context.Context) { rt.Run(ctx) }, agent.Run, func(ctx context.Context) { ms.Run(ctx) })
 
 	if opts.HTTP != "" {
 		a, err := startAdmin(opts.HTTP, log, mx)
@@ -183,7 +166,7 @@ func Run(ctx context.Context, opts Options) (err error) {
 		case err != nil:
 			return err
 		default:
-			closers = append(closers, a.Close)
+			closers.add(a.Close)
 			log.Info("admin port", "addr", a.Addr())
 			if opts.AdminReady != nil {
 				opts.AdminReady(a.Addr())
