@@ -274,7 +274,7 @@ func NewNetns(tb testing.TB) *Netns {
 		{"netns", "exec", ns.Name, "ip", "link", "set", "lo", "up"},
 	} {
 		if err := run(args...); err != nil {
-			tb.Fatal(err)
+			tb.Skipf("cannot link a network namespace here: %v", err)
 		}
 	}
 	return ns
