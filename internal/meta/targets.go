@@ -424,16 +424,19 @@ func (r *RemoteTargets) Heartbeat(ctx context.Context, req *wire.HeartbeatReq) (
 			// every key read is a compare).
 			return nil
 		}
-		st, err := loadChains(tx)
+		ver, err = getCounter(tx, keyChainsVer, 0)
 		if err != nil {
 			return err
 		}
-		ver = st.chainsVer
 		mine := make(map[placement.TargetID]bool, len(req.Targets))
 		for _, t := range req.Targets {
 			mine[t.Target] = true
 		}
-		for _, c := range st.chains {
+		chains, err := r.chainsWith(tx, mine)
+		if err != nil {
+			return err
+		}
+		for _, c := range chains {
 			for _, rep := range c.Replicas {
 				if !mine[rep.Target] || (rep.State == placement.Serving && !restarted) {
 					continue
@@ -472,22 +475,35 @@ func (r *RemoteTargets) Heartbeat(ctx context.Context, req *wire.HeartbeatReq) (
 	return wire.HeartbeatResp{ChainsVersion: ver}, nil
 }
 
-// loadChains reads the chain table only.
-func loadChains(tx kv.Txn) (clusterState, error) {
-	st := clusterState{chains: make(map[placement.ChainID]placement.Chain)}
-	start := []byte{pfxChain}
-	var bad error
-	err := tx.Scan(start, kv.PrefixEnd(start), 0, func(k, v []byte) bool {
-		var c placement.Chain
-		c, bad = decodeChain(v)
-		st.chains[c.ID] = c
-		return bad == nil
-	})
-	if err = cmp.Or(err, bad); err != nil {
-		return st, err
+// chainsWith reads, in tx, the chains that the cache says have a replica
+// on one of the targets: a chain's membership is fixed when it is formed,
+// so the cache names them all (a chain formed in the last Refresh is new
+// and has all its replicas serving).
+func (r *RemoteTargets) chainsWith(tx kv.Txn, targets map[placement.TargetID]bool) ([]placement.Chain, error) {
+	r.mu.Lock()
+	var ids []placement.ChainID
+	for _, c := range r.mu.st.chains {
+		if slices.ContainsFunc(c.Replicas, func(x placement.Replica) bool { return targets[x.Target] }) {
+			ids = append(ids, c.ID)
+		}
 	}
-	st.chainsVer, err = getCounter(tx, keyChainsVer, 0)
-	return st, err
+	r.mu.Unlock()
+	var out []placement.Chain
+	for _, id := range ids {
+		v, err := tx.Get(chainKey(id))
+		if errors.Is(err, kv.ErrNotFound) {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		c, err := decodeChain(v)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, c)
+	}
+	return out, nil
 }
 
 // SyncDone makes a syncing replica serving, if its chain is still at the
@@ -532,37 +548,66 @@ func (r *RemoteTargets) SyncDone(ctx context.Context, req *wire.SyncDoneReq) err
 // checkNodes takes the targets of nodes whose heartbeats stopped out of
 // their chains.
 func (r *RemoteTargets) checkNodes(ctx context.Context) error {
+	// Candidates come from the cache; the transaction reads just the down
+	// nodes' records (to confirm they are still silent) and the chains
+	// they are in, so that it stays small (on etcd every key read is a
+	// compare, and etcd bounds a transaction's compares).
 	now := r.now()
+	down := make(map[string][]placement.TargetID)
+	var cands []placement.ChainID
 	r.mu.Lock()
-	var down []string
 	for name, n := range r.mu.st.nodes {
 		if !r.alive(n, now) {
-			down = append(down, name)
+			down[name] = nil
+		}
+	}
+	for id, t := range r.mu.st.targets {
+		if ts, ok := down[t.Node]; ok {
+			down[t.Node] = append(ts, id)
+		}
+	}
+	for _, c := range r.mu.st.chains {
+		for _, rep := range c.Replicas {
+			if rep.State != placement.Offline && r.targetDown(down, rep.Target) {
+				cands = append(cands, c.ID)
+				break
+			}
 		}
 	}
 	r.mu.Unlock()
-	if len(down) == 0 {
+	if len(cands) == 0 {
 		return nil
 	}
 	var changed []placement.Chain
 	err := r.db.Update(ctx, func(tx kv.Txn) error {
 		changed = changed[:0]
-		st, err := loadState(tx)
-		if err != nil {
-			return err
-		}
 		dead := make(map[placement.TargetID]bool)
-		for name, n := range st.nodes {
-			if r.alive(n, now) {
-				continue
+		for name, ts := range down {
+			v, err := tx.Get(nodeKey(name))
+			if err != nil && !errors.Is(err, kv.ErrNotFound) {
+				return err
 			}
-			for id, t := range st.targets {
-				if t.Node == name {
-					dead[id] = true
+			if err == nil {
+				if n, derr := decodeNodeRecord(v); derr == nil && r.alive(n, now) {
+					continue // heart-beat meanwhile
 				}
 			}
+			for _, id := range ts {
+				dead[id] = true
+			}
 		}
-		for _, c := range st.chains {
+		for _, id := range cands {
+			v, err := tx.Get(chainKey(id))
+			if errors.Is(err, kv.ErrNotFound) {
+				continue
+			}
+			if err != nil {
+				return err
+			}
+			c, err := decodeChain(v)
+			if err != nil {
+				return err
+			}
 			moved := false
 			for _, rep := range c.Replicas {
 				if dead[rep.Target] && c.TakeOffline(rep.Target) {
@@ -576,10 +621,14 @@ func (r *RemoteTargets) checkNodes(ctx context.Context) error {
 		if len(changed) == 0 {
 			return nil
 		}
+		ver, err := getCounter(tx, keyChainsVer, 0)
+		if err != nil {
+			return err
+		}
 		for i := range changed {
 			tx.Set(chainKey(changed[i].ID), encodeChain(&changed[i]))
 		}
-		tx.Set(keyChainsVer, u64Value(st.chainsVer+1))
+		tx.Set(keyChainsVer, u64Value(ver+1))
 		return nil
 	})
 	if err != nil {
@@ -589,6 +638,16 @@ func (r *RemoteTargets) checkNodes(ctx context.Context) error {
 		r.log.Warn("meta: replica taken out of its chain: its node stopped heart-beating", "chain", c.String(), "timeout", r.hbLimit)
 	}
 	return nil
+}
+
+// targetDown reports whether target id is on one of the down nodes.
+func (r *RemoteTargets) targetDown(down map[string][]placement.TargetID, id placement.TargetID) bool {
+	t, ok := r.mu.st.targets[id]
+	if !ok {
+		return false
+	}
+	_, isDown := down[t.Node]
+	return isDown
 }
 
 // List returns the registered targets sorted by ID. A target is healthy
