@@ -69,7 +69,12 @@
 //	"F"                       superblock: u8 format version (1) | FSID (32 hex chars)
 //	"Cnext-ino"               u64: first inode number not yet reserved
 //	"Cinodes"                 u64: approximate number of inodes
-//	"T" u32 id                storage target registry: address (RemoteTargets)
+//	"Cnext-target"            u64: next target ID to give out
+//	"Cnext-chain"             u64: next replicated chain ID (from 2^31)
+//	"Cchains"                 u64: chain table version
+//	"T" u32 id                target: 0x01 | u16 n | node name | address (RemoteTargets)
+//	"N" node                  node: its last heartbeat (wire encoding) | u64 unix ns
+//	"R" u32 chain             replicated chain (wire encoding)
 //	"i" u64 ino               inode record, see below
 //	"d" u64 parent name       directory entry: u64 child ino | u8 type (mode>>12)
 //	"t" u64 dir               directory times: i64 mtime ns | i64 ctime ns
@@ -82,15 +87,18 @@
 // since the Unix epoch) | u64 parent (directories; 0 otherwise) | layout.
 // For directories the record's mtime and ctime are stale and the "t" key
 // holds the current ones. Layout: u32 stripe size | u16 stripe count | u16
-// number of targets n | n × u32 target ID. A directory's layout is its
-// default for new files (no targets; stripe size 0 = Options.DefaultLayout);
-// a regular file's names its targets; other types have a zero layout.
+// number of chains n | n × u32 chain ID [| u8 replicas, when 2 or 3]; a
+// chain ID below 2^31 is the chain of one replica on that target. A
+// directory's layout is its default for new files (no chains; stripe size
+// 0 = Options.DefaultLayout); a regular file's names its chains; other
+// types have a zero layout.
 //
 // # Running it
 //
 // New formats an empty database (root inode 1, mode 0755, random FSID) or
 // loads the existing file system. Run drives the garbage collector and the
 // counter flush until Close. Targets are reached through the Targets
-// interface; RemoteTargets is the wire implementation, with its own Run and
-// Close, registering targets from OpRegister.
+// interface; RemoteTargets is the wire implementation and the cluster
+// manager (nodes, heartbeats, chains; OpRegister, OpHeartbeat, OpSyncDone),
+// with its own Run and Close.
 package meta
