@@ -66,10 +66,7 @@ func RunMeta(ctx context.Context, opts MetaOptions) (err error) {
 			return fmt.Errorf("meta: open etcd at %v: %w", opts.Etcd, err)
 		}
 	} else {
-		if err := os.MkdirAll(opts.DataDir, 0o755); err != nil {
-			return fmt.Errorf("meta: create data dir: %w", err)
-		}
-		unlock, err := lockDir(opts.DataDir)
+		unlock, err := lockDir("meta", opts.DataDir)
 		if err != nil {
 			return err
 		}
@@ -182,10 +179,7 @@ func RunTarget(ctx context.Context, opts TargetOptions) (err error) {
 	if log == nil {
 		log = slog.Default()
 	}
-	if err := os.MkdirAll(opts.DataDir, 0o755); err != nil {
-		return fmt.Errorf("target: create data dir: %w", err)
-	}
-	unlock, err := lockDir(opts.DataDir)
+	unlock, err := lockDir("target", opts.DataDir)
 	if err != nil {
 		return err
 	}

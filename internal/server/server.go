@@ -78,10 +78,7 @@ func Run(ctx context.Context, opts Options) (err error) {
 	if log == nil {
 		log = slog.Default()
 	}
-	if err := os.MkdirAll(opts.DataDir, 0o755); err != nil {
-		return fmt.Errorf("serve: create data dir: %w", err)
-	}
-	unlock, err := lockDir(opts.DataDir)
+	unlock, err := lockDir("serve", opts.DataDir)
 	if err != nil {
 		return err
 	}
@@ -222,16 +219,20 @@ func advertised(a *net.TCPAddr) string {
 	return a.String()
 }
 
-// lockDir takes an exclusive lock on the data dir, so that two servers
-// never share one.
-func lockDir(dir string) (func(), error) {
+// lockDir creates the data dir if needed and takes an exclusive lock on
+// it, so that two servers never share one. role names the command in
+// errors.
+func lockDir(role, dir string) (func(), error) {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, fmt.Errorf("%s: create data dir: %w", role, err)
+	}
 	f, err := os.OpenFile(filepath.Join(dir, "LOCK"), os.O_RDWR|os.O_CREATE, 0o644)
 	if err != nil {
-		return nil, fmt.Errorf("serve: lock data dir: %w", err)
+		return nil, fmt.Errorf("%s: lock data dir: %w", role, err)
 	}
 	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
 		f.Close()
-		return nil, errs.New(errs.Busy, "serve: data dir %s is in use by another sluice process", dir)
+		return nil, errs.New(errs.Busy, "%s: data dir %s is in use by another sluice process", role, dir)
 	}
 	return func() { f.Close() }, nil
 }
