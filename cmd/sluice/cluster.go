@@ -59,6 +59,34 @@ func newMeta() *cobra.Command {
 	f.DurationVar(&o.HeartbeatTimeout, "heartbeat-timeout", 5*time.Second, "a storage node silent this long leaves its chains")
 	f.StringVar(&o.HTTP, "http", "", "admin HTTP address for /healthz, /metrics and /debug/pprof (empty: none)")
 	f.BoolVarP(&verbose, "verbose", "v", false, "log debug messages")
+	cmd.AddCommand(newMetaMigrate())
+	return cmd
+}
+
+func newMetaMigrate() *cobra.Command {
+	var dataDir, etcd, prefix string
+	cmd := &cobra.Command{
+		Use:   "migrate --data-dir DIR --etcd URLS",
+		Short: "Copy a stopped sluice serve's metadata into etcd",
+		Long: "migrate copies the metadata of a stopped single-node system (the embedded engine in\n" +
+			"DIR/meta) into etcd under --etcd-prefix, which must be empty. Then run\n" +
+			"`sluice meta --etcd URLS` and, for the data, `sluice target --data-dir DIR --node local`:\n" +
+			"the same file system, now with its metadata in etcd.",
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			n, err := server.MigrateToEtcd(cmd.Context(), dataDir, splitAddrs(etcd), prefix, roleLogger(false))
+			if err != nil {
+				return err
+			}
+			fmt.Printf("sluice: copied %d metadata keys from %s to etcd %s (prefix %q)\n", n, dataDir, etcd, prefix)
+			fmt.Printf("next: sluice meta --etcd %s --etcd-prefix %s; sluice target --data-dir %s --node local --meta ADDR\n", etcd, prefix, dataDir)
+			return nil
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&dataDir, "data-dir", "./sluice-data", "data dir of the stopped sluice serve")
+	f.StringVar(&etcd, "etcd", "", "comma-separated etcd client URLs")
+	f.StringVar(&prefix, "etcd-prefix", "sluice/", "key prefix of the file system in etcd (must be empty)")
 	return cmd
 }
 

@@ -336,3 +336,37 @@ func (c *cleanup) goRun(ctx context.Context, fns ...func(context.Context)) {
 	}
 	c.add(func() error { stop(); wg.Wait(); return nil })
 }
+
+// MigrateToEtcd copies the metadata of a stopped single-node system (the
+// embedded engine in dataDir/meta) into etcd under prefix, which must hold
+// nothing yet. Afterwards `sluice meta --etcd` serves the same file system
+// and `sluice target --data-dir dataDir --node local` serves its targets.
+// It returns the number of keys copied.
+func MigrateToEtcd(ctx context.Context, dataDir string, etcd []string, prefix string, log *slog.Logger) (int, error) {
+	if dataDir == "" || len(etcd) == 0 {
+		return 0, errs.New(errs.Invalid, "migrate: --data-dir and --etcd are required")
+	}
+	if _, err := os.Stat(filepath.Join(dataDir, "meta")); err != nil {
+		return 0, errs.New(errs.NotFound, "migrate: %s has no metadata store (meta/): %v", dataDir, err)
+	}
+	unlock, err := lockDir("migrate", dataDir)
+	if err != nil {
+		return 0, err
+	}
+	defer unlock()
+	src, err := kv.OpenPebble(filepath.Join(dataDir, "meta"), &kv.PebbleOptions{Logger: log})
+	if err != nil {
+		return 0, fmt.Errorf("migrate: open metadata store: %w", err)
+	}
+	defer src.Close()
+	dst, err := kv.OpenEtcd(ctx, kv.EtcdOptions{Endpoints: etcd, Prefix: prefix, Logger: log})
+	if err != nil {
+		return 0, fmt.Errorf("migrate: open etcd at %v: %w", etcd, err)
+	}
+	defer dst.Close()
+	n, err := kv.Copy(ctx, dst, src, 100)
+	if err != nil {
+		return n, fmt.Errorf("migrate: %w (empty the etcd prefix %q before trying again)", err, prefix)
+	}
+	return n, nil
+}
