@@ -7,7 +7,9 @@ import (
 	"math/rand/v2"
 	"os"
 	"os/exec"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -49,15 +51,24 @@ func TestKillDashNine(t *testing.T) {
 		t.Fatal(err)
 	}
 	var lines []string
+	var acked atomic.Int64
 	readDone := make(chan struct{})
 	go func() {
 		defer close(readDone)
 		sc := bufio.NewScanner(out)
 		for sc.Scan() {
 			lines = append(lines, sc.Text())
+			if strings.HasPrefix(sc.Text(), "ack") {
+				acked.Add(1)
+			}
 		}
 	}()
+	// Kill it mid-stream: after 1.2 s, and not before it acknowledged a
+	// fair number of writes (a loaded machine runs the child slowly).
 	time.Sleep(1200 * time.Millisecond)
+	for deadline := time.Now().Add(60 * time.Second); acked.Load() < 40 && time.Now().Before(deadline); {
+		time.Sleep(10 * time.Millisecond)
+	}
 	if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
