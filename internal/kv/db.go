@@ -25,46 +25,59 @@ const (
 // db is the transaction layer shared by the engines: it implements DB over a
 // store, with optimistic transactions and a group committer.
 //
-// Locks (db.mu, committer.mu, the stores' own) are never held together.
+// Locks (the gate's, committer.mu, the stores' own) are never held together.
 type db struct {
+	gate
 	st store
 	c  *committer
-
-	// ops counts View and Update calls in progress; Close waits for them.
-	ops sync.WaitGroup
 
 	// priority is held by the one Update that has priority: a token, so
 	// that Updates queue for it and can give up waiting when ctx ends.
 	priority chan struct{}
 
-	mu struct {
-		sync.Mutex
-		closed bool
-	}
-
 	closeOnce sync.Once
 	closeErr  error
+}
+
+// gate admits View and Update calls until it is shut, and lets Close wait
+// for the calls in progress. Every engine embeds one.
+type gate struct {
+	ops sync.WaitGroup // calls in progress
+	mu  sync.Mutex
+	// closed is set by shut; guarded by mu.
+	closed bool
 }
 
 func newDB(st store) *db {
 	return &db{st: st, c: newCommitter(st), priority: make(chan struct{}, 1)}
 }
 
-// enter registers a View or Update call, failing once Close was called.
-func (d *db) enter() error {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	if d.mu.closed {
+// enter registers a View or Update call, failing once shut was called;
+// the call ends with exit.
+func (g *gate) enter() error {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.closed {
 		return ErrClosed
 	}
-	d.ops.Add(1)
+	g.ops.Add(1)
 	return nil
 }
 
-func (d *db) closing() bool {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	return d.mu.closed
+func (g *gate) exit() { g.ops.Done() }
+
+func (g *gate) closing() bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.closed
+}
+
+// shut refuses new calls and waits for those in progress.
+func (g *gate) shut() {
+	g.mu.Lock()
+	g.closed = true
+	g.mu.Unlock()
+	g.ops.Wait()
 }
 
 // begin starts a transaction over a fresh snapshot.
@@ -80,7 +93,7 @@ func (d *db) View(ctx context.Context, fn func(tx Txn) error) error {
 	if err := d.enter(); err != nil {
 		return fmt.Errorf("kv: view: %w", err)
 	}
-	defer d.ops.Done()
+	defer d.exit()
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("kv: view: %w", err)
 	}
@@ -108,7 +121,7 @@ func (d *db) Update(ctx context.Context, fn func(tx Txn) error) error {
 	if err := d.enter(); err != nil {
 		return fmt.Errorf("kv: update: %w", err)
 	}
-	defer d.ops.Done()
+	defer d.exit()
 	prio := false // this call holds d.priority
 	defer func() {
 		if prio {
@@ -190,10 +203,7 @@ func backoff(ctx context.Context, attempt int) error {
 // and closes the store. Later calls return the first call's result.
 func (d *db) Close() error {
 	d.closeOnce.Do(func() {
-		d.mu.Lock()
-		d.mu.closed = true
-		d.mu.Unlock()
-		d.ops.Wait()
+		d.shut()
 		d.c.close()
 		if err := d.st.close(); err != nil {
 			d.closeErr = fmt.Errorf("kv: close: %w", err)

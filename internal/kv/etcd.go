@@ -155,6 +155,7 @@ func OpenEtcd(ctx context.Context, opts EtcdOptions) (DB, error) {
 // embedded engines use; an etcdReader gives it its snapshot, and records
 // the mod revision of every key it returns for the commit's compares.
 type etcdDB struct {
+	gate
 	c          *clientv3.Client
 	ownClient  bool
 	prefix     string
@@ -163,37 +164,15 @@ type etcdDB struct {
 	maxOps     int
 	log        *slog.Logger
 
-	ops sync.WaitGroup // View and Update calls in progress
-	mu  struct {
-		sync.Mutex
-		closed bool
-	}
 	closeOnce sync.Once
 	closeErr  error
-}
-
-// enter registers a View or Update call, failing once Close was called.
-func (d *etcdDB) enter() error {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	if d.mu.closed {
-		return ErrClosed
-	}
-	d.ops.Add(1)
-	return nil
-}
-
-func (d *etcdDB) closing() bool {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	return d.mu.closed
 }
 
 func (d *etcdDB) View(ctx context.Context, fn func(tx Txn) error) error {
 	if err := d.enter(); err != nil {
 		return fmt.Errorf("kv: view: %w", err)
 	}
-	defer d.ops.Done()
+	defer d.exit()
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("kv: view: %w", err)
 	}
@@ -212,7 +191,7 @@ func (d *etcdDB) Update(ctx context.Context, fn func(tx Txn) error) error {
 	if err := d.enter(); err != nil {
 		return fmt.Errorf("kv: update: %w", err)
 	}
-	defer d.ops.Done()
+	defer d.exit()
 	for attempt := 1; ; attempt++ {
 		if err := ctx.Err(); err != nil {
 			return fmt.Errorf("kv: update: %w", err)
@@ -381,10 +360,7 @@ func (d *etcdDB) readErr(ctx context.Context, err error) error {
 
 func (d *etcdDB) Close() error {
 	d.closeOnce.Do(func() {
-		d.mu.Lock()
-		d.mu.closed = true
-		d.mu.Unlock()
-		d.ops.Wait()
+		d.shut()
 		if d.ownClient {
 			if err := d.c.Close(); err != nil && !errors.Is(err, context.Canceled) {
 				d.closeErr = fmt.Errorf("kv: close etcd client: %w", err)
