@@ -345,10 +345,11 @@ func ChooseChains(candidates []Chain, free map[TargetID]bool, count int, seed ui
 	if count <= 0 {
 		return nil, errs.New(errs.Invalid, "placement: stripe count must be positive, got %d", count)
 	}
+	anyFree := !allFull(candidates, free)
 	var full, degraded []ChainID
 	for _, c := range candidates {
 		h, ok := c.Head()
-		if !ok || (!free[h] && !allFull(candidates, free)) {
+		if !ok || (!free[h] && anyFree) {
 			continue
 		}
 		if len(c.Readers()) == len(c.Replicas) {
