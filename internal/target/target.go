@@ -224,26 +224,12 @@ func (s *Service) handleWrite(ctx context.Context, req *wire.Request) (wire.Resp
 	if err := checkOff("write", m.ChunkRef, m.Off); err != nil {
 		return wire.Response{}, h.fail(err)
 	}
-	st, c, err := s.resolve(ctx, h, m.Target, m.ChainRef, accessOf(m.Flags))
+	fw := m
+	err = s.applyChunk(ctx, h, m.ChunkRef, wire.OpChunkWrite, &fw, &fw.ChunkRef, [][]byte{req.Data}, func(st *chunk.Store, id chunk.ID) error {
+		return st.WriteAt(id, int64(m.Off), req.Data, m.Sync)
+	})
 	if err != nil {
 		return wire.Response{}, h.fail(err)
-	}
-	if c != nil {
-		defer s.cs.locks.lock(chunkKey{m.Target, c.ID, m.Ino, m.Slot})()
-	}
-	if err := st.WriteAt(chunk.ID{Ino: m.Ino, Slot: m.Slot}, int64(m.Off), req.Data, m.Sync); err != nil {
-		return wire.Response{}, h.fail(err)
-	}
-	if c != nil && m.Flags&wire.FlagResync == 0 {
-		fw := m
-		fw.Flags |= wire.FlagForwarded
-		err := s.forward(ctx, c, m.Target, wire.OpChunkWrite, func(next placement.TargetID) wire.Message {
-			fw.Target = next
-			return &fw
-		}, [][]byte{req.Data})
-		if err != nil {
-			return wire.Response{}, h.fail(err)
-		}
 	}
 	h.c.writeOps.Add(1)
 	h.c.writeBytes.Add(uint64(len(req.Data)))
@@ -334,26 +320,12 @@ func (s *Service) handleTruncate(ctx context.Context, req *wire.Request) (wire.R
 	if err := checkOff("truncate", m.ChunkRef, m.Size); err != nil {
 		return wire.Response{}, h.fail(err)
 	}
-	st, c, err := s.resolve(ctx, h, m.Target, m.ChainRef, accessOf(m.Flags))
+	fw := m
+	err = s.applyChunk(ctx, h, m.ChunkRef, wire.OpChunkTruncate, &fw, &fw.ChunkRef, nil, func(st *chunk.Store, id chunk.ID) error {
+		return st.Truncate(id, int64(m.Size))
+	})
 	if err != nil {
 		return wire.Response{}, h.fail(err)
-	}
-	if c != nil {
-		defer s.cs.locks.lock(chunkKey{m.Target, c.ID, m.Ino, m.Slot})()
-	}
-	if err := st.Truncate(chunk.ID{Ino: m.Ino, Slot: m.Slot}, int64(m.Size)); err != nil {
-		return wire.Response{}, h.fail(err)
-	}
-	if c != nil && m.Flags&wire.FlagResync == 0 {
-		fw := m
-		fw.Flags |= wire.FlagForwarded
-		err := s.forward(ctx, c, m.Target, wire.OpChunkTruncate, func(next placement.TargetID) wire.Message {
-			fw.Target = next
-			return &fw
-		}, nil)
-		if err != nil {
-			return wire.Response{}, h.fail(err)
-		}
 	}
 	h.c.truncateOps.Add(1)
 	return wire.Response{}, nil
@@ -422,6 +394,33 @@ func (s *Service) handleStat(_ context.Context, req *wire.Request) (wire.Respons
 		Target: m.Target, Capacity: capacity, Used: used, Free: free,
 		Chunks: chunks, Corruptions: h.store.Corruptions(),
 	}}, nil
+}
+
+// applyChunk applies a change to one chunk (local) on the store of the
+// request's chain replica and passes the request on along the chain. For a
+// replicated chain it holds the chunk's lock from the local change until
+// the next replica answered. fw is a copy of the request, whose ChunkRef
+// fwRef is rewritten for the next replica.
+func (s *Service) applyChunk(ctx context.Context, h *hosted, ref wire.ChunkRef, op wire.Op, fw wire.Message, fwRef *wire.ChunkRef,
+	data [][]byte, local func(*chunk.Store, chunk.ID) error) error {
+	st, c, err := s.resolve(ctx, h, ref.Target, ref.ChainRef, accessOf(ref.Flags))
+	if err != nil {
+		return err
+	}
+	if c != nil {
+		defer s.cs.locks.lock(chunkKey{ref.Target, c.ID, ref.Ino, ref.Slot})()
+	}
+	if err := local(st, chunk.ID{Ino: ref.Ino, Slot: ref.Slot}); err != nil {
+		return err
+	}
+	if c == nil || ref.Flags&wire.FlagResync != 0 {
+		return nil
+	}
+	fwRef.Flags |= wire.FlagForwarded
+	return s.forward(ctx, c, ref.Target, op, func(next placement.TargetID) wire.Message {
+		fwRef.Target = next
+		return fw
+	}, data)
 }
 
 // forwardSet passes a sync or remove request along the chain.
