@@ -11,12 +11,14 @@ import (
 
 	"github.com/sluice-fs/sluice/internal/fusefs"
 	"github.com/sluice-fs/sluice/internal/server"
+	"github.com/sluice-fs/sluice/internal/target"
 )
 
 func newServe() *cobra.Command {
 	var o server.Options
 	var verbose bool
 	var mountpoint string
+	var passthrough bool
 	var s3f s3Flags
 	cmd := &cobra.Command{
 		Use:   "serve",
@@ -39,7 +41,9 @@ func newServe() *cobra.Command {
 			o.HTTPOptional = !cmd.Flags().Changed("http")
 			run := server.Run
 			if mountpoint != "" {
-				run = func(ctx context.Context, o server.Options) error { return serveAndMount(ctx, o, mountpoint) }
+				run = func(ctx context.Context, o server.Options) error {
+					return serveAndMount(ctx, o, mountpoint, passthrough)
+				}
 			}
 			return serveWithS3(cmd.Context(), o, &s3f, run)
 		},
@@ -51,6 +55,7 @@ func newServe() *cobra.Command {
 	f.IntVar(&o.Targets, "targets", 4, "number of storage targets to create on first start")
 	f.StringVar(&o.HTTP, "http", "127.0.0.1:9401", "admin HTTP address for /healthz, /metrics and /debug/pprof (empty: none)")
 	f.StringVar(&mountpoint, "mount", "", "also mount the file system here with FUSE")
+	f.BoolVar(&passthrough, "passthrough", false, "with --mount: let the kernel read files held whole by a local target straight from disk (FUSE passthrough; checksums checked at open, not per read)")
 	f.BoolVarP(&verbose, "verbose", "v", false, "log debug messages")
 	s3f.register(cmd, "s3", "")
 	return cmd
@@ -59,19 +64,23 @@ func newServe() *cobra.Command {
 // serveAndMount runs the servers and a FUSE mount of them. On shutdown the
 // mount goes first, so that open files are written back while the servers
 // still run.
-func serveAndMount(ctx context.Context, o server.Options, mp string) error {
+func serveAndMount(ctx context.Context, o server.Options, mp string, passthrough bool) error {
 	srvCtx, stopSrv := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopSrv()
 	mctx, stopMount := context.WithCancel(ctx)
 	defer stopMount()
 	mountErr := make(chan error, 1)
+	var local fusefs.LocalData
+	if passthrough {
+		o.Local = func(t *target.Service) { local = t }
+	}
 	ready := o.Ready
 	o.Ready = func(addr string) {
 		if ready != nil {
 			ready(addr)
 		}
 		go func() {
-			mountErr <- fusefs.Run(mctx, fusefs.Options{Server: addr, Mountpoint: mp, Logger: o.Logger,
+			mountErr <- fusefs.Run(mctx, fusefs.Options{Server: addr, Mountpoint: mp, Logger: o.Logger, Passthrough: local,
 				Ready: func() { fmt.Printf("sluice: mounted on %s\n", mp) }})
 			stopSrv()
 		}()

@@ -65,6 +65,7 @@ type Store struct {
 	corruptions atomic.Uint64
 	chunks      atomic.Int64
 	used        atomic.Int64
+	verified    verifiedCache // chunks OpenData checked
 
 	// hook, if set (tests only), is called at crash points of a write; if
 	// it returns true the write stops right there, as if the process died.

@@ -152,16 +152,24 @@ func (fs *fileSystem) pinIfOpen(ctx context.Context, parent uint64, name string)
 }
 
 // openRegular opens regular file a for a handle with the kernel's open
-// flags and returns the handle and the FOPEN flags.
-func (fs *fileSystem) openRegular(ctx context.Context, a client.InodeAttr, flags uint32, created bool) (uint64, uint32, error) {
+// flags and returns the handle, the FOPEN flags and the backing ID of a
+// passthrough open.
+func (fs *fileSystem) openRegular(ctx context.Context, a client.InodeAttr, flags uint32, created bool) (uint64, uint32, int32, error) {
 	of, err := fs.acquire(ctx, a)
 	if err != nil {
-		return 0, 0, err
+		return 0, 0, 0, err
+	}
+	// The mode first: a write open refused for it must not truncate.
+	mode, backing, err := fs.chooseMode(of, a, flags, created)
+	if err != nil {
+		fs.unref(of)
+		return 0, 0, 0, err
 	}
 	if flags&syscall.O_TRUNC != 0 && flags&syscall.O_ACCMODE != syscall.O_RDONLY && a.Size > 0 {
 		if err := of.f.Truncate(ctx, 0); err != nil {
+			fs.endMode(of, mode)
 			fs.unref(of)
-			return 0, 0, err
+			return 0, 0, 0, err
 		}
 		of.written.Store(true)
 		a.Size = 0
@@ -185,7 +193,10 @@ func (fs *fileSystem) openRegular(ctx context.Context, a client.InodeAttr, flags
 		// from a lookup up to AttrTimeout ago): make it ask again.
 		fs.notifyAttr(a.Ino)
 	}
-	return fs.addHandle(&handle{of: of}), oflags, nil
+	if mode == modePassthrough {
+		oflags = fuse.FOPEN_PASSTHROUGH
+	}
+	return fs.addHandle(&handle{of: of, mode: mode}), oflags, backing, nil
 }
 
 func (fs *fileSystem) Open(_ <-chan struct{}, in *fuse.OpenIn, out *fuse.OpenOut) fuse.Status {
@@ -195,11 +206,11 @@ func (fs *fileSystem) Open(_ <-chan struct{}, in *fuse.OpenIn, out *fuse.OpenOut
 	if err != nil {
 		return fs.status(ctx, "open", err)
 	}
-	fh, oflags, err := fs.openRegular(ctx, a, in.Flags, false)
+	fh, oflags, backing, err := fs.openRegular(ctx, a, in.Flags, false)
 	if err != nil {
 		return fs.status(ctx, "open", err)
 	}
-	out.Fh, out.OpenFlags = fh, oflags
+	out.Fh, out.OpenFlags, out.BackingID = fh, oflags, backing
 	return fuse.OK
 }
 
@@ -214,12 +225,12 @@ func (fs *fileSystem) Create(_ <-chan struct{}, in *fuse.CreateIn, name string, 
 	if err != nil {
 		return fs.status(ctx, "create", err)
 	}
-	fh, oflags, err := fs.openRegular(ctx, a, in.Flags, true)
+	fh, oflags, backing, err := fs.openRegular(ctx, a, in.Flags, true)
 	if err != nil {
 		return fs.status(ctx, "create", err)
 	}
 	fs.fillEntry(&a, &out.EntryOut)
-	out.Fh, out.OpenFlags = fh, oflags
+	out.Fh, out.OpenFlags, out.BackingID = fh, oflags, backing
 	return fuse.OK
 }
 
@@ -276,6 +287,7 @@ func (fs *fileSystem) Fsync(_ <-chan struct{}, in *fuse.FsyncIn) fuse.Status {
 
 func (fs *fileSystem) Release(_ <-chan struct{}, in *fuse.ReleaseIn) {
 	if h := fs.removeHandle(in.Fh); h != nil && h.of != nil {
+		fs.endMode(h.of, h.mode)
 		fs.unref(h.of)
 	}
 }

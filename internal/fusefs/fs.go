@@ -44,6 +44,8 @@ type fileSystem struct {
 		seen  map[uint64]stamp     // a file's mtime and size when this mount last opened it
 	}
 	nopen atomic.Int64 // len(mu.files), read without the lock
+	// noPassthrough is set when the kernel refused a backing file.
+	noPassthrough atomic.Bool
 
 	hmu     sync.RWMutex
 	handles map[uint64]*handle // by FUSE file handle; guarded by hmu
@@ -65,14 +67,17 @@ type openFile struct {
 	ino     uint64
 	f       *client.File
 	refs    int         // open handles and in-progress operations; guarded by fileSystem.mu
+	modeMu  sync.Mutex  // serializes the opens and releases of the file's handles
+	modes   ioModes     // guarded by modeMu
 	pinned  atomic.Bool // linked into the orphan directory
 	written atomic.Bool // written through this mount since it was opened
 }
 
 // handle is an open file or directory.
 type handle struct {
-	of  *openFile  // regular file
-	dir *dirHandle // directory
+	of   *openFile  // regular file
+	dir  *dirHandle // directory
+	mode ioMode     // of a regular file
 }
 
 func newFileSystem(ctx context.Context, c *client.Client, opts *Options) *fileSystem {
@@ -104,6 +109,9 @@ func (fs *fileSystem) op() (context.Context, context.CancelFunc) {
 func (fs *fileSystem) status(ctx context.Context, op string, err error) fuse.Status {
 	if err == nil {
 		return fuse.OK
+	}
+	if err == errPassthroughBusy {
+		return fuse.Status(syscall.ETXTBSY)
 	}
 	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
 		fs.log.Warn("fuse: operation timed out", "op", op, "timeout", fs.opts.OpTimeout, "err", err)

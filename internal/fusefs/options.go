@@ -50,6 +50,13 @@ type Options struct {
 	// heartbeat stopped is kept before another mount frees it (default 10
 	// min). Orphans of dead processes on the same host are freed at once.
 	OrphanGrace time.Duration
+	// Passthrough, if set, lets the kernel read files whose data is one
+	// local chunk straight from the chunk's file (FUSE passthrough, Linux
+	// 6.9 or later, root): read-only opens of files held whole by a
+	// single-replica target of this process. Checksums are verified when
+	// such a file is opened (once per change of the chunk), not on every
+	// read. Not compatible with WritebackCache.
+	Passthrough LocalData
 	// Debug logs every FUSE request.
 	Debug bool
 	// Logger receives errors and debug output; nil means slog.Default().
@@ -83,6 +90,9 @@ func (o *Options) setDefaults() error {
 	}
 	if o.MaxWrite < 4096 || o.MaxWrite > 1<<20 {
 		return errs.New(errs.Invalid, "mount: max write %d is not between 4 KiB and 1 MiB", o.MaxWrite)
+	}
+	if o.Passthrough != nil && o.WritebackCache {
+		return errs.New(errs.Invalid, "mount: passthrough and the writeback cache cannot be combined")
 	}
 	if o.ReadAheadKB == 0 {
 		o.ReadAheadKB = 8192

@@ -50,6 +50,9 @@ type Options struct {
 	Logger *slog.Logger
 	// Ready is called with the served address once clients can connect.
 	Ready func(addr string)
+	// Local, if set, is called with the local storage targets before
+	// Ready (a mount in the same process reads their chunks directly).
+	Local func(*target.Service)
 }
 
 // Validate checks the options.
@@ -171,6 +174,9 @@ func Run(ctx context.Context, opts Options) (err error) {
 		}
 	}
 	log.Info("sluice serving", "addr", addr, "data_dir", opts.DataDir, "targets", len(ids), "fsid", ms.FSID())
+	if opts.Local != nil {
+		opts.Local(targets)
+	}
 	if opts.Ready != nil {
 		opts.Ready(addr)
 	}

@@ -16,6 +16,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
+	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -456,4 +457,20 @@ func (s *Service) handleList(ctx context.Context, req *wire.Request) (wire.Respo
 		resp.Chunks[i] = wire.ChunkInfo{Ino: in.ID.Ino, Slot: in.ID.Slot, Len: uint64(in.Len), Digest: in.Digest}
 	}
 	return wire.Response{Msg: resp}, nil
+}
+
+// OpenChunkData opens chunk (ino, slot) of chain for reading straight from
+// its data file (FUSE passthrough; see chunk.Store.OpenData), if a target
+// of this service holds the chain alone. Replicated chains give an
+// errs.NotSupported error: a direct reader would not see their version
+// changes or resyncs.
+func (s *Service) OpenChunkData(chain uint32, ino uint64, slot uint32) (*os.File, int64, error) {
+	if placement.ChainID(chain) >= placement.FirstReplicatedChain {
+		return nil, 0, errs.New(errs.NotSupported, "target: chain %d is replicated: no direct reads", chain)
+	}
+	st, ok := s.Store(placement.TargetID(chain))
+	if !ok {
+		return nil, 0, errs.New(errs.NotSupported, "target: target %d is not local", chain)
+	}
+	return st.OpenData(chunk.ID{Ino: ino, Slot: slot})
 }

@@ -1,0 +1,133 @@
+package fusefs
+
+import (
+	"os"
+	"syscall"
+
+	"github.com/hanwen/go-fuse/v2/fuse"
+
+	"github.com/sluice-fs/sluice/client"
+	"github.com/sluice-fs/sluice/internal/errs"
+)
+
+// LocalData gives the mount the data of chunks held by storage targets in
+// its own process, for FUSE passthrough (Options.Passthrough).
+type LocalData interface {
+	// OpenChunkData returns a read-only file whose bytes are exactly the
+	// content of chunk (ino, slot) of chain, checked against its
+	// checksums, and the chunk's length. It fails with errs.NotSupported
+	// or errs.NotFound when the chunk is not held here in that form.
+	OpenChunkData(chain uint32, ino uint64, slot uint32) (*os.File, int64, error)
+}
+
+// ioMode is how the kernel does a handle's reads and writes.
+type ioMode uint8
+
+const (
+	// modeCached: through the mount's page cache and our Read/Write.
+	modeCached ioMode = iota
+	// modePassthrough: the kernel reads the local chunk file itself.
+	modePassthrough
+)
+
+// errPassthroughBusy refuses a write open of a file open for passthrough
+// reading: the kernel wants every open of such an inode to pass through
+// too, and a write straight to the chunk file would bypass its checksums.
+var errPassthroughBusy = errs.New(errs.Busy, "fuse: the file is open for passthrough reading on this mount")
+
+// ioModes counts an inode's open handles by mode and holds its backing
+// file while passthrough handles are open. The kernel allows one backing
+// file per inode and no cached open beside a passthrough one; our counts
+// drop only when the kernel has released the handle, so they never fall
+// below the kernel's own and the choices made from them are safe.
+type ioModes struct {
+	cached, passthrough int
+	backing             int32
+	backingFile         *os.File
+}
+
+// chooseMode picks the I/O mode of a new handle of of and counts it; for a
+// passthrough handle it also returns the backing ID.
+func (fs *fileSystem) chooseMode(of *openFile, a client.InodeAttr, flags uint32, created bool) (ioMode, int32, error) {
+	of.modeMu.Lock()
+	defer of.modeMu.Unlock()
+	m := &of.modes
+	readOnly := flags&syscall.O_ACCMODE == syscall.O_RDONLY
+	if m.passthrough > 0 {
+		if readOnly && !of.written.Load() {
+			m.passthrough++
+			return modePassthrough, m.backing, nil
+		}
+		return 0, 0, errPassthroughBusy
+	}
+	if fs.opts.Passthrough == nil || fs.noPassthrough.Load() || m.cached > 0 || !readOnly || created || of.written.Load() || a.Size == 0 {
+		m.cached++
+		return modeCached, 0, nil
+	}
+	f := fs.openBacking(of, a)
+	if f == nil {
+		m.cached++
+		return modeCached, 0, nil
+	}
+	id, errno := fs.srv.RegisterBackingFd(&fuse.BackingMap{Fd: int32(f.Fd())})
+	if errno != 0 {
+		f.Close()
+		if fs.noPassthrough.CompareAndSwap(false, true) {
+			fs.log.Warn("fuse: the kernel refused a passthrough file; passthrough is off for this mount", "err", errno)
+		}
+		m.cached++
+		return modeCached, 0, nil
+	}
+	m.backing, m.backingFile = id, f
+	m.passthrough++
+	return modePassthrough, id, nil
+}
+
+// openBacking returns the local file holding all of a's data, or nil.
+func (fs *fileSystem) openBacking(of *openFile, a client.InodeAttr) *os.File {
+	l := of.f.Layout()
+	// One chunk holds the whole file: slot 0 holds the first stripe of
+	// every row, so with one stripe, or a file within its first stripe,
+	// file offsets are chunk offsets.
+	if len(l.Chains) == 0 || (l.StripeCount > 1 && int64(a.Size) > l.StripeSize) {
+		return nil
+	}
+	f, n, err := fs.opts.Passthrough.OpenChunkData(l.Chains[0], a.Ino, 0)
+	if err != nil {
+		switch errs.CodeOf(err) {
+		case errs.NotSupported, errs.NotFound:
+			if fs.opts.Debug {
+				fs.log.Debug("fuse: no passthrough", "ino", a.Ino, "err", err)
+			}
+		default:
+			fs.log.Warn("fuse: no passthrough", "ino", a.Ino, "err", err)
+		}
+		return nil
+	}
+	if n != int64(a.Size) {
+		// Data beyond the chunk (a hole at the end) or a change in flight.
+		f.Close()
+		return nil
+	}
+	return f
+}
+
+// endMode uncounts a released handle; the last passthrough handle gives
+// the backing file back.
+func (fs *fileSystem) endMode(of *openFile, mode ioMode) {
+	of.modeMu.Lock()
+	defer of.modeMu.Unlock()
+	m := &of.modes
+	switch mode {
+	case modeCached:
+		m.cached--
+	case modePassthrough:
+		if m.passthrough--; m.passthrough == 0 {
+			if errno := fs.srv.UnregisterBackingFd(m.backing); errno != 0 {
+				fs.log.Warn("fuse: releasing a passthrough file failed", "ino", of.ino, "err", errno)
+			}
+			m.backingFile.Close()
+			m.backing, m.backingFile = 0, nil
+		}
+	}
+}

@@ -1,0 +1,207 @@
+package fuse
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"regexp"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/sluice-fs/sluice/client"
+	"github.com/sluice-fs/sluice/internal/proctest"
+)
+
+// startPassthrough runs `sluice serve --mount MP --passthrough` and returns
+// the process, the mountpoint, the data dir and the served address.
+func startPassthrough(t *testing.T) (*proctest.Proc, string, string, string) {
+	t.Helper()
+	mp := newMountpoint(t)
+	dataDir := t.TempDir()
+	p, _ := proctest.Start(t, binary, nil, regexp.MustCompile(`mounted on (\S+)`), "serve", "--data-dir", dataDir,
+		"--listen", "127.0.0.1:0", "--http", "", "--mount", mp, "--passthrough")
+	t.Cleanup(func() {
+		p.Cmd.Process.Signal(syscall.SIGCONT) // in case the test stopped it and failed
+		p.Cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-p.Exited():
+		case <-time.After(30 * time.Second):
+			t.Errorf("sluice serve did not exit within 30 s of SIGTERM")
+		}
+		for i := 0; isMounted(mp) && i < 50; i++ {
+			syscall.Unmount(mp, syscall.MNT_DETACH)
+			time.Sleep(20 * time.Millisecond)
+		}
+	})
+	m := readyLine.FindStringSubmatch(p.Logs())
+	if m == nil {
+		t.Fatalf("no serving line: %s", p.Logs())
+	}
+	return p, mp, dataDir, m[1]
+}
+
+// readWhileStopped reads f whole while the server process is stopped
+// (SIGSTOP). Only a passthrough file can be read then: any request to the
+// server would wait until it is continued, which happens after 10 s.
+func readWhileStopped(t *testing.T, p *proctest.Proc, f *os.File, size int) ([]byte, bool) {
+	t.Helper()
+	if err := p.Cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	type result struct {
+		b   []byte
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		b := make([]byte, size+1)
+		n, err := f.ReadAt(b, 0)
+		if n == size && err != nil {
+			err = nil // io.EOF at the end
+		}
+		done <- result{b[:n], err}
+	}()
+	var r result
+	stopped := true
+	select {
+	case r = <-done:
+	case <-time.After(10 * time.Second):
+		stopped = false
+	}
+	if err := p.Cmd.Process.Signal(syscall.SIGCONT); err != nil {
+		t.Fatal(err)
+	}
+	if !stopped {
+		r = <-done
+	}
+	if r.err != nil {
+		t.Fatalf("read %s: %v", f.Name(), r.err)
+	}
+	return r.b, stopped
+}
+
+// TestPassthrough checks `sluice serve --mount --passthrough`: files held
+// whole by one local target are read by the kernel straight from the chunk
+// file (they read correctly while the server process is stopped), striped
+// files are not, writers are refused while a file is open for passthrough,
+// changes are seen by the next open, and a corrupt chunk is never handed
+// to the kernel.
+func TestPassthrough(t *testing.T) {
+	requireFUSE(t)
+	p, mp, dataDir, addr := startPassthrough(t)
+	c := proctest.Client(t, addr)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	must(t, os.Mkdir(filepath.Join(mp, "one"), 0o755))
+	must(t, c.SetLayout(ctx, "/one", client.Layout{StripeCount: 1}))
+
+	r := rand.New(rand.NewPCG(1, 2))
+	content := func(n int) []byte {
+		b := make([]byte, n)
+		for i := range b {
+			b[i] = byte(r.Uint32())
+		}
+		return b
+	}
+	files := []struct {
+		path        string
+		data        []byte
+		passthrough bool
+	}{
+		{"one/big", content(5<<20 + 123), true}, // stripe count 1: one chunk
+		{"small", content(200 << 10), true},     // within the first stripe
+		{"striped", content(3<<20 + 7), false},  // over 4 chunks
+		{"one/sparse", nil, false},              // a hole at the end
+		{"empty", []byte{}, false},              // nothing to pass through
+	}
+	for _, f := range files {
+		if f.data != nil {
+			must(t, os.WriteFile(filepath.Join(mp, f.path), f.data, 0o644))
+		}
+	}
+	must(t, os.WriteFile(filepath.Join(mp, "one/sparse"), []byte("head"), 0o644))
+	must(t, os.Truncate(filepath.Join(mp, "one/sparse"), 1<<20))
+	files[3].data = append([]byte("head"), make([]byte, 1<<20-4)...)
+
+	for _, f := range files {
+		h, err := os.Open(filepath.Join(mp, f.path))
+		must(t, err)
+		var got []byte
+		direct := false
+		if f.passthrough {
+			got, direct = readWhileStopped(t, p, h, len(f.data))
+			if !direct {
+				t.Errorf("%s: reading it needed the server: not passed through", f.path)
+			}
+		} else {
+			got = make([]byte, len(f.data)+1)
+			n, _ := h.ReadAt(got, 0)
+			got = got[:n]
+		}
+		if !bytes.Equal(got, f.data) {
+			t.Errorf("%s: read %d bytes, want %d, equal %v", f.path, len(got), len(f.data), bytes.Equal(got, f.data))
+		}
+		h.Close()
+	}
+
+	// A writer is refused while the file is open for passthrough reading;
+	// after the last close it may write, and the next open sees the change.
+	path := filepath.Join(mp, "small")
+	reader, err := os.Open(path)
+	must(t, err)
+	if _, err := os.OpenFile(path, os.O_WRONLY|os.O_TRUNC, 0); !errors.Is(err, syscall.ETXTBSY) {
+		t.Errorf("write open of a file open for passthrough: %v, want ETXTBSY", err)
+	}
+	got := make([]byte, 200<<10)
+	if n, _ := reader.ReadAt(got, 0); n != len(got) || !bytes.Equal(got, files[1].data) {
+		t.Errorf("the refused O_TRUNC open changed the file: read %d bytes", n)
+	}
+	reader.Close()
+	changed := content(100 << 10)
+	must(t, os.WriteFile(path, changed, 0o644))
+	h, err := os.Open(path)
+	must(t, err)
+	got, direct := readWhileStopped(t, p, h, len(changed))
+	h.Close()
+	if !direct || !bytes.Equal(got, changed) {
+		t.Errorf("after a rewrite: passed through %v, content equal %v (%d bytes)", direct, bytes.Equal(got, changed), len(got))
+	}
+
+	// A flipped bit in the chunk file: the open checks the checksums, so
+	// the kernel never reads the bad bytes directly; the read fails.
+	var st syscall.Stat_t
+	must(t, syscall.Stat(path, &st))
+	dat := findChunk(t, dataDir, st.Ino)
+	raw, err := os.ReadFile(dat)
+	must(t, err)
+	raw[1000] ^= 0x40
+	must(t, os.WriteFile(dat, raw, 0o644))
+	dropCaches() // the mount's page cache may hold the good bytes
+	bad, err := os.ReadFile(path)
+	if !errors.Is(err, syscall.EIO) {
+		t.Errorf("read of a corrupt file: %d bytes, %v; want EIO", len(bad), err)
+	}
+}
+
+// findChunk returns the data file of slot 0 of inode ino under dataDir.
+func findChunk(t *testing.T, dataDir string, ino uint64) string {
+	t.Helper()
+	name := fmt.Sprintf("%016x.%08x.dat", ino, 0)
+	var found string
+	filepath.WalkDir(dataDir, func(p string, d fs.DirEntry, err error) error {
+		if err == nil && d.Name() == name {
+			found = p
+		}
+		return nil
+	})
+	if found == "" {
+		t.Fatalf("no chunk file %s under %s", name, dataDir)
+	}
+	return found
+}
