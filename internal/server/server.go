@@ -50,6 +50,10 @@ type Options struct {
 	Logger *slog.Logger
 	// Ready is called with the served address once clients can connect.
 	Ready func(addr string)
+	// NoLocalCalls makes clients in this process (--mount, --s3) use
+	// loopback TCP like any other client instead of calling the servers
+	// directly.
+	NoLocalCalls bool
 	// Local, if set, is called with the local storage targets before
 	// Ready (a mount in the same process reads their chunks directly).
 	Local func(*target.Service)
@@ -129,6 +133,11 @@ func Run(ctx context.Context, opts Options) (err error) {
 	}
 	ln = mx.Listener(ln)
 	serveErr := closers.serve(srv, ln)
+	if !opts.NoLocalCalls {
+		// The mount and the gateway of this process call the servers
+		// directly (see wire.ServeLocal).
+		srv.ServeLocal(addr)
+	}
 
 	rt, err := meta.NewRemoteTargets(ctx, meta.RemoteTargetsOptions{DB: db, Logger: log})
 	if err != nil {

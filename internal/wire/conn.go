@@ -16,7 +16,8 @@ import (
 // Conn is the client end of a connection. Call is safe for concurrent use;
 // calls are multiplexed over the one TCP connection.
 type Conn struct {
-	nc     net.Conn
+	nc     net.Conn // nil for an in-process connection
+	local  *Server  // the server of an in-process connection (see ServeLocal)
 	addr   string
 	sendq  chan *call
 	nextID atomic.Uint64
@@ -46,6 +47,9 @@ type call struct {
 
 // Dial connects to a Sluice server and exchanges hellos.
 func Dial(ctx context.Context, addr string) (*Conn, error) {
+	if s := localServer(addr); s != nil {
+		return dialLocal(s, addr), nil
+	}
 	var d net.Dialer
 	nc, err := d.DialContext(ctx, "tcp", addr)
 	if err != nil {
@@ -120,7 +124,9 @@ func (c *Conn) fail(err error) {
 	c.pending = nil
 	close(c.closed)
 	c.mu.Unlock()
-	c.nc.Close()
+	if c.nc != nil {
+		c.nc.Close()
+	}
 	for _, cl := range pending {
 		cl.err = err
 		close(cl.done)
@@ -150,6 +156,9 @@ func (c *Conn) Call(ctx context.Context, op Op, req Message, data [][]byte, resp
 	}
 	if len(cl.body) > MaxBody || dataLen > MaxData {
 		return 0, errs.New(errs.TooBig, "wire: request of %d+%d bytes is over the frame limit", len(cl.body), dataLen)
+	}
+	if c.local != nil {
+		return c.callLocal(ctx, op, cl.body, data, dataLen, resp, respData)
 	}
 	id := c.nextID.Add(1)
 	h := Header{BodyLen: uint32(len(cl.body)), DataLen: uint32(dataLen), ID: id, Op: op}

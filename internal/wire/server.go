@@ -49,14 +49,15 @@ type Server struct {
 	// MaxInFlight bounds concurrent requests per connection (default 256).
 	MaxInFlight int
 
-	mu        sync.Mutex
-	handlers  map[Op]HandlerFunc
-	listeners map[net.Listener]struct{}
-	conns     map[net.Conn]struct{}
-	closing   bool
-	ctx       context.Context
-	cancel    context.CancelFunc
-	wg        sync.WaitGroup
+	mu         sync.Mutex
+	handlers   map[Op]HandlerFunc
+	listeners  map[net.Listener]struct{}
+	conns      map[net.Conn]struct{}
+	closing    bool
+	localAddrs []string // registered by ServeLocal
+	ctx        context.Context
+	cancel     context.CancelFunc
+	wg         sync.WaitGroup
 }
 
 // Handler returns the handler registered for op, or nil. With Handle it
@@ -150,6 +151,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	s.mu.Lock()
 	s.init()
 	s.closing = true
+	s.dropLocal(s.localAddrs)
 	for l := range s.listeners {
 		l.Close()
 	}
@@ -323,7 +325,7 @@ func (sc *serverConn) serve(j job) {
 	if j.hf == nil {
 		err = errs.New(errs.NotSupported, "wire: unknown op %d", j.h.Op)
 	} else {
-		resp, err = sc.call(j.hf, req)
+		resp, err = sc.s.call(j.hf, req)
 	}
 	if j.data != nil {
 		PutBuf(j.data)
@@ -333,14 +335,14 @@ func (sc *serverConn) serve(j job) {
 
 // call runs a handler, turning a panic into an Internal error so that one
 // bad request cannot take the server down.
-func (sc *serverConn) call(hf HandlerFunc, req *Request) (resp Response, err error) {
+func (s *Server) call(hf HandlerFunc, req *Request) (resp Response, err error) {
 	defer func() {
 		if r := recover(); r != nil {
-			sc.s.logger().Error("handler panic", "op", req.Op, "remote", sc.remote, "panic", r)
+			s.logger().Error("handler panic", "op", req.Op, "remote", req.Remote, "panic", r)
 			err = errs.New(errs.Internal, "wire: op %d failed on the server: %v", req.Op, r)
 		}
 	}()
-	return hf(sc.s.ctx, req)
+	return hf(s.ctx, req)
 }
 
 func (sc *serverConn) send(h Header, resp Response, err error) {

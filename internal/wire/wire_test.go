@@ -18,6 +18,12 @@ import (
 // startEcho starts a server whose OpChunkWrite handler echoes the request's
 // data back and whose OpLookup handler fails for the name "missing".
 func startEcho(t *testing.T) (*Server, string) {
+	return startEchoOn(t, false)
+}
+
+// startEchoOn is startEcho; with local, Dial of its address calls it in
+// process (ServeLocal).
+func startEchoOn(t *testing.T, local bool) (*Server, string) {
 	t.Helper()
 	srv := &Server{}
 	srv.Handle(OpChunkWrite, func(ctx context.Context, req *Request) (Response, error) {
@@ -48,6 +54,9 @@ func startEcho(t *testing.T) (*Server, string) {
 	}
 	done := make(chan struct{})
 	go func() { defer close(done); srv.Serve(l) }()
+	if local {
+		srv.ServeLocal(l.Addr().String())
+	}
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
@@ -69,9 +78,25 @@ func dial(t *testing.T, addr string) *Conn {
 	return c
 }
 
-func TestCallRoundTrip(t *testing.T) {
-	_, addr := startEcho(t)
+// transports runs a test over TCP and over an in-process connection.
+func transports(t *testing.T, test func(t *testing.T, local bool)) {
+	for _, local := range []bool{false, true} {
+		name := "tcp"
+		if local {
+			name = "local"
+		}
+		t.Run(name, func(t *testing.T) { test(t, local) })
+	}
+}
+
+func TestCallRoundTrip(t *testing.T) { transports(t, testCallRoundTrip) }
+
+func testCallRoundTrip(t *testing.T, local bool) {
+	_, addr := startEchoOn(t, local)
 	c := dial(t, addr)
+	if (c.local != nil) != local {
+		t.Fatalf("in-process connection: %v, want %v", c.local != nil, local)
+	}
 	ctx := context.Background()
 
 	var a Attr
@@ -116,8 +141,10 @@ func TestCallRoundTrip(t *testing.T) {
 	}
 }
 
-func TestConcurrentCalls(t *testing.T) {
-	_, addr := startEcho(t)
+func TestConcurrentCalls(t *testing.T) { transports(t, testConcurrentCalls) }
+
+func testConcurrentCalls(t *testing.T, local bool) {
+	_, addr := startEchoOn(t, local)
 	c := dial(t, addr)
 	var wg sync.WaitGroup
 	errc := make(chan error, 64)
@@ -180,11 +207,15 @@ func TestGarbageClosesOnlyThatConnection(t *testing.T) {
 	}
 }
 
-func TestContextCancelAndServerGone(t *testing.T) {
+func TestContextCancelAndServerGone(t *testing.T) { transports(t, testContextCancelAndServerGone) }
+
+func testContextCancelAndServerGone(t *testing.T, local bool) {
 	srv := &Server{}
 	block := make(chan struct{})
+	seen := make(chan []byte, 1)
 	srv.Handle(OpStatfs, func(ctx context.Context, req *Request) (Response, error) {
 		<-block
+		seen <- bytes.Clone(req.Data)
 		return Response{Msg: &StatfsResp{}}, nil
 	})
 	l, err := net.Listen("tcp", "127.0.0.1:0")
@@ -193,14 +224,24 @@ func TestContextCancelAndServerGone(t *testing.T) {
 	}
 	served := make(chan struct{})
 	go func() { defer close(served); srv.Serve(l) }()
+	if local {
+		srv.ServeLocal(l.Addr().String())
+	}
 	c := dial(t, l.Addr().String())
 
 	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
 	defer cancel()
-	if _, err := c.Call(ctx, OpStatfs, nil, nil, &StatfsResp{}, nil); errs.CodeOf(err) != errs.Unavailable {
+	data := []byte("original")
+	if _, err := c.Call(ctx, OpStatfs, nil, [][]byte{data}, &StatfsResp{}, nil); errs.CodeOf(err) != errs.Unavailable {
 		t.Fatalf("want unavailable on deadline, got %v", err)
 	}
+	// The caller may reuse its buffer once Call returned, even if the
+	// handler has not run yet: the handler sees what was sent.
+	copy(data, "CHANGED!")
 	close(block)
+	if got := <-seen; string(got) != "original" {
+		t.Fatalf("handler saw %q, want the data as sent", got)
+	}
 	srv.Close()
 	<-served
 	// Calls on a connection whose server went away fail, they do not hang.
