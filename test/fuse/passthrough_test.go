@@ -18,14 +18,14 @@ import (
 	"github.com/sluice-fs/sluice/internal/proctest"
 )
 
-// startPassthrough runs `sluice serve --mount MP --passthrough` and returns
-// the process, the mountpoint, the data dir and the served address.
-func startPassthrough(t *testing.T) (*proctest.Proc, string, string, string) {
+// startServeMount runs `sluice serve --mount MP [args]` and returns the
+// process, the mountpoint, the data dir and the served address.
+func startServeMount(t *testing.T, args ...string) (*proctest.Proc, string, string, string) {
 	t.Helper()
 	mp := newMountpoint(t)
 	dataDir := t.TempDir()
-	p, _ := proctest.Start(t, binary, nil, regexp.MustCompile(`mounted on (\S+)`), "serve", "--data-dir", dataDir,
-		"--listen", "127.0.0.1:0", "--http", "", "--mount", mp, "--passthrough")
+	args = append([]string{"serve", "--data-dir", dataDir, "--listen", "127.0.0.1:0", "--http", "", "--mount", mp}, args...)
+	p, _ := proctest.Start(t, binary, nil, regexp.MustCompile(`mounted on (\S+)`), args...)
 	t.Cleanup(func() {
 		p.Cmd.Process.Signal(syscall.SIGCONT) // in case the test stopped it and failed
 		p.Cmd.Process.Signal(syscall.SIGTERM)
@@ -94,7 +94,7 @@ func readWhileStopped(t *testing.T, p *proctest.Proc, f *os.File, size int) ([]b
 // to the kernel.
 func TestPassthrough(t *testing.T) {
 	requireFUSE(t)
-	p, mp, dataDir, addr := startPassthrough(t)
+	p, mp, dataDir, addr := startServeMount(t, "--passthrough")
 	c := proctest.Client(t, addr)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
