@@ -141,24 +141,26 @@ func (c *Conn) fail(err error) {
 // The data buffers must not be modified until Call returns; respData is
 // written only while Call runs.
 func (c *Conn) Call(ctx context.Context, op Op, req Message, data [][]byte, resp Message, respData []byte) (int, error) {
-	cl := &call{
-		data:     data,
-		respData: respData,
-		sent:     make(chan struct{}),
-		done:     make(chan struct{}),
-	}
+	var body []byte
 	if req != nil {
-		cl.body = Marshal(req)
+		body = Marshal(req)
 	}
 	var dataLen int
 	for _, b := range data {
 		dataLen += len(b)
 	}
-	if len(cl.body) > MaxBody || dataLen > MaxData {
-		return 0, errs.New(errs.TooBig, "wire: request of %d+%d bytes is over the frame limit", len(cl.body), dataLen)
+	if len(body) > MaxBody || dataLen > MaxData {
+		return 0, errs.New(errs.TooBig, "wire: request of %d+%d bytes is over the frame limit", len(body), dataLen)
 	}
 	if c.local != nil {
-		return c.callLocal(ctx, op, cl.body, data, dataLen, resp, respData)
+		return c.callLocal(ctx, op, body, data, dataLen, resp, respData)
+	}
+	cl := &call{
+		body:     body,
+		data:     data,
+		respData: respData,
+		sent:     make(chan struct{}),
+		done:     make(chan struct{}),
 	}
 	id := c.nextID.Add(1)
 	h := Header{BodyLen: uint32(len(cl.body)), DataLen: uint32(dataLen), ID: id, Op: op}
