@@ -73,6 +73,23 @@ func (g *gate) closing() bool {
 }
 
 // shut refuses new calls and waits for those in progress.
+// retry decides, after commit attempt number attempt ended with err,
+// whether Update runs the transaction again; if not, it returns what
+// Update returns (nil after a successful commit).
+func (g *gate) retry(err error, attempt int) (again bool, _ error) {
+	switch {
+	case err == nil:
+		return false, nil
+	case !errors.Is(err, errConflict):
+		return false, fmt.Errorf("kv: update: %w", err)
+	case attempt >= maxAttempts:
+		return false, fmt.Errorf("kv: update: still conflicting after %d attempts: %w", attempt, errs.ErrConflict)
+	case g.closing():
+		return false, fmt.Errorf("kv: update: %w", ErrClosed)
+	}
+	return true, nil
+}
+
 func (g *gate) shut() {
 	g.mu.Lock()
 	g.closed = true
@@ -152,18 +169,8 @@ func (d *db) Update(ctx context.Context, fn func(tx Txn) error) error {
 		if err := ctx.Err(); err != nil {
 			return fmt.Errorf("kv: update: %w", err)
 		}
-		err = d.c.commit(tx)
-		if err == nil {
-			return nil
-		}
-		if !errors.Is(err, errConflict) {
-			return fmt.Errorf("kv: update: %w", err)
-		}
-		if attempt >= maxAttempts {
-			return fmt.Errorf("kv: update: still conflicting after %d attempts: %w", attempt, errs.ErrConflict)
-		}
-		if d.closing() {
-			return fmt.Errorf("kv: update: %w", ErrClosed)
+		if again, err := d.retry(d.c.commit(tx), attempt); !again {
+			return err
 		}
 		if attempt >= priorityAfter && !prio {
 			select {

@@ -217,17 +217,8 @@ func (d *etcdDB) Update(ctx context.Context, fn func(tx Txn) error) error {
 			}
 			err = d.commit(ctx, tx, r)
 		}
-		if err == nil {
-			return nil
-		}
-		if !errors.Is(err, errConflict) {
-			return fmt.Errorf("kv: update: %w", err)
-		}
-		if attempt >= maxAttempts {
-			return fmt.Errorf("kv: update: still conflicting after %d attempts: %w", attempt, errs.ErrConflict)
-		}
-		if d.closing() {
-			return fmt.Errorf("kv: update: %w", ErrClosed)
+		if again, err := d.retry(err, attempt); !again {
+			return err
 		}
 		if err := backoff(ctx, attempt); err != nil {
 			return fmt.Errorf("kv: update: %w", err)
