@@ -211,3 +211,17 @@ func Client(tb testing.TB, addr string) *client.Client {
 	tb.Cleanup(func() { c.Close() })
 	return c
 }
+
+// WriteFile creates p through c, writes data and closes it. The close
+// reports whether the data reached the targets, so its error counts.
+func WriteFile(ctx context.Context, c *client.Client, p string, data []byte) error {
+	f, err := c.Create(ctx, p)
+	if err != nil {
+		return err
+	}
+	if _, err := f.Write(data); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}

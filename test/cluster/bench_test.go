@@ -163,14 +163,7 @@ func BenchmarkRecovery(b *testing.B) {
 		}
 		data := make([]byte, 6*64<<10)
 		write := func(i int) {
-			f, err := c.Create(ctx, fmt.Sprintf("/r2/f%d", i))
-			if err == nil {
-				_, err = f.Write(data)
-				if cerr := f.Close(); err == nil {
-					err = cerr
-				}
-			}
-			if err != nil {
+			if err := proctest.WriteFile(ctx, c, fmt.Sprintf("/r2/f%d", i), data); err != nil {
 				b.Fatal(err)
 			}
 		}

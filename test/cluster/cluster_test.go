@@ -72,7 +72,7 @@ func (w *workload) run(ctx context.Context, writers int, stop <-chan struct{}, m
 				for k := 0; k < len(data); k += 8 {
 					data[k] = byte(rng.Uint32())
 				}
-				if err := writeFile(ctx, w.c, name, data); err != nil {
+				if err := proctest.WriteFile(ctx, w.c, name, data); err != nil {
 					w.fail(fmt.Errorf("write %s: %w", name, err))
 					return
 				}
@@ -103,18 +103,6 @@ func (w *workload) run(ctx context.Context, writers int, stop <-chan struct{}, m
 		})
 	}
 	wg.Wait()
-}
-
-func writeFile(ctx context.Context, c *client.Client, p string, data []byte) error {
-	f, err := c.Create(ctx, p)
-	if err != nil {
-		return err
-	}
-	if _, err := f.Write(data); err != nil {
-		f.Close()
-		return err
-	}
-	return f.Close()
 }
 
 func readFile(ctx context.Context, c *client.Client, p string) ([]byte, error) {
@@ -338,7 +326,7 @@ func TestKillMetaService(t *testing.T) {
 		}
 		p := fmt.Sprintf("/m/f%03d", i)
 		data := []byte(p)
-		if err := writeFile(ctx, c, p, data); err != nil {
+		if err := proctest.WriteFile(ctx, c, p, data); err != nil {
 			t.Fatalf("write %s (meta 0 killed at 50): %v", p, err)
 		}
 		got, err := readFile(ctx, c, p)

@@ -28,7 +28,7 @@ func TestMigrateToEtcd(t *testing.T) {
 		if err := c.MkdirAll(ctx, fmt.Sprintf("/d%d", i%3), 0o755); err != nil {
 			t.Fatal(err)
 		}
-		if err := writeFile(ctx, c, p, files[p]); err != nil {
+		if err := proctest.WriteFile(ctx, c, p, files[p]); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -56,7 +56,7 @@ func TestMigrateToEtcd(t *testing.T) {
 			t.Fatalf("%s after the migration: %d bytes, %v", p, len(got), err)
 		}
 	}
-	if err := writeFile(ctx, c2, "/after", []byte("new")); err != nil {
+	if err := proctest.WriteFile(ctx, c2, "/after", []byte("new")); err != nil {
 		t.Fatalf("write after the migration: %v", err)
 	}
 }

@@ -18,6 +18,7 @@ import (
 
 	"github.com/sluice-fs/sluice/client"
 	"github.com/sluice-fs/sluice/internal/errs"
+	"github.com/sluice-fs/sluice/internal/proctest"
 	"github.com/sluice-fs/sluice/internal/wire"
 )
 
@@ -32,15 +33,7 @@ func randBytes(seed uint64, n int) []byte {
 
 func writeFile(t *testing.T, c *client.Client, p string, data []byte) {
 	t.Helper()
-	ctx := context.Background()
-	f, err := c.Create(ctx, p)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := f.Write(data); err != nil {
-		t.Fatal(err)
-	}
-	if err := f.Close(); err != nil {
+	if err := proctest.WriteFile(context.Background(), c, p, data); err != nil {
 		t.Fatal(err)
 	}
 }

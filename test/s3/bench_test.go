@@ -10,6 +10,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/sluice-fs/sluice/internal/proctest"
 )
 
 // BenchmarkS3 measures PUT and GET of 4 KiB and 1 MiB objects through
@@ -51,15 +53,7 @@ func BenchmarkS3(b *testing.B) {
 								c.sign(req, "UNSIGNED-PAYLOAD", time.Now())
 								return send(c.hc, req, io.Discard)
 							case op == "PUT":
-								f, err := fc.Create(ctx, fmt.Sprintf("/bench/cput-%d-%d", size, i%1000))
-								if err != nil {
-									return err
-								}
-								if _, err := f.Write(data); err != nil {
-									f.Close()
-									return err
-								}
-								return f.Close()
+								return proctest.WriteFile(ctx, fc, fmt.Sprintf("/bench/cput-%d-%d", size, i%1000), data)
 							default:
 								f, err := fc.Open(ctx, fmt.Sprintf("/bench/get-%d/%d", size, i%objects))
 								if err != nil {
