@@ -77,6 +77,10 @@ func (s *Store) OpenData(id ID) (*os.File, int64, error) {
 	if st.dataSize != h.length {
 		return nil, 0, notPlain(fmt.Sprintf("its data file has %d bytes for a length of %d", st.dataSize, h.length))
 	}
+	// The shape is checked at every open, also of a chunk verified before:
+	// a file stamp is only as fine as the clock tick, and a stale stamp may
+	// cost a skipped re-verification of correctly written bytes, never a
+	// reader handed bytes that are not the chunk's.
 	sc := scratchPool.Get().(*scratch)
 	defer scratchPool.Put(sc)
 	nblk := (h.length + BlockSize - 1) / BlockSize
