@@ -68,17 +68,28 @@ func (c Code) String() string {
 }
 
 // Error is a classified error. Its Msg says what happened, with identifiers.
+// Err, when set, is the cause that was classified (a syscall.Errno, a
+// *net.OpError, an error of another class): Unwrap returns it, so that
+// errors.Is and errors.As still reach it after the error was re-classified.
+// CodeOf reports the outermost class.
 type Error struct {
 	Code Code
 	Msg  string
+	Err  error
 }
 
 func (e *Error) Error() string {
-	if e.Msg == "" {
-		return "sluice: " + e.Code.String()
+	switch {
+	case e.Msg != "":
+		return e.Msg
+	case e.Err != nil:
+		return "sluice: " + e.Code.String() + ": " + e.Err.Error()
 	}
-	return e.Msg
+	return "sluice: " + e.Code.String()
 }
+
+// Unwrap returns the cause, or nil.
+func (e *Error) Unwrap() error { return e.Err }
 
 // Is makes errors.Is(err, errs.ErrNotFound) and errors.Is(err, fs.ErrNotExist) work.
 func (e *Error) Is(target error) bool {
@@ -131,6 +142,12 @@ func New(c Code, format string, args ...any) error {
 	return &Error{Code: c, Msg: fmt.Sprintf(format, args...)}
 }
 
+// Wrap classifies err as c: the message is the formatted text followed by
+// ": " and err's text, and err stays reachable through Unwrap.
+func Wrap(c Code, err error, format string, args ...any) error {
+	return &Error{Code: c, Msg: fmt.Sprintf(format, args...) + ": " + err.Error(), Err: err}
+}
+
 // CodeOf returns the class of err: OK for nil, the Code of the first *Error
 // in its chain, Unavailable for network-looking errors, Internal otherwise.
 func CodeOf(err error) Code {
@@ -180,17 +197,55 @@ func Errno(err error) syscall.Errno {
 }
 
 // FromErrno classifies a syscall errno returned by the local file system.
+//
+// It is an explicit table rather than an inversion of toErrno, where several
+// classes share an errno: EIO stands for Corruption, Unavailable and Internal,
+// and EAGAIN for Conflict and ChainChanged. Conflict and ChainChanged are
+// Sluice's own protocol classes, which no local errno can mean; a local EAGAIN
+// is a resource temporarily unavailable, so Unavailable. A local EIO says
+// nothing about checksums, so Internal, as for an errno not listed.
 func FromErrno(en syscall.Errno) Code {
 	switch en {
+	case syscall.ENOENT:
+		return NotFound
+	case syscall.EEXIST:
+		return Exists
+	case syscall.ENOTEMPTY:
+		return NotEmpty
+	case syscall.ENOTDIR:
+		return NotDir
+	case syscall.EISDIR:
+		return IsDir
+	case syscall.EINVAL:
+		return Invalid
+	case syscall.ENAMETOOLONG:
+		return NameTooLong
+	case syscall.EACCES:
+		return Permission
 	case syscall.ENOSPC, syscall.EDQUOT:
 		return NoSpace
-	case syscall.EFBIG:
+	case syscall.EAGAIN:
+		return Unavailable
+	case syscall.ESTALE:
+		return Stale
+	case syscall.ELOOP:
+		return Loop
+	case syscall.EXDEV:
+		return CrossDevice
+	case syscall.ENODATA:
+		return NoData
+	case syscall.EFBIG, syscall.E2BIG:
 		return TooBig
-	}
-	for c, e := range toErrno {
-		if e == en && c != Unavailable && c != Internal && c != Corruption {
-			return c
-		}
+	case syscall.EPERM:
+		return NotPermitted
+	case syscall.EPROTO:
+		return Protocol
+	case syscall.ERANGE:
+		return Range
+	case syscall.ENOTSUP:
+		return NotSupported
+	case syscall.EBUSY:
+		return Busy
 	}
 	return Internal
 }
