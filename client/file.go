@@ -61,6 +61,7 @@ type File struct {
 	werrMu   sync.Mutex
 	werr     error                                 // first failed flush; guarded by werrMu
 	dirty    map[placement.ChainID]map[uint32]bool // slots written since the last Sync; guarded by werrMu
+	flights  []*flight                             // flushes whose data is not yet on the targets; guarded by werrMu
 
 	// commit serializes size commits (its Mutex is held while one is in
 	// flight). mu guards the rest: pending is the largest end flushed
@@ -206,7 +207,49 @@ func (f *File) writeErr() error {
 	return f.werr
 }
 
+// A flight is a background flush whose data has not yet reached the
+// targets: the file range [off, end), and done, closed once its chunk writes
+// have all been answered.
+type flight struct {
+	off, end int64
+	done     chan struct{}
+}
+
+// startFlight registers a flush of [off, end) and returns the flights it
+// overlaps, which must land before it is sent: two flushes of the same
+// bytes in flight at once could reach a target in either order, and the
+// older data would then replace the newer.
+func (f *File) startFlight(off, end int64) (*flight, []*flight) {
+	f.werrMu.Lock()
+	defer f.werrMu.Unlock()
+	var before []*flight
+	for _, o := range f.flights {
+		if o.off < end && off < o.end {
+			before = append(before, o)
+		}
+	}
+	fl := &flight{off: off, end: end, done: make(chan struct{})}
+	f.flights = append(f.flights, fl)
+	return fl, before
+}
+
+// endFlight marks fl's data as landed (or failed).
+func (f *File) endFlight(fl *flight) {
+	f.werrMu.Lock()
+	defer f.werrMu.Unlock()
+	for i, o := range f.flights {
+		if o == fl {
+			f.flights = append(f.flights[:i], f.flights[i+1:]...)
+			break
+		}
+	}
+	close(fl.done)
+}
+
 // flushLocked hands the write buffer to a background flush. f.mu is held.
+// Flushes of disjoint ranges run in parallel; a flush that overlaps one
+// still in flight waits for it first, so the targets apply overlapping
+// writes in the order the application made them.
 func (f *File) flushLocked(ctx context.Context) {
 	if len(f.buf) == 0 {
 		return
@@ -216,6 +259,7 @@ func (f *File) flushLocked(ctx context.Context) {
 	f.sem <- struct{}{} // released by the flush once its data is sent
 	f.inflight.Add(1)
 	f.flushing.Add(1) // until the size is committed too
+	fl, before := f.startFlight(off, off+int64(len(buf)))
 	// The flush outlives the call that started it; its errors are
 	// reported by the next Write, Sync or Close.
 	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), f.c.opts.FlushTimeout)
@@ -223,7 +267,11 @@ func (f *File) flushLocked(ctx context.Context) {
 		defer cancel()
 		defer f.inflight.Done()
 		defer f.flushing.Add(-1)
+		for _, o := range before {
+			<-o.done // each earlier flight holds its own slot, so it finishes
+		}
 		err := f.writeData(fctx, off, buf)
+		f.endFlight(fl)
 		wire.PutBuf(buf)
 		// The data is on the targets: free the slot for the next flush
 		// before recording the size, which waits for a metadata commit.
