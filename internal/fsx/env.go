@@ -1,0 +1,47 @@
+package fsx
+
+import (
+	"fmt"
+	"os"
+	"strconv"
+	"time"
+)
+
+// LongOps is the number of operations of a long run (SLUICE_FSX_LONG=1).
+const LongOps = 1_000_000
+
+// Plan is what the tests that use the exerciser run, read from the
+// environment: SLUICE_FSX_SEED=N replays one seed (with SLUICE_FSX_OPS
+// operations, to stop right after a failing one); otherwise the fixed
+// seeds and one fresh seed (printed) run SLUICE_FSX_OPS operations each
+// (default: the caller's), or LongOps with SLUICE_FSX_LONG=1.
+type Plan struct {
+	Seeds []uint64
+	Ops   int
+}
+
+// PlanFromEnv returns the plan for a test whose own default is ops
+// operations on each of the fixed seeds.
+func PlanFromEnv(ops int, fixed ...uint64) (Plan, error) {
+	p := Plan{Ops: ops}
+	if os.Getenv("SLUICE_FSX_LONG") == "1" {
+		p.Ops = LongOps
+	}
+	if v := os.Getenv("SLUICE_FSX_OPS"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n <= 0 {
+			return p, fmt.Errorf("SLUICE_FSX_OPS=%q: want a positive number", v)
+		}
+		p.Ops = n
+	}
+	if v := os.Getenv("SLUICE_FSX_SEED"); v != "" {
+		s, err := strconv.ParseUint(v, 0, 64)
+		if err != nil {
+			return p, fmt.Errorf("SLUICE_FSX_SEED=%q: %v", v, err)
+		}
+		p.Seeds = []uint64{s}
+		return p, nil
+	}
+	p.Seeds = append(append(p.Seeds, fixed...), uint64(time.Now().UnixNano()))
+	return p, nil
+}
