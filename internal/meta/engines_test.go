@@ -107,6 +107,7 @@ func TestEngines(t *testing.T) {
 		{"Xattrs", TestXattrs},
 		{"ReadDir", TestReadDir},
 		{"Rename", TestRename},
+		{"RenameSetsCtime", TestRenameSetsCtime},
 		{"GarbageCollection", TestGarbageCollection},
 		{"RenameRace", func(t *testing.T) {
 			t.Parallel()

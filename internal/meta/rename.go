@@ -125,10 +125,10 @@ func (s *Service) rename(ctx context.Context, req *wire.RenameReq) error {
 					op.Nlink++
 				}
 			}
-			if !dstDir {
-				dstNode.Ctime = now
-				tx.Set(inodeKey(dst.ino), dstNode.encode())
-			} else if npIno != opIno {
+			if err := setCtime(tx, dst.ino, dstNode, now); err != nil {
+				return err
+			}
+			if !dstDir || npIno != opIno {
 				tx.Set(inodeKey(dst.ino), dstNode.encode())
 			}
 		} else {
@@ -164,13 +164,16 @@ func (s *Service) rename(ctx context.Context, req *wire.RenameReq) error {
 				np.Nlink++
 			}
 		}
-		// Records are written only when they change, so that renames of
-		// files inside one directory do not conflict with creates there
-		// (which read the directory's record).
-		if !srcDir {
-			srcNode.Ctime = now
-			tx.Set(inodeKey(src.ino), srcNode.encode())
-		} else if npIno != opIno {
+		// The moved inodes' ctimes change, files and directories alike (as
+		// on Linux and POSIX-2008). A directory's ctime lives in its "t"
+		// key, so its record is written only when its parent changes: a
+		// rename of a directory within one parent then does not conflict
+		// with creates in that directory (which read its record), only
+		// with entry changes there (which write the "t" key setCtime reads).
+		if err := setCtime(tx, src.ino, srcNode, now); err != nil {
+			return err
+		}
+		if !srcDir || npIno != opIno {
 			tx.Set(inodeKey(src.ino), srcNode.encode())
 		}
 		if op.Nlink != nlinkOp {

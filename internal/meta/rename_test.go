@@ -357,3 +357,74 @@ func runRenameRace(t *testing.T, s *Service, workers, perWorker int) {
 		}
 	}
 }
+
+// TestRenameSetsCtime: a rename changes the ctime of the inodes it moves,
+// directories as well as files (ext4, POSIX-2008), within one parent and
+// across parents, and of both entries of an exchange; their mtimes stay.
+func TestRenameSetsCtime(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	for _, tc := range []struct {
+		name  string
+		req   func(tr renameTree) wire.RenameReq
+		moved func(tr renameTree) []wire.Attr
+	}{
+		{"dir in one parent", func(tr renameTree) wire.RenameReq {
+			return wire.RenameReq{OldParent: tr.a.Ino, OldName: "sub", NewParent: tr.a.Ino, NewName: "sub2"}
+		}, func(tr renameTree) []wire.Attr { return []wire.Attr{tr.sub} }},
+		{"dir across parents", func(tr renameTree) wire.RenameReq {
+			return wire.RenameReq{OldParent: tr.a.Ino, OldName: "sub", NewParent: tr.b.Ino, NewName: "sub"}
+		}, func(tr renameTree) []wire.Attr { return []wire.Attr{tr.sub} }},
+		{"empty dir over empty dir", func(tr renameTree) wire.RenameReq {
+			return wire.RenameReq{OldParent: RootIno, OldName: "b", NewParent: tr.sub.Ino, NewName: "deep"}
+		}, func(tr renameTree) []wire.Attr { return []wire.Attr{tr.b} }},
+		{"file in one parent", func(tr renameTree) wire.RenameReq {
+			return wire.RenameReq{OldParent: RootIno, OldName: "g", NewParent: RootIno, NewName: "g2"}
+		}, func(tr renameTree) []wire.Attr { return []wire.Attr{tr.g} }},
+		{"file across parents", func(tr renameTree) wire.RenameReq {
+			return wire.RenameReq{OldParent: tr.c.Ino, OldName: "x", NewParent: tr.b.Ino, NewName: "x"}
+		}, func(tr renameTree) []wire.Attr { return []wire.Attr{tr.x} }},
+		{"exchange dirs in one parent", func(tr renameTree) wire.RenameReq {
+			return wire.RenameReq{OldParent: RootIno, OldName: "b", NewParent: RootIno, NewName: "c", Flags: wire.RenameExchange}
+		}, func(tr renameTree) []wire.Attr { return []wire.Attr{tr.b, tr.c} }},
+		{"exchange dir and file across parents", func(tr renameTree) wire.RenameReq {
+			return wire.RenameReq{OldParent: tr.a.Ino, OldName: "sub", NewParent: tr.c.Ino, NewName: "x", Flags: wire.RenameExchange}
+		}, func(tr renameTree) []wire.Attr { return []wire.Attr{tr.sub, tr.x} }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			s, _ := newClockService(t)
+			tr := newRenameTree(t, s)
+			req := tc.req(tr)
+			var before []wire.Attr
+			for _, m := range tc.moved(tr) {
+				a, err := s.GetAttr(ctx, m.Ino)
+				if err != nil {
+					t.Fatal(err)
+				}
+				before = append(before, a)
+			}
+			if err := s.Rename(ctx, &req); err != nil {
+				t.Fatalf("rename: %v", err)
+			}
+			// The parent's ctime is the rename's time: the moved inodes
+			// must carry the same one.
+			np, err := s.GetAttr(ctx, req.NewParent)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, b := range before {
+				a, err := s.GetAttr(ctx, b.Ino)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if a.Ctime <= b.Ctime || a.Ctime != np.Ctime {
+					t.Errorf("inode %d (mode %o): ctime %d after the rename, %d before, parent's %d: want the parent's", b.Ino, b.Mode, a.Ctime, b.Ctime, np.Ctime)
+				}
+				if a.Mtime != b.Mtime {
+					t.Errorf("inode %d (mode %o): mtime %d after the rename, %d before", b.Ino, b.Mode, a.Mtime, b.Mtime)
+				}
+			}
+		})
+	}
+}
