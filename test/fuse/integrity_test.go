@@ -1,0 +1,126 @@
+package fuse
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/sluice-fs/sluice/client"
+	"github.com/sluice-fs/sluice/internal/fsx"
+	"github.com/sluice-fs/sluice/internal/proctest"
+)
+
+// truncateLoop is issue 12's reproduction, as a user ran it: write A,
+// overwrite part with B, optionally fsync, truncate inside the B range,
+// re-open and read (also with O_DIRECT after another fsync). It prints the
+// number of wrong rounds of each variant.
+const truncateLoop = `
+import os, sys
+d, rounds = sys.argv[1], int(sys.argv[2])
+want = b'A' * 20000 + b'B' * 30000
+bad = {'nosync': 0, 'fsync': 0, 'direct': 0}
+for i in range(rounds):
+    for v in bad:
+        p = os.path.join(d, 'f-%s-%d' % (v, i % 3))
+        fd = os.open(p, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
+        os.pwrite(fd, b'A' * 200000, 0)
+        os.pwrite(fd, b'B' * 40000, 20000)
+        if v != 'nosync':
+            os.fsync(fd)
+        os.ftruncate(fd, 50000)
+        if v == 'direct':
+            os.fsync(fd)
+        os.close(fd)
+        if v == 'direct':
+            fd = os.open(p, os.O_RDONLY | os.O_DIRECT)
+            import mmap
+            buf = mmap.mmap(-1, 65536)
+            n = os.preadv(fd, [buf], 0)
+            got = bytes(buf[:n])
+        else:
+            fd = os.open(p, os.O_RDONLY)
+            got = os.pread(fd, 60000, 0)
+        os.close(fd)
+        if got != want:
+            bad[v] += 1
+print(' '.join('%s=%d' % kv for kv in sorted(bad.items())))
+`
+
+// TestTruncateAfterOverwrite runs the issue's loop with Debian's Python on
+// a `sluice serve --mount` and on a separate `sluice mount` process, with
+// the default layout and with stripe count 1: no round may read stale
+// bytes.
+func TestTruncateAfterOverwrite(t *testing.T) {
+	requireFUSE(t)
+	python := "/usr/bin/python3" // Debian's, which .ci/run installs
+	if _, err := os.Stat(python); err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("%s is missing: %v", python, err)
+		}
+		t.Skipf("%s is missing: %v", python, err)
+	}
+	_, serveMP, _, addr := startServeMount(t)
+	m := startMount(t, addr)
+	c := proctest.Client(t, addr)
+	ctx := context.Background()
+	for _, dir := range []string{"/default", "/stripe1"} {
+		if err := c.Mkdir(ctx, dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := c.SetLayout(ctx, "/stripe1", client.Layout{StripeCount: 1}); err != nil {
+		t.Fatal(err)
+	}
+	for _, mp := range []string{serveMP, m.dir} {
+		for _, dir := range []string{"default", "stripe1"} {
+			out, err := exec.Command(python, "-c", truncateLoop, filepath.Join(mp, dir), "40").CombinedOutput()
+			if err != nil {
+				t.Fatalf("%s/%s: %v: %s", mp, dir, err, out)
+			}
+			res := strings.TrimSpace(string(out))
+			if res != "direct=0 fsync=0 nosync=0" {
+				t.Errorf("%s/%s: wrong rounds of 40: %s", mp, dir, res)
+			}
+		}
+	}
+}
+
+// TestFsxMount runs the data-integrity exerciser on a `sluice serve
+// --mount` with every operation (mmap with msync, copy_file_range,
+// O_DIRECT reads among them), on two layouts, fixed seeds and a fresh one.
+// SLUICE_FSX_SEED, SLUICE_FSX_OPS and SLUICE_FSX_LONG=1 replay a seed or
+// run longer (see package fsx).
+func TestFsxMount(t *testing.T) {
+	requireFUSE(t)
+	plan, err := fsx.PlanFromEnv(1500, 3, 14)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, mp, _, addr := startServeMount(t)
+	c := proctest.Client(t, addr)
+	ctx := context.Background()
+	for li, lay := range []client.Layout{{StripeCount: 1}, {StripeCount: 4, StripeSize: 64 << 10}} {
+		dir := fmt.Sprintf("/fsx-%d", li)
+		if err := c.Mkdir(ctx, dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := c.SetLayout(ctx, dir, lay); err != nil {
+			t.Fatal(err)
+		}
+		for _, seed := range plan.Seeds {
+			cfg := fsx.Config{Seed: seed, Ops: plan.Ops, MaxSize: 8 << 20, MaxIO: 4 << 20, Boundaries: []int64{4 << 10, 64 << 10, 1 << 20}}
+			st, err := fsx.Run(ctx, fsx.Dir(filepath.Join(mp, dir)), cfg)
+			if err != nil {
+				t.Fatalf("layout %+v: %v", lay, err)
+			}
+			t.Logf("layout stripe count %d size %d, seed %d: %v", lay.StripeCount, lay.StripeSize, seed, st)
+		}
+	}
+	if _, err := os.Stat(mp); err != nil {
+		t.Fatal(err)
+	}
+}
