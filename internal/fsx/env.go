@@ -42,6 +42,9 @@ func PlanFromEnv(ops int, fixed ...uint64) (Plan, error) {
 		p.Seeds = []uint64{s}
 		return p, nil
 	}
-	p.Seeds = append(append(p.Seeds, fixed...), uint64(time.Now().UnixNano()))
+	p.Seeds = append(append(p.Seeds, fixed...), FreshSeed())
 	return p, nil
 }
+
+// FreshSeed returns a new seed from the clock.
+func FreshSeed() uint64 { return uint64(time.Now().UnixNano()) }
