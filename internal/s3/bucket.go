@@ -50,25 +50,29 @@ func (g *Gateway) createBucket(rq *request) error {
 	if _, err := decodeXML(rq.r.Body, &cfg, true); err != nil {
 		return err
 	}
-	acl := rq.r.Header.Get("X-Amz-Acl")
-	if acl != "" && acl != "private" && acl != "public-read" {
-		return apiErr(ErrNotImplemented, "The canned ACL %q is not supported by Sluice: use private or public-read", acl)
+	acl, err := aclFromHeaders(rq.r.Header, true)
+	if err != nil {
+		return err
 	}
-	err := g.c.Mkdir(rq.ctx, rq.bucketPath(), 0o755)
+	err = g.c.Mkdir(rq.ctx, rq.bucketPath(), 0o755)
 	if errs.CodeOf(err) == errs.Exists {
 		fi, serr := g.c.Stat(rq.ctx, rq.bucketPath())
-		if serr == nil && fi.IsDir() {
-			return apiErr(ErrBucketAlreadyOwnedByYou, "Your previous request to create the named bucket succeeded and you already own it.")
+		if serr != nil || !fi.IsDir() {
+			return apiErr(ErrBucketAlreadyExists, "The requested bucket name is not available: a file of that name is in the root directory")
 		}
-		return apiErr(ErrBucketAlreadyExists, "The requested bucket name is not available: a file of that name is in the root directory")
+		if own := g.bucketOwner(rq.ctx, rq.bucket); own != "" && own != rq.owner().ID {
+			return apiErr(ErrBucketAlreadyExists, "The requested bucket name is not available: the bucket is owned by another access key")
+		}
+		return apiErr(ErrBucketAlreadyOwnedByYou, "Your previous request to create the named bucket succeeded and you already own it.")
 	}
 	if err != nil {
 		return fsErr(err, ErrInternal, "bucket "+rq.bucket)
 	}
-	if acl == "public-read" {
-		if err := g.c.SetXattr(rq.ctx, rq.bucketPath(), xattrACL, []byte(acl)); err != nil {
-			return fsErr(err, ErrNoSuchBucket, "bucket "+rq.bucket)
-		}
+	if err := g.c.SetXattr(rq.ctx, rq.bucketPath(), xattrOwner, []byte(rq.owner().ID)); err != nil {
+		return fsErr(err, ErrNoSuchBucket, "bucket "+rq.bucket)
+	}
+	if err := g.setBucketACL(rq.ctx, rq.bucket, acl); err != nil {
+		return err
 	}
 	rq.w.Header().Set("Location", "/"+rq.bucket)
 	rq.w.WriteHeader(http.StatusOK)
@@ -153,66 +157,6 @@ func (g *Gateway) unsupportedBucketConfig(rq *request) error {
 		return &APIError{Code: "NoSuchWebsiteConfiguration", Status: http.StatusNotFound, Message: "The specified bucket does not have a website configuration"}
 	}
 	return apiErr(ErrNotImplemented, "This bucket configuration is not supported by Sluice")
-}
-
-func (g *Gateway) aclPolicy(rq *request, public bool) accessControlPolicy {
-	o := rq.owner()
-	p := accessControlPolicy{Xmlns: s3Namespace, Owner: o, Grants: []grant{{
-		Grantee:    grantee{XMLNS: "http://www.w3.org/2001/XMLSchema-instance", Type: "CanonicalUser", ID: o.ID, DisplayName: o.DisplayName},
-		Permission: "FULL_CONTROL",
-	}}}
-	if public {
-		p.Grants = append(p.Grants, grant{
-			Grantee:    grantee{XMLNS: "http://www.w3.org/2001/XMLSchema-instance", Type: "Group", URI: "http://acs.amazonaws.com/groups/global/AllUsers"},
-			Permission: "READ",
-		})
-	}
-	return p
-}
-
-func (g *Gateway) isPublic(rq *request) bool {
-	v, err := g.c.GetXattr(rq.ctx, rq.bucketPath(), xattrACL)
-	return err == nil && string(v) == "public-read"
-}
-
-func (g *Gateway) getBucketACL(rq *request) error {
-	if err := g.checkBucket(rq); err != nil {
-		return err
-	}
-	return writeXML(rq, g.aclPolicy(rq, g.isPublic(rq)))
-}
-
-// putBucketACL takes a canned ACL (x-amz-acl: private or public-read):
-// the only access control the gateway has is whether anonymous clients
-// may read a bucket.
-func (g *Gateway) putBucketACL(rq *request) error {
-	if err := g.checkBucket(rq); err != nil {
-		return err
-	}
-	acl := rq.r.Header.Get("X-Amz-Acl")
-	switch acl {
-	case "public-read":
-		if err := g.c.SetXattr(rq.ctx, rq.bucketPath(), xattrACL, []byte(acl)); err != nil {
-			return fsErr(err, ErrNoSuchBucket, "bucket "+rq.bucket)
-		}
-	case "private":
-		if err := g.c.RemoveXattr(rq.ctx, rq.bucketPath(), xattrACL); err != nil && errs.CodeOf(err) != errs.NoData {
-			return fsErr(err, ErrNoSuchBucket, "bucket "+rq.bucket)
-		}
-	case "":
-		return apiErr(ErrNotImplemented, "Only canned ACLs (the x-amz-acl header: private or public-read) are supported by Sluice")
-	default:
-		return apiErr(ErrNotImplemented, "The canned ACL %q is not supported by Sluice: use private or public-read", acl)
-	}
-	rq.w.WriteHeader(http.StatusOK)
-	return nil
-}
-
-func (g *Gateway) getObjectACL(rq *request) error {
-	if _, _, err := g.statObject(rq, rq.key); err != nil {
-		return err
-	}
-	return writeXML(rq, g.aclPolicy(rq, g.isPublic(rq)))
 }
 
 func (g *Gateway) getObjectTagging(rq *request) error {

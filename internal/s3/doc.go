@@ -21,6 +21,9 @@
 //   - The ETag recorded with an object (xattr user.s3.meta) is returned
 //     only while the file's size and mtime are those it was recorded
 //     for; a file changed through POSIX gets a derived ETag instead.
+//   - Anonymous requests get only what a canned ACL grants to everyone:
+//     the object's ACL for reads of it, the bucket's for listing and
+//     writing (acl.go: a pure decision on the request's op and one ACL).
 //   - Every error a client sees is an S3 XML error document with the
 //     S3 code and HTTP status; file system errors (internal/errs classes)
 //     are translated once, in fsErr.

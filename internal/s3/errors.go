@@ -91,6 +91,7 @@ var (
 	ErrStorageFull               = &APIError{Code: "XSluiceStorageFull", Status: http.StatusInsufficientStorage, Message: "The file system has no space left."}
 	ErrUnsupportedSignatureV2    = &APIError{Code: "InvalidRequest", Status: http.StatusBadRequest, Message: "Signature Version 2 is not supported; use AWS Signature Version 4."}
 	ErrExpiredPresignRequest     = &APIError{Code: "AccessDenied", Status: http.StatusForbidden, Message: "Request has expired"}
+	ErrUnexpectedContent         = &APIError{Code: "UnexpectedContent", Status: http.StatusBadRequest, Message: "This request does not support content."}
 	ErrInvalidChunk              = &APIError{Code: "IncompleteBody", Status: http.StatusBadRequest, Message: "The aws-chunked request body is malformed."}
 	ErrXSluiceUnsupportedTrailer = &APIError{Code: "InvalidRequest", Status: http.StatusBadRequest, Message: "The trailing header is not supported."}
 )

@@ -300,31 +300,19 @@ func (g *Gateway) address(r *http.Request) (bucket, key string) {
 	return bucket, key
 }
 
-// allowAnonymous lets an unsigned request through only if it reads a
-// public bucket.
+// allowAnonymous lets an unsigned request through only as far as the
+// bucket's ACL allows (object reads: the object's ACL, checked in
+// getObject). acl.go has the decision.
 func (g *Gateway) allowAnonymous(rq *request) error {
-	denied := apiErr(ErrAccessDenied, "Anonymous access is denied: sign the request (this bucket is not public)")
-	if rq.bucket == "" || (rq.r.Method != http.MethodGet && rq.r.Method != http.MethodHead) {
-		return denied
-	}
-	for _, sub := range []string{"acl", "uploads", "uploadId", "tagging", "versioning", "location", "policy"} {
-		if rq.query.Has(sub) {
-			return denied
-		}
-	}
 	for name := range rq.query {
 		if strings.HasPrefix(name, "response-") {
 			return apiErr(ErrInvalidRequest, "Request specific response headers cannot be used for anonymous GET requests.")
 		}
 	}
-	if !validBucketName(rq.bucket) {
-		return denied
+	if rq.bucket == "" || !validBucketName(rq.bucket) {
+		return errAnonymousDenied()
 	}
-	acl, err := g.c.GetXattr(rq.ctx, "/"+rq.bucket, xattrACL)
-	if err != nil || string(acl) != "public-read" {
-		return denied
-	}
-	return nil
+	return g.authorizeAnonymous(rq, requestOp(rq.r.Method, rq.bucket, rq.key, rq.query, rq.r.Header))
 }
 
 // route dispatches a request to its handler.
@@ -414,7 +402,9 @@ func (g *Gateway) route(rq *request) error {
 				return g.uploadPartCopy(rq)
 			}
 			return g.uploadPart(rq)
-		case q.Has("acl"), q.Has("tagging"), q.Has("legal-hold"), q.Has("retention"):
+		case q.Has("acl"):
+			return g.putObjectACL(rq)
+		case q.Has("tagging"), q.Has("legal-hold"), q.Has("retention"):
 			return apiErr(ErrNotImplemented, "This object subresource is not supported by Sluice")
 		case rq.r.Header.Get("X-Amz-Copy-Source") != "":
 			return g.copyObject(rq)
@@ -502,12 +492,12 @@ func writeXML(rq *request, v any) error {
 	return xml.NewEncoder(rq.w).Encode(v)
 }
 
-// ownerOf is the owner reported for every bucket and object: the gateway
-// has no users beyond its access keys.
+// owner is the requester as an S3 owner: the access key, or
+// "anonymous". The gateway has no users beyond its access keys.
 func (rq *request) owner() owner {
 	id := rq.auth.AccessKey
 	if id == "" {
-		id = "anonymous"
+		id = anonymousOwner
 	}
 	return owner{ID: id, DisplayName: id}
 }

@@ -276,7 +276,10 @@ func (g *Gateway) describe(rq *request, items []listItem, withOwner bool) ([]obj
 	errsOut := make([]error, len(items))
 	var wg sync.WaitGroup
 	sem := make(chan struct{}, 16)
-	o := rq.owner()
+	var bown owner
+	if withOwner {
+		bown = ownerOr(g.bucketOwner(rq.ctx, rq.bucket), rq.owner())
+	}
 	for i, it := range items {
 		if it.prefix {
 			continue
@@ -294,6 +297,7 @@ func (g *Gateway) describe(rq *request, items []listItem, withOwner bool) ([]obj
 			}
 			r := &objectResult{Key: it.key, LastModified: s3Time(info.attr.Mtime), ETag: `"` + info.etag + `"`, Size: info.attr.Size, StorageClass: "STANDARD"}
 			if withOwner {
+				o := ownerOr(info.meta.Owner, bown)
 				r.Owner = &o
 			}
 			out[i] = r

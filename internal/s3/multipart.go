@@ -68,6 +68,11 @@ func (g *Gateway) createMultipartUpload(rq *request) error {
 	if err != nil {
 		return err
 	}
+	acl, err := aclFromHeaders(rq.r.Header, false)
+	if err != nil {
+		return err
+	}
+	meta.setACL(acl, rq.owner().ID)
 	info := uploadInfo{Key: rq.key, Initiated: g.now().UnixNano(), Meta: meta}
 	if alg := rq.r.Header.Get("X-Amz-Checksum-Algorithm"); alg != "" {
 		if _, ok := checksumAlgorithms[strings.ToLower(alg)]; !ok {

@@ -110,7 +110,7 @@ func (g *Gateway) statObjectIn(ctx context.Context, bucket, key string) (*objInf
 	case stored != nil:
 		// Changed through POSIX since the gateway wrote it: the headers
 		// still apply, the ETag and checksums do not.
-		info.meta = &objectMeta{ContentType: stored.ContentType, Headers: stored.Headers, User: stored.User}
+		info.meta = &objectMeta{ContentType: stored.ContentType, Headers: stored.Headers, User: stored.User, ACL: stored.ACL, Owner: stored.Owner}
 		info.etag = syntheticETag(info.attr)
 	default:
 		info.meta, info.etag = &objectMeta{}, syntheticETag(info.attr)
@@ -387,6 +387,11 @@ func (g *Gateway) putObject(rq *request) error {
 	if err != nil {
 		return err
 	}
+	acl, err := aclFromHeaders(h, false)
+	if err != nil {
+		return err
+	}
+	meta.setACL(acl, rq.owner().ID)
 	if sc := h.Get("X-Amz-Storage-Class"); sc != "" && sc != "STANDARD" && sc != "REDUCED_REDUNDANCY" && sc != "STANDARD_IA" && sc != "INTELLIGENT_TIERING" {
 		return apiErr(ErrInvalidStorageClass, "The storage class %q is not supported: Sluice has one storage class", sc)
 	}
@@ -540,7 +545,7 @@ var errReplaced = errors.New("s3: object replaced while opening it")
 
 func (g *Gateway) getObjectOnce(rq *request, head bool) error {
 	info, _, err := g.statObject(rq, rq.key)
-	if err != nil {
+	if err := g.authorizeObjectRead(rq, info, err); err != nil {
 		return err
 	}
 	h := rq.w.Header()
@@ -722,6 +727,10 @@ func (g *Gateway) copyObject(rq *request) error {
 	if directive != "" && directive != "COPY" && directive != "REPLACE" {
 		return apiErr(ErrInvalidArgument, "Unknown metadata directive %q: use COPY or REPLACE", directive)
 	}
+	acl, err := aclFromHeaders(h, false)
+	if err != nil {
+		return err
+	}
 	var newMeta *objectMeta
 	if directive == "REPLACE" {
 		if newMeta, err = metaFromRequest(h); err != nil {
@@ -738,6 +747,10 @@ func (g *Gateway) copyObject(rq *request) error {
 	if err := checkConditions(h, "X-Amz-Copy-Source-", src.etag, src.attr.Mtime); err != nil {
 		return err
 	}
+	if newMeta == nil {
+		newMeta = src.meta.copyMeta()
+	}
+	newMeta.setACL(acl, rq.owner().ID)
 	if src.path == dst {
 		if directive != "REPLACE" {
 			return apiErr(ErrInvalidRequest, "This copy request is illegal because it is trying to copy an object to itself without changing the object's metadata, storage class, website redirect location or encryption attributes.")
@@ -746,9 +759,6 @@ func (g *Gateway) copyObject(rq *request) error {
 	}
 	if src.attr.Size > g.opts.MaxPutSize {
 		return apiErr(ErrInvalidRequest, "The specified copy source is larger than the maximum allowable size for a copy source: %d", g.opts.MaxPutSize)
-	}
-	if newMeta == nil {
-		newMeta = src.meta.copyMeta()
 	}
 	return g.longOp(rq, func() (any, error) {
 		etag, a, err := g.copyRange(rq.ctx, src, byteRange{0, src.attr.Size}, rq.bucket, func(tmp string, f *client.File, etag string) (*client.Attr, error) {

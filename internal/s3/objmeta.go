@@ -22,9 +22,11 @@ const (
 	// xattrUpload on a multipart upload's directory: the upload's key
 	// and the metadata the object will get.
 	xattrUpload = "user.s3.upload"
-	// xattrACL on a bucket directory: "public-read" lets anonymous
-	// clients list and read the bucket.
+	// xattrACL on a bucket directory: its canned ACL (public-read,
+	// public-read-write, authenticated-read; absent: private), plain text.
 	xattrACL = "user.s3.acl"
+	// xattrOwner on a bucket directory: the access key that created it.
+	xattrOwner = "user.s3.owner"
 )
 
 // storedHeaders are the standard headers stored with an object and
@@ -44,6 +46,8 @@ type objectMeta struct {
 	User        map[string]string `json:"user,omitempty"`    // x-amz-meta-NAME (lowercase NAME)
 	Checksum    map[string]string `json:"checksum,omitempty"`
 	Parts       int               `json:"parts,omitempty"` // number of parts of a multipart object
+	ACL         string            `json:"acl,omitempty"`   // canned ACL; "" is private
+	Owner       string            `json:"owner,omitempty"` // access key that wrote the object ("anonymous")
 }
 
 func (m *objectMeta) encode() []byte {
@@ -156,8 +160,17 @@ func (m *objectMeta) setHeaders(h http.Header) {
 	}
 }
 
-// copyMeta is the metadata of a copy: the source's, without its ETag and
-// the attributes the ETag was recorded for.
+// setACL records the canned ACL and the owner of a new object.
+func (m *objectMeta) setACL(acl cannedACL, owner string) {
+	m.ACL, m.Owner = string(acl), owner
+	if acl.normal() == aclPrivate {
+		m.ACL = ""
+	}
+}
+
+// copyMeta is the metadata of a copy: the source's, without its ETag, the
+// attributes the ETag was recorded for, its ACL and owner (a copy gets
+// the ACL of the copy request, as in S3).
 func (m *objectMeta) copyMeta() *objectMeta {
 	return &objectMeta{ContentType: m.ContentType, Headers: m.Headers, User: m.User}
 }

@@ -219,6 +219,25 @@ type completeRequest struct {
 	} `xml:"Part"`
 }
 
+// aclPolicyRequest is the body of PutBucketAcl and PutObjectAcl. Grantee's
+// type attribute is xsi:type; matching on the local name accepts it with
+// any prefix.
+type aclPolicyRequest struct {
+	XMLName xml.Name `xml:"AccessControlPolicy"`
+	Owner   struct {
+		ID string `xml:"ID"`
+	} `xml:"Owner"`
+	Grants []struct {
+		Grantee struct {
+			Type  string `xml:"type,attr"`
+			ID    string `xml:"ID"`
+			URI   string `xml:"URI"`
+			Email string `xml:"EmailAddress"`
+		} `xml:"Grantee"`
+		Permission string `xml:"Permission"`
+	} `xml:"AccessControlList>Grant"`
+}
+
 // createBucketRequest is the optional body of CreateBucket.
 type createBucketRequest struct {
 	XMLName            xml.Name `xml:"CreateBucketConfiguration"`

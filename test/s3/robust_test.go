@@ -214,9 +214,15 @@ func TestBadRequests(t *testing.T) {
 		expectError(t, resp, body, 403, "AccessDenied")
 		resp, body = c.do(t, "PUT", "/bad", url.Values{"acl": {""}}, http.Header{"X-Amz-Acl": {"public-read"}}, nil)
 		mustStatus(t, resp, body, 200)
+		// A public-read bucket can be listed; its objects are read only
+		// as their own ACLs allow.
+		resp, body = anon("GET", "/bad/ok")
+		expectError(t, resp, body, 403, "AccessDenied")
+		resp, body = c.do(t, "PUT", "/bad/ok", url.Values{"acl": {""}}, http.Header{"X-Amz-Acl": {"public-read"}}, nil)
+		mustStatus(t, resp, body, 200)
 		resp, body = anon("GET", "/bad/ok")
 		if resp.StatusCode != 200 || string(body) != "fine" {
-			t.Errorf("anonymous GET of a public bucket: %d %s", resp.StatusCode, body)
+			t.Errorf("anonymous GET of a public-read object: %d %s", resp.StatusCode, body)
 		}
 		resp, body = anon("GET", "/bad?list-type=2")
 		if resp.StatusCode != 200 || !strings.Contains(string(body), "<Key>ok</Key>") {
@@ -227,6 +233,10 @@ func TestBadRequests(t *testing.T) {
 		resp, body = anon("DELETE", "/bad/ok")
 		expectError(t, resp, body, 403, "AccessDenied")
 		resp, body = c.do(t, "PUT", "/bad", url.Values{"acl": {""}}, http.Header{"X-Amz-Acl": {"private"}}, nil)
+		mustStatus(t, resp, body, 200)
+		resp, body = anon("GET", "/bad?list-type=2")
+		expectError(t, resp, body, 403, "AccessDenied")
+		resp, body = c.do(t, "PUT", "/bad/ok", url.Values{"acl": {""}}, http.Header{"X-Amz-Acl": {"private"}}, nil)
 		mustStatus(t, resp, body, 200)
 		resp, body = anon("GET", "/bad/ok")
 		expectError(t, resp, body, 403, "AccessDenied")
