@@ -30,6 +30,7 @@ race:
 FUZZTIME ?= 30s
 fuzz:
 	$(GO) test -run '^$$' -fuzz FuzzDecode -fuzztime $(FUZZTIME) ./internal/wire
+	$(GO) test -run '^$$' -fuzz FuzzRoundTrip -fuzztime $(FUZZTIME) ./internal/wire
 	$(GO) test -run '^$$' -fuzz FuzzHeader -fuzztime $(FUZZTIME) ./internal/wire
 	$(GO) test -run '^$$' -fuzz FuzzRange -fuzztime $(FUZZTIME) ./internal/s3
 	$(GO) test -run '^$$' -fuzz FuzzSigV4 -fuzztime $(FUZZTIME) ./internal/s3
