@@ -318,6 +318,9 @@ func (g *Gateway) allowAnonymous(rq *request) error {
 // route dispatches a request to its handler.
 func (g *Gateway) route(rq *request) error {
 	q, m := rq.query, rq.r.Method
+	if err := refuseSSE(rq.r.Header); err != nil {
+		return err
+	}
 	if rq.bucket == "" {
 		if m == http.MethodGet {
 			return g.listBuckets(rq)
