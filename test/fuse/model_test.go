@@ -124,7 +124,7 @@ func (m *model) step(i int) {
 	var desc string
 	var do func(root string, side int) result
 	p, q := m.path(), m.path()
-	switch op := m.rng.IntN(100); {
+	switch op := m.rng.IntN(125); {
 	case op < 12:
 		excl := m.rng.IntN(3) == 0
 		desc = fmt.Sprintf("create %s excl=%v", p, excl)
@@ -250,28 +250,7 @@ func (m *model) step(i int) {
 		if len(m.open) == 0 {
 			return
 		}
-		k := m.rng.IntN(len(m.open))
-		pair := m.open[k]
-		data, off := m.data(), m.offset()
-		desc = fmt.Sprintf("write+read+close kept descriptor of %s at %d, %d bytes", pair.rel, off, len(data))
-		m.open = slices.Delete(m.open, k, k+1)
-		do = func(_ string, side int) result {
-			f := pair.f[side]
-			_, err := f.WriteAt(data, off)
-			if err != nil {
-				f.Close()
-				return result{errno: errnoOf(err)}
-			}
-			if _, err := f.Seek(0, io.SeekStart); err != nil {
-				f.Close()
-				return result{errno: errnoOf(err)}
-			}
-			b, err := io.ReadAll(f)
-			if cerr := f.Close(); err == nil {
-				err = cerr
-			}
-			return result{errno: errnoOf(err), out: string(b)}
-		}
+		desc, do = m.keptOp()
 	}
 	m.log = append(m.log, fmt.Sprintf("%d: %s", i, desc))
 	if len(m.log) > 20 {
@@ -279,9 +258,21 @@ func (m *model) step(i int) {
 	}
 	want, got := do(m.roots[0], 0), do(m.roots[1], 1)
 	if want.errno != got.errno || want.out != got.out {
-		m.t.Errorf("operation %d (%s), seed %d: local gave errno %v and %s; sluice gave errno %v and %s\nrecent operations:\n%s",
-			i, desc, m.seed, want.errno, short(want.out), got.errno, short(got.out), strings.Join(m.log, "\n"))
+		m.t.Errorf("operation %d (%s), seed %d: local gave errno %v and %s; sluice gave errno %v and %s%s\nrecent operations:\n%s",
+			i, desc, m.seed, want.errno, short(want.out), got.errno, short(got.out), firstDifference(want.out, got.out), strings.Join(m.log, "\n"))
 	}
+}
+
+// firstDifference says where two long outputs start to differ.
+func firstDifference(a, b string) string {
+	if len(a) < 80 && len(b) < 80 {
+		return ""
+	}
+	i := 0
+	for i < min(len(a), len(b)) && a[i] == b[i] {
+		i++
+	}
+	return fmt.Sprintf(" (the outputs differ from byte %d: local %s, sluice %s)", i, short(a[i:min(len(a), i+16)]), short(b[i:min(len(b), i+16)]))
 }
 
 func short(s string) string {
@@ -342,4 +333,112 @@ func renameat2(from, to string, flags uint) error {
 		return syscall.Rename(from, to)
 	}
 	return unix.Renameat2(unix.AT_FDCWD, from, unix.AT_FDCWD, to, unix.RENAME_NOREPLACE)
+}
+
+// keptOp draws an operation on a descriptor kept open across operations:
+// several writes, truncates, syncs and reads through one open file (and
+// mmap and copy_file_range), the sequences a write-back buffer can get
+// wrong, each checked against the local side byte for byte.
+func (m *model) keptOp() (string, func(root string, side int) result) {
+	k := m.rng.IntN(len(m.open))
+	pair := m.open[k]
+	switch sub := m.rng.IntN(16); {
+	case sub < 5:
+		data, off := m.data(), m.offset()
+		return fmt.Sprintf("pwrite kept %s at %d, %d bytes", pair.rel, off, len(data)), func(_ string, side int) result {
+			_, err := pair.f[side].WriteAt(data, off)
+			return result{errno: errnoOf(err)}
+		}
+	case sub < 7:
+		size := m.offset()
+		return fmt.Sprintf("ftruncate kept %s to %d", pair.rel, size), func(_ string, side int) result {
+			return result{errno: errnoOf(pair.f[side].Truncate(size))}
+		}
+	case sub < 8:
+		data := m.rng.IntN(2) == 0
+		return fmt.Sprintf("fsync kept %s (data only: %v)", pair.rel, data), func(_ string, side int) result {
+			if data {
+				return result{errno: errnoOf(unix.Fdatasync(int(pair.f[side].Fd())))}
+			}
+			return result{errno: errnoOf(pair.f[side].Sync())}
+		}
+	case sub < 11:
+		off, n := m.offset(), 1+m.rng.IntN(300000)
+		return fmt.Sprintf("pread kept %s at %d, %d bytes", pair.rel, off, n), func(_ string, side int) result {
+			b := make([]byte, n)
+			got, err := pair.f[side].ReadAt(b, off)
+			if err == io.EOF {
+				err = nil
+			}
+			return result{errno: errnoOf(err), out: string(b[:got])}
+		}
+	case sub < 13:
+		// mmap inside the file's current size, at the same fraction of it
+		// on both sides (the sizes are equal unless something is wrong,
+		// which the returned size shows).
+		frac, n, write := m.rng.Float64(), 1+m.rng.IntN(100000), m.rng.IntN(2) == 0
+		data := m.data()
+		return fmt.Sprintf("mmap kept %s at %.3f of its size, %d bytes (write: %v)", pair.rel, frac, n, write), func(_ string, side int) result {
+			f := pair.f[side]
+			fi, err := f.Stat()
+			if err != nil {
+				return result{errno: errnoOf(err)}
+			}
+			size := fi.Size()
+			if size == 0 {
+				return result{out: "empty"}
+			}
+			off := min(int64(frac*float64(size)), size-1)
+			cnt := int(min(int64(n), size-off))
+			page := int64(os.Getpagesize())
+			start := off &^ (page - 1)
+			prot := unix.PROT_READ
+			if write {
+				prot |= unix.PROT_WRITE
+			}
+			mm, err := unix.Mmap(int(f.Fd()), start, int(off-start)+cnt, prot, unix.MAP_SHARED)
+			if err != nil {
+				return result{errno: errnoOf(err)}
+			}
+			defer unix.Munmap(mm)
+			at := int(off - start)
+			if write {
+				copy(mm[at:at+cnt], data)
+				return result{errno: errnoOf(unix.Msync(mm, unix.MS_SYNC)), out: fmt.Sprintf("size %d", size)}
+			}
+			return result{out: fmt.Sprintf("size %d: %s", size, mm[at:at+cnt])}
+		}
+	case sub < 14:
+		src := m.open[m.rng.IntN(len(m.open))]
+		soff, doff, n := m.offset(), m.offset(), 1+m.rng.IntN(300000)
+		return fmt.Sprintf("copy_file_range kept %s at %d -> kept %s at %d, %d bytes", src.rel, soff, pair.rel, doff, n), func(_ string, side int) result {
+			so, do := soff, doff
+			got, err := unix.CopyFileRange(int(src.f[side].Fd()), &so, int(pair.f[side].Fd()), &do, n, 0)
+			if errnoOf(err) == syscall.EINVAL && src.f[side] == pair.f[side] {
+				err = nil // overlapping ranges of one descriptor: both sides refuse
+				got = -1
+			}
+			return result{errno: errnoOf(err), out: strconv.Itoa(got)}
+		}
+	default:
+		data, off := m.data(), m.offset()
+		m.open = slices.Delete(m.open, k, k+1)
+		return fmt.Sprintf("write+read+close kept descriptor of %s at %d, %d bytes", pair.rel, off, len(data)), func(_ string, side int) result {
+			f := pair.f[side]
+			_, err := f.WriteAt(data, off)
+			if err != nil {
+				f.Close()
+				return result{errno: errnoOf(err)}
+			}
+			if _, err := f.Seek(0, io.SeekStart); err != nil {
+				f.Close()
+				return result{errno: errnoOf(err)}
+			}
+			b, err := io.ReadAll(f)
+			if cerr := f.Close(); err == nil {
+				err = cerr
+			}
+			return result{errno: errnoOf(err), out: string(b)}
+		}
+	}
 }
