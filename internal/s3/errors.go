@@ -60,6 +60,7 @@ var (
 	ErrInvalidBucketName         = &APIError{Code: "InvalidBucketName", Status: http.StatusBadRequest, Message: "The specified bucket is not valid."}
 	ErrInvalidDigest             = &APIError{Code: "InvalidDigest", Status: http.StatusBadRequest, Message: "The Content-MD5 you specified is not valid."}
 	ErrInvalidPart               = &APIError{Code: "InvalidPart", Status: http.StatusBadRequest, Message: "One or more of the specified parts could not be found."}
+	ErrInvalidPartNumber         = &APIError{Code: "InvalidPartNumber", Status: http.StatusBadRequest, Message: "The requested partnumber is not satisfiable."}
 	ErrInvalidPartOrder          = &APIError{Code: "InvalidPartOrder", Status: http.StatusBadRequest, Message: "The list of parts was not in ascending order."}
 	ErrInvalidRange              = &APIError{Code: "InvalidRange", Status: http.StatusRequestedRangeNotSatisfiable, Message: "The requested range is not satisfiable"}
 	ErrInvalidRequest            = &APIError{Code: "InvalidRequest", Status: http.StatusBadRequest, Message: "Invalid Request"}

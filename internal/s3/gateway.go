@@ -388,10 +388,6 @@ func (g *Gateway) route(rq *request) error {
 			return g.getObjectACL(rq)
 		case q.Has("tagging") && m == http.MethodGet:
 			return g.getObjectTagging(rq)
-		case q.Has("partNumber"):
-			if q.Get("partNumber") != "1" {
-				return apiErr(ErrNotImplemented, "GET or HEAD of one part of a multipart object is not supported by Sluice (the parts are assembled into one file)")
-			}
 		case q.Has("versionId") && q.Get("versionId") != "null":
 			return apiErr(ErrNotImplemented, "Object versions are not supported by Sluice")
 		case q.Has("attributes"), q.Has("torrent"), q.Has("legal-hold"), q.Has("retention"):

@@ -380,6 +380,14 @@ func (g *Gateway) completeMultipartUpload(rq *request) error {
 			g.removeQuietly(rq.ctx, tmp)
 			return nil, fsErr(err, ErrInternal, "key "+rq.key)
 		}
+		sizes := make([]int64, len(parts))
+		for i, p := range parts {
+			sizes[i] = p.size
+		}
+		if err := g.c.SetXattr(rq.ctx, tmp, xattrParts, encodePartSizes(sizes)); err != nil {
+			g.removeQuietly(rq.ctx, tmp)
+			return nil, fsErr(err, ErrInternal, "key "+rq.key)
+		}
 		meta := info.Meta
 		meta.ETag, meta.Parts, meta.Checksum = etag, len(parts), nil
 		if _, err := g.commit(rq.ctx, tmp, f, dst, meta, noReplace); err != nil {

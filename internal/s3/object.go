@@ -556,13 +556,30 @@ func (g *Gateway) getObjectOnce(rq *request, head bool) error {
 		return err
 	}
 	size := info.attr.Size
-	rng, partial, err := parseRange(rq.r.Header.Get("Range"), size)
+	partN, err := readPartNumber(rq)
 	if err != nil {
-		h.Set("Content-Range", "bytes */"+strconv.FormatInt(size, 10))
 		return err
 	}
-	if !partial {
-		rng = byteRange{Start: 0, Length: size}
+	var rng byteRange
+	var partial bool
+	partsCount := 0
+	if partN > 0 {
+		// One part: 206 with its Content-Range, as S3 (200 for an empty
+		// object, which has no range to name).
+		rng, partsCount, err = partRange(g.objectPartSizes(rq, info), size, partN)
+		if err != nil {
+			return err
+		}
+		partial = size > 0
+	} else {
+		rng, partial, err = parseRange(rq.r.Header.Get("Range"), size)
+		if err != nil {
+			h.Set("Content-Range", "bytes */"+strconv.FormatInt(size, 10))
+			return err
+		}
+		if !partial {
+			rng = byteRange{Start: 0, Length: size}
+		}
 	}
 	var f *client.File
 	if !head && !info.dir && rng.Length > 0 {
@@ -588,7 +605,10 @@ func (g *Gateway) getObjectOnce(rq *request, head bool) error {
 	}
 	h.Set("Accept-Ranges", "bytes")
 	h.Set("Content-Length", strconv.FormatInt(rng.Length, 10))
-	if info.meta.Parts > 0 {
+	switch {
+	case partN > 0 && info.meta.Parts > 0:
+		h.Set("X-Amz-Mp-Parts-Count", strconv.Itoa(partsCount))
+	case info.meta.Parts > 0:
 		h.Set("X-Amz-Mp-Parts-Count", strconv.Itoa(info.meta.Parts))
 	}
 	if strings.EqualFold(rq.r.Header.Get("X-Amz-Checksum-Mode"), "ENABLED") && !partial {

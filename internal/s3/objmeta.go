@@ -25,6 +25,8 @@ const (
 	// xattrACL on a bucket directory: its canned ACL (public-read,
 	// public-read-write, authenticated-read; absent: private), plain text.
 	xattrACL = "user.s3.acl"
+	// xattrParts on a multipart object: its part sizes (parts.go).
+	xattrParts = "user.s3.parts"
 	// xattrOwner on a bucket directory: the access key that created it.
 	xattrOwner = "user.s3.owner"
 )
