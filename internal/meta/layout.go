@@ -322,20 +322,43 @@ func (s *Service) Cluster(ctx context.Context) (wire.ClusterInfo, error) {
 	return info, nil
 }
 
-// Statfs sums the targets' capacity and usage and reports the approximate
-// number of inodes (a counter, not a scan).
+// Statfs sums the targets' capacity and usage (see sumUsage) and reports
+// the approximate number of inodes (a counter, not a scan).
 func (s *Service) Statfs(ctx context.Context) (wire.StatfsResp, error) {
 	ts, err := s.targets.List(ctx)
 	if err != nil {
 		return wire.StatfsResp{}, fmt.Errorf("meta: statfs: list storage targets: %w", err)
 	}
 	var r wire.StatfsResp
-	for _, t := range ts {
-		r.Capacity += t.Capacity
-		r.Used += t.Used
-		r.Free += max(t.Capacity-t.Used, 0)
-	}
+	r.Capacity, r.Used, r.Free = sumUsage(ts)
 	r.Targets = uint32(len(ts))
 	r.Inodes = uint64(max(s.inodes.Load()+s.inodeDelta.Load(), 0))
 	return r, nil
+}
+
+// sumUsage adds up the capacity, used and free bytes of the file systems
+// holding the targets. A target's Capacity and Used are its file system's
+// (Targets.List), so targets of one node on one file system (equal FS, as
+// the targets of `sluice serve` in one data dir) count once, with the
+// figures of the first of them; a target whose FS is unknown (0) counts on
+// its own.
+func sumUsage(ts []wire.TargetAddr) (capacity, used, free int64) {
+	type fsKey struct {
+		node string
+		fs   uint64
+	}
+	seen := make(map[fsKey]bool, len(ts))
+	for _, t := range ts {
+		if t.FS != 0 {
+			k := fsKey{t.Node, t.FS}
+			if seen[k] {
+				continue
+			}
+			seen[k] = true
+		}
+		capacity += t.Capacity
+		used += t.Used
+		free += max(t.Capacity-t.Used, 0)
+	}
+	return capacity, used, free
 }

@@ -23,8 +23,9 @@ import (
 type Targets interface {
 	// List returns the known targets in any order, with their health and
 	// capacity. Used is the bytes in use on the target's file system, so
-	// Capacity-Used is what is free. It is called on every file create and
-	// must be cheap (a cached snapshot).
+	// Capacity-Used is what is free; FS identifies that file system on the
+	// target's node (0: unknown), as targets may share one. It is called on
+	// every file create and must be cheap (a cached snapshot).
 	List(ctx context.Context) ([]wire.TargetAddr, error)
 
 	// Chains returns the replicated chains (two or more replicas) and the
@@ -663,7 +664,7 @@ func (r *RemoteTargets) List(ctx context.Context) ([]wire.TargetAddr, error) {
 			for _, s := range n.Stats {
 				if s.Target == id {
 					ta.Healthy = r.alive(n, now)
-					ta.Capacity, ta.Used = s.Capacity, max(s.Capacity-s.Free, 0)
+					ta.Capacity, ta.Used, ta.FS = s.Capacity, max(s.Capacity-s.Free, 0), s.FS
 				}
 			}
 		}

@@ -247,7 +247,7 @@ func RunTarget(ctx context.Context, opts TargetOptions) (err error) {
 	ln = mx.Listener(ln)
 	serveErr := closers.serve(srv, ln)
 
-	agent := target.NewAgent(targets, rm, target.AgentOptions{Node: node, Addr: addr, Incarnation: incarnation, Fence: opts.Fence, Logger: log})
+	agent := target.NewAgent(targets, fsStamper{rm, opts.DataDir}, target.AgentOptions{Node: node, Addr: addr, Incarnation: incarnation, Fence: opts.Fence, Logger: log})
 	if err := agent.Beat(ctx); err != nil {
 		log.Warn("target: first heartbeat failed; retrying", "err", err)
 	}

@@ -152,7 +152,7 @@ func Run(ctx context.Context, opts Options) (err error) {
 	// The local targets heart-beat like a storage node's, straight into
 	// the cluster manager.
 	local := &localMeta{rt: rt}
-	agent := target.NewAgent(targets, local, target.AgentOptions{Node: meta.LocalNode, Addr: addr, Incarnation: incarnation, Logger: log})
+	agent := target.NewAgent(targets, fsStamper{local, opts.DataDir}, target.AgentOptions{Node: meta.LocalNode, Addr: addr, Incarnation: incarnation, Logger: log})
 	ms, err := meta.New(ctx, meta.Options{DB: db, Targets: rt, Logger: log})
 	if err != nil {
 		return fmt.Errorf("serve: start metadata service: %w", err)

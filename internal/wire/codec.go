@@ -51,6 +51,10 @@ func (d *Decoder) fail() {
 // Err returns the first decoding error.
 func (d *Decoder) Err() error { return d.err }
 
+// More reports whether input is left: a message reads the fields appended
+// in later versions only when it is (older senders end before them).
+func (d *Decoder) More() bool { return d.err == nil && len(d.B) > 0 }
+
 func (d *Decoder) take(n int) []byte {
 	if d.err != nil || n < 0 || len(d.B) < n {
 		d.fail()

@@ -257,3 +257,66 @@ func TestRoundTripAllMessages(t *testing.T) {
 		}
 	}
 }
+
+// TestFSAppended: the targets' file systems (FS) are appended to the
+// messages of version 2, so a version-2 encoding is a prefix of the new one
+// (older decoders ignore trailing bytes) and decodes with FS 0; a metadata
+// DB's node records, which hold HeartbeatReq encodings, read unchanged.
+func TestFSAppended(t *testing.T) {
+	stats := []TargetStat{{Target: 1, Capacity: 100, Used: 10, Free: 90, FS: 2049}, {Target: 2, Capacity: 100, Free: 90, FS: 2049}}
+	for _, tc := range []struct {
+		m     Message
+		fsLen int // FS values appended
+	}{
+		{&HeartbeatReq{Node: "n1", Addr: "a:1", Incarnation: 5, Targets: stats, Resyncs: []ResyncStat{{Chain: 3}}}, 2},
+		{&ClusterInfo{FSID: "x", RootIno: 1, Targets: []TargetAddr{{ID: 1, Node: "n1", Capacity: 100, FS: 2049}, {ID: 2, Node: "n1", FS: 7}, {ID: 3}}}, 3},
+		{&TargetStat{Target: 4, Capacity: 100, Free: 3, FS: 2049}, -1},
+	} {
+		b := Marshal(tc.m)
+		cut := 8 // TargetStat: one u64
+		if tc.fsLen >= 0 {
+			cut = 1 + 8*tc.fsLen
+		}
+		old := b[:len(b)-cut]
+		got := newLike(tc.m)
+		if err := Unmarshal(old, got); err != nil {
+			t.Fatalf("%T: the version-2 encoding does not decode: %v", tc.m, err)
+		}
+		// The same message with FS 0 is what the old encoding says.
+		want := newLike(tc.m)
+		if err := Unmarshal(b, want); err != nil {
+			t.Fatal(err)
+		}
+		zeroFS(want)
+		normalize(reflect.ValueOf(got))
+		normalize(reflect.ValueOf(want))
+		if !reflect.DeepEqual(got, want) {
+			t.Errorf("%T: version 2 decodes as %#v, want %#v", tc.m, got, want)
+		}
+		// A list of FS of the wrong length is malformed.
+		if tc.fsLen > 0 {
+			bad := append(append([]byte(nil), old...), byte(tc.fsLen-1))
+			for range tc.fsLen - 1 {
+				bad = append(bad, make([]byte, 8)...)
+			}
+			if err := Unmarshal(bad, newLike(tc.m)); err == nil {
+				t.Errorf("%T: %d FS for %d targets decoded", tc.m, tc.fsLen-1, tc.fsLen)
+			}
+		}
+	}
+}
+
+func zeroFS(m Message) {
+	switch m := m.(type) {
+	case *HeartbeatReq:
+		for i := range m.Targets {
+			m.Targets[i].FS = 0
+		}
+	case *ClusterInfo:
+		for i := range m.Targets {
+			m.Targets[i].FS = 0
+		}
+	case *TargetStat:
+		m.FS = 0
+	}
+}

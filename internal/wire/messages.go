@@ -160,6 +160,9 @@ type TargetAddr struct {
 	Node           string // the storage node hosting it
 	Healthy        bool
 	Capacity, Used int64
+	// FS identifies the file system holding the target on its node (see
+	// TargetStat.FS); 0 if unknown.
+	FS uint64
 }
 
 func encodeTargetAddr(e *Encoder, t *TargetAddr) {
@@ -249,6 +252,11 @@ func (m *ClusterInfo) Encode(e *Encoder) {
 		e.I64(n.LastSeen)
 		encodeResyncs(e, n.Resyncs)
 	}
+	// Appended in version 2.1: the targets' file systems.
+	e.Uvarint(uint64(len(m.Targets)))
+	for i := range m.Targets {
+		e.U64(m.Targets[i].FS)
+	}
 }
 
 func (m *ClusterInfo) Decode(d *Decoder) {
@@ -275,6 +283,26 @@ func (m *ClusterInfo) Decode(d *Decoder) {
 		nd.LastSeen = d.I64()
 		nd.Resyncs = decodeResyncs(d)
 	}
+	if d.More() {
+		fs := decodeFSList(d, len(m.Targets))
+		for i := range fs {
+			m.Targets[i].FS = fs[i]
+		}
+	}
+}
+
+// decodeFSList reads the list of file system IDs appended to a message
+// with n targets; a list of another length is malformed.
+func decodeFSList(d *Decoder, n int) []uint64 {
+	if d.Count(8) != n {
+		d.fail()
+		return nil
+	}
+	fs := make([]uint64, n)
+	for i := range fs {
+		fs[i] = d.U64()
+	}
+	return fs
 }
 
 // StatfsResp is file-system-wide usage.
@@ -682,9 +710,14 @@ func (m *HeartbeatReq) Encode(e *Encoder) {
 	e.U64(m.Incarnation)
 	e.Uvarint(uint64(len(m.Targets)))
 	for i := range m.Targets {
-		m.Targets[i].Encode(e)
+		m.Targets[i].encodeFields(e)
 	}
 	encodeResyncs(e, m.Resyncs)
+	// Appended in version 2.1: the targets' file systems.
+	e.Uvarint(uint64(len(m.Targets)))
+	for i := range m.Targets {
+		e.U64(m.Targets[i].FS)
+	}
 }
 
 // ResyncStat is the progress of a resync a node runs: the tail From copies
@@ -732,9 +765,15 @@ func (m *HeartbeatReq) Decode(d *Decoder) {
 	n := d.Count(44)
 	m.Targets = make([]TargetStat, n)
 	for i := range m.Targets {
-		m.Targets[i].Decode(d)
+		m.Targets[i].decodeFields(d)
 	}
 	m.Resyncs = decodeResyncs(d)
+	if d.More() {
+		fs := decodeFSList(d, len(m.Targets))
+		for i := range fs {
+			m.Targets[i].FS = fs[i]
+		}
+	}
 }
 
 // HeartbeatResp carries the chain table's version: a node that holds an
@@ -888,9 +927,29 @@ type TargetStat struct {
 	Free           int64
 	Chunks         uint64
 	Corruptions    uint64 // checksum failures seen since start
+	// FS identifies the file system holding the target's directory on its
+	// node (its st_dev), so that targets sharing one disk are counted once
+	// in file-system-wide totals; 0 if unknown.
+	FS uint64
 }
 
+// Encode writes the fields of version 2, then FS (appended in 2.1).
 func (m *TargetStat) Encode(e *Encoder) {
+	m.encodeFields(e)
+	e.U64(m.FS)
+}
+
+func (m *TargetStat) Decode(d *Decoder) {
+	m.decodeFields(d)
+	m.FS = 0
+	if d.More() {
+		m.FS = d.U64()
+	}
+}
+
+// encodeFields writes the fields of version 2, which a HeartbeatReq's list
+// of targets holds (their FS follow the list).
+func (m *TargetStat) encodeFields(e *Encoder) {
 	e.U32(uint32(m.Target))
 	e.I64(m.Capacity)
 	e.I64(m.Used)
@@ -898,7 +957,8 @@ func (m *TargetStat) Encode(e *Encoder) {
 	e.U64(m.Chunks)
 	e.U64(m.Corruptions)
 }
-func (m *TargetStat) Decode(d *Decoder) {
+
+func (m *TargetStat) decodeFields(d *Decoder) {
 	m.Target = placement.TargetID(d.U32())
 	m.Capacity = d.I64()
 	m.Used = d.I64()

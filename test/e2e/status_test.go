@@ -4,6 +4,7 @@ import (
 	"context"
 	"regexp"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -52,4 +53,25 @@ func TestStatusAndTop(t *testing.T) {
 		t.Errorf("top shows no resolve rate:\n%s", out)
 	}
 	s.failCLI("connection refused", "top", "--admin", "127.0.0.1:1", "--count", "1")
+}
+
+// TestStatfsCountsSharedDiskOnce: the four targets of `sluice serve` live
+// in its data dir, on one disk: statfs (what df shows through the mount and
+// sluice status prints) reports that disk's size once, not four times.
+func TestStatfsCountsSharedDiskOnce(t *testing.T) {
+	s := startServer(t, "")
+	st, err := s.client().Statfs(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var disk syscall.Statfs_t
+	if err := syscall.Statfs(s.dataDir, &disk); err != nil {
+		t.Fatal(err)
+	}
+	if want := int64(disk.Blocks) * int64(disk.Bsize); st.Targets != 4 || st.Capacity != want {
+		t.Fatalf("statfs: %d targets, capacity %d; want 4 targets on the data dir's disk of %d bytes", st.Targets, st.Capacity, want)
+	}
+	if st.Free <= 0 || st.Free > st.Capacity || st.Used+st.Free != st.Capacity {
+		t.Errorf("statfs: used %d + free %d, capacity %d", st.Used, st.Free, st.Capacity)
+	}
 }
