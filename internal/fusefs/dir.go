@@ -39,15 +39,15 @@ func (fs *fileSystem) OpenDir(_ <-chan struct{}, in *fuse.OpenIn, out *fuse.Open
 
 func (fs *fileSystem) ReleaseDir(in *fuse.ReleaseIn) { fs.removeHandle(in.Fh) }
 
-func (fs *fileSystem) ReadDir(_ <-chan struct{}, in *fuse.ReadIn, out *fuse.DirEntryList) fuse.Status {
-	return fs.readDir(in, out, false)
+func (fs *fileSystem) ReadDir(intr <-chan struct{}, in *fuse.ReadIn, out *fuse.DirEntryList) fuse.Status {
+	return fs.readDir(intr, in, out, false)
 }
 
-func (fs *fileSystem) ReadDirPlus(_ <-chan struct{}, in *fuse.ReadIn, out *fuse.DirEntryList) fuse.Status {
-	return fs.readDir(in, out, true)
+func (fs *fileSystem) ReadDirPlus(intr <-chan struct{}, in *fuse.ReadIn, out *fuse.DirEntryList) fuse.Status {
+	return fs.readDir(intr, in, out, true)
 }
 
-func (fs *fileSystem) readDir(in *fuse.ReadIn, out *fuse.DirEntryList, plus bool) fuse.Status {
+func (fs *fileSystem) readDir(intr <-chan struct{}, in *fuse.ReadIn, out *fuse.DirEntryList, plus bool) fuse.Status {
 	h := fs.handle(in.Fh)
 	if h == nil || h.dir == nil {
 		return fuse.EBADF
@@ -55,7 +55,7 @@ func (fs *fileSystem) readDir(in *fuse.ReadIn, out *fuse.DirEntryList, plus bool
 	d := h.dir
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	ctx, cancel := fs.op()
+	ctx, cancel := fs.op(intr)
 	defer cancel()
 
 	pos := in.Offset

@@ -100,9 +100,36 @@ func (fs *fileSystem) Init(srv *fuse.Server) { fs.srv = srv }
 
 // op returns the context of one operation: the mount's, with the
 // operation deadline.
-func (fs *fileSystem) op() (context.Context, context.CancelFunc) {
-	return context.WithTimeout(fs.ctx, fs.opts.OpTimeout)
+//
+// intr is the request's interrupt channel: the kernel interrupts a
+// request when its caller gets a signal (Ctrl-C), and the operation then
+// stops waiting and answers EINTR at once instead of holding the caller
+// until the timeout. Work it handed to the background (a flush of
+// buffered writes) goes on.
+func (fs *fileSystem) op(intr <-chan struct{}) (context.Context, context.CancelFunc) {
+	ctx, stop := context.WithTimeout(fs.ctx, fs.opts.OpTimeout)
+	if intr == nil {
+		return ctx, stop
+	}
+	ctx, interrupt := context.WithCancelCause(ctx)
+	done := make(chan struct{})
+	go func() {
+		select {
+		case <-intr:
+			interrupt(errInterrupted)
+		case <-done:
+		}
+	}()
+	return ctx, func() {
+		close(done)
+		interrupt(nil)
+		stop()
+	}
 }
+
+// errInterrupted is the cause of an operation's context when the kernel
+// interrupted it.
+var errInterrupted = errors.New("fuse: operation interrupted")
 
 // status translates err to the errno the caller gets. This is the one
 // place where Sluice errors become errnos.
@@ -112,6 +139,9 @@ func (fs *fileSystem) status(ctx context.Context, op string, err error) fuse.Sta
 	}
 	if err == errPassthroughBusy {
 		return fuse.Status(syscall.ETXTBSY)
+	}
+	if context.Cause(ctx) == errInterrupted {
+		return fuse.Status(syscall.EINTR)
 	}
 	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
 		fs.log.Warn("fuse: operation timed out", "op", op, "timeout", fs.opts.OpTimeout, "err", err)
@@ -201,11 +231,11 @@ func (fs *fileSystem) fillEntry(a *client.InodeAttr, out *fuse.EntryOut) {
 	fillAttr(a, &out.Attr)
 }
 
-func (fs *fileSystem) Lookup(_ <-chan struct{}, h *fuse.InHeader, name string, out *fuse.EntryOut) fuse.Status {
+func (fs *fileSystem) Lookup(intr <-chan struct{}, h *fuse.InHeader, name string, out *fuse.EntryOut) fuse.Status {
 	if fs.reserved(h.NodeId, name) {
 		return fuse.ENOENT
 	}
-	ctx, cancel := fs.op()
+	ctx, cancel := fs.op(intr)
 	defer cancel()
 	a, err := fs.c.LookupIno(ctx, h.NodeId, name)
 	if err != nil {
@@ -221,8 +251,8 @@ func (fs *fileSystem) Lookup(_ <-chan struct{}, h *fuse.InHeader, name string, o
 	return fuse.OK
 }
 
-func (fs *fileSystem) GetAttr(_ <-chan struct{}, in *fuse.GetAttrIn, out *fuse.AttrOut) fuse.Status {
-	ctx, cancel := fs.op()
+func (fs *fileSystem) GetAttr(intr <-chan struct{}, in *fuse.GetAttrIn, out *fuse.AttrOut) fuse.Status {
+	ctx, cancel := fs.op(intr)
 	defer cancel()
 	pending := fs.pending(in.NodeId)
 	a, err := fs.c.GetAttrIno(ctx, in.NodeId)
@@ -235,8 +265,8 @@ func (fs *fileSystem) GetAttr(_ <-chan struct{}, in *fuse.GetAttrIn, out *fuse.A
 	return fuse.OK
 }
 
-func (fs *fileSystem) SetAttr(_ <-chan struct{}, in *fuse.SetAttrIn, out *fuse.AttrOut) fuse.Status {
-	ctx, cancel := fs.op()
+func (fs *fileSystem) SetAttr(intr <-chan struct{}, in *fuse.SetAttrIn, out *fuse.AttrOut) fuse.Status {
+	ctx, cancel := fs.op(intr)
 	defer cancel()
 	ino := in.NodeId
 	of := fs.ref(ino)
@@ -308,11 +338,11 @@ func (fs *fileSystem) SetAttr(_ <-chan struct{}, in *fuse.SetAttrIn, out *fuse.A
 	return fuse.OK
 }
 
-func (fs *fileSystem) Mknod(_ <-chan struct{}, in *fuse.MknodIn, name string, out *fuse.EntryOut) fuse.Status {
+func (fs *fileSystem) Mknod(intr <-chan struct{}, in *fuse.MknodIn, name string, out *fuse.EntryOut) fuse.Status {
 	if fs.reserved(in.NodeId, name) {
 		return fuse.EPERM
 	}
-	ctx, cancel := fs.op()
+	ctx, cancel := fs.op(intr)
 	defer cancel()
 	a, err := fs.c.CreateIno(ctx, in.NodeId, name, in.Mode, in.Rdev, owner(&in.InHeader), true)
 	if err != nil {
@@ -322,11 +352,11 @@ func (fs *fileSystem) Mknod(_ <-chan struct{}, in *fuse.MknodIn, name string, ou
 	return fuse.OK
 }
 
-func (fs *fileSystem) Mkdir(_ <-chan struct{}, in *fuse.MkdirIn, name string, out *fuse.EntryOut) fuse.Status {
+func (fs *fileSystem) Mkdir(intr <-chan struct{}, in *fuse.MkdirIn, name string, out *fuse.EntryOut) fuse.Status {
 	if fs.reserved(in.NodeId, name) {
 		return fuse.EPERM
 	}
-	ctx, cancel := fs.op()
+	ctx, cancel := fs.op(intr)
 	defer cancel()
 	a, err := fs.c.MkdirIno(ctx, in.NodeId, name, in.Mode, owner(&in.InHeader))
 	if err != nil {
@@ -336,11 +366,11 @@ func (fs *fileSystem) Mkdir(_ <-chan struct{}, in *fuse.MkdirIn, name string, ou
 	return fuse.OK
 }
 
-func (fs *fileSystem) Unlink(_ <-chan struct{}, h *fuse.InHeader, name string) fuse.Status {
+func (fs *fileSystem) Unlink(intr <-chan struct{}, h *fuse.InHeader, name string) fuse.Status {
 	if fs.reserved(h.NodeId, name) {
 		return fuse.EPERM
 	}
-	ctx, cancel := fs.op()
+	ctx, cancel := fs.op(intr)
 	defer cancel()
 	if err := fs.pinIfOpen(ctx, h.NodeId, name); err != nil {
 		return fs.status(ctx, "unlink", err)
@@ -348,23 +378,23 @@ func (fs *fileSystem) Unlink(_ <-chan struct{}, h *fuse.InHeader, name string) f
 	return fs.status(ctx, "unlink", fs.c.UnlinkIno(ctx, h.NodeId, name))
 }
 
-func (fs *fileSystem) Rmdir(_ <-chan struct{}, h *fuse.InHeader, name string) fuse.Status {
+func (fs *fileSystem) Rmdir(intr <-chan struct{}, h *fuse.InHeader, name string) fuse.Status {
 	if fs.reserved(h.NodeId, name) {
 		return fuse.EPERM
 	}
-	ctx, cancel := fs.op()
+	ctx, cancel := fs.op(intr)
 	defer cancel()
 	return fs.status(ctx, "rmdir", fs.c.RmdirIno(ctx, h.NodeId, name))
 }
 
-func (fs *fileSystem) Rename(_ <-chan struct{}, in *fuse.RenameIn, oldName, newName string) fuse.Status {
+func (fs *fileSystem) Rename(intr <-chan struct{}, in *fuse.RenameIn, oldName, newName string) fuse.Status {
 	if fs.reserved(in.NodeId, oldName) || fs.reserved(in.Newdir, newName) {
 		return fuse.EPERM
 	}
 	if in.Flags&^(client.RenameNoReplace|client.RenameExchange) != 0 {
 		return fuse.EINVAL // RENAME_WHITEOUT
 	}
-	ctx, cancel := fs.op()
+	ctx, cancel := fs.op(intr)
 	defer cancel()
 	if in.Flags == 0 {
 		// The target, if it exists, loses a link: keep it alive if open.
@@ -375,11 +405,11 @@ func (fs *fileSystem) Rename(_ <-chan struct{}, in *fuse.RenameIn, oldName, newN
 	return fs.status(ctx, "rename", fs.c.RenameIno(ctx, in.NodeId, oldName, in.Newdir, newName, in.Flags))
 }
 
-func (fs *fileSystem) Link(_ <-chan struct{}, in *fuse.LinkIn, name string, out *fuse.EntryOut) fuse.Status {
+func (fs *fileSystem) Link(intr <-chan struct{}, in *fuse.LinkIn, name string, out *fuse.EntryOut) fuse.Status {
 	if fs.reserved(in.NodeId, name) {
 		return fuse.EPERM
 	}
-	ctx, cancel := fs.op()
+	ctx, cancel := fs.op(intr)
 	defer cancel()
 	a, err := fs.c.LinkIno(ctx, in.Oldnodeid, in.NodeId, name)
 	if err != nil {
@@ -389,11 +419,11 @@ func (fs *fileSystem) Link(_ <-chan struct{}, in *fuse.LinkIn, name string, out 
 	return fuse.OK
 }
 
-func (fs *fileSystem) Symlink(_ <-chan struct{}, h *fuse.InHeader, target, name string, out *fuse.EntryOut) fuse.Status {
+func (fs *fileSystem) Symlink(intr <-chan struct{}, h *fuse.InHeader, target, name string, out *fuse.EntryOut) fuse.Status {
 	if fs.reserved(h.NodeId, name) {
 		return fuse.EPERM
 	}
-	ctx, cancel := fs.op()
+	ctx, cancel := fs.op(intr)
 	defer cancel()
 	a, err := fs.c.SymlinkIno(ctx, h.NodeId, name, target, owner(h))
 	if err != nil {
@@ -403,8 +433,8 @@ func (fs *fileSystem) Symlink(_ <-chan struct{}, h *fuse.InHeader, target, name 
 	return fuse.OK
 }
 
-func (fs *fileSystem) Readlink(_ <-chan struct{}, h *fuse.InHeader) ([]byte, fuse.Status) {
-	ctx, cancel := fs.op()
+func (fs *fileSystem) Readlink(intr <-chan struct{}, h *fuse.InHeader) ([]byte, fuse.Status) {
+	ctx, cancel := fs.op(intr)
 	defer cancel()
 	s, err := fs.c.ReadlinkIno(ctx, h.NodeId)
 	if err != nil {
@@ -418,11 +448,11 @@ func (fs *fileSystem) Readlink(_ <-chan struct{}, h *fuse.InHeader) ([]byte, fus
 // rsync -A believe they set a file's mode when they did not.
 func aclXattr(name string) bool { return strings.HasPrefix(name, "system.posix_acl_") }
 
-func (fs *fileSystem) GetXAttr(_ <-chan struct{}, h *fuse.InHeader, name string, dest []byte) (uint32, fuse.Status) {
+func (fs *fileSystem) GetXAttr(intr <-chan struct{}, h *fuse.InHeader, name string, dest []byte) (uint32, fuse.Status) {
 	if aclXattr(name) {
 		return 0, fuse.ENOATTR
 	}
-	ctx, cancel := fs.op()
+	ctx, cancel := fs.op(intr)
 	defer cancel()
 	v, err := fs.c.GetXattrIno(ctx, h.NodeId, name)
 	if err != nil {
@@ -434,8 +464,8 @@ func (fs *fileSystem) GetXAttr(_ <-chan struct{}, h *fuse.InHeader, name string,
 	return uint32(copy(dest, v)), fuse.OK
 }
 
-func (fs *fileSystem) ListXAttr(_ <-chan struct{}, h *fuse.InHeader, dest []byte) (uint32, fuse.Status) {
-	ctx, cancel := fs.op()
+func (fs *fileSystem) ListXAttr(intr <-chan struct{}, h *fuse.InHeader, dest []byte) (uint32, fuse.Status) {
+	ctx, cancel := fs.op(intr)
 	defer cancel()
 	names, err := fs.c.ListXattrIno(ctx, h.NodeId)
 	if err != nil {
@@ -452,23 +482,23 @@ func (fs *fileSystem) ListXAttr(_ <-chan struct{}, h *fuse.InHeader, dest []byte
 	return uint32(copy(dest, b.String())), fuse.OK
 }
 
-func (fs *fileSystem) SetXAttr(_ <-chan struct{}, in *fuse.SetXAttrIn, name string, data []byte) fuse.Status {
+func (fs *fileSystem) SetXAttr(intr <-chan struct{}, in *fuse.SetXAttrIn, name string, data []byte) fuse.Status {
 	if aclXattr(name) {
 		return fuse.Status(syscall.EOPNOTSUPP)
 	}
-	ctx, cancel := fs.op()
+	ctx, cancel := fs.op(intr)
 	defer cancel()
 	return fs.status(ctx, "setxattr", fs.c.SetXattrIno(ctx, in.NodeId, name, data, in.Flags))
 }
 
-func (fs *fileSystem) RemoveXAttr(_ <-chan struct{}, h *fuse.InHeader, name string) fuse.Status {
-	ctx, cancel := fs.op()
+func (fs *fileSystem) RemoveXAttr(intr <-chan struct{}, h *fuse.InHeader, name string) fuse.Status {
+	ctx, cancel := fs.op(intr)
 	defer cancel()
 	return fs.status(ctx, "removexattr", fs.c.RemoveXattrIno(ctx, h.NodeId, name))
 }
 
-func (fs *fileSystem) StatFs(_ <-chan struct{}, _ *fuse.InHeader, out *fuse.StatfsOut) fuse.Status {
-	ctx, cancel := fs.op()
+func (fs *fileSystem) StatFs(intr <-chan struct{}, _ *fuse.InHeader, out *fuse.StatfsOut) fuse.Status {
+	ctx, cancel := fs.op(intr)
 	defer cancel()
 	st, err := fs.c.Statfs(ctx)
 	if err != nil {
