@@ -402,7 +402,7 @@ func (g *Gateway) getBucketACL(rq *request) error {
 // aclFromACLRequest reads the ACL of PutBucketAcl or PutObjectAcl: the
 // x-amz-acl header or an AccessControlPolicy document, not both.
 func (g *Gateway) aclFromACLRequest(rq *request, own, bucketOwner owner, forBucket bool) (cannedACL, error) {
-	body, err := g.readDocument(rq)
+	body, err := g.readDocument(rq, true)
 	if err != nil {
 		return "", err
 	}

@@ -10,6 +10,7 @@ import (
 	"hash/crc32"
 	"hash/crc64"
 	"io"
+	"strconv"
 	"strings"
 )
 
@@ -121,7 +122,9 @@ func (v *verifier) check() error {
 	if v.sha != nil && hex.EncodeToString(v.sha.Sum(nil)) != v.wantSHA {
 		return apiErr(ErrContentSHA256Mismatch, "The provided 'x-amz-content-sha256' header does not match what was computed.")
 	}
-	if v.ck != nil {
+	if v.ck != nil && v.wantCK == nil {
+		v.ckValue = base64.StdEncoding.EncodeToString(v.ck.Sum(nil)) // computed, not checked
+	} else if v.ck != nil {
 		got := base64.StdEncoding.EncodeToString(v.ck.Sum(nil))
 		want, ok := v.wantCK()
 		if !ok {
@@ -135,7 +138,97 @@ func (v *verifier) check() error {
 	return nil
 }
 
+// computeChecksum makes the verifier compute the alg checksum of the body
+// if the request gave none (UploadPart of an upload created with
+// x-amz-checksum-algorithm). Call it before reading.
+func (v *verifier) computeChecksum(alg string) {
+	if v.ck == nil && checksumAlgorithms[alg] != nil {
+		v.ck, v.ckAlg, v.wantCK = checksumAlgorithms[alg](), alg, nil
+	}
+}
+
 // etag returns the hex MD5 of the body; valid once the body is read.
 func (v *verifier) etag() string { return hex.EncodeToString(v.md5.Sum(nil)) }
 
 func newMD5() hash.Hash { return md5.New() }
+
+// Checksum types of a multipart object (x-amz-checksum-type).
+const (
+	checksumComposite  = "COMPOSITE"
+	checksumFullObject = "FULL_OBJECT"
+)
+
+// multipartChecksum computes one algorithm's checksums of a multipart
+// object while CompleteMultipartUpload streams its parts: each part's, the
+// composite (the checksum of the parts' digests, "-N" appended) and the
+// full object's.
+type multipartChecksum struct {
+	alg   string
+	whole hash.Hash
+	part  hash.Hash
+	parts []string // base64 of each part's digest
+	raw   []byte   // the parts' digests, concatenated
+}
+
+func newMultipartChecksum(alg string) *multipartChecksum {
+	mk := checksumAlgorithms[alg]
+	return &multipartChecksum{alg: alg, whole: mk(), part: mk()}
+}
+
+func (m *multipartChecksum) Write(p []byte) (int, error) {
+	m.whole.Write(p)
+	m.part.Write(p)
+	return len(p), nil
+}
+
+// endPart closes the current part.
+func (m *multipartChecksum) endPart() {
+	d := m.part.Sum(nil)
+	m.raw = append(m.raw, d...)
+	m.parts = append(m.parts, base64.StdEncoding.EncodeToString(d))
+	m.part.Reset()
+}
+
+func (m *multipartChecksum) composite() string {
+	h := checksumAlgorithms[m.alg]()
+	h.Write(m.raw)
+	return base64.StdEncoding.EncodeToString(h.Sum(nil)) + "-" + strconv.Itoa(len(m.parts))
+}
+
+func (m *multipartChecksum) full() string {
+	return base64.StdEncoding.EncodeToString(m.whole.Sum(nil))
+}
+
+// checksumType returns the type of a recorded checksum value: composite
+// values end in "-N".
+func checksumType(v string) string {
+	if i := strings.LastIndexByte(v, '-'); i > 0 {
+		if _, err := strconv.Atoi(v[i+1:]); err == nil {
+			return checksumComposite
+		}
+	}
+	return checksumFullObject
+}
+
+// matchObjectChecksum checks the checksum a client gave for a whole
+// multipart object (x-amz-checksum-ALG on Complete, with or without the
+// "-N" suffix) against the computed composite and full-object values. typ
+// is x-amz-checksum-type (or the upload's); empty accepts either. It
+// returns the value to record.
+func matchObjectChecksum(sent, typ, composite, full string) (string, error) {
+	base, n, hasN := strings.Cut(sent, "-")
+	compBase, compN, _ := strings.Cut(composite, "-")
+	mismatch := apiErr(ErrBadDigest, "The checksum you specified for the object did not match the calculated checksum (composite %s, full object %s).", composite, full)
+	switch typ {
+	case "", checksumComposite, checksumFullObject:
+	default:
+		return "", apiErr(ErrInvalidRequest, "Value for x-amz-checksum-type header is invalid: %q", typ)
+	}
+	if typ != checksumFullObject && base == compBase && (!hasN || n == compN) {
+		return composite, nil
+	}
+	if typ != checksumComposite && !hasN && sent == full {
+		return full, nil
+	}
+	return "", mismatch
+}

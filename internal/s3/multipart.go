@@ -36,6 +36,8 @@ type uploadInfo struct {
 	Initiated int64       `json:"initiated"` // ns
 	Meta      *objectMeta `json:"meta"`
 	Checksum  string      `json:"checksum,omitempty"` // x-amz-checksum-algorithm
+	// ChecksumType is x-amz-checksum-type: COMPOSITE, FULL_OBJECT or "".
+	ChecksumType string `json:"checksum_type,omitempty"`
 }
 
 func uploadsDir(bucket string) string { return "/" + bucket + "/" + hiddenDir + "/uploads" }
@@ -80,6 +82,15 @@ func (g *Gateway) createMultipartUpload(rq *request) error {
 		}
 		info.Checksum = strings.ToUpper(alg)
 	}
+	if t := strings.ToUpper(rq.r.Header.Get("X-Amz-Checksum-Type")); t != "" {
+		if t != checksumComposite && t != checksumFullObject {
+			return apiErr(ErrInvalidRequest, "Value for x-amz-checksum-type header is invalid: %q", t)
+		}
+		if info.Checksum == "" {
+			return apiErr(ErrInvalidRequest, "x-amz-checksum-type needs x-amz-checksum-algorithm")
+		}
+		info.ChecksumType = t
+	}
 	if err := g.checkBucket(rq); err != nil {
 		return err
 	}
@@ -94,6 +105,9 @@ func (g *Gateway) createMultipartUpload(rq *request) error {
 	}
 	if info.Checksum != "" {
 		rq.w.Header().Set("X-Amz-Checksum-Algorithm", info.Checksum)
+	}
+	if info.ChecksumType != "" {
+		rq.w.Header().Set("X-Amz-Checksum-Type", info.ChecksumType)
 	}
 	return writeXML(rq, initiateMultipartUploadResult{Xmlns: s3Namespace, Bucket: rq.bucket, Key: rq.key, UploadID: id})
 }
@@ -139,13 +153,16 @@ func (g *Gateway) uploadPart(rq *request) error {
 	if err != nil {
 		return err
 	}
-	id, _, err := g.upload(rq)
+	id, info, err := g.upload(rq)
 	if err != nil {
 		return err
 	}
-	v, err := g.uploadBody(rq, g.opts.MaxPutSize)
+	v, err := g.uploadBody(rq, g.opts.MaxPutSize, true)
 	if err != nil {
 		return err
+	}
+	if info.Checksum != "" {
+		v.computeChecksum(strings.ToLower(info.Checksum))
 	}
 	tmp, f, err := g.writeTemp(rq.ctx, rq.bucket, v)
 	if err != nil {
@@ -215,11 +232,12 @@ func (g *Gateway) uploadPartCopy(rq *request) error {
 
 // partFile is one stored part.
 type partFile struct {
-	n     int
-	path  string
-	etag  string
-	size  int64
-	mtime time.Time
+	n        int
+	path     string
+	etag     string
+	size     int64
+	mtime    time.Time
+	checksum map[string]string
 }
 
 // parts lists an upload's parts in part-number order, after marker.
@@ -264,7 +282,7 @@ func (g *Gateway) part(rq *request, id string, n int) (*partFile, error) {
 	if !ok {
 		return nil, errs.New(errs.Corruption, "s3: part %s has unreadable metadata", p)
 	}
-	return &partFile{n: n, path: p, etag: m.ETag, size: fi.Size(), mtime: fi.ModTime()}, nil
+	return &partFile{n: n, path: p, etag: m.ETag, size: fi.Size(), mtime: fi.ModTime(), checksum: m.Checksum}, nil
 }
 
 func (g *Gateway) listParts(rq *request) error {
@@ -291,14 +309,75 @@ func (g *Gateway) listParts(rq *request) error {
 	res := listPartsResult{Xmlns: s3Namespace, Bucket: rq.bucket, Key: rq.key, UploadID: id, Initiator: rq.owner(), Owner: rq.owner(),
 		StorageClass: "STANDARD", PartNumberMarker: marker, MaxParts: limit, IsTruncated: truncated}
 	for _, p := range parts {
-		res.Parts = append(res.Parts, partResult{PartNumber: p.n, LastModified: s3Time(p.mtime), ETag: `"` + p.etag + `"`, Size: p.size})
+		pr := partResult{PartNumber: p.n, LastModified: s3Time(p.mtime), ETag: `"` + p.etag + `"`, Size: p.size}
+		for alg, v := range p.checksum {
+			pr.setChecksum(alg, v)
+		}
+		res.Parts = append(res.Parts, pr)
 		res.NextPartNumberMarker = p.n
 	}
 	return writeXML(rq, res)
 }
 
+// completeParts checks the part list of a CompleteMultipartUpload: 1 to
+// 10,000 parts in ascending order of part number. A part listed twice in a
+// row is accepted, the last entry counting, as S3 does.
+func completeParts(req *completeRequest) ([]completePart, error) {
+	if len(req.Parts) == 0 {
+		return nil, apiErr(ErrMalformedXML, "You must specify at least one part")
+	}
+	if len(req.Parts) > maxParts {
+		return nil, apiErr(ErrMalformedXML, "You can specify at most %d parts", maxParts)
+	}
+	out := make([]completePart, 0, len(req.Parts))
+	for _, p := range req.Parts {
+		if p.PartNumber < 1 || p.PartNumber > maxParts {
+			return nil, apiErr(ErrInvalidPart, "Part number %d is not between 1 and 10000", p.PartNumber)
+		}
+		if n := len(out); n > 0 {
+			switch last := out[n-1].PartNumber; {
+			case p.PartNumber == last:
+				out[n-1] = p
+				continue
+			case p.PartNumber < last:
+				return nil, apiErr(ErrInvalidPartOrder, "The list of parts was not in ascending order. Parts must be ordered by part number.")
+			}
+		}
+		out = append(out, p)
+	}
+	return out, nil
+}
+
+// completeResult is the answer to a CompleteMultipartUpload of key, also
+// to a repeated one.
+func completeResult(rq *request, etag string, checksum map[string]string) completeMultipartUploadResult {
+	loc := "http://" + rq.r.Host + "/" + rq.bucket + "/" + awsURIEncode(rq.key, true)
+	res := completeMultipartUploadResult{Xmlns: s3Namespace, Location: loc, Bucket: rq.bucket, Key: rq.key, ETag: `"` + etag + `"`}
+	for alg, v := range checksum {
+		res.setChecksum(alg, v)
+		res.ChecksumType = checksumType(v)
+	}
+	return res
+}
+
+// completedUpload answers a CompleteMultipartUpload of an upload that is
+// gone: if the key holds the object that upload made, the result is the
+// same as the first time (S3 answers a repeated Complete so).
+func (g *Gateway) completedUpload(rq *request) (*completeMultipartUploadResult, bool) {
+	id := rq.query.Get("uploadId")
+	if !validUploadID(id) {
+		return nil, false
+	}
+	info, _, err := g.statObject(rq, rq.key)
+	if err != nil || info.meta.UploadID != id || info.etag != info.meta.ETag {
+		return nil, false
+	}
+	res := completeResult(rq, info.meta.ETag, info.meta.Checksum)
+	return &res, true
+}
+
 func (g *Gateway) completeMultipartUpload(rq *request) error {
-	body, err := g.readDocument(rq)
+	body, err := g.readDocument(rq, false)
 	if err != nil {
 		return err
 	}
@@ -306,33 +385,56 @@ func (g *Gateway) completeMultipartUpload(rq *request) error {
 	if _, err := decodeXML(body, &req, false); err != nil {
 		return err
 	}
-	if len(req.Parts) == 0 {
-		return apiErr(ErrMalformedXML, "You must specify at least one part")
+	reqParts, err := completeParts(&req)
+	if err != nil {
+		return err
 	}
-	if len(req.Parts) > maxParts {
-		return apiErr(ErrMalformedXML, "You can specify at most %d parts", maxParts)
-	}
-	for i, p := range req.Parts {
-		if p.PartNumber < 1 || p.PartNumber > maxParts {
-			return apiErr(ErrInvalidPart, "Part number %d is not between 1 and 10000", p.PartNumber)
-		}
-		if i > 0 && p.PartNumber <= req.Parts[i-1].PartNumber {
-			return apiErr(ErrInvalidPartOrder, "The list of parts was not in ascending order. Parts must be ordered by part number.")
-		}
-	}
+	h := rq.r.Header
 	id, info, err := g.upload(rq)
 	if err != nil {
+		if res, ok := g.completedUpload(rq); ok {
+			return writeXML(rq, res)
+		}
 		return err
 	}
 	dst, _, err := objectPath(rq.bucket, rq.key)
 	if err != nil {
 		return err
 	}
-	noReplace := strings.TrimSpace(rq.r.Header.Get("If-None-Match")) == "*"
-	parts := make([]*partFile, len(req.Parts))
+	noReplace := strings.TrimSpace(h.Get("If-None-Match")) == "*"
+	// The checksums to compute while the parts stream: the upload's
+	// algorithm, the one of an object checksum given now, and those of
+	// the parts' checksums listed.
+	ckType := info.ChecksumType
+	if t := h.Get("X-Amz-Checksum-Type"); t != "" {
+		ckType = strings.ToUpper(t)
+	}
+	sent := map[string]string{}
+	for name, vals := range h {
+		if alg := checksumFromHeader(name); alg != "" {
+			sent[alg] = vals[0]
+		}
+	}
+	cks := map[string]*multipartChecksum{}
+	need := func(alg string) {
+		if cks[alg] == nil {
+			cks[alg] = newMultipartChecksum(alg)
+		}
+	}
+	if info.Checksum != "" {
+		need(strings.ToLower(info.Checksum))
+	}
+	for alg := range sent {
+		need(alg)
+	}
+	for _, rp := range reqParts {
+		for alg := range rp.checksums() {
+			need(alg)
+		}
+	}
+	parts := make([]*partFile, len(reqParts))
 	sums := md5.New()
-	var total int64
-	for i, rp := range req.Parts {
+	for i, rp := range reqParts {
 		p, err := g.part(rq, id, rp.PartNumber)
 		if err != nil {
 			return apiErr(ErrInvalidPart, "Part %d was not uploaded", rp.PartNumber)
@@ -340,7 +442,7 @@ func (g *Gateway) completeMultipartUpload(rq *request) error {
 		if strings.Trim(rp.ETag, `" `) != p.etag {
 			return apiErr(ErrInvalidPart, "Part %d has ETag %q, not %q", rp.PartNumber, p.etag, rp.ETag)
 		}
-		if i < len(req.Parts)-1 && p.size < g.opts.MinPartSize {
+		if i < len(reqParts)-1 && p.size < g.opts.MinPartSize {
 			return apiErr(ErrEntityTooSmall, "Part %d is %d bytes; every part but the last must be at least %d bytes", rp.PartNumber, p.size, g.opts.MinPartSize)
 		}
 		b, err := hex.DecodeString(p.etag)
@@ -348,7 +450,6 @@ func (g *Gateway) completeMultipartUpload(rq *request) error {
 			return apiErr(ErrInvalidPart, "Part %d has an unreadable ETag", rp.PartNumber)
 		}
 		sums.Write(b)
-		total += p.size
 		parts[i] = p
 	}
 	etag := fmt.Sprintf("%s-%d", hex.EncodeToString(sums.Sum(nil)), len(parts))
@@ -362,12 +463,25 @@ func (g *Gateway) completeMultipartUpload(rq *request) error {
 			g.removeQuietly(rq.ctx, tmp)
 			return nil, err
 		}
+		var dstW io.Writer = f
+		if len(cks) > 0 {
+			ws := []io.Writer{f}
+			for _, c := range cks {
+				ws = append(ws, c)
+			}
+			dstW = io.MultiWriter(ws...)
+		}
 		for _, p := range parts {
 			in, err := g.c.Open(rq.ctx, p.path)
 			if err != nil {
+				if res, ok := g.completedUpload(rq); ok {
+					f.Close()
+					g.removeQuietly(rq.ctx, tmp)
+					return res, nil // a concurrent Complete finished it
+				}
 				return fail(apiErr(ErrInvalidPart, "Part %d went away while the upload was completed", p.n))
 			}
-			n, err := copyStream(f, io.LimitReader(in, p.size))
+			n, err := copyStream(dstW, io.LimitReader(in, p.size))
 			in.Close()
 			if err == nil && n != p.size {
 				err = errs.New(errs.Stale, "s3: part %s changed while it was copied", p.path)
@@ -375,6 +489,35 @@ func (g *Gateway) completeMultipartUpload(rq *request) error {
 			if err != nil {
 				return fail(fsErr(err, ErrInternal, "part "+strconv.Itoa(p.n)))
 			}
+			for _, c := range cks {
+				c.endPart()
+			}
+		}
+		// The checksums listed per part, then the object's.
+		for i, rp := range reqParts {
+			for alg, v := range rp.checksums() {
+				if got := cks[alg].parts[i]; got != v {
+					return fail(apiErr(ErrInvalidPart, "The %s checksum of part %d is %s, not %s", strings.ToUpper(alg), rp.PartNumber, got, v))
+				}
+			}
+		}
+		checksum := map[string]string{}
+		for alg, v := range sent {
+			rec, err := matchObjectChecksum(v, ckType, cks[alg].composite(), cks[alg].full())
+			if err != nil {
+				return fail(err)
+			}
+			checksum[alg] = rec
+		}
+		if alg := strings.ToLower(info.Checksum); alg != "" && checksum[alg] == "" {
+			if ckType == checksumFullObject || alg == "crc64nvme" {
+				checksum[alg] = cks[alg].full()
+			} else {
+				checksum[alg] = cks[alg].composite()
+			}
+		}
+		if len(checksum) == 0 {
+			checksum = nil
 		}
 		if err := f.Close(); err != nil {
 			g.removeQuietly(rq.ctx, tmp)
@@ -389,15 +532,14 @@ func (g *Gateway) completeMultipartUpload(rq *request) error {
 			return nil, fsErr(err, ErrInternal, "key "+rq.key)
 		}
 		meta := info.Meta
-		meta.ETag, meta.Parts, meta.Checksum = etag, len(parts), nil
+		meta.ETag, meta.Parts, meta.Checksum, meta.UploadID = etag, len(parts), checksum, id
 		if _, err := g.commit(rq.ctx, tmp, f, dst, meta, noReplace); err != nil {
 			return nil, err
 		}
 		if err := g.c.RemoveAll(rq.ctx, uploadDir(rq.bucket, id)); err != nil {
 			g.log.Warn("s3: cannot remove a completed upload's parts", "upload", id, "err", err)
 		}
-		loc := "http://" + rq.r.Host + "/" + rq.bucket + "/" + awsURIEncode(rq.key, true)
-		return completeMultipartUploadResult{Xmlns: s3Namespace, Location: loc, Bucket: rq.bucket, Key: rq.key, ETag: `"` + etag + `"`}, nil
+		return completeResult(rq, etag, checksum), nil
 	})
 }
 

@@ -135,8 +135,10 @@ func (g *Gateway) emptyDir(ctx context.Context, p string) (bool, error) {
 
 // uploadBody sets up the verified body of an upload (PUT, UploadPart) or
 // of a request document: it decodes aws-chunked bodies and checks the
-// length, Content-MD5, x-amz-content-sha256 and x-amz-checksum-*.
-func (g *Gateway) uploadBody(rq *request, maxSize int64) (*verifier, error) {
+// length, Content-MD5, x-amz-content-sha256 and, if checksumHeaders,
+// x-amz-checksum-* (CompleteMultipartUpload's describe the object, not
+// the body).
+func (g *Gateway) uploadBody(rq *request, maxSize int64, checksumHeaders bool) (*verifier, error) {
 	r, h := rq.r, rq.r.Header
 	var src io.Reader = r.Body
 	want := r.ContentLength
@@ -191,7 +193,7 @@ func (g *Gateway) uploadBody(rq *request, maxSize int64) (*verifier, error) {
 	}
 	for name, vals := range h {
 		lname := strings.ToLower(name)
-		if !strings.HasPrefix(lname, checksumHeaderPrefix) {
+		if !checksumHeaders || !strings.HasPrefix(lname, checksumHeaderPrefix) {
 			continue
 		}
 		switch lname {
@@ -213,8 +215,9 @@ func (g *Gateway) uploadBody(rq *request, maxSize int64) (*verifier, error) {
 }
 
 // readDocument reads and verifies a whole request document (XML bodies).
-func (g *Gateway) readDocument(rq *request) (io.Reader, error) {
-	v, err := g.uploadBody(rq, maxXMLBody)
+// checksumHeaders: whether x-amz-checksum-* headers are the body's.
+func (g *Gateway) readDocument(rq *request, checksumHeaders bool) (io.Reader, error) {
+	v, err := g.uploadBody(rq, maxXMLBody, checksumHeaders)
 	if err != nil {
 		if ae, ok := err.(*APIError); ok && ae.Code == ErrEntityTooLarge.Code {
 			return nil, apiErr(ErrMaxMessageLengthExceeded, "Your request body is larger than %d bytes", maxXMLBody)
@@ -395,7 +398,7 @@ func (g *Gateway) putObject(rq *request) error {
 	if sc := h.Get("X-Amz-Storage-Class"); sc != "" && sc != "STANDARD" && sc != "REDUCED_REDUNDANCY" && sc != "STANDARD_IA" && sc != "INTELLIGENT_TIERING" {
 		return apiErr(ErrInvalidStorageClass, "The storage class %q is not supported: Sluice has one storage class", sc)
 	}
-	v, err := g.uploadBody(rq, g.opts.MaxPutSize)
+	v, err := g.uploadBody(rq, g.opts.MaxPutSize, true)
 	if err != nil {
 		return err
 	}
@@ -614,7 +617,7 @@ func (g *Gateway) getObjectOnce(rq *request, head bool) error {
 	if strings.EqualFold(rq.r.Header.Get("X-Amz-Checksum-Mode"), "ENABLED") && !partial {
 		for alg, val := range info.meta.Checksum {
 			h.Set(checksumHeaderPrefix+alg, val)
-			h.Set("X-Amz-Checksum-Type", "FULL_OBJECT")
+			h.Set("X-Amz-Checksum-Type", checksumType(val))
 		}
 	}
 	status := http.StatusOK
@@ -851,7 +854,7 @@ func (g *Gateway) replaceMeta(rq *request, src *objInfo, m *objectMeta) error {
 // deleteObjects is DeleteObjects: up to 1000 keys, deleted 16 at a time;
 // results in request order.
 func (g *Gateway) deleteObjects(rq *request) error {
-	body, err := g.readDocument(rq)
+	body, err := g.readDocument(rq, true)
 	if err != nil {
 		return err
 	}

@@ -47,9 +47,10 @@ type objectMeta struct {
 	Headers     map[string]string `json:"headers,omitempty"` // storedHeaders
 	User        map[string]string `json:"user,omitempty"`    // x-amz-meta-NAME (lowercase NAME)
 	Checksum    map[string]string `json:"checksum,omitempty"`
-	Parts       int               `json:"parts,omitempty"` // number of parts of a multipart object
-	ACL         string            `json:"acl,omitempty"`   // canned ACL; "" is private
-	Owner       string            `json:"owner,omitempty"` // access key that wrote the object ("anonymous")
+	Parts       int               `json:"parts,omitempty"`  // number of parts of a multipart object
+	ACL         string            `json:"acl,omitempty"`    // canned ACL; "" is private
+	Owner       string            `json:"owner,omitempty"`  // access key that wrote the object ("anonymous")
+	UploadID    string            `json:"upload,omitempty"` // the multipart upload that made the object
 }
 
 func (m *objectMeta) encode() []byte {

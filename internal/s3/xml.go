@@ -4,6 +4,7 @@ import (
 	"encoding/xml"
 	"errors"
 	"io"
+	"strings"
 	"time"
 )
 
@@ -131,6 +132,45 @@ type completeMultipartUploadResult struct {
 	Bucket   string   `xml:"Bucket"`
 	Key      string   `xml:"Key"`
 	ETag     string   `xml:"ETag"`
+	checksumFields
+	ChecksumType string `xml:"ChecksumType,omitempty"`
+}
+
+// checksumFields are the Checksum<ALG> elements of results and parts.
+type checksumFields struct {
+	ChecksumCRC32     string `xml:"ChecksumCRC32,omitempty"`
+	ChecksumCRC32C    string `xml:"ChecksumCRC32C,omitempty"`
+	ChecksumCRC64NVME string `xml:"ChecksumCRC64NVME,omitempty"`
+	ChecksumSHA1      string `xml:"ChecksumSHA1,omitempty"`
+	ChecksumSHA256    string `xml:"ChecksumSHA256,omitempty"`
+}
+
+// setChecksum sets the element of algorithm alg (as checksumAlgorithms
+// names it).
+func (c *checksumFields) setChecksum(alg, v string) {
+	switch alg {
+	case "crc32":
+		c.ChecksumCRC32 = v
+	case "crc32c":
+		c.ChecksumCRC32C = v
+	case "crc64nvme":
+		c.ChecksumCRC64NVME = v
+	case "sha1":
+		c.ChecksumSHA1 = v
+	case "sha256":
+		c.ChecksumSHA256 = v
+	}
+}
+
+// checksums returns the elements set, by algorithm.
+func (c *checksumFields) checksums() map[string]string {
+	out := map[string]string{}
+	for alg, v := range map[string]string{"crc32": c.ChecksumCRC32, "crc32c": c.ChecksumCRC32C, "crc64nvme": c.ChecksumCRC64NVME, "sha1": c.ChecksumSHA1, "sha256": c.ChecksumSHA256} {
+		if v = strings.TrimSpace(v); v != "" {
+			out[alg] = v
+		}
+	}
+	return out
 }
 
 type listPartsResult struct {
@@ -154,6 +194,7 @@ type partResult struct {
 	LastModified string `xml:"LastModified"`
 	ETag         string `xml:"ETag"`
 	Size         int64  `xml:"Size"`
+	checksumFields
 }
 
 type listMultipartUploadsResult struct {
@@ -212,11 +253,14 @@ type deleteRequest struct {
 
 // completeRequest is the body of CompleteMultipartUpload.
 type completeRequest struct {
-	XMLName xml.Name `xml:"CompleteMultipartUpload"`
-	Parts   []struct {
-		PartNumber int    `xml:"PartNumber"`
-		ETag       string `xml:"ETag"`
-	} `xml:"Part"`
+	XMLName xml.Name       `xml:"CompleteMultipartUpload"`
+	Parts   []completePart `xml:"Part"`
+}
+
+type completePart struct {
+	PartNumber int    `xml:"PartNumber"`
+	ETag       string `xml:"ETag"`
+	checksumFields
 }
 
 // aclPolicyRequest is the body of PutBucketAcl and PutObjectAcl. Grantee's

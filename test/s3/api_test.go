@@ -343,8 +343,14 @@ func TestObjectAPI(t *testing.T) {
 		if !bytes.Equal(got, exp) || resp.Header.Get("Etag") != want || resp.Header.Get("Content-Type") != "text/mp" || resp.Header.Get("X-Amz-Meta-Mp") != "yes" {
 			t.Errorf("assembled object: %d bytes, %v", len(got), resp.Header)
 		}
-		resp, body = complete("1", e1)
-		expectError(t, resp, body, 404, "NoSuchUpload")
+		// A repeated Complete answers as the first one did.
+		resp, body = complete("1", e1, "3", e3)
+		mustStatus(t, resp, body, 200)
+		var again struct{ ETag string }
+		xml.Unmarshal(body, &again)
+		if again.ETag != want {
+			t.Errorf("repeated Complete: %s, want ETag %s", body, want)
+		}
 		// Small parts are refused, as in S3; abort removes everything.
 		resp, body = c.do(t, "POST", "/api/mp/small", url.Values{"uploads": {""}}, nil, nil)
 		xml.Unmarshal(body, &init)
