@@ -3,7 +3,6 @@ package s3
 import (
 	"context"
 	"encoding/base64"
-	"net/url"
 	"sort"
 	"strconv"
 	"strings"
@@ -207,10 +206,10 @@ func (g *Gateway) listObjects(rq *request, version int) error {
 	if version == 2 {
 		res.StartAfter = q.Get("start-after")
 		after = res.StartAfter
-		if q.Has("continuation-token") {
-			tok := q.Get("continuation-token")
+		// An empty token is no token (SDKs send ContinuationToken="").
+		if tok := q.Get("continuation-token"); tok != "" {
 			b, err := base64.RawURLEncoding.DecodeString(tok)
-			if err != nil || tok == "" {
+			if err != nil {
 				return apiErr(ErrInvalidArgument, "The continuation token provided is incorrect")
 			}
 			after, res.ContToken = string(b), tok
@@ -233,11 +232,17 @@ func (g *Gateway) listObjects(rq *request, version int) error {
 	}
 	encode := func(s string) string {
 		if enc == "url" {
-			return strings.ReplaceAll(url.QueryEscape(s), "%2F", "/")
+			return listEncode(s)
 		}
 		return s
 	}
-	res.Prefix = encode(prefix)
+	res.Prefix = prefix
+	if version == 2 {
+		// V1 returns Prefix as given even with encoding-type=url, as S3
+		// does (boto3 asks for url encoding in every V1 listing and
+		// decodes every element but Prefix).
+		res.Prefix = encode(prefix)
+	}
 	res.Delimiter = encode(delim)
 	res.StartAfter = encode(res.StartAfter)
 	if res.Marker != nil {
@@ -268,6 +273,11 @@ func (g *Gateway) listObjects(rq *request, version int) error {
 	}
 	return writeXML(rq, res)
 }
+
+// listEncode is encoding-type=url: every byte but the unreserved ones and
+// '/' as %XY, so a space is %20 and '+' is %2B. Decoders that read '+' as a
+// space and those that do not agree on it.
+func listEncode(s string) string { return awsURIEncode(s, true) }
 
 // describe stats the objects of a page, 16 at a time, in page order.
 // Objects removed since the walk are left out.

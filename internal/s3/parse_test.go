@@ -219,3 +219,21 @@ func TestCredentialsFile(t *testing.T) {
 		t.Fatal("no credentials and no data dir: no error")
 	}
 }
+
+func TestListEncode(t *testing.T) {
+	t.Parallel()
+	tests := map[string]string{
+		"a b":       "a%20b",
+		"pl+us":     "pl%2Bus",
+		"d/e f/":    "d/e%20f/",
+		"per%cent":  "per%25cent",
+		"ü":         "%C3%BC",
+		"a-b_c.d~e": "a-b_c.d~e",
+		"q?x#y&z=w": "q%3Fx%23y%26z%3Dw",
+	}
+	for in, want := range tests {
+		if got := listEncode(in); got != want {
+			t.Errorf("listEncode(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
