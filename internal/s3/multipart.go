@@ -401,7 +401,10 @@ func (g *Gateway) completeMultipartUpload(rq *request) error {
 	if err != nil {
 		return err
 	}
-	noReplace := strings.TrimSpace(h.Get("If-None-Match")) == "*"
+	noReplace, err := g.checkWriteConditions(rq)
+	if err != nil {
+		return err
+	}
 	// The checksums to compute while the parts stream: the upload's
 	// algorithm, the one of an object checksum given now, and those of
 	// the parts' checksums listed.

@@ -405,21 +405,9 @@ func (g *Gateway) putObject(rq *request) error {
 	if isDir {
 		return g.putDirObject(rq, p, v, meta)
 	}
-	noReplace := false
-	if inm := h.Get("If-None-Match"); inm != "" {
-		if strings.TrimSpace(inm) != "*" {
-			return apiErr(ErrNotImplemented, "If-None-Match on PUT supports only '*'")
-		}
-		noReplace = true
-	}
-	if im := h.Get("If-Match"); im != "" {
-		info, _, err := g.statObject(rq, rq.key)
-		if err != nil {
-			return err
-		}
-		if !etagMatches(im, info.etag) {
-			return apiErr(ErrPreconditionFailed, "At least one of the pre-conditions you specified did not hold: If-Match")
-		}
+	noReplace, err := g.checkWriteConditions(rq)
+	if err != nil {
+		return err
 	}
 	tmp, f, err := g.writeTemp(rq.ctx, rq.bucket, v)
 	if err != nil {
@@ -481,6 +469,52 @@ func etagMatches(list, etag string) bool {
 		}
 	}
 	return false
+}
+
+// writePreconditions evaluates If-Match and If-None-Match of a write
+// (PutObject, CompleteMultipartUpload) against the object the key holds
+// (exists false: none). If-None-Match with ETags fails (412) if one
+// matches; "*" fails if the object exists, and noReplace then asks the
+// rename to fail if one appears meanwhile (atomic). If-Match fails with
+// 404 NoSuchKey if there is no object and 412 if no ETag matches.
+func writePreconditions(h http.Header, exists bool, etag string) (noReplace bool, err error) {
+	failed := func(which string) error {
+		return apiErr(ErrPreconditionFailed, "At least one of the pre-conditions you specified did not hold: %s", which)
+	}
+	if inm := h.Get("If-None-Match"); inm != "" {
+		noReplace = strings.TrimSpace(inm) == "*"
+		if exists && etagMatches(inm, etag) {
+			return false, failed("If-None-Match")
+		}
+	}
+	if im := h.Get("If-Match"); im != "" {
+		if !exists {
+			return false, apiErr(ErrNoSuchKey, "The specified key does not exist: If-Match needs an object to match")
+		}
+		if !etagMatches(im, etag) {
+			return false, failed("If-Match")
+		}
+	}
+	return noReplace, nil
+}
+
+// checkWriteConditions is writePreconditions for a request, with the
+// object of its key (stat only if the request has a condition).
+func (g *Gateway) checkWriteConditions(rq *request) (noReplace bool, err error) {
+	h := rq.r.Header
+	if h.Get("If-None-Match") == "" && h.Get("If-Match") == "" {
+		return false, nil
+	}
+	info, _, err := g.statObject(rq, rq.key)
+	exists, etag := err == nil, ""
+	if err != nil {
+		if ae, ok := err.(*APIError); !ok || ae.Code != ErrNoSuchKey.Code {
+			return false, err
+		}
+	} else {
+		etag = info.etag
+	}
+	return writePreconditions(h, exists, etag)
 }
 
 // checkConditions evaluates the conditional headers of a read in the order

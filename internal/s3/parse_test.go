@@ -237,3 +237,42 @@ func TestListEncode(t *testing.T) {
 		}
 	}
 }
+
+func TestWritePreconditions(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		h         map[string]string
+		exists    bool
+		noReplace bool
+		code      string
+	}{
+		{nil, true, false, ""},
+		{map[string]string{"If-None-Match": "*"}, false, true, ""},
+		{map[string]string{"If-None-Match": " * "}, false, true, ""},
+		{map[string]string{"If-None-Match": "*"}, true, false, "PreconditionFailed"},
+		{map[string]string{"If-None-Match": `"abc"`}, true, false, "PreconditionFailed"},
+		{map[string]string{"If-None-Match": `"x", "abc"`}, true, false, "PreconditionFailed"},
+		{map[string]string{"If-None-Match": `"x"`}, true, false, ""},
+		{map[string]string{"If-None-Match": `"abc"`}, false, false, ""},
+		{map[string]string{"If-Match": `"abc"`}, true, false, ""},
+		{map[string]string{"If-Match": `*`}, true, false, ""},
+		{map[string]string{"If-Match": `"x"`}, true, false, "PreconditionFailed"},
+		{map[string]string{"If-Match": `"abc"`}, false, false, "NoSuchKey"},
+		{map[string]string{"If-Match": `"abc"`, "If-None-Match": `"x"`}, true, false, ""},
+		{map[string]string{"If-Match": `"abc"`, "If-None-Match": `"abc"`}, true, false, "PreconditionFailed"},
+	}
+	for _, tc := range tests {
+		h := make(map[string][]string)
+		for k, v := range tc.h {
+			h[k] = []string{v}
+		}
+		etag := ""
+		if tc.exists {
+			etag = "abc"
+		}
+		nr, err := writePreconditions(h, tc.exists, etag)
+		if (tc.code == "" && err != nil) || (tc.code != "" && !isCode(err, tc.code)) || nr != tc.noReplace {
+			t.Errorf("%v exists=%v: %v %v, want %q noReplace=%v", tc.h, tc.exists, nr, err, tc.code, tc.noReplace)
+		}
+	}
+}
