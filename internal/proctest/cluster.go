@@ -236,12 +236,11 @@ var netnsSeq struct {
 }
 
 // NewNetns makes a namespace (root and iproute2 needed: it skips the test
-// otherwise) and removes it when the test ends.
+// otherwise, failing it in CI if iproute2 is missing) and removes it when
+// the test ends.
 func NewNetns(tb testing.TB) *Netns {
 	tb.Helper()
-	if _, err := exec.LookPath("ip"); err != nil {
-		tb.Skip("ip (iproute2) is not installed")
-	}
+	NeedTool(tb, "ip") // iproute2
 	netnsSeq.Lock()
 	netnsSeq.n++
 	n := netnsSeq.n

@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/chromedp/chromedp"
+
+	"github.com/sluice-fs/sluice/internal/proctest"
 )
 
 const chromium = "/usr/bin/chromium"
@@ -21,9 +23,7 @@ const chromium = "/usr/bin/chromium"
 // samples with data, and checks a screenshot: the throughput chart has
 // pixels in its series colours, and every target has a bar.
 func TestDashboardInChromium(t *testing.T) {
-	if _, err := os.Stat(chromium); err != nil {
-		t.Skipf("Chromium is not installed (apt-get install chromium): %v", err)
-	}
+	proctest.NeedTool(t, chromium) // apt-get install chromium
 	s := startServer(t, "", "--http", "127.0.0.1:0")
 	admin, err := s.proc.WaitLine(regexp.MustCompile(`admin on (\S+)`), 10*time.Second)
 	if err != nil {

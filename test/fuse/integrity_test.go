@@ -56,13 +56,7 @@ print(' '.join('%s=%d' % kv for kv in sorted(bad.items())))
 // bytes.
 func TestTruncateAfterOverwrite(t *testing.T) {
 	requireFUSE(t)
-	python := "/usr/bin/python3" // Debian's, which .ci/run installs
-	if _, err := os.Stat(python); err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("%s is missing: %v", python, err)
-		}
-		t.Skipf("%s is missing: %v", python, err)
-	}
+	python := proctest.NeedTool(t, "/usr/bin/python3") // Debian's, which .ci/run installs
 	_, serveMP, _, addr := startServeMount(t)
 	m := startMount(t, addr)
 	c := proctest.Client(t, addr)

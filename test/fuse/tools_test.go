@@ -8,6 +8,8 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+
+	"github.com/sluice-fs/sluice/internal/proctest"
 )
 
 // TestTools runs real programs on the mount and checks their results:
@@ -144,9 +146,7 @@ func TestTools(t *testing.T) {
 
 func need(t *testing.T, tool string) {
 	t.Helper()
-	if _, err := exec.LookPath(tool); err != nil {
-		t.Skipf("%s is not installed", tool)
-	}
+	proctest.NeedTool(t, tool)
 }
 
 // sourceTree makes a small Go module with a mix of files, a symlink, a

@@ -127,7 +127,7 @@ func need(t testing.TB, prog string) string {
 	t.Helper()
 	p, err := exec.LookPath(prog)
 	if err != nil {
-		t.Skipf("%s is not installed (apt-get install awscli python3-boto3 rclone s3cmd): %v", prog, err)
+		proctest.SkipMissing(t, "%s is not installed (apt-get install awscli python3-boto3 rclone s3cmd): %v", prog, err)
 	}
 	return p
 }

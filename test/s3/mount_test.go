@@ -10,6 +10,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/sluice-fs/sluice/internal/proctest"
 )
 
 // TestMountInterop runs `sluice serve --s3 --mount`: an object written
@@ -18,7 +20,7 @@ import (
 func TestMountInterop(t *testing.T) {
 	t.Parallel()
 	if _, err := os.Stat("/dev/fuse"); err != nil {
-		t.Skipf("no FUSE on this machine: %v", err)
+		proctest.SkipMissing(t, "no FUSE on this machine: %v", err)
 	}
 	mp := t.TempDir()
 	dataDir := t.TempDir()
