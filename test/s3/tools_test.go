@@ -17,14 +17,14 @@ import (
 	"testing"
 
 	"github.com/sluice-fs/sluice/client"
+	"github.com/sluice-fs/sluice/internal/proctest"
 )
 
-// awsBin prefers Debian's awscli (v2) over a shim on PATH.
+// awsBin is Debian's awscli v2, which .ci/run installs, by its path: an aws
+// earlier on PATH may be awscli v1 (a pip or pyenv shim), whose options and
+// output the tests do not expect.
 func awsBin(t testing.TB) string {
-	if _, err := os.Stat("/usr/bin/aws"); err == nil {
-		return "/usr/bin/aws"
-	}
-	return need(t, "aws")
+	return proctest.NeedTool(t, "/usr/bin/aws")
 }
 
 func pythonBin(t testing.TB) string {
@@ -33,7 +33,7 @@ func pythonBin(t testing.TB) string {
 		p = need(t, "python3")
 	}
 	if r := runTool(t, os.Environ(), nil, p, "-c", "import boto3"); r.code != 0 {
-		t.Skipf("python3-boto3 is not installed: %s", r.stderr)
+		proctest.SkipMissing(t, "python3-boto3 is not installed: %s", r.stderr)
 	}
 	return p
 }
