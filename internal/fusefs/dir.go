@@ -55,7 +55,7 @@ func (fs *fileSystem) readDir(intr <-chan struct{}, in *fuse.ReadIn, out *fuse.D
 	d := h.dir
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	ctx, cancel := fs.op(intr)
+	ctx, cancel := fs.op(intr, in.Pid)
 	defer cancel()
 
 	pos := in.Offset

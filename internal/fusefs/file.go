@@ -94,7 +94,7 @@ func (fs *fileSystem) unref(of *openFile) {
 	if !last {
 		return
 	}
-	ctx, cancel := fs.op(nil)
+	ctx, cancel := fs.op(nil, 0)
 	defer cancel()
 	// Send the data while the file is still in the table, so that an open
 	// racing with this release shares the File instead of reading around
@@ -200,7 +200,10 @@ func (fs *fileSystem) openRegular(ctx context.Context, a client.InodeAttr, flags
 }
 
 func (fs *fileSystem) Open(intr <-chan struct{}, in *fuse.OpenIn, out *fuse.OpenOut) fuse.Status {
-	ctx, cancel := fs.op(intr)
+	if in.Flags&syscall.O_TRUNC != 0 {
+		intr = nil // a truncating open changes the file
+	}
+	ctx, cancel := fs.op(intr, in.Pid)
 	defer cancel()
 	a, err := fs.c.GetAttrIno(ctx, in.NodeId)
 	if err != nil {
@@ -214,11 +217,11 @@ func (fs *fileSystem) Open(intr <-chan struct{}, in *fuse.OpenIn, out *fuse.Open
 	return fuse.OK
 }
 
-func (fs *fileSystem) Create(intr <-chan struct{}, in *fuse.CreateIn, name string, out *fuse.CreateOut) fuse.Status {
+func (fs *fileSystem) Create(_ <-chan struct{}, in *fuse.CreateIn, name string, out *fuse.CreateOut) fuse.Status {
 	if fs.reserved(in.NodeId, name) {
 		return fuse.EPERM
 	}
-	ctx, cancel := fs.op(intr)
+	ctx, cancel := fs.op(nil, 0)
 	defer cancel()
 	excl := in.Flags&syscall.O_EXCL != 0
 	a, err := fs.c.CreateIno(ctx, in.NodeId, name, syscall.S_IFREG|in.Mode&0o7777, 0, owner(&in.InHeader), excl)
@@ -239,7 +242,7 @@ func (fs *fileSystem) Read(intr <-chan struct{}, in *fuse.ReadIn, buf []byte) (f
 	if of == nil {
 		return nil, fuse.EBADF
 	}
-	ctx, cancel := fs.op(intr)
+	ctx, cancel := fs.op(intr, in.Pid)
 	defer cancel()
 	n, err := of.f.ReadAtParallel(ctx, buf[:min(len(buf), int(in.Size))], int64(in.Offset))
 	if err != nil && !errors.Is(err, io.EOF) {
@@ -248,12 +251,12 @@ func (fs *fileSystem) Read(intr <-chan struct{}, in *fuse.ReadIn, buf []byte) (f
 	return fuse.ReadResultData(buf[:n]), fuse.OK
 }
 
-func (fs *fileSystem) Write(intr <-chan struct{}, in *fuse.WriteIn, data []byte) (uint32, fuse.Status) {
+func (fs *fileSystem) Write(_ <-chan struct{}, in *fuse.WriteIn, data []byte) (uint32, fuse.Status) {
 	of := fs.fileHandle(in.Fh)
 	if of == nil {
 		return 0, fuse.EBADF
 	}
-	ctx, cancel := fs.op(intr)
+	ctx, cancel := fs.op(nil, 0)
 	defer cancel()
 	of.written.Store(true)
 	n, err := of.f.WriteAtContext(ctx, data, int64(in.Offset))
@@ -265,22 +268,22 @@ func (fs *fileSystem) Write(intr <-chan struct{}, in *fuse.WriteIn, data []byte)
 
 // Flush is close(2) of one descriptor: send the buffered data, so that
 // errors reach the closing program and other mounts see the data.
-func (fs *fileSystem) Flush(intr <-chan struct{}, in *fuse.FlushIn) fuse.Status {
+func (fs *fileSystem) Flush(_ <-chan struct{}, in *fuse.FlushIn) fuse.Status {
 	of := fs.fileHandle(in.Fh)
 	if of == nil || !of.written.Load() {
 		return fuse.OK
 	}
-	ctx, cancel := fs.op(intr)
+	ctx, cancel := fs.op(nil, 0)
 	defer cancel()
 	return fs.status(ctx, "flush", of.f.FlushContext(ctx))
 }
 
-func (fs *fileSystem) Fsync(intr <-chan struct{}, in *fuse.FsyncIn) fuse.Status {
+func (fs *fileSystem) Fsync(_ <-chan struct{}, in *fuse.FsyncIn) fuse.Status {
 	of := fs.fileHandle(in.Fh)
 	if of == nil {
 		return fuse.EBADF
 	}
-	ctx, cancel := fs.op(intr)
+	ctx, cancel := fs.op(nil, 0)
 	defer cancel()
 	return fs.status(ctx, "fsync", of.f.SyncContext(ctx))
 }

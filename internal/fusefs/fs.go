@@ -8,6 +8,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"syscall"
+	"time"
 
 	"github.com/hanwen/go-fuse/v2/fuse"
 
@@ -101,12 +102,15 @@ func (fs *fileSystem) Init(srv *fuse.Server) { fs.srv = srv }
 // op returns the context of one operation: the mount's, with the
 // operation deadline.
 //
-// intr is the request's interrupt channel: the kernel interrupts a
-// request when its caller gets a signal (Ctrl-C), and the operation then
-// stops waiting and answers EINTR at once instead of holding the caller
-// until the timeout. Work it handed to the background (a flush of
-// buffered writes) goes on.
-func (fs *fileSystem) op(intr <-chan struct{}) (context.Context, context.CancelFunc) {
+// intr is the request's interrupt channel, for operations that change
+// nothing (lookups, attributes, reads, directory listings): when the
+// kernel interrupts the request and its caller has a signal pending that
+// stops it (Ctrl-C; see interrupt.go), the operation stops waiting and
+// answers EINTR at once instead of holding the caller until the timeout.
+// Operations that change something get nil: stopping one halfway could
+// leave half a change (an unlink of an open file without its orphan
+// entry), so they complete or time out.
+func (fs *fileSystem) op(intr <-chan struct{}, pid uint32) (context.Context, context.CancelFunc) {
 	ctx, stop := context.WithTimeout(fs.ctx, fs.opts.OpTimeout)
 	if intr == nil {
 		return ctx, stop
@@ -116,9 +120,19 @@ func (fs *fileSystem) op(intr <-chan struct{}) (context.Context, context.CancelF
 	go func() {
 		select {
 		case <-intr:
-			interrupt(errInterrupted)
 		case <-done:
+			return
 		}
+		t := time.NewTicker(interruptPoll)
+		defer t.Stop()
+		for !callerStopping(pid) {
+			select {
+			case <-done:
+				return
+			case <-t.C:
+			}
+		}
+		interrupt(errInterrupted)
 	}()
 	return ctx, func() {
 		close(done)
@@ -127,8 +141,6 @@ func (fs *fileSystem) op(intr <-chan struct{}) (context.Context, context.CancelF
 	}
 }
 
-// errInterrupted is the cause of an operation's context when the kernel
-// interrupted it.
 var errInterrupted = errors.New("fuse: operation interrupted")
 
 // status translates err to the errno the caller gets. This is the one
@@ -235,7 +247,7 @@ func (fs *fileSystem) Lookup(intr <-chan struct{}, h *fuse.InHeader, name string
 	if fs.reserved(h.NodeId, name) {
 		return fuse.ENOENT
 	}
-	ctx, cancel := fs.op(intr)
+	ctx, cancel := fs.op(intr, h.Pid)
 	defer cancel()
 	a, err := fs.c.LookupIno(ctx, h.NodeId, name)
 	if err != nil {
@@ -252,7 +264,7 @@ func (fs *fileSystem) Lookup(intr <-chan struct{}, h *fuse.InHeader, name string
 }
 
 func (fs *fileSystem) GetAttr(intr <-chan struct{}, in *fuse.GetAttrIn, out *fuse.AttrOut) fuse.Status {
-	ctx, cancel := fs.op(intr)
+	ctx, cancel := fs.op(intr, in.Pid)
 	defer cancel()
 	pending := fs.pending(in.NodeId)
 	a, err := fs.c.GetAttrIno(ctx, in.NodeId)
@@ -265,8 +277,8 @@ func (fs *fileSystem) GetAttr(intr <-chan struct{}, in *fuse.GetAttrIn, out *fus
 	return fuse.OK
 }
 
-func (fs *fileSystem) SetAttr(intr <-chan struct{}, in *fuse.SetAttrIn, out *fuse.AttrOut) fuse.Status {
-	ctx, cancel := fs.op(intr)
+func (fs *fileSystem) SetAttr(_ <-chan struct{}, in *fuse.SetAttrIn, out *fuse.AttrOut) fuse.Status {
+	ctx, cancel := fs.op(nil, 0)
 	defer cancel()
 	ino := in.NodeId
 	of := fs.ref(ino)
@@ -338,11 +350,11 @@ func (fs *fileSystem) SetAttr(intr <-chan struct{}, in *fuse.SetAttrIn, out *fus
 	return fuse.OK
 }
 
-func (fs *fileSystem) Mknod(intr <-chan struct{}, in *fuse.MknodIn, name string, out *fuse.EntryOut) fuse.Status {
+func (fs *fileSystem) Mknod(_ <-chan struct{}, in *fuse.MknodIn, name string, out *fuse.EntryOut) fuse.Status {
 	if fs.reserved(in.NodeId, name) {
 		return fuse.EPERM
 	}
-	ctx, cancel := fs.op(intr)
+	ctx, cancel := fs.op(nil, 0)
 	defer cancel()
 	a, err := fs.c.CreateIno(ctx, in.NodeId, name, in.Mode, in.Rdev, owner(&in.InHeader), true)
 	if err != nil {
@@ -352,11 +364,11 @@ func (fs *fileSystem) Mknod(intr <-chan struct{}, in *fuse.MknodIn, name string,
 	return fuse.OK
 }
 
-func (fs *fileSystem) Mkdir(intr <-chan struct{}, in *fuse.MkdirIn, name string, out *fuse.EntryOut) fuse.Status {
+func (fs *fileSystem) Mkdir(_ <-chan struct{}, in *fuse.MkdirIn, name string, out *fuse.EntryOut) fuse.Status {
 	if fs.reserved(in.NodeId, name) {
 		return fuse.EPERM
 	}
-	ctx, cancel := fs.op(intr)
+	ctx, cancel := fs.op(nil, 0)
 	defer cancel()
 	a, err := fs.c.MkdirIno(ctx, in.NodeId, name, in.Mode, owner(&in.InHeader))
 	if err != nil {
@@ -366,11 +378,11 @@ func (fs *fileSystem) Mkdir(intr <-chan struct{}, in *fuse.MkdirIn, name string,
 	return fuse.OK
 }
 
-func (fs *fileSystem) Unlink(intr <-chan struct{}, h *fuse.InHeader, name string) fuse.Status {
+func (fs *fileSystem) Unlink(_ <-chan struct{}, h *fuse.InHeader, name string) fuse.Status {
 	if fs.reserved(h.NodeId, name) {
 		return fuse.EPERM
 	}
-	ctx, cancel := fs.op(intr)
+	ctx, cancel := fs.op(nil, 0)
 	defer cancel()
 	if err := fs.pinIfOpen(ctx, h.NodeId, name); err != nil {
 		return fs.status(ctx, "unlink", err)
@@ -378,23 +390,23 @@ func (fs *fileSystem) Unlink(intr <-chan struct{}, h *fuse.InHeader, name string
 	return fs.status(ctx, "unlink", fs.c.UnlinkIno(ctx, h.NodeId, name))
 }
 
-func (fs *fileSystem) Rmdir(intr <-chan struct{}, h *fuse.InHeader, name string) fuse.Status {
+func (fs *fileSystem) Rmdir(_ <-chan struct{}, h *fuse.InHeader, name string) fuse.Status {
 	if fs.reserved(h.NodeId, name) {
 		return fuse.EPERM
 	}
-	ctx, cancel := fs.op(intr)
+	ctx, cancel := fs.op(nil, 0)
 	defer cancel()
 	return fs.status(ctx, "rmdir", fs.c.RmdirIno(ctx, h.NodeId, name))
 }
 
-func (fs *fileSystem) Rename(intr <-chan struct{}, in *fuse.RenameIn, oldName, newName string) fuse.Status {
+func (fs *fileSystem) Rename(_ <-chan struct{}, in *fuse.RenameIn, oldName, newName string) fuse.Status {
 	if fs.reserved(in.NodeId, oldName) || fs.reserved(in.Newdir, newName) {
 		return fuse.EPERM
 	}
 	if in.Flags&^(client.RenameNoReplace|client.RenameExchange) != 0 {
 		return fuse.EINVAL // RENAME_WHITEOUT
 	}
-	ctx, cancel := fs.op(intr)
+	ctx, cancel := fs.op(nil, 0)
 	defer cancel()
 	if in.Flags == 0 {
 		// The target, if it exists, loses a link: keep it alive if open.
@@ -405,11 +417,11 @@ func (fs *fileSystem) Rename(intr <-chan struct{}, in *fuse.RenameIn, oldName, n
 	return fs.status(ctx, "rename", fs.c.RenameIno(ctx, in.NodeId, oldName, in.Newdir, newName, in.Flags))
 }
 
-func (fs *fileSystem) Link(intr <-chan struct{}, in *fuse.LinkIn, name string, out *fuse.EntryOut) fuse.Status {
+func (fs *fileSystem) Link(_ <-chan struct{}, in *fuse.LinkIn, name string, out *fuse.EntryOut) fuse.Status {
 	if fs.reserved(in.NodeId, name) {
 		return fuse.EPERM
 	}
-	ctx, cancel := fs.op(intr)
+	ctx, cancel := fs.op(nil, 0)
 	defer cancel()
 	a, err := fs.c.LinkIno(ctx, in.Oldnodeid, in.NodeId, name)
 	if err != nil {
@@ -419,11 +431,11 @@ func (fs *fileSystem) Link(intr <-chan struct{}, in *fuse.LinkIn, name string, o
 	return fuse.OK
 }
 
-func (fs *fileSystem) Symlink(intr <-chan struct{}, h *fuse.InHeader, target, name string, out *fuse.EntryOut) fuse.Status {
+func (fs *fileSystem) Symlink(_ <-chan struct{}, h *fuse.InHeader, target, name string, out *fuse.EntryOut) fuse.Status {
 	if fs.reserved(h.NodeId, name) {
 		return fuse.EPERM
 	}
-	ctx, cancel := fs.op(intr)
+	ctx, cancel := fs.op(nil, 0)
 	defer cancel()
 	a, err := fs.c.SymlinkIno(ctx, h.NodeId, name, target, owner(h))
 	if err != nil {
@@ -434,7 +446,7 @@ func (fs *fileSystem) Symlink(intr <-chan struct{}, h *fuse.InHeader, target, na
 }
 
 func (fs *fileSystem) Readlink(intr <-chan struct{}, h *fuse.InHeader) ([]byte, fuse.Status) {
-	ctx, cancel := fs.op(intr)
+	ctx, cancel := fs.op(intr, h.Pid)
 	defer cancel()
 	s, err := fs.c.ReadlinkIno(ctx, h.NodeId)
 	if err != nil {
@@ -452,7 +464,7 @@ func (fs *fileSystem) GetXAttr(intr <-chan struct{}, h *fuse.InHeader, name stri
 	if aclXattr(name) {
 		return 0, fuse.ENOATTR
 	}
-	ctx, cancel := fs.op(intr)
+	ctx, cancel := fs.op(intr, h.Pid)
 	defer cancel()
 	v, err := fs.c.GetXattrIno(ctx, h.NodeId, name)
 	if err != nil {
@@ -465,7 +477,7 @@ func (fs *fileSystem) GetXAttr(intr <-chan struct{}, h *fuse.InHeader, name stri
 }
 
 func (fs *fileSystem) ListXAttr(intr <-chan struct{}, h *fuse.InHeader, dest []byte) (uint32, fuse.Status) {
-	ctx, cancel := fs.op(intr)
+	ctx, cancel := fs.op(intr, h.Pid)
 	defer cancel()
 	names, err := fs.c.ListXattrIno(ctx, h.NodeId)
 	if err != nil {
@@ -482,23 +494,23 @@ func (fs *fileSystem) ListXAttr(intr <-chan struct{}, h *fuse.InHeader, dest []b
 	return uint32(copy(dest, b.String())), fuse.OK
 }
 
-func (fs *fileSystem) SetXAttr(intr <-chan struct{}, in *fuse.SetXAttrIn, name string, data []byte) fuse.Status {
+func (fs *fileSystem) SetXAttr(_ <-chan struct{}, in *fuse.SetXAttrIn, name string, data []byte) fuse.Status {
 	if aclXattr(name) {
 		return fuse.Status(syscall.EOPNOTSUPP)
 	}
-	ctx, cancel := fs.op(intr)
+	ctx, cancel := fs.op(nil, 0)
 	defer cancel()
 	return fs.status(ctx, "setxattr", fs.c.SetXattrIno(ctx, in.NodeId, name, data, in.Flags))
 }
 
-func (fs *fileSystem) RemoveXAttr(intr <-chan struct{}, h *fuse.InHeader, name string) fuse.Status {
-	ctx, cancel := fs.op(intr)
+func (fs *fileSystem) RemoveXAttr(_ <-chan struct{}, h *fuse.InHeader, name string) fuse.Status {
+	ctx, cancel := fs.op(nil, 0)
 	defer cancel()
 	return fs.status(ctx, "removexattr", fs.c.RemoveXattrIno(ctx, h.NodeId, name))
 }
 
-func (fs *fileSystem) StatFs(intr <-chan struct{}, _ *fuse.InHeader, out *fuse.StatfsOut) fuse.Status {
-	ctx, cancel := fs.op(intr)
+func (fs *fileSystem) StatFs(intr <-chan struct{}, h *fuse.InHeader, out *fuse.StatfsOut) fuse.Status {
+	ctx, cancel := fs.op(intr, h.Pid)
 	defer cancel()
 	st, err := fs.c.Statfs(ctx)
 	if err != nil {
