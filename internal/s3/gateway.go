@@ -261,6 +261,9 @@ func (g *Gateway) serve(rq *request) error {
 		rq.query[p.k] = append(rq.query[p.k], p.v)
 	}
 	rq.bucket, rq.key = g.address(r)
+	if r.Method == http.MethodOptions {
+		return corsPreflight(r.Header)
+	}
 	if rq.auth, err = g.authenticate(r, pairs); err != nil {
 		return err
 	}

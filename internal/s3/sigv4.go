@@ -455,12 +455,17 @@ func parsePresign(q url.Values) (presignParams, error) {
 	if err != nil {
 		return p, apiErr(ErrAuthQueryMalformed, "X-Amz-Date must be in the ISO8601 Long Format \"yyyyMMdd'T'HHmmss'Z'\"")
 	}
+	// A lifetime out of range denies the request (403), as an expired
+	// one does; only one that is not a number is malformed (400).
 	secs, err := strconv.ParseInt(q.Get("X-Amz-Expires"), 10, 64)
-	if err != nil || secs < 0 {
+	if err != nil {
 		return p, apiErr(ErrAuthQueryMalformed, "X-Amz-Expires should be a number of seconds")
 	}
+	if secs < 0 {
+		return p, apiErr(ErrAccessDenied, "X-Amz-Expires must be non-negative")
+	}
 	if secs > int64(maxPresignExpiry/time.Second) {
-		return p, apiErr(ErrAuthQueryMalformed, "X-Amz-Expires must be less than a week (in seconds) that is 604800")
+		return p, apiErr(ErrAccessDenied, "X-Amz-Expires must be less than a week (in seconds) that is 604800")
 	}
 	p.Expires = time.Duration(secs) * time.Second
 	p.SignedHeaders, err = parseSignedHeaders(q.Get("X-Amz-SignedHeaders"))
@@ -496,7 +501,7 @@ func (g *Gateway) authPresigned(r *http.Request, query []queryPair, q url.Values
 	if p.Date.Sub(now) > g.opts.MaxClockSkew {
 		return nil, apiErr(ErrAccessDenied, "Request is not valid yet")
 	}
-	if now.After(p.Date.Add(p.Expires)) {
+	if !now.Before(p.Date.Add(p.Expires)) {
 		return nil, apiErr(ErrExpiredPresignRequest, "Request has expired")
 	}
 	payload := payloadUnsigned

@@ -152,7 +152,10 @@ func TestSigV4Errors(t *testing.T) {
 		{"presign expired", exampleTime.Add(86401 * time.Second), presign, nil, "AccessDenied"},
 		{"presign not yet valid", exampleTime.Add(-time.Hour), presign, nil, "AccessDenied"},
 		{"presign tampered", exampleTime, strings.Replace(presign, "test.txt", "test.txu", 1), nil, "SignatureDoesNotMatch"},
-		{"presign bad expires", exampleTime, strings.Replace(presign, "86400", "604801", 1), nil, "AuthorizationQueryParametersError"},
+		{"presign expires over a week", exampleTime, strings.Replace(presign, "86400", "604801", 1), nil, "AccessDenied"},
+		{"presign negative expires", exampleTime, strings.Replace(presign, "86400", "-7", 1), nil, "AccessDenied"},
+		{"presign zero expires", exampleTime, strings.Replace(presign, "86400", "0", 1), nil, "AccessDenied"},
+		{"presign expires not a number", exampleTime, strings.Replace(presign, "86400", "1d", 1), nil, "AuthorizationQueryParametersError"},
 		{"presign missing param", exampleTime, strings.Replace(presign, "X-Amz-SignedHeaders=host&", "", 1), nil, "AuthorizationQueryParametersError"},
 	}
 	for _, tc := range tests {
