@@ -123,25 +123,46 @@ func Train(ctx context.Context, fsys FS, cfg TrainingConfig) (*TrainingResult, e
 		res.TrainingTrial = t
 		return res, nil
 	}
-	// Double until utilization drops, then bisect between the last good
-	// and the first bad count.
+	trials, best, err := searchMax(cfg.MaxAccelerators, cfg.MinUtilization, func(n int) (TrainingTrial, error) {
+		return trainOnce(ctx, fsys, dir, cfg, n)
+	})
+	if err != nil {
+		return nil, err
+	}
+	res.Trials, res.MaxAccelerators = trials, best
+	for i, t := range trials { // the best trial, or the first if none was good
+		if i == 0 || t.Accelerators == best {
+			res.TrainingTrial = t
+		}
+	}
+	return res, nil
+}
+
+// searchMax finds the largest number of accelerators, at most maxN, whose
+// trial keeps utilization at minUtil or better: it doubles from 1 until a
+// trial falls short, then bisects between the last good and the first bad
+// count. It returns the trials in the order run and the largest good count
+// (0: not even one). The search is a pure function of the trials' results
+// (it assumes utilization does not grow with the count), so it is tested
+// on made-up ones.
+func searchMax(maxN int, minUtil float64, trial func(n int) (TrainingTrial, error)) (trials []TrainingTrial, best int, err error) {
 	try := func(n int) (bool, error) {
-		t, err := trainOnce(ctx, fsys, dir, cfg, n)
+		t, err := trial(n)
 		if err != nil {
 			return false, err
 		}
-		res.Trials = append(res.Trials, t)
-		ok := t.Utilization >= cfg.MinUtilization
-		if ok && n > res.MaxAccelerators {
-			res.MaxAccelerators, res.TrainingTrial = n, t
+		trials = append(trials, t)
+		ok := t.Utilization >= minUtil
+		if ok && n > best {
+			best = n
 		}
 		return ok, nil
 	}
 	good, bad := 0, 0
-	for n := 1; n <= cfg.MaxAccelerators; n *= 2 {
+	for n := 1; n <= maxN; n *= 2 {
 		ok, err := try(n)
 		if err != nil {
-			return nil, err
+			return nil, 0, err
 		}
 		if !ok {
 			bad = n
@@ -150,13 +171,13 @@ func Train(ctx context.Context, fsys FS, cfg TrainingConfig) (*TrainingResult, e
 		good = n
 	}
 	if bad == 0 {
-		return res, nil // the bound was reached
+		return trials, best, nil // the bound was reached
 	}
 	for bad-good > 1 {
 		mid := (good + bad) / 2
 		ok, err := try(mid)
 		if err != nil {
-			return nil, err
+			return nil, 0, err
 		}
 		if ok {
 			good = mid
@@ -164,10 +185,7 @@ func Train(ctx context.Context, fsys FS, cfg TrainingConfig) (*TrainingResult, e
 			bad = mid
 		}
 	}
-	if res.MaxAccelerators == 0 {
-		res.TrainingTrial = res.Trials[0]
-	}
-	return res, nil
+	return trials, best, nil
 }
 
 func samplePath(dir string, i int) string { return path.Join(dir, fmt.Sprintf("sample.%07d", i)) }
