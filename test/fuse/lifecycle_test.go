@@ -25,8 +25,29 @@ func freePort(t *testing.T) string {
 	return addr
 }
 
-// TestServerUnavailable: operations fail within the configured bound while
-// the server hangs or is gone, and work again once it is back.
+// hangLimit tells an operation that waits for a server to come back from
+// one that fails on its own: far above the op timeouts the tests set, so
+// that a slow machine is not mistaken for a hang.
+const hangLimit = 60 * time.Second
+
+// returnsAlone runs op and reports whether it returned within hangLimit,
+// and its error; if it did not, op is still running (and returns once what
+// it waits for comes back).
+func returnsAlone(op func() error) (returned bool, err error) {
+	done := make(chan error, 1)
+	go func() { done <- op() }()
+	select {
+	case err := <-done:
+		return true, err
+	case <-time.After(hangLimit):
+		return false, nil
+	}
+}
+
+// TestServerUnavailable: operations fail on their own (by the op timeout)
+// while the server hangs or is gone, rather than waiting for it, and work
+// again once it is back. What is checked is the order (the operation
+// returns before the server resumes) and the error, not how fast.
 func TestServerUnavailable(t *testing.T) {
 	requireFUSE(t)
 	data, addr := t.TempDir(), freePort(t)
@@ -34,30 +55,33 @@ func TestServerUnavailable(t *testing.T) {
 	m := startMount(t, s.addr, "--op-timeout", "2s")
 	writeFile(t, m.path("before"), "x")
 
-	// A hung server: the operation times out.
+	// A hung server: the operation times out while the server is still
+	// stopped.
 	must(t, s.cmd.Process.Signal(syscall.SIGSTOP))
 	start := time.Now()
-	_, err := os.Stat(m.path("new-name-1"))
+	returned, err := returnsAlone(func() error { _, err := os.Stat(m.path("new-name-1")); return err })
 	took := time.Since(start)
 	must(t, s.cmd.Process.Signal(syscall.SIGCONT))
+	if !returned {
+		t.Fatalf("stat while the server is stopped did not return in %v: it waits for the server instead of failing by the 2s op timeout", hangLimit)
+	}
 	if err == nil || errnoOf(err) == syscall.ENOENT {
 		t.Errorf("stat while the server is stopped: %v, want a timeout error", err)
 	}
-	if took > 6*time.Second {
-		t.Errorf("stat while the server is stopped took %v, want about the 2s op timeout", took)
-	}
 	t.Logf("hung server: %v after %v", err, took)
 
-	// A dead server: operations fail fast; after a restart they work.
+	// A dead server: operations fail before it is restarted; after a
+	// restart they work.
 	s.kill()
 	start = time.Now()
-	err = os.WriteFile(m.path("new-name-2"), []byte("y"), 0o644)
+	returned, err = returnsAlone(func() error { return os.WriteFile(m.path("new-name-2"), []byte("y"), 0o644) })
+	if !returned {
+		t.Fatalf("create with the server down did not return in %v", hangLimit)
+	}
 	if err == nil {
 		t.Error("create with the server down succeeded")
 	}
-	if took := time.Since(start); took > 6*time.Second {
-		t.Errorf("create with the server down took %v", took)
-	}
+	t.Logf("dead server: %v after %v", err, time.Since(start))
 	startServer(t, data, addr)
 	deadline := time.Now().Add(20 * time.Second)
 	for {
@@ -191,12 +215,18 @@ func TestBackground(t *testing.T) {
 }
 
 // TestTwoMounts: what a second mount of the same file system sees of
-// changes made through the first, and after how long.
+// changes made through the first: at once on open (close-to-open), and
+// once its kernel caches of attributes and names expired (checked after
+// waiting out their timeouts, never against a deadline).
 func TestTwoMounts(t *testing.T) {
 	requireFUSE(t)
 	s := startServer(t, "", "")
+	const cacheTimeout = time.Second
 	a := startMount(t, s.addr)
-	b := startMount(t, s.addr)
+	b := startMount(t, s.addr, "--attr-timeout", cacheTimeout.String(), "--entry-timeout", cacheTimeout.String(),
+		"--negative-timeout", cacheTimeout.String())
+	// expire waits until what b cached before now has expired.
+	expire := func() { time.Sleep(cacheTimeout + 100*time.Millisecond) }
 	writeFile(t, a.path("shared"), "version 1")
 	if got := readFile(t, b.path("shared")); got != "version 1" {
 		t.Errorf("second mount read %q", got)
@@ -206,32 +236,19 @@ func TestTwoMounts(t *testing.T) {
 	if got := readFile(t, b.path("shared")); got != "version 2" {
 		t.Errorf("second mount read %q after a same-size overwrite (close-to-open)", got)
 	}
-	// Growth, and a new name, within the attribute and entry timeouts.
+	// Growth, and a new name, once the attribute and entry timeouts passed.
 	writeFile(t, a.path("shared"), "version 3, longer")
 	writeFile(t, a.path("new"), "n")
-	start := time.Now()
-	for readFileOr(b.path("shared")) != "version 3, longer" || readFileOr(b.path("new")) != "n" {
-		if time.Since(start) > 3*time.Second {
-			t.Fatalf("second mount did not see the changes within 3s: %q %q",
-				readFileOr(b.path("shared")), readFileOr(b.path("new")))
-		}
-		time.Sleep(20 * time.Millisecond)
+	expire()
+	if got, gotNew := readFileOr(b.path("shared")), readFileOr(b.path("new")); got != "version 3, longer" || gotNew != "n" {
+		t.Fatalf("second mount, %v after the changes: shared %q, new %q", cacheTimeout, got, gotNew)
 	}
-	t.Logf("second mount saw growth and a new name after %v", time.Since(start))
-	// A removal is seen within the entry timeout.
+	// A removal, once the entry timeout passed.
 	must(t, os.Remove(a.path("new")))
-	start = time.Now()
-	for {
-		_, err := os.Stat(b.path("new"))
-		if errors.Is(err, os.ErrNotExist) {
-			break
-		}
-		if time.Since(start) > 3*time.Second {
-			t.Fatalf("second mount still sees a removed name after 3s")
-		}
-		time.Sleep(20 * time.Millisecond)
+	expire()
+	if _, err := os.Stat(b.path("new")); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("second mount, %v after the removal: stat %v, want ENOENT", cacheTimeout, err)
 	}
-	t.Logf("second mount saw the removal after %v", time.Since(start))
 	a.stop()
 	b.stop()
 }
