@@ -47,6 +47,9 @@ type File struct {
 
 	mu     sync.Mutex
 	size   int64 // what this client knows of the size
+	// truncs counts this File's truncates: a size learnt from a GetAttr
+	// sent before a truncate must not raise size after it.
+	truncs uint64
 	offset int64 // for Read, Write and Seek
 	closed bool
 
@@ -609,6 +612,7 @@ func (f *File) Truncate(ctx context.Context, size int64) error {
 		return opErr("truncate", f.name, err)
 	}
 	f.size = size
+	f.truncs++
 	return nil
 }
 

@@ -406,7 +406,7 @@ func (f *File) ReadAtParallel(ctx context.Context, p []byte, off int64) (int, er
 			return 0, opErr("read", f.name, err)
 		}
 	}
-	size := f.size
+	size, truncs := f.size, f.truncs
 	f.mu.Unlock()
 	if off+int64(len(p)) > size {
 		// The file may have grown through another client.
@@ -415,7 +415,9 @@ func (f *File) ReadAtParallel(ctx context.Context, p []byte, off int64) (int, er
 			return 0, opErr("read", f.name, err)
 		}
 		f.mu.Lock()
-		f.size = max(f.size, int64(a.Size))
+		if f.truncs == truncs {
+			f.size = max(f.size, int64(a.Size))
+		} // else a truncate ran meanwhile: a may be the size before it
 		size = f.size
 		f.mu.Unlock()
 	}

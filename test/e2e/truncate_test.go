@@ -77,3 +77,55 @@ func firstDiff(a, b []byte) int {
 	}
 	return min(len(a), len(b))
 }
+
+// TestReadRacingTruncate reads near the end of a file through
+// ReadAtParallel (the mount's read path, which does not hold the File's
+// lock while it asks the metadata for the size) while the file is
+// truncated: the File must not learn the size from before the truncate
+// and then report it (the mount gives it to the kernel as the file size
+// while writes are pending). Found by a 1,000,000-operation exerciser run
+// through the mount: a read past the end returned zeros.
+func TestReadRacingTruncate(t *testing.T) {
+	s := startServer(t, "")
+	c := s.client()
+	ctx := context.Background()
+	bad := 0
+	for i := range 150 {
+		f, err := c.Create(ctx, fmt.Sprintf("/race%d", i%5))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := f.WriteAt(bytes.Repeat([]byte{'x'}, 2<<20), 0); err != nil {
+			t.Fatal(err)
+		}
+		if err := f.Sync(); err != nil {
+			t.Fatal(err)
+		}
+		done := make(chan struct{})
+		for range 3 {
+			go func() {
+				defer func() { done <- struct{}{} }()
+				buf := make([]byte, 4096)
+				for k := range 40 {
+					f.ReadAtParallel(ctx, buf, int64(2<<20-100-k)) // past the end: asks for the size
+				}
+			}()
+		}
+		if err := f.Truncate(ctx, 1000); err != nil {
+			t.Fatal(err)
+		}
+		for range 3 {
+			<-done
+		}
+		if n := f.KnownSize(); n != 1000 {
+			bad++
+			if bad == 1 {
+				t.Errorf("round %d: the File knows size %d after a truncate to 1000", i, n)
+			}
+		}
+		f.Close()
+	}
+	if bad > 0 {
+		t.Errorf("%d of 150 rounds kept a size from before the truncate", bad)
+	}
+}
