@@ -45,8 +45,8 @@ type File struct {
 	flag   int
 	ctx    context.Context
 
-	mu     sync.Mutex
-	size   int64 // what this client knows of the size
+	mu   sync.Mutex
+	size int64 // what this client knows of the size
 	// truncs counts this File's truncates: a size learnt from a GetAttr
 	// sent before a truncate must not raise size after it.
 	truncs uint64
