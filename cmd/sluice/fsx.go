@@ -58,6 +58,7 @@ func newFsx(g *globals) *cobra.Command {
 		if verbose {
 			cfg.Log = os.Stdout
 		}
+		cfg.Progress = os.Stderr
 		fmt.Fprintf(os.Stderr, "sluice fsx: seed %d, %d operations on %d files in %s\n", seed, ops, files, args[0])
 		ctx := c.Context()
 		if dir, ok := strings.CutPrefix(args[0], "sluice:"); ok {

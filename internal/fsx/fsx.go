@@ -88,6 +88,10 @@ type Config struct {
 	VerifyEvery int
 	History     int       // operations shown in a failure report (default 40)
 	Log         io.Writer // if set, every operation is written to it
+	// Progress, if set, gets a line of Stats every ProgressEvery
+	// operations (default 10,000).
+	Progress      io.Writer
+	ProgressEvery int
 	// Prefix is put before the file names (f0, f1, ...).
 	Prefix string
 }
@@ -113,6 +117,9 @@ func (c *Config) defaults() {
 	}
 	if c.History <= 0 {
 		c.History = 40
+	}
+	if c.ProgressEvery <= 0 {
+		c.ProgressEvery = 10000
 	}
 }
 
@@ -245,6 +252,9 @@ func Run(ctx context.Context, t Target, cfg Config) (Stats, error) {
 		}
 		r.stats.Ops++
 		r.stats.ByKind[op.Kind]++
+		if cfg.Progress != nil && (n+1)%cfg.ProgressEvery == 0 {
+			fmt.Fprintf(cfg.Progress, "fsx: seed %d: %v\n", cfg.Seed, r.finish())
+		}
 		if cfg.VerifyEvery > 0 && (n+1)%cfg.VerifyEvery == 0 {
 			for i := range r.files {
 				v := Op{N: n, Kind: OpVerify, File: i}
