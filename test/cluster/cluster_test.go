@@ -105,6 +105,34 @@ func (w *workload) run(ctx context.Context, writers int, stop <-chan struct{}, m
 	wg.Wait()
 }
 
+// errors returns the errors the workload met so far.
+func (w *workload) errors() []error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return slices.Clone(w.errs)
+}
+
+// waitWrites waits until the workload acknowledged n files in all. It
+// returns an error when the workload met an error or stopped (done closed)
+// first, or when ctx ends: the wait is bounded by ctx's deadline.
+func (w *workload) waitWrites(ctx context.Context, n int64, done <-chan struct{}) error {
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	for w.writes.Load() < n {
+		if errs := w.errors(); len(errs) > 0 {
+			return fmt.Errorf("the workload failed after %d of %d writes: %v", w.writes.Load(), n, errs)
+		}
+		select {
+		case <-done:
+			return fmt.Errorf("the workload stopped after %d of %d writes: %v", w.writes.Load(), n, w.errors())
+		case <-ctx.Done():
+			return fmt.Errorf("the workload wrote %d of %d files before its deadline: %w", w.writes.Load(), n, ctx.Err())
+		case <-tick.C:
+		}
+	}
+	return nil
+}
+
 func readFile(ctx context.Context, c *client.Client, p string) ([]byte, error) {
 	f, err := c.Open(ctx, p)
 	if err != nil {
@@ -240,9 +268,22 @@ func failNode(t *testing.T, cl *proctest.Cluster, fail, recover func()) {
 	stop := make(chan struct{})
 	done := make(chan struct{})
 	go func() { w.run(ctx, 3, stop, 0); close(done) }()
+	// fatal stops the workload and fails the test with the services' logs.
+	fatal := func(format string, args ...any) {
+		t.Helper()
+		cancel()
+		<-done
+		ictx, icancel := context.WithTimeout(context.Background(), 10*time.Second)
+		info, _ := cl.Info(ictx)
+		icancel()
+		for _, m := range cl.Metas {
+			t.Logf("meta %s:\n%s", m.Addr, m.Proc.Logs())
+		}
+		t.Fatalf(format+"\ncluster: %+v", append(args, info)...)
+	}
 
-	for w.writes.Load() < 10 {
-		time.Sleep(10 * time.Millisecond)
+	if err := w.waitWrites(ctx, 10, done); err != nil {
+		fatal("before the failure: %v", err)
 	}
 	fail()
 	failedAt := time.Now()
@@ -254,18 +295,13 @@ func failNode(t *testing.T, cl *proctest.Cluster, fail, recover func()) {
 			t.Errorf("sluice status during the failure does not say %q:\n%s", want, out)
 		}
 	}
-	before := w.writes.Load()
-	for w.writes.Load() < before+10 {
-		time.Sleep(10 * time.Millisecond)
+	if err := w.waitWrites(ctx, w.writes.Load()+10, done); err != nil {
+		fatal("during the failure: %v", err)
 	}
 	close(stop)
 	<-done
-	if len(w.errs) > 0 {
-		info, _ := cl.Info(ctx)
-		for _, m := range cl.Metas {
-			t.Logf("meta %s:\n%s", m.Addr, m.Proc.Logs())
-		}
-		t.Fatalf("the workload saw errors: %v\ncluster: %+v", w.errs, info)
+	if errs := w.errors(); len(errs) > 0 {
+		fatal("the workload saw errors: %v", errs)
 	}
 	t.Logf("workload: %d files written, %d read back", w.writes.Load(), w.reads.Load())
 	w.verify(t, ctx)
@@ -342,5 +378,39 @@ func TestKillMetaService(t *testing.T) {
 	c2 := proctest.Client(t, cl.MetaAddrs())
 	if _, err := c2.Stat(ctx, "/m/f199"); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestWaitWritesIsBounded: waiting for a workload's writes ends with an
+// error, not a spin, when the workload stopped, failed, or ran out of time.
+func TestWaitWritesIsBounded(t *testing.T) {
+	t.Parallel()
+	stopped := make(chan struct{})
+	close(stopped)
+	running := make(chan struct{})
+	expired, cancel := context.WithTimeout(context.Background(), time.Millisecond)
+	defer cancel()
+	failed := &workload{}
+	failed.fail(fmt.Errorf("write /r2/w0-0001: boom"))
+	for _, tc := range []struct {
+		name string
+		w    *workload
+		ctx  context.Context
+		done chan struct{}
+		want string
+	}{
+		{"stopped", &workload{}, context.Background(), stopped, "stopped after 0 of 10"},
+		{"failed", failed, context.Background(), running, "boom"},
+		{"out of time", &workload{}, expired, running, "deadline"},
+	} {
+		err := tc.w.waitWrites(tc.ctx, 10, tc.done)
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: %v, want an error containing %q", tc.name, err, tc.want)
+		}
+	}
+	w := &workload{}
+	w.writes.Store(10)
+	if err := w.waitWrites(context.Background(), 10, running); err != nil {
+		t.Errorf("10 writes done: %v", err)
 	}
 }
