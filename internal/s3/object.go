@@ -162,16 +162,17 @@ func (g *Gateway) uploadBody(rq *request, maxSize int64, checksumHeaders bool) (
 		cr = newChunkedReader(src, signer, payload == payloadStreamingTrailer)
 		src, want = cr, n
 	default:
-		if want < 0 {
-			return nil, apiErr(ErrMissingContentLength, "You must provide the Content-Length HTTP header.")
-		}
+		// want is -1 for a body sent with Transfer-Encoding: chunked
+		// and no Content-Length: accepted, its length unknown until the
+		// end (maxSize still holds).
 	}
 	if want > maxSize {
 		return nil, apiErr(ErrEntityTooLarge, "Your proposed upload of %d bytes exceeds the maximum allowed size of %d bytes", want, maxSize)
 	}
 	v := &verifier{r: src, want: want, max: maxSize, md5: md5.New()}
-	if cm := h.Get("Content-Md5"); cm != "" {
-		b, err := base64.StdEncoding.DecodeString(cm)
+	if vals, ok := h["Content-Md5"]; ok {
+		// Present but empty is invalid too, as S3 says.
+		b, err := base64.StdEncoding.DecodeString(strings.TrimSpace(vals[0]))
 		if err != nil || len(b) != md5.Size {
 			return nil, apiErr(ErrInvalidDigest, "The Content-MD5 you specified is not valid.")
 		}

@@ -5,9 +5,11 @@ import (
 	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
+	"mime"
 	"net/http"
 	"sort"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/sluice-fs/sluice/client"
 )
@@ -96,7 +98,7 @@ const emptyETag = "d41d8cd98f00b204e9800998ecf8427e"
 func metaFromRequest(h http.Header) (*objectMeta, error) {
 	m := &objectMeta{ContentType: h.Get("Content-Type")}
 	for _, name := range storedHeaders {
-		v := h.Get(name)
+		v := strings.Join(h.Values(name), ", ") // several lines are one list
 		if name == "Content-Encoding" {
 			v = stripAWSChunked(v)
 		}
@@ -114,7 +116,7 @@ func metaFromRequest(h http.Header) (*objectMeta, error) {
 			continue
 		}
 		n := lname[len("x-amz-meta-"):]
-		v := strings.Join(vals, ",")
+		v := metaValueIn(strings.Join(vals, ","))
 		size += len(n) + len(v)
 		if m.User == nil {
 			m.User = make(map[string]string)
@@ -128,19 +130,42 @@ func metaFromRequest(h http.Header) (*objectMeta, error) {
 }
 
 // stripAWSChunked removes aws-chunked from a Content-Encoding list: it is
-// how the body was sent, not how the object is encoded.
+// how the body was sent, not how the object is encoded. The other
+// elements keep their spelling and the spaces between them.
 func stripAWSChunked(v string) string {
-	if v == "" {
-		return ""
-	}
 	var keep []string
 	for e := range strings.SplitSeq(v, ",") {
-		e = strings.TrimSpace(e)
-		if e != "" && !strings.EqualFold(e, "aws-chunked") {
+		if t := strings.TrimSpace(e); t != "" && !strings.EqualFold(t, "aws-chunked") {
 			keep = append(keep, e)
 		}
 	}
-	return strings.Join(keep, ",")
+	return strings.TrimSpace(strings.Join(keep, ","))
+}
+
+// metaValueIn is how a user metadata value is stored: as UTF-8. Header
+// bytes that are not UTF-8 are read as ISO-8859-1, HTTP's historical
+// charset (what Python's http.client sends), rather than garbled.
+func metaValueIn(v string) string {
+	if utf8.ValidString(v) {
+		return v
+	}
+	r := make([]rune, len(v))
+	for i := 0; i < len(v); i++ {
+		r[i] = rune(v[i])
+	}
+	return string(r)
+}
+
+// metaValueOut is how a stored user metadata value is returned: as it is
+// if ASCII, else RFC 2047 encoded (=?UTF-8?B?...?=), as S3 returns
+// non-ASCII metadata.
+func metaValueOut(v string) string {
+	for i := 0; i < len(v); i++ {
+		if v[i] >= utf8.RuneSelf {
+			return mime.BEncoding.Encode("UTF-8", v)
+		}
+	}
+	return v
 }
 
 // setHeaders writes the stored metadata to a GET or HEAD response.
@@ -159,7 +184,7 @@ func (m *objectMeta) setHeaders(h http.Header) {
 	}
 	sort.Strings(names)
 	for _, n := range names {
-		h["X-Amz-Meta-"+n] = []string{m.User[n]}
+		h["X-Amz-Meta-"+n] = []string{metaValueOut(m.User[n])}
 	}
 }
 

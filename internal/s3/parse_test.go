@@ -1,6 +1,7 @@
 package s3
 
 import (
+	"mime"
 	"strings"
 	"testing"
 )
@@ -274,5 +275,61 @@ func TestWritePreconditions(t *testing.T) {
 		if (tc.code == "" && err != nil) || (tc.code != "" && !isCode(err, tc.code)) || nr != tc.noReplace {
 			t.Errorf("%v exists=%v: %v %v, want %q noReplace=%v", tc.h, tc.exists, nr, err, tc.code, tc.noReplace)
 		}
+	}
+}
+
+func TestParseDateHeader(t *testing.T) {
+	t.Parallel()
+	want := exampleTime
+	for _, d := range []string{"Fri, 24 May 2013 00:00:00 GMT", "Fri, 24 May 2013 00:00:00 -0000", "Fri, 24 May 2013 02:00:00 +0200",
+		"Friday, 24-May-13 00:00:00 GMT", "Fri May 24 00:00:00 2013", "20130524T000000Z", " Fri, 24 May 2013 00:00:00 GMT "} {
+		if got, err := parseDateHeader(d); err != nil || !got.Equal(want) {
+			t.Errorf("parseDateHeader(%q) = %v, %v", d, got, err)
+		}
+	}
+	for _, d := range []string{"", "yesterday", "2013-05-24"} {
+		if _, err := parseDateHeader(d); err == nil {
+			t.Errorf("parseDateHeader(%q): no error", d)
+		}
+	}
+}
+
+func TestHeaderValues(t *testing.T) {
+	t.Parallel()
+	for in, want := range map[string]string{
+		"":                          "",
+		"gzip":                      "gzip",
+		"gzip, br":                  "gzip, br",
+		"aws-chunked":               "",
+		"aws-chunked, gzip":         "gzip",
+		"gzip, aws-chunked, br":     "gzip, br",
+		"gzip,AWS-CHUNKED":          "gzip",
+		"br,  gzip":                 "br,  gzip",
+		" aws-chunked ,  identity ": "identity",
+	} {
+		if got := stripAWSChunked(in); got != want {
+			t.Errorf("stripAWSChunked(%q) = %q, want %q", in, got, want)
+		}
+	}
+	for in, want := range map[string]string{
+		"plain":         "plain",
+		"wüh":           "wüh",
+		"caf\xe9":       "café", // ISO-8859-1
+		"=?UTF-8?B??=":  "=?UTF-8?B??=",
+		"\xff\xfe text": "ÿþ text",
+	} {
+		if got := metaValueIn(in); got != want {
+			t.Errorf("metaValueIn(%q) = %q, want %q", in, got, want)
+		}
+	}
+	if got := metaValueOut("ascii only =?x?="); got != "ascii only =?x?=" {
+		t.Errorf("ASCII value changed: %q", got)
+	}
+	out := metaValueOut("wüh 日本")
+	if !strings.HasPrefix(out, "=?UTF-8?b?") {
+		t.Fatalf("metaValueOut: %q", out)
+	}
+	if back, err := new(mime.WordDecoder).DecodeHeader(out); err != nil || back != "wüh 日本" {
+		t.Errorf("decoded %q, %v", back, err)
 	}
 }

@@ -386,7 +386,7 @@ func (g *Gateway) authHeaderRequest(r *http.Request, query []queryPair, h string
 			return nil, apiErr(ErrAccessDenied, "AWS authentication requires a valid Date or x-amz-date header")
 		}
 	} else if d := r.Header.Get("Date"); d != "" {
-		t, err = http.ParseTime(d)
+		t, err = parseDateHeader(d)
 		if err != nil {
 			return nil, apiErr(ErrAccessDenied, "AWS authentication requires a valid Date or x-amz-date header")
 		}
@@ -422,6 +422,25 @@ func (g *Gateway) authHeaderRequest(r *http.Request, query []queryPair, h string
 		return nil, ErrSignatureDoesNotMatch
 	}
 	return &authInfo{AccessKey: a.Cred.AccessKey, PayloadHash: payload, cred: a.Cred, amzDate: amzDate, key: key, signature: a.Signature}, nil
+}
+
+// dateFormats are the forms of a Date header that sign a request: HTTP's
+// (RFC 1123 with GMT, RFC 850, asctime), RFC 1123 with a numeric zone
+// (Python's email.utils.formatdate, which botocore uses when it signs with
+// Date, writes "-0000") and ISO 8601 basic.
+var dateFormats = []string{http.TimeFormat, time.RFC1123Z, time.RFC1123, time.RFC850, time.ANSIC, timeFormat}
+
+// parseDateHeader parses a Date header in any of dateFormats.
+func parseDateHeader(d string) (time.Time, error) {
+	d = strings.TrimSpace(d)
+	var err error
+	for _, f := range dateFormats {
+		var t time.Time
+		if t, err = time.Parse(f, d); err == nil {
+			return t.UTC(), nil
+		}
+	}
+	return time.Time{}, err
 }
 
 // presignParams are the X-Amz-* query parameters of a presigned URL.
