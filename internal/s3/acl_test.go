@@ -177,3 +177,23 @@ func TestACLFromPolicy(t *testing.T) {
 		t.Errorf("boto3 document: %q %v", a, err)
 	}
 }
+
+func TestBucketExistsError(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		isDir            bool
+		owner, requester string
+		code             string
+	}{
+		{true, "AK1", "AK1", "BucketAlreadyOwnedByYou"},
+		{true, "", "AK1", "BucketAlreadyOwnedByYou"}, // no recorded owner
+		{true, "AK1", "AK2", "BucketAlreadyExists"},
+		{true, "AK1", anonymousOwner, "BucketAlreadyExists"},
+		{false, "", "AK1", "BucketAlreadyExists"}, // a file of that name
+	}
+	for _, tc := range tests {
+		if err := bucketExistsError(tc.isDir, tc.owner, tc.requester); !isCode(err, tc.code) || err.(*APIError).Status != 409 {
+			t.Errorf("%+v: %v, want 409 %s", tc, err, tc.code)
+		}
+	}
+}

@@ -57,13 +57,12 @@ func (g *Gateway) createBucket(rq *request) error {
 	err = g.c.Mkdir(rq.ctx, rq.bucketPath(), 0o755)
 	if errs.CodeOf(err) == errs.Exists {
 		fi, serr := g.c.Stat(rq.ctx, rq.bucketPath())
-		if serr != nil || !fi.IsDir() {
-			return apiErr(ErrBucketAlreadyExists, "The requested bucket name is not available: a file of that name is in the root directory")
+		isDir := serr == nil && fi.IsDir()
+		own := ""
+		if isDir {
+			own = g.bucketOwner(rq.ctx, rq.bucket)
 		}
-		if own := g.bucketOwner(rq.ctx, rq.bucket); own != "" && own != rq.owner().ID {
-			return apiErr(ErrBucketAlreadyExists, "The requested bucket name is not available: the bucket is owned by another access key")
-		}
-		return apiErr(ErrBucketAlreadyOwnedByYou, "Your previous request to create the named bucket succeeded and you already own it.")
+		return bucketExistsError(isDir, own, rq.owner().ID)
 	}
 	if err != nil {
 		return fsErr(err, ErrInternal, "bucket "+rq.bucket)
@@ -77,6 +76,20 @@ func (g *Gateway) createBucket(rq *request) error {
 	rq.w.Header().Set("Location", "/"+rq.bucket)
 	rq.w.WriteHeader(http.StatusOK)
 	return nil
+}
+
+// bucketExistsError is the answer to creating a bucket whose name is
+// taken: by a directory owned by owner ("" when none is recorded: made
+// through POSIX, or before owners were recorded, and counted as the
+// requester's) or, if !isDir, by a file.
+func bucketExistsError(isDir bool, owner, requester string) error {
+	switch {
+	case !isDir:
+		return apiErr(ErrBucketAlreadyExists, "The requested bucket name is not available: a file of that name is in the root directory")
+	case owner != "" && owner != requester:
+		return apiErr(ErrBucketAlreadyExists, "The requested bucket name is not available: the bucket is owned by another access key")
+	}
+	return apiErr(ErrBucketAlreadyOwnedByYou, "Your previous request to create the named bucket succeeded and you already own it.")
 }
 
 func (g *Gateway) headBucket(rq *request) error {
