@@ -14,7 +14,8 @@
 //     checksums) and only then rename it over the key. A failed or
 //     aborted upload removes its temporary file.
 //   - The working directory .sluice-s3 never shows in listings and no
-//     key can address it.
+//     key can address it. Temporary files a dead gateway left there are
+//     collected by Run (temps.go), never those of uploads in flight.
 //   - A key maps to exactly one path inside its bucket: keys with empty,
 //     "." or ".." components, NUL or invalid UTF-8 are refused, so no key
 //     can name a path outside its bucket.

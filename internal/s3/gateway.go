@@ -52,6 +52,13 @@ type Options struct {
 	MaxHeaderBytes int
 	// Now is the clock (default time.Now).
 	Now func() time.Time
+	// TempGrace is how long a temporary file of an upload must have gone
+	// unwritten before the gateway removes it when it cannot tell
+	// whether its maker still runs (default 24 hours; temps.go).
+	TempGrace time.Duration
+	// TempSweepEvery is how often Run collects abandoned temporary files
+	// (default 10 minutes; also once when it starts).
+	TempSweepEvery time.Duration
 }
 
 // Validate checks the options and fills in defaults.
@@ -88,6 +95,12 @@ func (o *Options) Validate() error {
 	if o.Now == nil {
 		o.Now = time.Now
 	}
+	if o.TempGrace <= 0 {
+		o.TempGrace = 24 * time.Hour
+	}
+	if o.TempSweepEvery <= 0 {
+		o.TempSweepEvery = 10 * time.Minute
+	}
 	for i, d := range o.Domains {
 		o.Domains[i] = strings.ToLower(strings.TrimPrefix(d, "."))
 	}
@@ -97,9 +110,10 @@ func (o *Options) Validate() error {
 // Gateway is the S3 API over a Sluice file system, an http.Handler. It is
 // safe for concurrent use.
 type Gateway struct {
-	opts Options
-	c    *client.Client
-	log  *slog.Logger
+	opts  Options
+	c     *client.Client
+	log   *slog.Logger
+	temps *temps // the temporary files in use
 
 	mu  sync.Mutex
 	srv *http.Server // set by Serve
@@ -110,7 +124,7 @@ func New(opts Options) (*Gateway, error) {
 	if err := opts.Validate(); err != nil {
 		return nil, err
 	}
-	return &Gateway{opts: opts, c: opts.Client, log: opts.Logger}, nil
+	return &Gateway{opts: opts, c: opts.Client, log: opts.Logger, temps: newTemps()}, nil
 }
 
 func (g *Gateway) now() time.Time { return g.opts.Now() }
@@ -152,8 +166,15 @@ func (g *Gateway) Shutdown(ctx context.Context) error {
 }
 
 // Run serves on ln until ctx is done, then shuts down, giving requests in
-// flight up to 10 seconds. TLS is used if certFile is set.
+// flight up to 10 seconds. TLS is used if certFile is set. Meanwhile it
+// collects the abandoned temporary files of interrupted uploads (temps.go),
+// once at the start and every TempSweepEvery.
 func (g *Gateway) Run(ctx context.Context, ln net.Listener, certFile, keyFile string) error {
+	cctx, stopCollector := context.WithCancel(ctx)
+	var collector sync.WaitGroup
+	collector.Go(func() { g.collectTempsLoop(cctx) })
+	defer collector.Wait()
+	defer stopCollector()
 	errc := make(chan error, 1)
 	go func() {
 		if certFile != "" {

@@ -248,19 +248,15 @@ func bodyErr(err error) error {
 	return wrapErr(ErrRequestTimeout, err, "Reading the request body failed: %v", err)
 }
 
-// tempPath returns a new name in the bucket's temporary directory.
-func tempPath(bucket string) string {
-	return "/" + bucket + "/" + hiddenDir + "/tmp/" + randomHex(12)
-}
-
 // createTemp creates a temporary file in the bucket for an upload.
 func (g *Gateway) createTemp(ctx context.Context, bucket string) (string, *client.File, error) {
 	for attempt := 0; ; attempt++ {
-		p := tempPath(bucket)
+		p := g.temps.path(bucket)
 		f, err := g.c.OpenFile(ctx, p, client.O_WRONLY|client.O_CREATE|client.O_EXCL, 0o644)
 		if err == nil {
 			return p, f, nil
 		}
+		g.temps.done(p)
 		if errs.CodeOf(err) != errs.NotFound || attempt > 0 {
 			return "", nil, fsErr(err, ErrNoSuchBucket, "a temporary file")
 		}
@@ -315,6 +311,7 @@ func (g *Gateway) removeQuietly(ctx context.Context, p string) {
 	if err := g.c.Remove(context.WithoutCancel(ctx), p); err != nil && !isNotExist(err) {
 		g.log.Warn("s3: cannot remove a temporary file", "path", p, "err", err)
 	}
+	g.temps.done(p) // if the remove failed, the collector will retry it
 }
 
 // commit records meta on the finished temporary file and renames it to
@@ -343,6 +340,7 @@ func (g *Gateway) commitTo(ctx context.Context, tmp string, f *client.File, dst 
 	if err := g.renameInto(ctx, tmp, dst, noReplace, mkParents); err != nil {
 		return fail(err)
 	}
+	g.temps.done(tmp)
 	return a, nil
 }
 
