@@ -173,7 +173,11 @@ func (s *Service) resync(ctx context.Context, c placement.Chain, src, dst placem
 	if m == nil {
 		return errors.New("no metadata service to report to")
 	}
-	return m.SyncDone(ctx, &wire.SyncDoneReq{Chain: c.ID, Version: c.Version, Target: dst})
+	// Bounded, like every call of the resync: a report stuck on a dead
+	// connection is retried instead of holding the replica in syncing.
+	sctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	return m.SyncDone(sctx, &wire.SyncDoneReq{Chain: c.ID, Version: c.Version, Target: dst})
 }
 
 // copyChunk replaces chunk id on dst with the tail's copy, holding the
