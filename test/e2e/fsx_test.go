@@ -2,11 +2,11 @@ package e2e
 
 import (
 	"context"
-	"fmt"
 	"testing"
 
 	"github.com/sluice-fs/sluice/client"
 	"github.com/sluice-fs/sluice/internal/fsx"
+	"github.com/sluice-fs/sluice/internal/fsx/fsxtest"
 )
 
 // fsxLayouts are the layouts the exerciser runs on: one target, four
@@ -19,28 +19,9 @@ var fsxLayouts = []client.Layout{{StripeCount: 1}, {StripeCount: 4, StripeSize: 
 // SLUICE_FSX_SEED, SLUICE_FSX_OPS and SLUICE_FSX_LONG=1 replay a seed or
 // run longer (see package fsx).
 func TestFsxClient(t *testing.T) {
-	plan, err := fsx.PlanFromEnv(1500, 1, 12)
-	if err != nil {
-		t.Fatal(err)
-	}
 	s := startServer(t, "")
 	c := s.client()
-	ctx := context.Background()
-	for li, lay := range fsxLayouts {
-		dir := fmt.Sprintf("/fsx-%d", li)
-		if err := c.Mkdir(ctx, dir, 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := c.SetLayout(ctx, dir, lay); err != nil {
-			t.Fatal(err)
-		}
-		for _, seed := range plan.Seeds {
-			cfg := fsx.Config{Seed: seed, Ops: plan.Ops, MaxSize: 8 << 20, MaxIO: 4 << 20, Boundaries: []int64{4 << 10, 64 << 10, 1 << 20, max(lay.StripeSize, 64<<10)}}
-			st, err := fsx.Run(ctx, &fsx.Client{C: c, Dir: dir, Ctx: ctx}, cfg)
-			if err != nil {
-				t.Fatalf("layout %+v: %v", lay, err)
-			}
-			t.Logf("layout stripe count %d size %d, seed %d: %v", lay.StripeCount, lay.StripeSize, seed, st)
-		}
-	}
+	fsxtest.Run(t, c, fsxLayouts, 1500, []uint64{1, 12}, func(dir string) fsx.Target {
+		return &fsx.Client{C: c, Dir: dir, Ctx: context.Background()}
+	})
 }

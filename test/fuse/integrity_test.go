@@ -2,8 +2,6 @@ package fuse
 
 import (
 	"context"
-	"fmt"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -11,6 +9,7 @@ import (
 
 	"github.com/sluice-fs/sluice/client"
 	"github.com/sluice-fs/sluice/internal/fsx"
+	"github.com/sluice-fs/sluice/internal/fsx/fsxtest"
 	"github.com/sluice-fs/sluice/internal/proctest"
 )
 
@@ -90,31 +89,10 @@ func TestTruncateAfterOverwrite(t *testing.T) {
 // run longer (see package fsx).
 func TestFsxMount(t *testing.T) {
 	requireFUSE(t)
-	plan, err := fsx.PlanFromEnv(1500, 3, 14)
-	if err != nil {
-		t.Fatal(err)
-	}
 	_, mp, _, addr := startServeMount(t)
 	c := proctest.Client(t, addr)
-	ctx := context.Background()
-	for li, lay := range []client.Layout{{StripeCount: 1}, {StripeCount: 4, StripeSize: 64 << 10}} {
-		dir := fmt.Sprintf("/fsx-%d", li)
-		if err := c.Mkdir(ctx, dir, 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := c.SetLayout(ctx, dir, lay); err != nil {
-			t.Fatal(err)
-		}
-		for _, seed := range plan.Seeds {
-			cfg := fsx.Config{Seed: seed, Ops: plan.Ops, MaxSize: 8 << 20, MaxIO: 4 << 20, Boundaries: []int64{4 << 10, 64 << 10, 1 << 20}}
-			st, err := fsx.Run(ctx, fsx.Dir(filepath.Join(mp, dir)), cfg)
-			if err != nil {
-				t.Fatalf("layout %+v: %v", lay, err)
-			}
-			t.Logf("layout stripe count %d size %d, seed %d: %v", lay.StripeCount, lay.StripeSize, seed, st)
-		}
-	}
-	if _, err := os.Stat(mp); err != nil {
-		t.Fatal(err)
-	}
+	layouts := []client.Layout{{StripeCount: 1}, {StripeCount: 4, StripeSize: 64 << 10}}
+	fsxtest.Run(t, c, layouts, 1500, []uint64{3, 14}, func(dir string) fsx.Target {
+		return fsx.Dir(filepath.Join(mp, dir))
+	})
 }

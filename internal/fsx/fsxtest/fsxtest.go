@@ -1,0 +1,44 @@
+// Package fsxtest runs the data-integrity exerciser (package fsx) from
+// tests, on several layouts of a Sluice file system.
+package fsxtest
+
+import (
+	"context"
+	"fmt"
+	"testing"
+
+	"github.com/sluice-fs/sluice/client"
+	"github.com/sluice-fs/sluice/internal/fsx"
+)
+
+// Run makes a directory /fsx-N for each layout through c, sets its layout,
+// and runs the exerciser on the target that target returns for it (the
+// directory's Sluice path) with each seed of the plan taken from the
+// environment (fsx.PlanFromEnv with ops and the fixed seeds). Every run
+// is logged with its seed; the first failure ends the test.
+func Run(t testing.TB, c *client.Client, layouts []client.Layout, ops int, fixed []uint64, target func(dir string) fsx.Target) {
+	t.Helper()
+	plan, err := fsx.PlanFromEnv(ops, fixed...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	for li, lay := range layouts {
+		dir := fmt.Sprintf("/fsx-%d", li)
+		if err := c.Mkdir(ctx, dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := c.SetLayout(ctx, dir, lay); err != nil {
+			t.Fatal(err)
+		}
+		for _, seed := range plan.Seeds {
+			cfg := fsx.Config{Seed: seed, Ops: plan.Ops, MaxSize: 8 << 20, MaxIO: 4 << 20,
+				Boundaries: []int64{4 << 10, 64 << 10, 1 << 20, max(lay.StripeSize, 64<<10)}}
+			st, err := fsx.Run(ctx, target(dir), cfg)
+			if err != nil {
+				t.Fatalf("layout %+v: %v", lay, err)
+			}
+			t.Logf("layout stripe count %d size %d replicas %d, seed %d: %v", lay.StripeCount, lay.StripeSize, max(lay.Replicas, 1), seed, st)
+		}
+	}
+}
