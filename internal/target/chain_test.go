@@ -48,6 +48,37 @@ func (m *fakeMeta) publish(c placement.Chain, envs []*env) {
 	}
 }
 
+// startChain runs n targets (IDs 1..n), each with its own service, and a
+// chain over all of them in that order, published to every service; it
+// returns a connection to each.
+func startChain(t *testing.T, n int) ([]*env, *fakeMeta, placement.Chain, []*wire.Conn) {
+	t.Helper()
+	m := &fakeMeta{}
+	c := placement.Chain{ID: placement.FirstReplicatedChain, Version: 1}
+	var envs []*env
+	for i := range n {
+		id := placement.TargetID(i + 1)
+		e := startEnv(t, id)
+		envs = append(envs, e)
+		m.info.Targets = append(m.info.Targets, wire.TargetAddr{ID: id, Addr: e.addr, Healthy: true})
+		c.Replicas = append(c.Replicas, placement.Replica{Target: id, State: placement.Serving})
+	}
+	for _, e := range envs {
+		e.svc.SetMeta(m, 0)
+	}
+	m.publish(c, envs)
+	conns := make([]*wire.Conn, n)
+	for i, e := range envs {
+		cn, err := wire.Dial(context.Background(), e.addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { cn.Close() })
+		conns[i] = cn
+	}
+	return envs, m, c, conns
+}
+
 // TestChainReplication runs three targets with a chain over them: writes go
 // to the head and reach every replica; stale versions are refused; a
 // replica taken out misses writes, and the tail's resync makes it identical
@@ -55,26 +86,7 @@ func (m *fakeMeta) publish(c placement.Chain, envs []*env) {
 func TestChainReplication(t *testing.T) {
 	ctx := context.Background()
 	checkGoroutines(t)
-	envs := []*env{startEnv(t, 1), startEnv(t, 2), startEnv(t, 3)}
-	m := &fakeMeta{}
-	for i, e := range envs {
-		m.info.Targets = append(m.info.Targets, wire.TargetAddr{ID: placement.TargetID(i + 1), Addr: e.addr, Healthy: true})
-	}
-	for _, e := range envs {
-		e.svc.SetMeta(m, 0)
-	}
-	c := placement.Chain{ID: placement.FirstReplicatedChain, Version: 1, Replicas: []placement.Replica{{Target: 1, State: placement.Serving}, {Target: 2, State: placement.Serving}, {Target: 3, State: placement.Serving}}}
-	m.publish(c, envs)
-
-	conns := make([]*wire.Conn, len(envs))
-	for i, e := range envs {
-		cn, err := wire.Dial(ctx, e.addr)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer cn.Close()
-		conns[i] = cn
-	}
+	envs, m, c, conns := startChain(t, 3)
 	ref := func() wire.ChainRef { return wire.ChainRef{Chain: c.ID, ChainVer: c.Version} }
 	write := func(to int, ino uint64, off int, data []byte) error {
 		req := &wire.ChunkWriteReq{ChunkRef: wire.ChunkRef{Target: placement.TargetID(to + 1), ChainRef: ref(), Ino: ino}, Off: uint64(off)}

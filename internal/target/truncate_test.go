@@ -15,23 +15,7 @@ import (
 // then hold A for [0, 20000) and B for [20000, 50000), and nothing past.
 func TestOverwriteThenTruncateOnChain(t *testing.T) {
 	ctx := context.Background()
-	envs := []*env{startEnv(t, 1), startEnv(t, 2)}
-	m := &fakeMeta{}
-	for i, e := range envs {
-		m.info.Targets = append(m.info.Targets, wire.TargetAddr{ID: placement.TargetID(i + 1), Addr: e.addr, Healthy: true})
-		e.svc.SetMeta(m, 0)
-	}
-	c := placement.Chain{ID: placement.FirstReplicatedChain, Version: 1, Replicas: []placement.Replica{{Target: 1, State: placement.Serving}, {Target: 2, State: placement.Serving}}}
-	m.publish(c, envs)
-	conns := make([]*wire.Conn, len(envs))
-	for i, e := range envs {
-		cn, err := wire.Dial(ctx, e.addr)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer cn.Close()
-		conns[i] = cn
-	}
+	envs, _, c, conns := startChain(t, 2)
 	ref := func(to int, ino uint64) wire.ChunkRef {
 		return wire.ChunkRef{Target: placement.TargetID(to + 1), ChainRef: wire.ChainRef{Chain: c.ID, ChainVer: c.Version}, Ino: ino}
 	}
