@@ -190,7 +190,17 @@ func (c *Cluster) WaitHealthy(tb testing.TB, timeout time.Duration) {
 		}
 		return true
 	}); err != nil {
+		c.logTails(tb)
 		tb.Fatalf("cluster not healthy within %v: %v", timeout, err)
+	}
+}
+
+// logTails logs the last lines of every process's output, for a failure.
+func (c *Cluster) logTails(tb testing.TB) {
+	tb.Helper()
+	for _, m := range append(append([]*Member(nil), c.Metas...), c.Nodes...) {
+		lines := strings.Split(strings.TrimSpace(m.Proc.Logs()), "\n")
+		tb.Logf("%s %s, last lines:\n%s", m.Name, m.Addr, strings.Join(lines[max(0, len(lines)-40):], "\n"))
 	}
 }
 
@@ -218,6 +228,7 @@ func (c *Cluster) waitFor(timeout time.Duration, ok func(*wire.ClusterInfo) bool
 func (c *Cluster) WaitFor(tb testing.TB, timeout time.Duration, what string, ok func(*wire.ClusterInfo) bool) {
 	tb.Helper()
 	if err := c.waitFor(timeout, ok); err != nil {
+		c.logTails(tb)
 		tb.Fatalf("%s: not within %v: %v", what, timeout, err)
 	}
 }
