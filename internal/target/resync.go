@@ -76,11 +76,15 @@ func (s *Service) runResync(ctx context.Context, c placement.Chain, dst placemen
 		if ctx.Err() != nil {
 			return
 		}
+		// A chain change refused by the syncing replica usually means it
+		// has not yet heard of this version (the table reaches nodes with
+		// their heartbeats): retry. If the table has really moved on,
+		// startResyncs cancels ctx and the loop ends above.
 		if errs.CodeOf(err) == errs.ChainChanged {
-			log.Info("target: resync stopped: the chain changed", "err", err)
-			return
+			log.Info("target: resync waits for the chain version to spread; retrying", "err", err)
+		} else {
+			log.Warn("target: resync failed; retrying", "err", err)
 		}
-		log.Warn("target: resync failed; retrying", "err", err)
 		select {
 		case <-ctx.Done():
 			return
