@@ -18,7 +18,9 @@ var errConflict = errors.New("kv: transaction conflict")
 // transactions; it takes all pending ones as a group, validates them in
 // order against the committed state plus the writes of the transactions
 // accepted before them in the group, and commits the accepted ones in one
-// durable batch: one sync for the whole group.
+// batch. Under SyncAlways, or when an accepted transaction asked for it
+// (Txn.RequireSync), the batch is synced before the group is woken: one
+// sync for the whole group. Otherwise the syncer, if any, syncs later.
 //
 // Validation order is commit order, so the committed history is serial.
 // A transaction is valid if every Get and Scan it made would return the
@@ -27,6 +29,11 @@ var errConflict = errors.New("kv: transaction conflict")
 // exactly, by reading their keys and ranges again through the batch.
 type committer struct {
 	st store
+	// always makes every group's commit synced (SyncAlways, and engines
+	// without a syncer).
+	always bool
+	// syncer learns of every commit; nil under SyncAlways.
+	syncer *syncer
 
 	// gen counts committed batches: the generation of the store's newest
 	// snapshot. Only the committer goroutine uses it.
@@ -104,12 +111,14 @@ type group struct {
 	done chan struct{} // closed when every txn's commitErr is final
 }
 
-func newCommitter(st store) *committer {
+func newCommitter(st store, always bool, sy *syncer) *committer {
 	c := &committer{
-		st:   st,
-		wake: make(chan struct{}, 1),
-		stop: make(chan struct{}),
-		hist: newHistory(),
+		st:     st,
+		always: always,
+		syncer: sy,
+		wake:   make(chan struct{}, 1),
+		stop:   make(chan struct{}),
+		hist:   newHistory(),
 	}
 	c.wg.Go(c.run)
 	return c
@@ -184,6 +193,7 @@ func (c *committer) process(g *group, res *reservation) {
 	}
 	next := c.gen + 1 // this group's generation, if it commits
 	var accepted []*txn
+	durable := c.always
 	for _, tx := range g.txns {
 		if res.blocks(tx) {
 			tx.commitErr = errConflict
@@ -224,16 +234,20 @@ func (c *committer) process(g *group, res *reservation) {
 		// exact validation.
 		c.hist.record(next, tx)
 		accepted = append(accepted, tx)
+		durable = durable || tx.requireSync
 	}
 	if len(accepted) == 0 {
 		b.release()
 		return
 	}
-	if err := b.commit(); err != nil {
+	if err := b.commit(durable); err != nil {
 		for _, tx := range accepted {
 			tx.commitErr = fmt.Errorf("kv: commit: %w", err)
 		}
 		return
+	}
+	if c.syncer != nil {
+		c.syncer.committed(next, durable)
 	}
 	c.gen = next
 	c.groups.Add(1)

@@ -30,6 +30,9 @@ type db struct {
 	gate
 	st store
 	c  *committer
+	// syncer makes commits durable in the background (SyncGroup); nil
+	// when every commit is synced.
+	syncer *syncer
 
 	// priority is held by the one Update that has priority: a token, so
 	// that Updates queue for it and can give up waiting when ctx ends.
@@ -48,8 +51,16 @@ type gate struct {
 	closed bool
 }
 
-func newDB(st store) *db {
-	return &db{st: st, c: newCommitter(st), priority: make(chan struct{}, 1)}
+// newDB returns the transaction layer over st. Under SyncGroup a syncer
+// syncs st within window of each commit; under SyncAlways every commit is
+// synced.
+func newDB(st store, mode SyncMode, window time.Duration) *db {
+	d := &db{st: st, priority: make(chan struct{}, 1)}
+	if mode == SyncGroup {
+		d.syncer = newSyncer(window, st.sync)
+	}
+	d.c = newCommitter(st, mode == SyncAlways, d.syncer)
+	return d
 }
 
 // enter registers a View or Update call, failing once shut was called;
@@ -206,12 +217,41 @@ func backoff(ctx context.Context, attempt int) error {
 	}
 }
 
-// Close waits for View and Update calls in progress, stops the committer
-// and closes the store. Later calls return the first call's result.
+// Sync waits for the syncer to make every commit acknowledged so far
+// durable; without a syncer every commit already is.
+func (d *db) Sync(ctx context.Context) error {
+	if err := d.enter(); err != nil {
+		return fmt.Errorf("kv: sync: %w", err)
+	}
+	defer d.exit()
+	if d.syncer == nil {
+		return nil
+	}
+	if err := d.syncer.wait(ctx); err != nil {
+		return fmt.Errorf("kv: sync: %w", err)
+	}
+	return nil
+}
+
+// SyncStats returns the number of syncs the background syncer made (0
+// without one). Tests and metrics find it with an interface check.
+func (d *db) SyncStats() (syncs uint64) {
+	if d.syncer == nil {
+		return 0
+	}
+	return d.syncer.syncs.Load()
+}
+
+// Close waits for View, Update and Sync calls in progress, stops the
+// committer and the syncer and closes the store, which makes every commit
+// durable. Later calls return the first call's result.
 func (d *db) Close() error {
 	d.closeOnce.Do(func() {
 		d.shut()
 		d.c.close()
+		if d.syncer != nil {
+			d.syncer.close()
+		}
 		if err := d.st.close(); err != nil {
 			d.closeErr = fmt.Errorf("kv: close: %w", err)
 		}

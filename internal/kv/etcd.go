@@ -349,6 +349,16 @@ func (d *etcdDB) readErr(ctx context.Context, err error) error {
 	return fmt.Errorf("etcd: %w: %w", errs.ErrUnavailable, err)
 }
 
+// Sync returns at once: a commit that returned is in the raft log of a
+// quorum of etcd members, each synced to disk.
+func (d *etcdDB) Sync(context.Context) error {
+	if err := d.enter(); err != nil {
+		return fmt.Errorf("kv: sync: %w", err)
+	}
+	d.exit()
+	return nil
+}
+
 func (d *etcdDB) Close() error {
 	d.closeOnce.Do(func() {
 		d.shut()

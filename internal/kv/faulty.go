@@ -13,6 +13,7 @@ const (
 	FaultScan   = "scan"   // Txn.Scan fails before visiting any key
 	FaultCommit = "commit" // the commit fails; nothing is written
 	FaultAck    = "ack"    // the commit succeeds but Update reports an error (an ambiguous outcome)
+	FaultSync   = "sync"   // Sync fails without syncing
 )
 
 // NewFaulty returns a DB that passes every operation to db, except that it
@@ -64,6 +65,13 @@ func (f *faulty) Update(ctx context.Context, fn func(tx Txn) error) error {
 		return fmt.Errorf("kv: update: commit outcome: %w", err)
 	}
 	return nil
+}
+
+func (f *faulty) Sync(ctx context.Context) error {
+	if err := f.inject(FaultSync); err != nil {
+		return fmt.Errorf("kv: sync: %w", err)
+	}
+	return f.db.Sync(ctx)
 }
 
 func (f *faulty) Close() error { return f.db.Close() }

@@ -28,10 +28,11 @@
 // relies on this for directory timestamps so that concurrent creates in one
 // directory do not conflict.
 //
-// An Update that returns nil is durable: its writes survive a crash of the
-// process or the machine. Engines group the commits of concurrent
-// transactions into one synced write (group commit), so concurrency raises
-// throughput.
+// An Update that returns nil survives a crash of the process. Whether it
+// also survives a crash of the machine (power loss) at once depends on the
+// engine's sync mode (see Durability); DB.Sync and Txn.RequireSync make it
+// so. Engines group the commits of concurrent transactions into one write
+// (group commit), so concurrency raises throughput.
 //
 // Reads inside a transaction see its own earlier writes (Get and Scan).
 //
@@ -78,13 +79,34 @@
 //
 // # Durability
 //
-// The pebble engine commits every group with pebble.Sync, and pebble makes a
-// synced batch visible only after its WAL write is on disk, so snapshots,
-// and hence all reads, never see data that is not yet durable. The
-// committer wakes a group only after its batch is visible: a transaction
-// that starts after an Update returned sees that Update's writes. Pebble's
-// own log messages go to PebbleOptions.Logger (informational ones at debug
-// level) and are discarded by default.
+// The pebble engine keeps its own commit log (commitlog.go) in place of
+// pebble's WAL, which it disables: pebble buffers unsynced WAL records in
+// the process until a 32 KiB block fills, so a kill -9 would lose
+// acknowledged commits that were not synced. The committer appends each
+// group's batch to the log with one write(2), then applies it to pebble's
+// memtable, then publishes the snapshot that shows it, then wakes the
+// group: an acknowledged commit is in the operating system and survives a
+// crash of the process; a transaction that starts after an Update
+// returned sees its writes. Whether it survives a crash of the machine
+// depends on PebbleOptions.Sync:
+//
+//   - SyncAlways: the log is synced (fdatasync) before the group is
+//     published and woken, one sync per group: an acknowledged commit is
+//     durable, and reads never see a write a power loss could undo.
+//   - SyncGroup (the default): a background syncer syncs the log once per
+//     window (PebbleOptions.SyncWindow, default 5 ms) when there are
+//     commits to sync. Reads see acknowledged commits at once, as a local
+//     file system shows writes from its page cache. A power loss loses a
+//     suffix of the commits acknowledged in the last window, never a commit
+//     before a surviving one. DB.Sync and Txn.RequireSync sync at once.
+//
+// Pebble's flushes write its memtables to sstables; before it creates one,
+// the log is synced, so the tables never hold a commit that the log could
+// lose, and replaying the log over them (at open) is idempotent. A failed
+// sync or write of the log fails every later commit and Sync: the store
+// must be reopened (after fsync fails, what reached the disk is unknown).
+// Pebble's own log messages go to PebbleOptions.Logger (informational ones
+// at debug level) and are discarded by default.
 //
 // # etcd engine
 //
@@ -169,9 +191,18 @@ type DB interface {
 	// started is waited for.
 	Update(ctx context.Context, fn func(tx Txn) error) error
 
-	// Close releases the engine. It waits for View and Update calls in
-	// progress (so it must not be called from inside fn); later calls fail
-	// with ErrClosed. Close is idempotent.
+	// Sync returns once every Update that returned nil before Sync was
+	// called is durable against a crash of the machine; concurrent calls
+	// share one sync. It is cheap when there is nothing to sync, and
+	// returns at once on engines that sync every commit (etcd, memory,
+	// pebble with SyncAlways). An error means durability is not assured
+	// (a failed sync also fails later commits: see Durability); an error
+	// wrapping ctx.Err() means the caller stopped waiting.
+	Sync(ctx context.Context) error
+
+	// Close releases the engine. It waits for View, Update and Sync calls
+	// in progress (so it must not be called from inside fn); later calls
+	// fail with ErrClosed. Close is idempotent.
 	Close() error
 }
 
@@ -193,6 +224,14 @@ type Txn interface {
 
 	// Delete removes key when the transaction commits (no error if absent).
 	Delete(key []byte)
+
+	// RequireSync makes the transaction's commit durable against a crash
+	// of the machine before Update returns, and visible to other
+	// transactions only then, whatever the engine's sync mode. It is for
+	// writes that other systems act on and that must never be undone (the
+	// inode allocator, target IDs, the chain table). It has no effect in
+	// View, nor in engines that sync every commit.
+	RequireSync()
 }
 
 // PrefixEnd returns the smallest key greater than every key with the given

@@ -9,9 +9,9 @@ import (
 
 // NewMemory returns an in-memory DB for tests. It has the same transaction
 // semantics as the durable engines (snapshots, conflict detection, group
-// commit) but keeps nothing across Close.
+// commit) but keeps nothing across Close; Sync returns at once.
 func NewMemory() DB {
-	return newDB(newMemStore())
+	return newDB(newMemStore(), SyncAlways, 0)
 }
 
 // memStore keeps versions of a copy-on-write B-tree. Published versions are
@@ -43,6 +43,9 @@ func (s *memStore) snapshot() (reader, uint64, error) {
 func (s *memStore) newBatch() (batch, error) {
 	return &memBatch{memReader: memReader{s.master.Copy()}, s: s}, nil
 }
+
+// sync has nothing to do: the memory engine keeps nothing across Close.
+func (s *memStore) sync() error { return nil }
 
 func (s *memStore) close() error { return nil }
 
@@ -98,7 +101,7 @@ func (b *memBatch) delete(key []byte) error {
 	return nil
 }
 
-func (b *memBatch) commit() error {
+func (b *memBatch) commit(bool) error {
 	b.s.master = b.tree
 	b.s.published.Store(&memVersion{tree: b.tree.Copy(), gen: b.s.published.Load().gen + 1})
 	return nil

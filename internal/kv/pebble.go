@@ -6,10 +6,13 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/cockroachdb/pebble/v2"
+	"github.com/cockroachdb/pebble/v2/vfs"
 
 	"github.com/sluice-fs/sluice/internal/errs"
 )
@@ -30,6 +33,26 @@ type PebbleOptions struct {
 	// ReadCacheEntries bounds the in-memory cache of point reads
 	// (readcache.go); 0 means 262,144 entries, negative disables it.
 	ReadCacheEntries int
+
+	// Sync says when commits become durable against a crash of the
+	// machine (see Durability in the package comment); the zero value is
+	// SyncGroup.
+	Sync SyncMode
+
+	// SyncWindow bounds, under SyncGroup, how long an acknowledged commit
+	// may wait for its sync; 0 means DefaultSyncWindow (5 ms). At most
+	// MaxSyncWindow.
+	SyncWindow time.Duration
+
+	// FS holds the database and its commit log; nil means the operating
+	// system's (vfs.Default). Tests pass vfs.NewCrashableMem() to simulate
+	// power loss.
+	FS vfs.FS
+
+	// LogSegmentSize is the size at which the commit log starts a new
+	// segment and pebble flushes its memtables, so that older segments can
+	// be removed; 0 means 64 MiB.
+	LogSegmentSize int64
 }
 
 const (
@@ -46,11 +69,23 @@ func (o *PebbleOptions) Validate() error {
 	if o.MemTableSize >= 4<<30 {
 		return fmt.Errorf("kv: pebble options: MemTableSize %d is 4 GiB or more: %w", o.MemTableSize, errs.ErrInvalid)
 	}
+	if o.Sync != SyncGroup && o.Sync != SyncAlways {
+		return fmt.Errorf("kv: pebble options: unknown sync mode %v: %w", o.Sync, errs.ErrInvalid)
+	}
+	if o.SyncWindow < 0 || o.SyncWindow > MaxSyncWindow {
+		return fmt.Errorf("kv: pebble options: SyncWindow %v is not between 0 and %v: %w", o.SyncWindow, MaxSyncWindow, errs.ErrInvalid)
+	}
+	if o.LogSegmentSize < 0 {
+		return fmt.Errorf("kv: pebble options: negative LogSegmentSize %d: %w", o.LogSegmentSize, errs.ErrInvalid)
+	}
 	return nil
 }
 
-// OpenPebble opens (creating if needed) the pebble database in dir. Every
-// Update that returns nil was synced to disk (pebble.Sync) before returning.
+// OpenPebble opens (creating if needed) the pebble database in dir, and
+// replays its commit log (dir/commitlog) over it. Every Update that
+// returns nil survives a crash of the process; it survives a crash of the
+// machine at once under SyncAlways, within opts.SyncWindow under SyncGroup
+// (see Durability in the package comment).
 func OpenPebble(dir string, opts *PebbleOptions) (DB, error) {
 	var o PebbleOptions
 	if opts != nil {
@@ -65,26 +100,106 @@ func OpenPebble(dir string, opts *PebbleOptions) (DB, error) {
 	if o.MemTableSize == 0 {
 		o.MemTableSize = defaultPebbleMemTableSize
 	}
+	if o.SyncWindow == 0 {
+		o.SyncWindow = DefaultSyncWindow
+	}
+	if o.FS == nil {
+		o.FS = vfs.Default
+	}
 	logger := o.Logger
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
+	hook := &tableHookFS{FS: o.FS}
 	pdb, err := pebble.Open(dir, &pebble.Options{
 		CacheSize:          o.CacheSize,
 		MemTableSize:       o.MemTableSize,
 		FormatMajorVersion: pebble.FormatNewest,
 		Logger:             pebbleLogger{logger},
+		FS:                 hook,
+		// The commit log replaces pebble's WAL (see Durability).
+		DisableWAL: true,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("kv: open pebble %s: %w", dir, err)
 	}
+	log, err := recoverCommitLog(pdb, o.FS, o.FS.PathJoin(dir, commitLogDir), o.LogSegmentSize)
+	if err != nil {
+		pdb.Close()
+		return nil, fmt.Errorf("kv: open pebble %s: %w", dir, err)
+	}
+	hook.log.Store(log)
 	if o.ReadCacheEntries == 0 {
 		o.ReadCacheEntries = defaultReadCacheEntries
 	}
-	st := newPebbleStore(pdb)
+	st := newPebbleStore(pdb, log, logger)
 	st.cache = newReadCache(o.ReadCacheEntries)
-	return newDB(st), nil
+	return newDB(st, o.Sync, o.SyncWindow), nil
 }
+
+// recoverCommitLog replays the commit log in dir over pdb, makes the
+// result durable in pebble's tables, removes the replayed segments and
+// starts a new one.
+func recoverCommitLog(pdb *pebble.DB, fs vfs.FS, dir string, segmentSize int64) (*commitLog, error) {
+	log, err := openCommitLog(fs, dir, segmentSize)
+	if err != nil {
+		return nil, err
+	}
+	nums, err := log.segments()
+	if err != nil {
+		return nil, err
+	}
+	last, err := log.replay(func(payload []byte) error {
+		b := pdb.NewBatch()
+		defer b.Close()
+		if err := b.SetRepr(payload); err != nil {
+			return errs.New(errs.Corruption, "kv: commit log record is not a batch: %v", err)
+		}
+		return pdb.Apply(b, pebble.NoSync)
+	})
+	if err != nil {
+		return nil, err
+	}
+	if len(nums) > 0 {
+		// The segments were synced before they were read, so the tables
+		// hold nothing they could lose; once the tables are durable, the
+		// segments are not needed. A crash before they are all gone
+		// replays them again, which changes nothing.
+		if err := pdb.Flush(); err != nil {
+			return nil, fmt.Errorf("flush replayed commit log: %w", err)
+		}
+		if err := log.removeBefore(last + 1); err != nil {
+			return nil, err
+		}
+	}
+	if err := log.start(last + 1); err != nil {
+		return nil, err
+	}
+	return log, nil
+}
+
+// tableHookFS syncs the commit log before pebble creates a table (a flush
+// or a compaction output), so that a table never holds a commit whose log
+// record a crash of the machine could lose: the state in the tables is
+// always a prefix of the durable log, and replaying the log over it is
+// idempotent. log is nil until the log is recovered.
+type tableHookFS struct {
+	vfs.FS
+	log atomic.Pointer[commitLog]
+}
+
+func (f *tableHookFS) Create(name string, category vfs.DiskWriteCategory) (vfs.File, error) {
+	if strings.HasSuffix(name, ".sst") || strings.HasSuffix(name, ".blob") {
+		if l := f.log.Load(); l != nil {
+			if err := l.sync(); err != nil {
+				return nil, fmt.Errorf("kv: sync commit log before creating %s: %w", name, err)
+			}
+		}
+	}
+	return f.FS.Create(name, category)
+}
+
+func (f *tableHookFS) Unwrap() vfs.FS { return f.FS }
 
 // pebbleLogger routes pebble's log messages to slog.
 type pebbleLogger struct{ l *slog.Logger }
@@ -105,14 +220,16 @@ func (p pebbleLogger) Fatalf(format string, args ...any) {
 }
 
 // pebbleStore reads through pebble snapshots that it takes itself, right
-// after each commit returns, and shares among transactions. Pebble makes a
-// batch visible as soon as it is in the memtable, possibly before its WAL
-// sync completes, so reading the live database (or a snapshot taken at any
-// moment) could show data a crash would lose. A snapshot taken after the
-// committer's own synced commit returned, with no other writer, holds only
-// durable data.
+// after each commit returns, and shares among transactions: a snapshot
+// taken after the committer's own commit returned, with no other writer,
+// holds exactly the commits whose records are in the commit log (and, for
+// a synced commit, only once it is durable).
 type pebbleStore struct {
-	db *pebble.DB
+	db  *pebble.DB
+	log *commitLog
+	lg  *slog.Logger
+	// bg runs the removals of old log segments, each after its flush.
+	bg sync.WaitGroup
 	mu sync.RWMutex // guards cur; held for writing only to replace it
 	// cur is the snapshot of the committed state; nil after close.
 	cur *pebbleSnap
@@ -134,8 +251,8 @@ func (p *pebbleSnap) unref() {
 	}
 }
 
-func newPebbleStore(db *pebble.DB) *pebbleStore {
-	s := &pebbleStore{db: db}
+func newPebbleStore(db *pebble.DB, log *commitLog, lg *slog.Logger) *pebbleStore {
+	s := &pebbleStore{db: db, log: log, lg: lg}
 	s.publish(0)
 	return s
 }
@@ -178,6 +295,35 @@ func (s *pebbleStore) newBatch() (batch, error) {
 	return &pebbleBatch{pebbleReader: pebbleReader{r: b, done: func() { _ = b.Close() }}, s: s, gen: gen + 1}, nil
 }
 
+func (s *pebbleStore) sync() error { return s.log.sync() }
+
+// rotate starts a new log segment and flushes pebble's memtables, then
+// (in the background) removes the segments whose commits the flush made
+// durable in tables. Failures cost disk space only, except a failed log,
+// which fails the next commit anyway.
+func (s *pebbleStore) rotate() {
+	next, err := s.log.rotate()
+	if err != nil {
+		return
+	}
+	done, err := s.db.AsyncFlush()
+	if err != nil {
+		s.lg.Warn("kv: flush after commit log rotation failed; old segments stay", "err", err)
+		return
+	}
+	s.bg.Go(func() {
+		<-done
+		if err := s.log.removeBefore(next); err != nil {
+			s.lg.Warn("kv: removing old commit log segments failed", "err", err)
+		}
+	})
+}
+
+// close syncs and closes the commit log and closes pebble. It does not
+// flush pebble's memtables: the next open replays the log (what the last
+// rotation's flush did not cover, at most about one segment) and flushes
+// then. (A flush here would also trip pebble's invariant checks, enabled
+// in race builds, on a table whose first key is the empty key.)
 func (s *pebbleStore) close() error {
 	s.mu.Lock()
 	c := s.cur
@@ -186,7 +332,9 @@ func (s *pebbleStore) close() error {
 	if c != nil {
 		c.unref()
 	}
-	return s.db.Close()
+	s.bg.Wait()
+	err := s.log.close()
+	return errors.Join(err, s.db.Close())
 }
 
 type pebbleReader struct {
@@ -279,23 +427,38 @@ func (b *pebbleBatch) delete(key []byte) error {
 	return b.r.(*pebble.Batch).Delete(key, nil)
 }
 
-func (b *pebbleBatch) commit() error {
+// commit appends the batch to the commit log (and syncs the log if asked),
+// applies it to pebble's memtable, then publishes the snapshot that shows
+// it. In that order: pebble may flush the memtable to a table at any
+// moment, and a table must never hold a commit the log does not.
+func (b *pebbleBatch) commit(sync bool) error {
 	b.unpin()
 	pb := b.r.(*pebble.Batch)
-	err := pb.Commit(pebble.Sync)
-	if err == nil && b.s.cache != nil {
-		// The cache learns the writes once they are durable and before
-		// the snapshot that shows them is published (readcache.go). Later
-		// writes of a key in the batch come later in writes, so they win.
+	defer pb.Close() // frees memory; cannot fail after a commit
+	if err := b.s.log.append(pb.Repr()); err != nil {
+		return err
+	}
+	if sync {
+		if err := b.s.log.sync(); err != nil {
+			return err
+		}
+	}
+	if err := pb.Commit(pebble.NoSync); err != nil {
+		// The record is in the log and a reopen would apply it: the
+		// outcome is unknown, so nothing may be committed after it.
+		return b.s.log.fail(fmt.Errorf("apply to pebble: %w", err))
+	}
+	if b.s.cache != nil {
+		// The cache learns the writes before the snapshot that shows them
+		// is published (readcache.go). Later writes of a key in the batch
+		// come later in writes, so they win.
 		for _, w := range b.writes {
 			b.s.cache.put(w.key, w.value, w.found, b.gen)
 		}
 	}
-	if cerr := pb.Close(); err == nil && cerr != nil {
-		err = cerr
+	b.s.publish(b.gen)
+	if b.s.log.due() {
+		b.s.rotate()
 	}
-	if err == nil {
-		b.s.publish(b.gen)
-	}
-	return err
+	return nil
 }

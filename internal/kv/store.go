@@ -1,8 +1,8 @@
 package kv
 
 // store is the storage under the transaction layer: an ordered map of byte
-// keys to byte values with consistent read snapshots and atomic, durable
-// batches. The transaction layer (db, committer) turns it into a DB; the
+// keys to byte values with consistent read snapshots and atomic batches
+// that are durable on commit or on sync. The transaction layer (db, committer) turns it into a DB; the
 // engines (memory, pebble) only implement store.
 //
 // Only the committer goroutine writes, one batch at a time, so a batch's
@@ -10,15 +10,21 @@ package kv
 type store interface {
 	// snapshot returns a consistent view of the committed state and the
 	// number of batches committed into it. It holds only data whose batch
-	// commit has returned, that is, durable data: stores publish a new
-	// snapshot when a commit completes rather than reading the live state.
+	// commit has returned (stores publish a new snapshot when a commit
+	// completes rather than reading the live state), so a reader never
+	// sees a write that a crash of the process could undo.
 	snapshot() (r reader, gen uint64, err error)
 
 	// newBatch starts a batch. Its reads see the committed state plus the
 	// writes added to the batch so far.
 	newBatch() (batch, error)
 
-	// close releases the store. No snapshot or batch may be open.
+	// sync makes every batch committed so far survive a crash of the
+	// machine. It may be called concurrently with a batch's commit.
+	sync() error
+
+	// close makes every committed batch durable and releases the store.
+	// No snapshot or batch may be open.
 	close() error
 }
 
@@ -54,9 +60,10 @@ type batch interface {
 	// them afterwards.
 	set(key, value []byte) error
 	delete(key []byte) error
-	// commit applies the batch atomically and durably: when it returns nil
-	// the writes survive a crash and are visible to later snapshots, whose
-	// gen is one more. The batch is released afterwards whatever the
-	// outcome.
-	commit() error
+	// commit applies the batch atomically: when it returns nil the writes
+	// survive a crash of the process and are visible to later snapshots,
+	// whose gen is one more. With sync they, and every batch committed
+	// before, also survive a crash of the machine, and become visible only
+	// once they do. The batch is released afterwards whatever the outcome.
+	commit(sync bool) error
 }

@@ -34,6 +34,8 @@ type txn struct {
 	attempt int
 	// priority is set on the attempts of the Update that holds priority.
 	priority bool
+	// requireSync is set by RequireSync.
+	requireSync bool
 
 	writes *btree.BTreeG[write] // buffered writes by key; nil until the first
 	reads  []pointRead          // Get results served by the snapshot
@@ -235,6 +237,8 @@ func (t *txn) Set(key, value []byte) {
 	copy(b[len(key):], value)
 	t.put(write{key: b[:len(key):len(key)], value: b[len(key):]})
 }
+
+func (t *txn) RequireSync() { t.requireSync = true }
 
 func (t *txn) Delete(key []byte) {
 	if !t.checkWrite("delete", key) {

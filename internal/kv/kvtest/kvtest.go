@@ -55,6 +55,8 @@ func Run(t *testing.T, open func(t *testing.T) kv.DB) {
 		{"ValuesAreCopies", testValuesAreCopies},
 		{"Limits", testLimits},
 		{"TxnAfterReturn", testTxnAfterReturn},
+		{"Sync", testSync},
+		{"RequireSync", testRequireSync},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -880,6 +882,67 @@ func testClose(t *testing.T, db kv.DB) {
 	}
 	if err := db.Close(); err != nil {
 		t.Errorf("second Close: %v", err)
+	}
+}
+
+// testSync: Sync succeeds with and without anything to sync, from many
+// goroutines beside Updates, and fails with ErrClosed after Close.
+func testSync(t *testing.T, db kv.DB) {
+	if err := db.Sync(t.Context()); err != nil {
+		t.Fatalf("Sync of an empty DB: %v", err)
+	}
+	put(t, db, "a", "1")
+	if err := db.Sync(t.Context()); err != nil {
+		t.Fatalf("Sync: %v", err)
+	}
+	var wg sync.WaitGroup
+	for i := range 8 {
+		wg.Go(func() {
+			for j := range 10 {
+				if err := db.Update(t.Context(), func(tx kv.Txn) error {
+					setInt(tx, fmt.Sprintf("s%d", i), j)
+					return nil
+				}); err != nil {
+					t.Errorf("Update: %v", err)
+					return
+				}
+				if err := db.Sync(t.Context()); err != nil {
+					t.Errorf("Sync: %v", err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if got := get(t, db, "s7"); got != "9" {
+		t.Errorf("s7 = %s after the syncs, want 9", got)
+	}
+	if err := db.Close(); err != nil {
+		t.Fatalf("Close: %v", err)
+	}
+	if err := db.Sync(t.Context()); !errors.Is(err, kv.ErrClosed) {
+		t.Errorf("Sync after Close = %v, want ErrClosed", err)
+	}
+}
+
+// testRequireSync: a transaction that requires a sync commits like any
+// other; RequireSync in View changes nothing.
+func testRequireSync(t *testing.T, db kv.DB) {
+	update(t, db, func(tx kv.Txn) error {
+		tx.RequireSync()
+		tx.Set([]byte("a"), []byte("1"))
+		return nil
+	})
+	if got := get(t, db, "a"); got != "1" {
+		t.Errorf("a = %s, want 1", got)
+	}
+	err := db.View(t.Context(), func(tx kv.Txn) error {
+		tx.RequireSync()
+		_, err := tx.Get([]byte("a"))
+		return err
+	})
+	if err != nil {
+		t.Errorf("View with RequireSync: %v", err)
 	}
 }
 
