@@ -288,6 +288,9 @@ func requestOp(method, bucket, key string, q url.Values, h http.Header) accessOp
 		}
 		return opBucketWrite
 	case http.MethodDelete:
+		if has("versionId") {
+			return opOther // deletes a version for good: the owner's
+		}
 		return opBucketWrite
 	case http.MethodPost:
 		if has("uploads", "uploadId") {

@@ -67,6 +67,7 @@ func (g *Gateway) createBucket(rq *request) error {
 	if err != nil {
 		return fsErr(err, ErrInternal, "bucket "+rq.bucket)
 	}
+	g.configs.forget(rq.bucket)
 	if err := g.c.SetXattr(rq.ctx, rq.bucketPath(), xattrOwner, []byte(rq.owner().ID)); err != nil {
 		return fsErr(err, ErrNoSuchBucket, "bucket "+rq.bucket)
 	}
@@ -116,6 +117,13 @@ func (g *Gateway) deleteBucket(rq *request) error {
 			return apiErr(ErrBucketNotEmpty, "The bucket you tried to delete is not empty")
 		}
 	}
+	if has, err := g.hasVersions(rq.ctx, rq.bucket); err != nil || has {
+		if err != nil {
+			return fsErr(err, ErrNoSuchBucket, "bucket "+rq.bucket)
+		}
+		return apiErr(ErrBucketNotEmpty, "The bucket you tried to delete is not empty. You must delete all versions in the bucket.")
+	}
+	g.configs.forget(rq.bucket)
 	if err := g.c.RemoveAll(rq.ctx, rq.bucketPath()+"/"+hiddenDir); err != nil {
 		return fsErr(err, ErrNoSuchBucket, "bucket "+rq.bucket)
 	}
@@ -138,13 +146,6 @@ func (g *Gateway) getBucketLocation(rq *request) error {
 		region = "" // as S3 reports it
 	}
 	return writeXML(rq, locationResult{Xmlns: s3Namespace, Region: region})
-}
-
-func (g *Gateway) getBucketVersioning(rq *request) error {
-	if err := g.checkBucket(rq); err != nil {
-		return err
-	}
-	return writeXML(rq, versioningResult{Xmlns: s3Namespace})
 }
 
 // unsupportedBucketConfig answers reads of bucket configurations Sluice

@@ -22,6 +22,11 @@
 //   - The ETag recorded with an object (xattr user.s3.meta) is returned
 //     only while the file's size and mtime are those it was recorded
 //     for; a file changed through POSIX gets a derived ETag instead.
+//   - The namespace is a file view of the latest versions: /b/k is the
+//     current version of k. Noncurrent versions and delete markers of a
+//     bucket with versioning live in .sluice-s3/versions (versions.go);
+//     the object a write displaces is linked there before the exchange
+//     that replaces it, so no version is lost and no data copied.
 //   - Anonymous requests get only what a canned ACL grants to everyone:
 //     the object's ACL for reads of it, the bucket's for listing and
 //     writing (acl.go: a pure decision on the request's op and one ACL).

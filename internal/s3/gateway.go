@@ -59,6 +59,10 @@ type Options struct {
 	// TempSweepEvery is how often Run collects abandoned temporary files
 	// (default 10 minutes; also once when it starts).
 	TempSweepEvery time.Duration
+	// BucketConfigTTL is how long a gateway keeps a bucket configuration
+	// (versioning, CORS, lifecycle) it read before reading it again
+	// (default 5 seconds; bucketconfig.go). Its own changes apply at once.
+	BucketConfigTTL time.Duration
 }
 
 // Validate checks the options and fills in defaults.
@@ -101,6 +105,9 @@ func (o *Options) Validate() error {
 	if o.TempSweepEvery <= 0 {
 		o.TempSweepEvery = 10 * time.Minute
 	}
+	if o.BucketConfigTTL <= 0 {
+		o.BucketConfigTTL = 5 * time.Second
+	}
 	for i, d := range o.Domains {
 		o.Domains[i] = strings.ToLower(strings.TrimPrefix(d, "."))
 	}
@@ -110,10 +117,12 @@ func (o *Options) Validate() error {
 // Gateway is the S3 API over a Sluice file system, an http.Handler. It is
 // safe for concurrent use.
 type Gateway struct {
-	opts  Options
-	c     *client.Client
-	log   *slog.Logger
-	temps *temps // the temporary files in use
+	opts    Options
+	c       *client.Client
+	log     *slog.Logger
+	temps   *temps       // the temporary files in use
+	configs *configCache // bucket configurations read recently
+	keys    keyLocks     // serializes versioned writes of a key
 
 	mu  sync.Mutex
 	srv *http.Server // set by Serve
@@ -124,7 +133,7 @@ func New(opts Options) (*Gateway, error) {
 	if err := opts.Validate(); err != nil {
 		return nil, err
 	}
-	return &Gateway{opts: opts, c: opts.Client, log: opts.Logger, temps: newTemps()}, nil
+	return &Gateway{opts: opts, c: opts.Client, log: opts.Logger, temps: newTemps(), configs: newConfigCache(opts.BucketConfigTTL)}, nil
 }
 
 func (g *Gateway) now() time.Time { return g.opts.Now() }
@@ -369,9 +378,11 @@ func (g *Gateway) route(rq *request) error {
 				return g.getBucketVersioning(rq)
 			case q.Has("acl"):
 				return g.getBucketACL(rq)
+			case q.Has("versions"):
+				return g.listObjectVersions(rq)
 			case q.Has("tagging"), q.Has("policy"), q.Has("lifecycle"), q.Has("cors"), q.Has("encryption"),
 				q.Has("website"), q.Has("replication"), q.Has("object-lock"), q.Has("notification"),
-				q.Has("logging"), q.Has("accelerate"), q.Has("requestPayment"), q.Has("versions"),
+				q.Has("logging"), q.Has("accelerate"), q.Has("requestPayment"),
 				q.Has("ownershipControls"), q.Has("publicAccessBlock"), q.Has("intelligent-tiering"),
 				q.Has("inventory"), q.Has("metrics"), q.Has("analytics"):
 				return g.unsupportedBucketConfig(rq)
@@ -383,8 +394,11 @@ func (g *Gateway) route(rq *request) error {
 		case http.MethodHead:
 			return g.headBucket(rq)
 		case http.MethodPut:
-			if q.Has("acl") {
+			switch {
+			case q.Has("acl"):
 				return g.putBucketACL(rq)
+			case q.Has("versioning"):
+				return g.putBucketVersioning(rq)
 			}
 			if len(q) > 0 {
 				return apiErr(ErrNotImplemented, "This bucket configuration is not supported by Sluice")
@@ -412,8 +426,6 @@ func (g *Gateway) route(rq *request) error {
 			return g.getObjectACL(rq)
 		case q.Has("tagging") && m == http.MethodGet:
 			return g.getObjectTagging(rq)
-		case q.Has("versionId") && q.Get("versionId") != "null":
-			return apiErr(ErrNotImplemented, "Object versions are not supported by Sluice")
 		case q.Has("attributes"), q.Has("torrent"), q.Has("legal-hold"), q.Has("retention"):
 			return apiErr(ErrNotImplemented, "This object subresource is not supported by Sluice")
 		}

@@ -196,13 +196,16 @@ func (g *Gateway) uploadPartCopy(rq *request) error {
 		return err
 	}
 	h := rq.r.Header
-	sb, sk, err := parseCopySource(h.Get("X-Amz-Copy-Source"))
+	sb, sk, svid, err := parseCopySource(h.Get("X-Amz-Copy-Source"))
 	if err != nil {
 		return err
 	}
-	src, _, err := g.statObjectIn(rq.ctx, sb, sk)
+	src, err := g.copySource(rq.ctx, sb, sk, svid)
 	if err != nil {
 		return err
+	}
+	if svid != "" {
+		rq.w.Header().Set("X-Amz-Copy-Source-Version-Id", svid)
 	}
 	if src.dir {
 		return apiErr(ErrInvalidRequest, "Copying a directory object (a key ending in '/') is not supported by Sluice")
@@ -373,6 +376,7 @@ func (g *Gateway) completedUpload(rq *request) (*completeMultipartUploadResult, 
 		return nil, false
 	}
 	res := completeResult(rq, info.meta.ETag, info.meta.Checksum)
+	res.versionID = info.meta.VersionID
 	return &res, true
 }
 
@@ -393,12 +397,12 @@ func (g *Gateway) completeMultipartUpload(rq *request) error {
 	id, info, err := g.upload(rq)
 	if err != nil {
 		if res, ok := g.completedUpload(rq); ok {
+			res.responseHeaders(rq.w.Header())
 			return writeXML(rq, res)
 		}
 		return err
 	}
-	dst, _, err := objectPath(rq.bucket, rq.key)
-	if err != nil {
+	if _, _, err := objectPath(rq.bucket, rq.key); err != nil {
 		return err
 	}
 	noReplace, err := g.checkWriteConditions(rq)
@@ -536,13 +540,15 @@ func (g *Gateway) completeMultipartUpload(rq *request) error {
 		}
 		meta := info.Meta
 		meta.ETag, meta.Parts, meta.Checksum, meta.UploadID = etag, len(parts), checksum, id
-		if _, err := g.commit(rq.ctx, tmp, f, dst, meta, noReplace); err != nil {
+		if _, err := g.commitObject(rq.ctx, rq.bucket, rq.key, tmp, f, meta, noReplace); err != nil {
 			return nil, err
 		}
 		if err := g.c.RemoveAll(rq.ctx, uploadDir(rq.bucket, id)); err != nil {
 			g.log.Warn("s3: cannot remove a completed upload's parts", "upload", id, "err", err)
 		}
-		return completeResult(rq, etag, checksum), nil
+		res := completeResult(rq, etag, checksum)
+		res.versionID = meta.VersionID
+		return res, nil
 	})
 }
 

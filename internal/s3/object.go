@@ -110,7 +110,7 @@ func (g *Gateway) statObjectIn(ctx context.Context, bucket, key string) (*objInf
 	case stored != nil:
 		// Changed through POSIX since the gateway wrote it: the headers
 		// still apply, the ETag and checksums do not.
-		info.meta = &objectMeta{ContentType: stored.ContentType, Headers: stored.Headers, User: stored.User, ACL: stored.ACL, Owner: stored.Owner}
+		info.meta = &objectMeta{ContentType: stored.ContentType, Headers: stored.Headers, User: stored.User, ACL: stored.ACL, Owner: stored.Owner, VersionID: stored.VersionID}
 		info.etag = syntheticETag(info.attr)
 	default:
 		info.meta, info.etag = &objectMeta{}, syntheticETag(info.attr)
@@ -416,11 +416,14 @@ func (g *Gateway) putObject(rq *request) error {
 	if v.ckValue != "" {
 		meta.Checksum = map[string]string{v.ckAlg: v.ckValue}
 	}
-	if _, err := g.commit(rq.ctx, tmp, f, p, meta, noReplace); err != nil {
+	if _, err := g.commitObject(rq.ctx, rq.bucket, rq.key, tmp, f, meta, noReplace); err != nil {
 		return err
 	}
 	hdr := rq.w.Header()
 	hdr.Set("ETag", `"`+meta.ETag+`"`)
+	if meta.VersionID != "" {
+		hdr.Set("X-Amz-Version-Id", meta.VersionID)
+	}
 	if v.ckValue != "" {
 		hdr.Set(checksumHeaderPrefix+v.ckAlg, v.ckValue)
 	}
@@ -580,7 +583,7 @@ func (g *Gateway) getObject(rq *request, head bool) error {
 var errReplaced = errors.New("s3: object replaced while opening it")
 
 func (g *Gateway) getObjectOnce(rq *request, head bool) error {
-	info, _, err := g.statObject(rq, rq.key)
+	info, err := g.readTarget(rq)
 	if err := g.authorizeObjectRead(rq, info, err); err != nil {
 		return err
 	}
@@ -670,10 +673,19 @@ func (g *Gateway) getObjectOnce(rq *request, head bool) error {
 }
 
 // deleteObject is DeleteObject: deleting a missing key succeeds, as in S3.
+// With versionId it deletes that version; in a bucket with versioning,
+// without one it leaves a delete marker (versions.go).
 func (g *Gateway) deleteObject(rq *request) error {
-	if err := g.deleteKey(rq.ctx, rq.bucket, rq.key); err != nil {
+	vids, hasVID := rq.query["versionId"]
+	vid := ""
+	if hasVID {
+		vid = vids[0]
+	}
+	out, err := g.deleteAny(rq.ctx, rq.bucket, rq.key, vid, hasVID, rq.owner().ID)
+	if err != nil {
 		return err
 	}
+	out.setHeaders(rq.w.Header())
 	rq.w.WriteHeader(http.StatusNoContent)
 	return nil
 }
@@ -740,27 +752,46 @@ func (g *Gateway) pruneEmptyDirs(ctx context.Context, bucket, dir string) {
 	}
 }
 
-// parseCopySource parses x-amz-copy-source: [/]bucket/key[?versionId=null].
-func parseCopySource(v string) (bucket, key string, err error) {
+// parseCopySource parses x-amz-copy-source: [/]bucket/key[?versionId=V];
+// vid is "" without a version.
+func parseCopySource(v string) (bucket, key, vid string, err error) {
 	src, err := url.PathUnescape(v)
 	if err != nil {
-		return "", "", apiErr(ErrInvalidCopySource, "x-amz-copy-source is not valid URL encoding")
+		return "", "", "", apiErr(ErrInvalidCopySource, "x-amz-copy-source is not valid URL encoding")
 	}
 	if i := strings.Index(src, "?versionId="); i >= 0 {
-		if src[i+len("?versionId="):] != "null" {
-			return "", "", apiErr(ErrNotImplemented, "Object versions are not supported by Sluice")
+		vid = src[i+len("?versionId="):]
+		if !validVersionID(vid) {
+			return "", "", "", apiErr(ErrInvalidArgument, "Invalid version id specified")
 		}
 		src = src[:i]
 	}
 	src = strings.TrimPrefix(src, "/")
 	bucket, key, ok := strings.Cut(src, "/")
 	if !ok || bucket == "" || key == "" {
-		return "", "", apiErr(ErrInvalidCopySource, "Copy Source must mention the source bucket and key: sourcebucket/sourcekey")
+		return "", "", "", apiErr(ErrInvalidCopySource, "Copy Source must mention the source bucket and key: sourcebucket/sourcekey")
 	}
 	if !validBucketName(bucket) {
-		return "", "", apiErr(ErrNoSuchBucket, "The specified source bucket does not exist")
+		return "", "", "", apiErr(ErrNoSuchBucket, "The specified source bucket does not exist")
 	}
-	return bucket, key, nil
+	return bucket, key, vid, nil
+}
+
+// copySource finds the source of a copy: the current object, or the
+// version named. A delete marker cannot be copied.
+func (g *Gateway) copySource(ctx context.Context, bucket, key, vid string) (*objInfo, error) {
+	if vid == "" {
+		info, _, err := g.statObjectIn(ctx, bucket, key)
+		return info, err
+	}
+	info, err := g.statVersion(ctx, bucket, key, vid)
+	if err != nil {
+		return nil, err
+	}
+	if info.meta.DeleteMarker {
+		return nil, apiErr(ErrInvalidRequest, "The source of a copy request may not specifically refer to a delete marker by version id.")
+	}
+	return info, nil
 }
 
 // copyObject is CopyObject, with the COPY (default) or REPLACE metadata
@@ -768,7 +799,7 @@ func parseCopySource(v string) (bucket, key string, err error) {
 // copy of an object onto itself with REPLACE only rewrites its metadata.
 func (g *Gateway) copyObject(rq *request) error {
 	h := rq.r.Header
-	sb, sk, err := parseCopySource(h.Get("X-Amz-Copy-Source"))
+	sb, sk, svid, err := parseCopySource(h.Get("X-Amz-Copy-Source"))
 	if err != nil {
 		return err
 	}
@@ -793,7 +824,7 @@ func (g *Gateway) copyObject(rq *request) error {
 			return err
 		}
 	}
-	src, _, err := g.statObjectIn(rq.ctx, sb, sk)
+	src, err := g.copySource(rq.ctx, sb, sk, svid)
 	if err != nil {
 		return err
 	}
@@ -807,7 +838,14 @@ func (g *Gateway) copyObject(rq *request) error {
 		newMeta = src.meta.copyMeta()
 	}
 	newMeta.setACL(acl, rq.owner().ID)
-	if src.path == dst {
+	if svid != "" {
+		rq.w.Header().Set("X-Amz-Copy-Source-Version-Id", svid)
+	}
+	state, err := g.bucketVersioning(rq.ctx, rq.bucket)
+	if err != nil {
+		return err
+	}
+	if src.path == dst && state != versioningEnabled {
 		if directive != "REPLACE" {
 			return apiErr(ErrInvalidRequest, "This copy request is illegal because it is trying to copy an object to itself without changing the object's metadata, storage class, website redirect location or encryption attributes.")
 		}
@@ -819,12 +857,12 @@ func (g *Gateway) copyObject(rq *request) error {
 	return g.longOp(rq, func() (any, error) {
 		etag, a, err := g.copyRange(rq.ctx, src, byteRange{0, src.attr.Size}, rq.bucket, func(tmp string, f *client.File, etag string) (*client.Attr, error) {
 			newMeta.ETag = etag
-			return g.commit(rq.ctx, tmp, f, dst, newMeta, false)
+			return g.commitObject(rq.ctx, rq.bucket, rq.key, tmp, f, newMeta, false)
 		})
 		if err != nil {
 			return nil, err
 		}
-		return copyObjectResult{Xmlns: s3Namespace, ETag: `"` + etag + `"`, LastModified: s3Time(a.Mtime)}, nil
+		return copyObjectResult{Xmlns: s3Namespace, ETag: `"` + etag + `"`, LastModified: s3Time(a.Mtime), versionID: newMeta.VersionID}, nil
 	})
 }
 
@@ -878,6 +916,7 @@ func (g *Gateway) replaceMeta(rq *request, src *objInfo, m *objectMeta) error {
 	}
 	a := fi.Attr()
 	m.ETag, m.Size, m.Mtime, m.Checksum, m.Parts = src.etag, a.Size, a.Mtime.UnixNano(), src.meta.Checksum, src.meta.Parts
+	m.VersionID = src.meta.VersionID
 	if err := g.c.SetXattr(rq.ctx, src.path, xattrMeta, m.encode()); err != nil {
 		return fsErr(err, ErrNoSuchKey, "key "+rq.key)
 	}
@@ -902,18 +941,18 @@ func (g *Gateway) deleteObjects(rq *request) error {
 		return err
 	}
 	errsOut := make([]error, len(req.Objects))
+	outs := make([]deleteOutcome, len(req.Objects))
 	var wg sync.WaitGroup
 	sem := make(chan struct{}, 16)
 	for i, o := range req.Objects {
 		sem <- struct{}{}
 		wg.Go(func() {
 			defer func() { <-sem }()
-			switch {
-			case o.VersionID != "" && o.VersionID != "null":
-				errsOut[i] = apiErr(ErrNotImplemented, "Object versions are not supported by Sluice")
-			default:
-				errsOut[i] = g.deleteKey(rq.ctx, rq.bucket, o.Key)
+			if o.VersionID != "" && rq.auth.anonymous() {
+				errsOut[i] = errAnonymousDenied() // deleting a version for good is the owner's
+				return
 			}
+			outs[i], errsOut[i] = g.deleteAny(rq.ctx, rq.bucket, o.Key, o.VersionID, o.VersionID != "", rq.owner().ID)
 		})
 	}
 	wg.Wait()
@@ -924,11 +963,15 @@ func (g *Gateway) deleteObjects(rq *request) error {
 			if !ok {
 				ae = fsErr(err, ErrInternal, "key "+o.Key)
 			}
-			res.Errors = append(res.Errors, deleteError{Key: o.Key, Code: ae.Code, Message: ae.Message})
+			res.Errors = append(res.Errors, deleteError{Key: o.Key, VersionID: o.VersionID, Code: ae.Code, Message: ae.Message})
 			continue
 		}
 		if !req.Quiet {
-			res.Deleted = append(res.Deleted, deletedEntry{Key: o.Key})
+			d := deletedEntry{Key: o.Key, VersionID: o.VersionID, DeleteMarker: outs[i].marker}
+			if outs[i].marker {
+				d.DeleteMarkerVersionID = outs[i].versionID
+			}
+			res.Deleted = append(res.Deleted, d)
 		}
 	}
 	return writeXML(rq, res)
@@ -963,6 +1006,9 @@ func (g *Gateway) longOp(rq *request, fn func() (any, error)) error {
 	case <-done:
 		if err != nil {
 			return err
+		}
+		if hs, ok := res.(interface{ responseHeaders(http.Header) }); ok {
+			hs.responseHeaders(rq.w.Header())
 		}
 		return writeXML(rq, res)
 	case <-timer.C:

@@ -53,6 +53,10 @@ type objectMeta struct {
 	ACL         string            `json:"acl,omitempty"`    // canned ACL; "" is private
 	Owner       string            `json:"owner,omitempty"`  // access key that wrote the object ("anonymous")
 	UploadID    string            `json:"upload,omitempty"` // the multipart upload that made the object
+	// VersionID is the object's version ("" is the null version);
+	// DeleteMarker marks a delete marker in a key's versions (versions.go).
+	VersionID    string `json:"vid,omitempty"`
+	DeleteMarker bool   `json:"dm,omitempty"`
 }
 
 func (m *objectMeta) encode() []byte {

@@ -4,6 +4,7 @@ import (
 	"encoding/xml"
 	"errors"
 	"io"
+	"net/http"
 	"strings"
 	"time"
 )
@@ -62,6 +63,36 @@ type objectResult struct {
 	StorageClass string `xml:"StorageClass"`
 }
 
+type listVersionsResult struct {
+	XMLName             xml.Name       `xml:"ListVersionsResult"`
+	Xmlns               string         `xml:"xmlns,attr"`
+	Name                string         `xml:"Name"`
+	Prefix              string         `xml:"Prefix"`
+	KeyMarker           string         `xml:"KeyMarker"`
+	VersionIDMarker     string         `xml:"VersionIdMarker"`
+	NextKeyMarker       string         `xml:"NextKeyMarker,omitempty"`
+	NextVersionIDMarker string         `xml:"NextVersionIdMarker,omitempty"`
+	MaxKeys             int            `xml:"MaxKeys"`
+	Delimiter           string         `xml:"Delimiter,omitempty"`
+	EncodingType        string         `xml:"EncodingType,omitempty"`
+	IsTruncated         bool           `xml:"IsTruncated"`
+	Entries             []versionEntry // Version and DeleteMarker elements, in order
+	CommonPrefixes      []prefixResult `xml:"CommonPrefixes"`
+}
+
+// versionEntry is a Version or a DeleteMarker (XMLName says which).
+type versionEntry struct {
+	XMLName      xml.Name
+	Key          string `xml:"Key"`
+	VersionID    string `xml:"VersionId"`
+	IsLatest     bool   `xml:"IsLatest"`
+	LastModified string `xml:"LastModified"`
+	ETag         string `xml:"ETag,omitempty"`
+	Size         *int64 `xml:"Size,omitempty"`
+	Owner        *owner `xml:"Owner,omitempty"`
+	StorageClass string `xml:"StorageClass,omitempty"`
+}
+
 type prefixResult struct {
 	Prefix string `xml:"Prefix"`
 }
@@ -75,6 +106,7 @@ type locationResult struct {
 type versioningResult struct {
 	XMLName xml.Name `xml:"VersioningConfiguration"`
 	Xmlns   string   `xml:"xmlns,attr"`
+	Status  string   `xml:"Status,omitempty"`
 }
 
 type grantee struct {
@@ -108,6 +140,15 @@ type copyObjectResult struct {
 	Xmlns        string   `xml:"xmlns,attr"`
 	LastModified string   `xml:"LastModified"`
 	ETag         string   `xml:"ETag"`
+	versionID    string   // the new object's version, a header
+}
+
+// responseHeaders sets x-amz-version-id (longOp calls it when the
+// response has not started).
+func (r copyObjectResult) responseHeaders(h http.Header) {
+	if r.versionID != "" {
+		h.Set("X-Amz-Version-Id", r.versionID)
+	}
 }
 
 type copyPartResult struct {
@@ -134,6 +175,13 @@ type completeMultipartUploadResult struct {
 	ETag     string   `xml:"ETag"`
 	checksumFields
 	ChecksumType string `xml:"ChecksumType,omitempty"`
+	versionID    string // the new object's version, a header
+}
+
+func (r completeMultipartUploadResult) responseHeaders(h http.Header) {
+	if r.versionID != "" {
+		h.Set("X-Amz-Version-Id", r.versionID)
+	}
 }
 
 // checksumFields are the Checksum<ALG> elements of results and parts.
@@ -230,13 +278,17 @@ type deleteResult struct {
 }
 
 type deletedEntry struct {
-	Key string `xml:"Key"`
+	Key                   string `xml:"Key"`
+	VersionID             string `xml:"VersionId,omitempty"`
+	DeleteMarker          bool   `xml:"DeleteMarker,omitempty"`
+	DeleteMarkerVersionID string `xml:"DeleteMarkerVersionId,omitempty"`
 }
 
 type deleteError struct {
-	Key     string `xml:"Key"`
-	Code    string `xml:"Code"`
-	Message string `xml:"Message"`
+	Key       string `xml:"Key"`
+	VersionID string `xml:"VersionId,omitempty"`
+	Code      string `xml:"Code"`
+	Message   string `xml:"Message"`
 }
 
 // Request documents.
@@ -280,6 +332,13 @@ type aclPolicyRequest struct {
 		} `xml:"Grantee"`
 		Permission string `xml:"Permission"`
 	} `xml:"AccessControlList>Grant"`
+}
+
+// versioningConfiguration is the body of PutBucketVersioning.
+type versioningConfiguration struct {
+	XMLName   xml.Name `xml:"VersioningConfiguration"`
+	Status    string   `xml:"Status"`
+	MfaDelete string   `xml:"MfaDelete"`
 }
 
 // createBucketRequest is the optional body of CreateBucket.
