@@ -24,6 +24,7 @@ var forbidden = map[string][]string{
 	"internal/fusefs": {"internal/meta", "internal/kv", "internal/target", "internal/chunk", "internal/server", "internal/s3"},
 	"internal/s3":     {"internal/meta", "internal/kv", "internal/target", "internal/chunk", "internal/server", "internal/fusefs"},
 	"internal/cli":    {"internal/meta", "internal/kv", "internal/target", "internal/chunk", "internal/server"},
+	"internal/cabi":   {"internal/meta", "internal/kv", "internal/target", "internal/chunk", "internal/server", "internal/fusefs", "internal/s3"},
 	// No server package imports another.
 	"internal/meta":   {"internal/target", "internal/chunk", "internal/server", "client"},
 	"internal/target": {"internal/meta", "internal/kv", "internal/server", "client"},
