@@ -1,7 +1,7 @@
 // Package meta is Sluice's metadata service: the inode namespace of one file
 // system (directories, files, symlinks, device nodes, hard links, extended
 // attributes, file layouts) stored in a kv.DB, served over the wire
-// protocol's metadata ops 1-23 (Service.Register) and callable in-process.
+// protocol's metadata ops 1-26 (Service.Register) and callable in-process.
 //
 // The service gives POSIX namespace semantics: entry names of 1-255 bytes
 // without '/' or NUL (not "." or ".."), atomic rename with Linux renameat2
@@ -38,7 +38,17 @@
 // # Consistency model
 //
 // Every operation is one serializable KV transaction (kv.DB.Update), so
-// each is atomic and isolated, and durable once it returns. Reads (GetAttr,
+// each is atomic and isolated, and survives a crash of the process once it
+// returns. Against a crash of the machine it is durable at once under the
+// engine's SyncAlways, and within the sync window under SyncGroup (the
+// pebble default, ADR 0006): a power loss then loses a suffix of the last
+// few milliseconds' operations, never an operation before a surviving one.
+// Sync (OpMetaSync) makes everything acknowledged so far durable; clients
+// call it for fsync, fsyncdir, the close of an O_SYNC file, File.Sync and
+// Close, and S3 PUTs. What other systems act on is synced before it is
+// visible: the inode allocator's blocks, target IDs and the chain table
+// (kv.Txn.RequireSync), and an unlink before the garbage collector removes
+// the file's chunks. Reads (GetAttr,
 // Lookup, Resolve, one ReadDir page) run on one snapshot. A ReadDir listing
 // is paged: each page is a snapshot and the cursor is the last name
 // returned, so an entry present for the whole listing appears exactly once,

@@ -36,7 +36,9 @@ type garbage struct {
 // entry. A failed file stays queued (and is retried by the next pass); a
 // crash between removal and dequeue only repeats the removal, which is
 // idempotent, and inode numbers are never reused, so chunks are neither
-// leaked nor removed from a later file. It returns the failures, joined.
+// leaked nor removed from a later file. The engine is synced before any
+// removal, so the unlink that queued a file is durable before its data
+// goes. It returns the failures, joined.
 func (s *Service) CollectGarbage(ctx context.Context) error {
 	s.gcMu.Lock()
 	defer s.gcMu.Unlock()
@@ -68,6 +70,12 @@ func (s *Service) CollectGarbage(ctx context.Context) error {
 		}
 		if len(batch) == 0 {
 			break
+		}
+		// The unlinks that queued these files may not be durable yet (a
+		// sync window): once their chunks are gone, a power loss must not
+		// bring the files back.
+		if err := s.db.Sync(ctx); err != nil {
+			return errors.Join(append(failures, fmt.Errorf("meta: sync before removing chunks: %w", err))...)
 		}
 		done := make([]bool, len(batch))
 		errsBy := make([]error, len(batch))

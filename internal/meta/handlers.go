@@ -8,7 +8,7 @@ import (
 	"github.com/sluice-fs/sluice/internal/wire"
 )
 
-// Register installs a handler for every metadata op (wire ops 1-23) on srv.
+// Register installs a handler for every metadata op (wire ops 1-26) on srv.
 // Each decodes its request body (a malformed one fails with errs.Protocol),
 // calls the Service method and replies with its result.
 func (s *Service) Register(srv *wire.Server) {
@@ -93,6 +93,9 @@ func (s *Service) Register(srv *wire.Server) {
 	handle(srv, wire.OpCommitWrite, func(ctx context.Context, m *wire.CommitWriteReq) (wire.Message, error) {
 		r, err := s.CommitWrite(ctx, m.Ino, m.End, m.Mtime)
 		return &r, err
+	})
+	handle(srv, wire.OpMetaSync, func(ctx context.Context, _ *wire.Empty) (wire.Message, error) {
+		return &wire.Empty{}, s.Sync(ctx)
 	})
 	cm, _ := s.targets.(ClusterManager)
 	fixed := errs.New(errs.NotSupported, "meta: this server's target set is fixed")

@@ -176,6 +176,7 @@ func (s *Service) format(ctx context.Context) error {
 			return fmt.Errorf("meta: generate FSID: %w", err)
 		}
 		sb = superblock{Version: FormatVersion, FSID: hex.EncodeToString(id[:])}
+		tx.RequireSync() // targets get stamped with the FSID
 		root := &inode{Mode: modeDir | 0o755, Nlink: 2, Atime: now, Mtime: now, Ctime: now, Parent: RootIno}
 		tx.Set(keySuper, sb.encode())
 		tx.Set(inodeKey(RootIno), root.encode())
@@ -269,6 +270,19 @@ func (s *Service) Close() error {
 
 func (s *Service) nowNs() int64 { return s.now().UnixNano() }
 
+// Sync returns once every operation that returned before the call is
+// durable against a crash of the machine (kv.DB.Sync): fsync, fsyncdir,
+// syncfs and the close of a synchronous file through the mount, the
+// client library's File.Sync and Close, and S3 PUTs ask for it. It is
+// cheap when there is nothing to sync, and returns at once on engines that
+// sync every commit.
+func (s *Service) Sync(ctx context.Context) error {
+	if err := s.db.Sync(ctx); err != nil {
+		return fmt.Errorf("meta: sync: %w", err)
+	}
+	return nil
+}
+
 // update runs fn in a KV transaction. The engine retries conflicts itself;
 // if it gives up, update tries again a few times after a random pause so
 // that heavy contention on one directory does not surface as an error.
@@ -296,6 +310,10 @@ func (s *Service) allocIno(ctx context.Context) (uint64, error) {
 	if s.alloc.next == s.alloc.limit {
 		var start uint64
 		err := s.update(ctx, func(tx kv.Txn) error {
+			// Durable before any number of the block is used: a power
+			// loss must not hand the same numbers out again, since chunks
+			// of the lost files may be on the targets.
+			tx.RequireSync()
 			v, err := tx.Get(keyNextIno)
 			if err != nil {
 				return fmt.Errorf("meta: read inode allocator: %w", err)

@@ -80,6 +80,13 @@ type RemoteTargetsOptions struct {
 // over the wire protocol. A cached copy of the state, reloaded every
 // Refresh while Run runs, answers List and Chains.
 //
+// Every transaction that changes what storage nodes act on (target IDs,
+// chains and their replicas' states) requires a sync (kv.Txn.RequireSync):
+// it becomes visible only once durable, so a power loss of the metadata
+// service can never take back a target ID that was given out or a chain
+// version that a node has seen. Heartbeats that change nothing else are
+// left to the engine's sync window.
+//
 // Lock order: mu is never held while dialing, calling a target or running
 // a KV transaction.
 type RemoteTargets struct {
@@ -308,6 +315,7 @@ func (r *RemoteTargets) RegisterTarget(ctx context.Context, id placement.TargetI
 		return errs.New(errs.Invalid, "meta: register target %d: IDs must be between 1 and %d", id, placement.FirstReplicatedChain-1)
 	}
 	err := r.db.Update(ctx, func(tx kv.Txn) error {
+		tx.RequireSync() // durable before visible: see RemoteTargets
 		tx.Set(targetKey(id), targetRecord{Node: LocalNode, Addr: addr}.encode())
 		return bumpCounter(tx, keyNextTarget, uint64(id)+1)
 	})
@@ -351,6 +359,7 @@ func (r *RemoteTargets) Register(ctx context.Context, req *wire.RegisterReq) (wi
 	}
 	var resp wire.RegisterResp
 	err := r.db.Update(ctx, func(tx kv.Txn) error {
+		tx.RequireSync() // durable before visible: see RemoteTargets
 		resp.IDs = nil
 		for _, id := range req.Have {
 			v, err := tx.Get(targetKey(id))
@@ -448,6 +457,7 @@ func (r *RemoteTargets) Heartbeat(ctx context.Context, req *wire.HeartbeatReq) (
 			}
 		}
 		if len(changed) > 0 {
+			tx.RequireSync() // durable before visible: see RemoteTargets
 			ver++
 			for i := range changed {
 				tx.Set(chainKey(changed[i].ID), encodeChain(&changed[i]))
@@ -527,6 +537,7 @@ func (r *RemoteTargets) SyncDone(ctx context.Context, req *wire.SyncDoneReq) err
 		if done = c.FinishSync(req.Target, req.Version); !done {
 			return nil
 		}
+		tx.RequireSync() // durable before visible: see RemoteTargets
 		ver, err := getCounter(tx, keyChainsVer, 0)
 		if err != nil {
 			return err
@@ -622,6 +633,7 @@ func (r *RemoteTargets) checkNodes(ctx context.Context) error {
 		if len(changed) == 0 {
 			return nil
 		}
+		tx.RequireSync() // durable before visible: see RemoteTargets
 		ver, err := getCounter(tx, keyChainsVer, 0)
 		if err != nil {
 			return err
@@ -743,6 +755,7 @@ func (r *RemoteTargets) FormChains(ctx context.Context, n int) error {
 		if err != nil {
 			return err
 		}
+		tx.RequireSync() // durable before visible: see RemoteTargets
 		for i := range cs {
 			tx.Set(chainKey(cs[i].ID), encodeChain(&cs[i]))
 		}

@@ -147,7 +147,7 @@ var opNames = map[wire.Op]string{
 	wire.OpRename: "rename", wire.OpLink: "link", wire.OpReadDir: "readdir", wire.OpGetXattr: "getxattr",
 	wire.OpSetXattr: "setxattr", wire.OpListXattr: "listxattr", wire.OpRemoveXattr: "removexattr",
 	wire.OpGetLayout: "getlayout", wire.OpSetLayout: "setlayout", wire.OpCommitWrite: "commit_write",
-	wire.OpRegister:   "register_target",
+	wire.OpRegister: "register_target", wire.OpMetaSync: "meta_sync",
 	wire.OpChunkWrite: "chunk_write", wire.OpChunkRead: "chunk_read", wire.OpChunkSync: "chunk_sync",
 	wire.OpChunkTruncate: "chunk_truncate", wire.OpChunkRemove: "chunk_remove", wire.OpTargetStat: "target_stat",
 }

@@ -34,6 +34,7 @@ const (
 	OpRegister    Op = 23 // RegisterReq -> RegisterResp (a storage node announces its targets)
 	OpHeartbeat   Op = 24 // HeartbeatReq -> HeartbeatResp (a storage node is alive)
 	OpSyncDone    Op = 25 // SyncDoneReq -> Empty (a replica caught up with its chain)
+	OpMetaSync    Op = 26 // Empty -> Empty (every metadata change acknowledged before is durable)
 )
 
 // Storage target operations (64-127).
