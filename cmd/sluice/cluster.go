@@ -59,6 +59,7 @@ func newMeta() *cobra.Command {
 	f.DurationVar(&o.HeartbeatTimeout, "heartbeat-timeout", 5*time.Second, "a storage node silent this long leaves its chains")
 	f.StringVar(&o.HTTP, "http", "", "admin HTTP address for /healthz, /metrics and /debug/pprof (empty: none)")
 	f.BoolVarP(&verbose, "verbose", "v", false, "log debug messages")
+	metaSyncFlags(cmd, &o.MetaSync, &o.MetaSyncWindow)
 	cmd.AddCommand(newMetaMigrate())
 	return cmd
 }

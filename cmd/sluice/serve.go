@@ -58,6 +58,7 @@ func newServe() *cobra.Command {
 	f.BoolVar(&passthrough, "passthrough", false, "with --mount: let the kernel read files held whole by a local target straight from disk (FUSE passthrough; checksums checked at open, not per read)")
 	f.BoolVar(&o.NoLocalCalls, "loopback-tcp", false, "make --mount and --s3 reach the servers over loopback TCP instead of in-process calls (for comparison)")
 	f.BoolVarP(&verbose, "verbose", "v", false, "log debug messages")
+	metaSyncFlags(cmd, &o.MetaSync, &o.MetaSyncWindow)
 	s3f.register(cmd, "s3", "")
 	return cmd
 }

@@ -43,6 +43,10 @@ type MetaOptions struct {
 	Logger *slog.Logger
 	// Ready is called with the served address once clients can connect.
 	Ready func(addr string)
+	// MetaSync and MetaSyncWindow: as in Options, for the embedded engine
+	// (etcd syncs every commit).
+	MetaSync       kv.SyncMode
+	MetaSyncWindow time.Duration
 }
 
 // RunMeta serves a metadata service until ctx is done.
@@ -52,6 +56,9 @@ func RunMeta(ctx context.Context, opts MetaOptions) (err error) {
 	}
 	if len(opts.Etcd) == 0 && opts.DataDir == "" {
 		return errs.New(errs.Invalid, "meta: give --etcd endpoints or a --data-dir for the embedded engine")
+	}
+	if err := validateMetaSync(opts.MetaSync, opts.MetaSyncWindow); err != nil {
+		return err
 	}
 	log := opts.Logger
 	if log == nil {
@@ -71,7 +78,7 @@ func RunMeta(ctx context.Context, opts MetaOptions) (err error) {
 			return err
 		}
 		closers.add(func() error { unlock(); return nil })
-		if db, err = kv.OpenPebble(filepath.Join(opts.DataDir, "meta"), &kv.PebbleOptions{Logger: log}); err != nil {
+		if db, err = kv.OpenPebble(filepath.Join(opts.DataDir, "meta"), &kv.PebbleOptions{Logger: log, Sync: opts.MetaSync, SyncWindow: opts.MetaSyncWindow}); err != nil {
 			return fmt.Errorf("meta: open metadata store: %w", err)
 		}
 	}
@@ -109,7 +116,7 @@ func RunMeta(ctx context.Context, opts MetaOptions) (err error) {
 		closers.add(a.Close)
 	}
 	addr := advertised(ln.Addr().(*net.TCPAddr))
-	engine := "pebble " + opts.DataDir
+	engine := "pebble " + opts.DataDir + ", sync " + metaSyncString(opts.MetaSync, opts.MetaSyncWindow)
 	if len(opts.Etcd) > 0 {
 		engine = "etcd " + strings.Join(opts.Etcd, ",")
 	}

@@ -57,6 +57,12 @@ type Options struct {
 	// Local, if set, is called with the local storage targets before
 	// Ready (a mount in the same process reads their chunks directly).
 	Local func(*target.Service)
+	// MetaSync says when metadata commits become durable against a crash
+	// of the machine (kv.SyncGroup, the default, or kv.SyncAlways);
+	// MetaSyncWindow bounds the wait under SyncGroup (0: 5 ms). See
+	// docs/adr/0006-metadata-durability-policy.md.
+	MetaSync       kv.SyncMode
+	MetaSyncWindow time.Duration
 }
 
 // Validate checks the options.
@@ -70,7 +76,28 @@ func (o *Options) Validate() error {
 	if o.Targets < 0 || o.Targets > placement.MaxStripeCount {
 		return errs.New(errs.Invalid, "serve: --targets must be between 1 and %d", placement.MaxStripeCount)
 	}
+	return validateMetaSync(o.MetaSync, o.MetaSyncWindow)
+}
+
+func validateMetaSync(m kv.SyncMode, window time.Duration) error {
+	if m != kv.SyncGroup && m != kv.SyncAlways {
+		return errs.New(errs.Invalid, "--meta-sync must be group or always")
+	}
+	if window < 0 || window > kv.MaxSyncWindow {
+		return errs.New(errs.Invalid, "--meta-sync-window must be between 0 and %v", kv.MaxSyncWindow)
+	}
 	return nil
+}
+
+// metaSyncString describes the metadata sync policy for the log.
+func metaSyncString(m kv.SyncMode, window time.Duration) string {
+	if m == kv.SyncAlways {
+		return m.String()
+	}
+	if window == 0 {
+		window = kv.DefaultSyncWindow
+	}
+	return fmt.Sprintf("%v (window %v)", m, window)
 }
 
 // Run serves until ctx is done, then shuts down cleanly.
@@ -94,7 +121,7 @@ func Run(ctx context.Context, opts Options) (err error) {
 	var closers cleanup
 	defer closers.run(&err)
 
-	db, err := kv.OpenPebble(filepath.Join(opts.DataDir, "meta"), &kv.PebbleOptions{Logger: log})
+	db, err := kv.OpenPebble(filepath.Join(opts.DataDir, "meta"), &kv.PebbleOptions{Logger: log, Sync: opts.MetaSync, SyncWindow: opts.MetaSyncWindow})
 	if err != nil {
 		return fmt.Errorf("serve: open metadata store: %w", err)
 	}
@@ -182,7 +209,7 @@ func Run(ctx context.Context, opts Options) (err error) {
 			}
 		}
 	}
-	log.Info("sluice serving", "addr", addr, "data_dir", opts.DataDir, "targets", len(ids), "fsid", ms.FSID())
+	log.Info("sluice serving", "addr", addr, "data_dir", opts.DataDir, "targets", len(ids), "fsid", ms.FSID(), "meta_sync", metaSyncString(opts.MetaSync, opts.MetaSyncWindow))
 	if opts.Local != nil {
 		opts.Local(targets)
 	}
