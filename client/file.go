@@ -432,7 +432,9 @@ func (f *File) syncLocked(ctx context.Context) error {
 		f.werrMu.Unlock()
 		return err
 	}
-	return nil
+	// The size commits (and the create) may wait for the metadata
+	// service's sync window: make them durable too.
+	return f.c.SyncMeta(ctx)
 }
 
 // Close flushes and syncs the file's data and releases it. The data is
