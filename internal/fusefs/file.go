@@ -196,7 +196,8 @@ func (fs *fileSystem) openRegular(ctx context.Context, a client.InodeAttr, flags
 	if mode == modePassthrough {
 		oflags = fuse.FOPEN_PASSTHROUGH
 	}
-	return fs.addHandle(&handle{of: of, mode: mode}), oflags, backing, nil
+	h := &handle{of: of, mode: mode, sync: flags&syscall.O_DSYNC != 0} // O_SYNC includes O_DSYNC
+	return fs.addHandle(h), oflags, backing, nil
 }
 
 func (fs *fileSystem) Open(intr <-chan struct{}, in *fuse.OpenIn, out *fuse.OpenOut) fuse.Status {
@@ -267,10 +268,21 @@ func (fs *fileSystem) Write(_ <-chan struct{}, in *fuse.WriteIn, data []byte) (u
 }
 
 // Flush is close(2) of one descriptor: send the buffered data, so that
-// errors reach the closing program and other mounts see the data.
+// errors reach the closing program and other mounts see the data. The
+// close of a descriptor opened with O_SYNC or O_DSYNC also makes the data
+// and the metadata (the create, the size) durable, as fsync does.
 func (fs *fileSystem) Flush(_ <-chan struct{}, in *fuse.FlushIn) fuse.Status {
-	of := fs.fileHandle(in.Fh)
-	if of == nil || !of.written.Load() {
+	h := fs.handle(in.Fh)
+	if h == nil || h.of == nil {
+		return fuse.OK
+	}
+	of := h.of
+	if h.sync {
+		ctx, cancel := fs.op(nil, 0)
+		defer cancel()
+		return fs.status(ctx, "flush", of.f.SyncContext(ctx))
+	}
+	if !of.written.Load() {
 		return fuse.OK
 	}
 	ctx, cancel := fs.op(nil, 0)
@@ -278,6 +290,8 @@ func (fs *fileSystem) Flush(_ <-chan struct{}, in *fuse.FlushIn) fuse.Status {
 	return fs.status(ctx, "flush", of.f.FlushContext(ctx))
 }
 
+// Fsync (and fdatasync) makes the file's data durable on the targets, then
+// its metadata on the metadata service (File.SyncContext does both).
 func (fs *fileSystem) Fsync(_ <-chan struct{}, in *fuse.FsyncIn) fuse.Status {
 	of := fs.fileHandle(in.Fh)
 	if of == nil {
@@ -288,10 +302,21 @@ func (fs *fileSystem) Fsync(_ <-chan struct{}, in *fuse.FsyncIn) fuse.Status {
 	return fs.status(ctx, "fsync", of.f.SyncContext(ctx))
 }
 
+// Release ends a handle. For one opened with O_SYNC or O_DSYNC, Flush
+// already synced at close(2); the handle's writes through a mapping may
+// have come after, so Release syncs the metadata again (cheap when
+// nothing is unsynced).
 func (fs *fileSystem) Release(_ <-chan struct{}, in *fuse.ReleaseIn) {
 	if h := fs.removeHandle(in.Fh); h != nil && h.of != nil {
 		fs.endMode(h.of, h.mode)
 		fs.unref(h.of)
+		if h.sync {
+			ctx, cancel := fs.op(nil, 0)
+			defer cancel()
+			if err := fs.c.SyncMeta(ctx); err != nil {
+				fs.log.Warn("fuse: syncing metadata at the release of a synchronous file failed", "err", err)
+			}
+		}
 	}
 }
 

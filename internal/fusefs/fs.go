@@ -79,6 +79,9 @@ type handle struct {
 	of   *openFile  // regular file
 	dir  *dirHandle // directory
 	mode ioMode     // of a regular file
+	// sync: opened with O_SYNC or O_DSYNC, so its close makes data and
+	// metadata durable.
+	sync bool
 }
 
 func newFileSystem(ctx context.Context, c *client.Client, opts *Options) *fileSystem {
@@ -530,8 +533,15 @@ func (fs *fileSystem) StatFs(intr <-chan struct{}, h *fuse.InHeader, out *fuse.S
 	return fuse.OK
 }
 
-// FsyncDir does nothing: metadata operations are durable when they return.
-func (fs *fileSystem) FsyncDir(<-chan struct{}, *fuse.FsyncIn) fuse.Status { return fuse.OK }
+// FsyncDir makes the directory's entries durable. The metadata service
+// may acknowledge changes before they survive a power loss (its sync
+// window, ADR 0006), so this asks it to sync: every change acknowledged
+// so far, not only this directory's.
+func (fs *fileSystem) FsyncDir(<-chan struct{}, *fuse.FsyncIn) fuse.Status {
+	ctx, cancel := fs.op(nil, 0)
+	defer cancel()
+	return fs.status(ctx, "fsyncdir", fs.c.SyncMeta(ctx))
+}
 
 // Forget does nothing: node IDs are inode numbers, so there is no per-node
 // state to drop.
