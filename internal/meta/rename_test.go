@@ -281,49 +281,56 @@ func runRenameRace(t *testing.T, s *Service, workers, perWorker int) {
 		}
 		return parents[r.IntN(len(parents))]
 	}
-	var wg sync.WaitGroup
-	for w := range workers {
-		wg.Go(func() {
-			r := rand.New(rand.NewPCG(seed, uint64(w)))
-			for range perWorker {
-				// Replacing renames free files: make new ones now and then.
-				if r.IntN(10) == 0 {
-					name := names[12+r.IntN(24)] // a file name
-					a, err := s.Create(ctx, &wire.CreateReq{Parent: parents[r.IntN(len(parents))], Name: name, Mode: 0o644, Exclusive: true})
-					if err == nil {
-						createdMu.Lock()
-						created[a.Ino] = true
-						createdMu.Unlock()
+	// Rounds of racing workers until both outcomes (done, and refused as a
+	// move into a subtree) were seen: a short round may see only one.
+	for round := 0; round < 20 && (ok.Load() == 0 || invalid.Load() == 0); round++ {
+		var wg sync.WaitGroup
+		for w := range workers {
+			wg.Go(func() {
+				r := rand.New(rand.NewPCG(seed, uint64(round*1000+w)))
+				for range perWorker {
+					// Replacing renames free files: make new ones now and then.
+					if r.IntN(10) == 0 {
+						name := names[12+r.IntN(24)] // a file name
+						a, err := s.Create(ctx, &wire.CreateReq{Parent: parents[r.IntN(len(parents))], Name: name, Mode: 0o644, Exclusive: true})
+						if err == nil {
+							createdMu.Lock()
+							created[a.Ino] = true
+							createdMu.Unlock()
+						}
+						continue
 					}
-					continue
+					req := wire.RenameReq{OldName: names[r.IntN(len(names))], NewName: names[r.IntN(len(names))]}
+					req.OldParent = find(r, req.OldName)
+					req.NewParent = parents[r.IntN(len(parents))]
+					switch r.IntN(4) {
+					case 0:
+						req.Flags = wire.RenameNoReplace
+					case 1:
+						req.Flags = wire.RenameExchange
+						req.NewParent = find(r, req.NewName)
+					}
+					err := s.Rename(ctx, &req)
+					switch code := errs.CodeOf(err); code {
+					case errs.OK:
+						ok.Add(1)
+					case errs.Invalid:
+						invalid.Add(1)
+					case errs.NotFound, errs.Exists, errs.NotEmpty, errs.IsDir, errs.NotDir:
+						c, _ := codes.LoadOrStore(code, new(atomic.Int64))
+						c.(*atomic.Int64).Add(1)
+					default:
+						t.Errorf("rename %+v: unexpected error %v (seed %d)", req, err, seed)
+						return
+					}
 				}
-				req := wire.RenameReq{OldName: names[r.IntN(len(names))], NewName: names[r.IntN(len(names))]}
-				req.OldParent = find(r, req.OldName)
-				req.NewParent = parents[r.IntN(len(parents))]
-				switch r.IntN(4) {
-				case 0:
-					req.Flags = wire.RenameNoReplace
-				case 1:
-					req.Flags = wire.RenameExchange
-					req.NewParent = find(r, req.NewName)
-				}
-				err := s.Rename(ctx, &req)
-				switch code := errs.CodeOf(err); code {
-				case errs.OK:
-					ok.Add(1)
-				case errs.Invalid:
-					invalid.Add(1)
-				case errs.NotFound, errs.Exists, errs.NotEmpty, errs.IsDir, errs.NotDir:
-					c, _ := codes.LoadOrStore(code, new(atomic.Int64))
-					c.(*atomic.Int64).Add(1)
-				default:
-					t.Errorf("rename %+v: unexpected error %v (seed %d)", req, err, seed)
-					return
-				}
-			}
-		})
+			})
+		}
+		wg.Wait()
+		if t.Failed() {
+			return
+		}
 	}
-	wg.Wait()
 	var refusals []string
 	codes.Range(func(k, v any) bool {
 		refusals = append(refusals, fmt.Sprintf("%v: %d", k, v.(*atomic.Int64).Load()))
@@ -331,7 +338,7 @@ func runRenameRace(t *testing.T, s *Service, workers, perWorker int) {
 	})
 	t.Logf("renames: %d done, %d refused as a move into a subtree, other refusals %v", ok.Load(), invalid.Load(), refusals)
 	if ok.Load() == 0 || invalid.Load() == 0 {
-		t.Fatalf("the race did not exercise both outcomes (seed %d)", seed)
+		t.Fatalf("20 rounds of the race did not exercise both outcomes (seed %d)", seed)
 	}
 	// Renames that replace drop files; the rest must all be reachable.
 	seen := checkTree(t, s)
