@@ -466,7 +466,7 @@ func (g *Gateway) setBucketACL(ctx context.Context, bucket string, acl cannedACL
 }
 
 func (g *Gateway) getObjectACL(rq *request) error {
-	info, _, err := g.statObject(rq, rq.key)
+	info, err := g.readTarget(rq)
 	if err != nil {
 		return err
 	}
@@ -478,7 +478,7 @@ func (g *Gateway) getObjectACL(rq *request) error {
 // putObjectACL sets an object's canned ACL in its recorded metadata,
 // leaving the rest (ETag, headers) as it is.
 func (g *Gateway) putObjectACL(rq *request) error {
-	info, _, err := g.statObject(rq, rq.key)
+	info, err := g.readTarget(rq)
 	if err != nil {
 		return err
 	}

@@ -157,8 +157,6 @@ func (g *Gateway) unsupportedBucketConfig(rq *request) error {
 	}
 	q := rq.query
 	switch {
-	case q.Has("tagging"):
-		return &APIError{Code: "NoSuchTagSet", Status: http.StatusNotFound, Message: "The TagSet does not exist"}
 	case q.Has("policy"):
 		return &APIError{Code: "NoSuchBucketPolicy", Status: http.StatusNotFound, Message: "The bucket policy does not exist"}
 	case q.Has("lifecycle"):
@@ -171,13 +169,6 @@ func (g *Gateway) unsupportedBucketConfig(rq *request) error {
 		return &APIError{Code: "NoSuchWebsiteConfiguration", Status: http.StatusNotFound, Message: "The specified bucket does not have a website configuration"}
 	}
 	return apiErr(ErrNotImplemented, "This bucket configuration is not supported by Sluice")
-}
-
-func (g *Gateway) getObjectTagging(rq *request) error {
-	if _, _, err := g.statObject(rq, rq.key); err != nil {
-		return err
-	}
-	return writeXML(rq, tagging{Xmlns: s3Namespace})
 }
 
 func isNotExist(err error) bool { return errors.Is(err, fs.ErrNotExist) }

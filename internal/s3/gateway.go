@@ -380,7 +380,9 @@ func (g *Gateway) route(rq *request) error {
 				return g.getBucketACL(rq)
 			case q.Has("versions"):
 				return g.listObjectVersions(rq)
-			case q.Has("tagging"), q.Has("policy"), q.Has("lifecycle"), q.Has("cors"), q.Has("encryption"),
+			case q.Has("tagging"):
+				return g.getBucketTagging(rq)
+			case q.Has("policy"), q.Has("lifecycle"), q.Has("cors"), q.Has("encryption"),
 				q.Has("website"), q.Has("replication"), q.Has("object-lock"), q.Has("notification"),
 				q.Has("logging"), q.Has("accelerate"), q.Has("requestPayment"),
 				q.Has("ownershipControls"), q.Has("publicAccessBlock"), q.Has("intelligent-tiering"),
@@ -399,13 +401,18 @@ func (g *Gateway) route(rq *request) error {
 				return g.putBucketACL(rq)
 			case q.Has("versioning"):
 				return g.putBucketVersioning(rq)
+			case q.Has("tagging"):
+				return g.putBucketTagging(rq, false)
 			}
 			if len(q) > 0 {
 				return apiErr(ErrNotImplemented, "This bucket configuration is not supported by Sluice")
 			}
 			return g.createBucket(rq)
 		case http.MethodDelete:
-			if len(q) > 0 {
+			switch {
+			case q.Has("tagging"):
+				return g.putBucketTagging(rq, true)
+			case len(q) > 0:
 				return apiErr(ErrNotImplemented, "This bucket configuration is not supported by Sluice")
 			}
 			return g.deleteBucket(rq)
@@ -439,7 +446,9 @@ func (g *Gateway) route(rq *request) error {
 			return g.uploadPart(rq)
 		case q.Has("acl"):
 			return g.putObjectACL(rq)
-		case q.Has("tagging"), q.Has("legal-hold"), q.Has("retention"):
+		case q.Has("tagging"):
+			return g.putObjectTagging(rq, false)
+		case q.Has("legal-hold"), q.Has("retention"):
 			return apiErr(ErrNotImplemented, "This object subresource is not supported by Sluice")
 		case rq.r.Header.Get("X-Amz-Copy-Source") != "":
 			return g.copyObject(rq)
@@ -450,7 +459,7 @@ func (g *Gateway) route(rq *request) error {
 			return g.abortMultipartUpload(rq)
 		}
 		if q.Has("tagging") {
-			return apiErr(ErrNotImplemented, "Object tagging is not supported by Sluice")
+			return g.putObjectTagging(rq, true)
 		}
 		return g.deleteObject(rq)
 	case http.MethodPost:

@@ -75,6 +75,9 @@ func (g *Gateway) createMultipartUpload(rq *request) error {
 		return err
 	}
 	meta.setACL(acl, rq.owner().ID)
+	if meta.Tags, err = parseTaggingHeader(rq.r.Header.Get("X-Amz-Tagging")); err != nil {
+		return err
+	}
 	info := uploadInfo{Key: rq.key, Initiated: g.now().UnixNano(), Meta: meta}
 	if alg := rq.r.Header.Get("X-Amz-Checksum-Algorithm"); alg != "" {
 		if _, ok := checksumAlgorithms[strings.ToLower(alg)]; !ok {

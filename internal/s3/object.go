@@ -110,7 +110,7 @@ func (g *Gateway) statObjectIn(ctx context.Context, bucket, key string) (*objInf
 	case stored != nil:
 		// Changed through POSIX since the gateway wrote it: the headers
 		// still apply, the ETag and checksums do not.
-		info.meta = &objectMeta{ContentType: stored.ContentType, Headers: stored.Headers, User: stored.User, ACL: stored.ACL, Owner: stored.Owner, VersionID: stored.VersionID}
+		info.meta = &objectMeta{ContentType: stored.ContentType, Headers: stored.Headers, User: stored.User, ACL: stored.ACL, Owner: stored.Owner, VersionID: stored.VersionID, Tags: stored.Tags}
 		info.etag = syntheticETag(info.attr)
 	default:
 		info.meta, info.etag = &objectMeta{}, syntheticETag(info.attr)
@@ -394,6 +394,9 @@ func (g *Gateway) putObject(rq *request) error {
 		return err
 	}
 	meta.setACL(acl, rq.owner().ID)
+	if meta.Tags, err = parseTaggingHeader(h.Get("X-Amz-Tagging")); err != nil {
+		return err
+	}
 	if sc := h.Get("X-Amz-Storage-Class"); sc != "" && sc != "STANDARD" && sc != "REDUCED_REDUNDANCY" && sc != "STANDARD_IA" && sc != "INTELLIGENT_TIERING" {
 		return apiErr(ErrInvalidStorageClass, "The storage class %q is not supported: Sluice has one storage class", sc)
 	}
@@ -644,6 +647,7 @@ func (g *Gateway) getObjectOnce(rq *request, head bool) error {
 	}
 	h.Set("Accept-Ranges", "bytes")
 	h.Set("Content-Length", strconv.FormatInt(rng.Length, 10))
+	setTaggingCount(h, info.meta.Tags)
 	switch {
 	case partN > 0 && info.meta.Parts > 0:
 		h.Set("X-Amz-Mp-Parts-Count", strconv.Itoa(partsCount))
@@ -824,6 +828,14 @@ func (g *Gateway) copyObject(rq *request) error {
 			return err
 		}
 	}
+	tagDirective := h.Get("X-Amz-Tagging-Directive")
+	if tagDirective != "" && tagDirective != "COPY" && tagDirective != "REPLACE" {
+		return apiErr(ErrInvalidArgument, "Unknown tagging directive %q: use COPY or REPLACE", tagDirective)
+	}
+	newTags, err := parseTaggingHeader(h.Get("X-Amz-Tagging"))
+	if err != nil {
+		return err
+	}
 	src, err := g.copySource(rq.ctx, sb, sk, svid)
 	if err != nil {
 		return err
@@ -838,6 +850,10 @@ func (g *Gateway) copyObject(rq *request) error {
 		newMeta = src.meta.copyMeta()
 	}
 	newMeta.setACL(acl, rq.owner().ID)
+	newMeta.Tags = src.meta.Tags
+	if tagDirective == "REPLACE" {
+		newMeta.Tags = newTags
+	}
 	if svid != "" {
 		rq.w.Header().Set("X-Amz-Copy-Source-Version-Id", svid)
 	}

@@ -57,6 +57,8 @@ type objectMeta struct {
 	// DeleteMarker marks a delete marker in a key's versions (versions.go).
 	VersionID    string `json:"vid,omitempty"`
 	DeleteMarker bool   `json:"dm,omitempty"`
+	// Tags are the object's tags (tagging.go).
+	Tags map[string]string `json:"tags,omitempty"`
 }
 
 func (m *objectMeta) encode() []byte {

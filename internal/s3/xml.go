@@ -129,10 +129,21 @@ type accessControlPolicy struct {
 	Grants  []grant  `xml:"AccessControlList>Grant"`
 }
 
+// tagging is the Tagging document of object and bucket tagging, request
+// and response.
 type tagging struct {
 	XMLName xml.Name `xml:"Tagging"`
 	Xmlns   string   `xml:"xmlns,attr"`
-	TagSet  struct{} `xml:"TagSet"`
+	TagSet  tagSet   `xml:"TagSet"` // always there, empty or not, as in S3
+}
+
+type tagSet struct {
+	Tags []tagXML `xml:"Tag"`
+}
+
+type tagXML struct {
+	Key   string `xml:"Key"`
+	Value string `xml:"Value"`
 }
 
 type copyObjectResult struct {

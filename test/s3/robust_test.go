@@ -244,7 +244,7 @@ func TestBadRequests(t *testing.T) {
 	})
 
 	t.Run("Unsupported", func(t *testing.T) {
-		resp, body := c.do(t, "PUT", "/bad/ok", url.Values{"tagging": {""}}, nil, []byte("<Tagging/>"))
+		resp, body := c.do(t, "PUT", "/bad/ok", url.Values{"retention": {""}}, nil, []byte("<Retention/>"))
 		expectError(t, resp, body, 501, "NotImplemented")
 		resp, body = c.do(t, "GET", "/bad", url.Values{"policy": {""}}, nil, nil)
 		expectError(t, resp, body, 404, "NoSuchBucketPolicy")
