@@ -292,8 +292,9 @@ func (g *Gateway) serve(rq *request) error {
 	}
 	rq.bucket, rq.key = g.address(r)
 	if r.Method == http.MethodOptions {
-		return corsPreflight(r.Header)
+		return g.preflight(rq)
 	}
+	g.addCORSHeaders(rq)
 	if rq.auth, err = g.authenticate(r, pairs); err != nil {
 		return err
 	}
@@ -382,7 +383,9 @@ func (g *Gateway) route(rq *request) error {
 				return g.listObjectVersions(rq)
 			case q.Has("tagging"):
 				return g.getBucketTagging(rq)
-			case q.Has("policy"), q.Has("lifecycle"), q.Has("cors"), q.Has("encryption"),
+			case q.Has("cors"):
+				return g.getBucketCORS(rq)
+			case q.Has("policy"), q.Has("lifecycle"), q.Has("encryption"),
 				q.Has("website"), q.Has("replication"), q.Has("object-lock"), q.Has("notification"),
 				q.Has("logging"), q.Has("accelerate"), q.Has("requestPayment"),
 				q.Has("ownershipControls"), q.Has("publicAccessBlock"), q.Has("intelligent-tiering"),
@@ -403,6 +406,8 @@ func (g *Gateway) route(rq *request) error {
 				return g.putBucketVersioning(rq)
 			case q.Has("tagging"):
 				return g.putBucketTagging(rq, false)
+			case q.Has("cors"):
+				return g.putBucketCORS(rq)
 			}
 			if len(q) > 0 {
 				return apiErr(ErrNotImplemented, "This bucket configuration is not supported by Sluice")
@@ -412,6 +417,8 @@ func (g *Gateway) route(rq *request) error {
 			switch {
 			case q.Has("tagging"):
 				return g.putBucketTagging(rq, true)
+			case q.Has("cors"):
+				return g.deleteBucketCORS(rq)
 			case len(q) > 0:
 				return apiErr(ErrNotImplemented, "This bucket configuration is not supported by Sluice")
 			}
