@@ -95,7 +95,9 @@ func TestCORS(t *testing.T) {
 	mustRun(t, env, aws, "--endpoint-url", g.endpoint, "s3api", "put-bucket-cors", "--bucket", "web", "--cors-configuration",
 		`{"CORSRules":[{"AllowedOrigins":["https://ui.example"],"AllowedMethods":["GET"]}]}`)
 	out := mustRun(t, env, aws, "--endpoint-url", g.endpoint, "s3api", "get-bucket-cors", "--bucket", "web")
-	var res struct{ CORSRules []struct{ AllowedOrigins, AllowedMethods []string } }
+	var res struct {
+		CORSRules []struct{ AllowedOrigins, AllowedMethods []string }
+	}
 	if err := json.Unmarshal([]byte(out), &res); err != nil || len(res.CORSRules) != 1 || res.CORSRules[0].AllowedOrigins[0] != "https://ui.example" {
 		t.Errorf("aws s3api get-bucket-cors: %s (%v)", out, err)
 	}
