@@ -273,7 +273,10 @@ func (l *Lib) FilesetRead(h int64, reqs []IndexReadReq, inflight int) (int, erro
 			if err == io.EOF {
 				err = nil
 			}
-			return err
+			if err != nil {
+				return fmt.Errorf("%s: %w", name, err) // the File knows only its inode
+			}
+			return nil
 		})
 	})
 	return failures(reqs, func(r *IndexReadReq) error { return r.Err })
