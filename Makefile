@@ -5,7 +5,7 @@ DATA    ?= ./sluice-data
 MNT     ?= ./sluice-mnt
 S3      ?= 127.0.0.1:9000
 
-.PHONY: build serve test test-short race fuzz bench lint clean
+.PHONY: build serve test test-short race fuzz bench lint clean python
 
 build:
 	$(GO) build -o $(BIN) ./cmd/sluice
@@ -40,6 +40,15 @@ fuzz:
 
 bench:
 	$(GO) test -run '^$$' -bench . -benchtime 1x ./test/e2e
+
+# The Python package (docs/python.md): the client library as a C shared
+# library inside python/sluice, then a wheel in python/dist (offline: no
+# build isolation, Debian's setuptools and wheel).
+PYTHON ?= /usr/bin/python3
+python:
+	$(GO) build -buildmode=c-shared -o python/sluice/_libsluice.so ./cmd/libsluice
+	rm -f python/sluice/_libsluice.h
+	cd python && $(PYTHON) -m pip wheel --no-deps --no-build-isolation --wheel-dir dist .
 
 lint:
 	gofmt -l . | (! grep .)
