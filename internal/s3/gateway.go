@@ -440,6 +440,8 @@ func (g *Gateway) route(rq *request) error {
 			return g.getObjectACL(rq)
 		case q.Has("tagging") && m == http.MethodGet:
 			return g.getObjectTagging(rq)
+		case q.Has("attributes") && m == http.MethodGet:
+			return g.getObjectAttributes(rq)
 		case q.Has("attributes"), q.Has("torrent"), q.Has("legal-hold"), q.Has("retention"):
 			return apiErr(ErrNotImplemented, "This object subresource is not supported by Sluice")
 		}
