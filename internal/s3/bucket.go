@@ -159,8 +159,6 @@ func (g *Gateway) unsupportedBucketConfig(rq *request) error {
 	switch {
 	case q.Has("policy"):
 		return &APIError{Code: "NoSuchBucketPolicy", Status: http.StatusNotFound, Message: "The bucket policy does not exist"}
-	case q.Has("lifecycle"):
-		return &APIError{Code: "NoSuchLifecycleConfiguration", Status: http.StatusNotFound, Message: "The lifecycle configuration does not exist"}
 	case q.Has("encryption"):
 		return &APIError{Code: "ServerSideEncryptionConfigurationNotFoundError", Status: http.StatusNotFound, Message: "The server side encryption configuration was not found"}
 	case q.Has("website"):

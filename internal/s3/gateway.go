@@ -63,6 +63,13 @@ type Options struct {
 	// (versioning, CORS, lifecycle) it read before reading it again
 	// (default 5 seconds; bucketconfig.go). Its own changes apply at once.
 	BucketConfigTTL time.Duration
+	// LifecycleSweepEvery is how often Run applies the buckets' lifecycle
+	// expiration rules (default 1 hour; lifecycle.go).
+	LifecycleSweepEvery time.Duration
+	// LifecycleDay is the length of a day in lifecycle rules (default 24
+	// hours: Days count from midnight UTC to midnight UTC). Tests shorten
+	// it.
+	LifecycleDay time.Duration
 }
 
 // Validate checks the options and fills in defaults.
@@ -107,6 +114,12 @@ func (o *Options) Validate() error {
 	}
 	if o.BucketConfigTTL <= 0 {
 		o.BucketConfigTTL = 5 * time.Second
+	}
+	if o.LifecycleSweepEvery <= 0 {
+		o.LifecycleSweepEvery = time.Hour
+	}
+	if o.LifecycleDay <= 0 {
+		o.LifecycleDay = 24 * time.Hour
 	}
 	for i, d := range o.Domains {
 		o.Domains[i] = strings.ToLower(strings.TrimPrefix(d, "."))
@@ -177,11 +190,13 @@ func (g *Gateway) Shutdown(ctx context.Context) error {
 // Run serves on ln until ctx is done, then shuts down, giving requests in
 // flight up to 10 seconds. TLS is used if certFile is set. Meanwhile it
 // collects the abandoned temporary files of interrupted uploads (temps.go),
-// once at the start and every TempSweepEvery.
+// once at the start and every TempSweepEvery, and applies the buckets'
+// lifecycle rules every LifecycleSweepEvery (lifecycle.go).
 func (g *Gateway) Run(ctx context.Context, ln net.Listener, certFile, keyFile string) error {
 	cctx, stopCollector := context.WithCancel(ctx)
 	var collector sync.WaitGroup
 	collector.Go(func() { g.collectTempsLoop(cctx) })
+	collector.Go(func() { g.lifecycleLoop(cctx) })
 	defer collector.Wait()
 	defer stopCollector()
 	errc := make(chan error, 1)
@@ -385,7 +400,9 @@ func (g *Gateway) route(rq *request) error {
 				return g.getBucketTagging(rq)
 			case q.Has("cors"):
 				return g.getBucketCORS(rq)
-			case q.Has("policy"), q.Has("lifecycle"), q.Has("encryption"),
+			case q.Has("lifecycle"):
+				return g.getBucketLifecycle(rq)
+			case q.Has("policy"), q.Has("encryption"),
 				q.Has("website"), q.Has("replication"), q.Has("object-lock"), q.Has("notification"),
 				q.Has("logging"), q.Has("accelerate"), q.Has("requestPayment"),
 				q.Has("ownershipControls"), q.Has("publicAccessBlock"), q.Has("intelligent-tiering"),
@@ -408,6 +425,8 @@ func (g *Gateway) route(rq *request) error {
 				return g.putBucketTagging(rq, false)
 			case q.Has("cors"):
 				return g.putBucketCORS(rq)
+			case q.Has("lifecycle"):
+				return g.putBucketLifecycle(rq)
 			}
 			if len(q) > 0 {
 				return apiErr(ErrNotImplemented, "This bucket configuration is not supported by Sluice")
@@ -419,6 +438,8 @@ func (g *Gateway) route(rq *request) error {
 				return g.putBucketTagging(rq, true)
 			case q.Has("cors"):
 				return g.deleteBucketCORS(rq)
+			case q.Has("lifecycle"):
+				return g.deleteBucketLifecycle(rq)
 			case len(q) > 0:
 				return apiErr(ErrNotImplemented, "This bucket configuration is not supported by Sluice")
 			}
