@@ -9,6 +9,7 @@ import (
 	"os"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -31,6 +32,9 @@ type s3Flags struct {
 	domains   []string
 	tlsCert   string
 	tlsKey    string
+
+	lifecycleEvery time.Duration
+	lifecycleDay   time.Duration
 }
 
 // register adds the flags to cmd; listenFlag names the listen address
@@ -49,6 +53,9 @@ func (s *s3Flags) register(cmd *cobra.Command, listenFlag, listenDefault string)
 	f.StringSliceVar(&s.domains, "s3-domain", nil, "domain for virtual-hosted-style requests (BUCKET.DOMAIN); repeatable")
 	f.StringVar(&s.tlsCert, "s3-tls-cert", "", "serve S3 over HTTPS with this PEM certificate (with --s3-tls-key)")
 	f.StringVar(&s.tlsKey, "s3-tls-key", "", "PEM private key for --s3-tls-cert")
+	f.DurationVar(&s.lifecycleEvery, "s3-lifecycle-every", time.Hour, "how often the gateway applies the buckets' lifecycle expiration rules")
+	f.DurationVar(&s.lifecycleDay, "s3-lifecycle-day", 24*time.Hour, "length of a day in lifecycle rules (for tests)")
+	f.MarkHidden("s3-lifecycle-day")
 }
 
 func (s *s3Flags) validate() error {
@@ -82,7 +89,8 @@ func (s *s3Flags) run(ctx context.Context, serverAddr string, creds map[string]s
 		return err
 	}
 	defer c.Close()
-	gw, err := s3.New(s3.Options{Client: c, Credentials: creds, Region: s.region, Domains: s.domains, Logger: log})
+	gw, err := s3.New(s3.Options{Client: c, Credentials: creds, Region: s.region, Domains: s.domains, Logger: log,
+		LifecycleSweepEvery: s.lifecycleEvery, LifecycleDay: s.lifecycleDay})
 	if err != nil {
 		return err
 	}
