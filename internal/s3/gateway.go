@@ -310,6 +310,10 @@ func (g *Gateway) serve(rq *request) error {
 		return g.preflight(rq)
 	}
 	g.addCORSHeaders(rq)
+	if isPostForm(r, rq.key) && r.Header.Get("Authorization") == "" && validBucketName(rq.bucket) {
+		// A browser form: signed by its policy (post.go).
+		return g.postObject(rq)
+	}
 	if rq.auth, err = g.authenticate(r, pairs); err != nil {
 		return err
 	}
@@ -448,7 +452,7 @@ func (g *Gateway) route(rq *request) error {
 			if q.Has("delete") {
 				return g.deleteObjects(rq)
 			}
-			return apiErr(ErrNotImplemented, "POST object uploads (HTML forms) are not supported by Sluice")
+			return apiErr(ErrMalformedPOSTRequest, "A POST to a bucket is a form upload (a multipart/form-data body) or DeleteObjects (?delete)")
 		}
 		return apiErr(ErrMethodNotAllowed, "The specified method is not allowed against a bucket")
 	}
