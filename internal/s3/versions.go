@@ -596,6 +596,9 @@ func (g *Gateway) deleteObjectKey(ctx context.Context, bucket, key string, owner
 	}
 	defer g.keys.lock(bucket, key)()
 	linked, exists, err := g.keepCurrent(ctx, state, bucket, key, p)
+	if hasCode(err, ErrKeyConflict.Code) {
+		linked, exists, err = 0, false, nil // a directory: no object to keep, as without versioning
+	}
 	if err != nil {
 		return deleteOutcome{}, err
 	}

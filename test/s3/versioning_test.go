@@ -135,6 +135,11 @@ d = s3.delete_object(Bucket="ver", Key="data/k")
 assert d["DeleteMarker"] and d["VersionId"] == "null", d
 assert versions("data/") == ([("data/k", ids[0], False)], [("data/k", "null", True)]), versions("data/")
 
+# Deleting a key that is a directory (a prefix of other keys) deletes no
+# object, as without versioning.
+assert s3.delete_object(Bucket="ver", Key="pg/a")["ResponseMetadata"]["HTTPStatusCode"] == 204
+assert s3.get_object(Bucket="ver", Key="pg/a/x")["Body"].read() == b"1"
+
 # Cleanup as tools do it: every version and marker, then the bucket.
 assert err(s3.delete_bucket, Bucket="ver")[0] == "BucketNotEmpty"
 objs = []
