@@ -366,6 +366,11 @@ func (g *Gateway) postObject(rq *request) error {
 	if _, err := g.commitObject(rq.ctx, rq.bucket, rq.key, tmp, f, meta, false); err != nil {
 		return err
 	}
+	// Durable before the answer, as a PUT (ADR 0006): the key's
+	// publication is metadata.
+	if err := g.c.SyncMeta(rq.ctx); err != nil {
+		return fsErr(err, ErrInternal, "key "+rq.key)
+	}
 	return g.postAnswer(rq, fields, meta)
 }
 
