@@ -546,6 +546,10 @@ func (g *Gateway) completeMultipartUpload(rq *request) error {
 		if _, err := g.commitObject(rq.ctx, rq.bucket, rq.key, tmp, f, meta, noReplace); err != nil {
 			return nil, err
 		}
+		// Durable before the 200 (ADR 0006): the key's publication is metadata.
+		if err := g.c.SyncMeta(rq.ctx); err != nil {
+			return nil, fsErr(err, ErrInternal, "key "+rq.key)
+		}
 		if err := g.c.RemoveAll(rq.ctx, uploadDir(rq.bucket, id)); err != nil {
 			g.log.Warn("s3: cannot remove a completed upload's parts", "upload", id, "err", err)
 		}

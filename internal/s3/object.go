@@ -422,6 +422,10 @@ func (g *Gateway) putObject(rq *request) error {
 	if _, err := g.commitObject(rq.ctx, rq.bucket, rq.key, tmp, f, meta, noReplace); err != nil {
 		return err
 	}
+	// Durable before the 200 (ADR 0006): the key's publication is metadata.
+	if err := g.c.SyncMeta(rq.ctx); err != nil {
+		return fsErr(err, ErrInternal, "key "+rq.key)
+	}
 	hdr := rq.w.Header()
 	hdr.Set("ETag", `"`+meta.ETag+`"`)
 	if meta.VersionID != "" {
@@ -457,6 +461,9 @@ func (g *Gateway) putDirObject(rq *request, p string, v *verifier, meta *objectM
 	meta.ETag = emptyETag
 	if err := g.c.SetXattr(rq.ctx, p, xattrMeta, meta.encode()); err != nil {
 		return fsErr(err, ErrNoSuchKey, "key "+rq.key)
+	}
+	if err := g.c.SyncMeta(rq.ctx); err != nil { // durable before the 200 (ADR 0006)
+		return fsErr(err, ErrInternal, "key "+rq.key)
 	}
 	rq.w.Header().Set("ETag", `"`+emptyETag+`"`)
 	rq.w.WriteHeader(http.StatusOK)
