@@ -29,10 +29,10 @@ func TestKill9DuringMetadataStorm(t *testing.T) {
 type fileState uint8
 
 const (
-	stateCreating fileState = iota + 1 // create sent, no answer yet
-	stateLive                          // create acknowledged
-	stateUnlinking                     // unlink sent, no answer yet
-	stateGone                          // unlink acknowledged
+	stateCreating  fileState = iota + 1 // create sent, no answer yet
+	stateLive                           // create acknowledged
+	stateUnlinking                      // unlink sent, no answer yet
+	stateGone                           // unlink acknowledged
 )
 
 func kill9Storm(t *testing.T, policy string) {
