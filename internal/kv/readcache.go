@@ -12,8 +12,9 @@ import (
 // snapshots transactions read, by generation:
 //
 //   - The committer, the only writer, puts every key a batch wrote (value or
-//     deletion) with the batch's generation, after the batch is durable and
-//     before the snapshot of that generation is published.
+//     deletion) with the batch's generation, after the batch is committed
+//     (in the commit log and pebble) and before the snapshot of that
+//     generation is published.
 //   - A reader whose snapshot has generation g uses an entry only if the
 //     entry's generation is <= g; otherwise it reads pebble.
 //   - After a miss, a reader may insert what it read from its snapshot, with
