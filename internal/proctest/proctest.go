@@ -138,6 +138,36 @@ func (p *Proc) Exited() <-chan struct{} { return p.exited }
 // marked "stdout: ").
 func (p *Proc) Logs() string { return p.logs.String() }
 
+// Pause stops the process with SIGSTOP and waits until the kernel reports
+// it stopped (state T in /proc/PID/stat): kill(2) returns before every
+// thread of a busy process has stopped, and a request sent in between
+// could still be answered. Resume continues it.
+func (p *Proc) Pause(tb testing.TB) {
+	tb.Helper()
+	if err := p.Cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+		tb.Fatal(err)
+	}
+	stat := fmt.Sprintf("/proc/%d/stat", p.Cmd.Process.Pid)
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		b, err := os.ReadFile(stat)
+		if err != nil {
+			tb.Fatalf("pause: %v", err)
+		}
+		// The state follows the command name in parentheses.
+		if i := bytes.LastIndexByte(b, ')'); i >= 0 && i+2 < len(b) && b[i+2] == 'T' {
+			return
+		}
+		if time.Now().After(deadline) {
+			tb.Fatalf("pause: process %d not stopped 30 s after SIGSTOP", p.Cmd.Process.Pid)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// Resume continues a process stopped by Pause.
+func (p *Proc) Resume() { p.Cmd.Process.Signal(syscall.SIGCONT) }
+
 // Kill stops the process with SIGKILL (by PID) and waits for it.
 func (p *Proc) Kill() {
 	select {

@@ -23,9 +23,7 @@ func TestInterrupt(t *testing.T) {
 	if err := os.WriteFile(m.path("present"), []byte("x"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
-		t.Fatal(err)
-	}
+	s.proc.Pause(t)
 	stopped := true
 	cont := func() {
 		if stopped {
