@@ -133,6 +133,21 @@ def error(errno: int, msg: Any) -> OSError:
 
 _lock = threading.Lock()
 _current: Optional[Lib] = None
+# A copy of the library in an in-memory file that this process has not
+# loaded, made before its first fork: its children load it (sharing its
+# pages) instead of each copying the library.
+_spare: Optional[int] = None
+_spare_pid = 0
+
+
+def _before_fork() -> None:
+    global _spare, _spare_pid
+    if _current is None or (_spare is not None and _spare_pid == os.getpid()):
+        return
+    try:
+        _spare, _spare_pid = _memfd_copy(library_path()), os.getpid()
+    except OSError:
+        _spare = None  # no memfd here: each child copies the library
 
 
 def _after_fork_in_child() -> None:
@@ -141,7 +156,7 @@ def _after_fork_in_child() -> None:
 
 
 if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=_after_fork_in_child)
+    os.register_at_fork(before=_before_fork, after_in_child=_after_fork_in_child)
 
 
 def lib() -> Lib:
@@ -163,24 +178,38 @@ def lib() -> Lib:
         return _current
 
 
+def _memfd_copy(path: str) -> int:
+    fd = os.memfd_create("libsluice", os.MFD_CLOEXEC)  # kept over fork, not over exec
+    try:
+        with open(path, "rb") as src, os.fdopen(os.dup(fd), "wb") as dst:
+            shutil.copyfileobj(src, dst, 1 << 20)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
 def _load_private_copy(path: str, pid: int) -> Lib:
-    """Loads a copy of the library that no other process has started, so
-    that it starts its own Go runtime (dlopen of the same file would return
-    the parent's, dead in this process)."""
-    if hasattr(os, "memfd_create"):
+    """Loads a copy of the library that this process has not loaded yet
+    (the one its parent prepared, else a new one), so that it starts its
+    own Go runtime: dlopen of a file already loaded returns the loaded copy,
+    whose runtime is dead in this process.
+
+    The copy's file descriptor stays open: dlopen knows the copy by its
+    /proc/self/fd name, and a later copy (in a grandchild) must not get the
+    same name."""
+    global _spare
+    fd, _spare = _spare, None
+    if fd is None and hasattr(os, "memfd_create"):
         try:
-            fd = os.memfd_create("libsluice", 0)
+            fd = _memfd_copy(path)
         except OSError:
-            fd = -1
-        if fd >= 0:
-            try:
-                with open(path, "rb") as src, os.fdopen(os.dup(fd), "wb") as dst:
-                    shutil.copyfileobj(src, dst, 1 << 20)
-                # fd stays open: dlopen knows the copy by this name, and a
-                # later copy (in a grandchild) must not get the same one.
-                return Lib(f"/proc/self/fd/{fd}", pid)
-            except OSError:
-                os.close(fd)  # e.g. memfd mapped noexec: fall back to a file
+            fd = None
+    if fd is not None:
+        try:
+            return Lib(f"/proc/self/fd/{fd}", pid)
+        except OSError:
+            pass  # e.g. memfd mapped noexec: fall back to a file
     d = tempfile.mkdtemp(prefix="libsluice-")
     try:
         p = os.path.join(d, "_libsluice.so")

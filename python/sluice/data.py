@@ -26,7 +26,8 @@ from .client import Client, File, FileSet
 
 
 def as_tensor(buf: memoryview) -> torch.Tensor:
-    """A uint8 tensor over the sample's bytes, without a copy."""
+    """A uint8 tensor over a memoryview's bytes, without a copy (for
+    output="memoryview"; output="tensor" gives tensors directly)."""
     return torch.frombuffer(buf, dtype=torch.uint8) if len(buf) else torch.empty(0, dtype=torch.uint8)
 
 
@@ -37,9 +38,12 @@ class FileDataset(Dataset):
 
     A batch (DataLoader with batch_size, which calls __getitems__) is read
     with one call: all its files in parallel (inflight at once), straight
-    into one buffer. transform receives a sample's bytes as a memoryview
-    into that buffer (zero-copy; default: bytes) and, with with_path, the
-    sample is (path, transform(data)).
+    into one buffer. output says what a sample is: "bytes" (the default),
+    "memoryview" (a view into the batch's buffer, no copy) or "tensor" (a
+    uint8 tensor viewing the batch's buffer, which in a DataLoader worker is
+    allocated in shared memory: the batch reaches the main process without
+    a copy). transform, if given, is applied to it; with with_path the
+    sample is (path, sample).
 
     The files are opened once (a FileSet) so each read costs one round trip
     to a storage target; the set holds the files as they were when the
@@ -48,8 +52,10 @@ class FileDataset(Dataset):
 
     def __init__(self, root: Optional[str] = None, *, paths: Optional[Sequence[str]] = None,
                  client: Optional[Client] = None, server: Optional[str] = None,
-                 transform: Optional[Callable[[memoryview], Any]] = None, suffixes: Optional[Sequence[str]] = None,
-                 with_path: bool = False, inflight: int = 64):
+                 transform: Optional[Callable[[Any], Any]] = None, suffixes: Optional[Sequence[str]] = None,
+                 with_path: bool = False, output: str = "bytes", inflight: int = 64):
+        if output not in ("bytes", "memoryview", "tensor"):
+            raise ValueError(f"sluice: output {output!r}: want bytes, memoryview or tensor")
         self.client = client or Client(server)
         if (root is None) == (paths is None):
             raise ValueError("sluice: give either root or paths")
@@ -65,6 +71,7 @@ class FileDataset(Dataset):
         self.files = fs
         self.transform = transform
         self.with_path = with_path
+        self.output = output
 
     @property
     def paths(self) -> List[str]:
@@ -83,17 +90,31 @@ class FileDataset(Dataset):
     def __getitems__(self, indices: Sequence[int]) -> List[Any]:
         idx = [int(i) for i in indices]
         sizes = [self.files.sizes[i] for i in idx]
-        buf = bytearray(sum(sizes))
-        mv = memoryview(buf)
-        views, off = [], 0
+        total = sum(sizes)
+        arena: Any = None
+        if self.output == "tensor":
+            arena = torch.empty(total, dtype=torch.uint8)
+            if get_worker_info() is not None and total:
+                arena.share_memory_()  # what the worker would copy the batch into anyway
+            mv = memoryview(arena.numpy()) if total else memoryview(bytearray())
+        else:
+            mv = memoryview(bytearray(total))
+        views, offs, off = [], [], 0
         for s in sizes:
             views.append(mv[off:off + s])
+            offs.append(off)
             off += s
         got = self.files.read_into(idx, views)
         out = []
-        for i, v, n in zip(idx, views, got):
-            v = v[:n]
-            sample = self.transform(v) if self.transform is not None else bytes(v)
+        for i, v, o, n in zip(idx, views, offs, got):
+            if self.output == "tensor":
+                sample: Any = arena[o:o + n]
+            elif self.output == "memoryview":
+                sample = v[:n]
+            else:
+                sample = bytes(v[:n])
+            if self.transform is not None:
+                sample = self.transform(sample)
             out.append((self.files.paths[i], sample) if self.with_path else sample)
         return out
 

@@ -70,7 +70,7 @@ class DatasetTest(unittest.TestCase):
         self.assertEqual(self.epoch(dl), {p: self.files[p] for p in sorted(self.files)[:40]})
 
     def test_tensors_and_sampler(self):
-        ds = FileDataset(paths=sorted(self.files), client=self.c, transform=as_tensor)
+        ds = FileDataset(paths=sorted(self.files), client=self.c, output="memoryview", transform=as_tensor)
         t = ds[5]
         self.assertEqual(t.dtype, torch.uint8)
         self.assertEqual(t.numpy().tobytes(), self.files[sorted(self.files)[5]])
@@ -84,6 +84,14 @@ class DatasetTest(unittest.TestCase):
         dl = DataLoader(ds, batch_size=10, sampler=s, num_workers=2, collate_fn=keep)
         got = [x.numpy().tobytes() for b in dl for x in b]
         self.assertEqual(sorted(got), sorted(self.files.values()))
+        # Tensors read into shared memory by the workers.
+        ts = FileDataset(paths=sorted(self.files), client=self.c, output="tensor", with_path=True)
+        for workers in (0, 2):
+            got = {p: t.numpy().tobytes() for b in DataLoader(ts, batch_size=16, num_workers=workers, collate_fn=keep)
+                   for p, t in b}
+            self.assertEqual(got, self.files)
+        mv = FileDataset(paths=sorted(self.files)[:3], client=self.c, output="memoryview")[1]
+        self.assertEqual(mv.tobytes(), self.files[sorted(self.files)[1]])
 
     def test_tar_shards(self):
         c = self.c
