@@ -127,10 +127,7 @@ func TestBoto3(t *testing.T) {
 	t.Parallel()
 	py := pythonBin(t)
 	g := startGateway(t, "--s3-domain", "localhost")
-	r := runTool(t, g.clientEnv(t), []byte(boto3Script), py, "-")
-	if r.code != 0 || !strings.Contains(r.stdout, "OK") {
-		t.Fatalf("boto3 script failed (exit %d):\n%s\n%s\ngateway logs:\n%s", r.code, r.stdout, r.stderr, lastLines(g.logs(), 30))
-	}
+	g.runScript(t, py, "boto3", boto3Script, g.clientEnv(t))
 	g.alive()
 }
 
@@ -207,11 +204,8 @@ func TestBoto3TrailerChecksums(t *testing.T) {
 	if !strings.HasPrefix(g.endpoint, "https://") {
 		t.Fatalf("endpoint %s is not https", g.endpoint)
 	}
-	r := runTool(t, g.clientEnv(t), []byte(trailerScript), py, "-")
-	if r.code != 0 || !strings.Contains(r.stdout, "OK") {
-		t.Fatalf("trailer script failed (exit %d):\n%s\n%s\ngateway logs:\n%s", r.code, r.stdout, r.stderr, lastLines(g.logs(), 30))
-	}
-	t.Log(strings.TrimSpace(r.stdout))
+	out := g.runScript(t, py, "trailer", trailerScript, g.clientEnv(t))
+	t.Log(strings.TrimSpace(out))
 	g.alive()
 }
 

@@ -1,7 +1,6 @@
 package s3
 
 import (
-	"strings"
 	"testing"
 )
 
@@ -74,9 +73,6 @@ func TestConditionalWrites(t *testing.T) {
 	t.Parallel()
 	py := pythonBin(t)
 	g := startGateway(t)
-	r := runTool(t, g.clientEnv(t), []byte(conditionalScript), py, "-")
-	if r.code != 0 || !strings.Contains(r.stdout, "OK") {
-		t.Fatalf("conditional script failed (exit %d):\n%s\n%s\ngateway logs:\n%s", r.code, r.stdout, r.stderr, lastLines(g.logs(), 30))
-	}
+	g.runScript(t, py, "conditional", conditionalScript, g.clientEnv(t))
 	g.alive()
 }

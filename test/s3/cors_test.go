@@ -2,7 +2,6 @@ package s3
 
 import (
 	"encoding/json"
-	"strings"
 	"testing"
 )
 
@@ -88,9 +87,7 @@ func TestCORS(t *testing.T) {
 	py := pythonBin(t)
 	g := startGateway(t)
 	env := g.clientEnv(t)
-	if r := runTool(t, env, []byte(corsScript), py, "-"); r.code != 0 || !strings.Contains(r.stdout, "OK") {
-		t.Fatalf("CORS script failed (exit %d):\n%s\n%s\ngateway logs:\n%s", r.code, r.stdout, r.stderr, lastLines(g.logs(), 30))
-	}
+	g.runScript(t, py, "CORS", corsScript, env)
 	aws := awsBin(t)
 	mustRun(t, env, aws, "--endpoint-url", g.endpoint, "s3api", "put-bucket-cors", "--bucket", "web", "--cors-configuration",
 		`{"CORSRules":[{"AllowedOrigins":["https://ui.example"],"AllowedMethods":["GET"]}]}`)

@@ -188,3 +188,16 @@ func mustRun(t testing.TB, env []string, prog string, args ...string) string {
 	}
 	return r.stdout
 }
+
+// runScript runs a Python script of checks (with py, in env) that prints
+// OK at its end, and fails the test with its output and the gateway's
+// logs unless it exits 0 having printed OK. what names it in the failure.
+// It returns the script's output.
+func (g *gateway) runScript(t testing.TB, py, what, script string, env []string) string {
+	t.Helper()
+	r := runTool(t, env, []byte(script), py, "-")
+	if r.code != 0 || !strings.Contains(r.stdout, "OK") {
+		t.Fatalf("%s script failed (exit %d):\n%s\n%s\ngateway logs:\n%s", what, r.code, r.stdout, r.stderr, lastLines(g.logs(), 30))
+	}
+	return r.stdout
+}

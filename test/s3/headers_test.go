@@ -1,7 +1,6 @@
 package s3
 
 import (
-	"strings"
 	"testing"
 )
 
@@ -91,10 +90,7 @@ func TestRequestHeaders(t *testing.T) {
 	t.Parallel()
 	py := pythonBin(t)
 	g := startGateway(t)
-	r := runTool(t, g.clientEnv(t), []byte(headersScript), py, "-")
-	if r.code != 0 || !strings.Contains(r.stdout, "OK") {
-		t.Fatalf("headers script failed (exit %d):\n%s\n%s\ngateway logs:\n%s", r.code, r.stdout, r.stderr, lastLines(g.logs(), 30))
-	}
+	g.runScript(t, py, "headers", headersScript, g.clientEnv(t))
 	// An expectation other than 100-continue gets 417 from net/http,
 	// for every request (docs/s3.md, Limitations).
 	for _, req := range []string{"GET /hdr/enc HTTP/1.1\r\nHost: h\r\nExpect: 200-ok\r\n\r\n", "PUT /hdr/x HTTP/1.1\r\nHost: h\r\nExpect: foo\r\nContent-Length: 1\r\n\r\nx"} {

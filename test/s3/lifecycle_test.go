@@ -93,9 +93,7 @@ func TestLifecycle(t *testing.T) {
 	t.Parallel()
 	py := pythonBin(t)
 	g := startGateway(t, "--s3-lifecycle-every", "1s", "--s3-lifecycle-day", "2s")
-	if r := runTool(t, g.clientEnv(t), []byte(lifecycleScript), py, "-"); r.code != 0 || !strings.Contains(r.stdout, "OK") {
-		t.Fatalf("lifecycle script failed (exit %d):\n%s\n%s\ngateway logs:\n%s", r.code, r.stdout, r.stderr, lastLines(g.logs(), 30))
-	}
+	g.runScript(t, py, "lifecycle", lifecycleScript, g.clientEnv(t))
 	if !strings.Contains(g.logs(), "lifecycle rules expired objects") {
 		t.Errorf("the sweeps were not logged:\n%s", lastLines(g.logs(), 30))
 	}

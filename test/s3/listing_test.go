@@ -1,7 +1,6 @@
 package s3
 
 import (
-	"strings"
 	"testing"
 )
 
@@ -44,9 +43,6 @@ func TestListingEncoding(t *testing.T) {
 	t.Parallel()
 	py := pythonBin(t)
 	g := startGateway(t)
-	r := runTool(t, g.clientEnv(t), []byte(listingScript), py, "-")
-	if r.code != 0 || !strings.Contains(r.stdout, "OK") {
-		t.Fatalf("listing script failed (exit %d):\n%s\n%s\ngateway logs:\n%s", r.code, r.stdout, r.stderr, lastLines(g.logs(), 30))
-	}
+	g.runScript(t, py, "listing", listingScript, g.clientEnv(t))
 	g.alive()
 }

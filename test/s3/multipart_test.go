@@ -1,7 +1,6 @@
 package s3
 
 import (
-	"strings"
 	"testing"
 )
 
@@ -63,10 +62,7 @@ func TestPartNumberReads(t *testing.T) {
 	t.Parallel()
 	py := pythonBin(t)
 	g := startGateway(t)
-	r := runTool(t, g.clientEnv(t), []byte(partReadScript), py, "-")
-	if r.code != 0 || !strings.Contains(r.stdout, "OK") {
-		t.Fatalf("partNumber script failed (exit %d):\n%s\n%s\ngateway logs:\n%s", r.code, r.stdout, r.stderr, lastLines(g.logs(), 30))
-	}
+	g.runScript(t, py, "partNumber", partReadScript, g.clientEnv(t))
 	g.alive()
 }
 
@@ -150,9 +146,6 @@ func TestCompleteMultipart(t *testing.T) {
 	t.Parallel()
 	py := pythonBin(t)
 	g := startGateway(t)
-	r := runTool(t, g.clientEnv(t), []byte(completeScript), py, "-")
-	if r.code != 0 || !strings.Contains(r.stdout, "OK") {
-		t.Fatalf("Complete script failed (exit %d):\n%s\n%s\ngateway logs:\n%s", r.code, r.stdout, r.stderr, lastLines(g.logs(), 30))
-	}
+	g.runScript(t, py, "Complete", completeScript, g.clientEnv(t))
 	g.alive()
 }

@@ -5,7 +5,6 @@ import (
 	"context"
 	"io"
 	"os"
-	"strings"
 	"testing"
 )
 
@@ -57,10 +56,7 @@ func TestOverwriteShorter(t *testing.T) {
 	g := startGateway(t)
 	out := t.TempDir()
 	env := append(g.clientEnv(t), "SEED=12", "OUT="+out)
-	r := runTool(t, env, []byte(overwriteScript), py, "-")
-	if r.code != 0 || !strings.Contains(r.stdout, "OK") {
-		t.Fatalf("boto3 script failed (exit %d):\n%s\n%s\ngateway logs:\n%s", r.code, r.stdout, r.stderr, lastLines(g.logs(), 30))
-	}
+	g.runScript(t, py, "boto3", overwriteScript, env)
 	c := g.client()
 	ctx := context.Background()
 	for _, key := range []string{"mp0", "mp1", "mp2"} {

@@ -82,10 +82,7 @@ func TestBucketOwners(t *testing.T) {
 	py := pythonBin(t)
 	g := startGatewayKeys(t)
 	env := append(g.clientEnv(t), "SECOND_KEY="+testAK2, "SECOND_SECRET="+testSK2)
-	r := runTool(t, env, []byte(ownerScript), py, "-")
-	if r.code != 0 || !strings.Contains(r.stdout, "OK") {
-		t.Fatalf("owner script failed (exit %d):\n%s\n%s\ngateway logs:\n%s", r.code, r.stdout, r.stderr, lastLines(g.logs(), 30))
-	}
+	g.runScript(t, py, "owner", ownerScript, env)
 	// awscli with the second key: mb of the first key's bucket fails.
 	aws := awsBin(t)
 	env2 := append(g.clientEnv(t), "AWS_ACCESS_KEY_ID="+testAK2, "AWS_SECRET_ACCESS_KEY="+testSK2)

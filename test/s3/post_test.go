@@ -1,7 +1,6 @@
 package s3
 
 import (
-	"strings"
 	"testing"
 )
 
@@ -88,8 +87,6 @@ func TestPostObject(t *testing.T) {
 	t.Parallel()
 	py := pythonBin(t)
 	g := startGateway(t)
-	if r := runTool(t, g.clientEnv(t), []byte(postScript), py, "-"); r.code != 0 || !strings.Contains(r.stdout, "OK") {
-		t.Fatalf("POST script failed (exit %d):\n%s\n%s\ngateway logs:\n%s", r.code, r.stdout, r.stderr, lastLines(g.logs(), 30))
-	}
+	g.runScript(t, py, "POST", postScript, g.clientEnv(t))
 	g.alive()
 }

@@ -55,10 +55,7 @@ func TestPresignedURLs(t *testing.T) {
 	t.Parallel()
 	py := pythonBin(t)
 	g := startGateway(t)
-	r := runTool(t, g.clientEnv(t), []byte(presignScript), py, "-")
-	if r.code != 0 || !strings.Contains(r.stdout, "OK") {
-		t.Fatalf("presign script failed (exit %d):\n%s\n%s\ngateway logs:\n%s", r.code, r.stdout, r.stderr, lastLines(g.logs(), 30))
-	}
+	g.runScript(t, py, "presign", presignScript, g.clientEnv(t))
 	c := newS3Client(g.endpoint)
 	for _, tc := range []struct {
 		expires time.Duration

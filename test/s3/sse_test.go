@@ -42,10 +42,7 @@ func TestSSERefused(t *testing.T) {
 	t.Parallel()
 	py := pythonBin(t)
 	g := startGateway(t)
-	r := runTool(t, g.clientEnv(t), []byte(sseScript), py, "-")
-	if r.code != 0 || !strings.Contains(r.stdout, "OK") {
-		t.Fatalf("SSE script failed (exit %d):\n%s\n%s\ngateway logs:\n%s", r.code, r.stdout, r.stderr, lastLines(g.logs(), 30))
-	}
+	g.runScript(t, py, "SSE", sseScript, g.clientEnv(t))
 	aws := awsBin(t)
 	res := runTool(t, g.clientEnv(t), []byte("data"), aws, "--endpoint-url", g.endpoint, "s3", "cp", "--sse", "AES256", "-", "s3://sse/cli")
 	if res.code == 0 || !strings.Contains(res.stderr, "NotImplemented") {

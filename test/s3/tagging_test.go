@@ -2,7 +2,6 @@ package s3
 
 import (
 	"encoding/json"
-	"strings"
 	"testing"
 )
 
@@ -90,9 +89,7 @@ func TestTagging(t *testing.T) {
 	py := pythonBin(t)
 	g := startGateway(t)
 	env := g.clientEnv(t)
-	if r := runTool(t, env, []byte(taggingScript), py, "-"); r.code != 0 || !strings.Contains(r.stdout, "OK") {
-		t.Fatalf("tagging script failed (exit %d):\n%s\n%s\ngateway logs:\n%s", r.code, r.stdout, r.stderr, lastLines(g.logs(), 30))
-	}
+	g.runScript(t, py, "tagging", taggingScript, env)
 	// awscli: put and get the tags of an object.
 	aws := awsBin(t)
 	mustRun(t, env, aws, "--endpoint-url", g.endpoint, "s3api", "put-object-tagging", "--bucket", "tags", "--key", "o", "--tagging", "TagSet=[{Key=tool,Value=awscli}]")

@@ -3,7 +3,6 @@ package s3
 import (
 	"context"
 	"io"
-	"strings"
 	"testing"
 )
 
@@ -170,9 +169,7 @@ for i in range(3):
     s3.put_object(Bucket="view", Key="d/k", Body=b"version %d" % i)
 print("OK")
 `
-	if r := runTool(t, env, []byte(pre), py, "-"); r.code != 0 || !strings.Contains(r.stdout, "OK") {
-		t.Fatalf("boto3 failed (exit %d):\n%s\n%s\ngateway logs:\n%s", r.code, r.stdout, r.stderr, lastLines(g.logs(), 30))
-	}
+	g.runScript(t, py, "boto3", pre, env)
 	c := g.client()
 	ctx := context.Background()
 	f, err := c.Open(ctx, "/view/d/k")
@@ -188,8 +185,6 @@ print("OK")
 	if err != nil || len(ents) != 2 {
 		t.Errorf("versions of d/k: %v, %v; want 2 files", ents, err)
 	}
-	if r := runTool(t, env, []byte(versioningScript), py, "-"); r.code != 0 || !strings.Contains(r.stdout, "OK") {
-		t.Fatalf("versioning script failed (exit %d):\n%s\n%s\ngateway logs:\n%s", r.code, r.stdout, r.stderr, lastLines(g.logs(), 30))
-	}
+	g.runScript(t, py, "versioning", versioningScript, env)
 	g.alive()
 }
