@@ -248,6 +248,11 @@ func Run(ctx context.Context, t Target, cfg Config) (Stats, error) {
 		}
 		r.remember(op)
 		if err := r.do(op); err != nil {
+			if ctx.Err() != nil {
+				// Stopped (Ctrl-C): a target that uses ctx fails the
+				// operation in progress; that is no finding.
+				return r.finish(), ctx.Err()
+			}
 			return r.finish(), err
 		}
 		r.stats.Ops++
