@@ -13,6 +13,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
 
@@ -58,6 +59,8 @@ type commitLog struct {
 	// being written.
 	buf  []byte
 	size int64
+	// reserved is the end of the space allocated ahead of size (reserve).
+	reserved int64
 
 	// written counts the bytes appended over all segments.
 	written atomic.Int64
@@ -211,6 +214,8 @@ func (l *commitLog) start(num uint64) error {
 	l.mu.cur, l.mu.num = f, num
 	l.mu.Unlock()
 	l.size = int64(segmentHeaderSize)
+	l.reserved = 0
+	l.reserve()
 	return nil
 }
 
@@ -227,6 +232,9 @@ func (l *commitLog) create(num uint64) (vfs.File, error) {
 	binary.LittleEndian.PutUint32(hdr[len(commitLogMagic):], commitLogVersion)
 	if _, err := f.Write(hdr); err != nil {
 		f.Close()
+		// No record can be in it: remove it, so that the log stays a
+		// list of segments with whole headers.
+		l.fs.Remove(name)
 		return nil, fmt.Errorf("write commit log segment %s: %w", name, err)
 	}
 	if err := l.syncDir(); err != nil {
@@ -290,7 +298,12 @@ func (l *commitLog) append(payload []byte) error {
 	binary.LittleEndian.PutUint32(b[0:4], crc32.Update(crc32.Checksum(b[4:8], castagnoli), castagnoli, payload))
 	// cur changes only in rotate, on this goroutine.
 	if _, err := l.mu.cur.Write(b); err != nil {
-		// A part of the record may be in the file: nothing may follow it.
+		// A part of the record may be in the file: nothing may follow it,
+		// unless it is cut off again. A full disk then fails this commit
+		// only, and the log goes on when space is freed.
+		if l.rollback() {
+			return fmt.Errorf("kv: commit log: write: %w", err)
+		}
 		return l.fail(fmt.Errorf("write: %w", err))
 	}
 	if cap(l.buf) > 1<<20 {
@@ -298,7 +311,42 @@ func (l *commitLog) append(payload []byte) error {
 	}
 	l.size += int64(n)
 	l.written.Add(int64(n))
+	l.reserve()
 	return nil
+}
+
+// logReserve is how much disk space the log keeps allocated ahead of its
+// end (fallocate, keeping the file's size): when the storage targets fill
+// the disk the metadata can still commit that much, enough for the
+// removals that free space again.
+const logReserve = 4 << 20
+
+// reserve extends the space allocated ahead of the log's end when less
+// than half of logReserve is left. A failure (a full disk, a file system
+// without fallocate) is not an error: the reserve is best effort.
+func (l *commitLog) reserve() {
+	if l.size+logReserve/2 <= l.reserved {
+		return
+	}
+	if err := l.mu.cur.Preallocate(l.size, logReserve); err == nil {
+		l.reserved = l.size + logReserve
+	}
+}
+
+// rollback cuts the current segment back to its last whole record after a
+// failed write, and reports whether it could.
+func (l *commitLog) rollback() bool {
+	fd := l.mu.cur.Fd()
+	if fd == vfs.InvalidFd {
+		return false
+	}
+	// The file offset moved past what the failed write wrote: set it
+	// back too, or the next record would follow a hole.
+	if syscall.Ftruncate(int(fd), l.size) != nil {
+		return false
+	}
+	off, err := syscall.Seek(int(fd), l.size, io.SeekStart)
+	return err == nil && off == l.size
 }
 
 // due reports whether the segment is full, so that rotate should run.
@@ -342,11 +390,15 @@ func (l *commitLog) rotate() (next uint64, err error) {
 	next = l.mu.num + 1
 	f, err := l.create(next)
 	if err != nil {
-		return 0, l.fail(err)
+		// The current segment goes on (a full disk: appends use its
+		// reserve); a later rotation tries again.
+		return 0, err
 	}
 	old := l.mu.cur
 	l.mu.cur, l.mu.num = f, next
 	l.size = int64(segmentHeaderSize)
+	l.reserved = 0
+	l.reserve()
 	if err := old.Close(); err != nil {
 		return 0, l.fail(fmt.Errorf("close segment: %w", err))
 	}
