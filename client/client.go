@@ -56,6 +56,10 @@ type Options struct {
 	// 60 s): past it the flush fails and the next Write, Sync or Close
 	// reports the error, so a vanished server cannot hang a writer.
 	FlushTimeout time.Duration
+	// InlineMax bounds the bytes of a file kept in the metadata service
+	// instead of chunks (inline data, ADR 0009): 0 means the service's
+	// limit, a positive value the smaller of the two, negative none.
+	InlineMax int
 }
 
 func (o *Options) setDefaults() error {

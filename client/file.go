@@ -78,6 +78,10 @@ type File struct {
 	}
 
 	ra readAhead
+
+	// home is where the file's bytes live as this File last learnt it (a
+	// dataHome; inline.go).
+	home atomic.Uint64
 }
 
 // Create creates or truncates the file at p (like os.Create).
@@ -128,6 +132,7 @@ func (c *Client) OpenFile(ctx context.Context, p string, flag int, perm fs.FileM
 		size: int64(a.Size), sem: make(chan struct{}, c.opts.WritesInFlight),
 		dirty: make(map[placement.ChainID]map[uint32]bool),
 	}
+	f.home.Store(uint64(homeOf(a)))
 	if flag&O_TRUNC != 0 && flag&(O_WRONLY|O_RDWR) != 0 && a.Size > 0 {
 		if err := f.Truncate(ctx, 0); err != nil {
 			return nil, err
@@ -273,13 +278,14 @@ func (f *File) flushLocked(ctx context.Context) {
 		for _, o := range before {
 			<-o.done // each earlier flight holds its own slot, so it finishes
 		}
-		err := f.writeData(fctx, off, buf)
+		chunked, err := f.writeData(fctx, off, buf)
 		f.endFlight(fl)
 		wire.PutBuf(buf)
 		// The data is on the targets: free the slot for the next flush
 		// before recording the size, which waits for a metadata commit.
+		// (Inline writes recorded the size with the data.)
 		<-f.sem
-		if err == nil {
+		if err == nil && chunked {
 			err = f.commitSize(fctx, off+int64(len(buf)))
 		}
 		if err != nil {
@@ -345,9 +351,9 @@ func (f *File) extents(off, n int64) []placement.Extent {
 	return out
 }
 
-// writeData sends data for the file range at off to the targets, all
+// writeChunks sends data for the file range at off to the targets, all
 // extents in parallel.
-func (f *File) writeData(ctx context.Context, off int64, data []byte) error {
+func (f *File) writeChunks(ctx context.Context, off int64, data []byte) error {
 	g, ctx := errgroup.WithContext(ctx)
 	g.SetLimit(32)
 	for _, e := range f.extents(off, int64(len(data))) {
@@ -518,6 +524,7 @@ func (f *File) ReadAtContext(ctx context.Context, p []byte, off int64) (int, err
 		if err := f.c.metaCall(ctx, wire.OpGetAttr, &wire.InoReq{Ino: f.ino}, &a); err != nil {
 			return 0, opErr("read", f.name, err)
 		}
+		f.learn(&a)
 		f.size = max(f.size, int64(a.Size))
 	}
 	if off >= f.size {
@@ -541,9 +548,9 @@ func (f *File) ReadAtContext(ctx context.Context, p []byte, off int64) (int, err
 	return n, nil
 }
 
-// readData reads the file range at off into dst from the targets, all
+// readChunks reads the file range at off into dst from the targets, all
 // extents in parallel; bytes the chunks do not have read as zeros.
-func (f *File) readData(ctx context.Context, off int64, dst []byte) error {
+func (f *File) readChunks(ctx context.Context, off int64, dst []byte) error {
 	ext := f.extents(off, int64(len(dst)))
 	read := func(ctx context.Context, e placement.Extent) error {
 		piece := dst[e.FileOff-off : e.FileOff-off+e.Len]
@@ -592,7 +599,9 @@ func (f *File) Truncate(ctx context.Context, size int64) error {
 	if err := f.c.metaCall(ctx, wire.OpGetAttr, &wire.InoReq{Ino: f.ino}, &a); err != nil {
 		return opErr("truncate", f.name, err)
 	}
-	if size < int64(a.Size) && len(f.layout.Chains) > 0 {
+	f.learn(&a)
+	// A file without chunks has nothing on the targets to cut.
+	if size < int64(a.Size) && a.Flags&wire.AttrChunks != 0 && len(f.layout.Chains) > 0 {
 		g, gctx := errgroup.WithContext(ctx)
 		for slot, ch := range f.layout.Chains {
 			csize := uint64(f.layout.ChunkSize(slot, size))
@@ -613,6 +622,7 @@ func (f *File) Truncate(ctx context.Context, size int64) error {
 	if err := f.c.metaCall(ctx, wire.OpSetAttr, req, &a); err != nil {
 		return opErr("truncate", f.name, err)
 	}
+	f.learn(&a)
 	f.size = size
 	f.truncs++
 	return nil

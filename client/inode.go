@@ -28,14 +28,21 @@ type InodeAttr struct {
 	Atime, Mtime, Ctime   int64
 
 	layout placement.Layout // a regular file's layout: lets OpenInode skip a round trip
+	where  dataHome         // where a regular file's bytes live
 }
 
 func inodeAttr(a *wire.Attr) InodeAttr {
 	return InodeAttr{
 		Ino: a.Ino, Mode: a.Mode, Nlink: a.Nlink, Uid: a.Uid, Gid: a.Gid, Rdev: a.Rdev,
 		Size: a.Size, Atime: a.Atime, Mtime: a.Mtime, Ctime: a.Ctime, layout: a.Layout,
+		where: homeOf(a),
 	}
 }
+
+// AllInChunks reports whether every byte of the regular file lives in
+// chunks on the targets, none in the metadata (inline data, ADR 0009), as
+// of when the attributes were read. Once true it stays true.
+func (a *InodeAttr) AllInChunks() bool { return a.where.allChunks() }
 
 // IsDir reports whether the inode is a directory.
 func (a *InodeAttr) IsDir() bool { return a.Mode&syscall.S_IFMT == syscall.S_IFDIR }
@@ -323,6 +330,7 @@ func (c *Client) OpenInode(ctx context.Context, a InodeAttr, flag int) (*File, e
 		size: int64(a.Size), sem: make(chan struct{}, c.opts.WritesInFlight),
 		dirty: make(map[placement.ChainID]map[uint32]bool),
 	}
+	f.home.Store(uint64(a.where))
 	if flag&O_TRUNC != 0 && f.writable() && a.Size > 0 {
 		if err := f.Truncate(ctx, 0); err != nil {
 			return nil, err
@@ -414,6 +422,7 @@ func (f *File) ReadAtParallel(ctx context.Context, p []byte, off int64) (int, er
 		if err := f.c.metaCall(ctx, wire.OpGetAttr, &wire.InoReq{Ino: f.ino}, &a); err != nil {
 			return 0, opErr("read", f.name, err)
 		}
+		f.learn(&a)
 		f.mu.Lock()
 		if f.truncs == truncs {
 			f.size = max(f.size, int64(a.Size))

@@ -60,6 +60,7 @@ func newMeta() *cobra.Command {
 	f.StringVar(&o.HTTP, "http", "", "admin HTTP address for /healthz, /metrics and /debug/pprof (empty: none)")
 	f.BoolVarP(&verbose, "verbose", "v", false, "log debug messages")
 	metaSyncFlags(cmd, &o.MetaSync, &o.MetaSyncWindow)
+	inlineMaxFlag(cmd, &o.InlineMax)
 	cmd.AddCommand(newMetaMigrate())
 	return cmd
 }

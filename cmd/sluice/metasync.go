@@ -1,11 +1,14 @@
 package main
 
 import (
+	"fmt"
 	"time"
 
 	"github.com/spf13/cobra"
 
+	"github.com/sluice-fs/sluice/internal/cli"
 	"github.com/sluice-fs/sluice/internal/kv"
+	"github.com/sluice-fs/sluice/internal/meta"
 )
 
 // syncModeValue is the flag value of --meta-sync.
@@ -31,4 +34,32 @@ func metaSyncFlags(cmd *cobra.Command, mode *kv.SyncMode, window *time.Duration)
 		"group (acknowledged once written, which survives a crash of the process; synced within --meta-sync-window, "+
 		"and at once on fsync, fsyncdir, close of an O_SYNC file and S3 PUT) or always (synced before every reply)")
 	f.DurationVar(window, "meta-sync-window", kv.DefaultSyncWindow, "with --meta-sync group: the longest an acknowledged metadata change waits for its sync")
+}
+
+// inlineSize is the flag value of --inline-max.
+type inlineSize struct{ n *int }
+
+func (v inlineSize) String() string { return fmt.Sprint(*v.n) }
+func (v inlineSize) Type() string   { return "size" }
+func (v inlineSize) Set(s string) error {
+	n, err := cli.ParseSize(s)
+	if err != nil {
+		return err
+	}
+	if n < 0 || n > meta.MaxInlineMax {
+		return fmt.Errorf("%d bytes is not between 0 and %d", n, meta.MaxInlineMax)
+	}
+	*v.n = int(n)
+	if n == 0 {
+		*v.n = -1 // meta.Options: none
+	}
+	return nil
+}
+
+// inlineMaxFlag registers --inline-max: the most bytes of a file the
+// metadata service keeps itself (inline data, ADR 0009).
+func inlineMaxFlag(cmd *cobra.Command, n *int) {
+	*n = meta.DefaultInlineMax
+	cmd.Flags().Var(inlineSize{n}, "inline-max", "keep files' first bytes up to this size in the metadata service instead of chunks "+
+		"(small files then need no storage target I/O; 0: never)")
 }

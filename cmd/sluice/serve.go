@@ -59,6 +59,7 @@ func newServe() *cobra.Command {
 	f.BoolVar(&o.NoLocalCalls, "loopback-tcp", false, "make --mount and --s3 reach the servers over loopback TCP instead of in-process calls (for comparison)")
 	f.BoolVarP(&verbose, "verbose", "v", false, "log debug messages")
 	metaSyncFlags(cmd, &o.MetaSync, &o.MetaSyncWindow)
+	inlineMaxFlag(cmd, &o.InlineMax)
 	s3f.register(cmd, "s3", "")
 	return cmd
 }

@@ -85,6 +85,9 @@ func (fs *fileSystem) chooseMode(of *openFile, a client.InodeAttr, flags uint32,
 
 // openBacking returns the local file holding all of a's data, or nil.
 func (fs *fileSystem) openBacking(of *openFile, a client.InodeAttr) *os.File {
+	if !a.AllInChunks() {
+		return nil // some bytes live in the metadata (inline data)
+	}
 	l := of.f.Layout()
 	// One chunk holds the whole file: slot 0 holds the first stripe of
 	// every row, so with one stripe, or a file within its first stripe,

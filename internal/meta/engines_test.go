@@ -109,6 +109,7 @@ func TestEngines(t *testing.T) {
 		{"Rename", TestRename},
 		{"RenameSetsCtime", TestRenameSetsCtime},
 		{"GarbageCollection", TestGarbageCollection},
+		{"Inline", TestInline},
 		{"RenameRace", func(t *testing.T) {
 			t.Parallel()
 			runRenameRace(t, newTestService(t, nil, nil), 4, 40)

@@ -209,7 +209,11 @@ func TestEtcdGarbageBatch(t *testing.T) {
 	const files = 150 // more than one transaction may delete
 	err := parallel(files, 16, func(i int) error {
 		name := fmt.Sprintf("f%d", i)
-		if _, err := s.Create(ctx, &wire.CreateReq{Parent: RootIno, Name: name, Mode: 0o644}); err != nil {
+		a, err := s.Create(ctx, &wire.CreateReq{Parent: RootIno, Name: name, Mode: 0o644})
+		if err != nil {
+			return err
+		}
+		if _, err := s.SetChunks(ctx, a.Ino); err != nil {
 			return err
 		}
 		return s.Unlink(ctx, RootIno, name)

@@ -48,6 +48,9 @@ func TestGarbageCollection(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	if g, err = s.SetChunks(ctx, g.Ino); err != nil {
+		t.Fatal(err)
+	}
 	h := mustCreate(t, s, RootIno, "h")
 	if _, err := s.Link(ctx, h.Ino, RootIno, "h2"); err != nil {
 		t.Fatal(err)

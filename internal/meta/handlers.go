@@ -8,7 +8,7 @@ import (
 	"github.com/sluice-fs/sluice/internal/wire"
 )
 
-// Register installs a handler for every metadata op (wire ops 1-26) on srv.
+// Register installs a handler for every metadata op (wire ops 1-29) on srv.
 // Each decodes its request body (a malformed one fails with errs.Protocol),
 // calls the Service method and replies with its result.
 func (s *Service) Register(srv *wire.Server) {
@@ -92,6 +92,18 @@ func (s *Service) Register(srv *wire.Server) {
 	})
 	handle(srv, wire.OpCommitWrite, func(ctx context.Context, m *wire.CommitWriteReq) (wire.Message, error) {
 		r, err := s.CommitWrite(ctx, m.Ino, m.End, m.Mtime)
+		return &r, err
+	})
+	handle(srv, wire.OpWriteInline, func(ctx context.Context, m *wire.WriteInlineReq) (wire.Message, error) {
+		r, err := s.WriteInline(ctx, m)
+		return &r, err
+	})
+	handle(srv, wire.OpReadInline, func(ctx context.Context, m *wire.ReadInlineReq) (wire.Message, error) {
+		r, err := s.ReadInline(ctx, m)
+		return &r, err
+	})
+	handle(srv, wire.OpSetChunks, func(ctx context.Context, m *wire.InoReq) (wire.Message, error) {
+		r, err := s.SetChunks(ctx, m.Ino)
 		return &r, err
 	})
 	handle(srv, wire.OpMetaSync, func(ctx context.Context, _ *wire.Empty) (wire.Message, error) {

@@ -93,7 +93,21 @@ func newTestService(t testing.TB, db kv.DB, targets Targets) *Service {
 	return s
 }
 
+// mustCreate creates a regular file with chunks (as a client does before
+// its first chunk write), so that freeing it queues chunk removals.
 func mustCreate(t testing.TB, s *Service, parent uint64, name string) wire.Attr {
+	t.Helper()
+	a := mustCreateInline(t, s, parent, name)
+	a, err := s.SetChunks(context.Background(), a.Ino)
+	if err != nil {
+		t.Fatalf("setchunks %d/%s: %v", parent, name, err)
+	}
+	return a
+}
+
+// mustCreateInline creates a regular file as Create leaves it: no chunks,
+// every byte inline.
+func mustCreateInline(t testing.TB, s *Service, parent uint64, name string) wire.Attr {
 	t.Helper()
 	a, err := s.Create(context.Background(), &wire.CreateReq{Parent: parent, Name: name, Mode: 0o644, Exclusive: true})
 	if err != nil {

@@ -10,8 +10,10 @@ import (
 
 // FormatVersion is the version of the key layout and record encodings
 // described in doc.go. A service refuses to open a database whose
-// superblock carries another version.
-const FormatVersion = 1
+// superblock carries another version, except version 1, which it upgrades
+// in place: version 2 added inline data (the "D" keys) and inode records
+// of version 2, and reads version-1 records as files with chunks.
+const FormatVersion = 2
 
 // Key prefixes. Inode numbers and target IDs in keys are big-endian so that
 // a scan visits them in numeric order.
@@ -27,6 +29,7 @@ const (
 	pfxXattr   = 'x' // "x" + u64 ino + name -> value
 	pfxSymlink = 's' // "s" + u64 ino -> symlink target
 	pfxGarbage = 'g' // "g" + u64 ino -> layout of a freed file
+	pfxInline  = 'D' // "D" + u64 ino -> u32 CRC32C + a file's inline bytes
 )
 
 var (
@@ -46,6 +49,7 @@ func inodeKey(ino uint64) []byte   { return inoKey(pfxInode, ino) }
 func dirTimeKey(ino uint64) []byte { return inoKey(pfxDirTime, ino) }
 func symlinkKey(ino uint64) []byte { return inoKey(pfxSymlink, ino) }
 func garbageKey(ino uint64) []byte { return inoKey(pfxGarbage, ino) }
+func inlineKey(ino uint64) []byte  { return inoKey(pfxInline, ino) }
 
 // direntKey is "d" + parent + name; direntPrefix(parent) is its prefix.
 func direntKey(parent uint64, name string) []byte {
@@ -129,19 +133,37 @@ type inode struct {
 	Mtime  int64
 	Ctime  int64
 	Parent uint64 // directories only: the directory holding it (root: itself)
-	Layout placement.Layout
+	// Flags (regular files): inoChunks says chunks may exist on the
+	// targets; InlineLen is the length of the inline bytes ("D" key), which
+	// hold the file's bytes [0, InlineLen).
+	Flags     uint8
+	InlineLen uint32
+	Layout    placement.Layout
 }
+
+// inode.Flags.
+const (
+	// inoChunks: the file's bytes from InlineLen on live in chunks, which
+	// may exist on the targets (they are collected when the file goes).
+	// Set before a client writes the first chunk, never cleared; from then
+	// on InlineLen only shrinks. Its value is wire.AttrChunks.
+	inoChunks uint8 = 1 << iota
+)
+
+func (n *inode) hasChunks() bool { return n.Flags&inoChunks != 0 }
 
 func (n *inode) isDir() bool { return n.Mode&modeType == modeDir }
 func (n *inode) isReg() bool { return n.Mode&modeType == modeReg }
 
-const inodeRecordVersion = 1
+// inodeRecordVersion is the version of the records encode writes. Version
+// 1 had no flags and inline length: a file of version 1 has chunks.
+const inodeRecordVersion = 2
 
 // encode writes the record: version byte, then fixed big-endian fields,
-// then the layout (u32 stripe size, u16 stripe count, u16 number of
-// targets, u32 per target).
+// the flags byte and u32 inline length, then the layout (u32 stripe size,
+// u16 stripe count, u16 number of targets, u32 per target).
 func (n *inode) encode() []byte {
-	b := make([]byte, 0, 1+5*4+8+3*8+8+8+4*len(n.Layout.Chains)+1)
+	b := make([]byte, 0, inodeFixedSize+5+8+4*len(n.Layout.Chains)+1)
 	b = append(b, inodeRecordVersion)
 	b = binary.BigEndian.AppendUint32(b, n.Mode)
 	b = binary.BigEndian.AppendUint32(b, n.Nlink)
@@ -153,13 +175,16 @@ func (n *inode) encode() []byte {
 	b = binary.BigEndian.AppendUint64(b, uint64(n.Mtime))
 	b = binary.BigEndian.AppendUint64(b, uint64(n.Ctime))
 	b = binary.BigEndian.AppendUint64(b, n.Parent)
+	b = append(b, n.Flags)
+	b = binary.BigEndian.AppendUint32(b, n.InlineLen)
 	return appendLayout(b, &n.Layout)
 }
 
+// inodeFixedSize is the size of the fields every record version has.
 const inodeFixedSize = 1 + 5*4 + 8 + 3*8 + 8
 
 func decodeInode(ino uint64, b []byte) (*inode, error) {
-	if len(b) < inodeFixedSize || b[0] != inodeRecordVersion {
+	if len(b) < inodeFixedSize || (b[0] != 1 && b[0] != inodeRecordVersion) {
 		return nil, errs.New(errs.Corruption, "meta: inode %d: bad record (%d bytes, version %d)", ino, len(b), firstByte(b))
 	}
 	n := &inode{
@@ -174,7 +199,19 @@ func decodeInode(ino uint64, b []byte) (*inode, error) {
 		Ctime:  int64(binary.BigEndian.Uint64(b[45:])),
 		Parent: binary.BigEndian.Uint64(b[53:]),
 	}
-	if err := decodeLayout(b[inodeFixedSize:], &n.Layout); err != nil {
+	rest := b[inodeFixedSize:]
+	if b[0] == 1 {
+		if n.isReg() {
+			n.Flags = inoChunks
+		}
+	} else {
+		if len(rest) < 5 {
+			return nil, errs.New(errs.Corruption, "meta: inode %d: record of %d bytes has no flags", ino, len(b))
+		}
+		n.Flags, n.InlineLen = rest[0], binary.BigEndian.Uint32(rest[1:])
+		rest = rest[5:]
+	}
+	if err := decodeLayout(rest, &n.Layout); err != nil {
 		return nil, fmt.Errorf("meta: inode %d: %w", ino, err)
 	}
 	return n, nil

@@ -290,6 +290,7 @@ func (s *Service) CommitWrite(ctx context.Context, ino, end uint64, mtime int64)
 			return errs.New(errs.Invalid, "cannot write to a file of type %#o", n.Mode&modeType)
 		}
 		n.Size = max(n.Size, end)
+		n.Flags |= inoChunks // SetChunks came first; this is belt and braces
 		n.Mtime, n.Ctime = mtime, mtime
 		tx.Set(inodeKey(ino), n.encode())
 		a, err = attrOf(tx, ino, n)
@@ -313,7 +314,7 @@ func (s *Service) Cluster(ctx context.Context) (wire.ClusterInfo, error) {
 	if err != nil {
 		return wire.ClusterInfo{}, fmt.Errorf("meta: cluster: list chains: %w", err)
 	}
-	info := wire.ClusterInfo{FSID: s.fsid, RootIno: RootIno, Targets: ts, ChainsVersion: ver, Chains: chains}
+	info := wire.ClusterInfo{FSID: s.fsid, RootIno: RootIno, Targets: ts, ChainsVersion: ver, Chains: chains, InlineMax: uint32(s.inlMax)}
 	if n, ok := s.targets.(interface {
 		Nodes(context.Context) []wire.NodeInfo
 	}); ok {

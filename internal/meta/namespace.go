@@ -100,6 +100,7 @@ func attrOf(tx kv.Txn, ino uint64, n *inode) (wire.Attr, error) {
 	a := wire.Attr{
 		Ino: ino, Mode: n.Mode, Nlink: n.Nlink, Uid: n.Uid, Gid: n.Gid, Rdev: n.Rdev,
 		Size: n.Size, Atime: n.Atime, Mtime: n.Mtime, Ctime: n.Ctime, Layout: n.Layout,
+		Flags: n.Flags, InlineLen: n.InlineLen,
 	}
 	if n.isDir() {
 		v, err := tx.Get(dirTimeKey(ino))
@@ -185,7 +186,11 @@ func dropLink(tx kv.Txn, ino uint64, n *inode, now int64, fr *freeResult) error 
 	if err := deleteXattrs(tx, ino); err != nil {
 		return err
 	}
-	if n.isReg() && len(n.Layout.Chains) > 0 {
+	if n.InlineLen > 0 {
+		tx.Delete(inlineKey(ino))
+	}
+	// A file that never had chunks frees nothing on the targets.
+	if n.isReg() && n.hasChunks() && len(n.Layout.Chains) > 0 {
 		tx.Set(garbageKey(ino), appendLayout(nil, &n.Layout))
 		fr.garbage = true
 	}
@@ -281,6 +286,9 @@ func (s *Service) SetAttr(ctx context.Context, req *wire.SetAttrReq) (wire.Attr,
 				return errs.New(errs.IsDir, "cannot set the size of a directory")
 			case !n.isReg():
 				return errs.New(errs.Invalid, "cannot set the size of a file of type %#o", n.Mode&modeType)
+			}
+			if err := truncateInline(tx, req.Ino, n, req.Size); err != nil {
+				return err
 			}
 			n.Size = req.Size
 			if v&(wire.SetMtime|wire.SetMtimeNow) == 0 {

@@ -54,7 +54,17 @@ type Options struct {
 	// GCInterval is how often Run retries pending chunk removals
 	// (default 10s); removals queued by this Service start at once.
 	GCInterval time.Duration
+	// InlineMax is the most bytes of a file kept in the metadata (inline
+	// data, inline.go): 0 means DefaultInlineMax, negative none.
+	InlineMax int
 }
+
+// DefaultInlineMax is Options.InlineMax's default; MaxInlineMax bounds it
+// (an inline write rewrites a file's inline bytes in one transaction).
+const (
+	DefaultInlineMax = 64 << 10
+	MaxInlineMax     = 1 << 20
+)
 
 func (o *Options) setDefaults() {
 	if o.Logger == nil {
@@ -68,6 +78,12 @@ func (o *Options) setDefaults() {
 	}
 	if o.GCInterval <= 0 {
 		o.GCInterval = 10 * time.Second
+	}
+	switch {
+	case o.InlineMax == 0:
+		o.InlineMax = DefaultInlineMax
+	case o.InlineMax < 0:
+		o.InlineMax = 0
 	}
 }
 
@@ -87,6 +103,9 @@ func (o Options) Validate() error {
 	if err := o.DefaultLayout.Validate(); err != nil {
 		return fmt.Errorf("meta: Options.DefaultLayout: %w", err)
 	}
+	if o.InlineMax > MaxInlineMax {
+		return errs.New(errs.Invalid, "meta: Options.InlineMax %d is over the limit of %d", o.InlineMax, MaxInlineMax)
+	}
 	return nil
 }
 
@@ -101,6 +120,7 @@ type Service struct {
 	defLay  placement.Layout
 	gcEvery time.Duration
 	fsid    string
+	inlMax  int // Options.InlineMax
 
 	alloc struct {
 		sync.Mutex
@@ -137,6 +157,7 @@ func New(ctx context.Context, opts Options) (*Service, error) {
 		now:     opts.Now,
 		defLay:  opts.DefaultLayout,
 		gcEvery: opts.GCInterval,
+		inlMax:  opts.InlineMax,
 		gcKick:  make(chan struct{}, 1),
 		closed:  make(chan struct{}),
 	}
@@ -158,8 +179,15 @@ func (s *Service) format(ctx context.Context) error {
 			if sb, err = decodeSuperblock(v); err != nil {
 				return err
 			}
-			if sb.Version != FormatVersion {
-				return errs.New(errs.Corruption, "meta: database has metadata format version %d, this build reads %d", sb.Version, FormatVersion)
+			switch sb.Version {
+			case FormatVersion:
+			case 1:
+				// Version 2 only added records; version-1 inodes read as
+				// files with chunks (decodeInode).
+				sb.Version = FormatVersion
+				tx.Set(keySuper, sb.encode())
+			default:
+				return errs.New(errs.Corruption, "meta: database has metadata format version %d, this build reads %d (and 1)", sb.Version, FormatVersion)
 			}
 			if v, err := tx.Get(keyInodeCount); err == nil {
 				count, err = parseU64(v, "inode counter")

@@ -47,6 +47,9 @@ type MetaOptions struct {
 	// (etcd syncs every commit).
 	MetaSync       kv.SyncMode
 	MetaSyncWindow time.Duration
+	// InlineMax is meta.Options.InlineMax: the most bytes of a file kept
+	// in the metadata (0: the default, negative: none).
+	InlineMax int
 }
 
 // RunMeta serves a metadata service until ctx is done.
@@ -89,7 +92,7 @@ func RunMeta(ctx context.Context, opts MetaOptions) (err error) {
 		return err
 	}
 	closers.add(rt.Close)
-	ms, err := meta.New(ctx, meta.Options{DB: db, Targets: rt, Logger: log})
+	ms, err := meta.New(ctx, meta.Options{DB: db, Targets: rt, Logger: log, InlineMax: opts.InlineMax})
 	if err != nil {
 		return fmt.Errorf("meta: start metadata service: %w", err)
 	}

@@ -63,6 +63,9 @@ type Options struct {
 	// docs/adr/0006-metadata-durability-policy.md.
 	MetaSync       kv.SyncMode
 	MetaSyncWindow time.Duration
+	// InlineMax is meta.Options.InlineMax: the most bytes of a file kept
+	// in the metadata (0: the default, negative: none).
+	InlineMax int
 }
 
 // Validate checks the options.
@@ -180,7 +183,7 @@ func Run(ctx context.Context, opts Options) (err error) {
 	// the cluster manager.
 	local := &localMeta{rt: rt}
 	agent := target.NewAgent(targets, fsStamper{local, opts.DataDir}, target.AgentOptions{Node: meta.LocalNode, Addr: addr, Incarnation: incarnation, Logger: log})
-	ms, err := meta.New(ctx, meta.Options{DB: db, Targets: rt, Logger: log})
+	ms, err := meta.New(ctx, meta.Options{DB: db, Targets: rt, Logger: log, InlineMax: opts.InlineMax})
 	if err != nil {
 		return fmt.Errorf("serve: start metadata service: %w", err)
 	}

@@ -16,7 +16,7 @@ func messages() []Message {
 		&BytesResp{}, &NamesResp{}, &RenameReq{}, &LinkReq{}, &ReadDirReq{}, &ReadDirResp{},
 		&XattrReq{}, &SetLayoutReq{}, &CommitWriteReq{}, &RegisterReq{}, &RegisterResp{}, &HeartbeatReq{}, &HeartbeatResp{}, &SyncDoneReq{}, &ChainMsg{}, &ChunkListReq{}, &ChunkListResp{}, &ChunkRef{},
 		&ChainRef{}, &ChunkWriteReq{}, &ChunkReadReq{}, &ChunkReadResp{}, &ChunkSyncReq{}, &ChunkTruncateReq{},
-		&ChunkRemoveReq{}, &TargetReq{}, &TargetStat{},
+		&ChunkRemoveReq{}, &TargetReq{}, &TargetStat{}, &WriteInlineReq{}, &WriteInlineResp{}, &ReadInlineReq{}, &ReadInlineResp{},
 	}
 }
 
@@ -267,15 +267,16 @@ func TestFSAppended(t *testing.T) {
 	for _, tc := range []struct {
 		m     Message
 		fsLen int // FS values appended
+		after int // bytes appended after them (version 2.2)
 	}{
-		{&HeartbeatReq{Node: "n1", Addr: "a:1", Incarnation: 5, Targets: stats, Resyncs: []ResyncStat{{Chain: 3}}}, 2},
-		{&ClusterInfo{FSID: "x", RootIno: 1, Targets: []TargetAddr{{ID: 1, Node: "n1", Capacity: 100, FS: 2049}, {ID: 2, Node: "n1", FS: 7}, {ID: 3}}}, 3},
-		{&TargetStat{Target: 4, Capacity: 100, Free: 3, FS: 2049}, -1},
+		{&HeartbeatReq{Node: "n1", Addr: "a:1", Incarnation: 5, Targets: stats, Resyncs: []ResyncStat{{Chain: 3}}}, 2, 0},
+		{&ClusterInfo{FSID: "x", RootIno: 1, Targets: []TargetAddr{{ID: 1, Node: "n1", Capacity: 100, FS: 2049}, {ID: 2, Node: "n1", FS: 7}, {ID: 3}}}, 3, 4},
+		{&TargetStat{Target: 4, Capacity: 100, Free: 3, FS: 2049}, -1, 0},
 	} {
 		b := Marshal(tc.m)
 		cut := 8 // TargetStat: one u64
 		if tc.fsLen >= 0 {
-			cut = 1 + 8*tc.fsLen
+			cut = 1 + 8*tc.fsLen + tc.after
 		}
 		old := b[:len(b)-cut]
 		got := newLike(tc.m)
@@ -316,6 +317,7 @@ func zeroFS(m Message) {
 		for i := range m.Targets {
 			m.Targets[i].FS = 0
 		}
+		m.InlineMax = 0
 	case *TargetStat:
 		m.FS = 0
 	}

@@ -35,6 +35,9 @@ const (
 	OpHeartbeat   Op = 24 // HeartbeatReq -> HeartbeatResp (a storage node is alive)
 	OpSyncDone    Op = 25 // SyncDoneReq -> Empty (a replica caught up with its chain)
 	OpMetaSync    Op = 26 // Empty -> Empty (every metadata change acknowledged before is durable)
+	OpWriteInline Op = 27 // WriteInlineReq -> WriteInlineResp (data of a small file, kept in the metadata)
+	OpReadInline  Op = 28 // ReadInlineReq -> ReadInlineResp
+	OpSetChunks   Op = 29 // InoReq -> Attr (the file's data beyond its inline bytes goes to the targets from now on)
 )
 
 // Storage target operations (64-127).
@@ -124,7 +127,20 @@ type Attr struct {
 	Mtime  int64
 	Ctime  int64
 	Layout placement.Layout
+	// Flags says where a regular file's data lives (AttrChunks), and
+	// InlineLen how many of its first bytes the metadata service holds
+	// (inline data; docs/format.md, ADR 0009).
+	Flags     uint8
+	InlineLen uint32
 }
+
+// Attr.Flags.
+const (
+	// AttrChunks: the file's bytes from InlineLen on are on the targets
+	// (chunks may exist). Without it every byte is inline (or a hole), and
+	// inline data may grow; with it InlineLen never grows again.
+	AttrChunks uint8 = 1 << iota
+)
 
 func (a *Attr) Encode(e *Encoder) {
 	e.U64(a.Ino)
@@ -138,6 +154,8 @@ func (a *Attr) Encode(e *Encoder) {
 	e.I64(a.Mtime)
 	e.I64(a.Ctime)
 	EncodeLayout(e, &a.Layout)
+	e.U8(a.Flags)
+	e.U32(a.InlineLen)
 }
 
 func (a *Attr) Decode(d *Decoder) {
@@ -152,6 +170,8 @@ func (a *Attr) Decode(d *Decoder) {
 	a.Mtime = d.I64()
 	a.Ctime = d.I64()
 	DecodeLayout(d, &a.Layout)
+	a.Flags = d.U8()
+	a.InlineLen = d.U32()
 }
 
 // TargetAddr says where a storage target is served.
@@ -223,6 +243,9 @@ type ClusterInfo struct {
 	ChainsVersion uint64
 	Chains        []placement.Chain
 	Nodes         []NodeInfo
+	// InlineMax is the most bytes a file may keep in the metadata service
+	// (0: none; appended in version 2.2).
+	InlineMax uint32
 }
 
 // NodeInfo is a storage node as the metadata service sees it.
@@ -258,6 +281,7 @@ func (m *ClusterInfo) Encode(e *Encoder) {
 	for i := range m.Targets {
 		e.U64(m.Targets[i].FS)
 	}
+	e.U32(m.InlineMax) // appended in version 2.2
 }
 
 func (m *ClusterInfo) Decode(d *Decoder) {
@@ -289,6 +313,9 @@ func (m *ClusterInfo) Decode(d *Decoder) {
 		for i := range fs {
 			m.Targets[i].FS = fs[i]
 		}
+	}
+	if d.More() {
+		m.InlineMax = d.U32()
 	}
 }
 
@@ -647,6 +674,61 @@ type CommitWriteReq struct {
 
 func (m *CommitWriteReq) Encode(e *Encoder) { e.U64(m.Ino); e.U64(m.End); e.I64(m.Mtime) }
 func (m *CommitWriteReq) Decode(d *Decoder) { m.Ino = d.U64(); m.End = d.U64(); m.Mtime = d.I64() }
+
+// WriteInlineReq writes Data at Off into a file's inline bytes. A file
+// without AttrChunks takes the whole write (its inline bytes grow, up to
+// the service's InlineMax, else errs.TooBig); a file with AttrChunks takes
+// only the part below its InlineLen, and the reply says how much.
+type WriteInlineReq struct {
+	Ino   uint64
+	Off   uint64
+	Mtime int64
+	Data  []byte
+}
+
+func (m *WriteInlineReq) Encode(e *Encoder) {
+	e.U64(m.Ino)
+	e.U64(m.Off)
+	e.I64(m.Mtime)
+	e.Bytes(m.Data)
+}
+func (m *WriteInlineReq) Decode(d *Decoder) {
+	m.Ino = d.U64()
+	m.Off = d.U64()
+	m.Mtime = d.I64()
+	m.Data = d.Bytes()
+}
+
+// WriteInlineResp says how many bytes of the write went inline (from its
+// start) and the file's attributes after it.
+type WriteInlineResp struct {
+	Written uint32
+	Attr    Attr
+}
+
+func (m *WriteInlineResp) Encode(e *Encoder) { e.U32(m.Written); m.Attr.Encode(e) }
+func (m *WriteInlineResp) Decode(d *Decoder) { m.Written = d.U32(); m.Attr.Decode(d) }
+
+// ReadInlineReq reads up to Len inline bytes at Off.
+type ReadInlineReq struct {
+	Ino uint64
+	Off uint64
+	Len uint32
+}
+
+func (m *ReadInlineReq) Encode(e *Encoder) { e.U64(m.Ino); e.U64(m.Off); e.U32(m.Len) }
+func (m *ReadInlineReq) Decode(d *Decoder) { m.Ino = d.U64(); m.Off = d.U64(); m.Len = d.U32() }
+
+// ReadInlineResp holds the inline bytes of the range read (fewer when the
+// range passes Attr.InlineLen) and the file's attributes, which say where
+// the rest of the range lives.
+type ReadInlineResp struct {
+	Attr Attr
+	Data []byte
+}
+
+func (m *ReadInlineResp) Encode(e *Encoder) { m.Attr.Encode(e); e.Bytes(m.Data) }
+func (m *ReadInlineResp) Decode(d *Decoder) { m.Attr.Decode(d); m.Data = d.Bytes() }
 
 // RegisterReq announces a storage node and its targets to the metadata
 // service: Have are the targets it already has (IDs given out earlier),

@@ -1,0 +1,160 @@
+package client
+
+import (
+	"context"
+	"time"
+
+	"github.com/sluice-fs/sluice/internal/errs"
+	"github.com/sluice-fs/sluice/internal/wire"
+)
+
+// Inline data (ADR 0009): a regular file's first bytes may live in the
+// metadata service instead of chunks. A file without chunks keeps all its
+// bytes inline while they fit in the service's InlineMax; before the first
+// chunk write a client freezes the inline part (OpSetChunks), and from
+// then on bytes [0, InlineLen) are inline and the rest in chunks. InlineLen
+// only shrinks after the freeze, so a File may act on an InlineLen it
+// learnt earlier: the service writes inline only what is still below the
+// boundary and says how much, and reads say where the boundary is now.
+
+// dataHome is where a file's bytes live: bit 63 says it has chunks (the
+// inline part is frozen), the low 32 bits are the inline length.
+type dataHome uint64
+
+const homeChunks dataHome = 1 << 63
+
+func homeOf(a *wire.Attr) dataHome {
+	h := dataHome(a.InlineLen)
+	if a.Flags&wire.AttrChunks != 0 {
+		h |= homeChunks
+	}
+	return h
+}
+
+func (h dataHome) chunks() bool     { return h&homeChunks != 0 }
+func (h dataHome) inlineLen() int64 { return int64(uint32(h)) }
+
+// allChunks: every byte is in chunks.
+func (h dataHome) allChunks() bool { return h.chunks() && h.inlineLen() == 0 }
+
+// learn records where the file's bytes live from attributes the metadata
+// service returned. Replies may arrive out of order, so it never forgets
+// the freeze and, once frozen, keeps the smallest inline length seen:
+// after the freeze the length only shrinks, so the smallest is the newest.
+func (f *File) learn(a *wire.Attr) {
+	h := homeOf(a)
+	for {
+		old := dataHome(f.home.Load())
+		next := h
+		switch {
+		case old.chunks() && !h.chunks():
+			return // a reply from before the freeze
+		case old.chunks() && h.chunks():
+			next = homeChunks | dataHome(min(old.inlineLen(), h.inlineLen()))
+		}
+		if next == old || f.home.CompareAndSwap(uint64(old), uint64(next)) {
+			return
+		}
+	}
+}
+
+// inlineMax is the most bytes a file without chunks may keep inline.
+func (c *Client) inlineMax() int64 {
+	if c.opts.InlineMax < 0 {
+		return 0
+	}
+	c.mu.Lock()
+	m := int64(c.info.InlineMax)
+	c.mu.Unlock()
+	if c.opts.InlineMax > 0 {
+		m = min(m, int64(c.opts.InlineMax))
+	}
+	return m
+}
+
+// writeData writes data at off where its bytes live: inline bytes through
+// the metadata service, the rest to the chunks on the targets. It reports
+// whether it wrote chunks (whose size must then be committed).
+func (f *File) writeData(ctx context.Context, off int64, data []byte) (chunked bool, err error) {
+	for len(data) > 0 {
+		h := dataHome(f.home.Load())
+		end := off + int64(len(data))
+		var n int
+		switch {
+		case h.chunks() && off >= h.inlineLen():
+			return true, f.writeChunks(ctx, off, data)
+		case h.chunks():
+			n, err = f.writeInline(ctx, off, data[:min(int64(len(data)), h.inlineLen()-off)])
+		case end <= f.c.inlineMax():
+			n, err = f.writeInline(ctx, off, data)
+			if errs.CodeOf(err) == errs.TooBig {
+				// The service keeps less inline than this client
+				// thought: freeze and go on with chunks.
+				n, err = 0, f.setChunks(ctx)
+			}
+		default:
+			err = f.setChunks(ctx)
+		}
+		if err != nil {
+			return chunked, err
+		}
+		data, off = data[n:], off+int64(n)
+	}
+	return chunked, nil
+}
+
+// writeInline sends one inline write and returns how many of its bytes
+// the service took (fewer when the inline part ends before p does).
+func (f *File) writeInline(ctx context.Context, off int64, p []byte) (int, error) {
+	var r wire.WriteInlineResp
+	err := f.c.metaCall(ctx, wire.OpWriteInline, &wire.WriteInlineReq{Ino: f.ino, Off: uint64(off), Data: p, Mtime: time.Now().UnixNano()}, &r)
+	if err != nil {
+		return 0, err
+	}
+	f.learn(&r.Attr)
+	if int(r.Written) > len(p) {
+		return 0, errs.New(errs.Protocol, "client: the metadata service took %d bytes of a %d-byte inline write", r.Written, len(p))
+	}
+	return int(r.Written), nil
+}
+
+// setChunks freezes the file's inline part before its first chunk write.
+func (f *File) setChunks(ctx context.Context) error {
+	var a wire.Attr
+	if err := f.c.metaCall(ctx, wire.OpSetChunks, &wire.InoReq{Ino: f.ino}, &a); err != nil {
+		return err
+	}
+	f.learn(&a)
+	if !dataHome(f.home.Load()).chunks() {
+		return errs.New(errs.Protocol, "client: the metadata service did not mark inode %d as having chunks", f.ino)
+	}
+	return nil
+}
+
+// readData reads the file range at off into dst from where its bytes
+// live; bytes nobody wrote read as zeros.
+func (f *File) readData(ctx context.Context, off int64, dst []byte) error {
+	h := dataHome(f.home.Load())
+	if h.chunks() && off >= h.inlineLen() {
+		return f.readChunks(ctx, off, dst)
+	}
+	var r wire.ReadInlineResp
+	n := min(len(dst), 1<<30)
+	if err := f.c.metaCall(ctx, wire.OpReadInline, &wire.ReadInlineReq{Ino: f.ino, Off: uint64(off), Len: uint32(n)}, &r); err != nil {
+		return err
+	}
+	f.learn(&r.Attr)
+	if len(r.Data) > len(dst) {
+		return errs.New(errs.Protocol, "client: the metadata service returned %d inline bytes for a %d-byte read", len(r.Data), len(dst))
+	}
+	k := copy(dst, r.Data)
+	rest := dst[k:]
+	if len(rest) == 0 {
+		return nil
+	}
+	if r.Attr.Flags&wire.AttrChunks != 0 && off+int64(k) >= int64(r.Attr.InlineLen) {
+		return f.readChunks(ctx, off+int64(k), rest)
+	}
+	clear(rest) // past the inline bytes of a file without chunks: a hole
+	return nil
+}

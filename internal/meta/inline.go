@@ -1,0 +1,216 @@
+package meta
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"hash/crc32"
+
+	"github.com/sluice-fs/sluice/internal/errs"
+	"github.com/sluice-fs/sluice/internal/kv"
+	"github.com/sluice-fs/sluice/internal/wire"
+)
+
+// Inline data (ADR 0009). A regular file's first bytes may live in the
+// metadata engine, in its "D" key, instead of chunks on the targets: a
+// small file is then created, written and read with metadata requests
+// alone, its writes share the engine's group commit, and removing it frees
+// no chunks.
+//
+// A file starts with no chunks (inoChunks clear): all its bytes are
+// inline, and the inline bytes grow with writes up to Options.InlineMax.
+// Before a client writes a chunk it calls SetChunks, which sets inoChunks
+// and freezes InlineLen: from then on the bytes [0, InlineLen) stay inline
+// and every byte after it lives in chunks. Nothing is ever copied between
+// the two, so there is no window in which a byte has two homes: a byte's
+// home is known from the inode alone. InlineLen only shrinks after that
+// (a truncate), which moves the boundary down: the chunks hold nothing
+// below the old boundary (no byte there ever lived in chunks) and the
+// truncate cut them at the new size, so the bytes that move to chunks read
+// as zeros, as they must.
+
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+// encodeInline is the "D" value: CRC32C of data, then data.
+func encodeInline(data []byte) []byte {
+	b := make([]byte, 4, 4+len(data))
+	binary.BigEndian.PutUint32(b, crc32.Checksum(data, castagnoli))
+	return append(b, data...)
+}
+
+// getInline returns inode ino's inline bytes, checking their checksum and
+// that there are n of them.
+func getInline(tx kv.Txn, ino uint64, n uint32) ([]byte, error) {
+	if n == 0 {
+		return nil, nil
+	}
+	v, err := tx.Get(inlineKey(ino))
+	if errors.Is(err, kv.ErrNotFound) {
+		return nil, errs.New(errs.Corruption, "meta: inode %d: its %d inline bytes are missing", ino, n)
+	}
+	if err != nil {
+		return nil, err
+	}
+	if len(v) != 4+int(n) {
+		return nil, errs.New(errs.Corruption, "meta: inode %d: inline record of %d bytes, want %d", ino, len(v), 4+n)
+	}
+	data := v[4:]
+	if got, want := crc32.Checksum(data, castagnoli), binary.BigEndian.Uint32(v); got != want {
+		return nil, errs.New(errs.Corruption, "meta: inode %d: inline data checksum %08x, want %08x", ino, got, want)
+	}
+	return data, nil
+}
+
+// setInline stores data as n's inline bytes (deleting the key when there
+// are none) and sets n.InlineLen; the caller writes n.
+func setInline(tx kv.Txn, ino uint64, n *inode, data []byte) {
+	if len(data) == 0 {
+		if n.InlineLen > 0 {
+			tx.Delete(inlineKey(ino))
+		}
+	} else {
+		tx.Set(inlineKey(ino), encodeInline(data))
+	}
+	n.InlineLen = uint32(len(data))
+}
+
+// truncateInline cuts n's inline bytes to size if they pass it. The
+// caller writes n.
+func truncateInline(tx kv.Txn, ino uint64, n *inode, size uint64) error {
+	if uint64(n.InlineLen) <= size {
+		return nil
+	}
+	data, err := getInline(tx, ino, n.InlineLen)
+	if err != nil {
+		return err
+	}
+	setInline(tx, ino, n, data[:size])
+	return nil
+}
+
+func regularFile(n *inode) error {
+	switch {
+	case n.isDir():
+		return errs.New(errs.IsDir, "is a directory")
+	case !n.isReg():
+		return errs.New(errs.Invalid, "not a regular file (type %#o)", n.Mode&modeType)
+	}
+	return nil
+}
+
+// WriteInline writes req.Data at req.Off into a file's inline bytes (see
+// the top of this file). A file without chunks takes the whole write, if
+// it ends within InlineMax (else errs.TooBig); a file with chunks takes
+// the part below its InlineLen, maybe nothing, and Written says how much.
+// The size grows to cover what was written; mtime and ctime become
+// req.Mtime (the server's clock if 0).
+func (s *Service) WriteInline(ctx context.Context, req *wire.WriteInlineReq) (wire.WriteInlineResp, error) {
+	mtime := req.Mtime
+	if mtime == 0 {
+		mtime = s.nowNs()
+	}
+	end := req.Off + uint64(len(req.Data))
+	if end < req.Off {
+		return wire.WriteInlineResp{}, inoErr("writeinline", req.Ino, errs.ErrInvalid)
+	}
+	var r wire.WriteInlineResp
+	err := s.update(ctx, func(tx kv.Txn) error {
+		r = wire.WriteInlineResp{}
+		n, err := getInode(tx, req.Ino)
+		if err != nil {
+			return err
+		}
+		if err := regularFile(n); err != nil {
+			return err
+		}
+		p := req.Data
+		if n.hasChunks() {
+			switch {
+			case req.Off >= uint64(n.InlineLen):
+				p = nil
+			case end > uint64(n.InlineLen):
+				p = p[:uint64(n.InlineLen)-req.Off]
+			}
+		} else if end > uint64(s.inlMax) {
+			return errs.New(errs.TooBig, "a write up to byte %d does not fit in the %d bytes a file may keep inline", end, s.inlMax)
+		}
+		if len(p) > 0 {
+			cur, err := getInline(tx, req.Ino, n.InlineLen)
+			if err != nil {
+				return err
+			}
+			newLen := max(uint64(len(cur)), req.Off+uint64(len(p)))
+			data := make([]byte, newLen)
+			copy(data, cur)
+			copy(data[req.Off:], p)
+			setInline(tx, req.Ino, n, data)
+			n.Size = max(n.Size, req.Off+uint64(len(p)))
+			n.Mtime, n.Ctime = mtime, mtime
+			tx.Set(inodeKey(req.Ino), n.encode())
+		}
+		r.Written = uint32(len(p))
+		r.Attr, err = attrOf(tx, req.Ino, n)
+		return err
+	})
+	if err != nil {
+		return wire.WriteInlineResp{}, inoErr("writeinline", req.Ino, err)
+	}
+	return r, nil
+}
+
+// ReadInline reads up to req.Len inline bytes of a file at req.Off: fewer
+// (maybe none) where the range passes its InlineLen. The attributes in
+// the reply say where the rest of the range lives.
+func (s *Service) ReadInline(ctx context.Context, req *wire.ReadInlineReq) (wire.ReadInlineResp, error) {
+	var r wire.ReadInlineResp
+	err := s.db.View(ctx, func(tx kv.Txn) error {
+		r = wire.ReadInlineResp{}
+		n, err := getInode(tx, req.Ino)
+		if err != nil {
+			return err
+		}
+		if err := regularFile(n); err != nil {
+			return err
+		}
+		if req.Off < uint64(n.InlineLen) {
+			data, err := getInline(tx, req.Ino, n.InlineLen)
+			if err != nil {
+				return err
+			}
+			end := min(req.Off+uint64(req.Len), uint64(n.InlineLen))
+			r.Data = append([]byte(nil), data[req.Off:end]...)
+		}
+		r.Attr, err = attrOf(tx, req.Ino, n)
+		return err
+	})
+	if err != nil {
+		return wire.ReadInlineResp{}, inoErr("readinline", req.Ino, err)
+	}
+	return r, nil
+}
+
+// SetChunks marks a regular file as having chunks, freezing its inline
+// bytes where they end: a client calls it before it writes the file's
+// first chunk. It is idempotent.
+func (s *Service) SetChunks(ctx context.Context, ino uint64) (wire.Attr, error) {
+	var a wire.Attr
+	err := s.update(ctx, func(tx kv.Txn) error {
+		n, err := getInode(tx, ino)
+		if err != nil {
+			return err
+		}
+		if err := regularFile(n); err != nil {
+			return err
+		}
+		if !n.hasChunks() {
+			n.Flags |= inoChunks
+			tx.Set(inodeKey(ino), n.encode())
+		}
+		a, err = attrOf(tx, ino, n)
+		return err
+	})
+	if err != nil {
+		return wire.Attr{}, inoErr("setchunks", ino, err)
+	}
+	return a, nil
+}

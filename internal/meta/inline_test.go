@@ -1,0 +1,183 @@
+package meta
+
+import (
+	"bytes"
+	"context"
+	"testing"
+
+	"github.com/sluice-fs/sluice/internal/errs"
+	"github.com/sluice-fs/sluice/internal/kv"
+	"github.com/sluice-fs/sluice/internal/wire"
+)
+
+func writeInline(t *testing.T, s *Service, ino uint64, off uint64, data string) wire.WriteInlineResp {
+	t.Helper()
+	r, err := s.WriteInline(context.Background(), &wire.WriteInlineReq{Ino: ino, Off: off, Data: []byte(data), Mtime: 7})
+	if err != nil {
+		t.Fatalf("write inline %q at %d: %v", data, off, err)
+	}
+	return r
+}
+
+func readInline(t *testing.T, s *Service, ino, off uint64, n uint32) wire.ReadInlineResp {
+	t.Helper()
+	r, err := s.ReadInline(context.Background(), &wire.ReadInlineReq{Ino: ino, Off: off, Len: n})
+	if err != nil {
+		t.Fatalf("read inline %d at %d: %v", n, off, err)
+	}
+	return r
+}
+
+// TestInline: a new file keeps its bytes in the metadata, writes are
+// read-modify-writes with holes as zeros, the limit holds, SetChunks
+// freezes the inline part, truncates cut it, and the last unlink frees it
+// without queueing chunk removals.
+func TestInline(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s := newTestService(t, nil, nil)
+	f := mustCreateInline(t, s, RootIno, "f")
+	if f.Flags != 0 || f.InlineLen != 0 {
+		t.Fatalf("new file: flags %d, inline length %d, want 0, 0", f.Flags, f.InlineLen)
+	}
+	r := writeInline(t, s, f.Ino, 0, "hello")
+	if r.Written != 5 || r.Attr.Size != 5 || r.Attr.InlineLen != 5 || r.Attr.Mtime != 7 {
+		t.Fatalf("write: %+v", r)
+	}
+	r = writeInline(t, s, f.Ino, 8, "xy") // a hole at 5..8
+	if r.Written != 2 || r.Attr.Size != 10 || r.Attr.InlineLen != 10 {
+		t.Fatalf("write past the end: %+v", r)
+	}
+	writeInline(t, s, f.Ino, 1, "EL")
+	if got := readInline(t, s, f.Ino, 0, 100); string(got.Data) != "hELlo\x00\x00\x00xy" || got.Attr.Flags != 0 {
+		t.Fatalf("read: %q flags %d", got.Data, got.Attr.Flags)
+	}
+	if got := readInline(t, s, f.Ino, 3, 3); string(got.Data) != "lo\x00" {
+		t.Fatalf("read 3 at 3: %q", got.Data)
+	}
+	if got := readInline(t, s, f.Ino, 20, 3); len(got.Data) != 0 {
+		t.Fatalf("read past the inline bytes: %q", got.Data)
+	}
+	_, err := s.WriteInline(ctx, &wire.WriteInlineReq{Ino: f.Ino, Off: DefaultInlineMax - 1, Data: []byte("ab")})
+	wantCode(t, "write past InlineMax", err, errs.TooBig)
+
+	// The size grows past the inline bytes with a truncate: a hole.
+	if _, err := s.SetAttr(ctx, &wire.SetAttrReq{Ino: f.Ino, Valid: wire.SetSize, Size: 100}); err != nil {
+		t.Fatal(err)
+	}
+	a, err := s.SetChunks(ctx, f.Ino)
+	if err != nil || a.Flags != wire.AttrChunks || a.InlineLen != 10 || a.Size != 100 {
+		t.Fatalf("setchunks: %+v, %v", a, err)
+	}
+	if a2, err := s.SetChunks(ctx, f.Ino); err != nil || a2.Flags != a.Flags || a2.InlineLen != a.InlineLen || a2.Ctime != a.Ctime {
+		t.Fatalf("setchunks again: %+v, %v; want %+v", a2, err, a)
+	}
+	// Frozen: only the part below the inline length goes inline.
+	if r := writeInline(t, s, f.Ino, 8, "XYZW"); r.Written != 2 || r.Attr.InlineLen != 10 || r.Attr.Size != 100 {
+		t.Fatalf("write across the frozen end: %+v", r)
+	}
+	if r := writeInline(t, s, f.Ino, 10, "nope"); r.Written != 0 || r.Attr.InlineLen != 10 {
+		t.Fatalf("write past the frozen end: %+v", r)
+	}
+	if got := readInline(t, s, f.Ino, 6, 100); string(got.Data) != "\x00\x00XY" || got.Attr.Flags != wire.AttrChunks {
+		t.Fatalf("read across the frozen end: %q, %+v", got.Data, got.Attr)
+	}
+	// A truncate moves the end down, never up.
+	if a, err = s.SetAttr(ctx, &wire.SetAttrReq{Ino: f.Ino, Valid: wire.SetSize, Size: 3}); err != nil || a.InlineLen != 3 {
+		t.Fatalf("truncate to 3: %+v, %v", a, err)
+	}
+	if a, err = s.SetAttr(ctx, &wire.SetAttrReq{Ino: f.Ino, Valid: wire.SetSize, Size: 50}); err != nil || a.InlineLen != 3 {
+		t.Fatalf("truncate to 50: %+v, %v", a, err)
+	}
+	if r := writeInline(t, s, f.Ino, 2, "QQ"); r.Written != 1 {
+		t.Fatalf("write across the lowered end: %+v", r)
+	}
+	if got := readInline(t, s, f.Ino, 0, 100); string(got.Data) != "hEQ" {
+		t.Fatalf("after truncates: %q", got.Data)
+	}
+
+	// Freeing a file without chunks frees its inline bytes, nothing else.
+	g := mustCreateInline(t, s, RootIno, "g")
+	writeInline(t, s, g.Ino, 0, "data")
+	if err := s.Unlink(ctx, RootIno, "g"); err != nil {
+		t.Fatal(err)
+	}
+	if n, _ := s.PendingGarbage(ctx); n != 0 {
+		t.Fatalf("%d files queued for chunk removal after freeing a file without chunks", n)
+	}
+	if err := s.db.View(ctx, func(tx kv.Txn) error {
+		_, err := tx.Get(inlineKey(g.Ino))
+		return err
+	}); err != kv.ErrNotFound {
+		t.Fatalf("inline bytes of a freed file: %v, want ErrNotFound", err)
+	}
+	// A file with chunks and inline bytes frees both.
+	if err := s.Unlink(ctx, RootIno, "f"); err != nil {
+		t.Fatal(err)
+	}
+	if n, _ := s.PendingGarbage(ctx); n != 1 {
+		t.Fatalf("%d files queued for chunk removal, want 1", n)
+	}
+
+	// Only regular files have data.
+	d := mustMkdir(t, s, RootIno, "d")
+	_, err = s.WriteInline(ctx, &wire.WriteInlineReq{Ino: d.Ino, Data: []byte("x")})
+	wantCode(t, "write inline to a directory", err, errs.IsDir)
+	_, err = s.SetChunks(ctx, d.Ino)
+	wantCode(t, "setchunks of a directory", err, errs.IsDir)
+	_, err = s.ReadInline(ctx, &wire.ReadInlineReq{Ino: 1 << 40, Len: 1})
+	wantCode(t, "read inline of a missing inode", err, errs.NotFound)
+}
+
+// TestInlineCorruption: inline bytes whose checksum fails read as a
+// corruption, not as data.
+func TestInlineCorruption(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s := newTestService(t, nil, nil)
+	f := mustCreateInline(t, s, RootIno, "f")
+	writeInline(t, s, f.Ino, 0, "precious")
+	if err := s.db.Update(ctx, func(tx kv.Txn) error {
+		v, err := tx.Get(inlineKey(f.Ino))
+		if err != nil {
+			return err
+		}
+		v = bytes.Clone(v)
+		v[6] ^= 1
+		tx.Set(inlineKey(f.Ino), v)
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	_, err := s.ReadInline(ctx, &wire.ReadInlineReq{Ino: f.Ino, Len: 100})
+	wantCode(t, "read of corrupt inline bytes", err, errs.Corruption)
+	_, err = s.WriteInline(ctx, &wire.WriteInlineReq{Ino: f.Ino, Off: 1, Data: []byte("x")})
+	wantCode(t, "write into corrupt inline bytes", err, errs.Corruption)
+}
+
+// TestInodeRecordV1: records written before inline data (version 1) read
+// as files with chunks and no inline bytes.
+func TestInodeRecordV1(t *testing.T) {
+	n := &inode{Mode: modeReg | 0o644, Nlink: 1, Size: 42, Flags: inoChunks}
+	n.Layout.StripeSize, n.Layout.StripeCount = 1<<20, 1
+	n.Layout.Chains = append(n.Layout.Chains, 3)
+	v2 := n.encode()
+	// Version 1: no flags and inline length.
+	v1 := append([]byte{1}, v2[1:inodeFixedSize]...)
+	v1 = append(v1, v2[inodeFixedSize+5:]...)
+	got, err := decodeInode(9, v1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Flags != inoChunks || got.InlineLen != 0 || got.Size != 42 || len(got.Layout.Chains) != 1 {
+		t.Fatalf("version-1 record decodes as %+v", got)
+	}
+	n.Flags, n.InlineLen = 0, 77
+	got, err = decodeInode(9, n.encode())
+	if err != nil || got.Flags != 0 || got.InlineLen != 77 {
+		t.Fatalf("version-2 record decodes as %+v, %v", got, err)
+	}
+	if _, err := decodeInode(9, append([]byte{2}, v2[1:inodeFixedSize+2]...)); errs.CodeOf(err) != errs.Corruption {
+		t.Fatalf("truncated version-2 record: %v, want a corruption", err)
+	}
+}
