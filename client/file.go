@@ -77,7 +77,8 @@ type File struct {
 		seq, covered uint64
 	}
 
-	ra readAhead
+	ra     readAhead
+	icache *inlineCache // guarded by mu
 
 	// home is where the file's bytes live as this File last learnt it (a
 	// dataHome; inline.go).
@@ -188,7 +189,7 @@ func (f *File) WriteAtContext(ctx context.Context, p []byte, off int64) (int, er
 	if err := f.writeErr(); err != nil {
 		return 0, opErr("write", f.name, err)
 	}
-	f.ra.drop()
+	f.dropCaches()
 	written := 0
 	for len(p) > 0 {
 		if len(f.buf) > 0 && off != f.bufEndLocked() {
@@ -456,7 +457,7 @@ func (f *File) Close() error {
 		err = f.syncLocked(f.ctx)
 	}
 	f.closed = true
-	f.ra.drop()
+	f.dropCaches()
 	return opErr("close", f.name, err)
 }
 
@@ -518,7 +519,16 @@ func (f *File) ReadAtContext(ctx context.Context, p []byte, off int64) (int, err
 			return 0, opErr("read", f.name, err)
 		}
 	}
-	if off+int64(len(p)) > f.size {
+	fresh := false
+	if f.icache == nil && f.c.opts.ReadAhead > 0 && !dataHome(f.home.Load()).allChunks() {
+		// The file has inline bytes: fetch them all for this read and
+		// the ones that follow (the inline read-ahead).
+		if err := f.fillInlineCache(ctx); err != nil {
+			return 0, opErr("read", f.name, err)
+		}
+		fresh = true
+	}
+	if off+int64(len(p)) > f.size && !fresh {
 		// The file may have grown through another client.
 		var a wire.Attr
 		if err := f.c.metaCall(ctx, wire.OpGetAttr, &wire.InoReq{Ino: f.ino}, &a); err != nil {
@@ -532,7 +542,9 @@ func (f *File) ReadAtContext(ctx context.Context, p []byte, off int64) (int, err
 	}
 	n := int(min(int64(len(p)), f.size-off))
 	var err error
-	if f.c.opts.ReadAhead > 0 && f.ra.sequential(off) {
+	if f.icache.covers(off, n) {
+		f.icache.read(p[:n], off)
+	} else if f.c.opts.ReadAhead > 0 && f.ra.sequential(off) {
 		err = f.ra.read(ctx, f, p[:n], off)
 	} else {
 		f.ra.drop()
@@ -594,7 +606,7 @@ func (f *File) Truncate(ctx context.Context, size int64) error {
 	if err := f.waitFlushesLocked(ctx); err != nil {
 		return opErr("truncate", f.name, err)
 	}
-	f.ra.drop()
+	f.dropCaches()
 	var a wire.Attr
 	if err := f.c.metaCall(ctx, wire.OpGetAttr, &wire.InoReq{Ino: f.ino}, &a); err != nil {
 		return opErr("truncate", f.name, err)

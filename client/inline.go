@@ -158,3 +158,64 @@ func (f *File) readData(ctx context.Context, off int64, dst []byte) error {
 	clear(rest) // past the inline bytes of a file without chunks: a hole
 	return nil
 }
+
+// inlineCache holds a file's inline bytes as one ReadInline returned them,
+// for the reads through the File that follow: the read-ahead of a file
+// with inline bytes (a small file is read with one request however small
+// the reads). Like the read-ahead window it is dropped by the File's
+// writes and truncates; it serves only bytes below the size the file had
+// when it was filled, so growth by another client is read afresh.
+type inlineCache struct {
+	data []byte // the file's bytes [0, len(data))
+	end  int64  // the file's size when filled
+	// chunks: bytes from len(data) on live in chunks (not served here);
+	// else they are zeros up to end.
+	chunks bool
+}
+
+// covers reports whether the cache can serve n bytes at off.
+func (c *inlineCache) covers(off int64, n int) bool {
+	if c == nil {
+		return false
+	}
+	end := off + int64(n)
+	if c.chunks {
+		return end <= int64(len(c.data))
+	}
+	return end <= c.end
+}
+
+func (c *inlineCache) read(dst []byte, off int64) {
+	k := 0
+	if off < int64(len(c.data)) {
+		k = copy(dst, c.data[off:])
+	}
+	clear(dst[k:])
+}
+
+// fillInlineCache reads all the file's inline bytes into f.icache and
+// learns its size from the same reply. f.mu is held.
+func (f *File) fillInlineCache(ctx context.Context) error {
+	var r wire.ReadInlineResp
+	if err := f.c.metaCall(ctx, wire.OpReadInline, &wire.ReadInlineReq{Ino: f.ino, Len: maxInlineRead}, &r); err != nil {
+		return err
+	}
+	f.learn(&r.Attr)
+	if int64(len(r.Data)) > int64(r.Attr.InlineLen) {
+		return errs.New(errs.Protocol, "client: the metadata service returned %d inline bytes of %d", len(r.Data), r.Attr.InlineLen)
+	}
+	f.size = max(f.size, int64(r.Attr.Size))
+	f.icache = &inlineCache{data: r.Data, end: int64(r.Attr.Size), chunks: r.Attr.Flags&wire.AttrChunks != 0}
+	return nil
+}
+
+// maxInlineRead is the length of the read that fills the inline cache:
+// more than any file keeps inline.
+const maxInlineRead = 1 << 30
+
+// dropCaches drops the read-ahead window and the inline cache. f.mu is
+// held.
+func (f *File) dropCaches() {
+	f.ra.drop()
+	f.icache = nil
+}

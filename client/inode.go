@@ -390,7 +390,7 @@ func (f *File) Release(ctx context.Context, durable bool) error {
 		}
 	}
 	f.closed = true
-	f.ra.drop()
+	f.dropCaches()
 	return opErr("close", f.name, err)
 }
 

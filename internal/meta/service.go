@@ -62,7 +62,7 @@ type Options struct {
 // DefaultInlineMax is Options.InlineMax's default; MaxInlineMax bounds it
 // (an inline write rewrites a file's inline bytes in one transaction).
 const (
-	DefaultInlineMax = 64 << 10
+	DefaultInlineMax = 16 << 10
 	MaxInlineMax     = 1 << 20
 )
 
