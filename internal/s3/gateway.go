@@ -136,6 +136,7 @@ type Gateway struct {
 	temps   *temps       // the temporary files in use
 	configs *configCache // bucket configurations read recently
 	keys    keyLocks     // serializes versioned writes of a key
+	sigKeys signingKeys  // derived SigV4 keys
 
 	mu  sync.Mutex
 	srv *http.Server // set by Serve

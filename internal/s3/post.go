@@ -251,7 +251,7 @@ func (g *Gateway) authorizePost(rq *request, fields map[string]string) (minSize,
 	if err != nil {
 		return 0, 0, "", err
 	}
-	want := hex.EncodeToString(hmacSHA256(signingKey(secret, cred), policy))
+	want := hex.EncodeToString(hmacSHA256(g.sigKeys.get(secret, cred), policy))
 	if subtle.ConstantTimeCompare([]byte(want), []byte(strings.ToLower(sig))) != 1 {
 		return 0, 0, "", apiErr(ErrSignatureDoesNotMatch, "The request signature we calculated does not match the signature you provided. Check your key and signing method.")
 	}

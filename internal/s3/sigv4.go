@@ -11,6 +11,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -174,6 +175,39 @@ func signingKey(secret string, c credential) []byte {
 	k = hmacSHA256(k, c.Region)
 	k = hmacSHA256(k, c.Service)
 	return hmacSHA256(k, scopeTerminal)
+}
+
+// signingKeys caches derived signing keys: deriving one takes four HMACs,
+// and a client signs all its requests of a day with the same key. Safe for
+// concurrent use; the keys it returns are shared and must not be changed.
+type signingKeys struct {
+	mu sync.Mutex
+	m  map[signingKeyID][]byte // guarded by mu
+}
+
+type signingKeyID struct{ secret, date, region, service string }
+
+// maxSigningKeys bounds the cache (requests choose the region and date);
+// past it, the cache starts over.
+const maxSigningKeys = 1024
+
+// get returns signingKey(secret, c).
+func (k *signingKeys) get(secret string, c credential) []byte {
+	id := signingKeyID{secret: secret, date: c.Date, region: c.Region, service: c.Service}
+	k.mu.Lock()
+	key, ok := k.m[id]
+	k.mu.Unlock()
+	if ok {
+		return key
+	}
+	key = signingKey(secret, c)
+	k.mu.Lock()
+	if k.m == nil || len(k.m) >= maxSigningKeys {
+		k.m = make(map[signingKeyID][]byte)
+	}
+	k.m[id] = key
+	k.mu.Unlock()
+	return key
 }
 
 // stringToSign is the string a request's signature covers.
@@ -415,7 +449,7 @@ func (g *Gateway) authHeaderRequest(r *http.Request, query []queryPair, h string
 	if err != nil {
 		return nil, err
 	}
-	key := signingKey(secret, a.Cred)
+	key := g.sigKeys.get(secret, a.Cred)
 	want := hex.EncodeToString(hmacSHA256(key, stringToSign(amzDate, a.Cred, cr)))
 	if subtle.ConstantTimeCompare([]byte(want), []byte(a.Signature)) != 1 {
 		g.log.Debug("s3: signature mismatch", "access_key", a.Cred.AccessKey, "canonical_request", cr)
@@ -531,7 +565,7 @@ func (g *Gateway) authPresigned(r *http.Request, query []queryPair, q url.Values
 	if err != nil {
 		return nil, err
 	}
-	key := signingKey(secret, p.Cred)
+	key := g.sigKeys.get(secret, p.Cred)
 	want := hex.EncodeToString(hmacSHA256(key, stringToSign(p.AmzDate, p.Cred, cr)))
 	if subtle.ConstantTimeCompare([]byte(want), []byte(p.Signature)) != 1 {
 		g.log.Debug("s3: presigned signature mismatch", "access_key", p.Cred.AccessKey, "canonical_request", cr)

@@ -3,6 +3,7 @@ package s3
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -333,5 +334,31 @@ func TestChunkedTrailerExample(t *testing.T) {
 	cr = newChunkedReader(bytes.NewReader(chunkedExample(sigs, bad)), exampleSigner(seed), true)
 	if _, err := io.ReadAll(cr); !isCode(err, "SignatureDoesNotMatch") {
 		t.Fatalf("tampered trailer: %v", err)
+	}
+}
+
+func TestSigningKeysCache(t *testing.T) {
+	var k signingKeys
+	c := credential{AccessKey: "AK", Date: "20130524", Region: "us-east-1", Service: "s3"}
+	want := signingKey(exampleSecret, c)
+	for range 2 {
+		if got := k.get(exampleSecret, c); !bytes.Equal(got, want) {
+			t.Fatalf("get = %x, want %x", got, want)
+		}
+	}
+	if got := k.get("another secret", c); bytes.Equal(got, want) {
+		t.Fatal("a key cached for one secret was returned for another")
+	}
+	other := c
+	other.Region = "eu-west-1"
+	if got, want := k.get(exampleSecret, other), signingKey(exampleSecret, other); !bytes.Equal(got, want) {
+		t.Fatalf("get for another region = %x, want %x", got, want)
+	}
+	for i := range 2 * maxSigningKeys {
+		other.Region = fmt.Sprintf("region-%d", i)
+		k.get(exampleSecret, other)
+	}
+	if n := len(k.m); n > maxSigningKeys {
+		t.Fatalf("the cache holds %d keys, more than %d", n, maxSigningKeys)
 	}
 }
