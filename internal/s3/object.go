@@ -76,7 +76,9 @@ func (g *Gateway) statObjectIn(ctx context.Context, bucket, key string) (*objInf
 		return nil, false, fsErr(err, ErrNoSuchKey, "key "+key)
 	}
 	info := &objInfo{path: p, dir: isDir, attr: fi.Attr()}
-	raw, xerr := g.c.GetXattr(ctx, p, xattrMeta)
+	// By inode: no second path walk, and the metadata is that of the
+	// file just found even if the key is replaced meanwhile.
+	raw, xerr := g.c.GetXattrIno(ctx, info.attr.Ino, xattrMeta)
 	var stored *objectMeta
 	if xerr == nil {
 		stored, _ = decodeMeta(raw)
@@ -632,17 +634,17 @@ func (g *Gateway) getObjectOnce(rq *request, head bool) error {
 	}
 	var f *client.File
 	if !head && !info.dir && rng.Length > 0 {
-		f, err = g.c.Open(rq.ctx, info.path)
+		// The inode statObject found: the data matches the headers even
+		// if the key is replaced meanwhile (inode numbers are not reused);
+		// once the inode is gone, the lookup starts again.
+		f, _, err = g.c.OpenIno(rq.ctx, info.attr.Ino, client.O_RDONLY)
 		if err != nil {
-			if isNotExist(err) {
+			if errs.CodeOf(err) == errs.NotFound {
 				return errReplaced
 			}
 			return fsErr(err, ErrNoSuchKey, "key "+rq.key)
 		}
 		defer f.Close()
-		if f.Ino() != info.attr.Ino {
-			return errReplaced
-		}
 	}
 	info.meta.setHeaders(h)
 	if !rq.auth.anonymous() {
@@ -676,7 +678,7 @@ func (g *Gateway) getObjectOnce(rq *request, head bool) error {
 	if f == nil {
 		return nil
 	}
-	n, err := copyStream(rq.w, io.NewSectionReader(f, rng.Start, rng.Length))
+	n, err := sendRange(rq.ctx, rq.w, f, rng.Start, rng.Length)
 	if err == nil && n != rng.Length {
 		err = errs.New(errs.Stale, "s3: object %s shrank while it was read: %d of %d bytes", info.path, n, rng.Length)
 	}
