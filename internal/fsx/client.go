@@ -9,11 +9,15 @@ import (
 
 // Client is a Target of files in directory Dir of a Sluice file system,
 // through the Go client library. Its files have no optional operations;
-// Datasync is Sync.
+// Datasync is Sync. With Others, each Open uses the next of C and Others
+// in turn, so that a file is reopened through another client.
 type Client struct {
-	C   *client.Client
-	Dir string
-	Ctx context.Context
+	C      *client.Client
+	Others []*client.Client
+	Dir    string
+	Ctx    context.Context
+
+	opens int
 }
 
 // Name implements Target.
@@ -25,7 +29,12 @@ func (c *Client) Open(name string) (File, error) {
 	if ctx == nil {
 		ctx = context.Background()
 	}
-	f, err := c.C.OpenFile(ctx, path.Join(c.Dir, name), client.O_RDWR|client.O_CREATE, 0o644)
+	cl := c.C
+	if k := c.opens % (1 + len(c.Others)); k > 0 {
+		cl = c.Others[k-1]
+	}
+	c.opens++
+	f, err := cl.OpenFile(ctx, path.Join(c.Dir, name), client.O_RDWR|client.O_CREATE, 0o644)
 	if err != nil {
 		return nil, err
 	}

@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/sluice-fs/sluice/client"
+	"github.com/sluice-fs/sluice/internal/fsx"
 )
 
 // chunkFiles counts the chunk data files on all the server's targets.
@@ -186,4 +187,33 @@ func mustRead(t *testing.T, c *client.Client, p string) []byte {
 		t.Fatalf("read %s: %v", p, err)
 	}
 	return b
+}
+
+// TestFsxInline runs the exerciser on small files around the inline limit
+// (16 KiB): files grow past it and are truncated below it again, and each
+// reopen goes through the other of two clients, so each File starts from
+// what the metadata says about where the bytes live. SLUICE_FSX_SEED and
+// SLUICE_FSX_OPS replay a seed or run longer.
+func TestFsxInline(t *testing.T) {
+	t.Parallel()
+	s := startServer(t, "")
+	c, other := s.client(), s.client()
+	plan, err := fsx.PlanFromEnv(4000, 3, 4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	for i, seed := range plan.Seeds {
+		dir := fmt.Sprintf("/inline-%d", i)
+		if err := c.Mkdir(ctx, dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		cfg := fsx.Config{Seed: seed, Ops: plan.Ops, Files: 4, MaxSize: 48 << 10, MaxIO: 12 << 10,
+			Boundaries: []int64{4 << 10, 16 << 10}}
+		st, err := fsx.Run(ctx, &fsx.Client{C: c, Others: []*client.Client{other}, Dir: dir, Ctx: ctx}, cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("seed %d: %v", seed, st)
+	}
 }
