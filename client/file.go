@@ -99,6 +99,7 @@ func (c *Client) Open(ctx context.Context, p string) (*File, error) {
 // with perm if it does not exist (O_EXCL: it must not exist).
 func (c *Client) OpenFile(ctx context.Context, p string, flag int, perm fs.FileMode) (*File, error) {
 	var a *wire.Attr
+	var inl *wire.ReadInlineResp
 	if flag&O_CREATE != 0 {
 		dir, name, err := c.parent(ctx, p)
 		if err != nil {
@@ -115,6 +116,13 @@ func (c *Client) OpenFile(ctx context.Context, p string, flag int, perm fs.FileM
 				return nil, opErr("open", p, err)
 			}
 		}
+	} else if flag&(O_WRONLY|O_RDWR) == 0 && c.opts.ReadAhead > 0 {
+		// A reader: a small file's bytes come with its attributes.
+		var r wire.ReadInlineResp
+		if err := c.metaCall(ctx, wire.OpResolveRead, &wire.ResolveReq{Path: clean(p), Follow: true}, &r); err != nil {
+			return nil, opErr("open", p, err)
+		}
+		a, inl = &r.Attr, &r
 	} else {
 		var err error
 		if a, err = c.resolve(ctx, p, true); err != nil {
@@ -134,6 +142,11 @@ func (c *Client) OpenFile(ctx context.Context, p string, flag int, perm fs.FileM
 		dirty: make(map[placement.ChainID]map[uint32]bool),
 	}
 	f.home.Store(uint64(homeOf(a)))
+	if inl != nil && a.Mode&syscall.S_IFMT == syscall.S_IFREG {
+		if f.icache = newInlineCache(inl); f.icache != nil {
+			f.icache.fresh = true
+		}
+	}
 	if flag&O_TRUNC != 0 && flag&(O_WRONLY|O_RDWR) != 0 && a.Size > 0 {
 		if err := f.Truncate(ctx, 0); err != nil {
 			return nil, err
@@ -527,6 +540,10 @@ func (f *File) ReadAtContext(ctx context.Context, p []byte, off int64) (int, err
 			return 0, opErr("read", f.name, err)
 		}
 		fresh = true
+	} else if f.icache != nil && f.icache.fresh && off+int64(len(p)) > f.size {
+		// Filled at open (close-to-open): the first read to reach the
+		// end trusts that size; later ones ask again.
+		f.icache.fresh, fresh = false, true
 	}
 	if off+int64(len(p)) > f.size && !fresh {
 		// The file may have grown through another client.

@@ -171,6 +171,9 @@ type inlineCache struct {
 	// chunks: bytes from len(data) on live in chunks (not served here);
 	// else they are zeros up to end.
 	chunks bool
+	// fresh: filled when the file was opened, and no read has yet relied
+	// on the size it had then to find the end.
+	fresh bool
 }
 
 // covers reports whether the cache can serve n bytes at off.
@@ -201,12 +204,21 @@ func (f *File) fillInlineCache(ctx context.Context) error {
 		return err
 	}
 	f.learn(&r.Attr)
-	if int64(len(r.Data)) > int64(r.Attr.InlineLen) {
+	if len(r.Data) != int(r.Attr.InlineLen) {
 		return errs.New(errs.Protocol, "client: the metadata service returned %d inline bytes of %d", len(r.Data), r.Attr.InlineLen)
 	}
 	f.size = max(f.size, int64(r.Attr.Size))
-	f.icache = &inlineCache{data: r.Data, end: int64(r.Attr.Size), chunks: r.Attr.Flags&wire.AttrChunks != 0}
+	f.icache = newInlineCache(&r)
 	return nil
+}
+
+// newInlineCache makes the inline cache from a reply that carried a file's
+// inline bytes, or returns nil if every byte is in chunks.
+func newInlineCache(r *wire.ReadInlineResp) *inlineCache {
+	if r.Attr.Flags&wire.AttrChunks != 0 && r.Attr.InlineLen == 0 {
+		return nil
+	}
+	return &inlineCache{data: r.Data, end: int64(r.Attr.Size), chunks: r.Attr.Flags&wire.AttrChunks != 0}
 }
 
 // maxInlineRead is the length of the read that fills the inline cache:

@@ -8,7 +8,7 @@ import (
 	"github.com/sluice-fs/sluice/internal/wire"
 )
 
-// Register installs a handler for every metadata op (wire ops 1-29) on srv.
+// Register installs a handler for every metadata op (wire ops 1-30) on srv.
 // Each decodes its request body (a malformed one fails with errs.Protocol),
 // calls the Service method and replies with its result.
 func (s *Service) Register(srv *wire.Server) {
@@ -100,6 +100,10 @@ func (s *Service) Register(srv *wire.Server) {
 	})
 	handle(srv, wire.OpReadInline, func(ctx context.Context, m *wire.ReadInlineReq) (wire.Message, error) {
 		r, err := s.ReadInline(ctx, m)
+		return &r, err
+	})
+	handle(srv, wire.OpResolveRead, func(ctx context.Context, m *wire.ResolveReq) (wire.Message, error) {
+		r, err := s.ResolveRead(ctx, m.Path, m.Follow)
 		return &r, err
 	})
 	handle(srv, wire.OpSetChunks, func(ctx context.Context, m *wire.InoReq) (wire.Message, error) {

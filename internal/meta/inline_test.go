@@ -119,6 +119,18 @@ func TestInline(t *testing.T) {
 		t.Fatalf("%d files queued for chunk removal, want 1", n)
 	}
 
+	// ResolveRead returns the attributes with the inline bytes.
+	h := mustCreateInline(t, s, RootIno, "h")
+	writeInline(t, s, h.Ino, 0, "small file")
+	if r, err := s.ResolveRead(ctx, "/h", true); err != nil || string(r.Data) != "small file" || r.Attr.Ino != h.Ino || r.Attr.Size != 10 {
+		t.Fatalf("resolveread: %q %+v, %v", r.Data, r.Attr, err)
+	}
+	if r, err := s.ResolveRead(ctx, "/", true); err != nil || r.Data != nil || r.Attr.Ino != RootIno {
+		t.Fatalf("resolveread of the root: %q %+v, %v", r.Data, r.Attr, err)
+	}
+	_, err = s.ResolveRead(ctx, "/nope", true)
+	wantCode(t, "resolveread of a missing file", err, errs.NotFound)
+
 	// Only regular files have data.
 	d := mustMkdir(t, s, RootIno, "d")
 	_, err = s.WriteInline(ctx, &wire.WriteInlineReq{Ino: d.Ino, Data: []byte("x")})

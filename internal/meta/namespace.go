@@ -712,6 +712,36 @@ func (s *Service) Resolve(ctx context.Context, path string, follow bool) (wire.A
 	return a, nil
 }
 
+// ResolveRead is Resolve that also returns the inline bytes of the regular
+// file the path names (inline.go), in the same transaction: a small file is
+// opened and read with one request.
+func (s *Service) ResolveRead(ctx context.Context, path string, follow bool) (wire.ReadInlineResp, error) {
+	if len(path) > MaxPathLen {
+		return wire.ReadInlineResp{}, fmt.Errorf("meta: resolve %.64q...: %w", path,
+			errs.New(errs.NameTooLong, "path of %d bytes is over the limit of %d", len(path), MaxPathLen))
+	}
+	var r wire.ReadInlineResp
+	err := s.db.View(ctx, func(tx kv.Txn) error {
+		var err error
+		r = wire.ReadInlineResp{}
+		if r.Attr, err = resolveTx(tx, path, follow); err != nil {
+			return err
+		}
+		if r.Attr.Mode&modeType == modeReg && r.Attr.InlineLen > 0 {
+			data, err := getInline(tx, r.Attr.Ino, r.Attr.InlineLen)
+			if err != nil {
+				return err
+			}
+			r.Data = append([]byte(nil), data...)
+		}
+		return nil
+	})
+	if err != nil {
+		return wire.ReadInlineResp{}, fmt.Errorf("meta: resolve %q: %w", path, err)
+	}
+	return r, nil
+}
+
 func resolveTx(tx kv.Txn, path string, follow bool) (wire.Attr, error) {
 	comps := strings.Split(path, "/")
 	// The walk knows each component's type from its directory entry, so

@@ -38,6 +38,7 @@ const (
 	OpWriteInline Op = 27 // WriteInlineReq -> WriteInlineResp (data of a small file, kept in the metadata)
 	OpReadInline  Op = 28 // ReadInlineReq -> ReadInlineResp
 	OpSetChunks   Op = 29 // InoReq -> Attr (the file's data beyond its inline bytes goes to the targets from now on)
+	OpResolveRead Op = 30 // ResolveReq -> ReadInlineResp (Resolve, with a regular file's inline bytes)
 )
 
 // Storage target operations (64-127).
