@@ -1,6 +1,7 @@
 package s3
 
 import (
+	"context"
 	"crypto/md5"
 	"encoding/hex"
 	"encoding/json"
@@ -167,7 +168,7 @@ func (g *Gateway) uploadPart(rq *request) error {
 	if info.Checksum != "" {
 		v.computeChecksum(strings.ToLower(info.Checksum))
 	}
-	tmp, f, err := g.writeTemp(rq.ctx, rq.bucket, v)
+	tmp, err := g.writeTemp(rq.ctx, rq.bucket, v)
 	if err != nil {
 		return err
 	}
@@ -175,7 +176,7 @@ func (g *Gateway) uploadPart(rq *request) error {
 	if v.ckValue != "" {
 		meta.Checksum = map[string]string{v.ckAlg: v.ckValue}
 	}
-	if _, err := g.commitTo(rq.ctx, tmp, f, partPath(rq.bucket, id, n), meta, false, false); err != nil {
+	if _, err := g.commitTo(rq.ctx, tmp, partPath(rq.bucket, id, n), meta, false, false); err != nil {
 		if ae, ok := err.(*APIError); ok && ae.Code == ErrInternal.Code && isNotExist(ae.Err) {
 			return apiErr(ErrNoSuchUpload, "The specified upload does not exist: it was aborted or completed meanwhile")
 		}
@@ -226,8 +227,8 @@ func (g *Gateway) uploadPartCopy(rq *request) error {
 		return apiErr(ErrEntityTooLarge, "A part can be at most %d bytes", g.opts.MaxPutSize)
 	}
 	return g.longOp(rq, func() (any, error) {
-		etag, a, err := g.copyRange(rq.ctx, src, rng, rq.bucket, func(tmp string, f *client.File, etag string) (*client.Attr, error) {
-			return g.commitTo(rq.ctx, tmp, f, partPath(rq.bucket, id, n), &objectMeta{ETag: etag}, false, false)
+		etag, a, err := g.copyRange(rq.ctx, src, rng, rq.bucket, func(tmp *staged, etag string) (*client.Attr, error) {
+			return g.commitTo(rq.ctx, tmp, partPath(rq.bucket, id, n), &objectMeta{ETag: etag}, false, false)
 		})
 		if err != nil {
 			return nil, err
@@ -469,7 +470,7 @@ func (g *Gateway) completeMultipartUpload(rq *request) error {
 			return nil, err
 		}
 		fail := func(err error) (any, error) {
-			f.Close()
+			f.Release(context.WithoutCancel(rq.ctx), false)
 			g.removeQuietly(rq.ctx, tmp)
 			return nil, err
 		}
@@ -485,7 +486,7 @@ func (g *Gateway) completeMultipartUpload(rq *request) error {
 			in, err := g.c.Open(rq.ctx, p.path)
 			if err != nil {
 				if res, ok := g.completedUpload(rq); ok {
-					f.Close()
+					f.Release(context.WithoutCancel(rq.ctx), false)
 					g.removeQuietly(rq.ctx, tmp)
 					return res, nil // a concurrent Complete finished it
 				}
@@ -529,21 +530,21 @@ func (g *Gateway) completeMultipartUpload(rq *request) error {
 		if len(checksum) == 0 {
 			checksum = nil
 		}
-		if err := f.Close(); err != nil {
-			g.removeQuietly(rq.ctx, tmp)
-			return nil, fsErr(err, ErrInternal, "key "+rq.key)
+		if err := f.FlushContext(rq.ctx); err != nil {
+			return fail(fsErr(err, ErrInternal, "key "+rq.key))
 		}
+		st := stage(tmp, f)
 		sizes := make([]int64, len(parts))
 		for i, p := range parts {
 			sizes[i] = p.size
 		}
-		if err := g.c.SetXattr(rq.ctx, tmp, xattrParts, encodePartSizes(sizes)); err != nil {
-			g.removeQuietly(rq.ctx, tmp)
+		if err := g.c.SetXattrIno(rq.ctx, f.Ino(), xattrParts, encodePartSizes(sizes), 0); err != nil {
+			g.discard(rq.ctx, st)
 			return nil, fsErr(err, ErrInternal, "key "+rq.key)
 		}
 		meta := info.Meta
 		meta.ETag, meta.Parts, meta.Checksum, meta.UploadID = etag, len(parts), checksum, id
-		if _, err := g.commitObject(rq.ctx, rq.bucket, rq.key, tmp, f, meta, noReplace); err != nil {
+		if _, err := g.commitObject(rq.ctx, rq.bucket, rq.key, st, meta, noReplace); err != nil {
 			return nil, err
 		}
 		// Durable before the 200 (ADR 0006): the key's publication is metadata.

@@ -9,6 +9,7 @@ import (
 	"encoding/xml"
 	"errors"
 	"io"
+	"io/fs"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -272,26 +273,62 @@ func (g *Gateway) createTemp(ctx context.Context, bucket string) (string, *clien
 	}
 }
 
-// writeTemp streams body into a new temporary file of the bucket and
-// closes it (the data is durable then). On error the file is removed.
-func (g *Gateway) writeTemp(ctx context.Context, bucket string, body io.Reader) (string, *client.File, error) {
+// staged is a temporary file whose data is all written and whose size and
+// mtime are committed in the metadata, while Close, which makes the data
+// durable, runs in the background. Committing it records the object's
+// metadata on it meanwhile and waits for the data to be durable before the
+// rename publishes the key (ADR 0006). Its owner either commits it or
+// discards it; both wait for Close.
+type staged struct {
+	path string
+	f    *client.File
+	done chan struct{} // closed once err is final
+	err  error         // Close's
+}
+
+// stage starts closing f, whose data is flushed.
+func stage(path string, f *client.File) *staged {
+	s := &staged{path: path, f: f, done: make(chan struct{})}
+	go func() {
+		defer close(s.done)
+		s.err = f.Close()
+	}()
+	return s
+}
+
+// durable waits until the staged file's data is durable (Close returned).
+func (s *staged) durable() error {
+	<-s.done
+	return s.err
+}
+
+// discard waits for Close and removes the staged file.
+func (g *Gateway) discard(ctx context.Context, s *staged) {
+	s.durable()
+	g.removeQuietly(ctx, s.path)
+}
+
+// writeTemp streams body into a new temporary file of the bucket, flushes
+// it and stages it. On error the file is removed.
+func (g *Gateway) writeTemp(ctx context.Context, bucket string, body io.Reader) (*staged, error) {
 	tmp, f, err := g.createTemp(ctx, bucket)
 	if err != nil {
-		return "", nil, err
+		return nil, err
 	}
 	src := &sourceReader{r: body}
 	_, err = copyStream(f, src)
-	if cerr := f.Close(); err == nil && cerr != nil {
-		err = cerr
+	if err == nil {
+		err = f.FlushContext(ctx)
 	}
 	if err != nil {
+		f.Release(context.WithoutCancel(ctx), false)
 		g.removeQuietly(ctx, tmp)
 		if src.err != nil && err == src.err {
-			return "", nil, bodyErr(err)
+			return nil, bodyErr(err)
 		}
-		return "", nil, fsErr(err, ErrInternal, "a temporary file")
+		return nil, fsErr(err, ErrInternal, "a temporary file")
 	}
-	return tmp, f, nil
+	return stage(tmp, f), nil
 }
 
 // sourceReader remembers the error of the reader it wraps, so that a copy
@@ -316,33 +353,50 @@ func (g *Gateway) removeQuietly(ctx context.Context, p string) {
 	g.temps.done(p) // if the remove failed, the collector will retry it
 }
 
-// commit records meta on the finished temporary file and renames it to
-// dst, creating dst's parent directories. noReplace fails with 412 if dst
-// exists. It returns the new object's attributes. On error the temporary
-// file is removed.
-func (g *Gateway) commit(ctx context.Context, tmp string, f *client.File, dst string, meta *objectMeta, noReplace bool) (*client.Attr, error) {
-	return g.commitTo(ctx, tmp, f, dst, meta, noReplace, true)
+// commit records meta on the staged temporary file and renames it to dst
+// once its data is durable, creating dst's parent directories. noReplace
+// fails with 412 if dst exists. It returns the new object's attributes. On
+// error the temporary file is removed.
+func (g *Gateway) commit(ctx context.Context, tmp *staged, dst string, meta *objectMeta, noReplace bool) (*client.Attr, error) {
+	return g.commitTo(ctx, tmp, dst, meta, noReplace, true)
 }
 
 // commitTo is commit; mkParents says whether dst's parents may be created.
-func (g *Gateway) commitTo(ctx context.Context, tmp string, f *client.File, dst string, meta *objectMeta, noReplace, mkParents bool) (*client.Attr, error) {
-	fail := func(err error) (*client.Attr, error) {
-		g.removeQuietly(ctx, tmp)
+func (g *Gateway) commitTo(ctx context.Context, tmp *staged, dst string, meta *objectMeta, noReplace, mkParents bool) (*client.Attr, error) {
+	a, err := g.recordMeta(ctx, tmp, meta)
+	if err != nil {
+		g.discard(ctx, tmp)
 		return nil, err
 	}
-	fi, err := f.Stat()
+	if err := tmp.durable(); err != nil {
+		g.removeQuietly(ctx, tmp.path)
+		return nil, fsErr(err, ErrInternal, "a temporary file")
+	}
+	if err := g.renameInto(ctx, tmp.path, dst, noReplace, mkParents); err != nil {
+		g.removeQuietly(ctx, tmp.path)
+		return nil, err
+	}
+	g.temps.done(tmp.path)
+	return a, nil
+}
+
+// recordMeta records meta, completed with the size and mtime it is valid
+// for, on a staged file, by inode (while its Close runs: the flushed data
+// has its final size and mtime). It returns the file's attributes.
+func (g *Gateway) recordMeta(ctx context.Context, tmp *staged, meta *objectMeta) (*client.Attr, error) {
+	ino := tmp.f.Ino()
+	ia, err := g.c.GetAttrIno(ctx, ino)
 	if err != nil {
-		return fail(fsErr(err, ErrInternal, "a temporary file"))
+		return nil, fsErr(err, ErrInternal, "a temporary file")
 	}
-	a := fi.Attr()
-	meta.Size, meta.Mtime = a.Size, a.Mtime.UnixNano()
-	if err := g.c.SetXattr(ctx, tmp, xattrMeta, meta.encode()); err != nil {
-		return fail(fsErr(err, ErrInternal, "a temporary file"))
+	a := &client.Attr{
+		Ino: ia.Ino, Mode: fs.FileMode(ia.Mode & 0o777), Nlink: ia.Nlink, Uid: ia.Uid, Gid: ia.Gid, Size: int64(ia.Size),
+		Atime: time.Unix(0, ia.Atime), Mtime: time.Unix(0, ia.Mtime), Ctime: time.Unix(0, ia.Ctime),
 	}
-	if err := g.renameInto(ctx, tmp, dst, noReplace, mkParents); err != nil {
-		return fail(err)
+	meta.Size, meta.Mtime = a.Size, ia.Mtime
+	if err := g.c.SetXattrIno(ctx, ino, xattrMeta, meta.encode(), 0); err != nil {
+		return nil, fsErr(err, ErrInternal, "a temporary file")
 	}
-	g.temps.done(tmp)
 	return a, nil
 }
 
@@ -413,7 +467,7 @@ func (g *Gateway) putObject(rq *request) error {
 	if err != nil {
 		return err
 	}
-	tmp, f, err := g.writeTemp(rq.ctx, rq.bucket, v)
+	tmp, err := g.writeTemp(rq.ctx, rq.bucket, v)
 	if err != nil {
 		return err
 	}
@@ -421,7 +475,7 @@ func (g *Gateway) putObject(rq *request) error {
 	if v.ckValue != "" {
 		meta.Checksum = map[string]string{v.ckAlg: v.ckValue}
 	}
-	if _, err := g.commitObject(rq.ctx, rq.bucket, rq.key, tmp, f, meta, noReplace); err != nil {
+	if _, err := g.commitObject(rq.ctx, rq.bucket, rq.key, tmp, meta, noReplace); err != nil {
 		return err
 	}
 	// Durable before the 200 (ADR 0006): the key's publication is metadata.
@@ -880,9 +934,9 @@ func (g *Gateway) copyObject(rq *request) error {
 		return apiErr(ErrInvalidRequest, "The specified copy source is larger than the maximum allowable size for a copy source: %d", g.opts.MaxPutSize)
 	}
 	return g.longOp(rq, func() (any, error) {
-		etag, a, err := g.copyRange(rq.ctx, src, byteRange{0, src.attr.Size}, rq.bucket, func(tmp string, f *client.File, etag string) (*client.Attr, error) {
+		etag, a, err := g.copyRange(rq.ctx, src, byteRange{0, src.attr.Size}, rq.bucket, func(tmp *staged, etag string) (*client.Attr, error) {
 			newMeta.ETag = etag
-			return g.commitObject(rq.ctx, rq.bucket, rq.key, tmp, f, newMeta, false)
+			return g.commitObject(rq.ctx, rq.bucket, rq.key, tmp, newMeta, false)
 		})
 		if err != nil {
 			return nil, err
@@ -892,8 +946,8 @@ func (g *Gateway) copyObject(rq *request) error {
 }
 
 // copyRange streams a range of src into a temporary file of bucket,
-// computing its MD5, and hands the closed file to finish.
-func (g *Gateway) copyRange(ctx context.Context, src *objInfo, rng byteRange, bucket string, finish func(tmp string, f *client.File, etag string) (*client.Attr, error)) (string, *client.Attr, error) {
+// computing its MD5, and hands the staged file to finish, which commits it.
+func (g *Gateway) copyRange(ctx context.Context, src *objInfo, rng byteRange, bucket string, finish func(tmp *staged, etag string) (*client.Attr, error)) (string, *client.Attr, error) {
 	in, err := g.c.Open(ctx, src.path)
 	if err != nil {
 		return "", nil, fsErr(err, ErrNoSuchKey, "the copy source")
@@ -904,16 +958,16 @@ func (g *Gateway) copyRange(ctx context.Context, src *objInfo, rng byteRange, bu
 	}
 	sum := md5.New()
 	body := &countingReader{r: io.TeeReader(io.NewSectionReader(in, rng.Start, rng.Length), sum)}
-	tmp, f, err := g.writeTemp(ctx, bucket, body)
+	tmp, err := g.writeTemp(ctx, bucket, body)
 	if err != nil {
 		return "", nil, err
 	}
 	if body.n != rng.Length {
-		g.removeQuietly(ctx, tmp)
+		g.discard(ctx, tmp)
 		return "", nil, apiErr(ErrServiceUnavailable, "The copy source changed while it was copied; try again")
 	}
 	etag := hex.EncodeToString(sum.Sum(nil))
-	a, err := finish(tmp, f, etag)
+	a, err := finish(tmp, etag)
 	return etag, a, err
 }
 

@@ -354,16 +354,16 @@ func (g *Gateway) postObject(rq *request) error {
 		limit = min(limit, maxSize)
 	}
 	v := &verifier{r: file, want: -1, max: limit, md5: md5.New()}
-	tmp, f, err := g.writeTemp(rq.ctx, rq.bucket, v)
+	tmp, err := g.writeTemp(rq.ctx, rq.bucket, v)
 	if err != nil {
 		return err
 	}
 	if v.n < minSize {
-		g.removeQuietly(rq.ctx, tmp)
+		g.discard(rq.ctx, tmp)
 		return apiErr(ErrEntityTooSmall, "Your proposed upload is smaller than the minimum allowed size: %d bytes, the policy asks for at least %d", v.n, minSize)
 	}
 	meta.ETag = v.etag()
-	if _, err := g.commitObject(rq.ctx, rq.bucket, rq.key, tmp, f, meta, false); err != nil {
+	if _, err := g.commitObject(rq.ctx, rq.bucket, rq.key, tmp, meta, false); err != nil {
 		return err
 	}
 	// Durable before the answer, as a PUT (ADR 0006): the key's

@@ -352,42 +352,44 @@ func (g *Gateway) readTarget(rq *request) (*objInfo, error) {
 // versioning the new object gets its version ID, and the object it
 // replaces stays as a noncurrent version as the bucket's state says. On
 // error the temporary file is removed.
-func (g *Gateway) commitObject(ctx context.Context, bucket, key, tmp string, f *client.File, meta *objectMeta, noReplace bool) (*client.Attr, error) {
+func (g *Gateway) commitObject(ctx context.Context, bucket, key string, st *staged, meta *objectMeta, noReplace bool) (*client.Attr, error) {
 	dst, _, err := objectPath(bucket, key)
 	if err != nil {
-		g.removeQuietly(ctx, tmp)
+		g.discard(ctx, st)
 		return nil, err
 	}
 	state, err := g.bucketVersioning(ctx, bucket)
 	if err != nil {
-		g.removeQuietly(ctx, tmp)
+		g.discard(ctx, st)
 		return nil, err
 	}
 	if state == versioningOff {
-		return g.commit(ctx, tmp, f, dst, meta, noReplace)
+		return g.commit(ctx, st, dst, meta, noReplace)
 	}
 	if _, err := versionDirOf(bucket, key); err != nil {
-		g.removeQuietly(ctx, tmp)
+		g.discard(ctx, st)
 		return nil, err
+	}
+	// The data must be durable before the key's lock is taken: the lock
+	// is held by every write of the keys that share it.
+	if err := st.durable(); err != nil {
+		g.removeQuietly(ctx, st.path)
+		return nil, fsErr(err, ErrInternal, "a temporary file")
 	}
 	defer g.keys.lock(bucket, key)()
 	meta.VersionID = newObjectVersion(state, g.now())
 	if noReplace {
 		// Nothing to displace: the rename fails if an object is there.
-		return g.commit(ctx, tmp, f, dst, meta, true)
+		return g.commit(ctx, st, dst, meta, true)
 	}
+	tmp := st.path
 	fail := func(err error) (*client.Attr, error) {
 		g.removeQuietly(ctx, tmp)
 		return nil, err
 	}
-	fi, err := f.Stat()
+	a, err := g.recordMeta(ctx, st, meta)
 	if err != nil {
-		return fail(fsErr(err, ErrInternal, "a temporary file"))
-	}
-	a := fi.Attr()
-	meta.Size, meta.Mtime = a.Size, a.Mtime.UnixNano()
-	if err := g.c.SetXattr(ctx, tmp, xattrMeta, meta.encode()); err != nil {
-		return fail(fsErr(err, ErrInternal, "a temporary file"))
+		return fail(err)
 	}
 	for attempt := 0; ; attempt++ {
 		linked, exists, err := g.keepCurrent(ctx, state, bucket, key, dst)
