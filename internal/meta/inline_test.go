@@ -193,3 +193,65 @@ func TestInodeRecordV1(t *testing.T) {
 		t.Fatalf("truncated version-2 record: %v, want a corruption", err)
 	}
 }
+
+// TestFormatUpgrade: a database of format version 1 opens, its superblock
+// is rewritten to version 2, and its files (version-1 inode records) keep
+// their data in chunks: reads go to the chunks and removal frees them.
+func TestFormatUpgrade(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := kv.NewMemory()
+	defer db.Close()
+	ft := newFakeTargets(2)
+	s := newTestService(t, db, ft)
+	f := mustCreateInline(t, s, RootIno, "old")
+	// Make it a version-1 database holding a version-1 file.
+	if err := db.Update(ctx, func(tx kv.Txn) error {
+		v, err := tx.Get(keySuper)
+		if err != nil {
+			return err
+		}
+		sb, err := decodeSuperblock(v)
+		if err != nil {
+			return err
+		}
+		sb.Version = 1
+		tx.Set(keySuper, sb.encode())
+		n, err := getInode(tx, f.Ino)
+		if err != nil {
+			return err
+		}
+		n.Size = 5000
+		v2 := n.encode()
+		v1 := append([]byte{1}, v2[1:inodeFixedSize]...)
+		tx.Set(inodeKey(f.Ino), append(v1, v2[inodeFixedSize+5:]...))
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	s2 := newTestService(t, db, ft)
+	if err := db.View(ctx, func(tx kv.Txn) error {
+		v, err := tx.Get(keySuper)
+		if err != nil {
+			return err
+		}
+		sb, err := decodeSuperblock(v)
+		if err == nil && sb.Version != FormatVersion {
+			t.Errorf("superblock version %d after opening, want %d", sb.Version, FormatVersion)
+		}
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	a, err := s2.GetAttr(ctx, f.Ino)
+	if err != nil || a.Flags != wire.AttrChunks || a.InlineLen != 0 || a.Size != 5000 {
+		t.Fatalf("version-1 file after the upgrade: %+v, %v", a, err)
+	}
+	if err := s2.Unlink(ctx, RootIno, "old"); err != nil {
+		t.Fatal(err)
+	}
+	if n, _ := s2.PendingGarbage(ctx); n != 1 {
+		t.Fatalf("%d files queued for chunk removal after removing a version-1 file, want 1", n)
+	}
+}
