@@ -99,7 +99,6 @@ func (c *Client) Open(ctx context.Context, p string) (*File, error) {
 // with perm if it does not exist (O_EXCL: it must not exist).
 func (c *Client) OpenFile(ctx context.Context, p string, flag int, perm fs.FileMode) (*File, error) {
 	var a *wire.Attr
-	var inl *wire.ReadInlineResp
 	if flag&O_CREATE != 0 {
 		dir, name, err := c.parent(ctx, p)
 		if err != nil {
@@ -118,11 +117,8 @@ func (c *Client) OpenFile(ctx context.Context, p string, flag int, perm fs.FileM
 		}
 	} else if flag&(O_WRONLY|O_RDWR) == 0 && c.opts.ReadAhead > 0 {
 		// A reader: a small file's bytes come with its attributes.
-		var r wire.ReadInlineResp
-		if err := c.metaCall(ctx, wire.OpResolveRead, &wire.ResolveReq{Path: clean(p), Follow: true}, &r); err != nil {
-			return nil, opErr("open", p, err)
-		}
-		a, inl = &r.Attr, &r
+		f, _, _, err := c.OpenRead(ctx, p, "")
+		return f, err
 	} else {
 		var err error
 		if a, err = c.resolve(ctx, p, true); err != nil {
@@ -142,11 +138,6 @@ func (c *Client) OpenFile(ctx context.Context, p string, flag int, perm fs.FileM
 		dirty: make(map[placement.ChainID]map[uint32]bool),
 	}
 	f.home.Store(uint64(homeOf(a)))
-	if inl != nil && a.Mode&syscall.S_IFMT == syscall.S_IFREG {
-		if f.icache = newInlineCache(inl); f.icache != nil {
-			f.icache.fresh = true
-		}
-	}
 	if flag&O_TRUNC != 0 && flag&(O_WRONLY|O_RDWR) != 0 && a.Size > 0 {
 		if err := f.Truncate(ctx, 0); err != nil {
 			return nil, err

@@ -208,17 +208,56 @@ func (f *File) fillInlineCache(ctx context.Context) error {
 		return errs.New(errs.Protocol, "client: the metadata service returned %d inline bytes of %d", len(r.Data), r.Attr.InlineLen)
 	}
 	f.size = max(f.size, int64(r.Attr.Size))
-	f.icache = newInlineCache(&r)
+	f.icache = newInlineCache(&r.Attr, r.Data)
 	return nil
 }
 
-// newInlineCache makes the inline cache from a reply that carried a file's
-// inline bytes, or returns nil if every byte is in chunks.
-func newInlineCache(r *wire.ReadInlineResp) *inlineCache {
-	if r.Attr.Flags&wire.AttrChunks != 0 && r.Attr.InlineLen == 0 {
+// newInlineCache makes the inline cache from a reply that carried all of
+// a file's inline bytes, or returns nil if every byte is in chunks.
+func newInlineCache(a *wire.Attr, data []byte) *inlineCache {
+	if a.Flags&wire.AttrChunks != 0 && a.InlineLen == 0 {
 		return nil
 	}
-	return &inlineCache{data: r.Data, end: int64(r.Attr.Size), chunks: r.Attr.Flags&wire.AttrChunks != 0}
+	return &inlineCache{data: data, end: int64(a.Size), chunks: a.Flags&wire.AttrChunks != 0}
+}
+
+// OpenRead opens the regular file at p for reading, like Open, with one
+// request to the metadata service that also returns the file's inline
+// bytes (a small file is then read without another request) and, if xattr
+// is not empty, the value of that extended attribute (nil if the file has
+// none). It returns the attributes the file was opened with.
+func (c *Client) OpenRead(ctx context.Context, p, xattr string) (*File, InodeAttr, []byte, error) {
+	var r wire.ResolveReadResp
+	if err := c.metaCall(ctx, wire.OpResolveRead, &wire.ResolveReq{Path: clean(p), Follow: true, Xattr: xattr}, &r); err != nil {
+		return nil, InodeAttr{}, nil, opErr("open", p, err)
+	}
+	a := inodeAttr(&r.Attr)
+	switch {
+	case a.IsDir():
+		return nil, InodeAttr{}, nil, opErr("open", p, errs.ErrIsDir)
+	case !a.IsRegular():
+		return nil, InodeAttr{}, nil, opErr("open", p, errs.New(errs.Invalid, "client: %s is not a regular file", p))
+	}
+	f, err := c.OpenInode(ctx, a, O_RDONLY)
+	if err != nil {
+		return nil, InodeAttr{}, nil, err
+	}
+	f.name = p
+	if len(r.Data) != int(r.Attr.InlineLen) {
+		return nil, InodeAttr{}, nil, opErr("open", p, errs.New(errs.Protocol, "client: the metadata service returned %d inline bytes of %d", len(r.Data), r.Attr.InlineLen))
+	}
+	if f.icache = newInlineCache(&r.Attr, r.Data); f.icache != nil {
+		f.icache.fresh = true
+	}
+	f.ctx = ctx
+	var x []byte
+	if r.HasXattr {
+		x = r.Xattr
+		if x == nil {
+			x = []byte{}
+		}
+	}
+	return f, a, x, nil
 }
 
 // maxInlineRead is the length of the read that fills the inline cache:

@@ -103,7 +103,7 @@ func (s *Service) Register(srv *wire.Server) {
 		return &r, err
 	})
 	handle(srv, wire.OpResolveRead, func(ctx context.Context, m *wire.ResolveReq) (wire.Message, error) {
-		r, err := s.ResolveRead(ctx, m.Path, m.Follow)
+		r, err := s.ResolveRead(ctx, m.Path, m.Follow, m.Xattr)
 		return &r, err
 	})
 	handle(srv, wire.OpSetChunks, func(ctx context.Context, m *wire.InoReq) (wire.Message, error) {

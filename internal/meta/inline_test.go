@@ -122,13 +122,22 @@ func TestInline(t *testing.T) {
 	// ResolveRead returns the attributes with the inline bytes.
 	h := mustCreateInline(t, s, RootIno, "h")
 	writeInline(t, s, h.Ino, 0, "small file")
-	if r, err := s.ResolveRead(ctx, "/h", true); err != nil || string(r.Data) != "small file" || r.Attr.Ino != h.Ino || r.Attr.Size != 10 {
+	if r, err := s.ResolveRead(ctx, "/h", true, ""); err != nil || string(r.Data) != "small file" || r.Attr.Ino != h.Ino || r.Attr.Size != 10 || r.HasXattr {
 		t.Fatalf("resolveread: %q %+v, %v", r.Data, r.Attr, err)
 	}
-	if r, err := s.ResolveRead(ctx, "/", true); err != nil || r.Data != nil || r.Attr.Ino != RootIno {
+	if r, err := s.ResolveRead(ctx, "/h", true, "user.m"); err != nil || r.HasXattr || r.Xattr != nil {
+		t.Fatalf("resolveread with a missing xattr: %+v, %v", r, err)
+	}
+	if err := s.SetXattr(ctx, &wire.XattrReq{Ino: h.Ino, Name: "user.m", Value: []byte("meta")}); err != nil {
+		t.Fatal(err)
+	}
+	if r, err := s.ResolveRead(ctx, "/h", true, "user.m"); err != nil || !r.HasXattr || string(r.Xattr) != "meta" || string(r.Data) != "small file" {
+		t.Fatalf("resolveread with an xattr: %+v, %v", r, err)
+	}
+	if r, err := s.ResolveRead(ctx, "/", true, ""); err != nil || r.Data != nil || r.Attr.Ino != RootIno {
 		t.Fatalf("resolveread of the root: %q %+v, %v", r.Data, r.Attr, err)
 	}
-	_, err = s.ResolveRead(ctx, "/nope", true)
+	_, err = s.ResolveRead(ctx, "/nope", true, "")
 	wantCode(t, "resolveread of a missing file", err, errs.NotFound)
 
 	// Only regular files have data.

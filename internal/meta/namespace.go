@@ -712,18 +712,24 @@ func (s *Service) Resolve(ctx context.Context, path string, follow bool) (wire.A
 	return a, nil
 }
 
-// ResolveRead is Resolve that also returns the inline bytes of the regular
-// file the path names (inline.go), in the same transaction: a small file is
-// opened and read with one request.
-func (s *Service) ResolveRead(ctx context.Context, path string, follow bool) (wire.ReadInlineResp, error) {
+// ResolveRead is Resolve that also returns, in the same transaction, the
+// inline bytes of the regular file the path names (inline.go) and its
+// extended attribute xattr if named and present: a small file is opened
+// and read with one request.
+func (s *Service) ResolveRead(ctx context.Context, path string, follow bool, xattr string) (wire.ResolveReadResp, error) {
 	if len(path) > MaxPathLen {
-		return wire.ReadInlineResp{}, fmt.Errorf("meta: resolve %.64q...: %w", path,
+		return wire.ResolveReadResp{}, fmt.Errorf("meta: resolve %.64q...: %w", path,
 			errs.New(errs.NameTooLong, "path of %d bytes is over the limit of %d", len(path), MaxPathLen))
 	}
-	var r wire.ReadInlineResp
+	if xattr != "" {
+		if err := validXattrName(xattr); err != nil {
+			return wire.ResolveReadResp{}, fmt.Errorf("meta: resolve %q: %w", path, err)
+		}
+	}
+	var r wire.ResolveReadResp
 	err := s.db.View(ctx, func(tx kv.Txn) error {
 		var err error
-		r = wire.ReadInlineResp{}
+		r = wire.ResolveReadResp{}
 		if r.Attr, err = resolveTx(tx, path, follow); err != nil {
 			return err
 		}
@@ -734,10 +740,19 @@ func (s *Service) ResolveRead(ctx context.Context, path string, follow bool) (wi
 			}
 			r.Data = append([]byte(nil), data...)
 		}
+		if xattr != "" {
+			v, err := tx.Get(xattrKey(r.Attr.Ino, xattr))
+			switch {
+			case err == nil:
+				r.HasXattr, r.Xattr = true, append([]byte(nil), v...)
+			case !errors.Is(err, kv.ErrNotFound):
+				return err
+			}
+		}
 		return nil
 	})
 	if err != nil {
-		return wire.ReadInlineResp{}, fmt.Errorf("meta: resolve %q: %w", path, err)
+		return wire.ResolveReadResp{}, fmt.Errorf("meta: resolve %q: %w", path, err)
 	}
 	return r, nil
 }

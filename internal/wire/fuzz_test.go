@@ -16,7 +16,7 @@ func messages() []Message {
 		&BytesResp{}, &NamesResp{}, &RenameReq{}, &LinkReq{}, &ReadDirReq{}, &ReadDirResp{},
 		&XattrReq{}, &SetLayoutReq{}, &CommitWriteReq{}, &RegisterReq{}, &RegisterResp{}, &HeartbeatReq{}, &HeartbeatResp{}, &SyncDoneReq{}, &ChainMsg{}, &ChunkListReq{}, &ChunkListResp{}, &ChunkRef{},
 		&ChainRef{}, &ChunkWriteReq{}, &ChunkReadReq{}, &ChunkReadResp{}, &ChunkSyncReq{}, &ChunkTruncateReq{},
-		&ChunkRemoveReq{}, &TargetReq{}, &TargetStat{}, &WriteInlineReq{}, &WriteInlineResp{}, &ReadInlineReq{}, &ReadInlineResp{},
+		&ChunkRemoveReq{}, &TargetReq{}, &TargetStat{}, &WriteInlineReq{}, &WriteInlineResp{}, &ReadInlineReq{}, &ReadInlineResp{}, &ResolveReadResp{},
 	}
 }
 

@@ -38,7 +38,7 @@ const (
 	OpWriteInline Op = 27 // WriteInlineReq -> WriteInlineResp (data of a small file, kept in the metadata)
 	OpReadInline  Op = 28 // ReadInlineReq -> ReadInlineResp
 	OpSetChunks   Op = 29 // InoReq -> Attr (the file's data beyond its inline bytes goes to the targets from now on)
-	OpResolveRead Op = 30 // ResolveReq -> ReadInlineResp (Resolve, with a regular file's inline bytes)
+	OpResolveRead Op = 30 // ResolveReq -> ResolveReadResp (Resolve, with a regular file's inline bytes and an xattr)
 )
 
 // Storage target operations (64-127).
@@ -362,10 +362,43 @@ func (m *StatfsResp) Decode(d *Decoder) {
 type ResolveReq struct {
 	Path   string
 	Follow bool
+	// Xattr names an extended attribute OpResolveRead returns too
+	// (appended in version 2.2; empty: none).
+	Xattr string
 }
 
-func (m *ResolveReq) Encode(e *Encoder) { e.String(m.Path); e.Bool(m.Follow) }
-func (m *ResolveReq) Decode(d *Decoder) { m.Path = d.String(); m.Follow = d.Bool() }
+func (m *ResolveReq) Encode(e *Encoder) { e.String(m.Path); e.Bool(m.Follow); e.String(m.Xattr) }
+func (m *ResolveReq) Decode(d *Decoder) {
+	m.Path = d.String()
+	m.Follow = d.Bool()
+	if d.More() {
+		m.Xattr = d.String()
+	}
+}
+
+// ResolveReadResp answers OpResolveRead: the attributes, a regular file's
+// inline bytes (all of them), and the extended attribute the request
+// named, if the inode has it.
+type ResolveReadResp struct {
+	Attr     Attr
+	Data     []byte
+	HasXattr bool
+	Xattr    []byte
+}
+
+func (m *ResolveReadResp) Encode(e *Encoder) {
+	m.Attr.Encode(e)
+	e.Bytes(m.Data)
+	e.Bool(m.HasXattr)
+	e.Bytes(m.Xattr)
+}
+
+func (m *ResolveReadResp) Decode(d *Decoder) {
+	m.Attr.Decode(d)
+	m.Data = d.Bytes()
+	m.HasXattr = d.Bool()
+	m.Xattr = d.Bytes()
+}
 
 // NameReq names an entry in a directory.
 type NameReq struct {

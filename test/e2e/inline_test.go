@@ -217,3 +217,42 @@ func TestFsxInline(t *testing.T) {
 		t.Logf("seed %d: %v", seed, st)
 	}
 }
+
+// TestOpenRead: OpenRead returns a file open for reading with its
+// attributes and the extended attribute asked for, for inline, mixed and
+// chunked files alike, and refuses directories.
+func TestOpenRead(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s := startServer(t, "")
+	c := s.client()
+	for _, n := range []int{0, 100, 16 << 10, 300 << 10} {
+		p := fmt.Sprintf("/f%d", n)
+		data := randBytes(uint64(n), n)
+		writeFile(t, c, p, data)
+		if n == 100 {
+			if err := c.SetXattr(ctx, p, "user.meta", []byte("m")); err != nil {
+				t.Fatal(err)
+			}
+		}
+		f, a, x, err := c.OpenRead(ctx, p, "user.meta")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if a.Size != uint64(n) || (n == 100) != (x != nil) || (x != nil && string(x) != "m") {
+			t.Fatalf("%s: size %d, xattr %q; want %d and the xattr only on f100", p, a.Size, x, n)
+		}
+		got := make([]byte, n+10)
+		k, err := f.ReadAt(got, 0)
+		if k != n || !bytes.Equal(got[:k], data) {
+			t.Fatalf("%s: read %d bytes (%v), want %d (first difference at %d)", p, k, err, n, firstDiff(got[:k], data))
+		}
+		f.Close()
+	}
+	if err := c.Mkdir(ctx, "/d", 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, _, err := c.OpenRead(ctx, "/d", ""); err == nil || !strings.Contains(err.Error(), "directory") {
+		t.Fatalf("OpenRead of a directory: %v, want an is-a-directory error", err)
+	}
+}
