@@ -22,10 +22,17 @@ import (
 // process, the mountpoint, the data dir and the served address.
 func startServeMount(t *testing.T, args ...string) (*proctest.Proc, string, string, string) {
 	t.Helper()
+	return startServeMountOf(t, binary, args...)
+}
+
+// startServeMountOf is startServeMount with another sluice binary (to
+// compare builds in one run).
+func startServeMountOf(t *testing.T, bin string, args ...string) (*proctest.Proc, string, string, string) {
+	t.Helper()
 	mp := newMountpoint(t)
 	dataDir := t.TempDir()
 	args = append([]string{"serve", "--data-dir", dataDir, "--listen", "127.0.0.1:0", "--http", "", "--mount", mp}, args...)
-	p, _ := proctest.Start(t, binary, nil, regexp.MustCompile(`mounted on (\S+)`), args...)
+	p, _ := proctest.Start(t, bin, nil, regexp.MustCompile(`mounted on (\S+)`), args...)
 	t.Cleanup(func() {
 		p.Cmd.Process.Signal(syscall.SIGCONT) // in case the test stopped it and failed
 		p.Cmd.Process.Signal(syscall.SIGTERM)

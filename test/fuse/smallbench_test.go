@@ -1,0 +1,167 @@
+package fuse
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+// TestBenchSmallFiles measures what issue 13 sets goals for: create, stat
+// and unlink of empty files and write and read of 64 KiB files, with 1 and
+// 4 workers, through `sluice serve --mount` beside a local directory in the
+// same run, and prints each as a ratio to the local directory. It runs only
+// with SLUICE_FUSE_BENCH=1:
+//
+//	SLUICE_FUSE_BENCH=1 go test -run TestBenchSmallFiles -v -timeout 1h ./test/fuse
+//
+// Every job runs on every file system in turn, in an order that rotates
+// each round; the table shows the median of the rounds. Stat and read run
+// after the kernel's caches were dropped. Settings:
+//
+//	SLUICE_FUSE_BENCH_FILES   files per job (default 10000)
+//	SLUICE_FUSE_BENCH_ROUNDS  rounds (default 1)
+//	SLUICE_FUSE_BENCH_BASE    another sluice binary (say, a build of the
+//	                          previous commit), run beside as "before"
+//	SLUICE_FUSE_BENCH_ARGS    more flags for sluice serve (for example
+//	                          "--http 127.0.0.1:9401" to profile it)
+//	SLUICE_FUSE_BENCH_ONLY    a regexp: run only the jobs it matches
+func TestBenchSmallFiles(t *testing.T) {
+	requireFUSE(t)
+	if os.Getenv("SLUICE_FUSE_BENCH") == "" {
+		t.Skip("set SLUICE_FUSE_BENCH=1 to run the benchmarks")
+	}
+	n := envInt(t, "SLUICE_FUSE_BENCH_FILES", 10000)
+	rounds := envInt(t, "SLUICE_FUSE_BENCH_ROUNDS", 1)
+	only := regexp.MustCompile(os.Getenv("SLUICE_FUSE_BENCH_ONLY"))
+	args := strings.Fields(os.Getenv("SLUICE_FUSE_BENCH_ARGS"))
+
+	type root struct{ name, dir string }
+	roots := []root{{"local dir", t.TempDir()}}
+	_, mp, _, _ := startServeMount(t, args...)
+	roots = append(roots, root{"serve --mount", mp})
+	if base := os.Getenv("SLUICE_FUSE_BENCH_BASE"); base != "" {
+		_, mp, _, _ := startServeMountOf(t, base, args...)
+		roots = append(roots, root{"before", mp})
+	}
+
+	block := make([]byte, 64<<10)
+	for i := range block {
+		block[i] = byte(i)
+	}
+	type job struct {
+		name string
+		drop bool // drop the caches first
+		op   func(path string) error
+	}
+	jobs := []job{
+		{"create empty", false, func(p string) error {
+			f, err := os.OpenFile(p, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o644)
+			if err == nil {
+				err = f.Close()
+			}
+			return err
+		}},
+		{"stat", true, func(p string) error {
+			_, err := os.Stat(p)
+			return err
+		}},
+		{"unlink", false, os.Remove},
+		{"write 64 KiB", false, func(p string) error { return os.WriteFile(p, block, 0o644) }},
+		{"read 64 KiB", true, func(p string) error {
+			b, err := os.ReadFile(p)
+			if err == nil && len(b) != len(block) {
+				err = fmt.Errorf("read %d bytes of %s, want %d", len(b), p, len(block))
+			}
+			return err
+		}},
+	}
+	// results[job name with workers][root] holds one figure per round.
+	results := map[string][][]float64{}
+	var order []string
+	for round := range rounds {
+		for _, workers := range []int{1, 4} {
+			for k := range roots {
+				r := (k + round) % len(roots)
+				dir := filepath.Join(roots[r].dir, fmt.Sprintf("small-%d-%d", round, workers))
+				must(t, os.Mkdir(dir, 0o755))
+				name := func(i int) string { return filepath.Join(dir, fmt.Sprintf("f%05d", i)) }
+				for _, j := range jobs {
+					key := fmt.Sprintf("%s, %d worker(s)", j.name, workers)
+					if !only.MatchString(key) && !needed(j.name, only, workers) {
+						continue
+					}
+					if j.drop {
+						dropCaches()
+					}
+					v := parallelOps(n, workers, func(i int) error { return j.op(name(i)) }, t)
+					if results[key] == nil {
+						results[key] = make([][]float64, len(roots))
+						order = append(order, key)
+					}
+					results[key][r] = append(results[key][r], v)
+					t.Logf("round %d, %s, %s: %.0f/s", round, roots[r].name, key, v)
+				}
+				must(t, os.RemoveAll(dir))
+			}
+		}
+	}
+
+	var b strings.Builder
+	fmt.Fprintf(&b, "\n%d files per job, median of %d round(s), files/s and ratio to the local directory\n\n| %-28s |", n, rounds, "job")
+	for _, r := range roots {
+		fmt.Fprintf(&b, " %-16s |", r.name)
+	}
+	b.WriteString("\n|" + strings.Repeat("-", 30) + "|" + strings.Repeat(strings.Repeat("-", 18)+"|", len(roots)) + "\n")
+	for _, key := range order {
+		fmt.Fprintf(&b, "| %-28s |", key)
+		local := median(results[key][0])
+		for i, v := range results[key] {
+			if i == 0 {
+				fmt.Fprintf(&b, " %16.0f |", local)
+				continue
+			}
+			fmt.Fprintf(&b, " %7.0f (%5.3fx) |", median(v), median(v)/local)
+		}
+		b.WriteString("\n")
+	}
+	t.Log(b.String())
+}
+
+// needed reports whether job name must run for a later job that only
+// selects: stat and unlink need the files of create, read those of write.
+func needed(name string, only *regexp.Regexp, workers int) bool {
+	sel := func(j string) bool { return only.MatchString(fmt.Sprintf("%s, %d worker(s)", j, workers)) }
+	switch name {
+	case "create empty":
+		return sel("stat") || sel("unlink")
+	case "write 64 KiB":
+		return sel("read 64 KiB")
+	}
+	return false
+}
+
+func median(v []float64) float64 {
+	if len(v) == 0 {
+		return 0
+	}
+	s := slices.Clone(v)
+	slices.Sort(s)
+	return s[len(s)/2]
+}
+
+func envInt(t *testing.T, name string, def int) int {
+	s := os.Getenv(name)
+	if s == "" {
+		return def
+	}
+	v, err := strconv.Atoi(s)
+	if err != nil || v < 1 {
+		t.Fatalf("%s=%q: want a positive number", name, s)
+	}
+	return v
+}
