@@ -56,8 +56,9 @@ func TestServerUnavailable(t *testing.T) {
 	writeFile(t, m.path("before"), "x")
 
 	// A hung server: the operation times out while the server is still
-	// stopped.
-	must(t, s.cmd.Process.Signal(syscall.SIGSTOP))
+	// stopped (Pause waits until it is: kill(2) returns before a busy
+	// process has stopped, and it could still answer the stat).
+	s.proc.Pause(t)
 	start := time.Now()
 	returned, err := returnsAlone(func() error { _, err := os.Stat(m.path("new-name-1")); return err })
 	took := time.Since(start)
