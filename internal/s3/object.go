@@ -59,9 +59,19 @@ func (g *Gateway) statObject(rq *request, key string) (*objInfo, bool, error) {
 }
 
 func (g *Gateway) statObjectIn(ctx context.Context, bucket, key string) (*objInfo, bool, error) {
+	info, _, ok, err := g.findObject(ctx, bucket, key, false)
+	return info, ok, err
+}
+
+// findObject is statObjectIn; with open, an object that is a file is also
+// opened for reading, and its metadata comes with the open (one request,
+// which for a small file brings its bytes too). The caller closes the
+// file. errReplaced says that the key named another file by the time it
+// was opened.
+func (g *Gateway) findObject(ctx context.Context, bucket, key string, open bool) (*objInfo, *client.File, bool, error) {
 	p, isDir, err := objectPath(bucket, key)
 	if err != nil {
-		return nil, false, err
+		return nil, nil, false, err
 	}
 	noKey := func(cause error) error {
 		if fi, err := g.c.Stat(ctx, "/"+bucket); err != nil || !fi.IsDir() {
@@ -72,40 +82,64 @@ func (g *Gateway) statObjectIn(ctx context.Context, bucket, key string) (*objInf
 	fi, err := g.c.Lstat(ctx, p)
 	if err != nil {
 		if c := errs.CodeOf(err); c == errs.NotFound || c == errs.NotDir {
-			return nil, false, noKey(err)
+			return nil, nil, false, noKey(err)
 		}
-		return nil, false, fsErr(err, ErrNoSuchKey, "key "+key)
+		return nil, nil, false, fsErr(err, ErrNoSuchKey, "key "+key)
+	}
+	if !isDir && !fi.Mode().IsRegular() {
+		return nil, nil, false, noKey(nil) // symlinks and the like are not objects
 	}
 	info := &objInfo{path: p, dir: isDir, attr: fi.Attr()}
-	// By inode: no second path walk, and the metadata is that of the
-	// file just found even if the key is replaced meanwhile.
-	raw, xerr := g.c.GetXattrIno(ctx, info.attr.Ino, xattrMeta)
+	var f *client.File
+	var raw []byte
+	var xerr error
+	if open && !isDir {
+		// OpenRead follows a symlink: the inode tells whether the key
+		// still names the file Lstat found.
+		var a client.InodeAttr
+		f, a, raw, err = g.c.OpenRead(ctx, p, xattrMeta)
+		if err != nil {
+			if c := errs.CodeOf(err); c == errs.NotFound || c == errs.NotDir || c == errs.IsDir || c == errs.Invalid {
+				return nil, nil, false, errReplaced
+			}
+			return nil, nil, false, fsErr(err, ErrNoSuchKey, "key "+key)
+		}
+		if a.Ino != info.attr.Ino {
+			f.Close()
+			return nil, nil, false, errReplaced
+		}
+		info.attr = attrOfInode(a) // read with the metadata
+		if raw == nil {
+			xerr = errs.ErrNoData
+		}
+	} else {
+		// By inode: no second path walk, and the metadata is that of
+		// the file just found even if the key is replaced meanwhile.
+		raw, xerr = g.c.GetXattrIno(ctx, info.attr.Ino, xattrMeta)
+	}
 	var stored *objectMeta
 	if xerr == nil {
 		stored, _ = decodeMeta(raw)
 	} else if c := errs.CodeOf(xerr); c != errs.NoData && c != errs.NotFound {
-		return nil, false, fsErr(xerr, ErrNoSuchKey, "key "+key)
+		return nil, nil, false, fsErr(xerr, ErrNoSuchKey, "key "+key)
 	}
 	if isDir {
 		if !fi.IsDir() {
-			return nil, false, noKey(nil)
+			return nil, nil, false, noKey(nil)
 		}
 		if stored == nil {
 			empty, err := g.emptyDir(ctx, p)
 			if err != nil {
-				return nil, false, fsErr(err, ErrNoSuchKey, "key "+key)
+				return nil, nil, false, fsErr(err, ErrNoSuchKey, "key "+key)
 			}
 			if !empty {
-				return nil, false, noKey(nil)
+				return nil, nil, false, noKey(nil)
 			}
 			stored = &objectMeta{}
 		}
 		info.meta, info.etag = stored, emptyETag
 		info.attr.Size = 0
-		return info, true, nil
-	}
-	if !fi.Mode().IsRegular() {
-		return nil, false, noKey(nil)
+		return info, nil, true, nil
 	}
 	switch {
 	case stored != nil && stored.ETag != "" && stored.validFor(info.attr):
@@ -118,7 +152,15 @@ func (g *Gateway) statObjectIn(ctx context.Context, bucket, key string) (*objInf
 	default:
 		info.meta, info.etag = &objectMeta{}, syntheticETag(info.attr)
 	}
-	return info, true, nil
+	return info, f, true, nil
+}
+
+// attrOfInode converts the attributes of a regular file.
+func attrOfInode(a client.InodeAttr) *client.Attr {
+	return &client.Attr{
+		Ino: a.Ino, Mode: fs.FileMode(a.Mode & 0o777), Nlink: a.Nlink, Uid: a.Uid, Gid: a.Gid, Size: int64(a.Size),
+		Atime: time.Unix(0, a.Atime), Mtime: time.Unix(0, a.Mtime), Ctime: time.Unix(0, a.Ctime),
+	}
 }
 
 // emptyDir reports whether directory p has no entries (the hidden working
@@ -389,10 +431,7 @@ func (g *Gateway) recordMeta(ctx context.Context, tmp *staged, meta *objectMeta)
 	if err != nil {
 		return nil, fsErr(err, ErrInternal, "a temporary file")
 	}
-	a := &client.Attr{
-		Ino: ia.Ino, Mode: fs.FileMode(ia.Mode & 0o777), Nlink: ia.Nlink, Uid: ia.Uid, Gid: ia.Gid, Size: int64(ia.Size),
-		Atime: time.Unix(0, ia.Atime), Mtime: time.Unix(0, ia.Mtime), Ctime: time.Unix(0, ia.Ctime),
-	}
+	a := attrOfInode(ia)
 	meta.Size, meta.Mtime = a.Size, ia.Mtime
 	if err := g.c.SetXattrIno(ctx, ino, xattrMeta, meta.encode(), 0); err != nil {
 		return nil, fsErr(err, ErrInternal, "a temporary file")
@@ -649,7 +688,10 @@ func (g *Gateway) getObject(rq *request, head bool) error {
 var errReplaced = errors.New("s3: object replaced while opening it")
 
 func (g *Gateway) getObjectOnce(rq *request, head bool) error {
-	info, err := g.readTarget(rq)
+	info, f, err := g.readTargetFile(rq, !head)
+	if f != nil {
+		defer f.Close()
+	}
 	if err := g.authorizeObjectRead(rq, info, err); err != nil {
 		return err
 	}
@@ -686,19 +728,20 @@ func (g *Gateway) getObjectOnce(rq *request, head bool) error {
 			rng = byteRange{Start: 0, Length: size}
 		}
 	}
-	var f *client.File
-	if !head && !info.dir && rng.Length > 0 {
-		// The inode statObject found: the data matches the headers even
-		// if the key is replaced meanwhile (inode numbers are not reused);
-		// once the inode is gone, the lookup starts again.
-		f, _, err = g.c.OpenIno(rq.ctx, info.attr.Ino, client.O_RDONLY)
+	if !head && !info.dir && rng.Length > 0 && f == nil {
+		// A version named by its ID: open the inode found, so that the
+		// data matches the headers even if the key is replaced meanwhile
+		// (inode numbers are not reused); once it is gone, the lookup
+		// starts again.
+		vf, _, err := g.c.OpenIno(rq.ctx, info.attr.Ino, client.O_RDONLY)
 		if err != nil {
 			if errs.CodeOf(err) == errs.NotFound {
 				return errReplaced
 			}
 			return fsErr(err, ErrNoSuchKey, "key "+rq.key)
 		}
-		defer f.Close()
+		defer vf.Close()
+		f = vf
 	}
 	info.meta.setHeaders(h)
 	if !rq.auth.anonymous() {
@@ -729,7 +772,7 @@ func (g *Gateway) getObjectOnce(rq *request, head bool) error {
 		h.Set("Content-Range", "bytes "+strconv.FormatInt(rng.Start, 10)+"-"+strconv.FormatInt(rng.Start+rng.Length-1, 10)+"/"+strconv.FormatInt(size, 10))
 	}
 	rq.w.WriteHeader(status)
-	if f == nil {
+	if head || info.dir || rng.Length == 0 {
 		return nil
 	}
 	n, err := sendRange(rq.ctx, rq.w, f, rng.Start, rng.Length)

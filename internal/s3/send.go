@@ -18,6 +18,9 @@ const (
 	// sendAhead bounds the blocks of one response read or waiting to be
 	// sent (sendAhead*sendBlock bytes of buffers per GET).
 	sendAhead = 4
+	// smallSend: a range up to this size is read into a buffer of its
+	// size, not a pooled block (which the GC empties every cycle).
+	smallSend = 32 << 10
 )
 
 var sendBufs = sync.Pool{New: func() any { b := make([]byte, sendBlock); return &b }}
@@ -36,6 +39,24 @@ type sendBlockRead struct {
 // written: fewer than length, with a nil error, if the file ended first.
 // Every read it started has finished when it returns.
 func sendRange(ctx context.Context, w io.Writer, f *client.File, off, length int64) (int64, error) {
+	if length <= sendBlock {
+		// One read, through the File's caches: a small file's bytes
+		// came with the open.
+		var buf []byte
+		if length <= smallSend {
+			buf = make([]byte, length)
+		} else {
+			bp := sendBufs.Get().(*[]byte)
+			defer sendBufs.Put(bp)
+			buf = (*bp)[:length]
+		}
+		n, err := f.ReadAtContext(ctx, buf, off)
+		if err != nil && err != io.EOF {
+			return 0, err
+		}
+		k, err := w.Write(buf[:n])
+		return int64(k), err
+	}
 	rctx, cancel := context.WithCancel(ctx)
 	var queue []*sendBlockRead
 	defer func() {

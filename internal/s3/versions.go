@@ -313,24 +313,32 @@ func hasCode(err error, code string) bool {
 // markers, x-amz-delete-marker: 405 MethodNotAllowed for a delete marker
 // named by its version, 404 NoSuchKey when the current version is one.
 func (g *Gateway) readTarget(rq *request) (*objInfo, error) {
+	info, _, err := g.readTargetFile(rq, false)
+	return info, err
+}
+
+// readTargetFile is readTarget; with open, the current object, if it is a
+// file, is also opened for reading (findObject), else the file is nil.
+// The caller closes it.
+func (g *Gateway) readTargetFile(rq *request, open bool) (*objInfo, *client.File, error) {
 	h := rq.w.Header()
 	if vids, ok := rq.query["versionId"]; ok {
 		info, err := g.statVersion(rq.ctx, rq.bucket, rq.key, vids[0])
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		h.Set("X-Amz-Version-Id", vids[0])
 		if info.meta.DeleteMarker {
 			h.Set("X-Amz-Delete-Marker", "true")
-			return nil, apiErr(ErrMethodNotAllowed, "The specified method is not allowed against this resource.")
+			return nil, nil, apiErr(ErrMethodNotAllowed, "The specified method is not allowed against this resource.")
 		}
-		return info, nil
+		return info, nil, nil
 	}
-	info, _, err := g.statObject(rq, rq.key)
+	info, f, _, err := g.findObject(rq.ctx, rq.bucket, rq.key, open)
 	state := versioningOff
 	if err == nil || hasCode(err, ErrNoSuchKey.Code) {
 		if state, _ = g.bucketVersioning(rq.ctx, rq.bucket); state == versioningOff {
-			return info, err
+			return info, f, err
 		}
 	}
 	if err != nil {
@@ -342,10 +350,10 @@ func (g *Gateway) readTarget(rq *request) (*objInfo, error) {
 				}
 			}
 		}
-		return nil, err
+		return nil, nil, err
 	}
 	h.Set("X-Amz-Version-Id", versionName(info.meta.VersionID))
-	return info, nil
+	return info, f, nil
 }
 
 // commitObject is commit for object key of bucket: in a bucket with
