@@ -415,6 +415,23 @@ func (f *File) ReadAtParallel(ctx context.Context, p []byte, off int64) (int, er
 		}
 	}
 	size, truncs := f.size, f.truncs
+	if ic := f.icache; ic != nil && (off+int64(len(p)) <= size || ic.fresh) {
+		// The inline bytes came with the open (OpenRead): a small
+		// file's reads need no request; the first to reach the end
+		// trusts the size seen then (close-to-open).
+		n := int(max(min(int64(len(p)), size-off), 0))
+		if ic.covers(off, n) {
+			if off+int64(len(p)) > size {
+				ic.fresh = false
+			}
+			ic.read(p[:n], off)
+			f.mu.Unlock()
+			if n < len(p) {
+				return n, io.EOF
+			}
+			return n, nil
+		}
+	}
 	f.mu.Unlock()
 	if off+int64(len(p)) > size {
 		// The file may have grown through another client.

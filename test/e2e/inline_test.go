@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"io"
 	"io/fs"
 	"math/rand/v2"
 	"path/filepath"
@@ -246,6 +247,23 @@ func TestOpenRead(t *testing.T) {
 		k, err := f.ReadAt(got, 0)
 		if k != n || !bytes.Equal(got[:k], data) {
 			t.Fatalf("%s: read %d bytes (%v), want %d (first difference at %d)", p, k, err, n, firstDiff(got[:k], data))
+		}
+		f.Close()
+		// The parallel read path (the mount's, the Python client's).
+		f, _, _, err = c.OpenRead(ctx, p, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		clear(got)
+		k, err = f.ReadAtParallel(ctx, got, 0)
+		if k != n || !bytes.Equal(got[:k], data) || (n > 0 && err != io.EOF) {
+			t.Fatalf("%s: parallel read %d bytes (%v), want %d and EOF (first difference at %d)", p, k, err, n, firstDiff(got[:k], data))
+		}
+		if n > 10 {
+			k, err = f.ReadAtParallel(ctx, got[:10], int64(n-10))
+			if k != 10 || err != nil || !bytes.Equal(got[:10], data[n-10:]) {
+				t.Fatalf("%s: parallel read of the last 10 bytes: %d, %v", p, k, err)
+			}
 		}
 		f.Close()
 	}
