@@ -13,11 +13,13 @@ import (
 // so reading and sending overlap instead of adding up.
 const (
 	// sendBlock is the size of one read. A range of at most one block is
-	// read at once and sent with one write.
-	sendBlock = 256 << 10
+	// read at once and sent with one write: smaller blocks overlap better
+	// but cost more CPU per byte (256 KiB blocks cost a 1 MiB GET about a
+	// third more CPU than one read, measured with 16 clients).
+	sendBlock = 1 << 20
 	// sendAhead bounds the blocks of one response read or waiting to be
 	// sent (sendAhead*sendBlock bytes of buffers per GET).
-	sendAhead = 4
+	sendAhead = 2
 	// smallSend: a range up to this size is read into a buffer of its
 	// size, not a pooled block (which the GC empties every cycle).
 	smallSend = 32 << 10
