@@ -113,35 +113,45 @@ func (fs *fileSystem) Init(srv *fuse.Server) { fs.srv = srv }
 // Operations that change something get nil: stopping one halfway could
 // leave half a change (an unlink of an open file without its orphan
 // entry), so they complete or time out.
+//
+// Nothing watches intr during an operation's first interruptWait: most
+// operations are over long before, and a goroutine started for each one
+// costs more than the operation's own work in the mount (a thread wake-up
+// per request). An interrupt that came meanwhile is seen when the watch
+// starts.
 func (fs *fileSystem) op(intr <-chan struct{}, pid uint32) (context.Context, context.CancelFunc) {
 	ctx, stop := context.WithTimeout(fs.ctx, fs.opts.OpTimeout)
 	if intr == nil {
 		return ctx, stop
 	}
 	ctx, interrupt := context.WithCancelCause(ctx)
-	done := make(chan struct{})
-	go func() {
-		select {
-		case <-intr:
-		case <-done:
-			return
-		}
-		t := time.NewTicker(interruptPoll)
-		defer t.Stop()
-		for !callerStopping(pid) {
-			select {
-			case <-done:
-				return
-			case <-t.C:
-			}
-		}
-		interrupt(errInterrupted)
-	}()
+	watch := time.AfterFunc(interruptWait, func() { watchInterrupt(ctx, intr, pid, interrupt) })
 	return ctx, func() {
-		close(done)
+		watch.Stop()
 		interrupt(nil)
 		stop()
 	}
+}
+
+// watchInterrupt waits until the kernel interrupts the request or ctx
+// (the operation) ends; after an interrupt it cancels the operation once
+// the caller is stopping, looking every interruptPoll.
+func watchInterrupt(ctx context.Context, intr <-chan struct{}, pid uint32, interrupt context.CancelCauseFunc) {
+	select {
+	case <-intr:
+	case <-ctx.Done():
+		return
+	}
+	t := time.NewTicker(interruptPoll)
+	defer t.Stop()
+	for !callerStopping(pid) {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+	interrupt(errInterrupted)
 }
 
 var errInterrupted = errors.New("fuse: operation interrupted")

@@ -95,3 +95,8 @@ func callerStopping(pid uint32) bool {
 // stop signal pending looks again: the kernel interrupts a request once,
 // so a Ctrl-C after a harmless signal brings no second interrupt.
 const interruptPoll = 100 * time.Millisecond
+
+// interruptWait is how long an interruptible operation runs before
+// anything watches for its interrupt (see fileSystem.op): short beside a
+// user's reaction to a blocked program, long beside a normal operation.
+const interruptWait = 20 * time.Millisecond

@@ -1,8 +1,10 @@
 package fusefs
 
 import (
+	"context"
 	"fmt"
 	"testing"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -45,5 +47,54 @@ func TestStopSignalPending(t *testing.T) {
 	}
 	if !stopSignalPending([]byte("SigPnd:\tzz\nShdPnd:\t0\nSigBlk:\t0\nSigIgn:\t0\nSigCgt:\t0\n")) {
 		t.Error("an unreadable mask must count as stopping")
+	}
+}
+
+func TestOpInterrupt(t *testing.T) {
+	t.Parallel()
+	fs := newFileSystem(context.Background(), nil, &Options{OpTimeout: time.Minute})
+
+	// An interrupt before the watch starts is seen when it starts; pid 0
+	// (another PID namespace) counts as a stopping caller.
+	intr := make(chan struct{})
+	close(intr)
+	ctx, cancel := fs.op(intr, 0)
+	defer cancel()
+	select {
+	case <-ctx.Done():
+	case <-time.After(10 * time.Second):
+		t.Fatal("an interrupted operation was not cancelled")
+	}
+	if context.Cause(ctx) != errInterrupted {
+		t.Errorf("cause %v, want errInterrupted", context.Cause(ctx))
+	}
+
+	// Without an interrupt the operation runs on until it ends.
+	ctx, cancel = fs.op(make(chan struct{}), 0)
+	time.Sleep(2 * interruptWait)
+	if ctx.Err() != nil {
+		t.Fatalf("an operation without an interrupt was cancelled: %v", context.Cause(ctx))
+	}
+	cancel()
+	if context.Cause(ctx) == errInterrupted {
+		t.Error("an operation that ended counts as interrupted")
+	}
+}
+
+// BenchmarkOp measures the context every operation starts with.
+func BenchmarkOp(b *testing.B) {
+	fs := newFileSystem(context.Background(), nil, &Options{OpTimeout: time.Minute})
+	intr := make(chan struct{})
+	for _, c := range []struct {
+		name string
+		intr <-chan struct{}
+	}{{"changes", nil}, {"interruptible", intr}} {
+		b.Run(c.name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				_, cancel := fs.op(c.intr, 1)
+				cancel()
+			}
+		})
 	}
 }
