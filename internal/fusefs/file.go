@@ -94,13 +94,21 @@ func (fs *fileSystem) unref(of *openFile) {
 	if !last {
 		return
 	}
-	ctx, cancel := fs.op(nil, 0)
-	defer cancel()
-	// Send the data while the file is still in the table, so that an open
-	// racing with this release shares the File instead of reading around
-	// data not yet sent.
-	if err := of.f.FlushContext(ctx); err != nil {
-		fs.log.Warn("fuse: release: writing back failed", "ino", of.ino, "err", err)
+	// A file not written through this mount (every write, truncate and
+	// mmap write-back through it sets written) has no data to send and
+	// nothing to make durable: its release waits for nothing and needs no
+	// operation deadline (a timer per release of a file only read).
+	ctx := fs.ctx
+	if of.written.Load() || of.pinned.Load() {
+		var cancel context.CancelFunc
+		ctx, cancel = fs.op(nil, 0)
+		defer cancel()
+		// Send the data while the file is still in the table, so that an
+		// open racing with this release shares the File instead of
+		// reading around data not yet sent.
+		if err := of.f.FlushContext(ctx); err != nil {
+			fs.log.Warn("fuse: release: writing back failed", "ino", of.ino, "err", err)
+		}
 	}
 	fs.mu.Lock()
 	if of.refs > 0 {
@@ -197,6 +205,13 @@ func (fs *fileSystem) openRegular(ctx context.Context, a client.InodeAttr, flags
 		oflags = fuse.FOPEN_PASSTHROUGH
 	}
 	h := &handle{of: of, mode: mode, sync: flags&syscall.O_DSYNC != 0} // O_SYNC includes O_DSYNC
+	if flags&syscall.O_ACCMODE == syscall.O_RDONLY && !h.sync {
+		// Flush has nothing to do for a read-only descriptor (the data
+		// of other handles is sent at their own close): spare the
+		// request at every close. The kernel ignores this flag with the
+		// writeback cache, whose close writes the dirty pages back.
+		oflags |= fuse.FOPEN_NOFLUSH
+	}
 	return fs.addHandle(h), oflags, backing, nil
 }
 
@@ -271,6 +286,8 @@ func (fs *fileSystem) Write(_ <-chan struct{}, in *fuse.WriteIn, data []byte) (u
 // errors reach the closing program and other mounts see the data. The
 // close of a descriptor opened with O_SYNC or O_DSYNC also makes the data
 // and the metadata (the create, the size) durable, as fsync does.
+// Read-only descriptors without O_SYNC are opened with FOPEN_NOFLUSH: the
+// kernel sends no Flush at their close.
 func (fs *fileSystem) Flush(_ <-chan struct{}, in *fuse.FlushIn) fuse.Status {
 	h := fs.handle(in.Fh)
 	if h == nil || h.of == nil {

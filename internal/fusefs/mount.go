@@ -119,9 +119,13 @@ func Mount(ctx context.Context, c *client.Client, opts Options) (*Mounted, error
 		// not whenever the kernel sees a new mtime: our own writes would
 		// otherwise drop the cache they just filled.
 		ExplicitDataCacheControl: true,
-		DirectMount:              root,
-		Debug:                    opts.Debug,
-		Logger:                   log.New(&slogWriter{opts.Logger}, "", 0),
+		// Reads answer with bytes (ReadResultData), never a file to
+		// splice from; go-fuse would still try a splice first, costing
+		// three system calls per read before falling back to writev.
+		DisableSplice: true,
+		DirectMount:   root,
+		Debug:         opts.Debug,
+		Logger:        log.New(&slogWriter{opts.Logger}, "", 0),
 	}
 	if opts.WritebackCache {
 		mo.ExtraCapabilities |= fuse.CAP_WRITEBACK_CACHE
