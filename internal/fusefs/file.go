@@ -196,9 +196,11 @@ func (fs *fileSystem) openRegular(ctx context.Context, a client.InodeAttr, flags
 	var oflags uint32
 	if keep {
 		oflags |= fuse.FOPEN_KEEP_CACHE
-	} else if !created {
+	} else if !created && !fs.kstamps.has(a.Ino, st) {
 		// The kernel may hold attributes from before the change (a size
-		// from a lookup up to AttrTimeout ago): make it ask again.
+		// from a lookup up to AttrTimeout ago): make it ask again. Not
+		// when what it was last told is what the open found (a lookup
+		// just before the open, as in every open of a path).
 		fs.notifyAttr(a.Ino)
 	}
 	if mode == modePassthrough {

@@ -47,6 +47,8 @@ type fileSystem struct {
 	nopen atomic.Int64 // len(mu.files), read without the lock
 	// noPassthrough is set when the kernel refused a backing file.
 	noPassthrough atomic.Bool
+	// kstamps: what the kernel was last told of each regular file.
+	kstamps kernelStamps
 
 	hmu     sync.RWMutex
 	handles map[uint64]*handle // by FUSE file handle; guarded by hmu
@@ -247,8 +249,16 @@ func fillAttr(a *client.InodeAttr, out *fuse.Attr) {
 	out.Blksize = blockSize
 }
 
+// tellKernel records the attributes of a reply to the kernel.
+func (fs *fileSystem) tellKernel(a *client.InodeAttr) {
+	if a.IsRegular() {
+		fs.kstamps.put(a.Ino, stamp{a.Mtime, a.Size})
+	}
+}
+
 func (fs *fileSystem) fillEntry(a *client.InodeAttr, out *fuse.EntryOut) {
 	fs.adjust(a, false)
+	fs.tellKernel(a)
 	out.NodeId = a.Ino
 	out.Generation = 1 // inode numbers are never reused
 	out.SetEntryTimeout(fs.opts.EntryTimeout)
@@ -285,6 +295,7 @@ func (fs *fileSystem) GetAttr(intr <-chan struct{}, in *fuse.GetAttrIn, out *fus
 		return fs.status(ctx, "getattr", err)
 	}
 	fs.adjust(&a, pending)
+	fs.tellKernel(&a)
 	fillAttr(&a, &out.Attr)
 	out.SetTimeout(fs.opts.AttrTimeout)
 	return fuse.OK
@@ -358,6 +369,7 @@ func (fs *fileSystem) SetAttr(_ <-chan struct{}, in *fuse.SetAttrIn, out *fuse.A
 		return fs.status(ctx, "setattr", err)
 	}
 	fs.adjust(&a, false)
+	fs.tellKernel(&a)
 	fillAttr(&a, &out.Attr)
 	out.SetTimeout(fs.opts.AttrTimeout)
 	return fuse.OK
@@ -553,12 +565,14 @@ func (fs *fileSystem) FsyncDir(<-chan struct{}, *fuse.FsyncIn) fuse.Status {
 	return fs.status(ctx, "fsyncdir", fs.c.SyncMeta(ctx))
 }
 
-// Forget does nothing: node IDs are inode numbers, so there is no per-node
-// state to drop.
-func (fs *fileSystem) Forget(nodeid, nlookup uint64) {}
+// Forget drops what the mount remembers of the attributes the kernel had
+// cached: it has dropped the inode. Node IDs are inode numbers, so there
+// is no other per-node state.
+func (fs *fileSystem) Forget(nodeid, nlookup uint64) { fs.kstamps.drop(nodeid) }
 
 // notifyAttr tells the kernel to drop its cached attributes of ino.
 func (fs *fileSystem) notifyAttr(ino uint64) {
+	fs.kstamps.drop(ino)
 	if fs.srv == nil {
 		return
 	}

@@ -62,3 +62,31 @@ func itoa(i int) string {
 	}
 	return string(b)
 }
+
+func TestKernelStamps(t *testing.T) {
+	t.Parallel()
+	var k kernelStamps
+	st := stamp{mtime: 5, size: 10}
+	if k.has(1, st) {
+		t.Error("an empty table has a stamp")
+	}
+	k.put(1, st)
+	if !k.has(1, st) || k.has(1, stamp{5, 11}) || k.has(2, st) {
+		t.Error("has after put: want only the stamp put, of that inode")
+	}
+	k.put(1, stamp{6, 10})
+	if k.has(1, st) {
+		t.Error("a later put does not replace the stamp")
+	}
+	k.drop(1)
+	if k.has(1, stamp{6, 10}) {
+		t.Error("has after drop")
+	}
+	// A full shard starts over instead of growing.
+	for i := range uint64(maxSeen/stampShards + 1) {
+		k.put(i*stampShards, st)
+	}
+	if n := len(k.shard(0).m); n > maxSeen/stampShards {
+		t.Errorf("shard holds %d stamps, more than %d", n, maxSeen/stampShards)
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"os/exec"
@@ -237,11 +238,23 @@ func TestTwoMounts(t *testing.T) {
 	if got := readFile(t, b.path("shared")); got != "version 2" {
 		t.Errorf("second mount read %q after a same-size overwrite (close-to-open)", got)
 	}
+	// Growth, at once: the open must drop the size the kernel cached from
+	// the previous read (close-to-open), not wait for the attribute
+	// timeout. Read without a stat, which would refresh the size anyway
+	// (the previous read left the cached atime stale).
+	writeFile(t, a.path("shared"), "version 2, longer")
+	f, err := os.Open(b.path("shared"))
+	must(t, err)
+	got, err := io.ReadAll(f)
+	f.Close()
+	if err != nil || string(got) != "version 2, longer" {
+		t.Errorf("second mount read %q, %v right after the file grew (close-to-open)", got, err)
+	}
 	// Growth, and a new name, once the attribute and entry timeouts passed.
-	writeFile(t, a.path("shared"), "version 3, longer")
+	writeFile(t, a.path("shared"), "version 3, longer still")
 	writeFile(t, a.path("new"), "n")
 	expire()
-	if got, gotNew := readFileOr(b.path("shared")), readFileOr(b.path("new")); got != "version 3, longer" || gotNew != "n" {
+	if got, gotNew := readFileOr(b.path("shared")), readFileOr(b.path("new")); got != "version 3, longer still" || gotNew != "n" {
 		t.Fatalf("second mount, %v after the changes: shared %q, new %q", cacheTimeout, got, gotNew)
 	}
 	// A removal, once the entry timeout passed.
