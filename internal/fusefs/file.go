@@ -59,6 +59,7 @@ func (fs *fileSystem) ref(ino uint64) *openFile {
 // it if this mount has no handle on it, with a reference taken.
 func (fs *fileSystem) acquire(ctx context.Context, a client.InodeAttr) (*openFile, error) {
 	if of := fs.ref(a.Ino); of != nil {
+		of.mode.Store(a.Mode)
 		return of, nil
 	}
 	// Read-write whatever the open flags: the kernel has checked them, and
@@ -77,6 +78,7 @@ func (fs *fileSystem) acquire(ctx context.Context, a client.InodeAttr) (*openFil
 		fs.mu.files[a.Ino] = of
 		fs.nopen.Add(1)
 	}
+	of.mode.Store(a.Mode)
 	fs.mu.Unlock()
 	if of.f != f {
 		f.Release(ctx, false) // lost a race with another open; f holds no data
@@ -227,6 +229,16 @@ func (fs *fileSystem) Open(intr <-chan struct{}, in *fuse.OpenIn, out *fuse.Open
 	if err != nil {
 		return fs.status(ctx, "open", err)
 	}
+	if in.Mode&fuse.OPEN_KILL_SUIDGID != 0 {
+		// O_TRUNC by a process without CAP_FSETID (setid.go).
+		changed, err := fs.killSetID(ctx, &a)
+		if err != nil {
+			return fs.status(ctx, "open", err)
+		}
+		if changed {
+			fs.notifyAttr(a.Ino)
+		}
+	}
 	fh, oflags, backing, err := fs.openRegular(ctx, a, in.Flags, false)
 	if err != nil {
 		return fs.status(ctx, "open", err)
@@ -276,6 +288,12 @@ func (fs *fileSystem) Write(_ <-chan struct{}, in *fuse.WriteIn, data []byte) (u
 	}
 	ctx, cancel := fs.op(nil, 0)
 	defer cancel()
+	if in.WriteFlags&fuse.WRITE_KILL_SUIDGID != 0 {
+		// A process without CAP_FSETID (setid.go).
+		if err := fs.killSetIDOpen(ctx, of); err != nil {
+			return 0, fs.status(ctx, "write", err)
+		}
+	}
 	of.written.Store(true)
 	n, err := of.f.WriteAtContext(ctx, data, int64(in.Offset))
 	if err != nil {

@@ -74,6 +74,9 @@ type openFile struct {
 	modes   ioModes     // guarded by modeMu
 	pinned  atomic.Bool // linked into the orphan directory
 	written atomic.Bool // written through this mount since it was opened
+	// mode is the file's mode in the latest attributes this mount saw
+	// (setid.go).
+	mode atomic.Uint32
 }
 
 // handle is an open file or directory.
@@ -216,6 +219,7 @@ func (fs *fileSystem) adjust(a *client.InodeAttr, pending bool) {
 	if of == nil {
 		return
 	}
+	of.mode.Store(a.Mode)
 	if pending || of.f.Pending() {
 		a.Size = max(a.Size, uint64(of.f.KnownSize()))
 	}
@@ -364,6 +368,10 @@ func (fs *fileSystem) SetAttr(_ <-chan struct{}, in *fuse.SetAttrIn, out *fuse.A
 		a, err = fs.c.SetAttrIno(ctx, ino, ch)
 	case !have:
 		a, err = fs.c.GetAttrIno(ctx, ino)
+	}
+	if err == nil && in.Valid&fuse.FATTR_KILL_SUIDGID != 0 && a.IsRegular() {
+		// A chown, or a truncate by a process without CAP_FSETID.
+		_, err = fs.killSetID(ctx, &a)
 	}
 	if err != nil {
 		return fs.status(ctx, "setattr", err)

@@ -90,3 +90,21 @@ func TestKernelStamps(t *testing.T) {
 		t.Errorf("shard holds %d stamps, more than %d", n, maxSeen/stampShards)
 	}
 }
+
+func TestSetIDKill(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct{ mode, want uint32 }{
+		{0o755, 0},
+		{0o4755, 0o4000},
+		{0o2755, 0o2000},   // group-executable: cleared
+		{0o2745, 0},        // no group execute: mandatory locking, kept
+		{0o6775, 0o6000},   //
+		{0o6745, 0o4000},   // set-user-ID only
+		{0o100644, 0},      // with the file type
+		{0o106710, 0o6000}, //
+	} {
+		if got := setIDKill(c.mode); got != c.want {
+			t.Errorf("setIDKill(%o) = %o, want %o", c.mode, got, c.want)
+		}
+	}
+}

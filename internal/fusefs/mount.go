@@ -127,6 +127,9 @@ func Mount(ctx context.Context, c *client.Client, opts Options) (*Mounted, error
 		Debug:         opts.Debug,
 		Logger:        log.New(&slogWriter{opts.Logger}, "", 0),
 	}
+	// The mount clears set-ID bits itself (setid.go): spares a GETXATTR
+	// before every write.
+	mo.ExtraCapabilities |= fuse.CAP_HANDLE_KILLPRIV_V2
 	if opts.WritebackCache {
 		mo.ExtraCapabilities |= fuse.CAP_WRITEBACK_CACHE
 	}

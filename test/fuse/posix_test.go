@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -77,6 +78,7 @@ func TestPOSIX(t *testing.T) {
 		{"SharedMmap", testSharedMmap},
 		{"UnlinkOpen", func(t *testing.T, dir string) { testUnlinkOpen(t, dir, c) }},
 		{"Permissions", testPermissions},
+		{"SetID", testSetID},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -690,5 +692,56 @@ func testPermissions(t *testing.T, dir string) {
 	}
 	if st := lstat(t, p("open/nobodys")); st.Uid != nobody || st.Gid != nobody || st.Mode != syscall.S_IFDIR|0o755 {
 		t.Errorf("directory made by uid %d: uid %d gid %d mode %o", nobody, st.Uid, st.Gid, st.Mode)
+	}
+}
+
+// testSetID checks that set-user-ID and set-group-ID bits are cleared as
+// on a local file system: by a write, a truncate and an O_TRUNC open of a
+// process without CAP_FSETID (here uid 65534), and by any chown; the
+// set-group-ID bit only of a group-executable file; a write by root
+// (CAP_FSETID) keeps them. The mount does this itself
+// (FUSE_HANDLE_KILLPRIV_V2).
+func testSetID(t *testing.T, dir string) {
+	const nobody = 65534
+	cases := []struct {
+		name       string
+		mode, want uint32
+		op         *helperOp // as nobody; nil: do as root
+		root       func(path string) error
+	}{
+		{"write", 0o6777, 0o777, &helperOp{Op: "write"}, nil},
+		{"write, set-group-ID without group execute", 0o2767, 0o2767, &helperOp{Op: "write"}, nil},
+		{"truncate", 0o6777, 0o777, &helperOp{Op: "truncate", Size: 1}, nil},
+		{"O_TRUNC open", 0o6777, 0o777, &helperOp{Op: "open", Flags: os.O_WRONLY | os.O_TRUNC}, nil},
+		{"chown by root", 0o6755, 0o755, nil, func(p string) error { return os.Chown(p, nobody, -1) }},
+		{"write by root", 0o6755, 0o6755, nil, func(p string) error {
+			f, err := os.OpenFile(p, os.O_WRONLY, 0)
+			if err == nil {
+				_, err = f.Write([]byte("x"))
+				f.Close()
+			}
+			return err
+		}},
+	}
+	for i, c := range cases {
+		p := filepath.Join(dir, fmt.Sprintf("f%d", i))
+		writeFile(t, p, "content")
+		must(t, syscall.Chmod(p, c.mode))
+		if st := lstat(t, p); st.Mode&0o7777 != c.mode {
+			t.Fatalf("%s: chmod %o gave mode %o", c.name, c.mode, st.Mode&0o7777)
+		}
+		if c.op != nil {
+			op := *c.op
+			op.Path = p
+			if got := asUser(t, nobody, nobody, op); got[0] != 0 {
+				t.Errorf("%s as uid %d: %v", c.name, nobody, got[0])
+				continue
+			}
+		} else {
+			must(t, c.root(p))
+		}
+		if st := lstat(t, p); st.Mode&0o7777 != c.want {
+			t.Errorf("%s: mode %o after, want %o", c.name, st.Mode&0o7777, c.want)
+		}
 	}
 }
