@@ -37,6 +37,9 @@ func TestMain(m *testing.M) {
 	if os.Getenv(helperEnv) != "" {
 		os.Exit(runHelper())
 	}
+	if mp := os.Getenv(memFSEnv); mp != "" {
+		os.Exit(runMemFS(mp))
+	}
 	switch {
 	case os.Geteuid() != 0:
 		skipReason = "FUSE tests need root (they mount with DirectMount and switch users)"

@@ -14,8 +14,9 @@ import (
 // TestBenchSmallFiles measures what issue 13 sets goals for: create, stat
 // and unlink of empty files and write and read of 64 KiB files, with 1 and
 // 4 workers, through `sluice serve --mount` beside a local directory in the
-// same run, and prints each as a ratio to the local directory. It runs only
-// with SLUICE_FUSE_BENCH=1:
+// same run, and prints each as a ratio to the local directory; beside them
+// memFS (floor_test.go), the floor of what the FUSE requests cost. It runs
+// only with SLUICE_FUSE_BENCH=1:
 //
 //	SLUICE_FUSE_BENCH=1 go test -run TestBenchSmallFiles -v -timeout 1h ./test/fuse
 //
@@ -48,6 +49,7 @@ func TestBenchSmallFiles(t *testing.T) {
 		_, mp, _, _ := startServeMountOf(t, base, args...)
 		roots = append(roots, root{"before", mp})
 	}
+	roots = append(roots, root{"FUSE floor", startMemFS(t)})
 
 	block := make([]byte, 64<<10)
 	for i := range block {
