@@ -148,9 +148,24 @@ const (
 	// Set before a client writes the first chunk, never cleared; from then
 	// on InlineLen only shrinks. Its value is wire.AttrChunks.
 	inoChunks uint8 = 1 << iota
+	// inoXattrsKnown: inoXattrs is kept for this inode (set when it is
+	// made; records written before it existed lack it).
+	inoXattrsKnown
+	// inoXattrs: extended attributes were set on the inode ("x" keys may
+	// exist). Never cleared. Without inoXattrsKnown, they may exist.
+	inoXattrs
 )
 
+// newInodeFlags are the flags of a new inode.
+const newInodeFlags = inoXattrsKnown
+
 func (n *inode) hasChunks() bool { return n.Flags&inoChunks != 0 }
+
+// mayHaveXattrs reports whether "x" keys of the inode may exist: deleting
+// it needs a scan for them only then.
+func (n *inode) mayHaveXattrs() bool {
+	return n.Flags&inoXattrsKnown == 0 || n.Flags&inoXattrs != 0
+}
 
 func (n *inode) isDir() bool { return n.Mode&modeType == modeDir }
 func (n *inode) isReg() bool { return n.Mode&modeType == modeReg }

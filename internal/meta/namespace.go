@@ -100,7 +100,7 @@ func attrOf(tx kv.Txn, ino uint64, n *inode) (wire.Attr, error) {
 	a := wire.Attr{
 		Ino: ino, Mode: n.Mode, Nlink: n.Nlink, Uid: n.Uid, Gid: n.Gid, Rdev: n.Rdev,
 		Size: n.Size, Atime: n.Atime, Mtime: n.Mtime, Ctime: n.Ctime, Layout: n.Layout,
-		Flags: n.Flags, InlineLen: n.InlineLen,
+		Flags: n.Flags & inoChunks, InlineLen: n.InlineLen,
 	}
 	if n.isDir() {
 		v, err := tx.Get(dirTimeKey(ino))
@@ -183,8 +183,10 @@ func dropLink(tx kv.Txn, ino uint64, n *inode, now int64, fr *freeResult) error 
 	if n.Mode&modeType == modeLink {
 		tx.Delete(symlinkKey(ino))
 	}
-	if err := deleteXattrs(tx, ino); err != nil {
-		return err
+	if n.mayHaveXattrs() {
+		if err := deleteXattrs(tx, ino); err != nil {
+			return err
+		}
 	}
 	if n.InlineLen > 0 {
 		tx.Delete(inlineKey(ino))
@@ -416,7 +418,7 @@ func (s *Service) create(ctx context.Context, req *wire.CreateReq) (wire.Attr, e
 		}
 		n := &inode{
 			Mode: typ | req.Mode&modePerm, Nlink: 1, Uid: req.Cred.Uid, Gid: req.Cred.Gid,
-			Atime: now, Mtime: now, Ctime: now,
+			Atime: now, Mtime: now, Ctime: now, Flags: newInodeFlags,
 		}
 		if typ == modeChar || typ == modeBlock {
 			n.Rdev = req.Rdev
@@ -477,7 +479,7 @@ func (s *Service) mkdir(ctx context.Context, req *wire.CreateReq) (wire.Attr, er
 		}
 		n := &inode{
 			Mode: modeDir | req.Mode&modePerm, Nlink: 2, Uid: req.Cred.Uid, Gid: req.Cred.Gid,
-			Atime: now, Mtime: now, Ctime: now, Parent: req.Parent,
+			Atime: now, Mtime: now, Ctime: now, Flags: newInodeFlags, Parent: req.Parent,
 		}
 		n.Layout.StripeSize, n.Layout.StripeCount = parent.Layout.StripeSize, parent.Layout.StripeCount
 		parent.Nlink++
@@ -534,7 +536,7 @@ func (s *Service) symlink(ctx context.Context, req *wire.SymlinkReq) (wire.Attr,
 		}
 		n := &inode{
 			Mode: modeLink | 0o777, Nlink: 1, Uid: req.Cred.Uid, Gid: req.Cred.Gid,
-			Size: uint64(len(req.Target)), Atime: now, Mtime: now, Ctime: now,
+			Size: uint64(len(req.Target)), Atime: now, Mtime: now, Ctime: now, Flags: newInodeFlags,
 		}
 		tx.Set(inodeKey(ino), n.encode())
 		tx.Set(symlinkKey(ino), []byte(req.Target))

@@ -205,7 +205,7 @@ func (s *Service) format(ctx context.Context) error {
 		}
 		sb = superblock{Version: FormatVersion, FSID: hex.EncodeToString(id[:])}
 		tx.RequireSync() // targets get stamped with the FSID
-		root := &inode{Mode: modeDir | 0o755, Nlink: 2, Atime: now, Mtime: now, Ctime: now, Parent: RootIno}
+		root := &inode{Mode: modeDir | 0o755, Nlink: 2, Atime: now, Mtime: now, Ctime: now, Parent: RootIno, Flags: newInodeFlags}
 		tx.Set(keySuper, sb.encode())
 		tx.Set(inodeKey(RootIno), root.encode())
 		tx.Set(dirTimeKey(RootIno), dirTimes{now, now}.encode())

@@ -94,6 +94,7 @@ func (s *Service) setXattr(ctx context.Context, req *wire.XattrReq) error {
 			return errs.ErrNoData
 		}
 		tx.Set(key, req.Value)
+		n.Flags |= inoXattrs // its unlink must look for "x" keys
 		return touchCtime(tx, req.Ino, n, now)
 	})
 }
