@@ -115,6 +115,8 @@ type Client struct {
 	chains  map[placement.ChainID]placement.Chain
 	pools   map[string]*pool // address -> connections
 	closed  bool
+
+	dirHook atomic.Pointer[func(InodeAttr)] // OnDirChange
 }
 
 // New connects to the metadata service at opts.Server and learns the

@@ -103,6 +103,54 @@ func (c *Client) attrCall(ctx context.Context, op wire.Op, req wire.Message) (In
 	return inodeAttr(&a), nil
 }
 
+// OnDirChange makes the client call fn with a directory's attributes as
+// the metadata service left them after this client's create, mkdir,
+// unlink or rmdir in it (services older than this call send none). fn
+// runs before the call that made the change returns and must not block.
+// A FUSE mount answers the kernel's next getattr of the directory from
+// them. Nil stops the calls.
+func (c *Client) OnDirChange(fn func(dir InodeAttr)) {
+	if fn == nil {
+		c.dirHook.Store(nil)
+		return
+	}
+	c.dirHook.Store(&fn)
+}
+
+func (c *Client) dirChanged(dirs ...*wire.Attr) {
+	fn := c.dirHook.Load()
+	if fn == nil {
+		return
+	}
+	for _, d := range dirs {
+		if d != nil && d.Ino != 0 {
+			(*fn)(inodeAttr(d))
+		}
+	}
+}
+
+// entryCall makes a metadata call answered by an EntryResp.
+func (c *Client) entryCall(ctx context.Context, op wire.Op, req wire.Message) (InodeAttr, error) {
+	var r wire.EntryResp
+	if err := c.metaCall(ctx, op, req, &r); err != nil {
+		return InodeAttr{}, err
+	}
+	c.dirChanged(r.Dir)
+	return inodeAttr(&r.Attr), nil
+}
+
+// dirsCall makes a metadata call answered by a DirsResp.
+func (c *Client) dirsCall(ctx context.Context, op wire.Op, req wire.Message) error {
+	var r wire.DirsResp
+	if err := c.metaCall(ctx, op, req, &r); err != nil {
+		return err
+	}
+	for i := range r.Dirs {
+		c.dirChanged(&r.Dirs[i])
+	}
+	return nil
+}
+
 // LookupIno returns the attributes of entry name in directory parent.
 func (c *Client) LookupIno(ctx context.Context, parent uint64, name string) (InodeAttr, error) {
 	a, err := c.attrCall(ctx, wire.OpLookup, &wire.NameReq{Parent: parent, Name: name})
@@ -158,7 +206,7 @@ func (c *Client) CreateIno(ctx context.Context, parent uint64, name string, mode
 		mode |= syscall.S_IFREG
 	}
 	req := &wire.CreateReq{Parent: parent, Name: name, Mode: mode, Rdev: rdev, Cred: o.cred(), Exclusive: exclusive}
-	a, err := c.attrCall(ctx, wire.OpCreate, req)
+	a, err := c.entryCall(ctx, wire.OpCreate, req)
 	if err != nil {
 		return InodeAttr{}, fmt.Errorf("create %d/%q: %w", parent, name, err)
 	}
@@ -168,7 +216,7 @@ func (c *Client) CreateIno(ctx context.Context, parent uint64, name string, mode
 // MkdirIno makes directory name in parent with permission bits perm.
 func (c *Client) MkdirIno(ctx context.Context, parent uint64, name string, perm uint32, o Owner) (InodeAttr, error) {
 	req := &wire.CreateReq{Parent: parent, Name: name, Mode: syscall.S_IFDIR | perm&0o7777, Cred: o.cred()}
-	a, err := c.attrCall(ctx, wire.OpMkdir, req)
+	a, err := c.entryCall(ctx, wire.OpMkdir, req)
 	if err != nil {
 		return InodeAttr{}, fmt.Errorf("mkdir %d/%q: %w", parent, name, err)
 	}
@@ -196,7 +244,7 @@ func (c *Client) ReadlinkIno(ctx context.Context, ino uint64) (string, error) {
 // UnlinkIno removes non-directory entry name from parent; the inode is
 // freed with its last link.
 func (c *Client) UnlinkIno(ctx context.Context, parent uint64, name string) error {
-	if err := c.metaCall(ctx, wire.OpUnlink, &wire.NameReq{Parent: parent, Name: name}, nil); err != nil {
+	if err := c.dirsCall(ctx, wire.OpUnlink, &wire.NameReq{Parent: parent, Name: name}); err != nil {
 		return fmt.Errorf("unlink %d/%q: %w", parent, name, err)
 	}
 	return nil
@@ -204,7 +252,7 @@ func (c *Client) UnlinkIno(ctx context.Context, parent uint64, name string) erro
 
 // RmdirIno removes empty directory name from parent.
 func (c *Client) RmdirIno(ctx context.Context, parent uint64, name string) error {
-	if err := c.metaCall(ctx, wire.OpRmdir, &wire.NameReq{Parent: parent, Name: name}, nil); err != nil {
+	if err := c.dirsCall(ctx, wire.OpRmdir, &wire.NameReq{Parent: parent, Name: name}); err != nil {
 		return fmt.Errorf("rmdir %d/%q: %w", parent, name, err)
 	}
 	return nil

@@ -49,6 +49,8 @@ type fileSystem struct {
 	noPassthrough atomic.Bool
 	// kstamps: what the kernel was last told of each regular file.
 	kstamps kernelStamps
+	// dirs: directories' attributes sent with this mount's entry changes.
+	dirs dirAttrs
 
 	hmu     sync.RWMutex
 	handles map[uint64]*handle // by FUSE file handle; guarded by hmu
@@ -100,6 +102,9 @@ func newFileSystem(ctx context.Context, c *client.Client, opts *Options) *fileSy
 	}
 	fs.mu.files = make(map[uint64]*openFile)
 	fs.mu.seen = make(map[uint64]stamp)
+	if opts.AttrTimeout > 0 {
+		c.OnDirChange(func(a client.InodeAttr) { fs.dirs.put(a, time.Now()) })
+	}
 	return fs
 }
 
@@ -291,6 +296,13 @@ func (fs *fileSystem) Lookup(intr <-chan struct{}, h *fuse.InHeader, name string
 }
 
 func (fs *fileSystem) GetAttr(intr <-chan struct{}, in *fuse.GetAttrIn, out *fuse.AttrOut) fuse.Status {
+	if a, ttl, ok := fs.dirs.take(in.NodeId, fs.opts.AttrTimeout, time.Now()); ok {
+		// A directory this mount just changed an entry in (dirattrs.go).
+		fs.adjust(&a, false)
+		fillAttr(&a, &out.Attr)
+		out.SetTimeout(ttl)
+		return fuse.OK
+	}
 	ctx, cancel := fs.op(intr, in.Pid)
 	defer cancel()
 	pending := fs.pending(in.NodeId)
@@ -309,6 +321,7 @@ func (fs *fileSystem) SetAttr(_ <-chan struct{}, in *fuse.SetAttrIn, out *fuse.A
 	ctx, cancel := fs.op(nil, 0)
 	defer cancel()
 	ino := in.NodeId
+	defer fs.changingDirs(ino)()
 	of := fs.ref(ino)
 	if of != nil {
 		defer fs.unref(of)
@@ -447,6 +460,9 @@ func (fs *fileSystem) Rename(_ <-chan struct{}, in *fuse.RenameIn, oldName, newN
 			return fs.status(ctx, "rename", err)
 		}
 	}
+	// Both directories change, and so does a renamed directory's ctime.
+	fs.dirs.clear()
+	defer fs.dirs.clear()
 	return fs.status(ctx, "rename", fs.c.RenameIno(ctx, in.NodeId, oldName, in.Newdir, newName, in.Flags))
 }
 
@@ -456,6 +472,7 @@ func (fs *fileSystem) Link(_ <-chan struct{}, in *fuse.LinkIn, name string, out 
 	}
 	ctx, cancel := fs.op(nil, 0)
 	defer cancel()
+	defer fs.changingDirs(in.NodeId)()
 	a, err := fs.c.LinkIno(ctx, in.Oldnodeid, in.NodeId, name)
 	if err != nil {
 		return fs.status(ctx, "link", err)
@@ -470,6 +487,7 @@ func (fs *fileSystem) Symlink(_ <-chan struct{}, h *fuse.InHeader, target, name 
 	}
 	ctx, cancel := fs.op(nil, 0)
 	defer cancel()
+	defer fs.changingDirs(h.NodeId)()
 	a, err := fs.c.SymlinkIno(ctx, h.NodeId, name, target, owner(h))
 	if err != nil {
 		return fs.status(ctx, "symlink", err)
@@ -533,12 +551,14 @@ func (fs *fileSystem) SetXAttr(_ <-chan struct{}, in *fuse.SetXAttrIn, name stri
 	}
 	ctx, cancel := fs.op(nil, 0)
 	defer cancel()
+	defer fs.changingDirs(in.NodeId)()
 	return fs.status(ctx, "setxattr", fs.c.SetXattrIno(ctx, in.NodeId, name, data, in.Flags))
 }
 
 func (fs *fileSystem) RemoveXAttr(_ <-chan struct{}, h *fuse.InHeader, name string) fuse.Status {
 	ctx, cancel := fs.op(nil, 0)
 	defer cancel()
+	defer fs.changingDirs(h.NodeId)()
 	return fs.status(ctx, "removexattr", fs.c.RemoveXattrIno(ctx, h.NodeId, name))
 }
 

@@ -37,11 +37,11 @@ func (s *Service) Register(srv *wire.Server) {
 		return &r, err
 	})
 	handle(srv, wire.OpCreate, func(ctx context.Context, m *wire.CreateReq) (wire.Message, error) {
-		r, err := s.Create(ctx, m)
+		r, err := s.CreateEntry(ctx, m)
 		return &r, err
 	})
 	handle(srv, wire.OpMkdir, func(ctx context.Context, m *wire.CreateReq) (wire.Message, error) {
-		r, err := s.Mkdir(ctx, m)
+		r, err := s.MkdirEntry(ctx, m)
 		return &r, err
 	})
 	handle(srv, wire.OpSymlink, func(ctx context.Context, m *wire.SymlinkReq) (wire.Message, error) {
@@ -53,10 +53,12 @@ func (s *Service) Register(srv *wire.Server) {
 		return &wire.StringResp{S: t}, err
 	})
 	handle(srv, wire.OpUnlink, func(ctx context.Context, m *wire.NameReq) (wire.Message, error) {
-		return &wire.Empty{}, s.Unlink(ctx, m.Parent, m.Name)
+		dir, err := s.UnlinkEntry(ctx, m.Parent, m.Name)
+		return dirsResp(dir), err
 	})
 	handle(srv, wire.OpRmdir, func(ctx context.Context, m *wire.NameReq) (wire.Message, error) {
-		return &wire.Empty{}, s.Rmdir(ctx, m.Parent, m.Name)
+		dir, err := s.RmdirEntry(ctx, m.Parent, m.Name)
+		return dirsResp(dir), err
 	})
 	handle(srv, wire.OpRename, func(ctx context.Context, m *wire.RenameReq) (wire.Message, error) {
 		return &wire.Empty{}, s.Rename(ctx, m)
@@ -153,4 +155,12 @@ func handle[Req any, P interface {
 		}
 		return wire.Response{Msg: resp}, nil
 	})
+}
+
+// dirsResp answers an entry change with the directory it left.
+func dirsResp(dir *wire.Attr) *wire.DirsResp {
+	if dir == nil {
+		return &wire.DirsResp{}
+	}
+	return &wire.DirsResp{Dirs: []wire.Attr{*dir}}
 }

@@ -118,6 +118,15 @@ func attrOf(tx kv.Txn, ino uint64, n *inode) (wire.Attr, error) {
 	return a, nil
 }
 
+// dirAttrAt returns the attributes of directory n (ino) whose times a
+// transaction just set to now with touchDir: attrOf without reading them.
+func dirAttrAt(ino uint64, n *inode, now int64) *wire.Attr {
+	return &wire.Attr{
+		Ino: ino, Mode: n.Mode, Nlink: n.Nlink, Uid: n.Uid, Gid: n.Gid, Rdev: n.Rdev,
+		Size: n.Size, Atime: n.Atime, Mtime: now, Ctime: now, Layout: n.Layout,
+	}
+}
+
 // touchDir sets a directory's mtime and ctime with a blind write: the
 // transaction must not have read the key, so that concurrent changes of
 // entries in one directory do not conflict.
@@ -356,16 +365,23 @@ func (s *Service) SetAttr(ctx context.Context, req *wire.SetAttrReq) (wire.Attr,
 // gets its layout now: req.Layout if its StripeSize is set, else the
 // directory's default, else Options.DefaultLayout.
 func (s *Service) Create(ctx context.Context, req *wire.CreateReq) (wire.Attr, error) {
-	a, err := s.create(ctx, req)
-	if err != nil {
-		return wire.Attr{}, entryErr("create", req.Parent, req.Name, err)
-	}
-	return a, nil
+	r, err := s.CreateEntry(ctx, req)
+	return r.Attr, err
 }
 
-func (s *Service) create(ctx context.Context, req *wire.CreateReq) (wire.Attr, error) {
+// CreateEntry is Create, returning also the directory's attributes as the
+// create left them (none if the file existed).
+func (s *Service) CreateEntry(ctx context.Context, req *wire.CreateReq) (wire.EntryResp, error) {
+	r, err := s.create(ctx, req)
+	if err != nil {
+		return wire.EntryResp{}, entryErr("create", req.Parent, req.Name, err)
+	}
+	return r, nil
+}
+
+func (s *Service) create(ctx context.Context, req *wire.CreateReq) (wire.EntryResp, error) {
 	if err := validName(req.Name); err != nil {
-		return wire.Attr{}, err
+		return wire.EntryResp{}, err
 	}
 	typ := req.Mode & modeType
 	switch typ {
@@ -373,26 +389,27 @@ func (s *Service) create(ctx context.Context, req *wire.CreateReq) (wire.Attr, e
 		typ = modeReg
 	case modeReg, modeFifo, modeChar, modeBlock, modeSocket:
 	case modeDir:
-		return wire.Attr{}, errs.New(errs.Invalid, "create cannot make a directory; use mkdir")
+		return wire.EntryResp{}, errs.New(errs.Invalid, "create cannot make a directory; use mkdir")
 	default:
-		return wire.Attr{}, errs.New(errs.Invalid, "create cannot make a file of type %#o", typ)
+		return wire.EntryResp{}, errs.New(errs.Invalid, "create cannot make a file of type %#o", typ)
 	}
 	var pv placeView
 	if typ == modeReg {
 		var err error
 		if pv, err = s.placeView(ctx); err != nil {
-			return wire.Attr{}, err
+			return wire.EntryResp{}, err
 		}
 	}
 	ino, err := s.allocIno(ctx)
 	if err != nil {
-		return wire.Attr{}, err
+		return wire.EntryResp{}, err
 	}
 	now := s.nowNs()
 	var a wire.Attr
+	var dir *wire.Attr
 	var created bool
 	err = s.updatePlacing(ctx, &pv, func(tx kv.Txn) error {
-		created = false
+		created, dir = false, nil
 		parent, err := getDir(tx, req.Parent)
 		if err != nil {
 			return err
@@ -431,42 +448,51 @@ func (s *Service) create(ctx context.Context, req *wire.CreateReq) (wire.Attr, e
 		tx.Set(inodeKey(ino), n.encode())
 		tx.Set(direntKey(req.Parent, req.Name), dirent{ino, typ}.encode())
 		touchDir(tx, req.Parent, now)
+		dir = dirAttrAt(req.Parent, parent, now)
 		a, err = attrOf(tx, ino, n)
 		created = true
 		return err
 	})
 	if err != nil {
-		return wire.Attr{}, err
+		return wire.EntryResp{}, err
 	}
 	if created {
 		s.inodeDelta.Add(1)
 	}
-	return a, nil
+	return wire.EntryResp{Attr: a, Dir: dir}, nil
 }
 
 // Mkdir makes a directory. It inherits its parent's default layout.
 // req.Mode's type bits, if any, must say directory.
 func (s *Service) Mkdir(ctx context.Context, req *wire.CreateReq) (wire.Attr, error) {
-	a, err := s.mkdir(ctx, req)
-	if err != nil {
-		return wire.Attr{}, entryErr("mkdir", req.Parent, req.Name, err)
-	}
-	return a, nil
+	r, err := s.MkdirEntry(ctx, req)
+	return r.Attr, err
 }
 
-func (s *Service) mkdir(ctx context.Context, req *wire.CreateReq) (wire.Attr, error) {
+// MkdirEntry is Mkdir, returning also the parent's attributes as the
+// mkdir left them.
+func (s *Service) MkdirEntry(ctx context.Context, req *wire.CreateReq) (wire.EntryResp, error) {
+	r, err := s.mkdir(ctx, req)
+	if err != nil {
+		return wire.EntryResp{}, entryErr("mkdir", req.Parent, req.Name, err)
+	}
+	return r, nil
+}
+
+func (s *Service) mkdir(ctx context.Context, req *wire.CreateReq) (wire.EntryResp, error) {
 	if err := validName(req.Name); err != nil {
-		return wire.Attr{}, err
+		return wire.EntryResp{}, err
 	}
 	if t := req.Mode & modeType; t != 0 && t != modeDir {
-		return wire.Attr{}, errs.New(errs.Invalid, "mkdir with file type %#o", t)
+		return wire.EntryResp{}, errs.New(errs.Invalid, "mkdir with file type %#o", t)
 	}
 	ino, err := s.allocIno(ctx)
 	if err != nil {
-		return wire.Attr{}, err
+		return wire.EntryResp{}, err
 	}
 	now := s.nowNs()
 	var a wire.Attr
+	var dir *wire.Attr
 	err = s.update(ctx, func(tx kv.Txn) error {
 		parent, err := getDir(tx, req.Parent)
 		if err != nil {
@@ -488,14 +514,15 @@ func (s *Service) mkdir(ctx context.Context, req *wire.CreateReq) (wire.Attr, er
 		tx.Set(dirTimeKey(ino), dirTimes{now, now}.encode())
 		tx.Set(direntKey(req.Parent, req.Name), dirent{ino, modeDir}.encode())
 		touchDir(tx, req.Parent, now)
+		dir = dirAttrAt(req.Parent, parent, now)
 		a, err = attrOf(tx, ino, n)
 		return err
 	})
 	if err != nil {
-		return wire.Attr{}, err
+		return wire.EntryResp{}, err
 	}
 	s.inodeDelta.Add(1)
-	return a, nil
+	return wire.EntryResp{Attr: a, Dir: dir}, nil
 }
 
 // Symlink makes a symbolic link to req.Target (at most MaxPathLen bytes).
@@ -587,13 +614,25 @@ func readlinkTx(tx kv.Txn, ino uint64) (string, error) {
 // Unlink removes a non-directory entry. When the inode's last link goes it
 // is deleted, and a regular file's chunks are queued for removal.
 func (s *Service) Unlink(ctx context.Context, parent uint64, name string) error {
+	_, err := s.UnlinkEntry(ctx, parent, name)
+	return err
+}
+
+// UnlinkEntry is Unlink, returning also the directory's attributes as the
+// unlink left them.
+func (s *Service) UnlinkEntry(ctx context.Context, parent uint64, name string) (*wire.Attr, error) {
 	if err := validName(name); err != nil {
-		return entryErr("unlink", parent, name, err)
+		return nil, entryErr("unlink", parent, name, err)
 	}
 	now := s.nowNs()
 	var fr freeResult
+	var dir *wire.Attr
 	err := s.update(ctx, func(tx kv.Txn) error {
 		fr = freeResult{}
+		p, err := getDir(tx, parent)
+		if err != nil {
+			return err
+		}
 		e, err := mustLookup(tx, parent, name)
 		if err != nil {
 			return err
@@ -607,22 +646,31 @@ func (s *Service) Unlink(ctx context.Context, parent uint64, name string) error 
 		}
 		tx.Delete(direntKey(parent, name))
 		touchDir(tx, parent, now)
+		dir = dirAttrAt(parent, p, now)
 		return dropLink(tx, e.ino, n, now, &fr)
 	})
 	if err != nil {
-		return entryErr("unlink", parent, name, err)
+		return nil, entryErr("unlink", parent, name, err)
 	}
 	s.account(fr)
-	return nil
+	return dir, nil
 }
 
 // Rmdir removes an empty directory.
 func (s *Service) Rmdir(ctx context.Context, parent uint64, name string) error {
+	_, err := s.RmdirEntry(ctx, parent, name)
+	return err
+}
+
+// RmdirEntry is Rmdir, returning also the parent's attributes as the
+// rmdir left them.
+func (s *Service) RmdirEntry(ctx context.Context, parent uint64, name string) (*wire.Attr, error) {
 	if err := validName(name); err != nil {
-		return entryErr("rmdir", parent, name, err)
+		return nil, entryErr("rmdir", parent, name, err)
 	}
 	now := s.nowNs()
 	var fr freeResult
+	var dir *wire.Attr
 	err := s.update(ctx, func(tx kv.Txn) error {
 		fr = freeResult{}
 		e, err := mustLookup(tx, parent, name)
@@ -645,13 +693,14 @@ func (s *Service) Rmdir(ctx context.Context, parent uint64, name string) error {
 		tx.Set(inodeKey(parent), p.encode())
 		tx.Delete(direntKey(parent, name))
 		touchDir(tx, parent, now)
+		dir = dirAttrAt(parent, p, now)
 		return removeDir(tx, e.ino, &fr)
 	})
 	if err != nil {
-		return entryErr("rmdir", parent, name, err)
+		return nil, entryErr("rmdir", parent, name, err)
 	}
 	s.account(fr)
-	return nil
+	return dir, nil
 }
 
 // Link makes newParent/newName another link to ino, which must not be a

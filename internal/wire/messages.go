@@ -15,12 +15,12 @@ const (
 	OpLookup      Op = 4  // NameReq -> Attr
 	OpGetAttr     Op = 5  // InoReq -> Attr
 	OpSetAttr     Op = 6  // SetAttrReq -> Attr
-	OpCreate      Op = 7  // CreateReq -> Attr (regular files and device/fifo/socket nodes)
-	OpMkdir       Op = 8  // CreateReq -> Attr
+	OpCreate      Op = 7  // CreateReq -> EntryResp (regular files and device/fifo/socket nodes)
+	OpMkdir       Op = 8  // CreateReq -> EntryResp
 	OpSymlink     Op = 9  // SymlinkReq -> Attr
 	OpReadlink    Op = 10 // InoReq -> StringResp
-	OpUnlink      Op = 11 // NameReq -> Empty
-	OpRmdir       Op = 12 // NameReq -> Empty
+	OpUnlink      Op = 11 // NameReq -> DirsResp
+	OpRmdir       Op = 12 // NameReq -> DirsResp
 	OpRename      Op = 13 // RenameReq -> Empty
 	OpLink        Op = 14 // LinkReq -> Attr
 	OpReadDir     Op = 15 // ReadDirReq -> ReadDirResp
@@ -174,6 +174,63 @@ func (a *Attr) Decode(d *Decoder) {
 	a.Flags = d.U8()
 	a.InlineLen = d.U32()
 }
+
+// EntryResp answers OpCreate and OpMkdir: the new entry's attributes and,
+// when the service sends them, those of the directory holding it as the
+// change left them (a mount answers the kernel's next getattr of that
+// directory from them). Older services end after Attr: Dir stays nil.
+type EntryResp struct {
+	Attr
+	Dir *Attr
+}
+
+func (m *EntryResp) Encode(e *Encoder) {
+	m.Attr.Encode(e)
+	e.Bool(m.Dir != nil)
+	if m.Dir != nil {
+		m.Dir.Encode(e)
+	}
+}
+
+func (m *EntryResp) Decode(d *Decoder) {
+	m.Attr.Decode(d)
+	m.Dir = nil
+	if d.More() && d.Bool() {
+		m.Dir = new(Attr)
+		m.Dir.Decode(d)
+	}
+}
+
+// DirsResp answers OpUnlink and OpRmdir: the attributes of the directories
+// the change touched, as it left it. Older services send nothing (Empty):
+// Dirs stays empty.
+type DirsResp struct {
+	Dirs []Attr
+}
+
+func (m *DirsResp) Encode(e *Encoder) {
+	e.Uvarint(uint64(len(m.Dirs)))
+	for i := range m.Dirs {
+		m.Dirs[i].Encode(e)
+	}
+}
+
+func (m *DirsResp) Decode(d *Decoder) {
+	m.Dirs = nil
+	if !d.More() {
+		return
+	}
+	n := d.Count(attrMinSize)
+	if n > 0 {
+		m.Dirs = make([]Attr, n)
+	}
+	for i := range m.Dirs {
+		m.Dirs[i].Decode(d)
+	}
+}
+
+// attrMinSize is the fewest bytes an encoded Attr takes.
+const attrMinSize = 8 + 5*4 + 8 + 3*8 + 8 + 1 + 4 // the layout takes at least 8
 
 // TargetAddr says where a storage target is served.
 type TargetAddr struct {

@@ -1,0 +1,95 @@
+package fusefs
+
+import (
+	"sync"
+	"time"
+
+	"github.com/sluice-fs/sluice/client"
+)
+
+// dirAttrs holds, for directories this mount just changed an entry in
+// (create, mkdir, unlink, rmdir), their attributes as the metadata service
+// left them, sent with the reply (client.OnDirChange). The kernel drops a
+// directory's cached attributes after every entry change in it and, with
+// default_permissions, asks for them again at the next path walk: that
+// getattr is answered from here instead of from the metadata service.
+//
+// An entry answers one getattr, and only while younger than the attribute
+// timeout; the reply's own timeout is cut by the entry's age, so the kernel
+// never holds the attributes longer after the change than it would have
+// after a getattr at the time of the change (docs/adr/0014-mount-caches.md
+// states the bound). Changes made through this mount that the replies do
+// not describe (chmod, xattrs, rename, link, symlink) drop the entries
+// they may make stale. Of two replies for one directory the one with the
+// later ctime is kept, whatever order they arrive in.
+//
+// It is safe for concurrent use.
+type dirAttrs struct {
+	mu sync.Mutex
+	m  map[uint64]dirAttr // guarded by mu
+}
+
+type dirAttr struct {
+	a  client.InodeAttr
+	at time.Time
+}
+
+// maxDirAttrs bounds dirAttrs; when full it is cleared, which costs a
+// getattr per directory only.
+const maxDirAttrs = 4096
+
+func (d *dirAttrs) put(a client.InodeAttr, now time.Time) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if old, ok := d.m[a.Ino]; ok && old.a.Ctime > a.Ctime {
+		return
+	}
+	if d.m == nil || len(d.m) >= maxDirAttrs {
+		d.m = make(map[uint64]dirAttr)
+	}
+	d.m[a.Ino] = dirAttr{a, now}
+}
+
+// take removes and returns ino's attributes if they are younger than ttl,
+// with the time left of ttl.
+func (d *dirAttrs) take(ino uint64, ttl time.Duration, now time.Time) (client.InodeAttr, time.Duration, bool) {
+	d.mu.Lock()
+	e, ok := d.m[ino]
+	if ok {
+		delete(d.m, ino)
+	}
+	d.mu.Unlock()
+	if !ok {
+		return client.InodeAttr{}, 0, false
+	}
+	left := ttl - now.Sub(e.at)
+	if left <= 0 {
+		return client.InodeAttr{}, 0, false
+	}
+	return e.a, left, true
+}
+
+// drop forgets the given directories.
+func (d *dirAttrs) drop(inos ...uint64) {
+	d.mu.Lock()
+	for _, ino := range inos {
+		delete(d.m, ino)
+	}
+	d.mu.Unlock()
+}
+
+// changingDirs forgets the cached attributes of directories before and
+// after an operation that changes them without sending their new ones:
+//
+//	defer fs.changingDirs(ino)()
+func (fs *fileSystem) changingDirs(inos ...uint64) func() {
+	fs.dirs.drop(inos...)
+	return func() { fs.dirs.drop(inos...) }
+}
+
+// clear forgets every directory.
+func (d *dirAttrs) clear() {
+	d.mu.Lock()
+	d.m = nil
+	d.mu.Unlock()
+}
