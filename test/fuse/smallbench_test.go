@@ -13,7 +13,7 @@ import (
 
 // TestBenchSmallFiles measures what issue 13 sets goals for: create, stat
 // and unlink of empty files and write and read of 64 KiB files, with 1 and
-// 4 workers, through `sluice serve --mount` beside a local directory in the
+// 4 workers in one directory and 4 workers in a directory each, through `sluice serve --mount` beside a local directory in the
 // same run, and prints each as a ratio to the local directory; beside them
 // memFS (floor_test.go), the floor of what the FUSE requests cost. It runs
 // only with SLUICE_FUSE_BENCH=1:
@@ -86,15 +86,28 @@ func TestBenchSmallFiles(t *testing.T) {
 	results := map[string][][]float64{}
 	var order []string
 	for round := range rounds {
-		for _, workers := range []int{1, 4} {
+		for _, cfg := range []struct {
+			workers int
+			dirs    bool // a directory per worker
+		}{{1, false}, {4, false}, {4, true}} {
+			workers := cfg.workers
 			for k := range roots {
 				r := (k + round) % len(roots)
-				dir := filepath.Join(roots[r].dir, fmt.Sprintf("small-%d-%d", round, workers))
+				dir := filepath.Join(roots[r].dir, fmt.Sprintf("small-%d-%d-%v", round, workers, cfg.dirs))
 				must(t, os.Mkdir(dir, 0o755))
 				name := func(i int) string { return filepath.Join(dir, fmt.Sprintf("f%05d", i)) }
+				suffix := ""
+				if cfg.dirs {
+					// parallelOps gives worker w the indices i with i%workers == w.
+					for w := range workers {
+						must(t, os.Mkdir(filepath.Join(dir, fmt.Sprint("w", w)), 0o755))
+					}
+					name = func(i int) string { return filepath.Join(dir, fmt.Sprint("w", i%workers), fmt.Sprintf("f%05d", i)) }
+					suffix = ", dir each"
+				}
 				for _, j := range jobs {
-					key := fmt.Sprintf("%s, %d worker(s)", j.name, workers)
-					if !only.MatchString(key) && !needed(j.name, only, workers) {
+					key := fmt.Sprintf("%s, %d worker(s)%s", j.name, workers, suffix)
+					if !only.MatchString(key) && !needed(j.name, only, workers, suffix) {
 						continue
 					}
 					if j.drop {
@@ -114,13 +127,13 @@ func TestBenchSmallFiles(t *testing.T) {
 	}
 
 	var b strings.Builder
-	fmt.Fprintf(&b, "\n%d files per job, median of %d round(s), files/s and ratio to the local directory\n\n| %-28s |", n, rounds, "job")
+	fmt.Fprintf(&b, "\n%d files per job, median of %d round(s), files/s and ratio to the local directory\n\n| %-36s |", n, rounds, "job")
 	for _, r := range roots {
 		fmt.Fprintf(&b, " %-16s |", r.name)
 	}
-	b.WriteString("\n|" + strings.Repeat("-", 30) + "|" + strings.Repeat(strings.Repeat("-", 18)+"|", len(roots)) + "\n")
+	b.WriteString("\n|" + strings.Repeat("-", 38) + "|" + strings.Repeat(strings.Repeat("-", 18)+"|", len(roots)) + "\n")
 	for _, key := range order {
-		fmt.Fprintf(&b, "| %-28s |", key)
+		fmt.Fprintf(&b, "| %-36s |", key)
 		local := median(results[key][0])
 		for i, v := range results[key] {
 			if i == 0 {
@@ -136,8 +149,8 @@ func TestBenchSmallFiles(t *testing.T) {
 
 // needed reports whether job name must run for a later job that only
 // selects: stat and unlink need the files of create, read those of write.
-func needed(name string, only *regexp.Regexp, workers int) bool {
-	sel := func(j string) bool { return only.MatchString(fmt.Sprintf("%s, %d worker(s)", j, workers)) }
+func needed(name string, only *regexp.Regexp, workers int, suffix string) bool {
+	sel := func(j string) bool { return only.MatchString(fmt.Sprintf("%s, %d worker(s)%s", j, workers, suffix)) }
 	switch name {
 	case "create empty":
 		return sel("stat") || sel("unlink")
