@@ -142,6 +142,13 @@ func TestFsspec(t *testing.T) {
 	unittest(t, addr, "test_fsspec")
 }
 
+// TestAsyncFsspec: the asynchronous fsspec file system (sluice.asyncfs).
+func TestAsyncFsspec(t *testing.T) {
+	needPython(t)
+	_, addr := serve(t)
+	unittest(t, addr, "test_asyncfs")
+}
+
 // TestTorch: DataLoaders over files and tar shards with 0, 2 and 4
 // workers, save/load and distributed checkpoints.
 func TestTorch(t *testing.T) {
