@@ -39,6 +39,13 @@ const (
 	OpReadInline  Op = 28 // ReadInlineReq -> ReadInlineResp
 	OpSetChunks   Op = 29 // InoReq -> Attr (the file's data beyond its inline bytes goes to the targets from now on)
 	OpResolveRead Op = 30 // ResolveReq -> ResolveReadResp (Resolve, with a regular file's inline bytes and an xattr)
+
+	// Checkpoint absorb (ADR 0013; absorb.go).
+	OpAbsorbGet  Op = 49 // InoReq -> AbsorbPolicy (a directory's policy, inherited)
+	OpAbsorbSet  Op = 50 // AbsorbSetReq -> Empty
+	OpStagedAdd  Op = 51 // StagedReq -> Empty (a file has data staged on a client, not yet drained)
+	OpStagedDone Op = 52 // StagedReq -> Empty (that data is durable on the targets)
+	OpStagedList Op = 53 // Empty -> StagedListResp
 )
 
 // Storage target operations (64-127).
