@@ -47,7 +47,8 @@ func main() {
 
 // globals are the flags every client command shares.
 type globals struct {
-	server string
+	server     string
+	stagingDir string // client staging directory (bench --staging-dir)
 }
 
 func newRoot() *cobra.Command {
@@ -81,7 +82,7 @@ func (g *globals) env(ctx context.Context) (*cli.Env, func(), error) {
 	if addr == "" {
 		addr = DefaultAddr
 	}
-	c, err := client.New(ctx, client.Options{Server: addr})
+	c, err := client.New(ctx, client.Options{Server: addr, StagingDir: g.stagingDir})
 	if err != nil {
 		return nil, nil, err
 	}
