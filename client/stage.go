@@ -33,7 +33,7 @@ import (
 // client lives; a client that starts finds the unlocked areas of clients
 // that died on the node, adopts them and drains what they acknowledged.
 //
-// Lock order: File.mu, then stager.smu, then stager.mu.
+// Lock order: File.mu, then stagedIno.mu, then stager.mu.
 
 // drainParallel bounds the segments drained at once.
 const drainParallel = 16
@@ -54,9 +54,9 @@ type stager struct {
 	wg     sync.WaitGroup
 	sem    chan struct{}
 
-	// smu orders the StagedAdd and StagedDone calls of one file with the
-	// counts they follow.
-	smu sync.Mutex
+	// Writer activity, for drain pacing (drainpace.go).
+	lastWrite atomic.Int64 // unix ns of the last staged write or seal
+	sealing   atomic.Int32
 
 	mu       sync.Mutex
 	cond     *sync.Cond
@@ -70,7 +70,12 @@ type stager struct {
 
 // stagedIno is the drain state of one file: its segments not yet drained.
 type stagedIno struct {
-	pending int
+	// mu orders the file's StagedAdd and StagedDone calls with the
+	// counts they follow; held across those calls.
+	mu     sync.Mutex
+	owners map[string]int // pending segments per staging area; guarded by mu
+
+	pending int // guarded by stager.mu
 	size    int64         // the largest size a pending segment gives the file
 	last    chan struct{} // closed when the newest segment is drained
 }
@@ -181,15 +186,10 @@ func lockStageDir(base, name string, create bool) (*stageDir, error) {
 		}
 		return nil, fmt.Errorf("client: staging: lock %s: %w", p, err)
 	}
-	return &stageDir{path: p, owner: "", lock: lf}, nil
+	return &stageDir{path: p, owner: name, lock: lf}, nil
 }
 
-func (s *stager) ownerOf(d *stageDir) string {
-	if d.owner == "" {
-		d.owner = filepath.Base(d.path)
-	}
-	return d.owner
-}
+func (s *stager) ownerOf(d *stageDir) string { return d.owner }
 
 // adoptAll replays the staging areas whose owner died: their segments are
 // drained and their renames carried out, in each area's order, before any
@@ -347,6 +347,7 @@ func (sf *stagedFile) write(ino uint64, p []byte, off int64) (int, error) {
 		sf.seg = &segment{dir: d, seq: seq, ino: ino, dat: dat, done: make(chan struct{})}
 	}
 	seg := sf.seg
+	sf.s.lastWrite.Store(time.Now().UnixNano())
 	n, err := seg.dat.WriteAt(p, off)
 	if n > 0 {
 		seg.ext = addExtent(seg.ext, off, int64(n))
@@ -367,6 +368,11 @@ func (sf *stagedFile) seal(ctx context.Context, size int64) error {
 	}
 	sf.seg = nil
 	seg.size = size
+	sf.s.sealing.Add(1)
+	defer func() {
+		sf.s.lastWrite.Store(time.Now().UnixNano())
+		sf.s.sealing.Add(-1)
+	}()
 	if err := seg.dat.Sync(); err != nil {
 		seg.dat.Close()
 		os.Remove(seg.dat.Name())
@@ -399,13 +405,10 @@ func (sf *stagedFile) seal(ctx context.Context, size int64) error {
 // tells the metadata service) and starts its drain after the file's
 // previous segment.
 func (s *stager) commit(ctx context.Context, seg *segment) error {
-	s.smu.Lock()
-	defer s.smu.Unlock()
 	s.mu.Lock()
 	st := s.inos[seg.ino]
-	first := st == nil
-	if first {
-		st = &stagedIno{}
+	if st == nil {
+		st = &stagedIno{owners: make(map[string]int)}
 		s.inos[seg.ino] = st
 	}
 	st.pending++
@@ -413,7 +416,10 @@ func (s *stager) commit(ctx context.Context, seg *segment) error {
 	seg.prev, st.last = st.last, seg.done
 	s.stats.PendingSegments++
 	s.mu.Unlock()
-	if first {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	st.owners[seg.dir.owner]++
+	if st.owners[seg.dir.owner] == 1 {
 		err := s.c.metaCall(ctx, wire.OpStagedAdd, &wire.StagedReq{Ino: seg.ino, Owner: s.ownerOf(seg.dir)}, nil)
 		if err != nil && errs.CodeOf(err) != errs.NotFound {
 			// The segment stays queued and drains; only the guard
@@ -504,6 +510,10 @@ func (s *stager) drain(ctx context.Context, seg *segment) error {
 				f.Release(ctx, false)
 				return fmt.Errorf("client: staging: read %s: %w", seg.dat.Name(), err)
 			}
+			if err := s.pace(ctx); err != nil {
+				f.Release(ctx, false)
+				return err
+			}
 			if _, err := f.WriteAtContext(ctx, buf[:n], off); err != nil {
 				f.Release(ctx, false)
 				return err
@@ -518,6 +528,23 @@ func (s *stager) drain(ctx context.Context, seg *segment) error {
 	return err
 }
 
+// pace waits while drainGate says the writers need the node.
+func (s *stager) pace(ctx context.Context) error {
+	start := time.Now()
+	for {
+		now := time.Now()
+		ok, retry := drainGate(now, time.Unix(0, s.lastWrite.Load()), int(s.sealing.Load()), now.Sub(start))
+		if ok {
+			return nil
+		}
+		select {
+		case <-time.After(retry):
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
 // finish retires a drained segment: the file's staged mark goes with its
 // last segment, then the record and the data file.
 func (s *stager) finish(seg *segment) {
@@ -525,14 +552,13 @@ func (s *stager) finish(seg *segment) {
 	for _, x := range seg.ext {
 		bytes += x.Len
 	}
-	s.smu.Lock()
 	s.mu.Lock()
 	st := s.inos[seg.ino]
-	st.pending--
-	last := st.pending == 0
 	s.mu.Unlock()
+	st.mu.Lock()
+	st.owners[seg.dir.owner]--
 	cleared := true
-	if last {
+	if st.owners[seg.dir.owner] == 0 {
 		backoff := 10 * time.Millisecond
 		for {
 			err := s.c.metaCall(s.ctx, wire.OpStagedDone, &wire.StagedReq{Ino: seg.ino, Owner: s.ownerOf(seg.dir)}, nil)
@@ -547,15 +573,19 @@ func (s *stager) finish(seg *segment) {
 			backoff = min(2*backoff, time.Second)
 		}
 	}
+	if !cleared {
+		st.owners[seg.dir.owner]++ // still marked; the record stays
+	}
 	s.mu.Lock()
-	if last && st.pending == 0 {
+	st.pending--
+	if st.pending == 0 && s.inos[seg.ino] == st {
 		delete(s.inos, seg.ino)
 	}
 	s.stats.Drained++
 	s.stats.DrainedBytes += bytes
 	s.stats.PendingSegments--
 	s.mu.Unlock()
-	s.smu.Unlock()
+	st.mu.Unlock()
 
 	seg.dat.Close()
 	if cleared {
