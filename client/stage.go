@@ -75,7 +75,7 @@ type stagedIno struct {
 	mu     sync.Mutex
 	owners map[string]int // pending segments per staging area; guarded by mu
 
-	pending int // guarded by stager.mu
+	pending int           // guarded by stager.mu
 	size    int64         // the largest size a pending segment gives the file
 	last    chan struct{} // closed when the newest segment is drained
 }
