@@ -58,6 +58,9 @@ type stager struct {
 	lastWrite atomic.Int64 // unix ns of the last staged write or seal
 	sealing   atomic.Int32
 
+	// drained is signalled when a segment drains: a queued rename may go.
+	drained chan struct{}
+
 	mu       sync.Mutex
 	cond     *sync.Cond
 	inos     map[uint64]*stagedIno
@@ -154,7 +157,7 @@ func openStager(c *Client, dir string) (*stager, error) {
 	ctx, cancel := context.WithCancel(context.Background())
 	s := &stager{c: c, base: base, own: own, host: host, ctx: ctx, cancel: cancel,
 		sem: make(chan struct{}, drainParallel), inos: make(map[uint64]*stagedIno),
-		created: make(map[uint64]uint64), policy: make(map[uint64]policyEntry)}
+		created: make(map[uint64]uint64), policy: make(map[uint64]policyEntry), drained: make(chan struct{}, 1)}
 	s.cond = sync.NewCond(&s.mu)
 	if err := s.adoptAll(); err != nil {
 		s.close(context.Background())
@@ -594,6 +597,10 @@ func (s *stager) finish(seg *segment) {
 		syncDir(seg.dir.path)
 	}
 	close(seg.done)
+	select {
+	case s.drained <- struct{}{}:
+	default:
+	}
 	s.mu.Lock()
 	s.cond.Broadcast()
 	s.mu.Unlock()
@@ -647,7 +654,10 @@ func (s *stager) runRenames() {
 			if errs.CodeOf(err) != errs.Busy && errs.CodeOf(err) != errs.Unavailable {
 				break
 			}
+			// Retry when a segment of this client drains, or after a
+			// backoff for those of other clients.
 			select {
+			case <-s.drained:
 			case <-time.After(backoff):
 			case <-s.ctx.Done():
 				s.mu.Lock()
