@@ -160,7 +160,10 @@ func openStager(c *Client, dir string) (*stager, error) {
 		created: make(map[uint64]uint64), policy: make(map[uint64]policyEntry), drained: make(chan struct{}, 1)}
 	s.cond = sync.NewCond(&s.mu)
 	if err := s.adoptAll(); err != nil {
-		s.close(context.Background())
+		// Stop at once: what was adopted stays for the next client.
+		done, cancel := context.WithCancel(context.Background())
+		cancel()
+		s.close(done)
 		return nil, err
 	}
 	return s, nil

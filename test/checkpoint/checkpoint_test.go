@@ -341,6 +341,18 @@ func TestKillWriter(t *testing.T) {
 	if out := sluiceCLI(t, addr, "checkpoint", "verify", "/ckpt"); strings.Count(out, "ok ") != 2 {
 		t.Fatalf("checkpoint verify:\n%s", out)
 	}
+	if out := sluiceCLI(t, addr, "layout", "get", "/ckpt/step3"); !strings.Contains(out, "absorb: on (set on inode") {
+		t.Fatalf("layout get below the policy:\n%s", out)
+	}
+	sluiceCLI(t, addr, "layout", "set", "/ckpt/step3", "--absorb", "off")
+	if out := sluiceCLI(t, addr, "layout", "get", "/ckpt/step3"); !strings.Contains(out, "absorb: off") {
+		t.Fatalf("layout get after --absorb off:\n%s", out)
+	}
+	cmd := exec.Command(binary, "layout", "set", "/ckpt", "--absorb", "maybe")
+	cmd.Env = append(os.Environ(), "SLUICE_SERVER="+addr)
+	if out, err := cmd.CombinedOutput(); cmd.ProcessState.ExitCode() != 2 || !strings.Contains(string(out), "maybe") {
+		t.Fatalf("layout set --absorb maybe: exit %d, %v: %s", cmd.ProcessState.ExitCode(), err, out)
+	}
 	sluiceCLI(t, addr, "checkpoint", "prune", "--keep", "1", "/ckpt")
 	if exists(ctx, reader, "/ckpt/step1") || checkCommitted(ctx, reader, "/ckpt/step4", 4) != nil || !exists(ctx, reader, "/ckpt/step3") {
 		t.Fatal("prune --keep 1 did not remove only the older committed checkpoint")
