@@ -333,12 +333,60 @@ func TestKillWriter(t *testing.T) {
 		})
 	}
 
+	// Ranks on two nodes: the writer process stages the shards, another
+	// client without staging (rank 0 elsewhere) commits. Its rename waits
+	// until the shards drained, whichever client staged them.
+	t.Run("other-client-commits", func(t *testing.T) {
+		dir := "/ckpt/step5"
+		node.Pause(t)
+		paused := true
+		defer func() {
+			if paused {
+				node.Resume()
+			}
+		}()
+		w := startWriter(t, addr, t.TempDir(), dir, 5, "shards")
+		if _, err := w.WaitLine(regexp.MustCompile(`^writer: at shards$`), time.Minute); err != nil {
+			t.Fatal(err)
+		}
+		m := manifest{Step: 5, Shards: map[string]string{}}
+		for i := range shards {
+			sum := sha256.Sum256(shardData(5, i))
+			m.Shards[shardName(i)] = hex.EncodeToString(sum[:])
+		}
+		b, _ := json.Marshal(m)
+		if err := proctest.WriteFile(ctx, reader, path.Join(dir, ".metadata.tmp"), b); err != nil {
+			t.Fatal(err)
+		}
+		done := make(chan error, 1)
+		go func() { done <- reader.Rename(ctx, path.Join(dir, ".metadata.tmp"), path.Join(dir, ".metadata")) }()
+		// The shards cannot drain while the node is paused, so the commit
+		// cannot have happened, however long this takes to look.
+		if exists(ctx, reader, path.Join(dir, ".metadata")) {
+			t.Fatal(".metadata visible while the shards are staged on another client")
+		}
+		select {
+		case err := <-done:
+			t.Fatalf("the commit returned while the shards were staged on another client: %v", err)
+		default:
+		}
+		node.Resume()
+		paused = false
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+		if err := checkCommitted(ctx, reader, dir, 5); err != nil {
+			t.Fatal(err)
+		}
+		w.Kill()
+	})
+
 	// The CLI sees one incomplete checkpoint per kill before the commit.
 	out := sluiceCLI(t, addr, "checkpoint", "ls", "/ckpt")
-	if c, i := strings.Count(out, "committed"), strings.Count(out, "incomplete"); c != 2 || i != 2 {
-		t.Fatalf("checkpoint ls: %d committed, %d incomplete, want 2 and 2:\n%s", c, i, out)
+	if c, i := strings.Count(out, "committed"), strings.Count(out, "incomplete"); c != 3 || i != 2 {
+		t.Fatalf("checkpoint ls: %d committed, %d incomplete, want 3 and 2:\n%s", c, i, out)
 	}
-	if out := sluiceCLI(t, addr, "checkpoint", "verify", "/ckpt"); strings.Count(out, "ok ") != 2 {
+	if out := sluiceCLI(t, addr, "checkpoint", "verify", "/ckpt"); strings.Count(out, "ok ") != 3 {
 		t.Fatalf("checkpoint verify:\n%s", out)
 	}
 	if out := sluiceCLI(t, addr, "layout", "get", "/ckpt/step3"); !strings.Contains(out, "absorb: on (set on inode") {
@@ -354,8 +402,8 @@ func TestKillWriter(t *testing.T) {
 		t.Fatalf("layout set --absorb maybe: exit %d, %v: %s", cmd.ProcessState.ExitCode(), err, out)
 	}
 	sluiceCLI(t, addr, "checkpoint", "prune", "--keep", "1", "/ckpt")
-	if exists(ctx, reader, "/ckpt/step1") || checkCommitted(ctx, reader, "/ckpt/step4", 4) != nil || !exists(ctx, reader, "/ckpt/step3") {
-		t.Fatal("prune --keep 1 did not remove only the older committed checkpoint")
+	if exists(ctx, reader, "/ckpt/step1") || exists(ctx, reader, "/ckpt/step4") || checkCommitted(ctx, reader, "/ckpt/step5", 5) != nil || !exists(ctx, reader, "/ckpt/step3") {
+		t.Fatal("prune --keep 1 did not remove only the older committed checkpoints")
 	}
 }
 
