@@ -319,7 +319,7 @@ func writeRec(dir string, r *stageRec) error {
 	}
 	if err != nil {
 		os.Remove(tmp)
-		return fmt.Errorf("client: staging: write record %s: %w", name, err)
+		return stagingErr("write record "+name, err)
 	}
 	return nil
 }
@@ -348,7 +348,7 @@ func (sf *stagedFile) write(ino uint64, p []byte, off int64) (int, error) {
 		seq := d.seq.Add(1)
 		dat, err := os.OpenFile(filepath.Join(d.path, datName(seq)), os.O_CREATE|os.O_RDWR|os.O_EXCL, 0o600)
 		if err != nil {
-			return 0, fmt.Errorf("client: staging: %w", err)
+			return 0, stagingErr("create", err)
 		}
 		sf.seg = &segment{dir: d, seq: seq, ino: ino, dat: dat, done: make(chan struct{})}
 	}
@@ -359,9 +359,18 @@ func (sf *stagedFile) write(ino uint64, p []byte, off int64) (int, error) {
 		seg.ext = addExtent(seg.ext, off, int64(n))
 	}
 	if err != nil {
-		return n, fmt.Errorf("client: staging: write: %w", err)
+		return n, stagingErr("write", err)
 	}
 	return n, nil
+}
+
+// stagingErr classes an error of the staging disk: a full one is
+// errs.NoSpace (ENOSPC to the application), as a full target would be.
+func stagingErr(op string, err error) error {
+	if errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT) {
+		return errs.New(errs.NoSpace, "client: staging: %s: %v", op, err)
+	}
+	return fmt.Errorf("client: staging: %s: %w", op, err)
 }
 
 // seal makes the open segment durable in the staging area, marks the file
@@ -382,7 +391,7 @@ func (sf *stagedFile) seal(ctx context.Context, size int64) error {
 	if err := seg.dat.Sync(); err != nil {
 		seg.dat.Close()
 		os.Remove(seg.dat.Name())
-		return fmt.Errorf("client: staging: sync %s: %w", seg.dat.Name(), err)
+		return stagingErr("sync "+seg.dat.Name(), err)
 	}
 	rec := stageRec{Kind: recSegment, Seq: seg.seq, Ino: seg.ino, Size: size, Extents: seg.ext}
 	if err := writeRec(seg.dir.path, &rec); err != nil {

@@ -225,9 +225,18 @@ func TestKillWriter(t *testing.T) {
 	}
 
 	node := cl.Nodes[0].Proc
-	for k, point := range []string{"mid-shard", "shards", "renamed"} {
+	// "draining": killed after the commit was queued, while the drain
+	// runs (how far it got varies from run to run).
+	for k, point := range []string{"mid-shard", "shards", "renamed", "draining"} {
 		step := k + 2
+		if point == "draining" {
+			step = 6
+		}
 		t.Run(point, func(t *testing.T) {
+			stopAt := point
+			if point == "draining" {
+				stopAt = "renamed"
+			}
 			dir := fmt.Sprintf("/ckpt/step%d", step)
 			staging := t.TempDir()
 			node.Pause(t)
@@ -237,8 +246,8 @@ func TestKillWriter(t *testing.T) {
 					node.Resume()
 				}
 			}()
-			w := startWriter(t, addr, staging, dir, step, point)
-			if _, err := w.WaitLine(regexp.MustCompile(`^writer: at `+point+`$`), time.Minute); err != nil {
+			w := startWriter(t, addr, staging, dir, step, stopAt)
+			if _, err := w.WaitLine(regexp.MustCompile(`^writer: at `+stopAt+`$`), time.Minute); err != nil {
 				t.Fatal(err)
 			}
 			// The writer was acknowledged up to here, but nothing reached
@@ -246,8 +255,12 @@ func TestKillWriter(t *testing.T) {
 			if exists(ctx, reader, path.Join(dir, ".metadata")) {
 				t.Fatalf("%s/.metadata visible while its shards are only staged", dir)
 			}
-			if point == "renamed" && !exists(ctx, reader, path.Join(dir, ".metadata.tmp")) {
+			if stopAt == "renamed" && !exists(ctx, reader, path.Join(dir, ".metadata.tmp")) {
 				t.Fatalf("the queued rename of %s/.metadata.tmp happened before the drain", dir)
+			}
+			if point == "draining" {
+				node.Resume()
+				paused = false
 			}
 			w.Kill()
 			node.Resume()
@@ -312,6 +325,14 @@ func TestKillWriter(t *testing.T) {
 			case "shards":
 				if committed || st.Adopted != shards {
 					t.Fatalf("committed %v, adopted %d records, want false, %d", committed, st.Adopted, shards)
+				}
+			case "draining":
+				if !committed || st.Adopted > shards+2 {
+					t.Fatalf("committed %v, adopted %d records, want true, at most %d", committed, st.Adopted, shards+2)
+				}
+				t.Logf("killed while draining: %d records left to replay", st.Adopted)
+				if err := checkCommitted(ctx, reader, dir, step); err != nil {
+					t.Fatal(err)
 				}
 			case "renamed":
 				// Shards, .metadata.tmp and the rename were acknowledged
@@ -383,10 +404,10 @@ func TestKillWriter(t *testing.T) {
 
 	// The CLI sees one incomplete checkpoint per kill before the commit.
 	out := sluiceCLI(t, addr, "checkpoint", "ls", "/ckpt")
-	if c, i := strings.Count(out, "committed"), strings.Count(out, "incomplete"); c != 3 || i != 2 {
-		t.Fatalf("checkpoint ls: %d committed, %d incomplete, want 3 and 2:\n%s", c, i, out)
+	if c, i := strings.Count(out, "committed"), strings.Count(out, "incomplete"); c != 4 || i != 2 {
+		t.Fatalf("checkpoint ls: %d committed, %d incomplete, want 4 and 2:\n%s", c, i, out)
 	}
-	if out := sluiceCLI(t, addr, "checkpoint", "verify", "/ckpt"); strings.Count(out, "ok ") != 3 {
+	if out := sluiceCLI(t, addr, "checkpoint", "verify", "/ckpt"); strings.Count(out, "ok ") != 4 {
 		t.Fatalf("checkpoint verify:\n%s", out)
 	}
 	if out := sluiceCLI(t, addr, "layout", "get", "/ckpt/step3"); !strings.Contains(out, "absorb: on (set on inode") {
@@ -402,7 +423,8 @@ func TestKillWriter(t *testing.T) {
 		t.Fatalf("layout set --absorb maybe: exit %d, %v: %s", cmd.ProcessState.ExitCode(), err, out)
 	}
 	sluiceCLI(t, addr, "checkpoint", "prune", "--keep", "1", "/ckpt")
-	if exists(ctx, reader, "/ckpt/step1") || exists(ctx, reader, "/ckpt/step4") || checkCommitted(ctx, reader, "/ckpt/step5", 5) != nil || !exists(ctx, reader, "/ckpt/step3") {
+	if exists(ctx, reader, "/ckpt/step1") || exists(ctx, reader, "/ckpt/step4") || exists(ctx, reader, "/ckpt/step6") ||
+		checkCommitted(ctx, reader, "/ckpt/step5", 5) != nil || !exists(ctx, reader, "/ckpt/step3") {
 		t.Fatal("prune --keep 1 did not remove only the older committed checkpoints")
 	}
 }
