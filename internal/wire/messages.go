@@ -57,6 +57,15 @@ const (
 	OpChunkRemove   Op = 68 // ChunkRemoveReq -> Empty
 	OpTargetStat    Op = 69 // TargetReq -> TargetStat
 	OpChunkList     Op = 70 // ChunkListReq -> ChunkListResp (resync)
+
+	// KV-cache store (kvcache.go; docs/kvcache.md).
+	OpKVCreate Op = 81 // KVCreateReq -> Empty
+	OpKVStat   Op = 82 // KVReq -> KVStatResp
+	OpKVPut    Op = 83 // KVPutReq + data -> KVPutResp
+	OpKVGet    Op = 84 // KVGetReq -> KVGetResp + data
+	OpKVExists Op = 85 // KVKeysReq -> KVExistsResp
+	OpKVDelete Op = 86 // KVKeysReq -> KVDeleteResp
+	OpKVList   Op = 87 // KVListReq -> KVListResp
 )
 
 // Flags of chunk requests (ChunkRef.Flags, ChunkSetReq.Flags).
