@@ -169,6 +169,12 @@ func (c *Client) stageOpen(ctx context.Context, f *File, dir uint64, byPath bool
 	if s == nil || !f.writable() {
 		return nil
 	}
+	if _, ok := s.stagedSize(f.ino); ok {
+		// The file has staged data still draining: later writes must
+		// land after it, so they are staged too, whatever the policy.
+		f.stg = &stagedFile{s: s}
+		return nil
+	}
 	if dir == 0 && !byPath {
 		s.mu.Lock()
 		dir = s.created[f.ino]

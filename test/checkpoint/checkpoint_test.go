@@ -439,3 +439,65 @@ func sluiceCLI(t *testing.T, addr string, args ...string) string {
 	}
 	return string(out)
 }
+
+// TestRewriteWhileStaged rewrites part of a file whose staged data has
+// not drained (the storage node is paused), through a File opened by
+// inode, which the policy alone would not stage: the rewrite is staged
+// behind the first data, so after the drain the file holds the rewrite
+// over the original, never the reverse.
+func TestRewriteWhileStaged(t *testing.T) {
+	cl := proctest.StartCluster(t, binary, proctest.ClusterOptions{Metas: 1, Nodes: 1, TargetsPerNode: 2, Embedded: true, HeartbeatTimeout: 10 * time.Second})
+	addr := cl.MetaAddrs()
+	ctx := context.Background()
+	other := proctest.Client(t, addr)
+	if err := other.Mkdir(ctx, "/ckpt", 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := other.SetAbsorb(ctx, "/ckpt", client.AbsorbOn); err != nil {
+		t.Fatal(err)
+	}
+	c, err := client.New(ctx, client.Options{Server: addr, StagingDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	node := cl.Nodes[0].Proc
+	node.Pause(t)
+	paused := true
+	defer func() {
+		if paused {
+			node.Resume()
+		}
+	}()
+	first := bytes.Repeat([]byte{'A'}, 4<<20)
+	f, err := c.Create(ctx, "/ckpt/f")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.Write(first); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+	g, _, err := c.OpenIno(ctx, f.Ino(), client.O_WRONLY)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := g.WriteAt(bytes.Repeat([]byte{'B'}, 1<<20), 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := g.Close(); err != nil { // staged: returns with the node paused
+		t.Fatal(err)
+	}
+	node.Resume()
+	paused = false
+	if err := c.WaitStaged(ctx); err != nil {
+		t.Fatal(err)
+	}
+	got, err := readFile(ctx, other, "/ckpt/f")
+	want := append(bytes.Repeat([]byte{'B'}, 1<<20), first[1<<20:]...)
+	if err != nil || !bytes.Equal(got, want) {
+		t.Fatalf("after the drain: %d bytes (B at 0: %v, A at 1 MiB: %v), %v", len(got), len(got) > 0 && got[0] == 'B', len(got) > 1<<20 && got[1<<20] == 'A', err)
+	}
+}
