@@ -58,6 +58,8 @@ func TestBenchCheckpointAbsorb(t *testing.T) {
 	t.Logf("stall / local-dir stall: absorb %s, plain %s; absorb stall / plain stall %s; durable absorb / plain %s",
 		ratio(abs.StallSeconds, dir.StallSeconds), ratio(plain.StallSeconds, dir.StallSeconds),
 		ratio(abs.StallSeconds, plain.StallSeconds), ratio(abs.DurableSeconds, plain.DurableSeconds))
+	t.Logf("restore (8 readers, page cache warm on the local directory): absorb %.3fs plain %.3fs local %.3fs; local-dir time / Sluice time: absorb %s plain %s",
+		abs.RestoreSeconds, plain.RestoreSeconds, dir.RestoreSeconds, ratio(dir.RestoreSeconds, abs.RestoreSeconds), ratio(dir.RestoreSeconds, plain.RestoreSeconds))
 	// Everything drained and was cleaned up: the staging area is empty.
 	left, err := os.ReadDir(filepath.Join(staging, c.FSID()))
 	if err != nil || len(left) != 0 {

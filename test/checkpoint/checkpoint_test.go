@@ -427,6 +427,30 @@ func TestKillWriter(t *testing.T) {
 		checkCommitted(ctx, reader, "/ckpt/step5", 5) != nil || !exists(ctx, reader, "/ckpt/step3") {
 		t.Fatal("prune --keep 1 did not remove only the older committed checkpoints")
 	}
+
+	// A flipped byte in a shard's chunk on disk fails verify, naming it.
+	fi, err := reader.Stat(ctx, "/ckpt/step5/"+shardName(2))
+	if err != nil {
+		t.Fatal(err)
+	}
+	chunks, _ := filepath.Glob(filepath.Join(cl.Nodes[0].DataDir, "targets", "*", "chunks", "*", fmt.Sprintf("%016x.*.dat", fi.Attr().Ino)))
+	if len(chunks) == 0 {
+		t.Fatalf("no chunk file of inode %d under %s", fi.Attr().Ino, cl.Nodes[0].DataDir)
+	}
+	b, err := os.ReadFile(chunks[0])
+	if err != nil || len(b) < 1000 {
+		t.Fatalf("chunk %s: %d bytes, %v", chunks[0], len(b), err)
+	}
+	b[len(b)/2] ^= 0x10
+	if err := os.WriteFile(chunks[0], b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cmd = exec.Command(binary, "checkpoint", "verify", "/ckpt")
+	cmd.Env = append(os.Environ(), "SLUICE_SERVER="+addr)
+	out2, _ := cmd.CombinedOutput()
+	if cmd.ProcessState.ExitCode() != 1 || !strings.Contains(string(out2), "FAIL /ckpt/step5") || !strings.Contains(string(out2), "corrupt") {
+		t.Fatalf("verify of a damaged checkpoint: exit %d:\n%s", cmd.ProcessState.ExitCode(), out2)
+	}
 }
 
 func sluiceCLI(t *testing.T, addr string, args ...string) string {
