@@ -518,6 +518,7 @@ func (s *stager) drain(ctx context.Context, seg *segment) error {
 	}
 	bufSize := s.c.opts.WriteBuffer
 	buf := make([]byte, bufSize)
+	var waited time.Duration // yielded to writers, in all
 	for _, x := range seg.ext {
 		for off := x.Off; off < x.Off+x.Len; {
 			n := int(min(int64(bufSize), x.Off+x.Len-off))
@@ -525,7 +526,7 @@ func (s *stager) drain(ctx context.Context, seg *segment) error {
 				f.Release(ctx, false)
 				return fmt.Errorf("client: staging: read %s: %w", seg.dat.Name(), err)
 			}
-			if err := s.pace(ctx); err != nil {
+			if err := s.pace(ctx, &waited); err != nil {
 				f.Release(ctx, false)
 				return err
 			}
@@ -543,18 +544,21 @@ func (s *stager) drain(ctx context.Context, seg *segment) error {
 	return err
 }
 
-// pace waits while drainGate says the writers need the node.
-func (s *stager) pace(ctx context.Context) error {
+// pace waits while drainGate says the writers need the node; *waited
+// accumulates the segment's waiting.
+func (s *stager) pace(ctx context.Context, waited *time.Duration) error {
 	start := time.Now()
 	for {
 		now := time.Now()
-		ok, retry := drainGate(now, time.Unix(0, s.lastWrite.Load()), int(s.sealing.Load()), now.Sub(start))
+		ok, retry := drainGate(now, time.Unix(0, s.lastWrite.Load()), int(s.sealing.Load()), *waited+now.Sub(start))
 		if ok {
+			*waited += now.Sub(start)
 			return nil
 		}
 		select {
 		case <-time.After(retry):
 		case <-ctx.Done():
+			*waited += time.Since(start)
 			return ctx.Err()
 		}
 	}
