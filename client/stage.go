@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
@@ -169,19 +170,42 @@ func openStager(c *Client, dir string) (*stager, error) {
 	return s, nil
 }
 
-// lockStageDir locks base/name (creating it when create is set). It
-// returns nil, nil when another process holds it.
+// lockStageDir locks area base/name. With create it makes the area, its
+// LOCK file appearing already locked (locked under a temporary name in
+// base, then renamed in), so that a client starting at the same moment
+// never takes a new area for a dead one. Without create it returns nil,
+// nil when another process holds the area or its LOCK is not there yet.
 func lockStageDir(base, name string, create bool) (*stageDir, error) {
 	p := filepath.Join(base, name)
 	if create {
 		if err := os.Mkdir(p, 0o700); err != nil {
 			return nil, fmt.Errorf("client: staging: %w", err)
 		}
-		if err := syncDir(base); err != nil {
-			return nil, err
+		tmp := filepath.Join(base, "."+name+".lock")
+		lf, err := os.OpenFile(tmp, os.O_CREATE|os.O_EXCL|os.O_RDWR, 0o600)
+		if err != nil {
+			return nil, fmt.Errorf("client: staging: %w", err)
 		}
+		err = syscall.Flock(int(lf.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
+		if err == nil {
+			err = os.Rename(tmp, filepath.Join(p, "LOCK"))
+		}
+		if err == nil {
+			err = syncDir(p)
+		}
+		if err == nil {
+			err = syncDir(base)
+		}
+		if err != nil {
+			lf.Close()
+			return nil, fmt.Errorf("client: staging: lock %s: %w", p, err)
+		}
+		return &stageDir{path: p, owner: name, lock: lf}, nil
 	}
-	lf, err := os.OpenFile(filepath.Join(p, "LOCK"), os.O_CREATE|os.O_RDWR, 0o600)
+	lf, err := os.OpenFile(filepath.Join(p, "LOCK"), os.O_RDWR, 0)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
 	if err != nil {
 		return nil, fmt.Errorf("client: staging: %w", err)
 	}
@@ -195,6 +219,11 @@ func lockStageDir(base, name string, create bool) (*stageDir, error) {
 	return &stageDir{path: p, owner: name, lock: lf}, nil
 }
 
+// leftoverAge is how old a half-made area (no LOCK) or a temporary lock
+// file must be before a starting client removes it: older than any
+// client's start-up.
+const leftoverAge = time.Minute
+
 func (s *stager) ownerOf(d *stageDir) string { return d.owner }
 
 // adoptAll replays the staging areas whose owner died: their segments are
@@ -206,6 +235,17 @@ func (s *stager) adoptAll() error {
 		return fmt.Errorf("client: staging: %w", err)
 	}
 	for _, e := range ents {
+		p := filepath.Join(s.base, e.Name())
+		if fi, err := e.Info(); err == nil && time.Since(fi.ModTime()) > leftoverAge {
+			if !e.IsDir() && strings.HasSuffix(e.Name(), ".lock") {
+				os.Remove(p) // a client died making its area
+				continue
+			}
+			if _, err := os.Stat(filepath.Join(p, "LOCK")); e.IsDir() && errors.Is(err, fs.ErrNotExist) {
+				os.Remove(p) // empty: nothing was ever staged there
+				continue
+			}
+		}
 		if !e.IsDir() || e.Name() == filepath.Base(s.own.path) {
 			continue
 		}
@@ -214,7 +254,7 @@ func (s *stager) adoptAll() error {
 			return err
 		}
 		if d == nil {
-			continue // a live client's
+			continue // a live client's, or one being made
 		}
 		d.adopt = true
 		if err := s.adopt(d); err != nil {

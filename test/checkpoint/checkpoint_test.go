@@ -287,16 +287,33 @@ func TestKillWriter(t *testing.T) {
 					time.Sleep(time.Millisecond)
 				}
 			})
-			// The next client on the node, on the same staging directory.
-			rc, err := client.New(ctx, client.Options{Server: addr, StagingDir: staging})
-			if err != nil {
-				t.Fatal(err)
+			// The next clients on the node, three starting at once on the
+			// same staging directory: one adopts the dead client's area.
+			var st client.StagingStats
+			var startErr error
+			var mu sync.Mutex
+			var starts sync.WaitGroup
+			for range 3 {
+				starts.Go(func() {
+					rc, err := client.New(ctx, client.Options{Server: addr, StagingDir: staging})
+					if err == nil {
+						err = rc.WaitStaged(ctx)
+						mu.Lock()
+						st.Adopted += rc.StagingStats().Adopted
+						mu.Unlock()
+						rc.Close()
+					}
+					if err != nil {
+						mu.Lock()
+						startErr = err
+						mu.Unlock()
+					}
+				})
 			}
-			if err := rc.WaitStaged(ctx); err != nil {
-				t.Fatal(err)
+			starts.Wait()
+			if startErr != nil {
+				t.Fatal(startErr)
 			}
-			st := rc.StagingStats()
-			rc.Close()
 			close(stopPoll)
 			wg.Wait()
 			if pollErr != nil {
