@@ -47,32 +47,29 @@ func (e *Env) KVGet(ctx context.Context, store, key, dst string) error {
 	if err != nil {
 		return err
 	}
-	size := int64(-1)
-	ents, err := s.List(ctx) // the size, to size the buffer
+	// A first read of up to 1 MiB, which also says the value's size.
+	probe := make([]byte, 1<<20)
+	n, total, err := s.GetAt(ctx, key, probe, 0)
 	if err != nil {
 		return err
 	}
-	for _, x := range ents {
-		if x.Key == key {
-			size = x.Size
+	buf := probe[:n]
+	if total > int64(n) {
+		buf = make([]byte, total)
+		got, err := s.Get(ctx, []string{key}, [][]byte{buf})
+		if err != nil {
+			return err
 		}
-	}
-	if size < 0 {
-		return errs.New(errs.NotFound, "kv get %s %q: no value", store, key)
-	}
-	buf := make([]byte, size)
-	n, err := s.Get(ctx, []string{key}, [][]byte{buf})
-	if err != nil {
-		return err
-	}
-	if n[0] < 0 {
-		return errs.New(errs.NotFound, "kv get %s %q: no value", store, key)
+		if got[0] < 0 {
+			return errs.New(errs.NotFound, "kv get %s %q: no value", store, key)
+		}
+		buf = buf[:got[0]]
 	}
 	if dst == "-" {
-		_, err = e.Stdout.Write(buf[:n[0]])
+		_, err = e.Stdout.Write(buf)
 		return err
 	}
-	return os.WriteFile(dst, buf[:n[0]], 0o644)
+	return os.WriteFile(dst, buf, 0o644)
 }
 
 // KVLs lists a store's keys with sizes and put times.

@@ -178,12 +178,12 @@ func TestKVStore(t *testing.T) {
 
 	// The CLI.
 	f := filepath.Join(t.TempDir(), "v")
-	os.WriteFile(f, value(7, 300000), 0o644)
+	os.WriteFile(f, value(7, 1500000), 0o644)
 	cli(t, addr, "kv", "put", "cache", "cli/key", f)
-	if out := cli(t, addr, "kv", "get", "cache", "cli/key"); out != string(value(7, 300000)) {
+	if out := cli(t, addr, "kv", "get", "cache", "cli/key"); out != string(value(7, 1500000)) {
 		t.Fatalf("kv get through the CLI: %d bytes", len(out))
 	}
-	if out := cli(t, addr, "kv", "ls", "cache"); !strings.Contains(out, "300000") || !strings.Contains(out, "cli/key") || strings.Contains(out, "seq/1") {
+	if out := cli(t, addr, "kv", "ls", "cache"); !strings.Contains(out, "1500000") || !strings.Contains(out, "cli/key") || strings.Contains(out, "seq/1") {
 		t.Fatalf("kv ls:\n%s", out)
 	}
 	if out := cli(t, addr, "kv", "stats", "cache"); !strings.Contains(out, "2 replicas") {
