@@ -150,7 +150,8 @@ func distinctNodes(ranked []placement.TargetID, nodes map[placement.TargetID]str
 // Put stores values[i] under keys[i], all in parallel. Keys are
 // write-once: stored[i] is false when the key already had a value (from
 // an earlier or a concurrent put), which is kept. A value is stored once
-// every replica has it.
+// every replica has it: the key's first replica first (it decides between
+// concurrent puts), then the others in parallel.
 func (s *KVStore) Put(ctx context.Context, keys []string, values [][]byte) (stored []bool, err error) {
 	if len(keys) != len(values) {
 		return nil, errs.New(errs.Invalid, "client: kv put: %d keys, %d values", len(keys), len(values))
@@ -160,40 +161,45 @@ func (s *KVStore) Put(ctx context.Context, keys []string, values [][]byte) (stor
 	g.SetLimit(64)
 	for i, k := range keys {
 		g.Go(func() error {
+			// The first replica decides which put of a key wins; only the
+			// winner writes the other replicas, so they all hold its value.
 			upload := rand.Uint64()
-			var mu sync.Mutex
-			existed := false
+			ts := s.targetsOf(k)
+			st, err := s.putOne(gctx, ts[0], k, upload, values[i])
+			if err != nil || st == wire.KVExisted {
+				return err
+			}
 			rg, rctx := errgroup.WithContext(gctx)
-			for _, t := range s.targetsOf(k) {
+			for _, t := range ts[1:] {
 				rg.Go(func() error {
-					v := values[i]
-					for off := 0; ; off += kvPart {
-						end := min(off+kvPart, len(v))
-						var r wire.KVPutResp
-						req := &wire.KVPutReq{KVReq: s.req(t), Key: k, Upload: upload, Total: uint64(len(v)), Off: uint64(off)}
-						if err := s.c.kvCall(rctx, t, wire.OpKVPut, req, [][]byte{v[off:end]}, &r, nil); err != nil {
-							return fmt.Errorf("kv put %q on target %d: %w", k, t, err)
-						}
-						if r.Status == wire.KVExisted {
-							mu.Lock()
-							existed = true
-							mu.Unlock()
-							return nil
-						}
-						if end == len(v) {
-							return nil
-						}
-					}
+					_, err := s.putOne(rctx, t, k, upload, values[i])
+					return err
 				})
 			}
 			if err := rg.Wait(); err != nil {
 				return err
 			}
-			stored[i] = !existed
+			stored[i] = true
 			return nil
 		})
 	}
 	return stored, g.Wait()
+}
+
+// putOne sends a value to one target in parts and returns what the last
+// part did (stored, or existed).
+func (s *KVStore) putOne(ctx context.Context, t placement.TargetID, key string, upload uint64, v []byte) (uint8, error) {
+	for off := 0; ; off += kvPart {
+		end := min(off+kvPart, len(v))
+		var r wire.KVPutResp
+		req := &wire.KVPutReq{KVReq: s.req(t), Key: key, Upload: upload, Total: uint64(len(v)), Off: uint64(off)}
+		if err := s.c.kvCall(ctx, t, wire.OpKVPut, req, [][]byte{v[off:end]}, &r, nil); err != nil {
+			return 0, fmt.Errorf("kv put %q on target %d: %w", key, t, err)
+		}
+		if r.Status == wire.KVExisted || end == len(v) {
+			return r.Status, nil
+		}
+	}
 }
 
 // Get reads the values of keys into bufs[i] (the caller's buffers) and
