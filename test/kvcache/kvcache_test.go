@@ -222,7 +222,7 @@ func TestKVEvictionWithLease(t *testing.T) {
 	}
 	reader := proctest.Client(t, addr) // others fill the store meanwhile
 	rs, _ := reader.KVOpen(ctx, "small")
-	for i := range 200 {
+	for i := range 120 {
 		if _, err := rs.Put(ctx, []string{fmt.Sprintf("fill/%d", i)}, [][]byte{value(i+2, size)}); err != nil {
 			t.Fatalf("fill %d: %v", i, err)
 		}
