@@ -174,12 +174,12 @@ func scanStaged(tx kv.Txn, fn func(ino uint64, owner string) bool, derr *error) 
 }
 
 // checkStaged refuses (ErrStagedPending) a rename of src out of directory
-// parent while a file in the scope it commits is staged: the source's
-// subtree for a directory, the parent directory's subtree for anything
-// else (the shards beside a DCP ".metadata"). Only directories under the
-// absorb policy are checked, and with no staged file anywhere the check is
-// one empty scan.
-func checkStaged(tx kv.Txn, parent uint64, src dirent) error {
+// parent into newParent while a file in the scope it commits is staged:
+// the source's subtree for a directory, the parent directory's subtree for
+// anything else (the shards beside a DCP ".metadata"). Only renames from
+// or into a directory under the absorb policy are checked, and with no
+// staged file anywhere the check is one empty scan.
+func checkStaged(tx kv.Txn, parent, newParent uint64, src dirent) error {
 	staged := make(map[uint64]bool)
 	var derr error
 	if err := scanStaged(tx, func(ino uint64, _ string) bool { staged[ino] = true; return true }, &derr); err != nil {
@@ -192,8 +192,16 @@ func checkStaged(tx kv.Txn, parent uint64, src dirent) error {
 		return nil
 	}
 	p, err := absorbPolicy(tx, parent)
-	if err != nil || p.Mode != wire.AbsorbOn {
+	if err != nil {
 		return err
+	}
+	if p.Mode != wire.AbsorbOn && newParent != parent {
+		if p, err = absorbPolicy(tx, newParent); err != nil {
+			return err
+		}
+	}
+	if p.Mode != wire.AbsorbOn {
+		return nil
 	}
 	if staged[src.ino] {
 		return ErrStagedPending

@@ -97,6 +97,8 @@ func TestRenameWaitsForStaged(t *testing.T) {
 	if err := ren(plain.Ino, "a", plain.Ino, "b"); err != nil {
 		t.Fatalf("rename outside the policy: %v", err)
 	}
+	// Moving a staged file into the policy's tree waits for it.
+	wantCode(t, "a staged file moved under the policy", ren(plain.Ino, "b", ck.Ino, "b"), errs.Busy)
 	// The parent's subtree holds staged files: a plain file's rename
 	// there waits as well (it may be the commit of a checkpoint below).
 	wantCode(t, "rename in the policy root", ren(ck.Ino, "unrelated", ck.Ino, "u2"), errs.Busy)
