@@ -60,6 +60,14 @@ type Options struct {
 	// instead of chunks (inline data, ADR 0009): 0 means the service's
 	// limit, a positive value the smaller of the two, negative none.
 	InlineMax int
+	// StagingDir, when set, is a directory on a local disk where the
+	// client stages files written under a directory with the checkpoint
+	// absorb policy (ADR 0013, docs/checkpoint.md): their writes, Sync and
+	// Close are acknowledged once durable there, and a drainer writes them
+	// to the targets in the background. A client starting with the same
+	// StagingDir drains what a client that died there left. Without it,
+	// the policy is ignored and files are written straight to the targets.
+	StagingDir string
 }
 
 func (o *Options) setDefaults() error {
@@ -117,6 +125,7 @@ type Client struct {
 	closed  bool
 
 	dirHook atomic.Pointer[func(InodeAttr)] // OnDirChange
+	stg *stager // the staging area (Options.StagingDir), or nil
 }
 
 // New connects to the metadata service at opts.Server and learns the
@@ -138,6 +147,14 @@ func New(ctx context.Context, opts Options) (*Client, error) {
 	if err := c.refreshCluster(ctx); err != nil {
 		c.metaPool().close()
 		return nil, fmt.Errorf("client: connect to %s: %w", opts.Server, err)
+	}
+	if opts.StagingDir != "" {
+		s, err := openStager(c, opts.StagingDir)
+		if err != nil {
+			c.Close()
+			return nil, err
+		}
+		c.stg = s
 	}
 	return c, nil
 }
@@ -169,7 +186,20 @@ func (c *Client) refreshCluster(ctx context.Context) error {
 }
 
 // Close closes every connection. Files still open must not be used after.
+// With a staging area it first waits, up to Options.FlushTimeout, for the
+// staged data to drain; what is left drains at the next client's start.
 func (c *Client) Close() error {
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return nil
+	}
+	c.mu.Unlock()
+	if c.stg != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), c.opts.FlushTimeout)
+		c.stg.close(ctx)
+		cancel()
+	}
 	c.mu.Lock()
 	if c.closed {
 		c.mu.Unlock()

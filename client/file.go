@@ -83,6 +83,8 @@ type File struct {
 	// home is where the file's bytes live as this File last learnt it (a
 	// dataHome; inline.go).
 	home atomic.Uint64
+
+	stg *stagedFile // under the absorb policy (stage.go); guarded by mu
 }
 
 // Create creates or truncates the file at p (like os.Create).
@@ -99,8 +101,11 @@ func (c *Client) Open(ctx context.Context, p string) (*File, error) {
 // with perm if it does not exist (O_EXCL: it must not exist).
 func (c *Client) OpenFile(ctx context.Context, p string, flag int, perm fs.FileMode) (*File, error) {
 	var a *wire.Attr
+	var dir uint64
 	if flag&O_CREATE != 0 {
-		dir, name, err := c.parent(ctx, p)
+		var name string
+		var err error
+		dir, name, err = c.parent(ctx, p)
 		if err != nil {
 			return nil, opErr("open", p, err)
 		}
@@ -142,6 +147,9 @@ func (c *Client) OpenFile(ctx context.Context, p string, flag int, perm fs.FileM
 		if err := f.Truncate(ctx, 0); err != nil {
 			return nil, err
 		}
+	}
+	if err := c.stageOpen(ctx, f, dir, true); err != nil {
+		return nil, err
 	}
 	return f, nil
 }
@@ -194,6 +202,11 @@ func (f *File) WriteAtContext(ctx context.Context, p []byte, off int64) (int, er
 		return 0, opErr("write", f.name, err)
 	}
 	f.dropCaches()
+	if f.stg != nil {
+		n, err := f.stg.write(f.ino, p, off)
+		f.size = max(f.size, off+int64(n))
+		return n, opErr("write", f.name, err)
+	}
 	written := 0
 	for len(p) > 0 {
 		if len(f.buf) > 0 && off != f.bufEndLocked() {
@@ -388,6 +401,9 @@ func (f *File) writeChunks(ctx context.Context, off int64, data []byte) error {
 // waitFlushesLocked sends the buffer and waits for every flush in flight.
 // f.mu is held (flushes never take it).
 func (f *File) waitFlushesLocked(ctx context.Context) error {
+	if f.stg != nil {
+		return f.stg.seal(ctx, f.size) // durable in the staging area
+	}
 	f.flushLocked(ctx)
 	f.inflight.Wait()
 	return f.writeErr()
@@ -410,6 +426,9 @@ func (f *File) SyncContext(ctx context.Context) error {
 func (f *File) syncLocked(ctx context.Context) error {
 	if err := f.waitFlushesLocked(ctx); err != nil {
 		return err
+	}
+	if f.stg != nil {
+		return nil // staged: the drainer syncs it on the targets
 	}
 	f.werrMu.Lock()
 	dirty := f.dirty
@@ -523,6 +542,9 @@ func (f *File) ReadAtContext(ctx context.Context, p []byte, off int64) (int, err
 			return 0, opErr("read", f.name, err)
 		}
 	}
+	if err := f.awaitStagedLocked(ctx); err != nil {
+		return 0, opErr("read", f.name, err)
+	}
 	fresh := false
 	if f.icache == nil && f.c.opts.ReadAhead > 0 && !dataHome(f.home.Load()).allChunks() {
 		// The file has inline bytes: fetch them all for this read and
@@ -612,6 +634,9 @@ func (f *File) Truncate(ctx context.Context, size int64) error {
 		return opErr("truncate", f.name, errs.New(errs.Permission, "client: file not open for writing"))
 	}
 	if err := f.waitFlushesLocked(ctx); err != nil {
+		return opErr("truncate", f.name, err)
+	}
+	if err := f.awaitStagedLocked(ctx); err != nil {
 		return opErr("truncate", f.name, err)
 	}
 	f.dropCaches()

@@ -100,6 +100,7 @@ func (c *Client) attrCall(ctx context.Context, op wire.Op, req wire.Message) (In
 	if err := c.metaCall(ctx, op, req, &a); err != nil {
 		return InodeAttr{}, err
 	}
+	c.overlayStaged(&a)
 	return inodeAttr(&a), nil
 }
 
@@ -210,6 +211,7 @@ func (c *Client) CreateIno(ctx context.Context, parent uint64, name string, mode
 	if err != nil {
 		return InodeAttr{}, fmt.Errorf("create %d/%q: %w", parent, name, err)
 	}
+	c.stageCreated(a.Ino, parent)
 	return a, nil
 }
 
@@ -262,7 +264,7 @@ func (c *Client) RmdirIno(ctx context.Context, parent uint64, name string) error
 // the rules of Linux renameat2 (flags: RenameNoReplace, RenameExchange).
 func (c *Client) RenameIno(ctx context.Context, oldParent uint64, oldName string, newParent uint64, newName string, flags uint32) error {
 	req := &wire.RenameReq{OldParent: oldParent, OldName: oldName, NewParent: newParent, NewName: newName, Flags: flags}
-	if err := c.metaCall(ctx, wire.OpRename, req, nil); err != nil {
+	if err := c.renameCall(ctx, req); err != nil {
 		return fmt.Errorf("rename %d/%q to %d/%q: %w", oldParent, oldName, newParent, newName, err)
 	}
 	return nil
@@ -373,6 +375,8 @@ func (c *Client) OpenInode(ctx context.Context, a InodeAttr, flag int) (*File, e
 	case !a.IsRegular():
 		return nil, opErr("open", name, errs.New(errs.Invalid, "client: inode %d is not a regular file", a.Ino))
 	}
+	noStage := flag&oNoStage != 0
+	flag &^= oNoStage
 	f := &File{
 		c: c, name: name, ino: a.Ino, layout: a.layout, flag: flag &^ O_CREATE, ctx: context.WithoutCancel(ctx),
 		size: int64(a.Size), sem: make(chan struct{}, c.opts.WritesInFlight),
@@ -381,6 +385,11 @@ func (c *Client) OpenInode(ctx context.Context, a InodeAttr, flag int) (*File, e
 	f.home.Store(uint64(a.where))
 	if flag&O_TRUNC != 0 && f.writable() && a.Size > 0 {
 		if err := f.Truncate(ctx, 0); err != nil {
+			return nil, err
+		}
+	}
+	if !noStage {
+		if err := c.stageOpen(ctx, f, 0, false); err != nil {
 			return nil, err
 		}
 	}
@@ -461,6 +470,10 @@ func (f *File) ReadAtParallel(ctx context.Context, p []byte, off int64) (int, er
 			f.mu.Unlock()
 			return 0, opErr("read", f.name, err)
 		}
+	}
+	if err := f.awaitStagedLocked(ctx); err != nil {
+		f.mu.Unlock()
+		return 0, opErr("read", f.name, err)
 	}
 	size, truncs := f.size, f.truncs
 	if ic := f.icache; ic != nil && (off+int64(len(p)) <= size || ic.fresh) {

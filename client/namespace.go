@@ -138,6 +138,7 @@ func (c *Client) resolve(ctx context.Context, p string, follow bool) (*wire.Attr
 	if err := c.metaCall(ctx, wire.OpResolve, &wire.ResolveReq{Path: clean(p), Follow: follow}, &a); err != nil {
 		return nil, err
 	}
+	c.overlayStaged(&a)
 	return &a, nil
 }
 
@@ -295,7 +296,7 @@ func (c *Client) rename(ctx context.Context, oldpath, newpath string, flags uint
 	if err != nil {
 		return &fs.PathError{Op: "rename", Path: newpath, Err: err}
 	}
-	err = c.metaCall(ctx, wire.OpRename, &wire.RenameReq{OldParent: od, OldName: on, NewParent: nd, NewName: nn, Flags: flags}, nil)
+	err = c.renameCall(ctx, &wire.RenameReq{OldParent: od, OldName: on, NewParent: nd, NewName: nn, Flags: flags})
 	if err != nil {
 		return fmt.Errorf("rename %s %s: %w", oldpath, newpath, err)
 	}

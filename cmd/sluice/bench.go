@@ -20,6 +20,7 @@ func newBench(g *globals) *cobra.Command {
 	var (
 		phases                                 []string
 		easyTransfer, easyBytes, ckptShard     string
+		ckptSize                               string
 		sampleSize                             string
 		jsonOut, noIO500, noTrain, noCkpt, bar bool
 		procs                                  int
@@ -45,6 +46,9 @@ func newBench(g *globals) *cobra.Command {
 			parse(&s.IO500.EasyTransfer, easyTransfer, "easy-transfer")
 			parse(&s.IO500.EasyBytes, easyBytes, "easy-size")
 			parse(&cc.ShardSize, ckptShard, "ckpt-shard")
+			if ckptSize != "" {
+				parse(&cc.TotalSize, ckptSize, "ckpt-size")
+			}
 			if err != nil {
 				return err
 			}
@@ -132,6 +136,8 @@ func newBench(g *globals) *cobra.Command {
 	f.Float64Var(&tc.MinUtilization, "min-util", tc.MinUtilization, "training: utilization --find-max must keep")
 	f.IntVar(&cc.Writers, "ckpt-writers", cc.Writers, "checkpoint: writers (one shard each)")
 	f.StringVar(&ckptShard, "ckpt-shard", bench.Size(cc.ShardSize).String(), "checkpoint: bytes per shard")
+	f.StringVar(&ckptSize, "ckpt-size", "", "checkpoint: total bytes, split over the writers (overrides --ckpt-shard)")
+	f.StringVar(&g.stagingDir, "staging-dir", "", "sluice:PATH targets: stage files under a directory with the absorb policy here (docs/checkpoint.md)")
 	f.BoolVar(&jsonOut, "json", false, "print the results as JSON")
 	f.BoolVar(&bar, "progress", false, "show a progress bar even when stderr is not a terminal")
 	return cmd

@@ -22,11 +22,17 @@ func newLayout(g *globals) *cobra.Command {
 		Args:   exactArgs(1),
 		PreRun: func(_ *cobra.Command, a []string) { getArgs = a },
 	}
-	get.RunE = g.run(func(ctx context.Context, e *cli.Env) error { return e.LayoutGet(ctx, getArgs[0]) })
+	get.RunE = g.run(func(ctx context.Context, e *cli.Env) error {
+		if err := e.LayoutGet(ctx, getArgs[0]); err != nil {
+			return err
+		}
+		return e.AbsorbShow(ctx, getArgs[0])
+	})
 
 	var count, replicas int
 	var size string
 	var setArgs []string
+	var absorb string
 	set := &cobra.Command{
 		Use:   "set PATH [--stripe-count N] [--stripe-size SIZE] [--replicas R]",
 		Short: "Set a directory's default layout (or an empty file's layout)",
@@ -37,8 +43,20 @@ func newLayout(g *globals) *cobra.Command {
 		PreRun: func(_ *cobra.Command, a []string) { setArgs = a },
 	}
 	set.RunE = g.run(func(ctx context.Context, e *cli.Env) error {
+		if set.Flags().Changed("absorb") {
+			m, err := client.ParseAbsorbMode(absorb)
+			if err != nil {
+				return fmt.Errorf("%w: %v", errUsage, err)
+			}
+			if err := e.Client.SetAbsorb(ctx, setArgs[0], m); err != nil {
+				return err
+			}
+			if !set.Flags().Changed("stripe-count") && !set.Flags().Changed("stripe-size") && !set.Flags().Changed("replicas") {
+				return nil
+			}
+		}
 		if !set.Flags().Changed("stripe-count") && !set.Flags().Changed("stripe-size") && !set.Flags().Changed("replicas") {
-			return fmt.Errorf("%w: layout set needs --stripe-count, --stripe-size or --replicas", errUsage)
+			return fmt.Errorf("%w: layout set needs --stripe-count, --stripe-size, --replicas or --absorb", errUsage)
 		}
 		cur, err := e.Client.GetLayout(ctx, setArgs[0])
 		if err != nil {
@@ -66,6 +84,7 @@ func newLayout(g *globals) *cobra.Command {
 	set.Flags().IntVar(&replicas, "replicas", 1, "copies of each chunk, on different storage nodes (1 to 3)")
 	set.Flags().IntVar(&count, "stripe-count", 0, "number of targets to stripe over (0: the default, all up to 4)")
 	set.Flags().StringVar(&size, "stripe-size", "", "stripe size, e.g. 1M (a multiple of 64K)")
+	set.Flags().StringVar(&absorb, "absorb", "", "checkpoint absorb policy of a directory: on (writes are acknowledged from the writer's --staging-dir and drain in the background; renames wait for the drain), off, or inherit (docs/checkpoint.md)")
 	cmd.AddCommand(get, set)
 	return cmd
 }

@@ -47,7 +47,8 @@ func main() {
 
 // globals are the flags every client command shares.
 type globals struct {
-	server string
+	server     string
+	stagingDir string // client staging directory (bench --staging-dir)
 }
 
 func newRoot() *cobra.Command {
@@ -67,6 +68,7 @@ func newRoot() *cobra.Command {
 		newServe(), newMeta(), newTarget(),
 		newLs(g), newStat(g), newMkdir(g), newCp(g), newCat(g), newRm(g), newMv(g), newLn(g),
 		newLayout(g), newMount(g), newUmount(), newGateway(g), newBench(g), newBenchWorker(g), newStatus(g), newTop(), newFsx(g),
+		newCheckpoint(g), newKV(g),
 	)
 	return root
 }
@@ -80,7 +82,7 @@ func (g *globals) env(ctx context.Context) (*cli.Env, func(), error) {
 	if addr == "" {
 		addr = DefaultAddr
 	}
-	c, err := client.New(ctx, client.Options{Server: addr})
+	c, err := client.New(ctx, client.Options{Server: addr, StagingDir: g.stagingDir})
 	if err != nil {
 		return nil, nil, err
 	}

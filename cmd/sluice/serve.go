@@ -9,6 +9,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/sluice-fs/sluice/client"
 	"github.com/sluice-fs/sluice/internal/fusefs"
 	"github.com/sluice-fs/sluice/internal/server"
 	"github.com/sluice-fs/sluice/internal/target"
@@ -19,6 +20,7 @@ func newServe() *cobra.Command {
 	var verbose bool
 	var mountpoint string
 	var passthrough bool
+	var stagingDir string
 	var s3f s3Flags
 	cmd := &cobra.Command{
 		Use:   "serve",
@@ -42,7 +44,7 @@ func newServe() *cobra.Command {
 			run := server.Run
 			if mountpoint != "" {
 				run = func(ctx context.Context, o server.Options) error {
-					return serveAndMount(ctx, o, mountpoint, passthrough)
+					return serveAndMount(ctx, o, mountpoint, passthrough, stagingDir)
 				}
 			}
 			return serveWithS3(cmd.Context(), o, &s3f, run)
@@ -55,6 +57,7 @@ func newServe() *cobra.Command {
 	f.IntVar(&o.Targets, "targets", 4, "number of storage targets to create on first start")
 	f.StringVar(&o.HTTP, "http", "127.0.0.1:9401", "admin HTTP address for /healthz, /metrics and /debug/pprof (empty: none)")
 	f.StringVar(&mountpoint, "mount", "", "also mount the file system here with FUSE")
+	f.StringVar(&stagingDir, "staging-dir", "", "with --mount: stage files under a directory with the absorb policy here (docs/checkpoint.md)")
 	f.BoolVar(&passthrough, "passthrough", false, "with --mount: let the kernel read files held whole by a local target straight from disk (FUSE passthrough; checksums checked at open, not per read)")
 	f.BoolVar(&o.NoLocalCalls, "loopback-tcp", false, "make --mount and --s3 reach the servers over loopback TCP instead of in-process calls (for comparison)")
 	f.BoolVarP(&verbose, "verbose", "v", false, "log debug messages")
@@ -67,7 +70,7 @@ func newServe() *cobra.Command {
 // serveAndMount runs the servers and a FUSE mount of them. On shutdown the
 // mount goes first, so that open files are written back while the servers
 // still run.
-func serveAndMount(ctx context.Context, o server.Options, mp string, passthrough bool) error {
+func serveAndMount(ctx context.Context, o server.Options, mp string, passthrough bool, stagingDir string) error {
 	srvCtx, stopSrv := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopSrv()
 	mctx, stopMount := context.WithCancel(ctx)
@@ -84,7 +87,8 @@ func serveAndMount(ctx context.Context, o server.Options, mp string, passthrough
 		}
 		go func() {
 			mountErr <- fusefs.Run(mctx, fusefs.Options{Server: addr, Mountpoint: mp, Logger: o.Logger, Passthrough: local,
-				Ready: func() { fmt.Printf("sluice: mounted on %s\n", mp) }})
+				Client: client.Options{StagingDir: stagingDir},
+				Ready:  func() { fmt.Printf("sluice: mounted on %s\n", mp) }})
 			stopSrv()
 		}()
 	}

@@ -373,12 +373,15 @@ func trainOnce(ctx context.Context, fsys FS, dir string, cfg TrainingConfig, n i
 	}, nil
 }
 
-// CheckpointConfig configures Checkpoint: Writers each write a shard of
-// ShardSize bytes (in Transfer-sized writes) into a new directory and
-// fsync it; the directory is then renamed into place.
+// CheckpointConfig configures Checkpoint, shaped as a PyTorch DCP save:
+// Writers each write a shard of ShardSize bytes (in Transfer-sized
+// writes) into a new directory and fsync it; then ".metadata.tmp" is
+// written, fsynced and renamed to ".metadata", the commit.
 type CheckpointConfig struct {
 	Writers   int
 	ShardSize int64
+	// TotalSize, when set, overrides ShardSize: TotalSize / Writers.
+	TotalSize int64
 	Transfer  int64
 	Dir       string
 	Keep      bool
@@ -386,15 +389,20 @@ type CheckpointConfig struct {
 
 // DefaultCheckpointConfig returns the CLI defaults.
 func DefaultCheckpointConfig() CheckpointConfig {
-	return CheckpointConfig{Writers: 4, ShardSize: 256 << 20, Transfer: 4 << 20, Dir: "sluice-bench"}
+	return CheckpointConfig{Writers: 8, ShardSize: 128 << 20, Transfer: 4 << 20, Dir: "sluice-bench"}
 }
 
 // CheckpointResult is the outcome of Checkpoint.
 type CheckpointResult struct {
 	Params string `json:"params"`
 	Bytes  int64  `json:"bytes"`
-	// DurableSeconds is the time from the first write until the renamed
-	// checkpoint directory is durable.
+	// StallSeconds is the time from the first write until the writers
+	// may go on: every shard's fsync and close and the commit's rename
+	// returned (the training stall of a synchronous save).
+	StallSeconds float64 `json:"stall_seconds"`
+	// DurableSeconds is the time from the first write until the committed
+	// checkpoint is durable: on a local directory when the fsyncs return,
+	// under Sluice's absorb policy when the drain to the targets ends.
 	DurableSeconds float64 `json:"durable_seconds"`
 	WriteGiBps     float64 `json:"write_gibs"`
 	// RestoreSeconds is the time to read every shard back (in parallel).
@@ -419,11 +427,14 @@ func Checkpoint(ctx context.Context, fsys FS, cfg CheckpointConfig) (*Checkpoint
 	if cfg.Dir == "" {
 		cfg.Dir = d.Dir
 	}
+	if cfg.TotalSize > 0 && cfg.Writers > 0 {
+		cfg.ShardSize = cfg.TotalSize / int64(cfg.Writers)
+	}
 	if cfg.Writers < 1 || cfg.ShardSize < 1 || cfg.Transfer < 1 {
 		return nil, fmt.Errorf("bench: checkpoint: counts and sizes must be positive")
 	}
 	parent := path.Join(cfg.Dir, fmt.Sprintf("ckpt-%d", time.Now().UnixNano()))
-	tmp, final := path.Join(parent, "step.tmp"), path.Join(parent, "step")
+	final := path.Join(parent, "step")
 	res := &CheckpointResult{
 		Params: fmt.Sprintf("writers=%d shard=%s transfer=%s", cfg.Writers, Size(cfg.ShardSize), Size(cfg.Transfer)),
 		Bytes:  int64(cfg.Writers) * cfg.ShardSize, Path: final,
@@ -436,25 +447,31 @@ func Checkpoint(ctx context.Context, fsys FS, cfg CheckpointConfig) (*Checkpoint
 			fsys.RemoveAll(context.WithoutCancel(ctx), parent)
 		}
 	}()
-	shard := func(dir string, i int) string { return path.Join(dir, fmt.Sprintf("shard.%04d", i)) }
+	shard := func(dir string, i int) string { return path.Join(dir, fmt.Sprintf("__%d_0.distcp", i)) }
 	start := time.Now()
-	if err := fsys.MkdirAll(ctx, tmp); err != nil {
+	if err := fsys.MkdirAll(ctx, final); err != nil {
 		return nil, fmt.Errorf("bench: checkpoint: %w", err)
 	}
 	err := parallel(ctx, cfg.Writers, func(ctx context.Context, w int) error {
-		return writeStamped(ctx, fsys, shard(tmp, w), w, cfg.ShardSize, fill(cfg.Transfer), true)
+		return writeStamped(ctx, fsys, shard(final, w), w, cfg.ShardSize, fill(cfg.Transfer), true)
 	})
 	if err == nil {
-		err = fsys.SyncDir(ctx, tmp)
+		err = writeStamped(ctx, fsys, path.Join(final, ".metadata.tmp"), 0, 4096, fill(4096), true)
 	}
 	if err == nil {
-		err = fsys.Rename(ctx, tmp, final)
+		err = fsys.Rename(ctx, path.Join(final, ".metadata.tmp"), path.Join(final, ".metadata"))
 	}
 	if err == nil {
-		err = fsys.SyncDir(ctx, parent)
+		err = fsys.SyncDir(ctx, final)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("bench: checkpoint: %w", err)
+	}
+	res.StallSeconds = time.Since(start).Seconds()
+	if d, ok := fsys.(Drainer); ok {
+		if err := d.WaitDrained(ctx); err != nil {
+			return nil, fmt.Errorf("bench: checkpoint: drain: %w", err)
+		}
 	}
 	res.DurableSeconds = time.Since(start).Seconds()
 	res.WriteGiBps = float64(res.Bytes) / res.DurableSeconds / (1 << 30)

@@ -324,23 +324,25 @@ func TestTrainingFindMax(t *testing.T) {
 func TestCheckpoint(t *testing.T) {
 	t.Parallel()
 	root := t.TempDir()
-	res, err := Checkpoint(context.Background(), DirFS{root}, CheckpointConfig{Writers: 3, ShardSize: 100000, Transfer: 8192, Dir: "c", Keep: true})
+	res, err := Checkpoint(context.Background(), DirFS{root}, CheckpointConfig{Writers: 3, TotalSize: 300000, Transfer: 8192, Dir: "c", Keep: true})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res.Bytes != 300000 || res.DurableSeconds <= 0 || res.RestoreSeconds <= 0 {
+	if res.Bytes != 300000 || res.StallSeconds <= 0 || res.DurableSeconds < res.StallSeconds || res.RestoreSeconds <= 0 {
 		t.Fatalf("%+v", res)
 	}
-	ents, err := os.ReadDir(filepath.Join(root, filepath.FromSlash(res.Path)))
-	if err != nil || len(ents) != 3 {
+	dir := filepath.Join(root, filepath.FromSlash(res.Path))
+	ents, err := os.ReadDir(dir)
+	if err != nil || len(ents) != 4 {
 		t.Fatalf("checkpoint dir: %v %v", ents, err)
 	}
-	if _, err := os.Stat(filepath.Join(root, filepath.FromSlash(res.Path)) + ".tmp"); !os.IsNotExist(err) {
-		t.Fatalf("temporary directory still there: %v", err)
-	}
+	// DCP's shape: the shards and the commit marker, no temporary left.
 	for _, e := range ents {
 		fi, _ := e.Info()
-		if fi.Size() != 100000 {
+		switch {
+		case e.Name() == ".metadata":
+		case strings.HasSuffix(e.Name(), "_0.distcp") && fi.Size() == 100000:
+		default:
 			t.Fatalf("%s: %d bytes", e.Name(), fi.Size())
 		}
 	}

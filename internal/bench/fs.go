@@ -174,3 +174,13 @@ func (c ClientFS) ReadDir(ctx context.Context, p string) ([]Entry, error) {
 
 // SyncDir is a no-op: Sluice metadata operations are durable when they return.
 func (c ClientFS) SyncDir(context.Context, string) error { return nil }
+
+// Drainer is an FS that acknowledges writes before they are durable where
+// they finally live (Sluice's absorb policy): WaitDrained returns once
+// everything acknowledged so far is.
+type Drainer interface {
+	WaitDrained(ctx context.Context) error
+}
+
+// WaitDrained waits for the client's staged data and queued renames.
+func (c ClientFS) WaitDrained(ctx context.Context) error { return c.Client.WaitStaged(ctx) }

@@ -38,7 +38,8 @@ func WriteTable(w io.Writer, res *Result) error {
 		}
 	}
 	if c := res.Checkpoint; c != nil {
-		fmt.Fprintf(tw, "checkpoint\tdurable in %.3fs\t%.3f GiB/s\t\t%s, %s in all\n", c.DurableSeconds, c.WriteGiBps, c.Params, Size(c.Bytes))
+		fmt.Fprintf(tw, "checkpoint\tstall %.3fs\t\t\t%s, %s in all (writers may go on)\n", c.StallSeconds, c.Params, Size(c.Bytes))
+		fmt.Fprintf(tw, "checkpoint\tdurable in %.3fs\t%.3f GiB/s\t\t\n", c.DurableSeconds, c.WriteGiBps)
 		fmt.Fprintf(tw, "restore\tread in %.3fs\t%.3f GiB/s\t\t\n", c.RestoreSeconds, c.RestoreGiBps)
 	}
 	return tw.Flush()

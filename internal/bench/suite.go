@@ -118,6 +118,12 @@ func WriteComparison(w io.Writer, results []*Result) error {
 		})
 	}
 	if base.Checkpoint != nil {
+		row("checkpoint stall s (lower is better)", func(r *Result) (float64, bool) {
+			if r.Checkpoint == nil {
+				return 0, false
+			}
+			return r.Checkpoint.StallSeconds, true
+		})
 		row("checkpoint durable s (lower is better)", func(r *Result) (float64, bool) {
 			if r.Checkpoint == nil {
 				return 0, false

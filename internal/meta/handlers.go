@@ -60,6 +60,23 @@ func (s *Service) Register(srv *wire.Server) {
 		dir, err := s.RmdirEntry(ctx, m.Parent, m.Name)
 		return dirsResp(dir), err
 	})
+	handle(srv, wire.OpAbsorbGet, func(ctx context.Context, m *wire.InoReq) (wire.Message, error) {
+		r, err := s.GetAbsorb(ctx, m.Ino)
+		return &r, err
+	})
+	handle(srv, wire.OpAbsorbSet, func(ctx context.Context, m *wire.AbsorbSetReq) (wire.Message, error) {
+		return &wire.Empty{}, s.SetAbsorb(ctx, m.Ino, m.Mode)
+	})
+	handle(srv, wire.OpStagedAdd, func(ctx context.Context, m *wire.StagedReq) (wire.Message, error) {
+		return &wire.Empty{}, s.StagedAdd(ctx, m.Ino, m.Owner)
+	})
+	handle(srv, wire.OpStagedDone, func(ctx context.Context, m *wire.StagedReq) (wire.Message, error) {
+		return &wire.Empty{}, s.StagedDone(ctx, m.Ino, m.Owner)
+	})
+	handle(srv, wire.OpStagedList, func(ctx context.Context, _ *wire.Empty) (wire.Message, error) {
+		r, err := s.StagedList(ctx)
+		return &r, err
+	})
 	handle(srv, wire.OpRename, func(ctx context.Context, m *wire.RenameReq) (wire.Message, error) {
 		return &wire.Empty{}, s.Rename(ctx, m)
 	})

@@ -30,6 +30,8 @@ const (
 	pfxSymlink = 's' // "s" + u64 ino -> symlink target
 	pfxGarbage = 'g' // "g" + u64 ino -> layout of a freed file
 	pfxInline  = 'D' // "D" + u64 ino -> u32 CRC32C + a file's inline bytes
+	pfxAbsorb  = 'K' // "K" + u64 dir ino -> absorb policy (absorb.go, ADR 0013)
+	pfxStaged  = 'S' // "S" + u64 ino + owner -> staged, not yet drained (absorb.go)
 )
 
 var (

@@ -75,6 +75,9 @@ func (s *Service) rename(ctx context.Context, req *wire.RenameReq) error {
 		if !ok {
 			return errs.New(errs.NotFound, "no entry %q in directory %d", req.OldName, opIno)
 		}
+		if err := checkStaged(tx, opIno, npIno, src); err != nil {
+			return err // ADR 0013: a checkpoint's commit waits for its shards to drain
+		}
 		dst, dstOK, err := lookup(tx, npIno, req.NewName)
 		if err != nil {
 			return err

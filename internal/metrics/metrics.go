@@ -151,6 +151,11 @@ var opNames = map[wire.Op]string{
 	wire.OpWriteInline: "write_inline", wire.OpReadInline: "read_inline", wire.OpSetChunks: "set_chunks", wire.OpResolveRead: "resolve_read",
 	wire.OpChunkWrite: "chunk_write", wire.OpChunkRead: "chunk_read", wire.OpChunkSync: "chunk_sync",
 	wire.OpChunkTruncate: "chunk_truncate", wire.OpChunkRemove: "chunk_remove", wire.OpTargetStat: "target_stat",
+	// Checkpoint absorb (ADR 0013) and the KV-cache store.
+	wire.OpAbsorbGet: "absorb_get", wire.OpAbsorbSet: "absorb_set", wire.OpStagedAdd: "staged_add",
+	wire.OpStagedDone: "staged_done", wire.OpStagedList: "staged_list",
+	wire.OpKVCreate: "kv_create", wire.OpKVStat: "kv_stat", wire.OpKVPut: "kv_put", wire.OpKVGet: "kv_get",
+	wire.OpKVExists: "kv_exists", wire.OpKVDelete: "kv_delete", wire.OpKVList: "kv_list",
 }
 
 // OpName returns op's metric label and its kind ("meta" or "chunk").

@@ -16,6 +16,7 @@ import (
 
 	"github.com/sluice-fs/sluice/internal/errs"
 	"github.com/sluice-fs/sluice/internal/kv"
+	"github.com/sluice-fs/sluice/internal/kvcache"
 	"github.com/sluice-fs/sluice/internal/meta"
 	"github.com/sluice-fs/sluice/internal/metrics"
 	"github.com/sluice-fs/sluice/internal/placement"
@@ -251,6 +252,12 @@ func RunTarget(ctx context.Context, opts TargetOptions) (err error) {
 
 	srv := &wire.Server{Logger: log}
 	targets.Register(srv)
+	kvs, err := kvcache.Open(opts.DataDir, ids)
+	if err != nil {
+		return fmt.Errorf("open the KV-cache stores: %w", err)
+	}
+	closers.add(kvs.Close)
+	kvs.Register(srv)
 	mx := metrics.New()
 	mx.AddTargets(targets)
 	mx.Instrument(srv)

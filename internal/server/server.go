@@ -18,6 +18,7 @@ import (
 
 	"github.com/sluice-fs/sluice/internal/errs"
 	"github.com/sluice-fs/sluice/internal/kv"
+	"github.com/sluice-fs/sluice/internal/kvcache"
 	"github.com/sluice-fs/sluice/internal/meta"
 	"github.com/sluice-fs/sluice/internal/metrics"
 	"github.com/sluice-fs/sluice/internal/placement"
@@ -154,6 +155,12 @@ func Run(ctx context.Context, opts Options) (err error) {
 	// client connects before Ready.
 	srv := &wire.Server{Logger: log}
 	targets.Register(srv)
+	kvs, err := kvcache.Open(opts.DataDir, ids)
+	if err != nil {
+		return fmt.Errorf("open the KV-cache stores: %w", err)
+	}
+	closers.add(kvs.Close)
+	kvs.Register(srv)
 	// Metrics decorate the listener (connections), the targets (a
 	// collector) and, once all are registered, the handlers.
 	mx := metrics.New()

@@ -18,6 +18,9 @@ func messages() []Message {
 		&ChainRef{}, &ChunkWriteReq{}, &ChunkReadReq{}, &ChunkReadResp{}, &ChunkSyncReq{}, &ChunkTruncateReq{},
 		&ChunkRemoveReq{}, &TargetReq{}, &TargetStat{}, &WriteInlineReq{}, &WriteInlineResp{}, &ReadInlineReq{}, &ReadInlineResp{}, &ResolveReadResp{},
 		&EntryResp{}, &DirsResp{},
+		&AbsorbSetReq{}, &AbsorbPolicy{}, &StagedReq{}, &StagedListResp{},
+		&KVConfig{}, &KVReq{}, &KVCreateReq{}, &KVStatResp{}, &KVPutReq{}, &KVPutResp{}, &KVGetReq{}, &KVGetResp{},
+		&KVKeysReq{}, &KVExistsResp{}, &KVDeleteResp{}, &KVListReq{}, &KVListResp{},
 	}
 }
 

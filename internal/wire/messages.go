@@ -39,6 +39,13 @@ const (
 	OpReadInline  Op = 28 // ReadInlineReq -> ReadInlineResp
 	OpSetChunks   Op = 29 // InoReq -> Attr (the file's data beyond its inline bytes goes to the targets from now on)
 	OpResolveRead Op = 30 // ResolveReq -> ResolveReadResp (Resolve, with a regular file's inline bytes and an xattr)
+
+	// Checkpoint absorb (ADR 0013; absorb.go).
+	OpAbsorbGet  Op = 49 // InoReq -> AbsorbPolicy (a directory's policy, inherited)
+	OpAbsorbSet  Op = 50 // AbsorbSetReq -> Empty
+	OpStagedAdd  Op = 51 // StagedReq -> Empty (a file has data staged on a client, not yet drained)
+	OpStagedDone Op = 52 // StagedReq -> Empty (that data is durable on the targets)
+	OpStagedList Op = 53 // Empty -> StagedListResp
 )
 
 // Storage target operations (64-127).
@@ -50,6 +57,15 @@ const (
 	OpChunkRemove   Op = 68 // ChunkRemoveReq -> Empty
 	OpTargetStat    Op = 69 // TargetReq -> TargetStat
 	OpChunkList     Op = 70 // ChunkListReq -> ChunkListResp (resync)
+
+	// KV-cache store (kvcache.go; docs/kvcache.md).
+	OpKVCreate Op = 81 // KVCreateReq -> Empty
+	OpKVStat   Op = 82 // KVReq -> KVStatResp
+	OpKVPut    Op = 83 // KVPutReq + data -> KVPutResp
+	OpKVGet    Op = 84 // KVGetReq -> KVGetResp + data
+	OpKVExists Op = 85 // KVKeysReq -> KVExistsResp
+	OpKVDelete Op = 86 // KVKeysReq -> KVDeleteResp
+	OpKVList   Op = 87 // KVListReq -> KVListResp
 )
 
 // Flags of chunk requests (ChunkRef.Flags, ChunkSetReq.Flags).

@@ -1,0 +1,269 @@
+package client
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/sluice-fs/sluice/internal/errs"
+	"github.com/sluice-fs/sluice/internal/wire"
+)
+
+// AbsorbMode is a directory's checkpoint absorb policy (ADR 0013).
+type AbsorbMode uint8
+
+const (
+	// AbsorbInherit: the directory has no policy of its own; its nearest
+	// ancestor's applies (none: off).
+	AbsorbInherit AbsorbMode = AbsorbMode(wire.AbsorbInherit)
+	// AbsorbOn: files created below are acknowledged from the writing
+	// client's staging area and drained to the targets in the background;
+	// renames below wait for the drain of what they commit.
+	AbsorbOn AbsorbMode = AbsorbMode(wire.AbsorbOn)
+	// AbsorbOff: files below are written straight to the targets.
+	AbsorbOff AbsorbMode = AbsorbMode(wire.AbsorbOff)
+)
+
+func (m AbsorbMode) String() string {
+	switch m {
+	case AbsorbInherit:
+		return "inherit"
+	case AbsorbOn:
+		return "on"
+	case AbsorbOff:
+		return "off"
+	}
+	return fmt.Sprintf("AbsorbMode(%d)", uint8(m))
+}
+
+// ParseAbsorbMode parses "on", "off" or "inherit".
+func ParseAbsorbMode(s string) (AbsorbMode, error) {
+	for _, m := range []AbsorbMode{AbsorbOn, AbsorbOff, AbsorbInherit} {
+		if s == m.String() {
+			return m, nil
+		}
+	}
+	return 0, errs.New(errs.Invalid, "client: absorb mode %q is not on, off or inherit", s)
+}
+
+// AbsorbPolicy is the policy in force for a directory and where it comes
+// from.
+type AbsorbPolicy struct {
+	Mode AbsorbMode // AbsorbOn or AbsorbOff
+	From uint64     // the directory that sets it (0: none does)
+}
+
+// SetAbsorb sets directory p's own absorb policy (AbsorbInherit removes
+// it). It applies to files created below p from then on, on each client
+// within a second.
+func (c *Client) SetAbsorb(ctx context.Context, p string, m AbsorbMode) error {
+	a, err := c.resolve(ctx, p, true)
+	if err != nil {
+		return opErr("setabsorb", p, err)
+	}
+	if err := c.metaCall(ctx, wire.OpAbsorbSet, &wire.AbsorbSetReq{Ino: a.Ino, Mode: uint8(m)}, nil); err != nil {
+		return opErr("setabsorb", p, err)
+	}
+	return nil
+}
+
+// GetAbsorb returns the absorb policy in force for directory p.
+func (c *Client) GetAbsorb(ctx context.Context, p string) (AbsorbPolicy, error) {
+	a, err := c.resolve(ctx, p, true)
+	if err != nil {
+		return AbsorbPolicy{}, opErr("getabsorb", p, err)
+	}
+	var r wire.AbsorbPolicy
+	if err := c.metaCall(ctx, wire.OpAbsorbGet, &wire.InoReq{Ino: a.Ino}, &r); err != nil {
+		return AbsorbPolicy{}, opErr("getabsorb", p, err)
+	}
+	return AbsorbPolicy{Mode: AbsorbMode(r.Mode), From: r.From}, nil
+}
+
+// StagedFile is a file with data staged on a client and not yet drained.
+type StagedFile struct {
+	Ino   uint64
+	Owner string // the client's staging area, host-random
+}
+
+// StagedFiles lists the files whose staged data is not yet on the targets,
+// on every client.
+func (c *Client) StagedFiles(ctx context.Context) ([]StagedFile, error) {
+	var r wire.StagedListResp
+	if err := c.metaCall(ctx, wire.OpStagedList, nil, &r); err != nil {
+		return nil, fmt.Errorf("list staged files: %w", err)
+	}
+	out := make([]StagedFile, len(r.Files))
+	for i, f := range r.Files {
+		out[i] = StagedFile{Ino: f.Ino, Owner: f.Owner}
+	}
+	return out, nil
+}
+
+// WaitStaged returns once everything this client staged is durable on the
+// targets and every rename it queued is carried out (at once without a
+// staging area).
+func (c *Client) WaitStaged(ctx context.Context) error {
+	if c.stg == nil {
+		return nil
+	}
+	return c.stg.wait(ctx)
+}
+
+// StagingStats returns the counters of this client's staging area (zero
+// without one).
+func (c *Client) StagingStats() StagingStats {
+	if c.stg == nil {
+		return StagingStats{}
+	}
+	c.stg.mu.Lock()
+	defer c.stg.mu.Unlock()
+	return c.stg.stats
+}
+
+// absorbIn reports whether files created in directory dir are absorbed,
+// trusting an answer for policyTTL.
+func (s *stager) absorbIn(ctx context.Context, dir uint64) (bool, error) {
+	s.mu.Lock()
+	e, ok := s.policy[dir]
+	s.mu.Unlock()
+	if ok && time.Since(e.at) < policyTTL {
+		return e.on, nil
+	}
+	var r wire.AbsorbPolicy
+	if err := s.c.metaCall(ctx, wire.OpAbsorbGet, &wire.InoReq{Ino: dir}, &r); err != nil {
+		if errs.CodeOf(err) == errs.NotSupported {
+			return false, nil // an older service: no policies
+		}
+		return false, err
+	}
+	on := r.Mode == wire.AbsorbOn
+	s.mu.Lock()
+	if len(s.policy) > 4096 {
+		clear(s.policy)
+	}
+	s.policy[dir] = policyEntry{on: on, at: time.Now()}
+	s.mu.Unlock()
+	return on, nil
+}
+
+// stageCreated remembers the directory of a file created through the
+// inode API, for the OpenInode that follows (the mount's create).
+func (c *Client) stageCreated(ino, dir uint64) {
+	if c.stg == nil {
+		return
+	}
+	c.stg.mu.Lock()
+	if len(c.stg.created) > 4096 {
+		clear(c.stg.created)
+	}
+	c.stg.created[ino] = dir
+	c.stg.mu.Unlock()
+}
+
+// stageOpen puts a writable File under the absorb policy when its
+// directory has it: dir is its directory, or 0 to find it from the path
+// the File was opened with (byPath) or from a create through this client.
+func (c *Client) stageOpen(ctx context.Context, f *File, dir uint64, byPath bool) error {
+	s := c.stg
+	if s == nil || !f.writable() {
+		return nil
+	}
+	if _, ok := s.stagedSize(f.ino); ok {
+		// The file has staged data still draining: later writes must
+		// land after it, so they are staged too, whatever the policy.
+		f.stg = &stagedFile{s: s}
+		return nil
+	}
+	if dir == 0 && !byPath {
+		s.mu.Lock()
+		dir = s.created[f.ino]
+		delete(s.created, f.ino)
+		s.mu.Unlock()
+	}
+	if dir == 0 && byPath {
+		d, _, err := c.parent(ctx, f.name)
+		if err != nil {
+			return opErr("open", f.name, err)
+		}
+		dir = d
+	}
+	if dir == 0 {
+		return nil
+	}
+	on, err := s.absorbIn(ctx, dir)
+	if err != nil {
+		return opErr("open", f.name, err)
+	}
+	if on {
+		f.stg = &stagedFile{s: s}
+	}
+	return nil
+}
+
+// awaitStagedLocked makes reads of a file with staged data see it: the
+// File's own open segment is sealed and the file's drain awaited, then
+// the size is learnt again. f.mu is held.
+func (f *File) awaitStagedLocked(ctx context.Context) error {
+	s := f.c.stg
+	if s == nil {
+		return nil
+	}
+	if f.stg != nil && f.stg.seg != nil {
+		if err := f.stg.seal(ctx, f.size); err != nil {
+			return err
+		}
+	}
+	if _, ok := s.stagedSize(f.ino); !ok {
+		return nil
+	}
+	if err := s.waitIno(ctx, f.ino); err != nil {
+		return err
+	}
+	var a wire.Attr
+	if err := f.c.metaCall(ctx, wire.OpGetAttr, &wire.InoReq{Ino: f.ino}, &a); err != nil {
+		return err
+	}
+	f.learn(&a)
+	f.size = max(f.size, int64(a.Size))
+	f.icache = nil
+	return nil
+}
+
+// overlayStaged shows this client's staged data in attributes it got
+// from the metadata service: a file's size counts its staged writes.
+func (c *Client) overlayStaged(a *wire.Attr) {
+	if c.stg == nil || a == nil {
+		return
+	}
+	if size, ok := c.stg.stagedSize(a.Ino); ok && int64(a.Size) < size {
+		a.Size = uint64(size)
+	}
+}
+
+// renameCall sends a rename. Under the absorb policy the metadata service
+// refuses one (errs.Busy) while files it commits are staged: a client
+// with a staging area then queues it durably and returns, one without
+// waits and retries. Renames of a client with queued renames queue behind
+// them, so they keep their order.
+func (c *Client) renameCall(ctx context.Context, req *wire.RenameReq) error {
+	if s := c.stg; s != nil && s.queuedRenames() > 0 {
+		return s.deferRename(req)
+	}
+	backoff := 5 * time.Millisecond
+	for {
+		err := c.metaCall(ctx, wire.OpRename, req, nil)
+		if errs.CodeOf(err) != errs.Busy {
+			return err
+		}
+		if s := c.stg; s != nil {
+			return s.deferRename(req)
+		}
+		select {
+		case <-time.After(backoff):
+		case <-ctx.Done():
+			return err
+		}
+		backoff = min(2*backoff, 200*time.Millisecond)
+	}
+}

@@ -1,0 +1,816 @@
+package client
+
+import (
+	"cmp"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/sluice-fs/sluice/internal/errs"
+	"github.com/sluice-fs/sluice/internal/wire"
+)
+
+// The client side of the checkpoint absorb policy (ADR 0013).
+//
+// A client with Options.StagingDir writes files created under a directory
+// with the absorb policy into its staging area instead of the write-back
+// buffer: Sync and Close (and the mount's flush and fsync) return once the
+// data and a record of it are durable there, and a background drainer
+// writes it to the targets through an ordinary File. The staging area of a
+// client is StagingDir/<FSID>/<host>-<random>/, locked (flock) while the
+// client lives; a client that starts finds the unlocked areas of clients
+// that died on the node, adopts them and drains what they acknowledged.
+//
+// Lock order: File.mu, then stagedIno.mu, then stager.mu.
+
+// drainParallel bounds the segments drained at once.
+const drainParallel = 16
+
+// oNoStage is a private OpenInode flag: the drainer's own Files write to
+// the targets.
+const oNoStage = 1 << 30
+
+// stager is a client's staging area and drainer.
+type stager struct {
+	c    *Client
+	base string // StagingDir/<FSID>
+	own  *stageDir
+	host string
+
+	ctx    context.Context // cancelled by close
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+	sem    chan struct{}
+
+	// Writer activity, for drain pacing (drainpace.go).
+	lastWrite atomic.Int64 // unix ns of the last staged write or seal
+	sealing   atomic.Int32
+
+	// drained is signalled when a segment drains: a queued rename may go.
+	drained chan struct{}
+
+	mu       sync.Mutex
+	cond     *sync.Cond
+	inos     map[uint64]*stagedIno
+	created  map[uint64]uint64 // file created through this client -> its directory
+	renames  []*renameRec      // queued renames, in order
+	renaming bool              // a goroutine works through renames
+	policy   map[uint64]policyEntry
+	stats    StagingStats
+}
+
+// stagedIno is the drain state of one file: its segments not yet drained.
+type stagedIno struct {
+	// mu orders the file's StagedAdd and StagedDone calls with the
+	// counts they follow; held across those calls.
+	mu     sync.Mutex
+	owners map[string]int // pending segments per staging area; guarded by mu
+
+	pending int           // guarded by stager.mu
+	size    int64         // the largest size a pending segment gives the file
+	last    chan struct{} // closed when the newest segment is drained
+}
+
+type policyEntry struct {
+	on bool
+	at time.Time
+}
+
+// policyTTL is how long a client trusts a directory's absorb policy.
+const policyTTL = time.Second
+
+// StagingStats counts a client's staging activity.
+type StagingStats struct {
+	Segments, StagedBytes   int64 // acknowledged from staging
+	Drained, DrainedBytes   int64 // on the targets
+	PendingSegments         int64 // not yet drained
+	RenamesQueued, Renamed  int64
+	DrainErrors, LastErrors int64  // retried drain failures; renames that failed when carried out
+	LastError               string // the last of those errors
+	Adopted                 int64  // segments and renames found in dead clients' areas
+}
+
+// stageDir is one staging area: this client's, or a dead client's being
+// replayed. left counts its records not yet done.
+type stageDir struct {
+	path  string
+	owner string // host/name, the "S" key's owner
+	lock  *os.File
+	seq   atomic.Uint64
+	left  atomic.Int64
+	adopt bool
+}
+
+// segment is the staged data written through one File between two seals:
+// a sparse data file holding each byte at its file offset.
+type segment struct {
+	dir  *stageDir
+	seq  uint64
+	ino  uint64
+	dat  *os.File
+	ext  []stageExtent
+	size int64
+	prev chan struct{} // the file's previous segment drained
+	done chan struct{}
+}
+
+type renameRec struct {
+	dir  *stageDir
+	seq  uint64
+	req  wire.RenameReq
+	done chan struct{}
+}
+
+func recName(seq uint64) string { return fmt.Sprintf("%016x.rec", seq) }
+func datName(seq uint64) string { return fmt.Sprintf("%016x.dat", seq) }
+
+// openStager creates this client's staging area and adopts the areas of
+// dead clients.
+func openStager(c *Client, dir string) (*stager, error) {
+	host, err := os.Hostname()
+	if err != nil {
+		return nil, fmt.Errorf("client: staging: %w", err)
+	}
+	base := filepath.Join(dir, c.FSID())
+	if err := os.MkdirAll(base, 0o700); err != nil {
+		return nil, fmt.Errorf("client: staging: %w", err)
+	}
+	var rnd [6]byte
+	rand.Read(rnd[:])
+	name := strings.ReplaceAll(host, "/", "_") + "-" + hex.EncodeToString(rnd[:])
+	own, err := lockStageDir(base, name, true)
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	s := &stager{c: c, base: base, own: own, host: host, ctx: ctx, cancel: cancel,
+		sem: make(chan struct{}, drainParallel), inos: make(map[uint64]*stagedIno),
+		created: make(map[uint64]uint64), policy: make(map[uint64]policyEntry), drained: make(chan struct{}, 1)}
+	s.cond = sync.NewCond(&s.mu)
+	if err := s.adoptAll(); err != nil {
+		// Stop at once: what was adopted stays for the next client.
+		done, cancel := context.WithCancel(context.Background())
+		cancel()
+		s.close(done)
+		return nil, err
+	}
+	return s, nil
+}
+
+// lockStageDir locks area base/name. With create it makes the area, its
+// LOCK file appearing already locked (locked under a temporary name in
+// base, then renamed in), so that a client starting at the same moment
+// never takes a new area for a dead one. Without create it returns nil,
+// nil when another process holds the area or its LOCK is not there yet.
+func lockStageDir(base, name string, create bool) (*stageDir, error) {
+	p := filepath.Join(base, name)
+	if create {
+		if err := os.Mkdir(p, 0o700); err != nil {
+			return nil, fmt.Errorf("client: staging: %w", err)
+		}
+		tmp := filepath.Join(base, "."+name+".lock")
+		lf, err := os.OpenFile(tmp, os.O_CREATE|os.O_EXCL|os.O_RDWR, 0o600)
+		if err != nil {
+			return nil, fmt.Errorf("client: staging: %w", err)
+		}
+		err = syscall.Flock(int(lf.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
+		if err == nil {
+			err = os.Rename(tmp, filepath.Join(p, "LOCK"))
+		}
+		if err == nil {
+			err = syncDir(p)
+		}
+		if err == nil {
+			err = syncDir(base)
+		}
+		if err != nil {
+			lf.Close()
+			return nil, fmt.Errorf("client: staging: lock %s: %w", p, err)
+		}
+		return &stageDir{path: p, owner: name, lock: lf}, nil
+	}
+	lf, err := os.OpenFile(filepath.Join(p, "LOCK"), os.O_RDWR, 0)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("client: staging: %w", err)
+	}
+	if err := syscall.Flock(int(lf.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		lf.Close()
+		if errors.Is(err, syscall.EWOULDBLOCK) {
+			return nil, nil
+		}
+		return nil, fmt.Errorf("client: staging: lock %s: %w", p, err)
+	}
+	return &stageDir{path: p, owner: name, lock: lf}, nil
+}
+
+// leftoverAge is how old a half-made area (no LOCK) or a temporary lock
+// file must be before a starting client removes it: older than any
+// client's start-up.
+const leftoverAge = time.Minute
+
+func (s *stager) ownerOf(d *stageDir) string { return d.owner }
+
+// adoptAll replays the staging areas whose owner died: their segments are
+// drained and their renames carried out, in each area's order, before any
+// record of this client that depends on them.
+func (s *stager) adoptAll() error {
+	ents, err := os.ReadDir(s.base)
+	if err != nil {
+		return fmt.Errorf("client: staging: %w", err)
+	}
+	for _, e := range ents {
+		p := filepath.Join(s.base, e.Name())
+		if fi, err := e.Info(); err == nil && time.Since(fi.ModTime()) > leftoverAge {
+			if !e.IsDir() && strings.HasSuffix(e.Name(), ".lock") {
+				os.Remove(p) // a client died making its area
+				continue
+			}
+			if _, err := os.Stat(filepath.Join(p, "LOCK")); e.IsDir() && errors.Is(err, fs.ErrNotExist) {
+				os.Remove(p) // empty: nothing was ever staged there
+				continue
+			}
+		}
+		if !e.IsDir() || e.Name() == filepath.Base(s.own.path) {
+			continue
+		}
+		d, err := lockStageDir(s.base, e.Name(), false)
+		if err != nil {
+			return err
+		}
+		if d == nil {
+			continue // a live client's, or one being made
+		}
+		d.adopt = true
+		if err := s.adopt(d); err != nil {
+			d.lock.Close()
+			return err
+		}
+	}
+	return nil
+}
+
+func (s *stager) adopt(d *stageDir) error {
+	ents, err := os.ReadDir(d.path)
+	if err != nil {
+		return fmt.Errorf("client: staging: adopt %s: %w", d.path, err)
+	}
+	var recs []stageRec
+	recSeen := make(map[uint64]bool)
+	for _, e := range ents {
+		n := e.Name()
+		if strings.HasSuffix(n, ".rec") {
+			b, err := os.ReadFile(filepath.Join(d.path, n))
+			if err != nil {
+				return fmt.Errorf("client: staging: adopt: %w", err)
+			}
+			r, err := decodeStageRec(b)
+			if err != nil {
+				return fmt.Errorf("client: staging: adopt %s: %w", filepath.Join(d.path, n), err)
+			}
+			recs = append(recs, r)
+			recSeen[r.Seq] = true
+		}
+	}
+	// Data files without a record and temporary files were never
+	// acknowledged.
+	for _, e := range ents {
+		n := e.Name()
+		if strings.HasSuffix(n, ".tmp") {
+			os.Remove(filepath.Join(d.path, n))
+		}
+		if strings.HasSuffix(n, ".dat") {
+			if seq, err := strconv.ParseUint(strings.TrimSuffix(n, ".dat"), 16, 64); err != nil || !recSeen[seq] {
+				os.Remove(filepath.Join(d.path, n))
+			}
+		}
+	}
+	slices.SortFunc(recs, func(a, b stageRec) int { return cmp.Compare(a.Seq, b.Seq) })
+	d.left.Add(int64(len(recs)) + 1) // +1 until the loop below is done
+	for _, r := range recs {
+		s.mu.Lock()
+		s.stats.Adopted++
+		s.mu.Unlock()
+		switch r.Kind {
+		case recSegment:
+			dat, err := os.Open(filepath.Join(d.path, datName(r.Seq)))
+			if err != nil {
+				return fmt.Errorf("client: staging: adopt segment %d of %s: %w", r.Seq, d.path, err)
+			}
+			seg := &segment{dir: d, seq: r.Seq, ino: r.Ino, dat: dat, ext: r.Extents, size: r.Size, done: make(chan struct{})}
+			if err := s.commit(s.ctx, seg); err != nil {
+				return err
+			}
+		case recRename:
+			s.queueRename(&renameRec{dir: d, seq: r.Seq, req: r.Rename, done: make(chan struct{})})
+		}
+	}
+	s.doneRec(d)
+	return nil
+}
+
+// doneRec counts a record of d done; an adopted area with none left is
+// removed.
+func (s *stager) doneRec(d *stageDir) {
+	if d.left.Add(-1) != 0 || !d.adopt {
+		return
+	}
+	os.RemoveAll(d.path)
+	syncDir(s.base)
+	d.lock.Close()
+}
+
+// writeRec writes a record durably: a temporary file, synced, renamed
+// into place, and the directory synced.
+func writeRec(dir string, r *stageRec) error {
+	name := filepath.Join(dir, recName(r.Seq))
+	tmp := name + ".tmp"
+	f, err := os.OpenFile(tmp, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o600)
+	if err != nil {
+		return err
+	}
+	_, err = f.Write(r.encode())
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(tmp, name)
+	}
+	if err == nil {
+		err = syncDir(dir)
+	}
+	if err != nil {
+		os.Remove(tmp)
+		return stagingErr("write record "+name, err)
+	}
+	return nil
+}
+
+func syncDir(p string) error {
+	d, err := os.Open(p)
+	if err != nil {
+		return err
+	}
+	err = d.Sync()
+	d.Close()
+	return err
+}
+
+// stagedFile is the staging state of a File under the absorb policy
+// (guarded by File.mu).
+type stagedFile struct {
+	s   *stager
+	seg *segment // the segment being written, nil until the next write
+}
+
+// write stores p at off in the open segment.
+func (sf *stagedFile) write(ino uint64, p []byte, off int64) (int, error) {
+	if sf.seg == nil {
+		d := sf.s.own
+		seq := d.seq.Add(1)
+		dat, err := os.OpenFile(filepath.Join(d.path, datName(seq)), os.O_CREATE|os.O_RDWR|os.O_EXCL, 0o600)
+		if err != nil {
+			return 0, stagingErr("create", err)
+		}
+		sf.seg = &segment{dir: d, seq: seq, ino: ino, dat: dat, done: make(chan struct{})}
+	}
+	seg := sf.seg
+	sf.s.lastWrite.Store(time.Now().UnixNano())
+	n, err := seg.dat.WriteAt(p, off)
+	if n > 0 {
+		seg.ext = addExtent(seg.ext, off, int64(n))
+	}
+	if err != nil {
+		return n, stagingErr("write", err)
+	}
+	return n, nil
+}
+
+// stagingErr classes an error of the staging disk: a full one is
+// errs.NoSpace (ENOSPC to the application), as a full target would be.
+func stagingErr(op string, err error) error {
+	if errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT) {
+		return errs.New(errs.NoSpace, "client: staging: %s: %v", op, err)
+	}
+	return fmt.Errorf("client: staging: %s: %w", op, err)
+}
+
+// seal makes the open segment durable in the staging area, marks the file
+// staged in the metadata and hands the segment to the drainer. size is
+// the File's size.
+func (sf *stagedFile) seal(ctx context.Context, size int64) error {
+	seg := sf.seg
+	if seg == nil {
+		return nil
+	}
+	sf.seg = nil
+	seg.size = size
+	sf.s.sealing.Add(1)
+	defer func() {
+		sf.s.lastWrite.Store(time.Now().UnixNano())
+		sf.s.sealing.Add(-1)
+	}()
+	if err := seg.dat.Sync(); err != nil {
+		seg.dat.Close()
+		os.Remove(seg.dat.Name())
+		return stagingErr("sync "+seg.dat.Name(), err)
+	}
+	rec := stageRec{Kind: recSegment, Seq: seg.seq, Ino: seg.ino, Size: size, Extents: seg.ext}
+	if err := writeRec(seg.dir.path, &rec); err != nil {
+		seg.dat.Close()
+		os.Remove(seg.dat.Name())
+		return err
+	}
+	seg.dir.left.Add(1)
+	if err := sf.s.commit(ctx, seg); err != nil {
+		// The record stays: the next client to start on this node
+		// drains it.
+		return err
+	}
+	var bytes int64
+	for _, x := range seg.ext {
+		bytes += x.Len
+	}
+	sf.s.mu.Lock()
+	sf.s.stats.Segments++
+	sf.s.stats.StagedBytes += bytes
+	sf.s.mu.Unlock()
+	return nil
+}
+
+// commit marks seg's file staged (the first pending segment of the file
+// tells the metadata service) and starts its drain after the file's
+// previous segment.
+func (s *stager) commit(ctx context.Context, seg *segment) error {
+	s.mu.Lock()
+	st := s.inos[seg.ino]
+	if st == nil {
+		st = &stagedIno{owners: make(map[string]int)}
+		s.inos[seg.ino] = st
+	}
+	st.pending++
+	st.size = max(st.size, seg.size)
+	seg.prev, st.last = st.last, seg.done
+	s.stats.PendingSegments++
+	s.mu.Unlock()
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	st.owners[seg.dir.owner]++
+	if st.owners[seg.dir.owner] == 1 {
+		err := s.c.metaCall(ctx, wire.OpStagedAdd, &wire.StagedReq{Ino: seg.ino, Owner: s.ownerOf(seg.dir)}, nil)
+		if err != nil && errs.CodeOf(err) != errs.NotFound {
+			// The segment stays queued and drains; only the guard
+			// against an early commit is missing, so say so.
+			s.startDrain(seg)
+			return fmt.Errorf("client: staging: mark inode %d staged: %w", seg.ino, err)
+		}
+	}
+	s.startDrain(seg)
+	return nil
+}
+
+func (s *stager) startDrain(seg *segment) {
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		if seg.prev != nil {
+			select {
+			case <-seg.prev:
+			case <-s.ctx.Done():
+				return
+			}
+		}
+		select {
+		case s.sem <- struct{}{}:
+		case <-s.ctx.Done():
+			return
+		}
+		err := s.drainRetry(seg)
+		<-s.sem
+		if err != nil {
+			return // closing: the record stays for the next client
+		}
+		s.finish(seg)
+	}()
+}
+
+// drainRetry drains seg until it succeeds or the stager closes: the data
+// is safe in the staging area meanwhile.
+func (s *stager) drainRetry(seg *segment) error {
+	backoff := 10 * time.Millisecond
+	for {
+		err := s.drain(s.ctx, seg)
+		if err == nil {
+			return nil
+		}
+		if s.ctx.Err() != nil {
+			return err
+		}
+		s.mu.Lock()
+		s.stats.DrainErrors++
+		s.stats.LastError = err.Error()
+		s.mu.Unlock()
+		select {
+		case <-time.After(backoff):
+		case <-s.ctx.Done():
+			return err
+		}
+		backoff = min(2*backoff, time.Second)
+	}
+}
+
+// drain writes seg's extents to the file on the targets and syncs them.
+// A file removed meanwhile needs nothing.
+func (s *stager) drain(ctx context.Context, seg *segment) error {
+	var wa wire.Attr // not GetAttrIno: no staged size overlaid
+	err := s.c.metaCall(ctx, wire.OpGetAttr, &wire.InoReq{Ino: seg.ino}, &wa)
+	if errs.CodeOf(err) == errs.NotFound {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	a := inodeAttr(&wa)
+	if !a.IsRegular() {
+		return nil // the inode number is never reused: not this file
+	}
+	f, err := s.c.OpenInode(ctx, a, O_WRONLY|oNoStage)
+	if err != nil {
+		return err
+	}
+	bufSize := s.c.opts.WriteBuffer
+	buf := make([]byte, bufSize)
+	var waited time.Duration // yielded to writers, in all
+	for _, x := range seg.ext {
+		for off := x.Off; off < x.Off+x.Len; {
+			n := int(min(int64(bufSize), x.Off+x.Len-off))
+			if _, err := seg.dat.ReadAt(buf[:n], off); err != nil && !errors.Is(err, io.EOF) {
+				f.Release(ctx, false)
+				return fmt.Errorf("client: staging: read %s: %w", seg.dat.Name(), err)
+			}
+			if err := s.pace(ctx, &waited); err != nil {
+				f.Release(ctx, false)
+				return err
+			}
+			if _, err := f.WriteAtContext(ctx, buf[:n], off); err != nil {
+				f.Release(ctx, false)
+				return err
+			}
+			off += int64(n)
+		}
+	}
+	err = f.Release(ctx, true)
+	if errs.CodeOf(err) == errs.NotFound {
+		return nil // removed while draining
+	}
+	return err
+}
+
+// pace waits while drainGate says the writers need the node; *waited
+// accumulates the segment's waiting.
+func (s *stager) pace(ctx context.Context, waited *time.Duration) error {
+	start := time.Now()
+	for {
+		now := time.Now()
+		ok, retry := drainGate(now, time.Unix(0, s.lastWrite.Load()), int(s.sealing.Load()), *waited+now.Sub(start))
+		if ok {
+			*waited += now.Sub(start)
+			return nil
+		}
+		select {
+		case <-time.After(retry):
+		case <-ctx.Done():
+			*waited += time.Since(start)
+			return ctx.Err()
+		}
+	}
+}
+
+// finish retires a drained segment: the file's staged mark goes with its
+// last segment, then the record and the data file.
+func (s *stager) finish(seg *segment) {
+	var bytes int64
+	for _, x := range seg.ext {
+		bytes += x.Len
+	}
+	s.mu.Lock()
+	st := s.inos[seg.ino]
+	s.mu.Unlock()
+	st.mu.Lock()
+	st.owners[seg.dir.owner]--
+	cleared := true
+	if st.owners[seg.dir.owner] == 0 {
+		backoff := 10 * time.Millisecond
+		for {
+			err := s.c.metaCall(s.ctx, wire.OpStagedDone, &wire.StagedReq{Ino: seg.ino, Owner: s.ownerOf(seg.dir)}, nil)
+			if err == nil {
+				break
+			}
+			if s.ctx.Err() != nil {
+				cleared = false // the record stays: the next client drains it again
+				break
+			}
+			time.Sleep(backoff)
+			backoff = min(2*backoff, time.Second)
+		}
+	}
+	if !cleared {
+		st.owners[seg.dir.owner]++ // still marked; the record stays
+	}
+	s.mu.Lock()
+	st.pending--
+	if st.pending == 0 && s.inos[seg.ino] == st {
+		delete(s.inos, seg.ino)
+	}
+	s.stats.Drained++
+	s.stats.DrainedBytes += bytes
+	s.stats.PendingSegments--
+	s.mu.Unlock()
+	st.mu.Unlock()
+
+	seg.dat.Close()
+	if cleared {
+		os.Remove(filepath.Join(seg.dir.path, recName(seg.seq)))
+		os.Remove(seg.dat.Name())
+		syncDir(seg.dir.path)
+	}
+	close(seg.done)
+	select {
+	case s.drained <- struct{}{}:
+	default:
+	}
+	s.mu.Lock()
+	s.cond.Broadcast()
+	s.mu.Unlock()
+	if cleared {
+		s.doneRec(seg.dir)
+	}
+}
+
+// queueRename adds r to the rename queue and starts its worker.
+func (s *stager) queueRename(r *renameRec) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.renames = append(s.renames, r)
+	s.stats.RenamesQueued++
+	if !s.renaming {
+		s.renaming = true
+		s.wg.Add(1)
+		go s.runRenames()
+	}
+}
+
+// deferRename records a rename durably and queues it: it is carried out
+// after every rename queued before it, once the metadata service accepts
+// it (no staged file left in the scope it commits).
+func (s *stager) deferRename(req *wire.RenameReq) error {
+	d := s.own
+	r := &renameRec{dir: d, seq: d.seq.Add(1), req: *req, done: make(chan struct{})}
+	if err := writeRec(d.path, &stageRec{Kind: recRename, Seq: r.seq, Rename: *req}); err != nil {
+		return err
+	}
+	d.left.Add(1)
+	s.queueRename(r)
+	return nil
+}
+
+func (s *stager) runRenames() {
+	defer s.wg.Done()
+	for {
+		s.mu.Lock()
+		if len(s.renames) == 0 || s.ctx.Err() != nil {
+			s.renaming = false
+			s.mu.Unlock()
+			return
+		}
+		r := s.renames[0]
+		s.mu.Unlock()
+		backoff := 5 * time.Millisecond
+		var err error
+		for {
+			err = s.c.metaCall(s.ctx, wire.OpRename, &r.req, nil)
+			if errs.CodeOf(err) != errs.Busy && errs.CodeOf(err) != errs.Unavailable {
+				break
+			}
+			// Retry when a segment of this client drains, or after a
+			// backoff for those of other clients.
+			select {
+			case <-s.drained:
+			case <-time.After(backoff):
+			case <-s.ctx.Done():
+				s.mu.Lock()
+				s.renaming = false
+				s.mu.Unlock()
+				return // the record stays for the next client
+			}
+			backoff = min(2*backoff, 200*time.Millisecond)
+		}
+		os.Remove(filepath.Join(r.dir.path, recName(r.seq)))
+		syncDir(r.dir.path)
+		s.mu.Lock()
+		s.renames = s.renames[1:]
+		s.stats.Renamed++
+		if err != nil {
+			// The source vanished or the target cannot be replaced:
+			// what rename(2) would have said, too late to say it.
+			s.stats.LastErrors++
+			s.stats.LastError = err.Error()
+		}
+		close(r.done)
+		s.cond.Broadcast()
+		s.mu.Unlock()
+		s.doneRec(r.dir)
+	}
+}
+
+// idle reports whether nothing is staged or queued.
+func (s *stager) idleLocked() bool { return len(s.inos) == 0 && len(s.renames) == 0 }
+
+// wait returns when nothing is staged or queued, or ctx ends.
+func (s *stager) wait(ctx context.Context) error {
+	stop := context.AfterFunc(ctx, func() {
+		s.mu.Lock()
+		s.cond.Broadcast()
+		s.mu.Unlock()
+	})
+	defer stop()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for !s.idleLocked() {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		s.cond.Wait()
+	}
+	return nil
+}
+
+// waitIno returns when file ino has no segment left to drain.
+func (s *stager) waitIno(ctx context.Context, ino uint64) error {
+	s.mu.Lock()
+	st := s.inos[ino]
+	var last chan struct{}
+	if st != nil {
+		last = st.last
+	}
+	s.mu.Unlock()
+	if last == nil {
+		return nil
+	}
+	select {
+	case <-last:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// stagedSize returns the size file ino has once its staged data drains.
+func (s *stager) stagedSize(ino uint64) (int64, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if st := s.inos[ino]; st != nil {
+		return st.size, true
+	}
+	return 0, false
+}
+
+func (s *stager) queuedRenames() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.renames)
+}
+
+// close waits (until ctx ends) for the drains and renames, then stops
+// the rest, which stay in the staging area for the next client.
+func (s *stager) close(ctx context.Context) {
+	s.wait(ctx)
+	s.cancel()
+	s.wg.Wait()
+	s.mu.Lock()
+	idle := s.idleLocked()
+	s.mu.Unlock()
+	if idle && s.own.left.Load() == 0 {
+		os.RemoveAll(s.own.path)
+		syncDir(s.base)
+	}
+	s.own.lock.Close()
+}

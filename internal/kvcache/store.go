@@ -1,0 +1,469 @@
+package kvcache
+
+import (
+	"bytes"
+	"container/list"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/sluice-fs/sluice/internal/errs"
+	"github.com/sluice-fs/sluice/internal/wire"
+)
+
+// leaseTime is how long a read that stops before a value's end protects
+// the value from eviction, waiting for the reads of the rest.
+const leaseTime = 30 * time.Second
+
+// share is one store's share on one target: a directory of value files
+// and an index of them in memory. Safe for concurrent use.
+//
+// A put writes its parts to a file in tmp/ and, when complete, renames it
+// into v/ under the index's lock, which makes keys write-once: of two puts
+// of one key, the first to complete stores its value and the other learns
+// KVExisted. Files are not synced: a value survives a crash of the
+// process, not necessarily of the machine (it is a cache).
+type share struct {
+	dir string
+	cfg wire.KVConfig
+	now func() time.Time
+
+	mu      sync.Mutex
+	idx     map[string]*entry
+	lru     *list.List // of *entry, most recently used first
+	used    uint64
+	uploads map[upKey]*upload
+	st      wire.KVStatResp
+}
+
+type entry struct {
+	key        string
+	size       uint64
+	created    int64
+	expires    int64
+	sums       []uint32
+	hdr        int64 // header length: the value starts there
+	pins       int   // reads in progress
+	leaseUntil time.Time
+	elem       *list.Element
+}
+
+type upKey struct {
+	key string
+	id  uint64
+}
+
+type upload struct {
+	f     *os.File
+	total uint64
+	got   uint64
+	sums  []uint32
+	hdr   int64
+}
+
+func keyFile(key string) string {
+	sum := sha256.Sum256([]byte(key))
+	h := hex.EncodeToString(sum[:])
+	return filepath.Join(h[:2], h)
+}
+
+func (s *share) valuePath(key string) string { return filepath.Join(s.dir, "v", keyFile(key)) }
+
+func (e *entry) live(now time.Time) bool { return e.expires == 0 || e.expires > now.UnixNano() }
+
+func checkKey(key string) error {
+	if key == "" || len(key) > MaxKey {
+		return errs.New(errs.Invalid, "kvcache: key of %d bytes (1 to %d)", len(key), MaxKey)
+	}
+	return nil
+}
+
+// openShare opens (creating with cfg when create is set) the share in dir,
+// indexing the values it holds.
+func openShare(dir string, cfg *wire.KVConfig, now func() time.Time) (*share, error) {
+	s := &share{dir: dir, now: now, idx: make(map[string]*entry), lru: list.New(), uploads: make(map[upKey]*upload)}
+	cfgPath := filepath.Join(dir, "config")
+	if cfg != nil {
+		if err := os.MkdirAll(filepath.Join(dir, "v"), 0o755); err != nil {
+			return nil, fmt.Errorf("kvcache: %w", err)
+		}
+		b := wire.Marshal(cfg)
+		b = append(b, 0, 0, 0, 0)
+		crcPut(b)
+		if err := writeFileSync(cfgPath, b); err != nil {
+			return nil, err
+		}
+		s.cfg = *cfg
+	} else {
+		b, err := os.ReadFile(cfgPath)
+		if err != nil {
+			return nil, fmt.Errorf("kvcache: %w", err)
+		}
+		if len(b) < 4 || !crcOK(b) {
+			return nil, errs.New(errs.Corruption, "kvcache: %s fails its checksum", cfgPath)
+		}
+		if err := wire.Unmarshal(b[:len(b)-4], &s.cfg); err != nil {
+			return nil, fmt.Errorf("kvcache: %s: %w", cfgPath, err)
+		}
+	}
+	os.RemoveAll(filepath.Join(dir, "tmp")) // unfinished uploads
+	if err := os.MkdirAll(filepath.Join(dir, "tmp"), 0o755); err != nil {
+		return nil, fmt.Errorf("kvcache: %w", err)
+	}
+	if err := s.load(); err != nil {
+		return nil, err
+	}
+	s.st.Config = s.cfg
+	return s, nil
+}
+
+func crcPut(b []byte) {
+	n := len(b) - 4
+	v := crc32.Checksum(b[:n], castagnoli)
+	b[n], b[n+1], b[n+2], b[n+3] = byte(v), byte(v>>8), byte(v>>16), byte(v>>24)
+}
+
+func crcOK(b []byte) bool {
+	n := len(b) - 4
+	v := crc32.Checksum(b[:n], castagnoli)
+	return b[n] == byte(v) && b[n+1] == byte(v>>8) && b[n+2] == byte(v>>16) && b[n+3] == byte(v>>24)
+}
+
+func writeFileSync(p string, b []byte) error {
+	tmp := p + ".tmp"
+	f, err := os.Create(tmp)
+	if err == nil {
+		_, err = f.Write(b)
+		if err == nil {
+			err = f.Sync()
+		}
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+	}
+	if err == nil {
+		err = os.Rename(tmp, p)
+	}
+	if err != nil {
+		return fmt.Errorf("kvcache: write %s: %w", p, err)
+	}
+	return nil
+}
+
+// load indexes the value files, oldest first in LRU order (the order of
+// use is not persisted). A file whose header fails its checks is removed:
+// the cache forgets that value.
+func (s *share) load() error {
+	var es []*entry
+	err := filepath.WalkDir(filepath.Join(s.dir, "v"), func(p string, d os.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		f, err := os.Open(p)
+		if err != nil {
+			return err
+		}
+		buf := make([]byte, fixedHeader+MaxKey+4*blocks(MaxValue)+4)
+		n, _ := io.ReadFull(f, buf)
+		fi, serr := f.Stat()
+		f.Close()
+		h, hl, err := decodeHeader(buf[:n])
+		if err != nil || serr != nil || fi.Size() != hl+int64(h.Len) || filepath.Base(p) != filepath.Base(keyFile(h.Key)) {
+			os.Remove(p)
+			return nil
+		}
+		es = append(es, &entry{key: h.Key, size: h.Len, created: h.Created, expires: h.Expires, sums: h.Sums, hdr: hl})
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("kvcache: load %s: %w", s.dir, err)
+	}
+	sort.Slice(es, func(i, j int) bool { return es[i].created > es[j].created })
+	for _, e := range es {
+		e.elem = s.lru.PushBack(e)
+		s.idx[e.key] = e
+		s.used += e.size
+	}
+	return nil
+}
+
+// put receives one part of a value.
+func (s *share) put(m *wire.KVPutReq, data []byte) (uint8, error) {
+	if err := checkKey(m.Key); err != nil {
+		return 0, err
+	}
+	switch {
+	case m.Total > MaxValue:
+		return 0, errs.New(errs.TooBig, "kvcache: value of %d bytes is over the limit of %d", m.Total, MaxValue)
+	case m.Off+uint64(len(data)) > m.Total || m.Off%blockSize != 0 || (len(data)%blockSize != 0 && m.Off+uint64(len(data)) != m.Total):
+		return 0, errs.New(errs.Invalid, "kvcache: put part [%d, +%d) of a %d-byte value: parts start on 1 MiB boundaries and only the last is short", m.Off, len(data), m.Total)
+	}
+	now := s.now()
+	s.mu.Lock()
+	if e := s.idx[m.Key]; e != nil && e.live(now) {
+		s.mu.Unlock()
+		return wire.KVExisted, nil
+	}
+	uk := upKey{m.Key, m.Upload}
+	up := s.uploads[uk]
+	if up == nil {
+		if m.Total > s.cfg.Capacity {
+			s.st.Refused++
+			s.mu.Unlock()
+			return 0, errs.New(errs.NoSpace, "kvcache: value of %d bytes is over the share's capacity of %d", m.Total, s.cfg.Capacity)
+		}
+		f, err := os.CreateTemp(filepath.Join(s.dir, "tmp"), "put-")
+		if err != nil {
+			s.mu.Unlock()
+			return 0, fmt.Errorf("kvcache: %w", err)
+		}
+		up = &upload{f: f, total: m.Total, sums: make([]uint32, blocks(m.Total)), hdr: headerLen(len(m.Key), m.Total)}
+		s.uploads[uk] = up
+	}
+	s.mu.Unlock()
+	if up.total != m.Total {
+		return 0, errs.New(errs.Invalid, "kvcache: put of %q: parts disagree on the length", m.Key)
+	}
+	if _, err := up.f.WriteAt(data, up.hdr+int64(m.Off)); err != nil {
+		s.dropUpload(uk, up)
+		if errors.Is(err, os.ErrClosed) {
+			return 0, errs.New(errs.Invalid, "kvcache: put of %q: upload %d already ended", m.Key, m.Upload)
+		}
+		return 0, fmt.Errorf("kvcache: put %q: %w", m.Key, err)
+	}
+	for i := 0; i < len(data); i += blockSize {
+		up.sums[(m.Off+uint64(i))/blockSize] = crc32.Checksum(data[i:min(i+blockSize, len(data))], castagnoli)
+	}
+	s.mu.Lock()
+	up.got += uint64(len(data))
+	done := up.got >= up.total
+	s.mu.Unlock()
+	if !done {
+		return wire.KVPart, nil
+	}
+	return s.commit(m.Key, uk, up, now)
+}
+
+func (s *share) dropUpload(uk upKey, up *upload) {
+	s.mu.Lock()
+	if s.uploads[uk] == up {
+		delete(s.uploads, uk)
+	}
+	s.mu.Unlock()
+	up.f.Close()
+	os.Remove(up.f.Name())
+}
+
+// commit stores a complete upload, evicting what the watermarks say.
+func (s *share) commit(key string, uk upKey, up *upload, now time.Time) (uint8, error) {
+	h := header{Key: key, Len: up.total, Created: now.UnixNano(), Sums: up.sums}
+	if s.cfg.TTL > 0 {
+		h.Expires = h.Created + s.cfg.TTL
+	}
+	if _, err := up.f.WriteAt(h.encode(), 0); err != nil {
+		s.dropUpload(uk, up)
+		return 0, fmt.Errorf("kvcache: put %q: %w", key, err)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.uploads, uk)
+	defer up.f.Close()
+	if e := s.idx[key]; e != nil && e.live(now) {
+		os.Remove(up.f.Name())
+		return wire.KVExisted, nil // another put of the key completed first
+	}
+	cands := make([]candidate, 0, s.lru.Len())
+	for el := s.lru.Back(); el != nil; el = el.Prev() {
+		e := el.Value.(*entry)
+		cands = append(cands, candidate{Key: e.key, Size: e.size, Expired: !e.live(now), Leased: e.pins > 0 || e.leaseUntil.After(now)})
+	}
+	victims, ok := planEviction(cands, s.used, up.total, s.cfg.Capacity)
+	if !ok {
+		s.st.Refused++
+		os.Remove(up.f.Name())
+		return 0, errs.New(errs.NoSpace, "kvcache: no room for %d bytes: the share holds %d of %d and the rest is being read", up.total, s.used, s.cfg.Capacity)
+	}
+	for _, k := range victims {
+		e := s.idx[k]
+		if !e.live(now) {
+			s.st.Expired++
+		} else {
+			s.st.Evictions++
+		}
+		s.removeLocked(e)
+	}
+	p := s.valuePath(key)
+	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+		os.Remove(up.f.Name())
+		return 0, fmt.Errorf("kvcache: %w", err)
+	}
+	if old := s.idx[key]; old != nil {
+		s.removeLocked(old) // expired
+	}
+	if err := os.Rename(up.f.Name(), p); err != nil {
+		os.Remove(up.f.Name())
+		return 0, fmt.Errorf("kvcache: put %q: %w", key, err)
+	}
+	e := &entry{key: key, size: up.total, created: h.Created, expires: h.Expires, sums: h.Sums, hdr: up.hdr}
+	e.elem = s.lru.PushFront(e)
+	s.idx[key] = e
+	s.used += e.size
+	s.st.Puts++
+	return wire.KVStored, nil
+}
+
+func (s *share) removeLocked(e *entry) {
+	os.Remove(s.valuePath(e.key))
+	s.lru.Remove(e.elem)
+	delete(s.idx, e.key)
+	s.used -= e.size
+}
+
+// get reads [off, off+n) of a value into a new buffer, checking the
+// checksums of every block it touches.
+func (s *share) get(key string, off, n uint64) ([]byte, uint64, error) {
+	now := s.now()
+	s.mu.Lock()
+	s.st.Gets++
+	e := s.idx[key]
+	if e == nil || !e.live(now) {
+		s.mu.Unlock()
+		return nil, 0, errs.New(errs.NotFound, "kvcache: no value for key %q", key)
+	}
+	s.st.Hits++
+	if off > e.size {
+		s.mu.Unlock()
+		return nil, 0, errs.New(errs.Range, "kvcache: read at %d of a %d-byte value", off, e.size)
+	}
+	n = min(n, e.size-off)
+	if off+n < e.size {
+		e.leaseUntil = now.Add(leaseTime) // the rest is to be read
+	} else {
+		e.leaseUntil = time.Time{}
+	}
+	e.pins++
+	s.lru.MoveToFront(e.elem)
+	f, err := os.Open(s.valuePath(key)) // under the lock: eviction cannot unlink it first
+	s.mu.Unlock()
+	defer func() {
+		s.mu.Lock()
+		e.pins--
+		s.mu.Unlock()
+	}()
+	if err != nil {
+		return nil, 0, fmt.Errorf("kvcache: get %q: %w", key, err)
+	}
+	defer f.Close()
+	// Read whole blocks to check them.
+	first, last := off/blockSize, (off+n+blockSize-1)/blockSize
+	start, end := first*blockSize, min(last*blockSize, e.size)
+	buf := make([]byte, end-start)
+	if _, err := f.ReadAt(buf, e.hdr+int64(start)); err != nil {
+		return nil, 0, fmt.Errorf("kvcache: get %q: %w", key, err)
+	}
+	for b := first; b < last; b++ {
+		blk := buf[(b-first)*blockSize : min((b-first+1)*blockSize, uint64(len(buf)))]
+		if crc32.Checksum(blk, castagnoli) != e.sums[b] {
+			return nil, 0, errs.New(errs.Corruption, "kvcache: value of %q in %s: block %d fails its checksum", key, s.dir, b)
+		}
+	}
+	return buf[off-start : off-start+n], e.size, nil
+}
+
+func (s *share) exists(keys []string) []bool {
+	now := s.now()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([]bool, len(keys))
+	for i, k := range keys {
+		e := s.idx[k]
+		out[i] = e != nil && e.live(now)
+	}
+	return out
+}
+
+func (s *share) del(keys []string) uint32 {
+	now := s.now()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var n uint32
+	for _, k := range keys {
+		if e := s.idx[k]; e != nil {
+			if e.live(now) {
+				n++
+			}
+			s.removeLocked(e)
+			s.st.Deletes++
+		}
+	}
+	return n
+}
+
+func (s *share) list(after string, limit int) wire.KVListResp {
+	now := s.now()
+	s.mu.Lock()
+	keys := make([]string, 0, len(s.idx))
+	for k, e := range s.idx {
+		if k > after && e.live(now) {
+			keys = append(keys, k)
+		}
+	}
+	slices.Sort(keys)
+	var r wire.KVListResp
+	if limit <= 0 || limit > 10000 {
+		limit = 10000
+	}
+	if len(keys) > limit {
+		keys, r.More = keys[:limit], true
+	}
+	for _, k := range keys {
+		e := s.idx[k]
+		r.Entries = append(r.Entries, wire.KVEntry{Key: k, Size: e.size, Created: e.created})
+	}
+	s.mu.Unlock()
+	return r
+}
+
+func (s *share) stat() wire.KVStatResp {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	r := s.st
+	r.Keys, r.Used = uint64(len(s.idx)), s.used
+	return r
+}
+
+func (s *share) close() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for k, up := range s.uploads {
+		up.f.Close()
+		os.Remove(up.f.Name())
+		delete(s.uploads, k)
+	}
+}
+
+// validStore checks a store name: 1 to 64 of [A-Za-z0-9._-], not "." or "..".
+func validStore(name string) error {
+	ok := name != "" && len(name) <= 64 && name != "." && name != ".." &&
+		strings.IndexFunc(name, func(r rune) bool {
+			return !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '.' || r == '_' || r == '-')
+		}) < 0
+	if !ok {
+		return errs.New(errs.Invalid, "kvcache: store name %q (1 to 64 of A-Z a-z 0-9 . _ -)", name)
+	}
+	return nil
+}
+
+func sameConfig(a, b *wire.KVConfig) bool {
+	return bytes.Equal(wire.Marshal(a), wire.Marshal(b))
+}

@@ -1,0 +1,188 @@
+package kvcache
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/sluice-fs/sluice/internal/errs"
+	"github.com/sluice-fs/sluice/internal/placement"
+	"github.com/sluice-fs/sluice/internal/wire"
+)
+
+type clock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func (c *clock) now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
+func (c *clock) add(d time.Duration) {
+	c.mu.Lock()
+	c.t = c.t.Add(d)
+	c.mu.Unlock()
+}
+
+func val(seed, n int) []byte {
+	b := make([]byte, n)
+	for i := range b {
+		b[i] = byte(seed*31 + i*7)
+	}
+	return b
+}
+
+func putAll(t *testing.T, s *share, key string, v []byte, upload uint64) uint8 {
+	t.Helper()
+	var st uint8
+	for off := 0; ; off += 2 * blockSize {
+		end := min(off+2*blockSize, len(v))
+		var err error
+		st, err = s.put(&wire.KVPutReq{Key: key, Upload: upload, Total: uint64(len(v)), Off: uint64(off)}, v[off:end])
+		if err != nil {
+			t.Fatalf("put %q part at %d: %v", key, off, err)
+		}
+		if end == len(v) {
+			return st
+		}
+	}
+}
+
+func newShare(t *testing.T, capacity uint64, ttl time.Duration, c *clock) (*share, string) {
+	t.Helper()
+	dir := filepath.Join(t.TempDir(), "s")
+	cfg := &wire.KVConfig{Capacity: capacity, TTL: int64(ttl), Replicas: 1, Targets: []placement.TargetID{1}}
+	s, err := openShare(dir, cfg, c.now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s, dir
+}
+
+func TestShareLifecycle(t *testing.T) {
+	t.Parallel()
+	c := &clock{t: time.Unix(1e6, 0)}
+	s, dir := newShare(t, 64<<20, time.Hour, c)
+	v := val(1, 5*blockSize+123)
+	if st := putAll(t, s, "a", v, 1); st != wire.KVStored {
+		t.Fatalf("put: status %d", st)
+	}
+	if st := putAll(t, s, "a", val(2, 100), 2); st != wire.KVExisted {
+		t.Fatalf("second put of a key: status %d, want existed", st)
+	}
+	got, total, err := s.get("a", 3*blockSize-5, 2*blockSize)
+	if err != nil || total != uint64(len(v)) || !bytes.Equal(got, v[3*blockSize-5:5*blockSize-5]) {
+		t.Fatalf("ranged get: %d bytes of %d, %v", len(got), total, err)
+	}
+	if p := s.exists([]string{"a", "b"}); !p[0] || p[1] {
+		t.Fatalf("exists: %v", p)
+	}
+	// Restart: the index comes back from the files.
+	s.close()
+	s2, err := openShare(dir, nil, c.now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, _, err := s2.get("a", 0, MaxValue); err != nil || !bytes.Equal(got, v) {
+		t.Fatalf("after reopening: %d bytes, %v", len(got), err)
+	}
+	// A flipped byte on disk is corruption, never wrong bytes.
+	p := s2.valuePath("a")
+	b, _ := os.ReadFile(p)
+	b[len(b)-10] ^= 0x40
+	os.WriteFile(p, b, 0o644)
+	if _, _, err := s2.get("a", 0, MaxValue); errs.CodeOf(err) != errs.Corruption {
+		t.Fatalf("get of a damaged value: %v", err)
+	}
+	if n := s2.del([]string{"a", "zz"}); n != 1 {
+		t.Fatalf("delete: %d", n)
+	}
+	// TTL: past it the value is gone, and the key can be put again.
+	putAll(t, s2, "t", val(3, 10), 3)
+	c.add(time.Hour + time.Second)
+	if _, _, err := s2.get("t", 0, 10); errs.CodeOf(err) != errs.NotFound {
+		t.Fatalf("get past the TTL: %v", err)
+	}
+	if st := putAll(t, s2, "t", val(4, 10), 4); st != wire.KVStored {
+		t.Fatalf("put after expiry: status %d", st)
+	}
+}
+
+// TestShareEvictionLease fills a share while a reader holds a lease on
+// the oldest value: the least recently used unleased values go, the
+// leased one stays until its reader finished.
+func TestShareEvictionLease(t *testing.T) {
+	t.Parallel()
+	c := &clock{t: time.Unix(1e6, 0)}
+	s, _ := newShare(t, 10*blockSize, 0, c)
+	for i := range 8 {
+		putAll(t, s, fmt.Sprintf("k%d", i), val(i, blockSize), uint64(i))
+	}
+	// Read the first half of k0: a lease until the rest is read.
+	if _, _, err := s.get("k0", 0, blockSize/2); err != nil {
+		t.Fatal(err)
+	}
+	for i := 8; i < 14; i++ {
+		putAll(t, s, fmt.Sprintf("k%d", i), val(i, blockSize), uint64(i))
+	}
+	if p := s.exists([]string{"k0", "k1", "k13"}); !p[0] || p[1] || !p[2] {
+		t.Fatalf("after filling: k0 (leased) %v, k1 (LRU) %v, k13 (newest) %v", p[0], p[1], p[2])
+	}
+	got, _, err := s.get("k0", blockSize/2, blockSize)
+	if err != nil || !bytes.Equal(got, val(0, blockSize)[blockSize/2:]) {
+		t.Fatalf("rest of the leased value: %d bytes, %v", len(got), err)
+	}
+	st := s.stat()
+	if st.Used > 10*blockSize || st.Evictions == 0 {
+		t.Fatalf("stats %+v", st)
+	}
+	// Its lease ended with that read: filling the share again evicts it
+	// in its turn.
+	for i := 14; i < 30; i++ {
+		putAll(t, s, fmt.Sprintf("k%d", i), val(i, blockSize), uint64(i))
+	}
+	if p := s.exists([]string{"k0"}); p[0] {
+		t.Fatal("k0 never evicted after its lease ended")
+	}
+	// Everything leased: a put is refused and nothing is lost.
+	s2, _ := newShare(t, 2*blockSize, 0, c)
+	putAll(t, s2, "x", val(1, blockSize), 1)
+	s2.get("x", 0, 10)
+	if _, err := s2.put(&wire.KVPutReq{Key: "y", Upload: 2, Total: 2 * blockSize}, val(2, 2*blockSize)); errs.CodeOf(err) != errs.NoSpace {
+		t.Fatalf("put into a share whose values are all leased: %v", err)
+	}
+	if p := s2.exists([]string{"x"}); !p[0] {
+		t.Fatal("the leased value was evicted by a refused put")
+	}
+}
+
+// TestShareConcurrentPuts: of many puts of one key, one stores its value
+// and the others learn the key existed; the value read is the winner's.
+func TestShareConcurrentPuts(t *testing.T) {
+	t.Parallel()
+	c := &clock{t: time.Unix(1e6, 0)}
+	s, _ := newShare(t, 256<<20, 0, c)
+	var wg sync.WaitGroup
+	status := make([]uint8, 16)
+	for i := range status {
+		wg.Go(func() { status[i] = putAll(t, s, "same", val(i, 3*blockSize+i), uint64(i)) })
+	}
+	wg.Wait()
+	winner := -1
+	for i, st := range status {
+		if st == wire.KVStored {
+			if winner >= 0 {
+				t.Fatalf("puts %d and %d both stored", winner, i)
+			}
+			winner = i
+		}
+	}
+	if winner < 0 {
+		t.Fatal("no put stored")
+	}
+	if got, _, err := s.get("same", 0, MaxValue); err != nil || !bytes.Equal(got, val(winner, 3*blockSize+winner)) {
+		t.Fatalf("value after concurrent puts: %d bytes, %v", len(got), err)
+	}
+}

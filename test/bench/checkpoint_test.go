@@ -1,0 +1,71 @@
+package bench_test
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strconv"
+	"testing"
+
+	"github.com/sluice-fs/sluice/client"
+	"github.com/sluice-fs/sluice/internal/bench"
+)
+
+// TestBenchCheckpointAbsorb runs the checkpoint phase (8 writers,
+// DCP-shaped) in one `sluice bench` command on Sluice under the absorb
+// policy, on Sluice without it, and on a local directory with fsync, and
+// logs the stall and durable times as ratios to the local directory.
+// SLUICE_BENCH_CKPT_SIZE sets the checkpoint's total size (default 64MiB;
+// the issue's figures use 1GiB).
+func TestBenchCheckpointAbsorb(t *testing.T) {
+	s := startServer(t)
+	c := s.client()
+	ctx := context.Background()
+	for _, d := range []string{"/absorb", "/plain"} {
+		if err := c.Mkdir(ctx, d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := c.SetAbsorb(ctx, "/absorb", client.AbsorbOn); err != nil {
+		t.Fatal(err)
+	}
+	size := os.Getenv("SLUICE_BENCH_CKPT_SIZE")
+	if size == "" {
+		size = "64MiB"
+	}
+	staging, local := t.TempDir(), t.TempDir()
+	out := s.cli("bench", "--json", "--no-io500", "--no-train", "--ckpt-writers", "8", "--ckpt-size", size,
+		"--staging-dir", staging, "sluice:/absorb", "sluice:/plain", local)
+	var results []bench.Result
+	if err := json.Unmarshal([]byte(out), &results); err != nil {
+		t.Fatalf("%v: %s", err, out)
+	}
+	if len(results) != 3 {
+		t.Fatalf("results for %d targets: %s", len(results), out)
+	}
+	want, _ := bench.ParseSize(size)
+	for _, r := range results {
+		ck := r.Checkpoint
+		if ck == nil || ck.Bytes != want/8*8 || ck.StallSeconds <= 0 || ck.DurableSeconds < ck.StallSeconds || ck.RestoreSeconds <= 0 {
+			t.Fatalf("%s: checkpoint %+v", r.FS, ck)
+		}
+	}
+	abs, plain, dir := results[0].Checkpoint, results[1].Checkpoint, results[2].Checkpoint
+	ratio := func(a, b float64) string { return strconv.FormatFloat(a/b, 'f', 2, 64) }
+	t.Logf("checkpoint %s, 8 writers: stall absorb %.3fs plain %.3fs local %.3fs; durable absorb %.3fs plain %.3fs local %.3fs",
+		size, abs.StallSeconds, plain.StallSeconds, dir.StallSeconds, abs.DurableSeconds, plain.DurableSeconds, dir.DurableSeconds)
+	t.Logf("stall / local-dir stall: absorb %s, plain %s; absorb stall / plain stall %s; durable absorb / plain %s",
+		ratio(abs.StallSeconds, dir.StallSeconds), ratio(plain.StallSeconds, dir.StallSeconds),
+		ratio(abs.StallSeconds, plain.StallSeconds), ratio(abs.DurableSeconds, plain.DurableSeconds))
+	t.Logf("restore (8 readers, page cache warm on the local directory): absorb %.3fs plain %.3fs local %.3fs; local-dir time / Sluice time: absorb %s plain %s",
+		abs.RestoreSeconds, plain.RestoreSeconds, dir.RestoreSeconds, ratio(dir.RestoreSeconds, abs.RestoreSeconds), ratio(dir.RestoreSeconds, plain.RestoreSeconds))
+	// Everything drained and was cleaned up: the staging area is empty.
+	left, err := os.ReadDir(filepath.Join(staging, c.FSID()))
+	if err != nil || len(left) != 0 {
+		t.Fatalf("staging after the bench: %v, %v", left, err)
+	}
+	if staged, err := c.StagedFiles(ctx); err != nil || len(staged) != 0 {
+		t.Fatalf("staged marks after the bench: %v, %v", staged, err)
+	}
+}
