@@ -125,7 +125,7 @@ type Client struct {
 	closed  bool
 
 	dirHook atomic.Pointer[func(InodeAttr)] // OnDirChange
-	stg *stager // the staging area (Options.StagingDir), or nil
+	stg     *stager                         // the staging area (Options.StagingDir), or nil
 }
 
 // New connects to the metadata service at opts.Server and learns the

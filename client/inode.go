@@ -137,6 +137,7 @@ func (c *Client) entryCall(ctx context.Context, op wire.Op, req wire.Message) (I
 		return InodeAttr{}, err
 	}
 	c.dirChanged(r.Dir)
+	c.overlayStaged(&r.Attr)
 	return inodeAttr(&r.Attr), nil
 }
 
