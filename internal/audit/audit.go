@@ -351,6 +351,14 @@ func (v *Verifier) Add(seq uint64, sealed []byte) (Entry, error) {
 	return e, nil
 }
 
+// Err returns the first error Add or Finish returned, nil if none.
+func (v *Verifier) Err() error {
+	if v.err == nil {
+		return nil
+	}
+	return v.err
+}
+
 // Finish checks the chain's end against the stored head: a chain shorter
 // than the head was truncated, and the last record must hash to the head's
 // hash. It returns the number of records checked.

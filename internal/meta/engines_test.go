@@ -110,6 +110,7 @@ func TestEngines(t *testing.T) {
 		{"RenameSetsCtime", TestRenameSetsCtime},
 		{"GarbageCollection", TestGarbageCollection},
 		{"Inline", TestInline},
+		{"Audit", TestAudit},
 		{"RenameRace", func(t *testing.T) {
 			t.Parallel()
 			runRenameRace(t, newTestService(t, nil, nil), 4, 40)

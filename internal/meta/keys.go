@@ -30,6 +30,7 @@ const (
 	pfxSymlink = 's' // "s" + u64 ino -> symlink target
 	pfxGarbage = 'g' // "g" + u64 ino -> layout of a freed file
 	pfxInline  = 'D' // "D" + u64 ino -> u32 CRC32C + a file's inline bytes
+	pfxAudit   = 'A' // "Ap", "Ae", "Ah": the audit trail (audit.go)
 )
 
 var (

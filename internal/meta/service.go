@@ -57,6 +57,10 @@ type Options struct {
 	// InlineMax is the most bytes of a file kept in the metadata (inline
 	// data, inline.go): 0 means DefaultInlineMax, negative none.
 	InlineMax int
+	// NoAudit turns the audit trail off (audit.go): permission, owner and
+	// layout changes, removals and renames are then not recorded. The
+	// trail already written stays and can still be listed and verified.
+	NoAudit bool
 }
 
 // DefaultInlineMax is Options.InlineMax's default; MaxInlineMax bounds it
@@ -121,6 +125,10 @@ type Service struct {
 	gcEvery time.Duration
 	fsid    string
 	inlMax  int // Options.InlineMax
+	auditOn bool
+
+	sealMu   sync.Mutex    // one audit sealing pass at a time
+	sealKick chan struct{} // buffered(1): an audited change committed
 
 	alloc struct {
 		sync.Mutex
@@ -158,8 +166,11 @@ func New(ctx context.Context, opts Options) (*Service, error) {
 		defLay:  opts.DefaultLayout,
 		gcEvery: opts.GCInterval,
 		inlMax:  opts.InlineMax,
+		auditOn: !opts.NoAudit,
 		gcKick:  make(chan struct{}, 1),
-		closed:  make(chan struct{}),
+
+		sealKick: make(chan struct{}, 1),
+		closed:   make(chan struct{}),
 	}
 	if err := s.format(ctx); err != nil {
 		return nil, err
@@ -227,7 +238,7 @@ func (s *Service) FSID() string { return s.fsid }
 
 // Run does the background work until ctx is done or Close is called:
 // retrying queued chunk removals (at once when one is queued, and every
-// GCInterval) and storing the inode counter. It returns nil when stopped.
+// GCInterval), storing the inode counter and sealing the audit trail. It returns nil when stopped.
 func (s *Service) Run(ctx context.Context) error {
 	s.runMu.Lock()
 	if s.isClosed {
@@ -249,6 +260,7 @@ func (s *Service) Run(ctx context.Context) error {
 		case <-ctx.Done():
 		}
 	})
+	watch.Go(func() { s.runSealer(ctx) })
 	t := time.NewTicker(s.gcEvery)
 	defer t.Stop()
 	var last time.Time // start of the last pass
