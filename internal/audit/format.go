@@ -64,12 +64,12 @@ func (e *Entry) Text(seq uint64) string {
 		fmt.Fprintf(&b, " replaced=%d", e.Replaced)
 	}
 	if e.Who.Known {
-		fmt.Fprintf(&b, " uid=%d gid=%d", e.Who.Uid, e.Who.Gid)
+		fmt.Fprintf(&b, " by=%d:%d", e.Who.Uid, e.Who.Gid)
 	} else {
-		b.WriteString(" uid=? gid=?")
+		b.WriteString(" by=unknown")
 	}
 	for _, c := range e.Changes {
-		fmt.Fprintf(&b, " %s=%s->%s", c.Field, c.Old, c.New)
+		fmt.Fprintf(&b, " %s=%q->%q", c.Field, c.Old, c.New)
 	}
 	return b.String()
 }
