@@ -43,6 +43,9 @@ const (
 	// sealEvery is how often the background sealer looks for records
 	// without being kicked.
 	sealEvery = time.Second
+	// sealFullEvery: one background pass in this many scans the pending
+	// records from the first key (sealAudit).
+	sealFullEvery = 16
 	// auditPage bounds the entries one AuditList or verify step scans.
 	auditPage = 4096
 )
@@ -88,11 +91,32 @@ func whoOf(ctx context.Context, c *wire.Cred) audit.Who {
 }
 
 // appendAudit writes e as a pending record in tx, if the trail is on.
-func (s *Service) appendAudit(tx kv.Txn, e *audit.Entry) {
-	if !s.auditOn {
-		return
+func (s *Service) appendAudit(tx kv.Txn, e *audit.Entry) error {
+	switch {
+	case !s.auditOn:
+		return nil
+	case s.auditInline:
+		return appendAuditInline(tx, e)
 	}
 	tx.Set(auditPendingKey(e.Time, rand.Uint64()), e.Encode())
+	return nil
+}
+
+// appendAuditInline seals e onto the chain in the change's own transaction:
+// the design ADR 0012 rejects, kept for BenchmarkAudit's comparison. Every
+// audited transaction reads and writes the chain head, so all of them
+// conflict with each other.
+func appendAuditInline(tx kv.Txn, e *audit.Entry) error {
+	h, err := readAuditHead(tx)
+	if err != nil {
+		return err
+	}
+	h.Seq++
+	var sealed []byte
+	sealed, h.Hash = audit.Seal(h.Seq, h.Hash, e.Encode())
+	tx.Set(auditEntryKey(h.Seq), sealed)
+	tx.Set(keyAuditHead, h.Encode())
+	return nil
 }
 
 // audited is called after an audited change committed: it wakes the
@@ -126,25 +150,40 @@ func readAuditHead(tx kv.Txn) (audit.Head, error) {
 // ns) and returns how many it sealed. AuditList and AuditVerify call it
 // with the current time; Run calls it in the background.
 func (s *Service) SealAudit(ctx context.Context, cutoff int64) (int, error) {
+	return s.sealAudit(ctx, cutoff, true)
+}
+
+// sealAudit is SealAudit; unless full, it scans the pending records from
+// where its last pass ended instead of from the first key, skipping the
+// deletions of the records it sealed (in an LSM engine a scan steps over
+// each one until a compaction drops it). A record committed below that
+// point after the pass is sealed by the next full pass.
+func (s *Service) sealAudit(ctx context.Context, cutoff int64, full bool) (int, error) {
 	s.sealMu.Lock()
 	defer s.sealMu.Unlock()
 	total := 0
 	end := auditPendingKey(cutoff, 0)
+	start := auditPendingPrefix
+	if !full && s.sealCursor != nil {
+		start = s.sealCursor
+	}
 	for {
 		n := 0
+		var last []byte
 		err := s.update(ctx, func(tx kv.Txn) error {
-			n = 0
+			n, last = 0, nil
 			h, err := readAuditHead(tx)
 			if err != nil {
 				return err
 			}
-			err = tx.Scan(auditPendingPrefix, end, sealBatch, func(k, v []byte) bool {
+			err = tx.Scan(start, end, sealBatch, func(k, v []byte) bool {
 				h.Seq++
 				var sealed []byte
 				sealed, h.Hash = audit.Seal(h.Seq, h.Hash, v)
 				tx.Set(auditEntryKey(h.Seq), sealed)
 				tx.Delete(k)
 				n++
+				last = k
 				return true
 			})
 			if err != nil || n == 0 {
@@ -157,6 +196,10 @@ func (s *Service) SealAudit(ctx context.Context, cutoff int64) (int, error) {
 			return total, fmt.Errorf("meta: seal the audit trail: %w", err)
 		}
 		total += n
+		if last != nil {
+			start = append([]byte(nil), last...)
+			s.sealCursor = start
+		}
 		if n < sealBatch {
 			return total, nil
 		}
@@ -168,6 +211,7 @@ func (s *Service) SealAudit(ctx context.Context, cutoff int64) (int, error) {
 func (s *Service) runSealer(ctx context.Context) {
 	t := time.NewTicker(sealEvery)
 	defer t.Stop()
+	passes := 0
 	for {
 		select {
 		case <-ctx.Done():
@@ -180,7 +224,9 @@ func (s *Service) runSealer(ctx context.Context) {
 				return
 			}
 		}
-		if _, err := s.SealAudit(ctx, s.now().Add(-sealLag).UnixNano()); err != nil && ctx.Err() == nil {
+		passes++
+		full := passes%sealFullEvery == 0
+		if _, err := s.sealAudit(ctx, s.now().Add(-sealLag).UnixNano(), full); err != nil && ctx.Err() == nil {
 			s.log.Warn("meta: sealing the audit trail failed; will retry", "err", err)
 		}
 	}

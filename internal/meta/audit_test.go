@@ -286,3 +286,7 @@ func TestAuditOff(t *testing.T) {
 		t.Fatalf("verify of an empty trail: %+v", r)
 	}
 }
+
+func auditEntrySample() audit.Entry {
+	return audit.Entry{Op: audit.OpUnlink, Ino: 123456, Parent: 99, Name: "file-000123.jpg", Who: audit.Who{Known: true, Uid: 1000, Gid: 1000}}
+}

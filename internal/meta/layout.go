@@ -269,8 +269,10 @@ func (s *Service) setLayout(ctx context.Context, ino uint64, l placement.Layout)
 			return err
 		}
 		tx.Set(inodeKey(ino), n.encode())
-		s.appendAudit(tx, &audit.Entry{Time: now, Op: audit.OpSetLayout, Ino: ino, Who: who,
-			Changes: []audit.Change{{Field: "layout", Old: layoutText(old), New: layoutText(n.Layout)}}})
+		if err := s.appendAudit(tx, &audit.Entry{Time: now, Op: audit.OpSetLayout, Ino: ino, Who: who,
+			Changes: []audit.Change{{Field: "layout", Old: layoutText(old), New: layoutText(n.Layout)}}}); err != nil {
+			return err
+		}
 		return nil
 	})
 	if err == nil {

@@ -325,7 +325,9 @@ func (s *Service) SetAttr(ctx context.Context, req *wire.SetAttrReq) (wire.Attr,
 		}
 		if changes != nil {
 			audited = true
-			s.appendAudit(tx, &audit.Entry{Time: now, Op: audit.OpSetAttr, Ino: req.Ino, Who: whoOf(ctx, req.Cred), Changes: changes})
+			if err := s.appendAudit(tx, &audit.Entry{Time: now, Op: audit.OpSetAttr, Ino: req.Ino, Who: whoOf(ctx, req.Cred), Changes: changes}); err != nil {
+				return err
+			}
 		}
 		switch {
 		case v&wire.SetAtimeNow != 0:
@@ -663,7 +665,9 @@ func (s *Service) UnlinkEntry(ctx context.Context, parent uint64, name string) (
 		tx.Delete(direntKey(parent, name))
 		touchDir(tx, parent, now)
 		dir = dirAttrAt(parent, p, now)
-		s.appendAudit(tx, &audit.Entry{Time: now, Op: audit.OpUnlink, Ino: e.ino, Parent: parent, Name: name, Who: who})
+		if err := s.appendAudit(tx, &audit.Entry{Time: now, Op: audit.OpUnlink, Ino: e.ino, Parent: parent, Name: name, Who: who}); err != nil {
+			return err
+		}
 		return dropLink(tx, e.ino, n, now, &fr)
 	})
 	if err != nil {
@@ -713,7 +717,9 @@ func (s *Service) RmdirEntry(ctx context.Context, parent uint64, name string) (*
 		tx.Delete(direntKey(parent, name))
 		touchDir(tx, parent, now)
 		dir = dirAttrAt(parent, p, now)
-		s.appendAudit(tx, &audit.Entry{Time: now, Op: audit.OpRmdir, Ino: e.ino, Parent: parent, Name: name, Who: who})
+		if err := s.appendAudit(tx, &audit.Entry{Time: now, Op: audit.OpRmdir, Ino: e.ino, Parent: parent, Name: name, Who: who}); err != nil {
+			return err
+		}
 		return removeDir(tx, e.ino, &fr)
 	})
 	if err != nil {

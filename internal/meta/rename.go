@@ -179,7 +179,9 @@ func (s *Service) rename(ctx context.Context, req *wire.RenameReq) error {
 		if dstOK {
 			ae.Replaced = dst.ino
 		}
-		s.appendAudit(tx, &ae)
+		if err := s.appendAudit(tx, &ae); err != nil {
+			return err
+		}
 		if err := setCtime(tx, src.ino, srcNode, now); err != nil {
 			return err
 		}
