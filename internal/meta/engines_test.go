@@ -111,6 +111,7 @@ func TestEngines(t *testing.T) {
 		{"GarbageCollection", TestGarbageCollection},
 		{"Inline", TestInline},
 		{"Audit", TestAudit},
+		{"AuditConcurrent", TestAuditConcurrent},
 		{"RenameRace", func(t *testing.T) {
 			t.Parallel()
 			runRenameRace(t, newTestService(t, nil, nil), 4, 40)
