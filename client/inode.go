@@ -55,6 +55,25 @@ type Owner struct{ Uid, Gid uint32 }
 
 func (o Owner) cred() wire.Cred { return wire.Cred{Uid: o.Uid, Gid: o.Gid} }
 
+type callerKey struct{}
+
+// WithCaller returns ctx naming who asks for the changes made with it
+// through the inode API (SetAttrIno, UnlinkIno, RmdirIno, RenameIno): the
+// metadata service records it in its audit trail. The mount passes the
+// calling process's uid and gid; without it the trail says "unknown".
+func WithCaller(ctx context.Context, o Owner) context.Context {
+	return context.WithValue(ctx, callerKey{}, o)
+}
+
+func callerCred(ctx context.Context) *wire.Cred {
+	o, ok := ctx.Value(callerKey{}).(Owner)
+	if !ok {
+		return nil
+	}
+	c := o.cred()
+	return &c
+}
+
 // Bits of AttrChange.Valid: which attributes SetAttrIno changes.
 const (
 	AttrMode     = wire.SetMode
@@ -175,7 +194,7 @@ func (c *Client) GetAttrIno(ctx context.Context, ino uint64) (InodeAttr, error) 
 // returns the new attributes.
 func (c *Client) SetAttrIno(ctx context.Context, ino uint64, ch AttrChange) (InodeAttr, error) {
 	req := &wire.SetAttrReq{Ino: ino, Valid: ch.Valid &^ wire.SetSize, Mode: ch.Mode & 0o7777,
-		Uid: ch.Uid, Gid: ch.Gid, Atime: ch.Atime, Mtime: ch.Mtime}
+		Uid: ch.Uid, Gid: ch.Gid, Atime: ch.Atime, Mtime: ch.Mtime, Cred: callerCred(ctx)}
 	a, err := c.attrCall(ctx, wire.OpSetAttr, req)
 	if err != nil {
 		return InodeAttr{}, fmt.Errorf("setattr inode %d: %w", ino, err)
@@ -247,7 +266,7 @@ func (c *Client) ReadlinkIno(ctx context.Context, ino uint64) (string, error) {
 // UnlinkIno removes non-directory entry name from parent; the inode is
 // freed with its last link.
 func (c *Client) UnlinkIno(ctx context.Context, parent uint64, name string) error {
-	if err := c.dirsCall(ctx, wire.OpUnlink, &wire.NameReq{Parent: parent, Name: name}); err != nil {
+	if err := c.dirsCall(ctx, wire.OpUnlink, &wire.NameReq{Parent: parent, Name: name, Cred: callerCred(ctx)}); err != nil {
 		return fmt.Errorf("unlink %d/%q: %w", parent, name, err)
 	}
 	return nil
@@ -255,7 +274,7 @@ func (c *Client) UnlinkIno(ctx context.Context, parent uint64, name string) erro
 
 // RmdirIno removes empty directory name from parent.
 func (c *Client) RmdirIno(ctx context.Context, parent uint64, name string) error {
-	if err := c.dirsCall(ctx, wire.OpRmdir, &wire.NameReq{Parent: parent, Name: name}); err != nil {
+	if err := c.dirsCall(ctx, wire.OpRmdir, &wire.NameReq{Parent: parent, Name: name, Cred: callerCred(ctx)}); err != nil {
 		return fmt.Errorf("rmdir %d/%q: %w", parent, name, err)
 	}
 	return nil
@@ -264,7 +283,7 @@ func (c *Client) RmdirIno(ctx context.Context, parent uint64, name string) error
 // RenameIno moves oldParent/oldName to newParent/newName atomically with
 // the rules of Linux renameat2 (flags: RenameNoReplace, RenameExchange).
 func (c *Client) RenameIno(ctx context.Context, oldParent uint64, oldName string, newParent uint64, newName string, flags uint32) error {
-	req := &wire.RenameReq{OldParent: oldParent, OldName: oldName, NewParent: newParent, NewName: newName, Flags: flags}
+	req := &wire.RenameReq{OldParent: oldParent, OldName: oldName, NewParent: newParent, NewName: newName, Flags: flags, Cred: callerCred(ctx)}
 	if err := c.renameCall(ctx, req); err != nil {
 		return fmt.Errorf("rename %d/%q to %d/%q: %w", oldParent, oldName, newParent, newName, err)
 	}

@@ -218,15 +218,22 @@ func (c *Client) MkdirAll(ctx context.Context, p string, perm fs.FileMode) error
 
 func (c *Client) cred() wire.Cred { return wire.Cred{Uid: *c.opts.Uid, Gid: *c.opts.Gid} }
 
+// credp is cred for the requests where credentials are optional (they
+// name who made a change in the audit trail).
+func (c *Client) credp() *wire.Cred {
+	cr := c.cred()
+	return &cr
+}
+
 // Remove removes a file, symlink or empty directory.
 func (c *Client) Remove(ctx context.Context, p string) error {
 	dir, name, err := c.parent(ctx, p)
 	if err != nil {
 		return opErr("remove", p, err)
 	}
-	err = c.metaCall(ctx, wire.OpUnlink, &wire.NameReq{Parent: dir, Name: name}, nil)
+	err = c.metaCall(ctx, wire.OpUnlink, &wire.NameReq{Parent: dir, Name: name, Cred: c.credp()}, nil)
 	if errs.CodeOf(err) == errs.IsDir {
-		err = c.metaCall(ctx, wire.OpRmdir, &wire.NameReq{Parent: dir, Name: name}, nil)
+		err = c.metaCall(ctx, wire.OpRmdir, &wire.NameReq{Parent: dir, Name: name, Cred: c.credp()}, nil)
 	}
 	return opErr("remove", p, err)
 }
@@ -296,7 +303,7 @@ func (c *Client) rename(ctx context.Context, oldpath, newpath string, flags uint
 	if err != nil {
 		return &fs.PathError{Op: "rename", Path: newpath, Err: err}
 	}
-	err = c.renameCall(ctx, &wire.RenameReq{OldParent: od, OldName: on, NewParent: nd, NewName: nn, Flags: flags})
+	err = c.renameCall(ctx, &wire.RenameReq{OldParent: od, OldName: on, NewParent: nd, NewName: nn, Flags: flags, Cred: c.credp()})
 	if err != nil {
 		return fmt.Errorf("rename %s %s: %w", oldpath, newpath, err)
 	}
@@ -342,12 +349,12 @@ func (c *Client) Readlink(ctx context.Context, p string) (string, error) {
 
 // Chmod changes the permission bits of p.
 func (c *Client) Chmod(ctx context.Context, p string, mode fs.FileMode) error {
-	return c.setattr(ctx, "chmod", p, &wire.SetAttrReq{Valid: wire.SetMode, Mode: permBits(mode)})
+	return c.setattr(ctx, "chmod", p, &wire.SetAttrReq{Valid: wire.SetMode, Mode: permBits(mode), Cred: c.credp()})
 }
 
 // Chown changes the owner of p.
 func (c *Client) Chown(ctx context.Context, p string, uid, gid uint32) error {
-	return c.setattr(ctx, "chown", p, &wire.SetAttrReq{Valid: wire.SetUid | wire.SetGid, Uid: uid, Gid: gid})
+	return c.setattr(ctx, "chown", p, &wire.SetAttrReq{Valid: wire.SetUid | wire.SetGid, Uid: uid, Gid: gid, Cred: c.credp()})
 }
 
 // Chtimes changes the access and modification times of p.
@@ -524,7 +531,7 @@ func (c *Client) SetLayout(ctx context.Context, p string, l Layout) error {
 	if err := pl.Validate(); err != nil {
 		return opErr("layout", p, err)
 	}
-	return opErr("layout", p, c.metaCall(ctx, wire.OpSetLayout, &wire.SetLayoutReq{Ino: a.Ino, Layout: pl}, nil))
+	return opErr("layout", p, c.metaCall(ctx, wire.OpSetLayout, &wire.SetLayoutReq{Ino: a.Ino, Layout: pl, Cred: c.credp()}, nil))
 }
 
 // Walk calls fn for p and every path below it (directories before their

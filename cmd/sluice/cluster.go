@@ -61,6 +61,7 @@ func newMeta() *cobra.Command {
 	f.BoolVarP(&verbose, "verbose", "v", false, "log debug messages")
 	metaSyncFlags(cmd, &o.MetaSync, &o.MetaSyncWindow)
 	inlineMaxFlag(cmd, &o.InlineMax)
+	auditFlag(cmd, &o.NoAudit)
 	cmd.AddCommand(newMetaMigrate())
 	return cmd
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -63,3 +64,32 @@ func inlineMaxFlag(cmd *cobra.Command, n *int) {
 	cmd.Flags().Var(inlineSize{n}, "inline-max", "keep files' first bytes up to this size in the metadata service instead of chunks "+
 		"(small files then need no storage target I/O; 0: never)")
 }
+
+// auditFlag registers --audit (default on): whether the metadata service
+// records namespace changes in its audit trail (docs/audit.md).
+func auditFlag(cmd *cobra.Command, noAudit *bool) {
+	cmd.Flags().Var(negBool{noAudit}, "audit", "record permission, owner and layout changes, removals and renames "+
+		"in the hash-chained audit trail (--audit=false: do not)")
+	cmd.Flags().Lookup("audit").NoOptDefVal = "true"
+}
+
+// negBool is a bool flag that stores its negation.
+type negBool struct{ p *bool }
+
+func (b negBool) String() string {
+	if b.p == nil {
+		return "true"
+	}
+	return strconv.FormatBool(!*b.p)
+}
+
+func (b negBool) Set(s string) error {
+	v, err := strconv.ParseBool(s)
+	if err != nil {
+		return err
+	}
+	*b.p = !v
+	return nil
+}
+
+func (negBool) Type() string { return "bool" }

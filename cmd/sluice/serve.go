@@ -63,6 +63,7 @@ func newServe() *cobra.Command {
 	f.BoolVarP(&verbose, "verbose", "v", false, "log debug messages")
 	metaSyncFlags(cmd, &o.MetaSync, &o.MetaSyncWindow)
 	inlineMaxFlag(cmd, &o.InlineMax)
+	auditFlag(cmd, &o.NoAudit)
 	s3f.register(cmd, "s3", "")
 	return cmd
 }

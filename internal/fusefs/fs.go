@@ -378,7 +378,7 @@ func (fs *fileSystem) SetAttr(_ <-chan struct{}, in *fuse.SetAttrIn, out *fuse.A
 	}
 	switch {
 	case ch.Valid != 0:
-		a, err = fs.c.SetAttrIno(ctx, ino, ch)
+		a, err = fs.c.SetAttrIno(client.WithCaller(ctx, owner(&in.InHeader)), ino, ch)
 	case !have:
 		a, err = fs.c.GetAttrIno(ctx, ino)
 	}
@@ -433,7 +433,7 @@ func (fs *fileSystem) Unlink(_ <-chan struct{}, h *fuse.InHeader, name string) f
 	if err := fs.pinIfOpen(ctx, h.NodeId, name); err != nil {
 		return fs.status(ctx, "unlink", err)
 	}
-	return fs.status(ctx, "unlink", fs.c.UnlinkIno(ctx, h.NodeId, name))
+	return fs.status(ctx, "unlink", fs.c.UnlinkIno(client.WithCaller(ctx, owner(h)), h.NodeId, name))
 }
 
 func (fs *fileSystem) Rmdir(_ <-chan struct{}, h *fuse.InHeader, name string) fuse.Status {
@@ -442,7 +442,7 @@ func (fs *fileSystem) Rmdir(_ <-chan struct{}, h *fuse.InHeader, name string) fu
 	}
 	ctx, cancel := fs.op(nil, 0)
 	defer cancel()
-	return fs.status(ctx, "rmdir", fs.c.RmdirIno(ctx, h.NodeId, name))
+	return fs.status(ctx, "rmdir", fs.c.RmdirIno(client.WithCaller(ctx, owner(h)), h.NodeId, name))
 }
 
 func (fs *fileSystem) Rename(_ <-chan struct{}, in *fuse.RenameIn, oldName, newName string) fuse.Status {
@@ -463,7 +463,7 @@ func (fs *fileSystem) Rename(_ <-chan struct{}, in *fuse.RenameIn, oldName, newN
 	// Both directories change, and so does a renamed directory's ctime.
 	fs.dirs.clear()
 	defer fs.dirs.clear()
-	return fs.status(ctx, "rename", fs.c.RenameIno(ctx, in.NodeId, oldName, in.Newdir, newName, in.Flags))
+	return fs.status(ctx, "rename", fs.c.RenameIno(client.WithCaller(ctx, owner(&in.InHeader)), in.NodeId, oldName, in.Newdir, newName, in.Flags))
 }
 
 func (fs *fileSystem) Link(_ <-chan struct{}, in *fuse.LinkIn, name string, out *fuse.EntryOut) fuse.Status {

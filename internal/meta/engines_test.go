@@ -110,6 +110,8 @@ func TestEngines(t *testing.T) {
 		{"RenameSetsCtime", TestRenameSetsCtime},
 		{"GarbageCollection", TestGarbageCollection},
 		{"Inline", TestInline},
+		{"Audit", TestAudit},
+		{"AuditConcurrent", TestAuditConcurrent},
 		{"RenameRace", func(t *testing.T) {
 			t.Parallel()
 			runRenameRace(t, newTestService(t, nil, nil), 4, 40)

@@ -8,7 +8,7 @@ import (
 	"github.com/sluice-fs/sluice/internal/wire"
 )
 
-// Register installs a handler for every metadata op (wire ops 1-30) on srv.
+// Register installs a handler for every metadata op (wire ops 1-30, 43-44) on srv.
 // Each decodes its request body (a malformed one fails with errs.Protocol),
 // calls the Service method and replies with its result.
 func (s *Service) Register(srv *wire.Server) {
@@ -33,7 +33,7 @@ func (s *Service) Register(srv *wire.Server) {
 		return &r, err
 	})
 	handle(srv, wire.OpSetAttr, func(ctx context.Context, m *wire.SetAttrReq) (wire.Message, error) {
-		r, err := s.SetAttr(ctx, m)
+		r, err := s.SetAttr(WithCred(ctx, m.Cred), m)
 		return &r, err
 	})
 	handle(srv, wire.OpCreate, func(ctx context.Context, m *wire.CreateReq) (wire.Message, error) {
@@ -53,11 +53,11 @@ func (s *Service) Register(srv *wire.Server) {
 		return &wire.StringResp{S: t}, err
 	})
 	handle(srv, wire.OpUnlink, func(ctx context.Context, m *wire.NameReq) (wire.Message, error) {
-		dir, err := s.UnlinkEntry(ctx, m.Parent, m.Name)
+		dir, err := s.UnlinkEntry(WithCred(ctx, m.Cred), m.Parent, m.Name)
 		return dirsResp(dir), err
 	})
 	handle(srv, wire.OpRmdir, func(ctx context.Context, m *wire.NameReq) (wire.Message, error) {
-		dir, err := s.RmdirEntry(ctx, m.Parent, m.Name)
+		dir, err := s.RmdirEntry(WithCred(ctx, m.Cred), m.Parent, m.Name)
 		return dirsResp(dir), err
 	})
 	handle(srv, wire.OpAbsorbGet, func(ctx context.Context, m *wire.InoReq) (wire.Message, error) {
@@ -78,7 +78,7 @@ func (s *Service) Register(srv *wire.Server) {
 		return &r, err
 	})
 	handle(srv, wire.OpRename, func(ctx context.Context, m *wire.RenameReq) (wire.Message, error) {
-		return &wire.Empty{}, s.Rename(ctx, m)
+		return &wire.Empty{}, s.Rename(WithCred(ctx, m.Cred), m)
 	})
 	handle(srv, wire.OpLink, func(ctx context.Context, m *wire.LinkReq) (wire.Message, error) {
 		r, err := s.Link(ctx, m.Ino, m.NewParent, m.NewName)
@@ -107,7 +107,7 @@ func (s *Service) Register(srv *wire.Server) {
 		return &wire.LayoutMsg{Layout: l}, err
 	})
 	handle(srv, wire.OpSetLayout, func(ctx context.Context, m *wire.SetLayoutReq) (wire.Message, error) {
-		return &wire.Empty{}, s.SetLayout(ctx, m.Ino, m.Layout)
+		return &wire.Empty{}, s.SetLayout(WithCred(ctx, m.Cred), m.Ino, m.Layout)
 	})
 	handle(srv, wire.OpCommitWrite, func(ctx context.Context, m *wire.CommitWriteReq) (wire.Message, error) {
 		r, err := s.CommitWrite(ctx, m.Ino, m.End, m.Mtime)
@@ -127,6 +127,14 @@ func (s *Service) Register(srv *wire.Server) {
 	})
 	handle(srv, wire.OpSetChunks, func(ctx context.Context, m *wire.InoReq) (wire.Message, error) {
 		r, err := s.SetChunks(ctx, m.Ino)
+		return &r, err
+	})
+	handle(srv, wire.OpAuditList, func(ctx context.Context, m *wire.AuditListReq) (wire.Message, error) {
+		r, err := s.AuditList(ctx, m)
+		return &r, err
+	})
+	handle(srv, wire.OpAuditVerify, func(ctx context.Context, _ *wire.Empty) (wire.Message, error) {
+		r, err := s.AuditVerify(ctx)
 		return &r, err
 	})
 	handle(srv, wire.OpMetaSync, func(ctx context.Context, _ *wire.Empty) (wire.Message, error) {

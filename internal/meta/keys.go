@@ -32,6 +32,7 @@ const (
 	pfxInline  = 'D' // "D" + u64 ino -> u32 CRC32C + a file's inline bytes
 	pfxAbsorb  = 'K' // "K" + u64 dir ino -> absorb policy (absorb.go, ADR 0013)
 	pfxStaged  = 'S' // "S" + u64 ino + owner -> staged, not yet drained (absorb.go)
+	pfxAudit   = 'A' // "Ap", "Ae", "Ah": the audit trail (audit.go)
 )
 
 var (

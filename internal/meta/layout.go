@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"slices"
 
+	"github.com/sluice-fs/sluice/internal/audit"
 	"github.com/sluice-fs/sluice/internal/errs"
 	"github.com/sluice-fs/sluice/internal/kv"
 	"github.com/sluice-fs/sluice/internal/placement"
@@ -224,11 +225,13 @@ func (s *Service) setLayout(ctx context.Context, ino uint64, l placement.Layout)
 		return err
 	}
 	now := s.nowNs()
-	return s.updatePlacing(ctx, &pv, func(tx kv.Txn) error {
+	who := whoOf(ctx, nil)
+	err = s.updatePlacing(ctx, &pv, func(tx kv.Txn) error {
 		n, err := getInode(tx, ino)
 		if err != nil {
 			return err
 		}
+		old := n.Layout
 		switch {
 		case n.isDir():
 			if len(l.Chains) != 0 {
@@ -266,8 +269,16 @@ func (s *Service) setLayout(ctx context.Context, ino uint64, l placement.Layout)
 			return err
 		}
 		tx.Set(inodeKey(ino), n.encode())
+		if err := s.appendAudit(tx, &audit.Entry{Time: now, Op: audit.OpSetLayout, Ino: ino, Who: who,
+			Changes: []audit.Change{{Field: "layout", Old: layoutText(old), New: layoutText(n.Layout)}}}); err != nil {
+			return err
+		}
 		return nil
 	})
+	if err == nil {
+		s.audited()
+	}
+	return err
 }
 
 // CommitWrite records that a regular file's data up to end is durable on

@@ -5,8 +5,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 
+	"github.com/sluice-fs/sluice/internal/audit"
 	"github.com/sluice-fs/sluice/internal/errs"
 	"github.com/sluice-fs/sluice/internal/kv"
 	"github.com/sluice-fs/sluice/internal/wire"
@@ -285,7 +287,9 @@ func (s *Service) GetAttr(ctx context.Context, ino uint64) (wire.Attr, error) {
 func (s *Service) SetAttr(ctx context.Context, req *wire.SetAttrReq) (wire.Attr, error) {
 	now := s.nowNs()
 	var a wire.Attr
+	audited := false
 	err := s.update(ctx, func(tx kv.Txn) error {
+		audited = false
 		n, err := getInode(tx, req.Ino)
 		if err != nil {
 			return err
@@ -306,14 +310,24 @@ func (s *Service) SetAttr(ctx context.Context, req *wire.SetAttrReq) (wire.Attr,
 				n.Mtime = now
 			}
 		}
+		var changes []audit.Change
 		if v&wire.SetMode != 0 {
+			changes = append(changes, audit.Change{Field: "mode", Old: modeText(n.Mode), New: modeText(req.Mode)})
 			n.Mode = n.Mode&modeType | req.Mode&modePerm
 		}
 		if v&wire.SetUid != 0 {
+			changes = append(changes, audit.Change{Field: "uid", Old: strconv.FormatUint(uint64(n.Uid), 10), New: strconv.FormatUint(uint64(req.Uid), 10)})
 			n.Uid = req.Uid
 		}
 		if v&wire.SetGid != 0 {
+			changes = append(changes, audit.Change{Field: "gid", Old: strconv.FormatUint(uint64(n.Gid), 10), New: strconv.FormatUint(uint64(req.Gid), 10)})
 			n.Gid = req.Gid
+		}
+		if changes != nil {
+			audited = true
+			if err := s.appendAudit(tx, &audit.Entry{Time: now, Op: audit.OpSetAttr, Ino: req.Ino, Who: whoOf(ctx, req.Cred), Changes: changes}); err != nil {
+				return err
+			}
 		}
 		switch {
 		case v&wire.SetAtimeNow != 0:
@@ -355,6 +369,9 @@ func (s *Service) SetAttr(ctx context.Context, req *wire.SetAttrReq) (wire.Attr,
 	})
 	if err != nil {
 		return wire.Attr{}, inoErr("setattr", req.Ino, err)
+	}
+	if audited {
+		s.audited()
 	}
 	return a, nil
 }
@@ -625,6 +642,7 @@ func (s *Service) UnlinkEntry(ctx context.Context, parent uint64, name string) (
 		return nil, entryErr("unlink", parent, name, err)
 	}
 	now := s.nowNs()
+	who := whoOf(ctx, nil)
 	var fr freeResult
 	var dir *wire.Attr
 	err := s.update(ctx, func(tx kv.Txn) error {
@@ -647,11 +665,15 @@ func (s *Service) UnlinkEntry(ctx context.Context, parent uint64, name string) (
 		tx.Delete(direntKey(parent, name))
 		touchDir(tx, parent, now)
 		dir = dirAttrAt(parent, p, now)
+		if err := s.appendAudit(tx, &audit.Entry{Time: now, Op: audit.OpUnlink, Ino: e.ino, Parent: parent, Name: name, Who: who}); err != nil {
+			return err
+		}
 		return dropLink(tx, e.ino, n, now, &fr)
 	})
 	if err != nil {
 		return nil, entryErr("unlink", parent, name, err)
 	}
+	s.audited()
 	s.account(fr)
 	return dir, nil
 }
@@ -669,6 +691,7 @@ func (s *Service) RmdirEntry(ctx context.Context, parent uint64, name string) (*
 		return nil, entryErr("rmdir", parent, name, err)
 	}
 	now := s.nowNs()
+	who := whoOf(ctx, nil)
 	var fr freeResult
 	var dir *wire.Attr
 	err := s.update(ctx, func(tx kv.Txn) error {
@@ -694,11 +717,15 @@ func (s *Service) RmdirEntry(ctx context.Context, parent uint64, name string) (*
 		tx.Delete(direntKey(parent, name))
 		touchDir(tx, parent, now)
 		dir = dirAttrAt(parent, p, now)
+		if err := s.appendAudit(tx, &audit.Entry{Time: now, Op: audit.OpRmdir, Ino: e.ino, Parent: parent, Name: name, Who: who}); err != nil {
+			return err
+		}
 		return removeDir(tx, e.ino, &fr)
 	})
 	if err != nil {
 		return nil, entryErr("rmdir", parent, name, err)
 	}
+	s.audited()
 	s.account(fr)
 	return dir, nil
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/sluice-fs/sluice/internal/audit"
 	"github.com/sluice-fs/sluice/internal/errs"
 	"github.com/sluice-fs/sluice/internal/kv"
 	"github.com/sluice-fs/sluice/internal/wire"
@@ -173,6 +174,17 @@ func (s *Service) rename(ctx context.Context, req *wire.RenameReq) error {
 		// rename of a directory within one parent then does not conflict
 		// with creates in that directory (which read its record), only
 		// with entry changes there (which write the "t" key setCtime reads).
+		ae := audit.Entry{Time: now, Op: audit.OpRename, Ino: src.ino, Parent: opIno, Name: req.OldName,
+			NewParent: npIno, NewName: req.NewName, Who: whoOf(ctx, req.Cred)}
+		if exchange {
+			ae.Op = audit.OpExchange
+		}
+		if dstOK {
+			ae.Replaced = dst.ino
+		}
+		if err := s.appendAudit(tx, &ae); err != nil {
+			return err
+		}
 		if err := setCtime(tx, src.ino, srcNode, now); err != nil {
 			return err
 		}
@@ -194,6 +206,7 @@ func (s *Service) rename(ctx context.Context, req *wire.RenameReq) error {
 	if err != nil {
 		return err
 	}
+	s.audited()
 	s.account(fr)
 	return nil
 }

@@ -57,6 +57,10 @@ type Options struct {
 	// InlineMax is the most bytes of a file kept in the metadata (inline
 	// data, inline.go): 0 means DefaultInlineMax, negative none.
 	InlineMax int
+	// NoAudit turns the audit trail off (audit.go): permission, owner and
+	// layout changes, removals and renames are then not recorded. The
+	// trail already written stays and can still be listed and verified.
+	NoAudit bool
 }
 
 // DefaultInlineMax is Options.InlineMax's default; MaxInlineMax bounds it
@@ -121,6 +125,16 @@ type Service struct {
 	gcEvery time.Duration
 	fsid    string
 	inlMax  int // Options.InlineMax
+	auditOn bool
+	// auditInline (benchmarks only): chain each entry in the change's
+	// transaction instead of through the sealer (appendAuditInline).
+	auditInline bool
+	// noSealer (benchmarks only): Run does not seal the audit trail.
+	noSealer bool
+
+	sealMu     sync.Mutex    // one audit sealing pass at a time
+	sealCursor []byte        // guarded by sealMu: the last pending key sealed
+	sealKick   chan struct{} // buffered(1): an audited change committed
 
 	alloc struct {
 		sync.Mutex
@@ -158,8 +172,11 @@ func New(ctx context.Context, opts Options) (*Service, error) {
 		defLay:  opts.DefaultLayout,
 		gcEvery: opts.GCInterval,
 		inlMax:  opts.InlineMax,
+		auditOn: !opts.NoAudit,
 		gcKick:  make(chan struct{}, 1),
-		closed:  make(chan struct{}),
+
+		sealKick: make(chan struct{}, 1),
+		closed:   make(chan struct{}),
 	}
 	if err := s.format(ctx); err != nil {
 		return nil, err
@@ -227,7 +244,7 @@ func (s *Service) FSID() string { return s.fsid }
 
 // Run does the background work until ctx is done or Close is called:
 // retrying queued chunk removals (at once when one is queued, and every
-// GCInterval) and storing the inode counter. It returns nil when stopped.
+// GCInterval), storing the inode counter and sealing the audit trail. It returns nil when stopped.
 func (s *Service) Run(ctx context.Context) error {
 	s.runMu.Lock()
 	if s.isClosed {
@@ -249,6 +266,9 @@ func (s *Service) Run(ctx context.Context) error {
 		case <-ctx.Done():
 		}
 	})
+	if !s.noSealer {
+		watch.Go(func() { s.runSealer(ctx) })
+	}
 	t := time.NewTicker(s.gcEvery)
 	defer t.Stop()
 	var last time.Time // start of the last pass

@@ -51,6 +51,8 @@ type MetaOptions struct {
 	// InlineMax is meta.Options.InlineMax: the most bytes of a file kept
 	// in the metadata (0: the default, negative: none).
 	InlineMax int
+	// NoAudit is meta.Options.NoAudit: the audit trail off (--audit=false).
+	NoAudit bool
 }
 
 // RunMeta serves a metadata service until ctx is done.
@@ -93,7 +95,7 @@ func RunMeta(ctx context.Context, opts MetaOptions) (err error) {
 		return err
 	}
 	closers.add(rt.Close)
-	ms, err := meta.New(ctx, meta.Options{DB: db, Targets: rt, Logger: log, InlineMax: opts.InlineMax})
+	ms, err := meta.New(ctx, meta.Options{DB: db, Targets: rt, Logger: log, InlineMax: opts.InlineMax, NoAudit: opts.NoAudit})
 	if err != nil {
 		return fmt.Errorf("meta: start metadata service: %w", err)
 	}

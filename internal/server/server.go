@@ -67,6 +67,8 @@ type Options struct {
 	// InlineMax is meta.Options.InlineMax: the most bytes of a file kept
 	// in the metadata (0: the default, negative: none).
 	InlineMax int
+	// NoAudit is meta.Options.NoAudit: the audit trail off (--audit=false).
+	NoAudit bool
 }
 
 // Validate checks the options.
@@ -190,7 +192,7 @@ func Run(ctx context.Context, opts Options) (err error) {
 	// the cluster manager.
 	local := &localMeta{rt: rt}
 	agent := target.NewAgent(targets, fsStamper{local, opts.DataDir}, target.AgentOptions{Node: meta.LocalNode, Addr: addr, Incarnation: incarnation, Logger: log})
-	ms, err := meta.New(ctx, meta.Options{DB: db, Targets: rt, Logger: log, InlineMax: opts.InlineMax})
+	ms, err := meta.New(ctx, meta.Options{DB: db, Targets: rt, Logger: log, InlineMax: opts.InlineMax, NoAudit: opts.NoAudit})
 	if err != nil {
 		return fmt.Errorf("serve: start metadata service: %w", err)
 	}

@@ -21,6 +21,7 @@ func messages() []Message {
 		&AbsorbSetReq{}, &AbsorbPolicy{}, &StagedReq{}, &StagedListResp{},
 		&KVConfig{}, &KVReq{}, &KVCreateReq{}, &KVStatResp{}, &KVPutReq{}, &KVPutResp{}, &KVGetReq{}, &KVGetResp{},
 		&KVKeysReq{}, &KVExistsResp{}, &KVDeleteResp{}, &KVListReq{}, &KVListResp{},
+		&AuditListReq{}, &AuditRecord{}, &AuditListResp{}, &AuditVerifyResp{},
 	}
 }
 

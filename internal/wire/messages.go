@@ -39,6 +39,8 @@ const (
 	OpReadInline  Op = 28 // ReadInlineReq -> ReadInlineResp
 	OpSetChunks   Op = 29 // InoReq -> Attr (the file's data beyond its inline bytes goes to the targets from now on)
 	OpResolveRead Op = 30 // ResolveReq -> ResolveReadResp (Resolve, with a regular file's inline bytes and an xattr)
+	OpAuditList   Op = 43 // AuditListReq -> AuditListResp (the audit trail, sealed first)
+	OpAuditVerify Op = 44 // Empty -> AuditVerifyResp (checks the audit trail's hash chain)
 
 	// Checkpoint absorb (ADR 0013; absorb.go).
 	OpAbsorbGet  Op = 49 // InoReq -> AbsorbPolicy (a directory's policy, inherited)
@@ -477,10 +479,35 @@ func (m *ResolveReadResp) Decode(d *Decoder) {
 type NameReq struct {
 	Parent uint64
 	Name   string
+	Cred   *Cred // who asks, for the audit trail (OpUnlink, OpRmdir); optional
 }
 
-func (m *NameReq) Encode(e *Encoder) { e.U64(m.Parent); e.String(m.Name) }
-func (m *NameReq) Decode(d *Decoder) { m.Parent = d.U64(); m.Name = d.String() }
+func (m *NameReq) Encode(e *Encoder) { e.U64(m.Parent); e.String(m.Name); encodeOptCred(e, m.Cred) }
+func (m *NameReq) Decode(d *Decoder) {
+	m.Parent = d.U64()
+	m.Name = d.String()
+	m.Cred = decodeOptCred(d)
+}
+
+// encodeOptCred appends an optional credential to a request that had none
+// before: a bool, then the Cred if set. Older services ignore it (a
+// decoder ignores trailing bytes); decodeOptCred reads nil from older
+// clients, which send nothing.
+func encodeOptCred(e *Encoder, c *Cred) {
+	e.Bool(c != nil)
+	if c != nil {
+		c.Encode(e)
+	}
+}
+
+func decodeOptCred(d *Decoder) *Cred {
+	if !d.More() || !d.Bool() {
+		return nil
+	}
+	c := new(Cred)
+	c.Decode(d)
+	return c
+}
 
 // InoReq names an inode.
 type InoReq struct{ Ino uint64 }
@@ -514,6 +541,7 @@ type SetAttrReq struct {
 	Atime int64
 	Mtime int64
 	Ctime int64
+	Cred  *Cred // who asks, for the audit trail; optional
 }
 
 func (m *SetAttrReq) Encode(e *Encoder) {
@@ -526,6 +554,7 @@ func (m *SetAttrReq) Encode(e *Encoder) {
 	e.I64(m.Atime)
 	e.I64(m.Mtime)
 	e.I64(m.Ctime)
+	encodeOptCred(e, m.Cred)
 }
 func (m *SetAttrReq) Decode(d *Decoder) {
 	m.Ino = d.U64()
@@ -537,6 +566,7 @@ func (m *SetAttrReq) Decode(d *Decoder) {
 	m.Atime = d.I64()
 	m.Mtime = d.I64()
 	m.Ctime = d.I64()
+	m.Cred = decodeOptCred(d)
 }
 
 // CreateReq creates a regular file or node (OpCreate) or a directory
@@ -636,6 +666,7 @@ type RenameReq struct {
 	NewParent uint64
 	NewName   string
 	Flags     uint32
+	Cred      *Cred // who asks, for the audit trail; optional
 }
 
 func (m *RenameReq) Encode(e *Encoder) {
@@ -644,6 +675,7 @@ func (m *RenameReq) Encode(e *Encoder) {
 	e.U64(m.NewParent)
 	e.String(m.NewName)
 	e.U32(m.Flags)
+	encodeOptCred(e, m.Cred)
 }
 func (m *RenameReq) Decode(d *Decoder) {
 	m.OldParent = d.U64()
@@ -651,6 +683,7 @@ func (m *RenameReq) Decode(d *Decoder) {
 	m.NewParent = d.U64()
 	m.NewName = d.String()
 	m.Flags = d.U32()
+	m.Cred = decodeOptCred(d)
 }
 
 // LinkReq makes a hard link NewParent/NewName to Ino.
@@ -766,10 +799,19 @@ func (m *XattrReq) Decode(d *Decoder) {
 type SetLayoutReq struct {
 	Ino    uint64
 	Layout placement.Layout
+	Cred   *Cred // who asks, for the audit trail; optional
 }
 
-func (m *SetLayoutReq) Encode(e *Encoder) { e.U64(m.Ino); EncodeLayout(e, &m.Layout) }
-func (m *SetLayoutReq) Decode(d *Decoder) { m.Ino = d.U64(); DecodeLayout(d, &m.Layout) }
+func (m *SetLayoutReq) Encode(e *Encoder) {
+	e.U64(m.Ino)
+	EncodeLayout(e, &m.Layout)
+	encodeOptCred(e, m.Cred)
+}
+func (m *SetLayoutReq) Decode(d *Decoder) {
+	m.Ino = d.U64()
+	DecodeLayout(d, &m.Layout)
+	m.Cred = decodeOptCred(d)
+}
 
 // CommitWriteReq tells the metadata service that data up to End is durable
 // on the targets: the size becomes max(size, End) and mtime/ctime Mtime.
