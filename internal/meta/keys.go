@@ -30,6 +30,9 @@ const (
 	pfxSymlink = 's' // "s" + u64 ino -> symlink target
 	pfxGarbage = 'g' // "g" + u64 ino -> layout of a freed file
 	pfxInline  = 'D' // "D" + u64 ino -> u32 CRC32C + a file's inline bytes
+	pfxTier    = 'B' // "B" + backend name -> tier backend record (tier.go)
+	pfxHsm     = 'H' // "H" + u64 ino -> HSM record of an archived file (tier.go)
+	pfxTierDel = 'O' // "O" + u64 ino + u64 gen -> object to delete (tier.go)
 )
 
 var (
