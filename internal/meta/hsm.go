@@ -50,7 +50,7 @@ func hsmStep(cur wire.HsmRecord, f hsmFile, req *wire.HsmUpdateReq) (wire.HsmRec
 	case wire.HsmActRelease:
 		switch cur.State {
 		case wire.HsmReleased:
-			return cur, nil, nil // again: the caller removes chunks again
+			return cur, nil, nil // again: its chunks were queued the first time
 		case wire.HsmResident:
 			return cur, nil, errs.New(errs.Invalid, "file is not archived; archive it before releasing it")
 		case wire.HsmDirty:
@@ -72,6 +72,14 @@ func hsmStep(cur wire.HsmRecord, f hsmFile, req *wire.HsmUpdateReq) (wire.HsmRec
 			return cur, nil, nil // restored already
 		}
 		cur.State = wire.HsmArchived
+		return cur, nil, nil
+	case wire.HsmActRestoring:
+		switch {
+		case cur.State == wire.HsmResident:
+			return cur, nil, errs.New(errs.Invalid, "file is not archived")
+		case cur.Gen != req.Record.Gen && req.Record.Gen != 0:
+			return cur, nil, errs.New(errs.Stale, "file was archived again during the restore")
+		}
 		return cur, nil, nil
 	case wire.HsmActRemove:
 		switch cur.State {

@@ -132,6 +132,18 @@ func TestHsmService(t *testing.T) {
 	if a, err := s.GetAttr(ctx, f.Ino); err != nil || a.Flags&wire.AttrReleased == 0 || a.Size != 3<<20 {
 		t.Fatalf("released attributes: %+v, %v", a, err)
 	}
+	restoring := func() error {
+		_, err := s.HsmUpdate(ctx, &wire.HsmUpdateReq{Ino: f.Ino, Action: wire.HsmActRestoring, Record: wire.HsmRecord{Gen: 2}})
+		return err
+	}
+	// The release queued the chunks' removal; a restore waits for it.
+	wantCode(t, "restore before the collection", restoring(), errs.Busy)
+	if err := s.CollectGarbage(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := restoring(); err != nil {
+		t.Fatalf("restore after the collection: %v", err)
+	}
 	_, err = s.CommitWrite(ctx, f.Ino, 10, 9)
 	wantCode(t, "write to released", err, errs.Busy)
 	_, err = s.SetAttr(ctx, &wire.SetAttrReq{Ino: f.Ino, Valid: wire.SetSize})

@@ -190,7 +190,9 @@ func (s *Service) HsmGet(ctx context.Context, ino uint64) (wire.HsmRecord, error
 // HsmUpdate applies one step of the HSM state machine (hsmStep).
 func (s *Service) HsmUpdate(ctx context.Context, req *wire.HsmUpdateReq) (wire.HsmRecord, error) {
 	var r wire.HsmRecord
+	var queued bool
 	err := s.update(ctx, func(tx kv.Txn) error {
+		queued = false
 		n, err := getInode(tx, req.Ino)
 		if err != nil {
 			return err
@@ -212,12 +214,30 @@ func (s *Service) HsmUpdate(ctx context.Context, req *wire.HsmUpdateReq) (wire.H
 		if err != nil {
 			return err
 		}
+		switch {
+		case req.Action == wire.HsmActRestoring && next.State == wire.HsmReleased:
+			// The chunks a restore writes must not be removed by the
+			// collection of the release's chunks: wait for it to finish.
+			if _, err := tx.Get(garbageKey(req.Ino)); err == nil {
+				return errs.New(errs.Busy, "the release's chunk removal has not finished; try again")
+			} else if !errors.Is(err, kv.ErrNotFound) {
+				return err
+			}
+		case req.Action == wire.HsmActRelease && cur.State != wire.HsmReleased && len(n.Layout.Chains) > 0:
+			// Same transaction: a released file never keeps chunks
+			// past the collector's next pass, even across a crash.
+			tx.Set(garbageKey(req.Ino), appendLayout(nil, &n.Layout))
+			queued = true
+		}
 		putHsm(tx, req.Ino, next, drop)
 		r = next
 		return nil
 	})
 	if err != nil {
 		return wire.HsmRecord{}, inoErr("hsm update", req.Ino, err)
+	}
+	if queued {
+		s.kickGC()
 	}
 	return r, nil
 }

@@ -146,8 +146,8 @@ const (
 	// HsmActArchived records Record as the file's archived copy if the
 	// file's size and mtime still equal Record's and it is not released.
 	HsmActArchived uint8 = 1
-	// HsmActRelease makes an archived file released; the caller then
-	// removes its chunks.
+	// HsmActRelease makes an archived file released and queues the
+	// removal of its chunks (the metadata service's garbage collector).
 	HsmActRelease uint8 = 2
 	// HsmActRestored makes a released file archived again once its bytes
 	// are back on the targets (Record.Gen must match).
@@ -155,6 +155,10 @@ const (
 	// HsmActRemove drops the record (not of a released file) and queues
 	// its object for deletion.
 	HsmActRemove uint8 = 4
+	// HsmActRestoring asks whether a restore of a released file may write
+	// its chunks: not while the release's chunk removal is still queued
+	// (errs.Busy). It changes nothing.
+	HsmActRestoring uint8 = 5
 )
 
 // HsmUpdateReq is one step of the HSM state machine on file Ino.
