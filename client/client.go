@@ -60,6 +60,13 @@ type Options struct {
 	// instead of chunks (inline data, ADR 0009): 0 means the service's
 	// limit, a positive value the smaller of the two, negative none.
 	InlineMax int
+	// TierTimeout bounds each request to an object-tier backend, retries
+	// included (default 30 s): a read of a released file whose backend
+	// does not answer fails with errs.Unavailable (EIO) past it.
+	TierTimeout time.Duration
+	// TierReadAhead is how many blocks (tier.BlockSize) of a released
+	// file a sequential reader keeps in flight (default 16).
+	TierReadAhead int
 }
 
 func (o *Options) setDefaults() error {
@@ -95,6 +102,12 @@ func (o *Options) setDefaults() error {
 	if o.FlushTimeout <= 0 {
 		o.FlushTimeout = 60 * time.Second
 	}
+	if o.TierTimeout <= 0 {
+		o.TierTimeout = 30 * time.Second
+	}
+	if o.TierReadAhead <= 0 {
+		o.TierReadAhead = 16
+	}
 	return nil
 }
 
@@ -115,6 +128,8 @@ type Client struct {
 	chains  map[placement.ChainID]placement.Chain
 	pools   map[string]*pool // address -> connections
 	closed  bool
+
+	tiers tierStores // the object tier's backends (tier.go)
 }
 
 // New connects to the metadata service at opts.Server and learns the
