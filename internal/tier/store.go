@@ -139,6 +139,9 @@ func (s *s3Store) err(op, key string, err error) error {
 		return nil
 	}
 	what := fmt.Sprintf("tier: backend %q: %s %s", s.name, op, s.prefix+key)
+	if key == "" {
+		what = fmt.Sprintf("tier: backend %q: %s %q", s.name, op, s.bucket)
+	}
 	r := minio.ToErrorResponse(err)
 	switch r.Code {
 	case minio.NoSuchKey, "NotFound":
@@ -158,8 +161,11 @@ func (s *s3Store) err(op, key string, err error) error {
 		return errs.Wrap(errs.Unavailable, err, "%s: backend did not answer in time", what)
 	}
 	var ne net.Error
-	if errors.As(err, &ne) || r.StatusCode == 0 || r.StatusCode >= 500 {
+	if errors.As(err, &ne) || r.StatusCode >= 500 || errs.CodeOf(err) == errs.Unavailable {
 		return errs.Wrap(errs.Unavailable, err, "%s: backend unreachable", what)
+	}
+	if r.StatusCode == 0 || r.StatusCode == http.StatusBadRequest {
+		return errs.Wrap(errs.Invalid, err, "%s", what)
 	}
 	return errs.Wrap(errs.Internal, err, "%s", what)
 }

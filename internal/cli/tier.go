@@ -1,0 +1,233 @@
+package cli
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"os"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/sluice-fs/sluice/client"
+	"github.com/sluice-fs/sluice/internal/errs"
+)
+
+// TierCreds says where `tier add` takes a backend's credentials from: the
+// flags, else the file, else the environment (AWS_ACCESS_KEY_ID,
+// AWS_SECRET_ACCESS_KEY).
+type TierCreds struct {
+	AccessKey, SecretKey string
+	File                 string
+}
+
+// Resolve returns the access key pair. A file holds key = value lines:
+// aws_access_key_id and aws_secret_access_key (as ~/.aws/credentials; the
+// first of each counts) or access_key and secret_key.
+func (c TierCreds) Resolve(getenv func(string) string) (access, secret string, err error) {
+	access, secret = c.AccessKey, c.SecretKey
+	if c.File != "" && (access == "" || secret == "") {
+		a, s, err := readCredsFile(c.File)
+		if err != nil {
+			return "", "", err
+		}
+		access, secret = cmpOr(access, a), cmpOr(secret, s)
+	}
+	access = cmpOr(access, getenv("AWS_ACCESS_KEY_ID"))
+	secret = cmpOr(secret, getenv("AWS_SECRET_ACCESS_KEY"))
+	if (access == "") != (secret == "") {
+		return "", "", errs.New(errs.Invalid, "tier: an access key needs its secret key and the other way round")
+	}
+	return access, secret, nil
+}
+
+func cmpOr(a, b string) string {
+	if a != "" {
+		return a
+	}
+	return b
+}
+
+func readCredsFile(name string) (access, secret string, err error) {
+	f, err := os.Open(name)
+	if err != nil {
+		return "", "", fmt.Errorf("tier: credentials file: %w", err)
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for line := 1; sc.Scan(); line++ {
+		t := strings.TrimSpace(sc.Text())
+		if t == "" || t[0] == '#' || t[0] == ';' || t[0] == '[' {
+			continue
+		}
+		k, v, ok := strings.Cut(t, "=")
+		if !ok {
+			// Never echo the line: it may hold a secret.
+			return "", "", errs.New(errs.Invalid, "tier: credentials file %s line %d: want key = value", name, line)
+		}
+		k, v = strings.ToLower(strings.TrimSpace(k)), strings.TrimSpace(v)
+		switch k {
+		case "aws_access_key_id", "access_key":
+			access = cmpOr(access, v)
+		case "aws_secret_access_key", "secret_key":
+			secret = cmpOr(secret, v)
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return "", "", fmt.Errorf("tier: credentials file %s: %w", name, err)
+	}
+	if access == "" || secret == "" {
+		return "", "", errs.New(errs.Invalid, "tier: credentials file %s has no aws_access_key_id and aws_secret_access_key", name)
+	}
+	return access, secret, nil
+}
+
+// TierAdd registers a backend after checking it (unless force).
+func (e *Env) TierAdd(ctx context.Context, b client.TierBackend, force bool) error {
+	if err := e.Client.TierAdd(ctx, b, force); err != nil {
+		return fmt.Errorf("tier add %s (%s bucket %q): %w", b.Name, b.Endpoint, b.Bucket, err)
+	}
+	state := "reachable"
+	if force {
+		state = "not checked"
+	}
+	fmt.Fprintf(e.Stdout, "tier backend %s added: %s bucket %s (%s)\n", b.Name, b.Endpoint, b.Bucket, state)
+	return nil
+}
+
+// TierLs lists the backends, without their credentials; with check, each
+// is tried (a HEAD of its bucket) and its state shown.
+func (e *Env) TierLs(ctx context.Context, check bool) error {
+	bs, err := e.Client.TierList(ctx)
+	if err != nil {
+		return err
+	}
+	tw := tabwriter.NewWriter(e.Stdout, 0, 0, 2, ' ', 0)
+	fmt.Fprint(tw, "NAME\tENDPOINT\tBUCKET\tPREFIX\tREGION\tCREDENTIALS")
+	if check {
+		fmt.Fprint(tw, "\tSTATE")
+	}
+	fmt.Fprintln(tw)
+	for _, b := range bs {
+		creds := "none"
+		if b.AccessKey != "" {
+			creds = "set"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s", b.Name, b.Endpoint, b.Bucket, cmpOr(b.Prefix, "-"), cmpOr(b.Region, "-"), creds)
+		if check {
+			fmt.Fprintf(tw, "\t%s", e.tierState(ctx, b.Name))
+		}
+		fmt.Fprintln(tw)
+	}
+	return tw.Flush()
+}
+
+// tierState tries a backend for at most 5 s and says how it went.
+func (e *Env) tierState(ctx context.Context, name string) string {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	if err := e.Client.TierCheck(ctx, name); err != nil {
+		return "FAILED: " + strings.ReplaceAll(err.Error(), "\n", " ")
+	}
+	return "ok"
+}
+
+// TierRm removes a backend.
+func (e *Env) TierRm(ctx context.Context, names []string) error {
+	for _, n := range names {
+		if err := e.Client.TierRemove(ctx, n); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// TierGC deletes the queued objects of removed files.
+func (e *Env) TierGC(ctx context.Context) error {
+	del, kept, err := e.Client.TierGC(ctx)
+	fmt.Fprintf(e.Stdout, "%d objects deleted, %d kept (written over by a later archive)\n", del, kept)
+	return err
+}
+
+// HSM actions of `sluice hsm`.
+const (
+	HsmArchive = "archive"
+	HsmRelease = "release"
+	HsmRestore = "restore"
+	HsmState   = "state"
+	HsmRemove  = "remove"
+)
+
+// Hsm runs action on each path (with recursive, on every regular file
+// below a directory) and prints each file's state after it. A file that
+// fails is reported on stderr and the others go on; the error says how many
+// failed.
+func (e *Env) Hsm(ctx context.Context, action string, paths []string, recursive bool, backend string) error {
+	var do func(context.Context, string) (client.HsmInfo, error)
+	switch action {
+	case HsmArchive:
+		do = func(ctx context.Context, p string) (client.HsmInfo, error) {
+			return e.Client.HsmArchive(ctx, p, backend)
+		}
+	case HsmRelease:
+		do = e.Client.HsmRelease
+	case HsmRestore:
+		do = e.Client.HsmRestore
+	case HsmState:
+		do = e.Client.HsmState
+	case HsmRemove:
+		do = e.Client.HsmRemove
+	default:
+		return errs.New(errs.Invalid, "hsm: unknown action %q", action)
+	}
+	var files, failed int
+	one := func(p string) {
+		files++
+		info, err := do(ctx, p)
+		if action == HsmRelease && errs.CodeOf(err) == errs.NotSupported {
+			// A small file held inline in the metadata has no target
+			// space to free: it stays archived, which is no failure.
+			fmt.Fprintf(e.Stdout, "archived\t%s\t(inline in the metadata: nothing to release)\n", p)
+			return
+		}
+		if err != nil {
+			failed++
+			fmt.Fprintf(e.Stderr, "sluice: %v\n", err)
+			return
+		}
+		if action == HsmState && info.State != "resident" {
+			fmt.Fprintf(e.Stdout, "%s\t%s\tbackend %s key %s\n", info.State, p, info.Backend, info.Key)
+		} else {
+			fmt.Fprintf(e.Stdout, "%s\t%s\n", info.State, p)
+		}
+	}
+	for _, p := range paths {
+		fi, err := e.Client.Stat(ctx, p)
+		if err != nil {
+			return err
+		}
+		if !fi.IsDir() {
+			one(p)
+			continue
+		}
+		if !recursive {
+			return fmt.Errorf("hsm %s %s: %w (use -r)", action, p, errs.ErrIsDir)
+		}
+		err = e.Client.Walk(ctx, p, func(q string, fi *client.FileInfo, err error) error {
+			if err != nil {
+				return err
+			}
+			if fi.Mode().IsRegular() {
+				one(q)
+			}
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+	}
+	if failed > 0 {
+		return fmt.Errorf("hsm %s: %d of %d files failed", action, failed, files)
+	}
+	return nil
+}
