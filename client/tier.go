@@ -273,7 +273,9 @@ type ctxReaderAt struct {
 	f   *File
 }
 
-func (r ctxReaderAt) ReadAt(p []byte, off int64) (int, error) { return r.f.ReadAtContext(r.ctx, p, off) }
+func (r ctxReaderAt) ReadAt(p []byte, off int64) (int, error) {
+	return r.f.ReadAtContext(r.ctx, p, off)
+}
 
 // HsmRelease releases the archived file at p: its chunks are queued for
 // removal from the targets (the space comes back within the metadata
@@ -537,7 +539,9 @@ func (f *File) readTier(ctx context.Context, off int64, dst []byte) error {
 		select {
 		case <-b.done:
 		case <-ctx.Done():
-			return errs.Wrap(errs.Unavailable, ctx.Err(), "client: read of released inode %d", f.ino)
+			// EIO, not ETIMEDOUT: the tier is what failed to answer
+			// (the caller's deadline is the mount's op timeout).
+			return errs.New(errs.Unavailable, "client: read of released inode %d: tier backend %q did not answer in time (%v)", f.ino, rec.Backend, ctx.Err())
 		}
 		if b.err != nil {
 			return b.err

@@ -20,6 +20,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -303,3 +304,17 @@ func newGatewayClient(t testing.TB, fs *fsServer) *minio.Client {
 	}
 	return c
 }
+
+func proctestSkip(t testing.TB, format string, args ...any) {
+	t.Helper()
+	proctest.SkipMissing(t, format, args...)
+}
+
+// syncLog collects a process's output from its goroutines.
+type syncLog struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *syncLog) Write(p []byte) (int, error) { l.mu.Lock(); defer l.mu.Unlock(); return l.b.Write(p) }
+func (l *syncLog) String() string              { l.mu.Lock(); defer l.mu.Unlock(); return l.b.String() }
