@@ -464,20 +464,28 @@ type tierRead struct {
 	mu     sync.Mutex
 	rec    *wire.HsmRecord
 	st     tier.Store
-	blocks map[int64]*tierBlock
-	next   int64 // the block after the last read, to tell sequential reads
+	blocks map[int64]*tierFetch // block index -> the fetch holding it
+	next   int64                // the block after the last read, to tell sequential reads
 }
 
-type tierBlock struct {
-	done chan struct{}
-	data []byte
-	err  error
+// tierFetch is one ranged GET of blocks [first, first+n).
+type tierFetch struct {
+	first int64
+	n     int64
+	done  chan struct{}
+	data  []byte
+	err   error
 }
 
-// readTier reads dst at off from the tier: the blocks covering it, each a
-// ranged GET checked against its CRC32C, with up to TierReadAhead blocks
-// fetched ahead of a sequential reader. It never returns bytes that failed
-// a check, nor fewer bytes than asked.
+// tierSegment is how many blocks one GET of a sequential reader asks for:
+// S3 serves larger ranges at a lower cost per byte.
+const tierSegment = 4
+
+// readTier reads dst at off from the tier: the blocks covering it, fetched
+// with ranged GETs and each checked against its CRC32C. A sequential
+// reader gets segments of tierSegment blocks, up to TierReadAhead blocks
+// ahead of it; others only the blocks they need. It never returns bytes
+// that failed a check, nor fewer bytes than asked.
 func (f *File) readTier(ctx context.Context, off int64, dst []byte) error {
 	t := &f.tier
 	t.mu.Lock()
@@ -496,7 +504,7 @@ func (f *File) readTier(ctx context.Context, off int64, dst []byte) error {
 		}
 		t.mu.Lock()
 		if t.rec == nil {
-			t.rec, t.st, t.blocks = &rec, st, make(map[int64]*tierBlock)
+			t.rec, t.st, t.blocks = &rec, st, make(map[int64]*tierFetch)
 		}
 	}
 	rec := t.rec
@@ -506,68 +514,89 @@ func (f *File) readTier(ctx context.Context, off int64, dst []byte) error {
 		t.mu.Unlock()
 		return errs.New(errs.Stale, "client: read of inode %d up to %d passes its archived copy's %d bytes", f.ino, end, rec.Size)
 	}
+	nblocks := int64(len(rec.BlockCRCs))
 	first, last := off/bs, (end-1)/bs
-	ahead := last
-	if first == t.next || first+1 == t.next {
-		ahead = min(last+int64(f.c.opts.TierReadAhead), (int64(rec.Size)-1)/bs)
+	seq := first == t.next || first+1 == t.next || (first > 0 && t.blocks[first-1] != nil)
+	ahead, unit := last, int64(1)
+	if seq {
+		ahead, unit = min(last+int64(f.c.opts.TierReadAhead), nblocks-1), tierSegment
 	}
 	t.next = last + 1
-	need := make([]*tierBlock, 0, last-first+1)
-	for i := first; i <= ahead; i++ {
-		b := t.blocks[i]
-		if b == nil {
-			b = &tierBlock{done: make(chan struct{})}
-			t.blocks[i] = b
-			go f.fetchBlock(t, i, b)
+	for i := first; i <= ahead; {
+		if t.blocks[i] != nil {
+			i++
+			continue
 		}
-		if i <= last {
-			need = append(need, b)
+		// A new fetch from block i: a unit aligned to its size, cut
+		// where blocks are already fetched.
+		n := int64(1)
+		limit := min((i/unit+1)*unit, nblocks)
+		for i+n < limit && t.blocks[i+n] == nil {
+			n++
 		}
+		if i > last && n < unit && i+n < nblocks {
+			break // read ahead in whole segments only
+		}
+		fe := &tierFetch{first: i, n: n, done: make(chan struct{})}
+		for k := i; k < i+n; k++ {
+			t.blocks[k] = fe
+		}
+		go f.fetchBlocks(t, fe)
+		i += n
+	}
+	need := make([]*tierFetch, 0, last-first+1)
+	for i := first; i <= last; i++ {
+		need = append(need, t.blocks[i])
 	}
 	// Forget blocks behind the reader and far ahead of it.
-	for i, b := range t.blocks {
+	for i, fe := range t.blocks {
 		if i < first-1 || i > ahead+int64(f.c.opts.TierReadAhead) {
 			select {
-			case <-b.done:
+			case <-fe.done:
 				delete(t.blocks, i)
 			default:
 			}
 		}
 	}
 	t.mu.Unlock()
-	for k, b := range need {
+	for k, fe := range need {
 		select {
-		case <-b.done:
+		case <-fe.done:
 		case <-ctx.Done():
 			// EIO, not ETIMEDOUT: the tier is what failed to answer
 			// (the caller's deadline is the mount's op timeout).
 			return errs.New(errs.Unavailable, "client: read of released inode %d: tier backend %q did not answer in time (%v)", f.ino, rec.Backend, ctx.Err())
 		}
-		if b.err != nil {
-			return b.err
+		if fe.err != nil {
+			return fe.err
 		}
 		i := first + int64(k)
 		lo := max(off, i*bs)
-		hi := min(end, i*bs+int64(len(b.data)))
-		copy(dst[lo-off:hi-off], b.data[lo-i*bs:hi-i*bs])
+		hi := min(end, (i+1)*bs)
+		base := fe.first * bs
+		copy(dst[lo-off:hi-off], fe.data[lo-base:hi-base])
 	}
 	return nil
 }
 
-// fetchBlock reads block i of the tier copy into b. A failed block is
+// fetchBlocks reads the blocks of fe from the tier. A failed fetch is
 // forgotten, so that the next read asks again.
-func (f *File) fetchBlock(t *tierRead, i int64, b *tierBlock) {
-	defer close(b.done)
+func (f *File) fetchBlocks(t *tierRead, fe *tierFetch) {
+	defer close(fe.done)
 	rec := t.rec
-	buf := make([]byte, tier.BlockLen(rec, int(i)))
-	if err := f.c.tierGet(context.WithoutCancel(f.ctx), t.st, rec, i*int64(rec.BlockSize), buf); err != nil {
-		b.err = fmt.Errorf("read released inode %d block %d from backend %q: %w", f.ino, i, rec.Backend, err)
+	bs := int64(rec.BlockSize)
+	size := min(fe.n*bs, int64(rec.Size)-fe.first*bs)
+	buf := make([]byte, size)
+	if err := f.c.tierGet(context.WithoutCancel(f.ctx), t.st, rec, fe.first*bs, buf); err != nil {
+		fe.err = fmt.Errorf("read released inode %d blocks %d-%d from backend %q: %w", f.ino, fe.first, fe.first+fe.n-1, rec.Backend, err)
 		t.mu.Lock()
-		if t.blocks[i] == b {
-			delete(t.blocks, i)
+		for k := fe.first; k < fe.first+fe.n; k++ {
+			if t.blocks[k] == fe {
+				delete(t.blocks, k)
+			}
 		}
 		t.mu.Unlock()
 		return
 	}
-	b.data = buf
+	fe.data = buf
 }

@@ -22,6 +22,7 @@ func newHsm(g *globals) *cobra.Command {
 	} {
 		var recursive bool
 		var backend string
+		parallel := 8
 		var args []string
 		sub := &cobra.Command{
 			Use:    a.name + " [-r] PATH...",
@@ -30,9 +31,10 @@ func newHsm(g *globals) *cobra.Command {
 			PreRun: func(_ *cobra.Command, x []string) { args = x },
 		}
 		sub.RunE = g.run(func(ctx context.Context, e *cli.Env) error {
-			return e.Hsm(ctx, a.name, args, recursive, backend)
+			return e.Hsm(ctx, a.name, args, recursive, backend, parallel)
 		})
 		sub.Flags().BoolVarP(&recursive, "recursive", "r", false, "every regular file below directories")
+		sub.Flags().IntVarP(&parallel, "parallel", "P", parallel, "files handled at once")
 		if a.name == cli.HsmArchive {
 			sub.Flags().StringVar(&backend, "backend", "", "tier backend (default: the only one registered)")
 		}

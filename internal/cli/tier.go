@@ -6,8 +6,11 @@ import (
 	"fmt"
 	"os"
 	"strings"
+	"sync"
 	"text/tabwriter"
 	"time"
+
+	"golang.org/x/sync/errgroup"
 
 	"github.com/sluice-fs/sluice/client"
 	"github.com/sluice-fs/sluice/internal/errs"
@@ -159,10 +162,10 @@ const (
 )
 
 // Hsm runs action on each path (with recursive, on every regular file
-// below a directory) and prints each file's state after it. A file that
-// fails is reported on stderr and the others go on; the error says how many
-// failed.
-func (e *Env) Hsm(ctx context.Context, action string, paths []string, recursive bool, backend string) error {
+// below a directory), up to parallel files at a time, and prints each
+// file's state after it. A file that fails is reported on stderr and the
+// others go on; the error says how many failed.
+func (e *Env) Hsm(ctx context.Context, action string, paths []string, recursive bool, backend string, parallel int) error {
 	var do func(context.Context, string) (client.HsmInfo, error)
 	switch action {
 	case HsmArchive:
@@ -180,30 +183,41 @@ func (e *Env) Hsm(ctx context.Context, action string, paths []string, recursive 
 	default:
 		return errs.New(errs.Invalid, "hsm: unknown action %q", action)
 	}
-	var files, failed int
+	var (
+		mu            sync.Mutex // guards files, failed and the output
+		files, failed int
+		g             errgroup.Group
+	)
+	if action == HsmState {
+		parallel = 1 // a listing, in walk order
+	}
+	g.SetLimit(max(parallel, 1))
 	one := func(p string) {
-		files++
-		info, err := do(ctx, p)
-		if action == HsmRelease && errs.CodeOf(err) == errs.NotSupported {
-			// A small file held inline in the metadata has no target
-			// space to free: it stays archived, which is no failure.
-			fmt.Fprintf(e.Stdout, "archived\t%s\t(inline in the metadata: nothing to release)\n", p)
-			return
-		}
-		if err != nil {
-			failed++
-			fmt.Fprintf(e.Stderr, "sluice: %v\n", err)
-			return
-		}
-		if action == HsmState && info.State != "resident" {
-			fmt.Fprintf(e.Stdout, "%s\t%s\tbackend %s key %s\n", info.State, p, info.Backend, info.Key)
-		} else {
-			fmt.Fprintf(e.Stdout, "%s\t%s\n", info.State, p)
-		}
+		g.Go(func() error {
+			info, err := do(ctx, p)
+			mu.Lock()
+			defer mu.Unlock()
+			files++
+			switch {
+			case action == HsmRelease && errs.CodeOf(err) == errs.NotSupported:
+				// A small file held inline in the metadata has no
+				// target space to free: it stays archived, no failure.
+				fmt.Fprintf(e.Stdout, "archived\t%s\t(inline in the metadata: nothing to release)\n", p)
+			case err != nil:
+				failed++
+				fmt.Fprintf(e.Stderr, "sluice: %v\n", err)
+			case action == HsmState && info.State != "resident":
+				fmt.Fprintf(e.Stdout, "%s\t%s\tbackend %s key %s\n", info.State, p, info.Backend, info.Key)
+			default:
+				fmt.Fprintf(e.Stdout, "%s\t%s\n", info.State, p)
+			}
+			return nil
+		})
 	}
 	for _, p := range paths {
 		fi, err := e.Client.Stat(ctx, p)
 		if err != nil {
+			g.Wait()
 			return err
 		}
 		if !fi.IsDir() {
@@ -211,6 +225,7 @@ func (e *Env) Hsm(ctx context.Context, action string, paths []string, recursive 
 			continue
 		}
 		if !recursive {
+			g.Wait()
 			return fmt.Errorf("hsm %s %s: %w (use -r)", action, p, errs.ErrIsDir)
 		}
 		err = e.Client.Walk(ctx, p, func(q string, fi *client.FileInfo, err error) error {
@@ -223,9 +238,11 @@ func (e *Env) Hsm(ctx context.Context, action string, paths []string, recursive 
 			return nil
 		})
 		if err != nil {
+			g.Wait()
 			return err
 		}
 	}
+	g.Wait()
 	if failed > 0 {
 		return fmt.Errorf("hsm %s: %d of %d files failed", action, failed, files)
 	}
