@@ -65,7 +65,7 @@ type Options struct {
 	// does not answer fails with errs.Unavailable (EIO) past it.
 	TierTimeout time.Duration
 	// TierReadAhead is how many blocks (tier.BlockSize) of a released
-	// file a sequential reader keeps in flight (default 32).
+	// file a sequential reader keeps in flight (default 64).
 	TierReadAhead int
 }
 
@@ -106,7 +106,7 @@ func (o *Options) setDefaults() error {
 		o.TierTimeout = 30 * time.Second
 	}
 	if o.TierReadAhead <= 0 {
-		o.TierReadAhead = 32
+		o.TierReadAhead = 64
 	}
 	return nil
 }
