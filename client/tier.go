@@ -326,8 +326,21 @@ func (c *Client) RestoreIno(ctx context.Context, ino uint64) (HsmInfo, error) {
 	if rec.State != wire.HsmReleased {
 		return hsmInfo(&rec), nil
 	}
-	if _, err := c.hsmUpdate(ctx, ino, wire.HsmActRestoring, rec); err != nil {
-		return HsmInfo{}, err
+	// The release's chunk removal runs in the metadata service's next
+	// collection pass, a fraction of a second after it: wait for it.
+	for wait, deadline := 20*time.Millisecond, time.Now().Add(2*time.Minute); ; wait = min(2*wait, time.Second) {
+		_, err := c.hsmUpdate(ctx, ino, wire.HsmActRestoring, rec)
+		if err == nil {
+			break
+		}
+		if errs.CodeOf(err) != errs.Busy || time.Now().After(deadline) {
+			return HsmInfo{}, err
+		}
+		select {
+		case <-time.After(wait):
+		case <-ctx.Done():
+			return HsmInfo{}, ctx.Err()
+		}
 	}
 	st, err := c.tierStore(ctx, rec.Backend)
 	if err != nil {

@@ -67,7 +67,7 @@ func newRoot() *cobra.Command {
 		newServe(), newMeta(), newTarget(),
 		newLs(g), newStat(g), newMkdir(g), newCp(g), newCat(g), newRm(g), newMv(g), newLn(g),
 		newLayout(g), newMount(g), newUmount(), newGateway(g), newBench(g), newBenchWorker(g), newStatus(g), newTop(), newFsx(g),
-		newTier(g), newHsm(g),
+		newTier(g), newHsm(g), newStage(g),
 	)
 	return root
 }

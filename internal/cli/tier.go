@@ -248,3 +248,90 @@ func (e *Env) Hsm(ctx context.Context, action string, paths []string, recursive 
 	}
 	return nil
 }
+
+// StageOptions configure Stage.
+type StageOptions struct {
+	FromFile string // a file of paths, one per line, after the arguments
+	Rate     int64  // bytes per second restored at most (0: no cap)
+	Parallel int    // files restored at once (default 4)
+}
+
+// Stage restores released files ahead of a job, starting them in the order
+// given (arguments, then the lines of FromFile), at most o.Parallel at
+// once and o.Rate bytes per second. Files not released are skipped. It
+// returns when every file is staged; a file that fails is reported and the
+// others go on.
+func (e *Env) Stage(ctx context.Context, paths []string, o StageOptions) error {
+	if o.FromFile != "" {
+		b, err := os.ReadFile(o.FromFile)
+		if err != nil {
+			return fmt.Errorf("stage: %w", err)
+		}
+		for _, l := range strings.Split(string(b), "\n") {
+			if l = strings.TrimSpace(l); l != "" && !strings.HasPrefix(l, "#") {
+				paths = append(paths, l)
+			}
+		}
+	}
+	if len(paths) == 0 {
+		return errs.New(errs.Invalid, "stage: no files given")
+	}
+	var (
+		mu                     sync.Mutex // guards the counters
+		staged, skipped, fails int
+		bytes                  int64
+		g                      errgroup.Group
+	)
+	g.SetLimit(max(o.Parallel, 1))
+	start := time.Now()
+	var started int64 // bytes of the restores started, for the rate cap
+	for _, p := range paths {
+		info, err := e.Client.HsmState(ctx, p)
+		if err != nil {
+			fmt.Fprintf(e.Stderr, "sluice: %v\n", err)
+			mu.Lock()
+			fails++
+			mu.Unlock()
+			continue
+		}
+		if info.State != "released" {
+			mu.Lock()
+			skipped++
+			mu.Unlock()
+			continue
+		}
+		if o.Rate > 0 {
+			// Start this file no earlier than the cap allows for the
+			// bytes started before it.
+			due := start.Add(time.Duration(float64(started) / float64(o.Rate) * float64(time.Second)))
+			if d := time.Until(due); d > 0 {
+				select {
+				case <-time.After(d):
+				case <-ctx.Done():
+					g.Wait()
+					return ctx.Err()
+				}
+			}
+		}
+		started += int64(info.Size)
+		g.Go(func() error {
+			_, err := e.Client.HsmRestore(ctx, p)
+			mu.Lock()
+			defer mu.Unlock()
+			if err != nil {
+				fails++
+				fmt.Fprintf(e.Stderr, "sluice: %v\n", err)
+				return nil
+			}
+			staged++
+			bytes += int64(info.Size)
+			return nil
+		})
+	}
+	g.Wait()
+	fmt.Fprintf(e.Stdout, "staged %d files (%s) in %v; %d not released\n", staged, human(bytes), time.Since(start).Round(time.Millisecond), skipped)
+	if fails > 0 {
+		return fmt.Errorf("stage: %d of %d files failed", fails, len(paths))
+	}
+	return nil
+}
