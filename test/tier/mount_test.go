@@ -77,6 +77,9 @@ func TestMountRead(t *testing.T) {
 	if err != nil || fi.Size() != int64(len(a)) {
 		t.Fatalf("stat of released on the mount: %v %v", fi, err)
 	}
+	if st := fi.Sys().(*syscall.Stat_t); st.Blocks != 0 {
+		t.Errorf("released file has %d blocks; du must count none", st.Blocks)
+	}
 	got, err := os.ReadFile(filepath.Join(mp, "a"))
 	if err != nil || sha256.Sum256(got) != sha256.Sum256(a) {
 		t.Fatalf("read of released on the mount: %d bytes, %v", len(got), err)
