@@ -148,6 +148,7 @@ func TestHsmService(t *testing.T) {
 	wantCode(t, "write to released", err, errs.Busy)
 	_, err = s.SetAttr(ctx, &wire.SetAttrReq{Ino: f.Ino, Valid: wire.SetSize})
 	wantCode(t, "truncate released", err, errs.Busy)
+	wantCode(t, "remove a backend in use", s.TierSet(ctx, &wire.TierSetReq{Backend: wire.TierBackend{Name: "b"}, Remove: true}), errs.Busy)
 	if err := s.Unlink(ctx, RootIno, "f"); err != nil {
 		t.Fatal(err)
 	}
@@ -162,5 +163,8 @@ func TestHsmService(t *testing.T) {
 	q, err = s.TierQueue(ctx, &wire.TierQueueReq{Done: q.Items, Limit: 10})
 	if err != nil || len(q.Items) != 0 {
 		t.Fatalf("queue after done = %+v, %v", q.Items, err)
+	}
+	if err := s.TierSet(ctx, &wire.TierSetReq{Backend: wire.TierBackend{Name: "b"}, Remove: true}); err != nil {
+		t.Fatalf("remove an unused backend: %v", err)
 	}
 }

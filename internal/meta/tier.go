@@ -120,6 +120,17 @@ func (s *Service) TierSet(ctx context.Context, req *wire.TierSetReq) error {
 	if !req.Remove && (b.Endpoint == "" || b.Bucket == "") {
 		return errs.New(errs.Invalid, "meta: tier backend %q needs an endpoint and a bucket", b.Name)
 	}
+	if req.Remove {
+		// Files archived to it would lose their only way back (a
+		// released file) or leave a copy nobody deletes: refuse.
+		n, err := s.hsmFilesOn(ctx, b.Name)
+		if err != nil {
+			return fmt.Errorf("meta: tier set %q: %w", b.Name, err)
+		}
+		if n > 0 {
+			return errs.New(errs.Busy, "meta: tier backend %q holds the copies of %d or more files; restore them and remove their copies first (sluice hsm restore, sluice hsm remove)", b.Name, n)
+		}
+	}
 	err := s.update(ctx, func(tx kv.Txn) error {
 		_, err := tx.Get(tierKey(b.Name))
 		switch {
@@ -140,6 +151,57 @@ func (s *Service) TierSet(ctx context.Context, req *wire.TierSetReq) error {
 		return fmt.Errorf("meta: tier set %q: %w", b.Name, err)
 	}
 	return nil
+}
+
+// hsmFilesOn counts (up to 1) the files whose HSM record or queued object
+// names backend: a scan of the "H" and "O" keys, in pages of one read
+// transaction each. An archive committed during the scan may be missed;
+// it then names a backend that is gone and its reads fail until the
+// backend is added again (docs/tier.md).
+func (s *Service) hsmFilesOn(ctx context.Context, backend string) (int, error) {
+	for _, pfx := range []byte{pfxHsm, pfxTierDel} {
+		start, end := []byte{pfx}, kv.PrefixEnd([]byte{pfx})
+		for start != nil {
+			found, next := false, []byte(nil)
+			err := s.db.View(ctx, func(tx kv.Txn) error {
+				found, next = false, nil
+				var derr error
+				n := 0
+				err := tx.Scan(start, end, 1024, func(k, v []byte) bool {
+					n++
+					next = append(append([]byte(nil), k...), 0)
+					name := ""
+					if pfx == pfxHsm {
+						var r wire.HsmRecord
+						if derr = decodeTierRecord("HSM", v, &r); derr != nil {
+							return false
+						}
+						name = r.Backend
+					} else if len(v) > 0 {
+						d := wire.Decoder{B: v[1:]}
+						name = d.String()
+					}
+					found = name == backend
+					return !found
+				})
+				if n < 1024 && !found {
+					next = nil
+				}
+				if err != nil {
+					return err
+				}
+				return derr
+			})
+			if err != nil {
+				return 0, err
+			}
+			if found {
+				return 1, nil
+			}
+			start = next
+		}
+	}
+	return 0, nil
 }
 
 // TierList returns every backend, sorted by name.
