@@ -79,6 +79,31 @@ func BenchmarkTier(b *testing.B) {
 	for i := range smallKeys {
 		smallKeys[i] = fmt.Sprintf("/cold/small/%05d", i)
 	}
+	_, fuseErr := os.Stat("/dev/fuse")
+	canMount := os.Geteuid() == 0 && fuseErr == nil
+	// mountRead reads files through a new mount (nothing in its page cache).
+	mountRead := func(b *testing.B, paths []string, readers int) (time.Duration, int64) {
+		mp := mountFS(b, fs.addr)
+		var total atomic.Int64
+		t0 := time.Now()
+		if err := parallelEach(paths, readers, func(p string) error {
+			f, err := os.Open(filepath.Join(mp, p))
+			if err != nil {
+				return err
+			}
+			defer f.Close()
+			n, err := io.CopyBuffer(io.Discard, struct{ io.Reader }{f}, make([]byte, 1<<20))
+			total.Add(n)
+			return err
+		}); err != nil {
+			b.Fatal(err)
+		}
+		return time.Since(t0), total.Load()
+	}
+	reportMount := func(b *testing.B, what string, bytes int64, mount, direct time.Duration) {
+		b.ReportMetric(mount.Seconds()/direct.Seconds(), "direct/mount-time")
+		b.Logf("%s through the mount: %.0f MiB/s, direct S3 %.0f MiB/s: ratio %.2f", what, float64(bytes)/mount.Seconds()/(1<<20), float64(bytes)/direct.Seconds()/(1<<20), direct.Seconds()/mount.Seconds())
+	}
 	report := func(b *testing.B, what string, bytes int64, sluice, direct time.Duration) {
 		ratio := direct.Seconds() / sluice.Seconds()
 		b.ReportMetric(float64(bytes)/sluice.Seconds()/(1<<20), "sluice-MiB/s")
@@ -104,6 +129,17 @@ func BenchmarkTier(b *testing.B) {
 			td += time.Since(t0)
 		}
 		report(b, fmt.Sprintf("cold read of a released %d MiB file", bigMiB), bigBytes*int64(b.N), ts, td)
+		if canMount {
+			var tm time.Duration
+			for range b.N {
+				d, n := mountRead(b, []string{"/cold/big"}, 1)
+				if n != bigBytes {
+					b.Fatalf("mount read: %d bytes", n)
+				}
+				tm += d
+			}
+			reportMount(b, fmt.Sprintf("cold read of a released %d MiB file", bigMiB), bigBytes*int64(b.N), tm, td)
+		}
 	})
 	b.Run("ColdRead/small-16readers", func(b *testing.B) {
 		total := int64(nSmall) * smallSize
@@ -131,6 +167,17 @@ func BenchmarkTier(b *testing.B) {
 			td += time.Since(t0)
 		}
 		report(b, fmt.Sprintf("cold read of %d released 150 KiB files, 16 readers", nSmall), total*int64(b.N), ts, td)
+		if canMount {
+			var tm time.Duration
+			for range b.N {
+				d, n := mountRead(b, smallKeys, 16)
+				if n != total {
+					b.Fatalf("mount read: %d bytes", n)
+				}
+				tm += d
+			}
+			reportMount(b, fmt.Sprintf("cold read of %d released 150 KiB files, 16 readers", nSmall), total*int64(b.N), tm, td)
+		}
 	})
 	b.Run("Archive", func(b *testing.B) {
 		aws := "/usr/bin/aws"

@@ -39,8 +39,37 @@ func TestMountRead(t *testing.T) {
 	fs.mustCLI("hsm", "archive", "/a", "/b")
 	fs.mustCLI("hsm", "release", "/a", "/b")
 
+	mp := mountFS(t, fs.addr, "--op-timeout", "2s")
+	fi, err := os.Stat(filepath.Join(mp, "a"))
+	if err != nil || fi.Size() != int64(len(a)) {
+		t.Fatalf("stat of released on the mount: %v %v", fi, err)
+	}
+	if st := fi.Sys().(*syscall.Stat_t); st.Blocks != 0 {
+		t.Errorf("released file has %d blocks; du must count none", st.Blocks)
+	}
+	got, err := os.ReadFile(filepath.Join(mp, "a"))
+	if err != nil || sha256.Sum256(got) != sha256.Sum256(a) {
+		t.Fatalf("read of released on the mount: %d bytes, %v", len(got), err)
+	}
+	be.proc.Pause(t)
+	_, err = os.ReadFile(filepath.Join(mp, "b"))
+	if !errors.Is(err, syscall.EIO) {
+		t.Fatalf("read with the backend stopped: %v; want EIO", err)
+	}
+	be.proc.Resume()
+	got, err = os.ReadFile(filepath.Join(mp, "b"))
+	if err != nil || sha256.Sum256(got) != sha256.Sum256(b) {
+		t.Fatalf("read after the backend came back: %d bytes, %v", len(got), err)
+	}
+}
+
+// mountFS runs `sluice mount --server addr [args] MP` as its own process
+// and returns the mountpoint once mounted; the test's end stops it
+// (SIGTERM, then SIGKILL by PID) and detaches what is left.
+func mountFS(t testing.TB, addr string, args ...string) string {
+	t.Helper()
 	mp := t.TempDir()
-	cmd := exec.Command(binary, "mount", "--server", fs.addr, "--op-timeout", "2s", mp)
+	cmd := exec.Command(binary, append(append([]string{"mount", "--server", addr}, args...), mp)...)
 	var logs syncLog
 	cmd.Stdout, cmd.Stderr = &logs, &logs
 	if err := cmd.Start(); err != nil {
@@ -73,27 +102,7 @@ func TestMountRead(t *testing.T) {
 		}
 		return mounted(mp)
 	})
-	fi, err := os.Stat(filepath.Join(mp, "a"))
-	if err != nil || fi.Size() != int64(len(a)) {
-		t.Fatalf("stat of released on the mount: %v %v", fi, err)
-	}
-	if st := fi.Sys().(*syscall.Stat_t); st.Blocks != 0 {
-		t.Errorf("released file has %d blocks; du must count none", st.Blocks)
-	}
-	got, err := os.ReadFile(filepath.Join(mp, "a"))
-	if err != nil || sha256.Sum256(got) != sha256.Sum256(a) {
-		t.Fatalf("read of released on the mount: %d bytes, %v", len(got), err)
-	}
-	be.proc.Pause(t)
-	_, err = os.ReadFile(filepath.Join(mp, "b"))
-	if !errors.Is(err, syscall.EIO) {
-		t.Fatalf("read with the backend stopped: %v; want EIO", err)
-	}
-	be.proc.Resume()
-	got, err = os.ReadFile(filepath.Join(mp, "b"))
-	if err != nil || sha256.Sum256(got) != sha256.Sum256(b) {
-		t.Fatalf("read after the backend came back: %d bytes, %v", len(got), err)
-	}
+	return mp
 }
 
 func mounted(dir string) bool {
