@@ -230,6 +230,7 @@ func (c *Client) hsmArchive(ctx context.Context, p, backend string) (HsmInfo, er
 	src := io.NewSectionReader(ctxReaderAt{ctx, f}, 0, size)
 	sum := tier.NewSummer(tier.BlockSize)
 	var body io.Reader
+	var again *tier.Summer // the second read's checksums (files over archiveBuffer)
 	if size <= archiveBuffer {
 		buf := make([]byte, size)
 		if _, err := io.ReadFull(src, buf); err != nil {
@@ -241,7 +242,11 @@ func (c *Client) hsmArchive(ctx context.Context, p, backend string) (HsmInfo, er
 		if _, err := io.Copy(sum, src); err != nil {
 			return HsmInfo{}, err
 		}
-		body = io.NewSectionReader(ctxReaderAt{ctx, f}, 0, size)
+		// The upload reads the file again: checksum it too, so that a
+		// change between the two reads (a write whose size commit has
+		// not come yet) cannot pair these checksums with other bytes.
+		again = tier.NewSummer(tier.BlockSize)
+		body = io.TeeReader(io.NewSectionReader(ctxReaderAt{ctx, f}, 0, size), again)
 	}
 	rec := wire.HsmRecord{Backend: backend, Mtime: a.Mtime}
 	sum.Fill(&rec)
@@ -262,6 +267,14 @@ func (c *Client) hsmArchive(ctx context.Context, p, backend string) (HsmInfo, er
 	}
 	if err := st.Put(tctx, rec.Key, body, size, tier.ObjectMeta(&rec, a.Ino)); err != nil {
 		return HsmInfo{}, err
+	}
+	if again != nil {
+		var up wire.HsmRecord
+		again.Fill(&up)
+		if !bytes.Equal(up.SHA256, rec.SHA256) || up.Size != rec.Size {
+			// Not recorded: the object is written over by the next archive.
+			return HsmInfo{}, errs.New(errs.Busy, "client: file changed while it was archived (its two reads differ); archive it again")
+		}
 	}
 	r, err := c.hsmUpdate(ctx, a.Ino, wire.HsmActArchived, rec)
 	return hsmInfo(&r), err
