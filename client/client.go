@@ -68,6 +68,13 @@ type Options struct {
 	// StagingDir drains what a client that died there left. Without it,
 	// the policy is ignored and files are written straight to the targets.
 	StagingDir string
+	// TierTimeout bounds each request to an object-tier backend, retries
+	// included (default 30 s): a read of a released file whose backend
+	// does not answer fails with errs.Unavailable (EIO) past it.
+	TierTimeout time.Duration
+	// TierReadAhead is how many blocks (tier.BlockSize) of a released
+	// file a sequential reader keeps in flight (default 64).
+	TierReadAhead int
 }
 
 func (o *Options) setDefaults() error {
@@ -103,6 +110,12 @@ func (o *Options) setDefaults() error {
 	if o.FlushTimeout <= 0 {
 		o.FlushTimeout = 60 * time.Second
 	}
+	if o.TierTimeout <= 0 {
+		o.TierTimeout = 30 * time.Second
+	}
+	if o.TierReadAhead <= 0 {
+		o.TierReadAhead = 64
+	}
 	return nil
 }
 
@@ -126,6 +139,7 @@ type Client struct {
 
 	dirHook atomic.Pointer[func(InodeAttr)] // OnDirChange
 	stg     *stager                         // the staging area (Options.StagingDir), or nil
+	tiers   tierStores                      // the object tier's backends (tier.go)
 }
 
 // New connects to the metadata service at opts.Server and learns the

@@ -79,6 +79,7 @@ type File struct {
 
 	ra     readAhead
 	icache *inlineCache // guarded by mu
+	tier   tierRead     // reads of a released file (tier.go)
 
 	// home is where the file's bytes live as this File last learnt it (a
 	// dataHome; inline.go).
@@ -200,6 +201,11 @@ func (f *File) WriteAtContext(ctx context.Context, p []byte, off int64) (int, er
 	}
 	if err := f.writeErr(); err != nil {
 		return 0, opErr("write", f.name, err)
+	}
+	if dataHome(f.home.Load()).released() {
+		// The metadata service refuses it too; say so before any byte
+		// goes to the targets.
+		return 0, opErr("write", f.name, errReleased)
 	}
 	f.dropCaches()
 	if f.stg != nil {
@@ -593,6 +599,29 @@ func (f *File) ReadAtContext(ctx context.Context, p []byte, off int64) (int, err
 // readChunks reads the file range at off into dst from the targets, all
 // extents in parallel; bytes the chunks do not have read as zeros.
 func (f *File) readChunks(ctx context.Context, off int64, dst []byte) error {
+	if dataHome(f.home.Load()).released() {
+		return f.readTier(ctx, off, dst)
+	}
+	var short atomic.Bool
+	if err := f.readTargets(ctx, off, dst, &short); err != nil || !short.Load() {
+		return err
+	}
+	// A chunk shorter than the range: a hole, or the file was released
+	// (its chunks removed) since this File learnt its attributes.
+	var a wire.Attr
+	if err := f.c.metaCall(ctx, wire.OpGetAttr, &wire.InoReq{Ino: f.ino}, &a); err != nil {
+		return err
+	}
+	f.learn(&a)
+	if a.Flags&wire.AttrReleased != 0 {
+		return f.readTier(ctx, off, dst)
+	}
+	return nil
+}
+
+// readTargets is readChunks from the targets; short says that a chunk
+// held fewer bytes than its extent asked for.
+func (f *File) readTargets(ctx context.Context, off int64, dst []byte, short *atomic.Bool) error {
 	ext := f.extents(off, int64(len(dst)))
 	read := func(ctx context.Context, e placement.Extent) error {
 		piece := dst[e.FileOff-off : e.FileOff-off+e.Len]
@@ -603,6 +632,9 @@ func (f *File) readChunks(ctx context.Context, off int64, dst []byte) error {
 			}})
 		if err != nil {
 			return fmt.Errorf("read %s at %d (chain %d, slot %d): %w", f.name, e.FileOff, e.Chain, e.Slot, err)
+		}
+		if got < len(piece) {
+			short.Store(true)
 		}
 		clear(piece[got:])
 		return nil
@@ -645,6 +677,9 @@ func (f *File) Truncate(ctx context.Context, size int64) error {
 		return opErr("truncate", f.name, err)
 	}
 	f.learn(&a)
+	if a.Flags&wire.AttrReleased != 0 {
+		return opErr("truncate", f.name, errReleased)
+	}
 	// A file without chunks has nothing on the targets to cut.
 	if size < int64(a.Size) && a.Flags&wire.AttrChunks != 0 && len(f.layout.Chains) > 0 {
 		g, gctx := errgroup.WithContext(ctx)

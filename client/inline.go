@@ -21,15 +21,24 @@ import (
 // inline part is frozen), the low 32 bits are the inline length.
 type dataHome uint64
 
-const homeChunks dataHome = 1 << 63
+const (
+	homeChunks dataHome = 1 << 63
+	// homeReleased: the file is released to the object tier (tier.go).
+	homeReleased dataHome = 1 << 62
+)
 
 func homeOf(a *wire.Attr) dataHome {
 	h := dataHome(a.InlineLen)
 	if a.Flags&wire.AttrChunks != 0 {
 		h |= homeChunks
 	}
+	if a.Flags&wire.AttrReleased != 0 {
+		h |= homeReleased
+	}
 	return h
 }
+
+func (h dataHome) released() bool { return h&homeReleased != 0 }
 
 func (h dataHome) chunks() bool     { return h&homeChunks != 0 }
 func (h dataHome) inlineLen() int64 { return int64(uint32(h)) }
@@ -50,7 +59,7 @@ func (f *File) learn(a *wire.Attr) {
 		case old.chunks() && !h.chunks():
 			return // a reply from before the freeze
 		case old.chunks() && h.chunks():
-			next = homeChunks | dataHome(min(old.inlineLen(), h.inlineLen()))
+			next = homeChunks | h&homeReleased | dataHome(min(old.inlineLen(), h.inlineLen()))
 		}
 		if next == old || f.home.CompareAndSwap(uint64(old), uint64(next)) {
 			return

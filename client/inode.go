@@ -44,6 +44,11 @@ func inodeAttr(a *wire.Attr) InodeAttr {
 // of when the attributes were read. Once true it stays true.
 func (a *InodeAttr) AllInChunks() bool { return a.where.allChunks() }
 
+// Released reports whether the regular file was released to the object
+// tier when the attributes were read: its bytes are in S3 only, and reads
+// fetch them from there (docs/tier.md).
+func (a *InodeAttr) Released() bool { return a.where.released() }
+
 // IsDir reports whether the inode is a directory.
 func (a *InodeAttr) IsDir() bool { return a.Mode&syscall.S_IFMT == syscall.S_IFDIR }
 

@@ -81,6 +81,13 @@ func (e *Env) Status(ctx context.Context) error {
 			fmt.Fprintln(tw, r)
 		}
 	}
+	// The object tier's backends, each tried (docs/tier.md).
+	if bs, err := e.Client.TierList(ctx); err == nil && len(bs) > 0 {
+		fmt.Fprintln(tw, "\nTIER BACKEND\tENDPOINT\tBUCKET\tSTATE")
+		for _, b := range bs {
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", b.Name, b.Endpoint, b.Bucket, e.tierState(ctx, b.Name))
+		}
+	}
 	return tw.Flush()
 }
 

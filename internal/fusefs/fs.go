@@ -248,6 +248,9 @@ func fillAttr(a *client.InodeAttr, out *fuse.Attr) {
 	out.Ino = a.Ino
 	out.Size = a.Size
 	out.Blocks = (a.Size + 511) / 512
+	if a.Released() {
+		out.Blocks = 0 // its bytes are in the object tier: du counts none (as Lustre HSM)
+	}
 	out.Atime, out.Atimensec = splitNs(a.Atime)
 	out.Mtime, out.Mtimensec = splitNs(a.Mtime)
 	out.Ctime, out.Ctimensec = splitNs(a.Ctime)

@@ -85,6 +85,11 @@ func (o *Options) setDefaults() error {
 	if o.OpTimeout < 0 {
 		return errs.New(errs.Invalid, "mount: the operation timeout must be positive")
 	}
+	if o.Client.TierTimeout == 0 {
+		// A read of a released file whose tier backend does not answer
+		// fails (EIO) within the operation's timeout, not past it.
+		o.Client.TierTimeout = o.OpTimeout * 3 / 4
+	}
 	if o.MaxWrite == 0 {
 		o.MaxWrite = 1 << 20
 	}

@@ -8,7 +8,7 @@ import (
 	"github.com/sluice-fs/sluice/internal/wire"
 )
 
-// Register installs a handler for every metadata op (wire ops 1-30, 43-44) on srv.
+// Register installs a handler for every metadata op (wire ops 1-30, 37-41, 43-44, 49-53) on srv.
 // Each decodes its request body (a malformed one fails with errs.Protocol),
 // calls the Service method and replies with its result.
 func (s *Service) Register(srv *wire.Server) {
@@ -140,6 +140,7 @@ func (s *Service) Register(srv *wire.Server) {
 	handle(srv, wire.OpMetaSync, func(ctx context.Context, _ *wire.Empty) (wire.Message, error) {
 		return &wire.Empty{}, s.Sync(ctx)
 	})
+	s.registerTier(srv)
 	cm, _ := s.targets.(ClusterManager)
 	fixed := errs.New(errs.NotSupported, "meta: this server's target set is fixed")
 	handle(srv, wire.OpRegister, func(ctx context.Context, m *wire.RegisterReq) (wire.Message, error) {

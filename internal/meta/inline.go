@@ -135,6 +135,9 @@ func (s *Service) WriteInline(ctx context.Context, req *wire.WriteInlineReq) (wi
 			return errs.New(errs.TooBig, "a write up to byte %d does not fit in the %d bytes a file may keep inline", end, s.inlMax)
 		}
 		if len(p) > 0 {
+			if err := hsmWrite(tx, req.Ino, n); err != nil {
+				return err
+			}
 			cur, err := getInline(tx, req.Ino, n.InlineLen)
 			if err != nil {
 				return err

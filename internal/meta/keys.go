@@ -33,6 +33,9 @@ const (
 	pfxAbsorb  = 'K' // "K" + u64 dir ino -> absorb policy (absorb.go, ADR 0013)
 	pfxStaged  = 'S' // "S" + u64 ino + owner -> staged, not yet drained (absorb.go)
 	pfxAudit   = 'A' // "Ap", "Ae", "Ah": the audit trail (audit.go)
+	pfxTier    = 'B' // "B" + backend name -> tier backend record (tier.go)
+	pfxHsm     = 'H' // "H" + u64 ino -> HSM record of an archived file (tier.go)
+	pfxTierDel = 'O' // "O" + u64 ino + u64 gen -> object to delete (tier.go)
 )
 
 var (

@@ -300,6 +300,9 @@ func (s *Service) CommitWrite(ctx context.Context, ino, end uint64, mtime int64)
 		case !n.isReg():
 			return errs.New(errs.Invalid, "cannot write to a file of type %#o", n.Mode&modeType)
 		}
+		if err := hsmWrite(tx, ino, n); err != nil {
+			return err
+		}
 		n.Size = max(n.Size, end)
 		n.Flags |= inoChunks // SetChunks came first; this is belt and braces
 		n.Mtime, n.Ctime = mtime, mtime

@@ -104,6 +104,15 @@ func attrOf(tx kv.Txn, ino uint64, n *inode) (wire.Attr, error) {
 		Size: n.Size, Atime: n.Atime, Mtime: n.Mtime, Ctime: n.Ctime, Layout: n.Layout,
 		Flags: n.Flags & inoChunks, InlineLen: n.InlineLen,
 	}
+	if mayBeTiered(n) {
+		h, err := getHsm(tx, ino)
+		if err != nil {
+			return wire.Attr{}, err
+		}
+		if h.State == wire.HsmReleased {
+			a.Flags |= wire.AttrReleased
+		}
+	}
 	if n.isDir() {
 		v, err := tx.Get(dirTimeKey(ino))
 		switch {
@@ -201,6 +210,12 @@ func dropLink(tx kv.Txn, ino uint64, n *inode, now int64, fr *freeResult) error 
 	}
 	if n.InlineLen > 0 {
 		tx.Delete(inlineKey(ino))
+	}
+	if n.isReg() {
+		// Its archived copy, if any, goes to the tier's delete queue.
+		if err := hsmDropped(tx, ino); err != nil {
+			return err
+		}
 	}
 	// A file that never had chunks frees nothing on the targets.
 	if n.isReg() && n.hasChunks() && len(n.Layout.Chains) > 0 {
@@ -301,6 +316,9 @@ func (s *Service) SetAttr(ctx context.Context, req *wire.SetAttrReq) (wire.Attr,
 				return errs.New(errs.IsDir, "cannot set the size of a directory")
 			case !n.isReg():
 				return errs.New(errs.Invalid, "cannot set the size of a file of type %#o", n.Mode&modeType)
+			}
+			if err := hsmWrite(tx, req.Ino, n); err != nil {
+				return err
 			}
 			if err := truncateInline(tx, req.Ino, n, req.Size); err != nil {
 				return err

@@ -22,6 +22,7 @@ func messages() []Message {
 		&KVConfig{}, &KVReq{}, &KVCreateReq{}, &KVStatResp{}, &KVPutReq{}, &KVPutResp{}, &KVGetReq{}, &KVGetResp{},
 		&KVKeysReq{}, &KVExistsResp{}, &KVDeleteResp{}, &KVListReq{}, &KVListResp{},
 		&AuditListReq{}, &AuditRecord{}, &AuditListResp{}, &AuditVerifyResp{},
+		&TierBackend{}, &TierSetReq{}, &TierListResp{}, &HsmRecord{}, &HsmUpdateReq{}, &TierQueueReq{}, &TierQueueResp{},
 	}
 }
 

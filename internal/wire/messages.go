@@ -48,6 +48,13 @@ const (
 	OpStagedAdd  Op = 51 // StagedReq -> Empty (a file has data staged on a client, not yet drained)
 	OpStagedDone Op = 52 // StagedReq -> Empty (that data is durable on the targets)
 	OpStagedList Op = 53 // Empty -> StagedListResp
+
+	// Object tier (docs/tier.md): backends, HSM records, the delete queue.
+	OpTierSet   Op = 37 // TierSetReq -> Empty (add or remove a backend)
+	OpTierList  Op = 38 // Empty -> TierListResp (backends, with their credentials)
+	OpHsmGet    Op = 39 // InoReq -> HsmRecord (State HsmResident when the file has none)
+	OpHsmUpdate Op = 40 // HsmUpdateReq -> HsmRecord (an archive, release, restore or removal step)
+	OpTierQueue Op = 41 // TierQueueReq -> TierQueueResp (objects of removed files to delete)
 )
 
 // Storage target operations (64-127).
@@ -159,6 +166,9 @@ const (
 	// (chunks may exist). Without it every byte is inline (or a hole), and
 	// inline data may grow; with it InlineLen never grows again.
 	AttrChunks uint8 = 1 << iota
+	// AttrReleased: the file is released to the object tier: its bytes
+	// are in S3 only (OpHsmGet says where), none on the targets.
+	AttrReleased
 )
 
 func (a *Attr) Encode(e *Encoder) {

@@ -1,0 +1,629 @@
+package client
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/binary"
+	"fmt"
+	"io"
+	"sort"
+	"sync"
+	"syscall"
+	"time"
+
+	"golang.org/x/sync/errgroup"
+
+	"github.com/sluice-fs/sluice/internal/errs"
+	"github.com/sluice-fs/sluice/internal/placement"
+	"github.com/sluice-fs/sluice/internal/tier"
+	"github.com/sluice-fs/sluice/internal/wire"
+)
+
+// The object tier (docs/tier.md): S3 buckets registered as backends, and
+// the HSM operations that move a file's bytes between the targets and a
+// backend. The metadata service keeps the records and decides each state
+// change (wire ops 37-41); this file moves the bytes.
+
+// TierBackend is an S3 bucket registered as a capacity tier.
+type TierBackend struct {
+	Name, Endpoint, Bucket, Prefix, Region string
+	AccessKey, SecretKey                   string
+}
+
+// String describes the backend without its secret.
+func (b TierBackend) String() string {
+	return fmt.Sprintf("%s: %s bucket %q prefix %q region %q", b.Name, b.Endpoint, b.Bucket, b.Prefix, b.Region)
+}
+
+func (b TierBackend) wire() wire.TierBackend {
+	return wire.TierBackend{Name: b.Name, Endpoint: b.Endpoint, Bucket: b.Bucket, Prefix: b.Prefix, Region: b.Region, AccessKey: b.AccessKey, SecretKey: b.SecretKey}
+}
+
+// errReleased refuses a write or truncate of a released file.
+var errReleased = errs.New(errs.Busy, "client: the file is released to the object tier; restore it first (sluice hsm restore)")
+
+// tierStores caches the backends' Stores, reloaded when a name is missing.
+type tierStores struct {
+	mu     sync.Mutex
+	stores map[string]tier.Store
+}
+
+// TierAdd registers backend b after checking that its bucket can be
+// reached with its credentials (unless force): an unreachable backend or
+// refused credentials fail here, with the reason.
+func (c *Client) TierAdd(ctx context.Context, b TierBackend, force bool) error {
+	if !force {
+		s, err := tier.Open(b.wire())
+		if err != nil {
+			return err
+		}
+		cctx, cancel := context.WithTimeout(ctx, c.opts.TierTimeout)
+		err = s.Check(cctx)
+		cancel()
+		if err != nil {
+			return err
+		}
+	}
+	return c.metaCall(ctx, wire.OpTierSet, &wire.TierSetReq{Backend: b.wire()}, &wire.Empty{})
+}
+
+// TierRemove unregisters a backend. Files archived to it keep records
+// naming it: see docs/tier.md.
+func (c *Client) TierRemove(ctx context.Context, name string) error {
+	c.tiers.mu.Lock()
+	delete(c.tiers.stores, name)
+	c.tiers.mu.Unlock()
+	return c.metaCall(ctx, wire.OpTierSet, &wire.TierSetReq{Backend: wire.TierBackend{Name: name}, Remove: true}, &wire.Empty{})
+}
+
+// TierList returns the registered backends, sorted by name.
+func (c *Client) TierList(ctx context.Context) ([]TierBackend, error) {
+	var r wire.TierListResp
+	if err := c.metaCall(ctx, wire.OpTierList, &wire.Empty{}, &r); err != nil {
+		return nil, err
+	}
+	out := make([]TierBackend, len(r.Backends))
+	for i, b := range r.Backends {
+		out[i] = TierBackend{Name: b.Name, Endpoint: b.Endpoint, Bucket: b.Bucket, Prefix: b.Prefix, Region: b.Region, AccessKey: b.AccessKey, SecretKey: b.SecretKey}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out, nil
+}
+
+// TierCheck says whether backend name can be reached with its credentials.
+func (c *Client) TierCheck(ctx context.Context, name string) error {
+	s, err := c.tierStore(ctx, name)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(ctx, c.opts.TierTimeout)
+	defer cancel()
+	return s.Check(ctx)
+}
+
+// tierStore returns backend name's Store.
+func (c *Client) tierStore(ctx context.Context, name string) (tier.Store, error) {
+	c.tiers.mu.Lock()
+	s := c.tiers.stores[name]
+	c.tiers.mu.Unlock()
+	if s != nil {
+		return s, nil
+	}
+	var r wire.TierListResp
+	if err := c.metaCall(ctx, wire.OpTierList, &wire.Empty{}, &r); err != nil {
+		return nil, err
+	}
+	c.tiers.mu.Lock()
+	defer c.tiers.mu.Unlock()
+	if c.tiers.stores == nil {
+		c.tiers.stores = make(map[string]tier.Store)
+	}
+	for _, b := range r.Backends {
+		if c.tiers.stores[b.Name] == nil {
+			st, err := tier.Open(b)
+			if err != nil {
+				return nil, err
+			}
+			c.tiers.stores[b.Name] = st
+		}
+	}
+	if s = c.tiers.stores[name]; s == nil {
+		return nil, errs.New(errs.NotFound, "client: no tier backend %q", name)
+	}
+	return s, nil
+}
+
+// HsmInfo is a file's HSM state.
+type HsmInfo struct {
+	State   string // resident, archived, released or dirty
+	Backend string
+	Key     string // the object's key below the backend's prefix
+	Size    uint64 // of the archived copy
+	Gen     uint64
+}
+
+func hsmInfo(r *wire.HsmRecord) HsmInfo {
+	return HsmInfo{State: wire.HsmStateName(r.State), Backend: r.Backend, Key: r.Key, Size: r.Size, Gen: r.Gen}
+}
+
+func (c *Client) hsmGet(ctx context.Context, ino uint64) (wire.HsmRecord, error) {
+	var r wire.HsmRecord
+	err := c.metaCall(ctx, wire.OpHsmGet, &wire.InoReq{Ino: ino}, &r)
+	return r, err
+}
+
+func (c *Client) hsmUpdate(ctx context.Context, ino uint64, act uint8, rec wire.HsmRecord) (wire.HsmRecord, error) {
+	var r wire.HsmRecord
+	err := c.metaCall(ctx, wire.OpHsmUpdate, &wire.HsmUpdateReq{Ino: ino, Action: act, Record: rec}, &r)
+	return r, err
+}
+
+// regular resolves p, which must be a regular file.
+func (c *Client) regular(ctx context.Context, p string) (*wire.Attr, error) {
+	a, err := c.resolve(ctx, p, true)
+	if err != nil {
+		return nil, err
+	}
+	if a.Mode&syscall.S_IFMT != syscall.S_IFREG {
+		return nil, errs.New(errs.Invalid, "client: %s is not a regular file", p)
+	}
+	return a, nil
+}
+
+// HsmState returns the HSM state of the file at p. It never touches S3.
+func (c *Client) HsmState(ctx context.Context, p string) (HsmInfo, error) {
+	a, err := c.regular(ctx, p)
+	if err != nil {
+		return HsmInfo{}, opErr("hsm state", p, err)
+	}
+	r, err := c.hsmGet(ctx, a.Ino)
+	return hsmInfo(&r), opErr("hsm state", p, err)
+}
+
+// archiveBuffer is the largest file archived from one read into memory;
+// larger files are read twice (checksums, then upload), since the object's
+// metadata, which carries the checksums, goes with the upload's start.
+const archiveBuffer = 64 << 20
+
+// HsmArchive copies the file at p to backend (the only one registered when
+// empty) as one object, and records it: the file becomes archived. A file
+// archived already is left alone; a dirty one is copied again. A file that
+// changes during the copy is not recorded (errs.Busy: archive it again).
+func (c *Client) HsmArchive(ctx context.Context, p, backend string) (HsmInfo, error) {
+	info, err := c.hsmArchive(ctx, p, backend)
+	return info, opErr("hsm archive", p, err)
+}
+
+func (c *Client) hsmArchive(ctx context.Context, p, backend string) (HsmInfo, error) {
+	a, err := c.regular(ctx, p)
+	if err != nil {
+		return HsmInfo{}, err
+	}
+	cur, err := c.hsmGet(ctx, a.Ino)
+	if err != nil {
+		return HsmInfo{}, err
+	}
+	if cur.State == wire.HsmArchived || cur.State == wire.HsmReleased {
+		return hsmInfo(&cur), nil
+	}
+	if backend == "" {
+		bs, err := c.TierList(ctx)
+		if err != nil {
+			return HsmInfo{}, err
+		}
+		if len(bs) != 1 {
+			return HsmInfo{}, errs.New(errs.Invalid, "client: %d tier backends are registered: name one", len(bs))
+		}
+		backend = bs[0].Name
+	}
+	st, err := c.tierStore(ctx, backend)
+	if err != nil {
+		return HsmInfo{}, err
+	}
+	f, err := c.OpenInode(ctx, inodeAttr(a), O_RDONLY)
+	if err != nil {
+		return HsmInfo{}, err
+	}
+	defer f.Release(ctx, false)
+	size := int64(a.Size)
+	src := io.NewSectionReader(ctxReaderAt{ctx, f}, 0, size)
+	sum := tier.NewSummer(tier.BlockSize)
+	var body io.Reader
+	var again *tier.Summer // the second read's checksums (files over archiveBuffer)
+	if size <= archiveBuffer {
+		buf := make([]byte, size)
+		if _, err := io.ReadFull(src, buf); err != nil {
+			return HsmInfo{}, err
+		}
+		sum.Write(buf)
+		body = bytes.NewReader(buf)
+	} else {
+		if _, err := io.Copy(sum, src); err != nil {
+			return HsmInfo{}, err
+		}
+		// The upload reads the file again: checksum it too, so that a
+		// change between the two reads (a write whose size commit has
+		// not come yet) cannot pair these checksums with other bytes.
+		again = tier.NewSummer(tier.BlockSize)
+		body = io.TeeReader(io.NewSectionReader(ctxReaderAt{ctx, f}, 0, size), again)
+	}
+	rec := wire.HsmRecord{Backend: backend, Mtime: a.Mtime}
+	sum.Fill(&rec)
+	var g [8]byte
+	for rec.Gen == 0 {
+		rand.Read(g[:])
+		rec.Gen = binary.BigEndian.Uint64(g[:])
+	}
+	tctx, cancel := context.WithTimeout(ctx, c.opts.TierTimeout+time.Duration(size>>20)*time.Second)
+	defer cancel()
+	// Never write over another file's object (or one Sluice did not
+	// write): such a key gets the inode number appended.
+	rec.Key = tier.ObjectKey(p, a.Ino, false)
+	if _, meta, err := st.Head(tctx, rec.Key); err == nil && tier.MetaInode(meta) != a.Ino {
+		rec.Key = tier.ObjectKey(p, a.Ino, true)
+	} else if err != nil && errs.CodeOf(err) != errs.NotFound {
+		return HsmInfo{}, err
+	}
+	if err := st.Put(tctx, rec.Key, body, size, tier.ObjectMeta(&rec, a.Ino)); err != nil {
+		return HsmInfo{}, err
+	}
+	if again != nil {
+		var up wire.HsmRecord
+		again.Fill(&up)
+		if !bytes.Equal(up.SHA256, rec.SHA256) || up.Size != rec.Size {
+			// Not recorded: the object is written over by the next archive.
+			return HsmInfo{}, errs.New(errs.Busy, "client: file changed while it was archived (its two reads differ); archive it again")
+		}
+	}
+	r, err := c.hsmUpdate(ctx, a.Ino, wire.HsmActArchived, rec)
+	return hsmInfo(&r), err
+}
+
+// ctxReaderAt reads a File under a context.
+type ctxReaderAt struct {
+	ctx context.Context
+	f   *File
+}
+
+func (r ctxReaderAt) ReadAt(p []byte, off int64) (int, error) {
+	return r.f.ReadAtContext(r.ctx, p, off)
+}
+
+// HsmRelease releases the archived file at p: its chunks are queued for
+// removal from the targets (the space comes back within the metadata
+// service's next collection pass); size, times, mode and xattrs stay, and
+// reads fetch the bytes from the tier. A dirty or resident file is refused.
+func (c *Client) HsmRelease(ctx context.Context, p string) (HsmInfo, error) {
+	a, err := c.regular(ctx, p)
+	if err != nil {
+		return HsmInfo{}, opErr("hsm release", p, err)
+	}
+	r, err := c.hsmUpdate(ctx, a.Ino, wire.HsmActRelease, wire.HsmRecord{})
+	return hsmInfo(&r), opErr("hsm release", p, err)
+}
+
+// HsmRemove drops the archived copy of the file at p (queued for deletion
+// from the bucket: TierGC); a released file must be restored first.
+func (c *Client) HsmRemove(ctx context.Context, p string) (HsmInfo, error) {
+	a, err := c.regular(ctx, p)
+	if err != nil {
+		return HsmInfo{}, opErr("hsm remove", p, err)
+	}
+	r, err := c.hsmUpdate(ctx, a.Ino, wire.HsmActRemove, wire.HsmRecord{})
+	return hsmInfo(&r), opErr("hsm remove", p, err)
+}
+
+// restoreUnit is the most bytes one ranged GET of a restore asks for.
+const restoreUnit = 8 * tier.BlockSize
+
+// HsmRestore brings the bytes of the released file at p back to the
+// targets, every block checked against its CRC32C, and makes it archived.
+// A crash part-way leaves the file released (reads still go to the tier);
+// running it again starts over.
+func (c *Client) HsmRestore(ctx context.Context, p string) (HsmInfo, error) {
+	a, err := c.regular(ctx, p)
+	if err != nil {
+		return HsmInfo{}, opErr("hsm restore", p, err)
+	}
+	info, err := c.RestoreIno(ctx, a.Ino)
+	return info, opErr("hsm restore", p, err)
+}
+
+// RestoreIno is HsmRestore of file ino.
+func (c *Client) RestoreIno(ctx context.Context, ino uint64) (HsmInfo, error) {
+	rec, err := c.hsmGet(ctx, ino)
+	if err != nil {
+		return HsmInfo{}, err
+	}
+	if rec.State != wire.HsmReleased {
+		return hsmInfo(&rec), nil
+	}
+	// The release's chunk removal runs in the metadata service's next
+	// collection pass, a fraction of a second after it: wait for it.
+	for wait, deadline := 20*time.Millisecond, time.Now().Add(2*time.Minute); ; wait = min(2*wait, time.Second) {
+		_, err := c.hsmUpdate(ctx, ino, wire.HsmActRestoring, rec)
+		if err == nil {
+			break
+		}
+		if errs.CodeOf(err) != errs.Busy || time.Now().After(deadline) {
+			return HsmInfo{}, err
+		}
+		select {
+		case <-time.After(wait):
+		case <-ctx.Done():
+			return HsmInfo{}, ctx.Err()
+		}
+	}
+	st, err := c.tierStore(ctx, rec.Backend)
+	if err != nil {
+		return HsmInfo{}, err
+	}
+	a, err := c.GetAttrIno(ctx, ino)
+	if err != nil {
+		return HsmInfo{}, err
+	}
+	f, err := c.OpenInode(ctx, a, O_RDONLY)
+	if err != nil {
+		return HsmInfo{}, err
+	}
+	defer f.Release(ctx, false)
+	// Bytes a write left before the metadata service refused it must
+	// not survive past the restored content: start from no chunks.
+	if err := f.removeChunks(ctx); err != nil {
+		return HsmInfo{}, err
+	}
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(c.opts.TierReadAhead / 2)
+	for off := int64(0); off < int64(rec.Size); off += restoreUnit {
+		n := min(restoreUnit, int64(rec.Size)-off)
+		g.Go(func() error {
+			buf := make([]byte, n)
+			if err := c.tierGet(gctx, st, &rec, off, buf); err != nil {
+				return err
+			}
+			return f.writeChunks(gctx, off, buf)
+		})
+	}
+	if err := g.Wait(); err != nil {
+		return HsmInfo{}, err
+	}
+	f.mu.Lock()
+	err = f.syncLocked(ctx)
+	f.mu.Unlock()
+	if err != nil {
+		return HsmInfo{}, err
+	}
+	r, err := c.hsmUpdate(ctx, ino, wire.HsmActRestored, rec)
+	return hsmInfo(&r), err
+}
+
+// removeChunks removes every chunk of the file from the targets.
+func (f *File) removeChunks(ctx context.Context) error {
+	slots := make(map[placement.ChainID][]uint32)
+	for slot, ch := range f.layout.Chains {
+		slots[ch] = append(slots[ch], uint32(slot))
+	}
+	g, gctx := errgroup.WithContext(ctx)
+	for ch, list := range slots {
+		g.Go(func() error {
+			_, err := f.c.chunkCall(gctx, chunkReq{chain: ch, write: true, op: wire.OpChunkRemove,
+				msg: func(t placement.TargetID, ref wire.ChainRef) wire.Message {
+					return &wire.ChunkRemoveReq{Target: t, ChainRef: ref, Ino: f.ino, Slots: list}
+				}})
+			return err
+		})
+	}
+	return g.Wait()
+}
+
+// tierGet reads dst at off (a multiple of the block size) of rec's object
+// with one ranged GET, bounded by TierTimeout, and checks the object's
+// generation and every block's CRC32C.
+func (c *Client) tierGet(ctx context.Context, st tier.Store, rec *wire.HsmRecord, off int64, dst []byte) error {
+	ctx, cancel := context.WithTimeout(ctx, c.opts.TierTimeout)
+	defer cancel()
+	meta, err := st.GetRange(ctx, rec.Key, off, dst)
+	if err != nil {
+		return err
+	}
+	if err := tier.CheckObject(rec, meta); err != nil {
+		return err
+	}
+	bs := int64(rec.BlockSize)
+	for i := off / bs; i*bs < off+int64(len(dst)); i++ {
+		lo := i*bs - off
+		hi := lo + tier.BlockLen(rec, int(i))
+		if err := tier.CheckBlock(rec, int(i), dst[lo:hi]); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// TierGC deletes the objects in the delete queue (of removed files, and
+// copies replaced by a later archive): each object still carrying the
+// queued generation is deleted; one written over since is kept. It
+// returns how many objects it deleted and how many it kept.
+func (c *Client) TierGC(ctx context.Context) (deleted, kept int, err error) {
+	var done []wire.TierQueueItem
+	for {
+		var r wire.TierQueueResp
+		if err := c.metaCall(ctx, wire.OpTierQueue, &wire.TierQueueReq{Done: done, Limit: 256}, &r); err != nil {
+			return deleted, kept, err
+		}
+		done = done[:0]
+		if len(r.Items) == 0 {
+			return deleted, kept, nil
+		}
+		for _, it := range r.Items {
+			st, err := c.tierStore(ctx, it.Backend)
+			if err != nil {
+				return deleted, kept, fmt.Errorf("delete queue item of inode %d: %w", it.Ino, err)
+			}
+			tctx, cancel := context.WithTimeout(ctx, c.opts.TierTimeout)
+			_, meta, err := st.Head(tctx, it.Key)
+			switch {
+			case errs.CodeOf(err) == errs.NotFound:
+			case err != nil:
+				cancel()
+				return deleted, kept, err
+			case meta[tier.MetaGen] != fmt.Sprintf("%016x", it.Gen):
+				kept++ // another archive wrote over it: not ours to delete
+			default:
+				if err := st.Delete(tctx, it.Key); err != nil {
+					cancel()
+					return deleted, kept, err
+				}
+				deleted++
+			}
+			cancel()
+			done = append(done, it)
+		}
+	}
+}
+
+// tierRead is the state of a File's reads from the tier while it is
+// released: the record, and blocks fetched or in flight. Its mutex is
+// taken after File.mu, never before.
+type tierRead struct {
+	mu     sync.Mutex
+	rec    *wire.HsmRecord
+	st     tier.Store
+	blocks map[int64]*tierFetch // block index -> the fetch holding it
+	next   int64                // the block after the last read, to tell sequential reads
+}
+
+// tierFetch is one ranged GET of blocks [first, first+n).
+type tierFetch struct {
+	first int64
+	n     int64
+	done  chan struct{}
+	data  []byte
+	err   error
+}
+
+// tierSegment is how many blocks one GET of a sequential reader asks for
+// (8 MiB, as the direct baseline of BenchmarkTier):
+// S3 serves larger ranges at a lower cost per byte.
+const tierSegment = 8
+
+// readTier reads dst at off from the tier: the blocks covering it, fetched
+// with ranged GETs and each checked against its CRC32C. A sequential
+// reader gets segments of tierSegment blocks, up to TierReadAhead blocks
+// ahead of it; others only the blocks they need. It never returns bytes
+// that failed a check, nor fewer bytes than asked.
+func (f *File) readTier(ctx context.Context, off int64, dst []byte) error {
+	t := &f.tier
+	t.mu.Lock()
+	if t.rec == nil {
+		t.mu.Unlock()
+		rec, err := f.c.hsmGet(ctx, f.ino)
+		if err != nil {
+			return err
+		}
+		if rec.State == wire.HsmResident {
+			return errs.New(errs.Stale, "client: inode %d was released but its archived copy is gone", f.ino)
+		}
+		st, err := f.c.tierStore(ctx, rec.Backend)
+		if err != nil {
+			return err
+		}
+		t.mu.Lock()
+		if t.rec == nil {
+			t.rec, t.st, t.blocks = &rec, st, make(map[int64]*tierFetch)
+		}
+	}
+	rec := t.rec
+	bs := int64(rec.BlockSize)
+	end := off + int64(len(dst))
+	if end > int64(rec.Size) {
+		t.mu.Unlock()
+		return errs.New(errs.Stale, "client: read of inode %d up to %d passes its archived copy's %d bytes", f.ino, end, rec.Size)
+	}
+	nblocks := int64(len(rec.BlockCRCs))
+	first, last := off/bs, (end-1)/bs
+	seq := first == t.next || first+1 == t.next || (first > 0 && t.blocks[first-1] != nil)
+	ahead, unit := last, int64(1)
+	if seq {
+		ahead, unit = min(last+int64(f.c.opts.TierReadAhead), nblocks-1), tierSegment
+	}
+	t.next = last + 1
+	for i := first; i <= ahead; {
+		if t.blocks[i] != nil {
+			i++
+			continue
+		}
+		// A new fetch from block i: a unit aligned to its size, cut
+		// where blocks are already fetched.
+		n := int64(1)
+		limit := min((i/unit+1)*unit, nblocks)
+		for i+n < limit && t.blocks[i+n] == nil {
+			n++
+		}
+		if i > last && n < unit && i+n < nblocks {
+			break // read ahead in whole segments only
+		}
+		fe := &tierFetch{first: i, n: n, done: make(chan struct{})}
+		for k := i; k < i+n; k++ {
+			t.blocks[k] = fe
+		}
+		go f.fetchBlocks(t, fe)
+		i += n
+	}
+	need := make([]*tierFetch, 0, last-first+1)
+	for i := first; i <= last; i++ {
+		need = append(need, t.blocks[i])
+	}
+	// Forget blocks behind the reader and far ahead of it.
+	for i, fe := range t.blocks {
+		if i < first-1 || i > ahead+int64(f.c.opts.TierReadAhead) {
+			select {
+			case <-fe.done:
+				delete(t.blocks, i)
+			default:
+			}
+		}
+	}
+	t.mu.Unlock()
+	for k, fe := range need {
+		select {
+		case <-fe.done:
+		case <-ctx.Done():
+			// EIO, not ETIMEDOUT: the tier is what failed to answer
+			// (the caller's deadline is the mount's op timeout).
+			return errs.New(errs.Unavailable, "client: read of released inode %d: tier backend %q did not answer in time (%v)", f.ino, rec.Backend, ctx.Err())
+		}
+		if fe.err != nil {
+			return fe.err
+		}
+		i := first + int64(k)
+		lo := max(off, i*bs)
+		hi := min(end, (i+1)*bs)
+		base := fe.first * bs
+		copy(dst[lo-off:hi-off], fe.data[lo-base:hi-base])
+	}
+	return nil
+}
+
+// fetchBlocks reads the blocks of fe from the tier. A failed fetch is
+// forgotten, so that the next read asks again.
+func (f *File) fetchBlocks(t *tierRead, fe *tierFetch) {
+	defer close(fe.done)
+	rec := t.rec
+	bs := int64(rec.BlockSize)
+	size := min(fe.n*bs, int64(rec.Size)-fe.first*bs)
+	buf := make([]byte, size)
+	if err := f.c.tierGet(context.WithoutCancel(f.ctx), t.st, rec, fe.first*bs, buf); err != nil {
+		fe.err = fmt.Errorf("read released inode %d blocks %d-%d from backend %q: %w", f.ino, fe.first, fe.first+fe.n-1, rec.Backend, err)
+		t.mu.Lock()
+		for k := fe.first; k < fe.first+fe.n; k++ {
+			if t.blocks[k] == fe {
+				delete(t.blocks, k)
+			}
+		}
+		t.mu.Unlock()
+		return
+	}
+	fe.data = buf
+}

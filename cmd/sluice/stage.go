@@ -1,0 +1,38 @@
+package main
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/spf13/cobra"
+
+	"github.com/sluice-fs/sluice/internal/cli"
+)
+
+func newStage(g *globals) *cobra.Command {
+	var o cli.StageOptions
+	var rate string
+	var args []string
+	cmd := &cobra.Command{
+		Use:   "stage PATH... | --from-file LIST [--rate R]",
+		Short: "Restore released files ahead of a job, in the order given",
+		Long: "Restore released files from the object tier to the targets ahead of a job, starting\n" +
+			"them in the order given (arguments, then LIST's lines). It returns when all are staged.",
+		PreRun: func(_ *cobra.Command, a []string) { args = a },
+	}
+	cmd.RunE = g.run(func(ctx context.Context, e *cli.Env) error {
+		if rate != "" {
+			r, err := cli.ParseSize(rate)
+			if err != nil || r <= 0 {
+				return fmt.Errorf("%w: stage: --rate %q: want bytes per second, e.g. 500M", errUsage, rate)
+			}
+			o.Rate = r
+		}
+		return e.Stage(ctx, args, o)
+	})
+	f := cmd.Flags()
+	f.StringVar(&o.FromFile, "from-file", "", "file of paths to stage, one per line")
+	f.StringVar(&rate, "rate", "", "bytes per second restored at most (e.g. 500M; default no cap)")
+	f.IntVarP(&o.Parallel, "parallel", "P", 4, "files restored at once")
+	return cmd
+}

@@ -1,0 +1,170 @@
+package meta
+
+import (
+	"context"
+	"testing"
+
+	"github.com/sluice-fs/sluice/internal/errs"
+	"github.com/sluice-fs/sluice/internal/wire"
+)
+
+func testRecord(gen, size uint64, mtime int64) wire.HsmRecord {
+	const bs = 1 << 20
+	return wire.HsmRecord{Backend: "b", Key: "k", Gen: gen, Size: size, Mtime: mtime, SHA256: make([]byte, 32),
+		BlockSize: bs, BlockCRCs: make([]uint32, (size+bs-1)/bs)}
+}
+
+func TestHsmStep(t *testing.T) {
+	t.Parallel()
+	file := hsmFile{Reg: true, Size: 3 << 20, Mtime: 7}
+	rec := testRecord(9, file.Size, file.Mtime)
+	with := func(r wire.HsmRecord, st uint8) wire.HsmRecord { r.State = st; return r }
+	short := rec
+	short.BlockCRCs = short.BlockCRCs[:2]
+	none := wire.HsmRecord{}
+	tests := []struct {
+		name      string
+		cur       wire.HsmRecord
+		f         hsmFile
+		act       uint8
+		req       wire.HsmRecord
+		wantState uint8
+		wantDrop  uint64 // gen of the queued object, 0 for none
+		wantErr   errs.Code
+	}{
+		{"archive resident", none, file, wire.HsmActArchived, rec, wire.HsmArchived, 0, errs.OK},
+		{"archive dirty queues old copy", with(testRecord(3, 1, 1), wire.HsmDirty), file, wire.HsmActArchived, rec, wire.HsmArchived, 3, errs.OK},
+		{"archive commit repeated", with(rec, wire.HsmArchived), file, wire.HsmActArchived, rec, wire.HsmArchived, 0, errs.OK},
+		{"archive of a changed file", none, hsmFile{Reg: true, Size: 3 << 20, Mtime: 8}, wire.HsmActArchived, rec, 0, 0, errs.Busy},
+		{"archive grown file", none, hsmFile{Reg: true, Size: 4 << 20, Mtime: 7}, wire.HsmActArchived, rec, 0, 0, errs.Busy},
+		{"archive released", with(rec, wire.HsmReleased), file, wire.HsmActArchived, rec, 0, 0, errs.Busy},
+		{"archive bad checksums", none, file, wire.HsmActArchived, short, 0, 0, errs.Invalid},
+		{"archive no gen", none, file, wire.HsmActArchived, testRecord(0, file.Size, 7), 0, 0, errs.Invalid},
+		{"archive directory", none, hsmFile{}, wire.HsmActArchived, rec, 0, 0, errs.Invalid},
+		{"release archived", with(rec, wire.HsmArchived), file, wire.HsmActRelease, none, wire.HsmReleased, 0, errs.OK},
+		{"release again", with(rec, wire.HsmReleased), file, wire.HsmActRelease, none, wire.HsmReleased, 0, errs.OK},
+		{"release resident", none, file, wire.HsmActRelease, none, 0, 0, errs.Invalid},
+		{"release dirty", with(rec, wire.HsmDirty), file, wire.HsmActRelease, none, 0, 0, errs.Busy},
+		{"release inline", with(rec, wire.HsmArchived), hsmFile{Reg: true, Size: 3 << 20, Mtime: 7, InlineLen: 10}, wire.HsmActRelease, none, 0, 0, errs.NotSupported},
+		{"restored", with(rec, wire.HsmReleased), file, wire.HsmActRestored, rec, wire.HsmArchived, 0, errs.OK},
+		{"restored twice", with(rec, wire.HsmArchived), file, wire.HsmActRestored, rec, wire.HsmArchived, 0, errs.OK},
+		{"restored other gen", with(rec, wire.HsmReleased), file, wire.HsmActRestored, testRecord(4, 1, 1), 0, 0, errs.Stale},
+		{"remove archived", with(rec, wire.HsmArchived), file, wire.HsmActRemove, none, wire.HsmResident, 9, errs.OK},
+		{"remove dirty", with(rec, wire.HsmDirty), file, wire.HsmActRemove, none, wire.HsmResident, 9, errs.OK},
+		{"remove released", with(rec, wire.HsmReleased), file, wire.HsmActRemove, none, 0, 0, errs.Busy},
+		{"remove resident", none, file, wire.HsmActRemove, none, wire.HsmResident, 0, errs.OK},
+		{"unknown action", none, file, 99, none, 0, 0, errs.Invalid},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			next, drop, err := hsmStep(tt.cur, tt.f, &wire.HsmUpdateReq{Action: tt.act, Record: tt.req})
+			if tt.wantErr != errs.OK {
+				if errs.CodeOf(err) != tt.wantErr {
+					t.Fatalf("err = %v, want class %v", err, tt.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if next.State != tt.wantState {
+				t.Errorf("state = %s, want %s", wire.HsmStateName(next.State), wire.HsmStateName(tt.wantState))
+			}
+			switch {
+			case tt.wantDrop == 0 && drop != nil:
+				t.Errorf("queued %+v, want nothing", *drop)
+			case tt.wantDrop != 0 && (drop == nil || drop.Gen != tt.wantDrop):
+				t.Errorf("queued %+v, want gen %d", drop, tt.wantDrop)
+			}
+		})
+	}
+}
+
+func TestHsmOnWrite(t *testing.T) {
+	t.Parallel()
+	for st, want := range map[uint8]uint8{wire.HsmResident: wire.HsmResident, wire.HsmArchived: wire.HsmDirty, wire.HsmDirty: wire.HsmDirty} {
+		next, err := hsmOnWrite(wire.HsmRecord{State: st})
+		if err != nil || next.State != want {
+			t.Errorf("%s: %s, %v; want %s", wire.HsmStateName(st), wire.HsmStateName(next.State), err, wire.HsmStateName(want))
+		}
+	}
+	if _, err := hsmOnWrite(wire.HsmRecord{State: wire.HsmReleased}); errs.CodeOf(err) != errs.Busy {
+		t.Errorf("write to released: %v, want busy", err)
+	}
+}
+
+// TestHsmService drives the records through the service: a write marks an
+// archived file dirty, a released file refuses writes and says so in its
+// attributes, and removing the file queues its object once.
+func TestHsmService(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s := newTestService(t, nil, nil)
+	if err := s.TierSet(ctx, &wire.TierSetReq{Backend: wire.TierBackend{Name: "b", Endpoint: "http://x", Bucket: "k"}}); err != nil {
+		t.Fatal(err)
+	}
+	wantCode(t, "add twice", s.TierSet(ctx, &wire.TierSetReq{Backend: wire.TierBackend{Name: "b", Endpoint: "http://x", Bucket: "k"}}), errs.Exists)
+	wantCode(t, "bad name", s.TierSet(ctx, &wire.TierSetReq{Backend: wire.TierBackend{Name: "a/b", Endpoint: "http://x", Bucket: "k"}}), errs.Invalid)
+	f := mustCreate(t, s, RootIno, "f")
+	a, err := s.CommitWrite(ctx, f.Ino, 3<<20, 7)
+	if err != nil {
+		t.Fatal(err)
+	}
+	archive := func(gen uint64, size uint64, mtime int64) error {
+		_, err := s.HsmUpdate(ctx, &wire.HsmUpdateReq{Ino: f.Ino, Action: wire.HsmActArchived, Record: testRecord(gen, size, mtime)})
+		return err
+	}
+	if err := archive(1, a.Size, a.Mtime); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.CommitWrite(ctx, f.Ino, 10, 8); err != nil {
+		t.Fatal(err)
+	}
+	if r, err := s.HsmGet(ctx, f.Ino); err != nil || r.State != wire.HsmDirty {
+		t.Fatalf("after a write: %s, %v; want dirty", wire.HsmStateName(r.State), err)
+	}
+	if err := archive(2, a.Size, 8); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.HsmUpdate(ctx, &wire.HsmUpdateReq{Ino: f.Ino, Action: wire.HsmActRelease}); err != nil {
+		t.Fatal(err)
+	}
+	if a, err := s.GetAttr(ctx, f.Ino); err != nil || a.Flags&wire.AttrReleased == 0 || a.Size != 3<<20 {
+		t.Fatalf("released attributes: %+v, %v", a, err)
+	}
+	restoring := func() error {
+		_, err := s.HsmUpdate(ctx, &wire.HsmUpdateReq{Ino: f.Ino, Action: wire.HsmActRestoring, Record: wire.HsmRecord{Gen: 2}})
+		return err
+	}
+	// The release queued the chunks' removal; a restore waits for it.
+	wantCode(t, "restore before the collection", restoring(), errs.Busy)
+	if err := s.CollectGarbage(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := restoring(); err != nil {
+		t.Fatalf("restore after the collection: %v", err)
+	}
+	_, err = s.CommitWrite(ctx, f.Ino, 10, 9)
+	wantCode(t, "write to released", err, errs.Busy)
+	_, err = s.SetAttr(ctx, &wire.SetAttrReq{Ino: f.Ino, Valid: wire.SetSize})
+	wantCode(t, "truncate released", err, errs.Busy)
+	wantCode(t, "remove a backend in use", s.TierSet(ctx, &wire.TierSetReq{Backend: wire.TierBackend{Name: "b"}, Remove: true}), errs.Busy)
+	if err := s.Unlink(ctx, RootIno, "f"); err != nil {
+		t.Fatal(err)
+	}
+	q, err := s.TierQueue(ctx, &wire.TierQueueReq{Limit: 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Generation 1's copy was queued when 2 replaced it; 2's with the file.
+	if len(q.Items) != 2 || q.Items[0].Gen != 1 || q.Items[1].Gen != 2 || q.Items[1].Ino != f.Ino || q.Items[1].Key != "k" || q.Items[1].Backend != "b" {
+		t.Fatalf("queue = %+v", q.Items)
+	}
+	q, err = s.TierQueue(ctx, &wire.TierQueueReq{Done: q.Items, Limit: 10})
+	if err != nil || len(q.Items) != 0 {
+		t.Fatalf("queue after done = %+v, %v", q.Items, err)
+	}
+	if err := s.TierSet(ctx, &wire.TierSetReq{Backend: wire.TierBackend{Name: "b"}, Remove: true}); err != nil {
+		t.Fatalf("remove an unused backend: %v", err)
+	}
+}

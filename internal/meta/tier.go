@@ -1,0 +1,377 @@
+package meta
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"regexp"
+
+	"github.com/sluice-fs/sluice/internal/errs"
+	"github.com/sluice-fs/sluice/internal/kv"
+	"github.com/sluice-fs/sluice/internal/wire"
+)
+
+// The object tier's records (docs/tier.md, docs/format.md): backends ("B"),
+// HSM records of files ("H") and the queue of objects to delete ("O"). Each
+// value is a version byte (tierRecordVersion) and the wire encoding of its
+// message. The inode record is untouched: a file's HSM state lives in its
+// "H" key, read with the inode where attributes are built.
+
+const tierRecordVersion = 1
+
+func tierKey(name string) []byte { return append([]byte{pfxTier}, name...) }
+func hsmKey(ino uint64) []byte   { return inoKey(pfxHsm, ino) }
+
+func tierDelKey(ino, gen uint64) []byte {
+	return binary.BigEndian.AppendUint64(inoKey(pfxTierDel, ino), gen)
+}
+
+func encodeTierRecord(m wire.Message) []byte {
+	return append([]byte{tierRecordVersion}, wire.Marshal(m)...)
+}
+
+func decodeTierRecord(what string, b []byte, m wire.Message) error {
+	if len(b) == 0 || b[0] != tierRecordVersion {
+		return errs.New(errs.Corruption, "meta: %s record: version %d, want %d", what, firstByte(b), tierRecordVersion)
+	}
+	if err := wire.Unmarshal(b[1:], m); err != nil {
+		return errs.New(errs.Corruption, "meta: %s record: %v", what, err)
+	}
+	return nil
+}
+
+// getHsm reads file ino's HSM record; State HsmResident when it has none.
+func getHsm(tx kv.Txn, ino uint64) (wire.HsmRecord, error) {
+	v, err := tx.Get(hsmKey(ino))
+	if errors.Is(err, kv.ErrNotFound) {
+		return wire.HsmRecord{}, nil
+	}
+	if err != nil {
+		return wire.HsmRecord{}, err
+	}
+	var r wire.HsmRecord
+	if err := decodeTierRecord(fmt.Sprintf("inode %d HSM", ino), v, &r); err != nil {
+		return wire.HsmRecord{}, err
+	}
+	return r, nil
+}
+
+// putHsm writes (or, for State HsmResident, deletes) file ino's record and
+// queues drop, an object no longer needed.
+func putHsm(tx kv.Txn, ino uint64, r wire.HsmRecord, drop *wire.TierQueueItem) {
+	if r.State == wire.HsmResident {
+		tx.Delete(hsmKey(ino))
+	} else {
+		tx.Set(hsmKey(ino), encodeTierRecord(&r))
+	}
+	if drop != nil {
+		it := *drop
+		it.Ino = ino
+		e := wire.Encoder{B: []byte{tierRecordVersion}}
+		e.String(it.Backend)
+		e.String(it.Key)
+		tx.Set(tierDelKey(ino, it.Gen), e.B)
+	}
+}
+
+// mayBeTiered says whether inode n can have an HSM record worth reading
+// when building its attributes: only files wholly in chunks are released.
+func mayBeTiered(n *inode) bool { return n.isReg() && n.hasChunks() && n.InlineLen == 0 }
+
+// hsmWrite applies hsmOnWrite to a regular file about to change its
+// data or size in tx.
+func hsmWrite(tx kv.Txn, ino uint64, n *inode) error {
+	if !n.isReg() {
+		return nil
+	}
+	cur, err := getHsm(tx, ino)
+	if err != nil || cur.State == wire.HsmResident {
+		return err
+	}
+	next, err := hsmOnWrite(cur)
+	if err != nil {
+		return err
+	}
+	if next.State != cur.State {
+		putHsm(tx, ino, next, nil)
+	}
+	return nil
+}
+
+// hsmDropped queues the object of a file whose last link went.
+func hsmDropped(tx kv.Txn, ino uint64) error {
+	cur, err := getHsm(tx, ino)
+	if err != nil || cur.State == wire.HsmResident {
+		return err
+	}
+	putHsm(tx, ino, wire.HsmRecord{}, &wire.TierQueueItem{Gen: cur.Gen, Backend: cur.Backend, Key: cur.Key})
+	return nil
+}
+
+var backendName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$`)
+
+// TierSet adds or removes a backend.
+func (s *Service) TierSet(ctx context.Context, req *wire.TierSetReq) error {
+	b := req.Backend
+	if !backendName.MatchString(b.Name) {
+		return errs.New(errs.Invalid, "meta: tier backend name %q: want 1-63 letters, digits, '.', '_' or '-'", b.Name)
+	}
+	if !req.Remove && (b.Endpoint == "" || b.Bucket == "") {
+		return errs.New(errs.Invalid, "meta: tier backend %q needs an endpoint and a bucket", b.Name)
+	}
+	if req.Remove {
+		// Files archived to it would lose their only way back (a
+		// released file) or leave a copy nobody deletes: refuse.
+		n, err := s.hsmFilesOn(ctx, b.Name)
+		if err != nil {
+			return fmt.Errorf("meta: tier set %q: %w", b.Name, err)
+		}
+		if n > 0 {
+			return errs.New(errs.Busy, "meta: tier backend %q holds the copies of %d or more files; restore them and remove their copies first (sluice hsm restore, sluice hsm remove)", b.Name, n)
+		}
+	}
+	err := s.update(ctx, func(tx kv.Txn) error {
+		_, err := tx.Get(tierKey(b.Name))
+		switch {
+		case err != nil && !errors.Is(err, kv.ErrNotFound):
+			return err
+		case req.Remove && err != nil:
+			return errs.New(errs.NotFound, "no tier backend %q", b.Name)
+		case req.Remove:
+			tx.Delete(tierKey(b.Name))
+		case err == nil:
+			return errs.New(errs.Exists, "tier backend %q exists (remove it first)", b.Name)
+		default:
+			tx.Set(tierKey(b.Name), encodeTierRecord(&b))
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("meta: tier set %q: %w", b.Name, err)
+	}
+	return nil
+}
+
+// hsmFilesOn counts (up to 1) the files whose HSM record or queued object
+// names backend: a scan of the "H" and "O" keys, in pages of one read
+// transaction each. An archive committed during the scan may be missed;
+// it then names a backend that is gone and its reads fail until the
+// backend is added again (docs/tier.md).
+func (s *Service) hsmFilesOn(ctx context.Context, backend string) (int, error) {
+	for _, pfx := range []byte{pfxHsm, pfxTierDel} {
+		start, end := []byte{pfx}, kv.PrefixEnd([]byte{pfx})
+		for start != nil {
+			found, next := false, []byte(nil)
+			err := s.db.View(ctx, func(tx kv.Txn) error {
+				found, next = false, nil
+				var derr error
+				n := 0
+				err := tx.Scan(start, end, 1024, func(k, v []byte) bool {
+					n++
+					next = append(append([]byte(nil), k...), 0)
+					name := ""
+					if pfx == pfxHsm {
+						var r wire.HsmRecord
+						if derr = decodeTierRecord("HSM", v, &r); derr != nil {
+							return false
+						}
+						name = r.Backend
+					} else if len(v) > 0 {
+						d := wire.Decoder{B: v[1:]}
+						name = d.String()
+					}
+					found = name == backend
+					return !found
+				})
+				if n < 1024 && !found {
+					next = nil
+				}
+				if err != nil {
+					return err
+				}
+				return derr
+			})
+			if err != nil {
+				return 0, err
+			}
+			if found {
+				return 1, nil
+			}
+			start = next
+		}
+	}
+	return 0, nil
+}
+
+// TierList returns every backend, sorted by name.
+func (s *Service) TierList(ctx context.Context) (wire.TierListResp, error) {
+	var r wire.TierListResp
+	err := s.db.View(ctx, func(tx kv.Txn) error {
+		r.Backends = r.Backends[:0]
+		var derr error
+		err := tx.Scan([]byte{pfxTier}, kv.PrefixEnd([]byte{pfxTier}), 0, func(k, v []byte) bool {
+			var b wire.TierBackend
+			if derr = decodeTierRecord("tier backend "+string(k[1:]), v, &b); derr != nil {
+				return false
+			}
+			r.Backends = append(r.Backends, b)
+			return true
+		})
+		if err != nil {
+			return err
+		}
+		return derr
+	})
+	if err != nil {
+		return wire.TierListResp{}, fmt.Errorf("meta: tier list: %w", err)
+	}
+	return r, nil
+}
+
+// HsmGet returns file ino's HSM record.
+func (s *Service) HsmGet(ctx context.Context, ino uint64) (wire.HsmRecord, error) {
+	var r wire.HsmRecord
+	err := s.db.View(ctx, func(tx kv.Txn) error {
+		n, err := getInode(tx, ino)
+		if err != nil {
+			return err
+		}
+		if !n.isReg() {
+			return errs.New(errs.Invalid, "only regular files have an HSM state")
+		}
+		r, err = getHsm(tx, ino)
+		return err
+	})
+	if err != nil {
+		return wire.HsmRecord{}, inoErr("hsm get", ino, err)
+	}
+	return r, nil
+}
+
+// HsmUpdate applies one step of the HSM state machine (hsmStep).
+func (s *Service) HsmUpdate(ctx context.Context, req *wire.HsmUpdateReq) (wire.HsmRecord, error) {
+	var r wire.HsmRecord
+	var queued bool
+	err := s.update(ctx, func(tx kv.Txn) error {
+		queued = false
+		n, err := getInode(tx, req.Ino)
+		if err != nil {
+			return err
+		}
+		cur, err := getHsm(tx, req.Ino)
+		if err != nil {
+			return err
+		}
+		if req.Action == wire.HsmActArchived {
+			// The record names the backend it was written to.
+			if _, err := tx.Get(tierKey(req.Record.Backend)); errors.Is(err, kv.ErrNotFound) {
+				return errs.New(errs.NotFound, "no tier backend %q", req.Record.Backend)
+			} else if err != nil {
+				return err
+			}
+		}
+		f := hsmFile{Reg: n.isReg(), Size: n.Size, Mtime: n.Mtime, InlineLen: n.InlineLen}
+		next, drop, err := hsmStep(cur, f, req)
+		if err != nil {
+			return err
+		}
+		switch {
+		case req.Action == wire.HsmActRestoring && next.State == wire.HsmReleased:
+			// The chunks a restore writes must not be removed by the
+			// collection of the release's chunks: wait for it to finish.
+			if _, err := tx.Get(garbageKey(req.Ino)); err == nil {
+				return errs.New(errs.Busy, "the release's chunk removal has not finished; try again")
+			} else if !errors.Is(err, kv.ErrNotFound) {
+				return err
+			}
+		case req.Action == wire.HsmActRelease && cur.State != wire.HsmReleased && len(n.Layout.Chains) > 0:
+			// Same transaction: a released file never keeps chunks
+			// past the collector's next pass, even across a crash.
+			tx.Set(garbageKey(req.Ino), appendLayout(nil, &n.Layout))
+			queued = true
+		}
+		putHsm(tx, req.Ino, next, drop)
+		r = next
+		return nil
+	})
+	if err != nil {
+		return wire.HsmRecord{}, inoErr("hsm update", req.Ino, err)
+	}
+	if queued {
+		s.kickGC()
+	}
+	return r, nil
+}
+
+// TierQueue removes the delete-queue items req.Done and lists up to
+// req.Limit of the rest.
+func (s *Service) TierQueue(ctx context.Context, req *wire.TierQueueReq) (wire.TierQueueResp, error) {
+	if len(req.Done) > 0 {
+		err := s.update(ctx, func(tx kv.Txn) error {
+			for _, it := range req.Done {
+				tx.Delete(tierDelKey(it.Ino, it.Gen))
+			}
+			return nil
+		})
+		if err != nil {
+			return wire.TierQueueResp{}, fmt.Errorf("meta: tier queue: %w", err)
+		}
+	}
+	limit := int(min(max(req.Limit, 1), 10000))
+	var r wire.TierQueueResp
+	err := s.db.View(ctx, func(tx kv.Txn) error {
+		r.Items = r.Items[:0]
+		var derr error
+		err := tx.Scan([]byte{pfxTierDel}, kv.PrefixEnd([]byte{pfxTierDel}), limit, func(k, v []byte) bool {
+			if len(k) != 17 {
+				derr = errs.New(errs.Corruption, "meta: tier delete queue key of %d bytes", len(k))
+				return false
+			}
+			it := wire.TierQueueItem{Ino: binary.BigEndian.Uint64(k[1:]), Gen: binary.BigEndian.Uint64(k[9:])}
+			if len(v) > 0 && v[0] == tierRecordVersion {
+				d := wire.Decoder{B: v[1:]}
+				it.Backend, it.Key = d.String(), d.String()
+				if d.Err() != nil || d.More() {
+					v = nil
+				}
+			}
+			if len(v) == 0 || v[0] != tierRecordVersion {
+				derr = errs.New(errs.Corruption, "meta: tier delete queue: bad record for inode %d", it.Ino)
+				return false
+			}
+			r.Items = append(r.Items, it)
+			return true
+		})
+		if err != nil {
+			return err
+		}
+		return derr
+	})
+	if err != nil {
+		return wire.TierQueueResp{}, fmt.Errorf("meta: tier queue: %w", err)
+	}
+	return r, nil
+}
+
+func (s *Service) registerTier(srv *wire.Server) {
+	handle(srv, wire.OpTierSet, func(ctx context.Context, m *wire.TierSetReq) (wire.Message, error) {
+		return &wire.Empty{}, s.TierSet(ctx, m)
+	})
+	handle(srv, wire.OpTierList, func(ctx context.Context, _ *wire.Empty) (wire.Message, error) {
+		r, err := s.TierList(ctx)
+		return &r, err
+	})
+	handle(srv, wire.OpHsmGet, func(ctx context.Context, m *wire.InoReq) (wire.Message, error) {
+		r, err := s.HsmGet(ctx, m.Ino)
+		return &r, err
+	})
+	handle(srv, wire.OpHsmUpdate, func(ctx context.Context, m *wire.HsmUpdateReq) (wire.Message, error) {
+		r, err := s.HsmUpdate(ctx, m)
+		return &r, err
+	})
+	handle(srv, wire.OpTierQueue, func(ctx context.Context, m *wire.TierQueueReq) (wire.Message, error) {
+		r, err := s.TierQueue(ctx, m)
+		return &r, err
+	})
+}

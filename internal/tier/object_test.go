@@ -1,0 +1,86 @@
+package tier
+
+import (
+	"bytes"
+	"context"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/sluice-fs/sluice/internal/errs"
+	"github.com/sluice-fs/sluice/internal/wire"
+)
+
+// TestSummerBlocks checks the block checksums against each block, however
+// the content is cut into writes, and that a changed byte fails its block.
+func TestSummerBlocks(t *testing.T) {
+	t.Parallel()
+	r := rand.New(rand.NewPCG(1, 2))
+	for _, size := range []int{0, 1, 4095, 4096, 4097, 3*4096 + 7} {
+		data := make([]byte, size)
+		for i := range data {
+			data[i] = byte(r.Uint32())
+		}
+		s := NewSummer(4096)
+		for rest := data; len(rest) > 0; {
+			k := min(len(rest), 1+r.IntN(5000))
+			s.Write(rest[:k])
+			rest = rest[k:]
+		}
+		rec := wire.HsmRecord{Key: "k", Backend: "b"}
+		s.Fill(&rec)
+		if rec.Size != uint64(size) || len(rec.BlockCRCs) != (size+4095)/4096 || len(rec.SHA256) != 32 {
+			t.Fatalf("size %d: record %+v", size, rec)
+		}
+		for i := range rec.BlockCRCs {
+			b := data[i*4096 : i*4096+int(BlockLen(&rec, i))]
+			if err := CheckBlock(&rec, i, b); err != nil {
+				t.Fatalf("size %d block %d: %v", size, i, err)
+			}
+			bad := bytes.Clone(b)
+			bad[len(bad)/2] ^= 1
+			if err := CheckBlock(&rec, i, bad); errs.CodeOf(err) != errs.Corruption {
+				t.Fatalf("size %d block %d: changed byte gave %v", size, i, err)
+			}
+		}
+	}
+}
+
+func TestObjectKey(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		p     string
+		taken bool
+		want  string
+	}{
+		{"/a/b", false, "a/b"}, {"a//b/", false, "a/b"}, {"/a/../c", false, "c"}, {"/a/b", true, "a/b.sluice-7"},
+	} {
+		if got := ObjectKey(tt.p, 7, tt.taken); got != tt.want {
+			t.Errorf("ObjectKey(%q, %v) = %q, want %q", tt.p, tt.taken, got, tt.want)
+		}
+	}
+}
+
+// TestCheckObject: the metadata written with an archive passes; another
+// generation's does not.
+func TestCheckObject(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	m := NewMemStore()
+	rec := wire.HsmRecord{Key: "k", Backend: "b", Gen: 5}
+	s := NewSummer(BlockSize)
+	s.Write([]byte("hello"))
+	s.Fill(&rec)
+	if err := m.Put(ctx, "k", bytes.NewReader([]byte("hello")), 5, ObjectMeta(&rec, 3)); err != nil {
+		t.Fatal(err)
+	}
+	buf := make([]byte, 5)
+	meta, err := m.GetRange(ctx, "k", 0, buf)
+	if err != nil || CheckObject(&rec, meta) != nil || CheckBlock(&rec, 0, buf) != nil || MetaInode(meta) != 3 {
+		t.Fatalf("get: %v / %v", err, CheckObject(&rec, meta))
+	}
+	other := rec
+	other.Gen = 6
+	if err := CheckObject(&other, meta); errs.CodeOf(err) != errs.Corruption {
+		t.Fatalf("other generation: %v", err)
+	}
+}

@@ -1,0 +1,219 @@
+package wire
+
+// Messages of the object tier (ops 37-41; docs/tier.md, docs/format.md).
+
+// TierBackend is an S3 bucket registered as a capacity tier. The secret
+// travels to clients, which fetch objects themselves; tools never print it.
+type TierBackend struct {
+	Name      string
+	Endpoint  string // http(s)://host[:port]
+	Bucket    string
+	Prefix    string // prepended to every object key
+	Region    string
+	AccessKey string
+	SecretKey string
+}
+
+func (m *TierBackend) Encode(e *Encoder) {
+	e.String(m.Name)
+	e.String(m.Endpoint)
+	e.String(m.Bucket)
+	e.String(m.Prefix)
+	e.String(m.Region)
+	e.String(m.AccessKey)
+	e.String(m.SecretKey)
+}
+
+func (m *TierBackend) Decode(d *Decoder) {
+	m.Name = d.String()
+	m.Endpoint = d.String()
+	m.Bucket = d.String()
+	m.Prefix = d.String()
+	m.Region = d.String()
+	m.AccessKey = d.String()
+	m.SecretKey = d.String()
+}
+
+// TierSetReq adds Backend (its name must be new) or, with Remove, removes
+// the backend named Backend.Name (refused while files are archived to it is
+// not checked: see docs/tier.md).
+type TierSetReq struct {
+	Backend TierBackend
+	Remove  bool
+}
+
+func (m *TierSetReq) Encode(e *Encoder) { m.Backend.Encode(e); e.Bool(m.Remove) }
+func (m *TierSetReq) Decode(d *Decoder) { m.Backend.Decode(d); m.Remove = d.Bool() }
+
+// TierListResp lists the registered backends, sorted by name.
+type TierListResp struct{ Backends []TierBackend }
+
+func (m *TierListResp) Encode(e *Encoder) {
+	e.Uvarint(uint64(len(m.Backends)))
+	for i := range m.Backends {
+		m.Backends[i].Encode(e)
+	}
+}
+
+func (m *TierListResp) Decode(d *Decoder) {
+	n := d.Count(7)
+	m.Backends = make([]TierBackend, n)
+	for i := range m.Backends {
+		m.Backends[i].Decode(d)
+	}
+}
+
+// HSM states of a regular file. A file without an HSM record is resident.
+const (
+	HsmResident uint8 = 0 // only on the targets
+	HsmArchived uint8 = 1 // on the targets and, unchanged, in the tier
+	HsmReleased uint8 = 2 // only in the tier; the targets hold none of it
+	HsmDirty    uint8 = 3 // changed since it was archived; the object is stale
+)
+
+// HsmStateName names an HSM state as the tools print it.
+func HsmStateName(s uint8) string {
+	switch s {
+	case HsmResident:
+		return "resident"
+	case HsmArchived:
+		return "archived"
+	case HsmReleased:
+		return "released"
+	case HsmDirty:
+		return "dirty"
+	}
+	return "unknown"
+}
+
+// HsmRecord says where a file's archived copy is and how to check it. Gen
+// is random per archive and stored in the object's metadata too, so a
+// reader can tell the object it expects from one written over it. Size
+// and Mtime are the file's when it was read for the archive; BlockCRCs
+// holds the CRC32C of each BlockSize bytes of the content (the last block
+// may be short), so that a ranged read can be checked on its own.
+type HsmRecord struct {
+	State     uint8
+	Backend   string
+	Key       string
+	Gen       uint64
+	Size      uint64
+	Mtime     int64
+	CRC32C    uint32
+	SHA256    []byte // 32 bytes
+	BlockSize uint32
+	BlockCRCs []uint32
+}
+
+func (m *HsmRecord) Encode(e *Encoder) {
+	e.U8(m.State)
+	e.String(m.Backend)
+	e.String(m.Key)
+	e.U64(m.Gen)
+	e.U64(m.Size)
+	e.I64(m.Mtime)
+	e.U32(m.CRC32C)
+	e.Bytes(m.SHA256)
+	e.U32(m.BlockSize)
+	e.Uvarint(uint64(len(m.BlockCRCs)))
+	for _, c := range m.BlockCRCs {
+		e.U32(c)
+	}
+}
+
+func (m *HsmRecord) Decode(d *Decoder) {
+	m.State = d.U8()
+	m.Backend = d.String()
+	m.Key = d.String()
+	m.Gen = d.U64()
+	m.Size = d.U64()
+	m.Mtime = d.I64()
+	m.CRC32C = d.U32()
+	m.SHA256 = d.Bytes()
+	m.BlockSize = d.U32()
+	n := d.Count(4)
+	m.BlockCRCs = nil
+	if n > 0 {
+		m.BlockCRCs = make([]uint32, n)
+		for i := range m.BlockCRCs {
+			m.BlockCRCs[i] = d.U32()
+		}
+	}
+}
+
+// HSM update actions (HsmUpdateReq.Action).
+const (
+	// HsmActArchived records Record as the file's archived copy if the
+	// file's size and mtime still equal Record's and it is not released.
+	HsmActArchived uint8 = 1
+	// HsmActRelease makes an archived file released and queues the
+	// removal of its chunks (the metadata service's garbage collector).
+	HsmActRelease uint8 = 2
+	// HsmActRestored makes a released file archived again once its bytes
+	// are back on the targets (Record.Gen must match).
+	HsmActRestored uint8 = 3
+	// HsmActRemove drops the record (not of a released file) and queues
+	// its object for deletion.
+	HsmActRemove uint8 = 4
+	// HsmActRestoring asks whether a restore of a released file may write
+	// its chunks: not while the release's chunk removal is still queued
+	// (errs.Busy). It changes nothing.
+	HsmActRestoring uint8 = 5
+)
+
+// HsmUpdateReq is one step of the HSM state machine on file Ino.
+type HsmUpdateReq struct {
+	Ino    uint64
+	Action uint8
+	Record HsmRecord
+}
+
+func (m *HsmUpdateReq) Encode(e *Encoder) { e.U64(m.Ino); e.U8(m.Action); m.Record.Encode(e) }
+func (m *HsmUpdateReq) Decode(d *Decoder) { m.Ino = d.U64(); m.Action = d.U8(); m.Record.Decode(d) }
+
+// TierQueueItem is an object whose file is gone (or was archived again
+// under another key): it may be deleted if its metadata still carries Gen.
+type TierQueueItem struct {
+	Ino     uint64
+	Gen     uint64
+	Backend string
+	Key     string
+}
+
+// TierQueueReq removes the items Done (by Ino, Gen) from the delete queue,
+// then lists up to Limit of the rest.
+type TierQueueReq struct {
+	Done  []TierQueueItem
+	Limit uint32
+}
+
+func encodeQueueItems(e *Encoder, items []TierQueueItem) {
+	e.Uvarint(uint64(len(items)))
+	for _, it := range items {
+		e.U64(it.Ino)
+		e.U64(it.Gen)
+		e.String(it.Backend)
+		e.String(it.Key)
+	}
+}
+
+func decodeQueueItems(d *Decoder) []TierQueueItem {
+	n := d.Count(18)
+	if n == 0 {
+		return nil
+	}
+	items := make([]TierQueueItem, n)
+	for i := range items {
+		items[i] = TierQueueItem{Ino: d.U64(), Gen: d.U64(), Backend: d.String(), Key: d.String()}
+	}
+	return items
+}
+
+func (m *TierQueueReq) Encode(e *Encoder) { encodeQueueItems(e, m.Done); e.U32(m.Limit) }
+func (m *TierQueueReq) Decode(d *Decoder) { m.Done = decodeQueueItems(d); m.Limit = d.U32() }
+
+// TierQueueResp lists queued objects in (Ino, Gen) order.
+type TierQueueResp struct{ Items []TierQueueItem }
+
+func (m *TierQueueResp) Encode(e *Encoder) { encodeQueueItems(e, m.Items) }
+func (m *TierQueueResp) Decode(d *Decoder) { m.Items = decodeQueueItems(d) }

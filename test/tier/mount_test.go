@@ -1,0 +1,119 @@
+package tier
+
+import (
+	"context"
+	"crypto/sha256"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// TestMountRead reads released files through a real FUSE mount (`sluice
+// mount`, its own process): byte-exact from the tier; EIO after the mount's
+// --op-timeout while the backend is stopped, not a hang; success once it
+// is back. It needs root and /dev/fuse (in CI it fails without them).
+func TestMountRead(t *testing.T) {
+	if os.Geteuid() != 0 {
+		proctestSkip(t, "the mount test needs root")
+	}
+	if _, err := os.Stat("/dev/fuse"); err != nil {
+		proctestSkip(t, "the mount test needs /dev/fuse: %v", err)
+	}
+	ctx := context.Background()
+	be := startSluiceBackend(t)
+	fs := startFS(t)
+	addBackend(t, fs, be, "m/")
+	c := newClient(t, fs.addr, 0)
+	a, b := randomData(11, 5<<20+3), randomData(12, 2<<20)
+	if err := writeSluice(ctx, c, "/a", a); err != nil {
+		t.Fatal(err)
+	}
+	if err := writeSluice(ctx, c, "/b", b); err != nil {
+		t.Fatal(err)
+	}
+	fs.mustCLI("hsm", "archive", "/a", "/b")
+	fs.mustCLI("hsm", "release", "/a", "/b")
+
+	mp := mountFS(t, fs.addr, "--op-timeout", "2s")
+	fi, err := os.Stat(filepath.Join(mp, "a"))
+	if err != nil || fi.Size() != int64(len(a)) {
+		t.Fatalf("stat of released on the mount: %v %v", fi, err)
+	}
+	if st := fi.Sys().(*syscall.Stat_t); st.Blocks != 0 {
+		t.Errorf("released file has %d blocks; du must count none", st.Blocks)
+	}
+	got, err := os.ReadFile(filepath.Join(mp, "a"))
+	if err != nil || sha256.Sum256(got) != sha256.Sum256(a) {
+		t.Fatalf("read of released on the mount: %d bytes, %v", len(got), err)
+	}
+	be.proc.Pause(t)
+	_, err = os.ReadFile(filepath.Join(mp, "b"))
+	if !errors.Is(err, syscall.EIO) {
+		t.Fatalf("read with the backend stopped: %v; want EIO", err)
+	}
+	be.proc.Resume()
+	got, err = os.ReadFile(filepath.Join(mp, "b"))
+	if err != nil || sha256.Sum256(got) != sha256.Sum256(b) {
+		t.Fatalf("read after the backend came back: %d bytes, %v", len(got), err)
+	}
+}
+
+// mountFS runs `sluice mount --server addr [args] MP` as its own process
+// and returns the mountpoint once mounted; the test's end stops it
+// (SIGTERM, then SIGKILL by PID) and detaches what is left.
+func mountFS(t testing.TB, addr string, args ...string) string {
+	t.Helper()
+	mp := t.TempDir()
+	cmd := exec.Command(binary, append(append([]string{"mount", "--server", addr}, args...), mp)...)
+	var logs syncLog
+	cmd.Stdout, cmd.Stderr = &logs, &logs
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan struct{})
+	go func() { cmd.Wait(); close(exited) }()
+	t.Cleanup(func() {
+		select {
+		case <-exited:
+		default:
+			cmd.Process.Signal(syscall.SIGTERM)
+			select {
+			case <-exited:
+			case <-time.After(20 * time.Second):
+				cmd.Process.Kill()
+				<-exited
+			}
+		}
+		for i := 0; mounted(mp) && i < 50; i++ {
+			syscall.Unmount(mp, syscall.MNT_DETACH)
+			time.Sleep(20 * time.Millisecond)
+		}
+	})
+	waitFor(t, "mount", func() bool {
+		select {
+		case <-exited:
+			t.Fatalf("sluice mount exited: %s", logs.String())
+		default:
+		}
+		return mounted(mp)
+	})
+	return mp
+}
+
+func mounted(dir string) bool {
+	b, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		return false
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if f := strings.Fields(line); len(f) > 4 && f[4] == dir && strings.Contains(line, "fuse.sluice") {
+			return true
+		}
+	}
+	return false
+}
