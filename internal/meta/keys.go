@@ -20,9 +20,9 @@ const FormatVersion = 2
 const (
 	pfxSuper   = 'F' // "F" -> superblock
 	pfxCounter = 'C' // "C" + counter name -> u64
-	pfxTarget  = 'T' // "T" + u32 id -> target record
-	pfxNode    = 'N' // "N" + node name -> node record
-	pfxChain   = 'R' // "R" + u32 chain id -> replication chain
+	// 'T', 'N' and 'R' (targets, nodes, chains) and the counters
+	// "Cnext-target", "Cnext-chain" and "Cchains" belong to the cluster
+	// state, kept in this DB by internal/cluster.
 	pfxInode   = 'i' // "i" + u64 ino -> inode record
 	pfxDirent  = 'd' // "d" + u64 parent + name -> child entry
 	pfxDirTime = 't' // "t" + u64 dir ino -> directory mtime, ctime
@@ -69,13 +69,6 @@ func xattrKey(ino uint64, name string) []byte {
 }
 
 func xattrPrefix(ino uint64) []byte { return inoKey(pfxXattr, ino) }
-
-func targetKey(id placement.TargetID) []byte {
-	k := make([]byte, 5)
-	k[0] = pfxTarget
-	binary.BigEndian.PutUint32(k[1:], uint32(id))
-	return k
-}
 
 func u64Value(v uint64) []byte { return binary.BigEndian.AppendUint64(nil, v) }
 

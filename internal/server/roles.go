@@ -14,6 +14,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/sluice-fs/sluice/internal/cluster"
 	"github.com/sluice-fs/sluice/internal/errs"
 	"github.com/sluice-fs/sluice/internal/kv"
 	"github.com/sluice-fs/sluice/internal/meta"
@@ -87,7 +88,7 @@ func RunMeta(ctx context.Context, opts MetaOptions) (err error) {
 	}
 	closers.add(db.Close)
 
-	rt, err := meta.NewRemoteTargets(ctx, meta.RemoteTargetsOptions{DB: db, Logger: log, HeartbeatTimeout: opts.HeartbeatTimeout})
+	rt, err := cluster.New(ctx, cluster.Options{DB: db, Logger: log, HeartbeatTimeout: opts.HeartbeatTimeout})
 	if err != nil {
 		return err
 	}
