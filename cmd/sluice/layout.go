@@ -25,20 +25,31 @@ func newLayout(g *globals) *cobra.Command {
 	get.RunE = g.run(func(ctx context.Context, e *cli.Env) error { return e.LayoutGet(ctx, getArgs[0]) })
 
 	var count, replicas int
-	var size string
+	var size, pool string
 	var setArgs []string
 	set := &cobra.Command{
-		Use:   "set PATH [--stripe-count N] [--stripe-size SIZE] [--replicas R]",
+		Use:   "set PATH [--stripe-count N] [--stripe-size SIZE] [--replicas R] [--pool P]",
 		Short: "Set a directory's default layout (or an empty file's layout)",
 		Long: "New files below the directory are striped over N targets in stripes of SIZE bytes\n" +
 			"(a multiple of 64K, e.g. 1M), each chunk kept in R copies on different storage nodes\n" +
-			"(1 to 3). Existing files keep their layout.",
+			"(1 to 3), on the targets of pool P only (sluice pool; --pool \"\" clears it). Directories\n" +
+			"made below inherit it. Existing files keep their layout.",
 		Args:   exactArgs(1),
 		PreRun: func(_ *cobra.Command, a []string) { setArgs = a },
 	}
 	set.RunE = g.run(func(ctx context.Context, e *cli.Env) error {
+		setPool := set.Flags().Changed("pool")
 		if !set.Flags().Changed("stripe-count") && !set.Flags().Changed("stripe-size") && !set.Flags().Changed("replicas") {
-			return fmt.Errorf("%w: layout set needs --stripe-count, --stripe-size or --replicas", errUsage)
+			if setPool {
+				return e.LayoutSetPool(ctx, setArgs[0], pool)
+			}
+			return fmt.Errorf("%w: layout set needs --stripe-count, --stripe-size, --replicas or --pool", errUsage)
+		}
+		if setPool {
+			// The pool first: stripe counts are checked against it.
+			if err := e.LayoutSetPool(ctx, setArgs[0], pool); err != nil {
+				return err
+			}
 		}
 		cur, err := e.Client.GetLayout(ctx, setArgs[0])
 		if err != nil {
@@ -66,6 +77,7 @@ func newLayout(g *globals) *cobra.Command {
 	set.Flags().IntVar(&replicas, "replicas", 1, "copies of each chunk, on different storage nodes (1 to 3)")
 	set.Flags().IntVar(&count, "stripe-count", 0, "number of targets to stripe over (0: the default, all up to 4)")
 	set.Flags().StringVar(&size, "stripe-size", "", "stripe size, e.g. 1M (a multiple of 64K)")
+	set.Flags().StringVar(&pool, "pool", "", "place new files on the targets of this pool only (\"\": on all)")
 	cmd.AddCommand(get, set)
 	return cmd
 }

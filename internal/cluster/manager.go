@@ -123,6 +123,7 @@ func loadState(tx kv.Txn) (clusterState, error) {
 		targets: make(map[placement.TargetID]targetRecord),
 		nodes:   make(map[string]nodeRecord),
 		chains:  make(map[placement.ChainID]placement.Chain),
+		pools:   make(map[string][]placement.TargetID),
 	}
 	var bad error
 	scan := func(pfx byte, fn func(k, v []byte) error) error {
@@ -158,6 +159,14 @@ func loadState(tx kv.Txn) (clusterState, error) {
 	err = scan(pfxChain, func(k, v []byte) error {
 		c, err := decodeChain(v)
 		st.chains[c.ID] = c
+		return err
+	})
+	if err != nil {
+		return st, err
+	}
+	err = scan(pfxPool, func(k, v []byte) error {
+		ts, err := decodePool(v)
+		st.pools[string(k)] = ts
 		return err
 	})
 	if err != nil {
@@ -585,8 +594,9 @@ func (r *Manager) Chains(ctx context.Context) (uint64, []placement.Chain, error)
 }
 
 // FormChains makes r-replica chains headed by each healthy target that
-// heads none yet.
-func (r *Manager) FormChains(ctx context.Context, n int) error {
+// heads none yet. With a pool (non-nil), only the pool's targets are used,
+// and a target heads a chain only if the chain lies inside the pool.
+func (r *Manager) FormChains(ctx context.Context, n int, pool []placement.TargetID) error {
 	now := r.now()
 	err := r.db.Update(ctx, func(tx kv.Txn) error {
 		st, err := loadState(tx)
@@ -595,6 +605,9 @@ func (r *Manager) FormChains(ctx context.Context, n int) error {
 		}
 		var all []placement.NodeTarget
 		for id, t := range st.targets {
+			if pool != nil && !slices.Contains(pool, id) {
+				continue
+			}
 			if nd, ok := st.nodes[t.Node]; ok && r.alive(nd, now) {
 				all = append(all, placement.NodeTarget{ID: id, Node: t.Node})
 			}
@@ -605,7 +618,7 @@ func (r *Manager) FormChains(ctx context.Context, n int) error {
 			for _, rep := range c.Replicas {
 				load[rep.Target]++
 			}
-			if len(c.Replicas) == n {
+			if len(c.Replicas) == n && (pool == nil || len(placement.PoolChains([]placement.Chain{c}, pool)) == 1) {
 				headed[c.Replicas[0].Target] = true
 			}
 		}

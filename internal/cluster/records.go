@@ -15,6 +15,7 @@ const (
 	pfxTarget = 'T' // "T" + u32 id -> target record
 	pfxNode   = 'N' // "N" + node name -> node record
 	pfxChain  = 'R' // "R" + u32 chain id -> replication chain
+	pfxPool   = 'P' // "P" + name -> pool: u16 n | n × u32 target
 )
 
 func targetKey(id placement.TargetID) []byte {
@@ -36,6 +37,7 @@ type clusterState struct {
 	nodes     map[string]nodeRecord
 	chains    map[placement.ChainID]placement.Chain
 	chainsVer uint64
+	pools     map[string][]placement.TargetID
 }
 
 type targetRecord struct {

@@ -20,7 +20,8 @@ const FormatVersion = 2
 const (
 	pfxSuper   = 'F' // "F" -> superblock
 	pfxCounter = 'C' // "C" + counter name -> u64
-	// 'T', 'N' and 'R' (targets, nodes, chains) and the counters
+	pfxDirPool = 'M' // "M" + u64 dir ino -> pool name of the directory's default layout
+	// 'T', 'N', 'R' and 'P' (targets, nodes, chains, pools) and the counters
 	// "Cnext-target", "Cnext-chain" and "Cchains" belong to the cluster
 	// state, kept in this DB by internal/cluster.
 	pfxInode   = 'i' // "i" + u64 ino -> inode record
@@ -50,6 +51,7 @@ func dirTimeKey(ino uint64) []byte { return inoKey(pfxDirTime, ino) }
 func symlinkKey(ino uint64) []byte { return inoKey(pfxSymlink, ino) }
 func garbageKey(ino uint64) []byte { return inoKey(pfxGarbage, ino) }
 func inlineKey(ino uint64) []byte  { return inoKey(pfxInline, ino) }
+func dirPoolKey(ino uint64) []byte { return inoKey(pfxDirPool, ino) }
 
 // direntKey is "d" + parent + name; direntPrefix(parent) is its prefix.
 func direntKey(parent uint64, name string) []byte {

@@ -24,8 +24,10 @@ type Targets interface {
 	Chains(ctx context.Context) (version uint64, chains []placement.Chain, err error)
 
 	// FormChains makes chains of r replicas (2 <= r) for the healthy
-	// targets that head none yet, so that new files can use them.
-	FormChains(ctx context.Context, r int) error
+	// targets that head none yet, so that new files can use them. With a
+	// pool (non-nil), it uses only the pool's targets and counts only the
+	// chains inside the pool.
+	FormChains(ctx context.Context, r int, pool []placement.TargetID) error
 
 	// RemoveChunks durably removes the chunks of inode ino in the given
 	// slots from every replica of a chain. Removing chunks that do not
@@ -40,4 +42,16 @@ type ClusterManager interface {
 	Register(ctx context.Context, req *wire.RegisterReq) (wire.RegisterResp, error)
 	Heartbeat(ctx context.Context, req *wire.HeartbeatReq) (wire.HeartbeatResp, error)
 	SyncDone(ctx context.Context, req *wire.SyncDoneReq) error
+}
+
+// PoolManager is implemented by Targets that keep pools of targets
+// (cluster.Manager); the OpPoolList and OpPoolChange handlers and the
+// placement of files in directories with a pool need it.
+type PoolManager interface {
+	// Pools returns the pools sorted by name, with capacity and use. It
+	// is called on every file create and must be cheap (a cached
+	// snapshot).
+	Pools(ctx context.Context) ([]wire.PoolInfo, error)
+	// ChangePool creates, changes or deletes a pool, durably.
+	ChangePool(ctx context.Context, req *wire.PoolChangeReq) error
 }

@@ -106,6 +106,7 @@ func RunMeta(ctx context.Context, opts MetaOptions) (err error) {
 	srv := &wire.Server{Logger: log}
 	ms.Register(srv)
 	mx := metrics.New()
+	mx.AddPools(rt)
 	mx.Instrument(srv)
 	ln = mx.Listener(ln)
 	serveErr := closers.serve(srv, ln)

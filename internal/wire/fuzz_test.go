@@ -17,6 +17,7 @@ func messages() []Message {
 		&XattrReq{}, &SetLayoutReq{}, &CommitWriteReq{}, &RegisterReq{}, &RegisterResp{}, &HeartbeatReq{}, &HeartbeatResp{}, &SyncDoneReq{}, &ChainMsg{}, &ChunkListReq{}, &ChunkListResp{}, &ChunkRef{},
 		&ChainRef{}, &ChunkWriteReq{}, &ChunkReadReq{}, &ChunkReadResp{}, &ChunkSyncReq{}, &ChunkTruncateReq{},
 		&ChunkRemoveReq{}, &TargetReq{}, &TargetStat{}, &WriteInlineReq{}, &WriteInlineResp{}, &ReadInlineReq{}, &ReadInlineResp{}, &ResolveReadResp{},
+		&PoolChangeReq{}, &PoolListResp{}, &SetPoolReq{},
 	}
 }
 
