@@ -101,6 +101,10 @@ func New(ctx context.Context, opts Options) (*Manager, error) {
 	return r, nil
 }
 
+// Reload reads the cluster state from the KV into the cache now (Run does
+// it every Refresh).
+func (r *Manager) Reload(ctx context.Context) error { return r.reload(ctx) }
+
 // reload reads the cluster state from the KV into the cache.
 func (r *Manager) reload(ctx context.Context) error {
 	var st clusterState

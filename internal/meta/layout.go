@@ -50,6 +50,21 @@ func (s *Service) placeView(ctx context.Context) (placeView, error) {
 	return pv, nil
 }
 
+// reloadPools makes the cluster manager reload its snapshot and refreshes
+// *pv from it.
+func (s *Service) reloadPools(ctx context.Context, pv *placeView) error {
+	pm, ok := s.targets.(PoolManager)
+	if !ok {
+		return errs.New(errs.NotSupported, "meta: this server has no pools")
+	}
+	if err := pm.Reload(ctx); err != nil {
+		return err
+	}
+	var err error
+	*pv, err = s.placeView(ctx)
+	return err
+}
+
 // needChains is the error of a transaction that wants chains of r
 // replicas (inside pool, if not "") and found none: the caller forms them
 // (outside the transaction) and runs it again.
@@ -57,6 +72,13 @@ type needChains struct {
 	r    int
 	pool string
 }
+
+// needPool is the error of a transaction that names a pool the snapshot
+// does not know: the caller reloads the pools (another metadata service
+// may have made it) and runs it again.
+type needPool string
+
+func (n needPool) Error() string { return fmt.Sprintf("pool %q not in the snapshot", string(n)) }
 
 func (n needChains) Error() string {
 	if n.pool != "" {
@@ -69,6 +91,16 @@ func (n needChains) Error() string {
 // the chains, refreshes *pv and runs fn once more.
 func (s *Service) updatePlacing(ctx context.Context, pv *placeView, fn func(tx kv.Txn) error) error {
 	err := s.update(ctx, fn)
+	var np needPool
+	if errors.As(err, &np) {
+		if err := s.reloadPools(ctx, pv); err != nil {
+			return err
+		}
+		err = s.update(ctx, fn)
+		if errors.As(err, &np) {
+			return errs.New(errs.Invalid, "the directory's pool %q does not exist (sluice pool ls; sluice layout set --pool)", string(np))
+		}
+	}
 	var nc needChains
 	if !errors.As(err, &nc) {
 		return err
@@ -80,6 +112,9 @@ func (s *Service) updatePlacing(ctx context.Context, pv *placeView, fn func(tx k
 		}
 	}
 	if err := s.targets.FormChains(ctx, nc.r, members); err != nil {
+		if nc.pool != "" {
+			return fmt.Errorf("pool %q: %w", nc.pool, err)
+		}
 		return err
 	}
 	if *pv, err = s.placeView(ctx); err != nil {
@@ -108,7 +143,7 @@ func (s *Service) fileLayout(req, dir placement.Layout, pool string, pv placeVie
 	if pool != "" {
 		members, ok := pv.pools[pool]
 		if !ok {
-			return placement.Layout{}, errs.New(errs.Invalid, "the directory's pool %q does not exist (sluice pool ls; sluice layout set --pool)", pool)
+			return placement.Layout{}, needPool(pool)
 		}
 		pv.targets = placement.PoolTargets(pv.targets, members)
 		pv.chains = placement.PoolChains(pv.chains, members)

@@ -68,6 +68,13 @@ func (s *Service) setPool(ctx context.Context, ino uint64, pool string) error {
 			return errs.New(errs.NotSupported, "meta: this server has no pools")
 		}
 		if _, ok := pv.pools[pool]; !ok {
+			// Maybe made through another metadata service since the
+			// last refresh.
+			if err := s.reloadPools(ctx, &pv); err != nil {
+				return err
+			}
+		}
+		if _, ok := pv.pools[pool]; !ok {
 			return errs.New(errs.NotFound, "no pool %q (sluice pool create)", pool)
 		}
 	}

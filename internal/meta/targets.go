@@ -54,4 +54,7 @@ type PoolManager interface {
 	Pools(ctx context.Context) ([]wire.PoolInfo, error)
 	// ChangePool creates, changes or deletes a pool, durably.
 	ChangePool(ctx context.Context, req *wire.PoolChangeReq) error
+	// Reload refreshes the snapshot that Pools answers from, so that a
+	// pool made through another metadata service is seen at once.
+	Reload(ctx context.Context) error
 }

@@ -4,11 +4,14 @@ import (
 	"context"
 	"crypto/sha256"
 	"fmt"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/sluice-fs/sluice/client"
+	"github.com/sluice-fs/sluice/internal/dashboard"
 	"github.com/sluice-fs/sluice/internal/proctest"
 )
 
@@ -19,7 +22,11 @@ import (
 // refused with a clear error, and that pools survive a restart.
 func TestPools(t *testing.T) {
 	dir := t.TempDir()
-	s := startServer(t, dir)
+	s := startServer(t, dir, "--http", "127.0.0.1:0")
+	admin, err := s.proc.WaitLine(regexp.MustCompile(`admin on (\S+)`), 10*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
 	c := s.client()
 	ctx := context.Background()
 
@@ -50,6 +57,15 @@ func TestPools(t *testing.T) {
 	}
 	if st := s.mustCLI("status"); !strings.Contains(st, "POOL") || !strings.Contains(st, "3,4") {
 		t.Errorf("status shows no pools:\n%s", st)
+	}
+	// The metrics and the dashboard's snapshot (what its page draws).
+	snap, err := dashboard.Fetch(ctx, admin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(snap.Pools) != 3 || snap.Pools[1].Name != "fast" || snap.Pools[1].Targets != 2 ||
+		snap.Pools[1].Capacity != float64(ps[1].Capacity) || snap.Pools[0].Capacity != 0 {
+		t.Errorf("dashboard snapshot pools: %+v, want those of %+v", snap.Pools, ps)
 	}
 
 	s.mustCLI("mkdir", "/hot", "/cold", "/none")
