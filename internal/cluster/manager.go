@@ -32,6 +32,14 @@ type Options struct {
 	// Refresh is how often the cached cluster state is reloaded from the
 	// DB and down nodes are looked for (default 500ms).
 	Refresh time.Duration
+	// ReplaceAfter is how long a node may stay dead (no heartbeat) before
+	// its offline replicas are replaced by targets of other nodes, which
+	// the chains' tails then fill (re-replication). 0: never.
+	ReplaceAfter time.Duration
+	// MaxSyncing bounds how many chains may have a syncing replica before
+	// re-replication replaces more (default 4): the rate limit of the
+	// copying.
+	MaxSyncing int
 	// Timeout bounds one call to a target (default 5s).
 	Timeout time.Duration
 	// Now is the clock; nil means time.Now.
@@ -59,6 +67,8 @@ type Manager struct {
 	log     *slog.Logger
 	timeout time.Duration
 	hbLimit time.Duration
+	replace time.Duration
+	maxSync int
 	every   time.Duration
 	now     func() time.Time
 
@@ -87,6 +97,8 @@ func New(ctx context.Context, opts Options) (*Manager, error) {
 		log:     cmp.Or(opts.Logger, slog.Default()),
 		timeout: cmp.Or(opts.Timeout, 5*time.Second),
 		hbLimit: cmp.Or(opts.HeartbeatTimeout, 5*time.Second),
+		replace: opts.ReplaceAfter,
+		maxSync: cmp.Or(opts.MaxSyncing, 4),
 		every:   cmp.Or(opts.Refresh, 500*time.Millisecond),
 		now:     opts.Now,
 		closed:  make(chan struct{}),
@@ -785,6 +797,9 @@ func (r *Manager) Run(ctx context.Context) error {
 		}
 		if err := r.checkNodes(ctx); err != nil && ctx.Err() == nil {
 			r.log.Warn("cluster: check nodes", "err", err)
+		}
+		if err := r.replaceDead(ctx); err != nil && ctx.Err() == nil {
+			r.log.Warn("cluster: re-replicate", "err", err)
 		}
 	}
 }

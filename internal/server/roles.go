@@ -39,6 +39,10 @@ type MetaOptions struct {
 	// HeartbeatTimeout is how long a storage node may go without a
 	// heartbeat before its targets leave their chains (default 5s).
 	HeartbeatTimeout time.Duration
+	// ReplaceAfter is how long a storage node may stay dead before its
+	// replicas are rebuilt on other nodes (cluster.Options.ReplaceAfter;
+	// 0: never).
+	ReplaceAfter time.Duration
 	// HTTP is the admin address; empty: none.
 	HTTP   string
 	Logger *slog.Logger
@@ -88,7 +92,7 @@ func RunMeta(ctx context.Context, opts MetaOptions) (err error) {
 	}
 	closers.add(db.Close)
 
-	rt, err := cluster.New(ctx, cluster.Options{DB: db, Logger: log, HeartbeatTimeout: opts.HeartbeatTimeout})
+	rt, err := cluster.New(ctx, cluster.Options{DB: db, Logger: log, HeartbeatTimeout: opts.HeartbeatTimeout, ReplaceAfter: opts.ReplaceAfter})
 	if err != nil {
 		return err
 	}
