@@ -25,7 +25,8 @@
 //     chains, replica states) requires a sync: it becomes visible only once
 //     durable, so a power loss cannot take back a target ID or a chain
 //     version that a node has seen.
-//   - A chain's membership is fixed when it is formed; only its replicas'
-//     states change (serving, offline, syncing), each change bumping the
-//     chain's version and the table's.
+//   - A chain's replicas change state (serving, offline, syncing), and
+//     re-replication replaces an offline replica by a new syncing one
+//     (never a serving one); each change bumps the chain's version and the
+//     table's. A chain keeps its ID and replica count for life.
 package cluster

@@ -384,9 +384,10 @@ func (r *Manager) Heartbeat(ctx context.Context, req *wire.HeartbeatReq) (wire.H
 }
 
 // chainsWith reads, in tx, the chains that the cache says have a replica
-// on one of the targets: a chain's membership is fixed when it is formed,
-// so the cache names them all (a chain formed in the last Refresh is new
-// and has all its replicas serving).
+// on one of the targets. The cache may miss a chain formed, or a replica
+// added by re-replication, in the last Refresh: such a replica is new and
+// serving or syncing already, so a returning node has nothing to restart
+// in it.
 func (r *Manager) chainsWith(tx kv.Txn, targets map[placement.TargetID]bool) ([]placement.Chain, error) {
 	r.mu.Lock()
 	var ids []placement.ChainID
