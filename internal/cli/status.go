@@ -78,6 +78,9 @@ func (e *Env) Status(ctx context.Context) error {
 			fmt.Fprintf(tw, "%d\t%d\t%s\t\n", ch.ID, ch.Version, strings.Join(rs, " "))
 		}
 	}
+	if lost := unavailableChains(ci); len(lost) > 0 {
+		fmt.Fprintf(tw, "\nUNAVAILABLE: chains %v have no serving replica on a live node (sluice damaged / lists their files)\n", lost)
+	}
 	var resyncs []string
 	for _, n := range ci.Nodes {
 		for _, r := range n.Resyncs {

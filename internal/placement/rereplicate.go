@@ -114,3 +114,24 @@ func (c *Chain) Replace(old, nt TargetID) bool {
 	}
 	return c.setState(nt, Syncing) // offline -> syncing: bumps Version
 }
+
+// Unavailable returns, sorted, the chains that can serve no reads: a
+// replicated chain none of whose serving replicas is on a healthy target
+// (its last replica is lost while that node is away), or a one-replica
+// chain (chain t is target t) whose target is not healthy. Files with data
+// on them cannot be read until a replica returns.
+func Unavailable(chains []Chain, targets []TargetID, healthy func(TargetID) bool) []ChainID {
+	var out []ChainID
+	for _, t := range targets {
+		if !healthy(t) {
+			out = append(out, ChainID(t))
+		}
+	}
+	for _, c := range chains {
+		if !slices.ContainsFunc(c.Replicas, func(r Replica) bool { return r.State == Serving && healthy(r.Target) }) {
+			out = append(out, c.ID)
+		}
+	}
+	slices.Sort(out)
+	return out
+}

@@ -96,3 +96,20 @@ func TestChainReplace(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+func TestUnavailable(t *testing.T) {
+	t.Parallel()
+	c := func(id ChainID, rs ...Replica) Chain { return Chain{ID: id, Replicas: rs} }
+	chains := []Chain{
+		c(FirstReplicatedChain, Replica{1, Serving}, Replica{3, Offline}),   // 1 down: lost
+		c(FirstReplicatedChain+1, Replica{2, Serving}, Replica{1, Offline}), // fine
+		c(FirstReplicatedChain+2, Replica{3, Serving}, Replica{4, Syncing}), // 3 down, 4 not serving: lost
+		c(FirstReplicatedChain+3, Replica{4, Serving}, Replica{3, Serving}), // one serving replica up
+	}
+	down := map[TargetID]bool{1: true, 3: true}
+	got := Unavailable(chains, []TargetID{1, 2, 3, 4}, func(t TargetID) bool { return !down[t] })
+	want := []ChainID{1, 3, FirstReplicatedChain, FirstReplicatedChain + 2}
+	if !slices.Equal(got, want) {
+		t.Fatalf("Unavailable = %v, want %v", got, want)
+	}
+}

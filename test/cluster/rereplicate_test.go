@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"fmt"
 	"math/rand/v2"
+	"os/exec"
 	"strings"
 	"testing"
 	"time"
@@ -30,6 +31,16 @@ func restored(info *wire.ClusterInfo, node string) bool {
 		}
 	}
 	return len(info.Chains) > 0
+}
+
+// damaged runs `sluice damaged /` against the cluster.
+func damaged(t *testing.T, cl *proctest.Cluster) string {
+	t.Helper()
+	out, err := exec.Command(binary, "damaged", "/", "--server", cl.MetaAddrs()).CombinedOutput()
+	if err != nil {
+		t.Fatalf("sluice damaged: %v: %s", err, out)
+	}
+	return string(out)
 }
 
 // restoredOrDown reports whether no chain has a syncing replica (before
@@ -78,6 +89,43 @@ func TestReplaceDeadNode(t *testing.T) {
 		total += int64(len(data))
 	}
 	wrote := time.Since(writeStart)
+	// Files of one replica: those on node2's targets are lost while it is
+	// away, and `sluice damaged` must list exactly them.
+	if err := c.Mkdir(ctx, "/r1", 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.SetLayout(ctx, "/r1", client.Layout{StripeSize: 1 << 20, StripeCount: 1, Replicas: 1}); err != nil {
+		t.Fatal(err)
+	}
+	info, err := cl.Info(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	onNode2 := map[uint32]bool{}
+	for _, tg := range info.Targets {
+		onNode2[uint32(tg.ID)] = tg.Node == "node2"
+	}
+	var lostFiles []string
+	for i := range 8 {
+		p := fmt.Sprintf("/r1/g%d", i)
+		data := make([]byte, 1<<20+i)
+		for j := range data {
+			data[j] = byte(rng.Uint32())
+		}
+		if err := proctest.WriteFile(ctx, c, p, data); err != nil {
+			t.Fatalf("write %s: %v", p, err)
+		}
+		l, err := c.GetLayout(ctx, p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if onNode2[l.Chains[0]] {
+			lostFiles = append(lostFiles, p)
+		}
+	}
+	if len(lostFiles) == 0 {
+		t.Fatal("no file of one replica landed on node2: the check below would be vacuous")
+	}
 	check := func(when string) {
 		t.Helper()
 		for p, want := range sums {
@@ -112,13 +160,22 @@ func TestReplaceDeadNode(t *testing.T) {
 		t.Errorf("after re-replication the chains hold %d chunks, before %d", n, before)
 	}
 	check("node2 down, chains rebuilt")
-	if out := status(t, cl); strings.Contains(out, "offline") || strings.Contains(out, "syncing") || !strings.Contains(out, "DOWN") {
+	if out := status(t, cl); strings.Contains(out, "offline") || strings.Contains(out, "syncing") || !strings.Contains(out, "DOWN") || !strings.Contains(out, "UNAVAILABLE") {
 		t.Errorf("sluice status with node2 down and its replicas rebuilt:\n%s", out)
+	}
+	out := damaged(t, cl)
+	for _, p := range lostFiles {
+		if !strings.Contains(out, p+"\t") {
+			t.Errorf("sluice damaged does not list %s (one replica, on node2):\n%s", p, out)
+		}
+	}
+	if strings.Contains(out, "/r2/") || !strings.Contains(out, fmt.Sprintf("%d damaged files", len(lostFiles))) {
+		t.Errorf("sluice damaged lists other files than the %d on node2's targets:\n%s", len(lostFiles), out)
 	}
 
 	cl.Restart(node)
 	cl.WaitHealthy(t, 60*time.Second)
-	info, err := cl.Info(ctx)
+	info, err = cl.Info(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -126,6 +183,9 @@ func TestReplaceDeadNode(t *testing.T) {
 		t.Errorf("node2's return changed the rebuilt chains: %+v", info.Chains)
 	}
 	check("node2 back")
+	if out := damaged(t, cl); !strings.Contains(out, "no damaged files") {
+		t.Errorf("sluice damaged after node2 returned:\n%s", out)
+	}
 	if out := status(t, cl); strings.Contains(out, "DOWN") || strings.Contains(out, "offline") {
 		t.Errorf("sluice status after node2 returned:\n%s", out)
 	}
