@@ -38,6 +38,7 @@ type Layout struct {
 	StripeCount int      // number of targets (0 in a directory: the default)
 	Replicas    int      // copies of each chunk
 	Chains      []uint32 // chain IDs of a file (for one replica: target IDs); empty for a directory
+	Pool        string   // a directory's pool of targets for new files ("": all targets); see SetPool
 }
 
 func layoutFrom(l placement.Layout) Layout {
@@ -505,13 +506,16 @@ func (c *Client) GetLayout(ctx context.Context, p string) (Layout, error) {
 	if err := c.metaCall(ctx, wire.OpGetLayout, &wire.InoReq{Ino: a.Ino}, &l); err != nil {
 		return Layout{}, opErr("layout", p, err)
 	}
-	return layoutFrom(l.Layout), nil
+	out := layoutFrom(l.Layout)
+	out.Pool = l.Pool
+	return out, nil
 }
 
 // SetLayout sets a directory's default layout (inherited by new files and
 // directories below it), or the layout of an empty file. Chains are chosen
 // by the metadata service when files are created; l.Chains is ignored. A
-// zero StripeSize means the default; Replicas 0 means 1.
+// zero StripeSize means the default; Replicas 0 means 1. l.Pool is
+// ignored: SetPool sets it.
 func (c *Client) SetLayout(ctx context.Context, p string, l Layout) error {
 	a, err := c.resolve(ctx, p, true)
 	if err != nil {

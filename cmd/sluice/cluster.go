@@ -57,6 +57,7 @@ func newMeta() *cobra.Command {
 	f.StringVar(&etcd, "etcd", "", "comma-separated etcd client URLs (e.g. http://127.0.0.1:2379)")
 	f.StringVar(&o.EtcdPrefix, "etcd-prefix", "sluice/", "key prefix of this file system in etcd")
 	f.DurationVar(&o.HeartbeatTimeout, "heartbeat-timeout", 5*time.Second, "a storage node silent this long leaves its chains")
+	f.DurationVar(&o.ReplaceAfter, "replace-after", 10*time.Minute, "a storage node dead this long has its replicas rebuilt on other nodes (0: never)")
 	f.StringVar(&o.HTTP, "http", "", "admin HTTP address for /healthz, /metrics and /debug/pprof (empty: none)")
 	f.BoolVarP(&verbose, "verbose", "v", false, "log debug messages")
 	metaSyncFlags(cmd, &o.MetaSync, &o.MetaSyncWindow)

@@ -30,15 +30,16 @@ func newLayout(g *globals) *cobra.Command {
 	})
 
 	var count, replicas int
-	var size string
+	var size, pool string
 	var setArgs []string
 	var absorb string
 	set := &cobra.Command{
-		Use:   "set PATH [--stripe-count N] [--stripe-size SIZE] [--replicas R]",
+		Use:   "set PATH [--stripe-count N] [--stripe-size SIZE] [--replicas R] [--pool P]",
 		Short: "Set a directory's default layout (or an empty file's layout)",
 		Long: "New files below the directory are striped over N targets in stripes of SIZE bytes\n" +
 			"(a multiple of 64K, e.g. 1M), each chunk kept in R copies on different storage nodes\n" +
-			"(1 to 3). Existing files keep their layout.",
+			"(1 to 3), on the targets of pool P only (sluice pool; --pool \"\" clears it). Directories\n" +
+			"made below inherit it. Existing files keep their layout.",
 		Args:   exactArgs(1),
 		PreRun: func(_ *cobra.Command, a []string) { setArgs = a },
 	}
@@ -51,12 +52,22 @@ func newLayout(g *globals) *cobra.Command {
 			if err := e.Client.SetAbsorb(ctx, setArgs[0], m); err != nil {
 				return err
 			}
-			if !set.Flags().Changed("stripe-count") && !set.Flags().Changed("stripe-size") && !set.Flags().Changed("replicas") {
+		}
+		setPool := set.Flags().Changed("pool")
+		if !set.Flags().Changed("stripe-count") && !set.Flags().Changed("stripe-size") && !set.Flags().Changed("replicas") {
+			switch {
+			case setPool:
+				return e.LayoutSetPool(ctx, setArgs[0], pool)
+			case set.Flags().Changed("absorb"):
 				return nil
 			}
+			return fmt.Errorf("%w: layout set needs --stripe-count, --stripe-size, --replicas, --pool or --absorb", errUsage)
 		}
-		if !set.Flags().Changed("stripe-count") && !set.Flags().Changed("stripe-size") && !set.Flags().Changed("replicas") {
-			return fmt.Errorf("%w: layout set needs --stripe-count, --stripe-size, --replicas or --absorb", errUsage)
+		if setPool {
+			// The pool first: stripe counts are checked against it.
+			if err := e.LayoutSetPool(ctx, setArgs[0], pool); err != nil {
+				return err
+			}
 		}
 		cur, err := e.Client.GetLayout(ctx, setArgs[0])
 		if err != nil {
@@ -85,6 +96,7 @@ func newLayout(g *globals) *cobra.Command {
 	set.Flags().IntVar(&count, "stripe-count", 0, "number of targets to stripe over (0: the default, all up to 4)")
 	set.Flags().StringVar(&size, "stripe-size", "", "stripe size, e.g. 1M (a multiple of 64K)")
 	set.Flags().StringVar(&absorb, "absorb", "", "checkpoint absorb policy of a directory: on (writes are acknowledged from the writer's --staging-dir and drain in the background; renames wait for the drain), off, or inherit (docs/checkpoint.md)")
+	set.Flags().StringVar(&pool, "pool", "", "place new files on the targets of this pool only (\"\": on all)")
 	cmd.AddCommand(get, set)
 	return cmd
 }

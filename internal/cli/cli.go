@@ -108,6 +108,9 @@ func formatLayout(l client.Layout) string {
 	if len(l.Chains) > 0 {
 		s += fmt.Sprintf(" chains=%v", l.Chains)
 	}
+	if l.Pool != "" {
+		s += " pool=" + l.Pool
+	}
 	return s
 }
 
@@ -201,6 +204,11 @@ func (e *Env) LayoutGet(ctx context.Context, p string) error {
 // LayoutSet sets the default layout of a directory (or of an empty file).
 func (e *Env) LayoutSet(ctx context.Context, p string, l client.Layout) error {
 	return e.Client.SetLayout(ctx, p, l)
+}
+
+// LayoutSetPool sets the pool of a directory's default layout ("" clears it).
+func (e *Env) LayoutSetPool(ctx context.Context, p, pool string) error {
+	return e.Client.SetPool(ctx, p, pool)
 }
 
 // ParseSize parses sizes like 1048576, 64K, 1M, 1MiB, 4G.

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/sluice-fs/sluice/internal/dashboard"
+	"github.com/sluice-fs/sluice/internal/errs"
 )
 
 // Status prints the file system, its storage nodes, its targets with a
@@ -58,6 +59,15 @@ func (e *Env) Status(ctx context.Context) error {
 		}
 		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%s %3.0f%%\n", t.ID, t.Node, t.Addr, health, human(t.Used), human(t.Capacity), bar(fill, 20), fill*100)
 	}
+	// Pools: a server without them answers NotSupported.
+	ps, err := e.Client.Pools(ctx)
+	if err != nil && errs.CodeOf(err) != errs.NotSupported {
+		return err
+	}
+	if len(ps) > 0 {
+		fmt.Fprintln(tw)
+		printPools(tw, e.poolRows(ps))
+	}
 	if len(ci.Chains) > 0 {
 		fmt.Fprintf(tw, "\nCHAIN\tVERSION\tREPLICAS (write order)\t(table version %d)\n", ci.ChainsVersion)
 		for _, ch := range ci.Chains {
@@ -67,6 +77,9 @@ func (e *Env) Status(ctx context.Context) error {
 			}
 			fmt.Fprintf(tw, "%d\t%d\t%s\t\n", ch.ID, ch.Version, strings.Join(rs, " "))
 		}
+	}
+	if lost := unavailableChains(ci); len(lost) > 0 {
+		fmt.Fprintf(tw, "\nUNAVAILABLE: chains %v have no serving replica on a live node (sluice damaged / lists their files)\n", lost)
 	}
 	var resyncs []string
 	for _, n := range ci.Nodes {

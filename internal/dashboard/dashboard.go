@@ -57,10 +57,19 @@ type Op struct {
 	Seconds float64 `json:"seconds"`
 }
 
+// Pool is a pool of targets (metadata services only): its size and use.
+type Pool struct {
+	Name     string  `json:"name"`
+	Targets  float64 `json:"targets"`
+	Capacity float64 `json:"capacity"`
+	Used     float64 `json:"used"`
+}
+
 // Snapshot is a server's state at one time.
 type Snapshot struct {
 	Time        time.Time            `json:"time"`
 	Targets     []Target             `json:"targets"`
+	Pools       []Pool               `json:"pools,omitempty"`
 	Ops         []Op                 `json:"ops"`
 	Errors      float64              `json:"errors"`
 	Connections float64              `json:"connections"`
@@ -84,6 +93,16 @@ func Take(mx *metrics.Metrics) (*Snapshot, error) {
 		}
 		return t
 	}
+	pools := map[string]*Pool{}
+	pool := func(m *dto.Metric) *Pool {
+		name := label(m, "pool")
+		p, ok := pools[name]
+		if !ok {
+			p = &Pool{Name: name}
+			pools[name] = p
+		}
+		return p
+	}
 	for _, f := range fams {
 		for _, m := range f.GetMetric() {
 			v := m.GetCounter().GetValue() + m.GetGauge().GetValue()
@@ -95,6 +114,12 @@ func Take(mx *metrics.Metrics) (*Snapshot, error) {
 				s.Errors += v
 			case "sluice_client_connections":
 				s.Connections = v
+			case "sluice_pool_capacity_bytes":
+				pool(m).Capacity = v
+			case "sluice_pool_used_bytes":
+				pool(m).Used = v
+			case "sluice_pool_targets":
+				pool(m).Targets = v
 			case "sluice_target_up":
 				tgt(m).Up = v == 1
 			case "sluice_target_capacity_bytes":
@@ -123,6 +148,10 @@ func Take(mx *metrics.Metrics) (*Snapshot, error) {
 	for _, t := range targets {
 		s.Targets = append(s.Targets, *t)
 	}
+	for _, p := range pools {
+		s.Pools = append(s.Pools, *p)
+	}
+	sort.Slice(s.Pools, func(i, j int) bool { return s.Pools[i].Name < s.Pools[j].Name })
 	sort.Slice(s.Targets, func(i, j int) bool {
 		a, _ := strconv.Atoi(s.Targets[i].ID)
 		b, _ := strconv.Atoi(s.Targets[j].ID)

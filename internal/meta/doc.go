@@ -82,7 +82,7 @@
 //	"Cnext-target"            u64: next target ID to give out
 //	"Cnext-chain"             u64: next replicated chain ID (from 2^31)
 //	"Cchains"                 u64: chain table version
-//	"T" u32 id                target: 0x01 | u16 n | node name | address (RemoteTargets)
+//	"T" u32 id                target: 0x01 | u16 n | node name | address (internal/cluster)
 //	"N" node                  node: its last heartbeat (wire encoding) | u64 unix ns
 //	"R" u32 chain             replicated chain (wire encoding)
 //	"i" u64 ino               inode record, see below
@@ -108,7 +108,9 @@
 // New formats an empty database (root inode 1, mode 0755, random FSID) or
 // loads the existing file system. Run drives the garbage collector and the
 // counter flush until Close. Targets are reached through the Targets
-// interface; RemoteTargets is the wire implementation and the cluster
-// manager (nodes, heartbeats, chains; OpRegister, OpHeartbeat, OpSyncDone),
-// with its own Run and Close.
+// interface, and storage nodes register and heart-beat through the
+// ClusterManager interface (OpRegister, OpHeartbeat, OpSyncDone); both are
+// implemented by cluster.Manager (internal/cluster), which keeps nodes,
+// targets and the chain table in the same DB. This package never imports
+// it.
 package meta

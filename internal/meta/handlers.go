@@ -8,7 +8,7 @@ import (
 	"github.com/sluice-fs/sluice/internal/wire"
 )
 
-// Register installs a handler for every metadata op (wire ops 1-30, 37-41, 43-44, 49-53) on srv.
+// Register installs a handler for every metadata op (wire ops 1-33, 37-41, 43-44, 49-53) on srv.
 // Each decodes its request body (a malformed one fails with errs.Protocol),
 // calls the Service method and replies with its result.
 func (s *Service) Register(srv *wire.Server) {
@@ -104,7 +104,21 @@ func (s *Service) Register(srv *wire.Server) {
 	})
 	handle(srv, wire.OpGetLayout, func(ctx context.Context, m *wire.InoReq) (wire.Message, error) {
 		l, err := s.GetLayout(ctx, m.Ino)
-		return &wire.LayoutMsg{Layout: l}, err
+		if err != nil {
+			return nil, err
+		}
+		pool, err := s.DirPool(ctx, m.Ino)
+		return &wire.LayoutMsg{Layout: l, Pool: pool}, err
+	})
+	handle(srv, wire.OpSetPool, func(ctx context.Context, m *wire.SetPoolReq) (wire.Message, error) {
+		return &wire.Empty{}, s.SetPool(ctx, m.Ino, m.Pool)
+	})
+	handle(srv, wire.OpPoolList, func(ctx context.Context, _ *wire.Empty) (wire.Message, error) {
+		ps, err := s.Pools(ctx)
+		return &wire.PoolListResp{Pools: ps}, err
+	})
+	handle(srv, wire.OpPoolChange, func(ctx context.Context, m *wire.PoolChangeReq) (wire.Message, error) {
+		return &wire.Empty{}, s.ChangePool(ctx, m)
 	})
 	handle(srv, wire.OpSetLayout, func(ctx context.Context, m *wire.SetLayoutReq) (wire.Message, error) {
 		return &wire.Empty{}, s.SetLayout(WithCred(ctx, m.Cred), m.Ino, m.Layout)

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluice-fs/sluice/internal/cluster"
 	"github.com/sluice-fs/sluice/internal/errs"
 	"github.com/sluice-fs/sluice/internal/kv"
 	"github.com/sluice-fs/sluice/internal/placement"
@@ -65,7 +66,7 @@ type rawBody []byte
 func (b rawBody) Encode(e *wire.Encoder) { e.B = append(e.B, b...) }
 func (b rawBody) Decode(*wire.Decoder)   {}
 
-// TestWire runs the service behind a real wire.Server with RemoteTargets
+// TestWire runs the service behind a real wire.Server with cluster.Manager
 // talking to a fake target over loopback. It is not parallel so that it can
 // check for leaked goroutines.
 func TestWire(t *testing.T) {
@@ -81,7 +82,7 @@ func TestWire(t *testing.T) {
 		ts.register(tsrv)
 		taddr := serve(t, tsrv)
 
-		rt, err := NewRemoteTargets(ctx, RemoteTargetsOptions{DB: db, Refresh: 20 * time.Millisecond, HeartbeatTimeout: 2 * time.Second})
+		rt, err := cluster.New(ctx, cluster.Options{DB: db, Refresh: 20 * time.Millisecond, HeartbeatTimeout: 2 * time.Second})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -231,7 +232,7 @@ func TestWire(t *testing.T) {
 		}
 
 		// The registry survives a restart.
-		rt2, err := NewRemoteTargets(ctx, RemoteTargetsOptions{DB: db})
+		rt2, err := cluster.New(ctx, cluster.Options{DB: db})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -257,7 +258,7 @@ func TestWire(t *testing.T) {
 		s.Close()
 		rt.Close()
 		if err := <-rtDone; err != nil {
-			t.Fatalf("RemoteTargets.Run: %v", err)
+			t.Fatalf("cluster.Manager.Run: %v", err)
 		}
 		msrv.Close()
 	}()

@@ -50,7 +50,7 @@ func (f *fakeTargets) Chains(ctx context.Context) (uint64, []placement.Chain, er
 	return 0, nil, nil
 }
 
-func (f *fakeTargets) FormChains(ctx context.Context, r int) error {
+func (f *fakeTargets) FormChains(ctx context.Context, r int, pool []placement.TargetID) error {
 	return errs.New(errs.Invalid, "fake targets form no chains of %d replicas", r)
 }
 

@@ -20,9 +20,10 @@ const FormatVersion = 2
 const (
 	pfxSuper   = 'F' // "F" -> superblock
 	pfxCounter = 'C' // "C" + counter name -> u64
-	pfxTarget  = 'T' // "T" + u32 id -> target record
-	pfxNode    = 'N' // "N" + node name -> node record
-	pfxChain   = 'R' // "R" + u32 chain id -> replication chain
+	pfxDirPool = 'M' // "M" + u64 dir ino -> pool name of the directory's default layout
+	// 'T', 'N', 'R' and 'P' (targets, nodes, chains, pools) and the counters
+	// "Cnext-target", "Cnext-chain" and "Cchains" belong to the cluster
+	// state, kept in this DB by internal/cluster.
 	pfxInode   = 'i' // "i" + u64 ino -> inode record
 	pfxDirent  = 'd' // "d" + u64 parent + name -> child entry
 	pfxDirTime = 't' // "t" + u64 dir ino -> directory mtime, ctime
@@ -56,6 +57,7 @@ func dirTimeKey(ino uint64) []byte { return inoKey(pfxDirTime, ino) }
 func symlinkKey(ino uint64) []byte { return inoKey(pfxSymlink, ino) }
 func garbageKey(ino uint64) []byte { return inoKey(pfxGarbage, ino) }
 func inlineKey(ino uint64) []byte  { return inoKey(pfxInline, ino) }
+func dirPoolKey(ino uint64) []byte { return inoKey(pfxDirPool, ino) }
 
 // direntKey is "d" + parent + name; direntPrefix(parent) is its prefix.
 func direntKey(parent uint64, name string) []byte {
@@ -75,13 +77,6 @@ func xattrKey(ino uint64, name string) []byte {
 }
 
 func xattrPrefix(ino uint64) []byte { return inoKey(pfxXattr, ino) }
-
-func targetKey(id placement.TargetID) []byte {
-	k := make([]byte, 5)
-	k[0] = pfxTarget
-	binary.BigEndian.PutUint32(k[1:], uint32(id))
-	return k
-}
 
 func u64Value(v uint64) []byte { return binary.BigEndian.AppendUint64(nil, v) }
 

@@ -17,11 +17,12 @@ import (
 type targetInfo = placement.TargetInfo
 
 // placeView is what placement needs to know of the cluster: the targets
-// sorted by ID (Free is Capacity-Used, see Targets.List) and the
-// replicated chains.
+// sorted by ID (Free is Capacity-Used, see Targets.List), the
+// replicated chains, and the pools' members (nil without a PoolManager).
 type placeView struct {
 	targets []targetInfo
 	chains  []placement.Chain
+	pools   map[string][]placement.TargetID
 }
 
 func (s *Service) placeView(ctx context.Context) (placeView, error) {
@@ -37,25 +38,84 @@ func (s *Service) placeView(ctx context.Context) (placeView, error) {
 	if _, pv.chains, err = s.targets.Chains(ctx); err != nil {
 		return placeView{}, fmt.Errorf("list chains: %w", err)
 	}
+	if pm, ok := s.targets.(PoolManager); ok {
+		ps, err := pm.Pools(ctx)
+		if err != nil {
+			return placeView{}, fmt.Errorf("list pools: %w", err)
+		}
+		pv.pools = make(map[string][]placement.TargetID, len(ps))
+		for _, p := range ps {
+			pv.pools[p.Name] = p.Targets
+		}
+	}
 	return pv, nil
 }
 
-// needChains is the error of a transaction that wants chains of that many
-// replicas and found none: the caller forms them (outside the transaction)
-// and runs it again.
-type needChains int
+// reloadPools makes the cluster manager reload its snapshot and refreshes
+// *pv from it.
+func (s *Service) reloadPools(ctx context.Context, pv *placeView) error {
+	pm, ok := s.targets.(PoolManager)
+	if !ok {
+		return errs.New(errs.NotSupported, "meta: this server has no pools")
+	}
+	if err := pm.Reload(ctx); err != nil {
+		return err
+	}
+	var err error
+	*pv, err = s.placeView(ctx)
+	return err
+}
 
-func (n needChains) Error() string { return fmt.Sprintf("no chains of %d replicas yet", int(n)) }
+// needChains is the error of a transaction that wants chains of r
+// replicas (inside pool, if not "") and found none: the caller forms them
+// (outside the transaction) and runs it again.
+type needChains struct {
+	r    int
+	pool string
+}
+
+// needPool is the error of a transaction that names a pool the snapshot
+// does not know: the caller reloads the pools (another metadata service
+// may have made it) and runs it again.
+type needPool string
+
+func (n needPool) Error() string { return fmt.Sprintf("pool %q not in the snapshot", string(n)) }
+
+func (n needChains) Error() string {
+	if n.pool != "" {
+		return fmt.Sprintf("no chains of %d replicas in pool %q yet", n.r, n.pool)
+	}
+	return fmt.Sprintf("no chains of %d replicas yet", n.r)
+}
 
 // updatePlacing runs fn like update; if fn fails with needChains, it forms
 // the chains, refreshes *pv and runs fn once more.
 func (s *Service) updatePlacing(ctx context.Context, pv *placeView, fn func(tx kv.Txn) error) error {
 	err := s.update(ctx, fn)
+	var np needPool
+	if errors.As(err, &np) {
+		if err := s.reloadPools(ctx, pv); err != nil {
+			return err
+		}
+		err = s.update(ctx, fn)
+		if errors.As(err, &np) {
+			return errs.New(errs.Invalid, "the directory's pool %q does not exist (sluice pool ls; sluice layout set --pool)", string(np))
+		}
+	}
 	var nc needChains
 	if !errors.As(err, &nc) {
 		return err
 	}
-	if err := s.targets.FormChains(ctx, int(nc)); err != nil {
+	var members []placement.TargetID
+	if nc.pool != "" {
+		if members = pv.pools[nc.pool]; members == nil {
+			members = []placement.TargetID{} // an empty pool forms nothing
+		}
+	}
+	if err := s.targets.FormChains(ctx, nc.r, members); err != nil {
+		if nc.pool != "" {
+			return fmt.Errorf("pool %q: %w", nc.pool, err)
+		}
 		return err
 	}
 	if *pv, err = s.placeView(ctx); err != nil {
@@ -63,7 +123,10 @@ func (s *Service) updatePlacing(ctx context.Context, pv *placeView, fn func(tx k
 	}
 	err = s.update(ctx, fn)
 	if errors.As(err, &nc) {
-		return errs.New(errs.NoSpace, "no chains of %d replicas could be formed", int(nc))
+		if nc.pool != "" {
+			return errs.New(errs.NoSpace, "no chains of %d replicas could be formed in pool %q", nc.r, nc.pool)
+		}
+		return errs.New(errs.NoSpace, "no chains of %d replicas could be formed", nc.r)
 	}
 	return err
 }
@@ -75,7 +138,17 @@ func (s *Service) updatePlacing(ctx context.Context, pv *placeView, fn func(tx k
 // otherwise they are chosen, seeded by the inode number: for one replica,
 // placement.Choose picks targets (chain t is target t); for more,
 // placement.ChooseChains picks among the chains of that many replicas.
-func (s *Service) fileLayout(req, dir placement.Layout, pv placeView, ino uint64) (placement.Layout, error) {
+// A pool (not "": the directory's) limits the choice to its targets, and
+// to the chains that lie inside it.
+func (s *Service) fileLayout(req, dir placement.Layout, pool string, pv placeView, ino uint64) (placement.Layout, error) {
+	if pool != "" {
+		members, ok := pv.pools[pool]
+		if !ok {
+			return placement.Layout{}, needPool(pool)
+		}
+		pv.targets = placement.PoolTargets(pv.targets, members)
+		pv.chains = placement.PoolChains(pv.chains, members)
+	}
 	l := req
 	if l.StripeSize == 0 {
 		l = placement.Layout{StripeSize: dir.StripeSize, StripeCount: dir.StripeCount, Replicas: dir.Replicas}
@@ -102,7 +175,11 @@ func (s *Service) fileLayout(req, dir placement.Layout, pv placeView, ino uint64
 	}
 	if r == 1 {
 		l.Replicas = 0
-		return chooseTargets(l, pv.targets, ino)
+		out, err := chooseTargets(l, pv.targets, ino)
+		if err != nil && pool != "" {
+			return out, fmt.Errorf("pool %q: %w", pool, err)
+		}
+		return out, err
 	}
 	var cands []placement.Chain
 	for _, c := range pv.chains {
@@ -111,7 +188,7 @@ func (s *Service) fileLayout(req, dir placement.Layout, pv placeView, ino uint64
 		}
 	}
 	if len(cands) == 0 {
-		return placement.Layout{}, needChains(r)
+		return placement.Layout{}, needChains{r, pool}
 	}
 	if l.StripeCount == 0 {
 		l.StripeCount = uint16(min(DefaultStripeCount, len(cands)))
@@ -259,7 +336,7 @@ func (s *Service) setLayout(ctx context.Context, ino uint64, l placement.Layout)
 			if l.StripeSize == 0 {
 				return errs.New(errs.Invalid, "a file's layout needs a stripe size")
 			}
-			if n.Layout, err = s.fileLayout(l, placement.Layout{}, pv, ino); err != nil {
+			if n.Layout, err = s.fileLayout(l, placement.Layout{}, "", pv, ino); err != nil {
 				return err
 			}
 		default:

@@ -230,6 +230,7 @@ func dropLink(tx kv.Txn, ino uint64, n *inode, now int64, fr *freeResult) error 
 func removeDir(tx kv.Txn, ino uint64, fr *freeResult) error {
 	tx.Delete(inodeKey(ino))
 	tx.Delete(dirTimeKey(ino))
+	tx.Delete(dirPoolKey(ino))
 	fr.inodes++
 	return deleteXattrs(tx, ino)
 }
@@ -476,7 +477,11 @@ func (s *Service) create(ctx context.Context, req *wire.CreateReq) (wire.EntryRe
 			n.Rdev = req.Rdev
 		}
 		if typ == modeReg {
-			if n.Layout, err = s.fileLayout(req.Layout, parent.Layout, pv, ino); err != nil {
+			pool, err := dirPool(tx, req.Parent)
+			if err != nil {
+				return err
+			}
+			if n.Layout, err = s.fileLayout(req.Layout, parent.Layout, pool, pv, ino); err != nil {
 				return err
 			}
 		}
@@ -543,6 +548,12 @@ func (s *Service) mkdir(ctx context.Context, req *wire.CreateReq) (wire.EntryRes
 			Atime: now, Mtime: now, Ctime: now, Flags: newInodeFlags, Parent: req.Parent,
 		}
 		n.Layout.StripeSize, n.Layout.StripeCount = parent.Layout.StripeSize, parent.Layout.StripeCount
+		switch pool, err := tx.Get(dirPoolKey(req.Parent)); {
+		case err == nil:
+			tx.Set(dirPoolKey(ino), pool)
+		case !errors.Is(err, kv.ErrNotFound):
+			return err
+		}
 		parent.Nlink++
 		tx.Set(inodeKey(req.Parent), parent.encode())
 		tx.Set(inodeKey(ino), n.encode())

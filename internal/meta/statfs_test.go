@@ -4,6 +4,7 @@ import (
 	"context"
 	"testing"
 
+	"github.com/sluice-fs/sluice/internal/cluster"
 	"github.com/sluice-fs/sluice/internal/kv"
 	"github.com/sluice-fs/sluice/internal/placement"
 	"github.com/sluice-fs/sluice/internal/wire"
@@ -53,12 +54,12 @@ func TestStatfsCountsSharedFilesystemOnce(t *testing.T) {
 	ctx := context.Background()
 	db := kv.NewMemory()
 	defer db.Close()
-	rt, err := NewRemoteTargets(ctx, RemoteTargetsOptions{DB: db})
+	rt, err := cluster.New(ctx, cluster.Options{DB: db})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer rt.Close()
-	req := &wire.HeartbeatReq{Node: LocalNode, Addr: "127.0.0.1:1", Incarnation: 1}
+	req := &wire.HeartbeatReq{Node: cluster.LocalNode, Addr: "127.0.0.1:1", Incarnation: 1}
 	for id := range uint32(4) {
 		if err := rt.RegisterTarget(ctx, placement.TargetID(id+1), "127.0.0.1:1"); err != nil {
 			t.Fatal(err)
@@ -80,7 +81,7 @@ func TestStatfsCountsSharedFilesystemOnce(t *testing.T) {
 		}
 	}
 	check("live", rt)
-	rt2, err := NewRemoteTargets(ctx, RemoteTargetsOptions{DB: db})
+	rt2, err := cluster.New(ctx, cluster.Options{DB: db})
 	if err != nil {
 		t.Fatal(err)
 	}

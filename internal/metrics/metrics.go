@@ -149,6 +149,7 @@ var opNames = map[wire.Op]string{
 	wire.OpGetLayout: "getlayout", wire.OpSetLayout: "setlayout", wire.OpCommitWrite: "commit_write",
 	wire.OpRegister: "register_target", wire.OpMetaSync: "meta_sync",
 	wire.OpWriteInline: "write_inline", wire.OpReadInline: "read_inline", wire.OpSetChunks: "set_chunks", wire.OpResolveRead: "resolve_read",
+	wire.OpPoolList: "pool_list", wire.OpPoolChange: "pool_change", wire.OpSetPool: "set_pool",
 	wire.OpChunkWrite: "chunk_write", wire.OpChunkRead: "chunk_read", wire.OpChunkSync: "chunk_sync",
 	wire.OpChunkTruncate: "chunk_truncate", wire.OpChunkRemove: "chunk_remove", wire.OpTargetStat: "target_stat",
 	// Checkpoint absorb (ADR 0013) and the KV-cache store.
@@ -242,6 +243,42 @@ func (m *Metrics) AddCache(name string, c CacheStatser) {
 			Name: "sluice_cache_misses_total", Help: "Lookups a cache could not answer.", ConstLabels: labels,
 		}, func() float64 { _, ms := c.CacheStats(); return float64(ms) }),
 	)
+}
+
+// PoolLister lists the pools of targets (cluster.Manager).
+type PoolLister interface {
+	Pools(ctx context.Context) ([]wire.PoolInfo, error)
+}
+
+var (
+	descPoolCap  = prometheus.NewDesc("sluice_pool_capacity_bytes", "Size of the file systems of the pool's targets.", []string{"pool"}, nil)
+	descPoolUsed = prometheus.NewDesc("sluice_pool_used_bytes", "Bytes used on the file systems of the pool's targets.", []string{"pool"}, nil)
+	descPoolTgts = prometheus.NewDesc("sluice_pool_targets", "Targets in the pool.", []string{"pool"}, nil)
+)
+
+// AddPools exports each pool's capacity, use and number of targets as
+// sluice_pool_{capacity_bytes,used_bytes,targets}{pool=name}; fill is
+// used / capacity.
+func (m *Metrics) AddPools(pl PoolLister) { m.reg.MustRegister(poolCollector{pl}) }
+
+type poolCollector struct{ pl PoolLister }
+
+func (pc poolCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- descPoolCap
+	ch <- descPoolUsed
+	ch <- descPoolTgts
+}
+
+func (pc poolCollector) Collect(ch chan<- prometheus.Metric) {
+	ps, err := pc.pl.Pools(context.Background()) // a cached snapshot: no I/O
+	if err != nil {
+		return
+	}
+	for _, p := range ps {
+		ch <- prometheus.MustNewConstMetric(descPoolCap, prometheus.GaugeValue, float64(p.Capacity), p.Name)
+		ch <- prometheus.MustNewConstMetric(descPoolUsed, prometheus.GaugeValue, float64(p.Used), p.Name)
+		ch <- prometheus.MustNewConstMetric(descPoolTgts, prometheus.GaugeValue, float64(len(p.Targets)), p.Name)
+	}
 }
 
 var (

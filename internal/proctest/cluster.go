@@ -24,6 +24,9 @@ type ClusterOptions struct {
 	// HeartbeatTimeout of the metadata services (default 2s); the nodes
 	// fence themselves after half of it.
 	HeartbeatTimeout time.Duration
+	// ReplaceAfter is the metadata services' --replace-after (0: their
+	// default).
+	ReplaceAfter time.Duration
 	// Embedded makes the metadata service use the embedded engine instead
 	// of etcd (Metas must then be 1).
 	Embedded bool
@@ -85,6 +88,9 @@ func StartCluster(tb testing.TB, binary string, opts ClusterOptions) *Cluster {
 	}
 	for i := range opts.Metas {
 		args := []string{"meta", "--listen", opts.Host + ":0", "--heartbeat-timeout", opts.HeartbeatTimeout.String()}
+		if opts.ReplaceAfter > 0 {
+			args = append(args, "--replace-after", opts.ReplaceAfter.String())
+		}
 		if opts.Embedded {
 			args = append(args, "--data-dir", filepath.Join(dir, fmt.Sprintf("meta%d", i)))
 		} else {

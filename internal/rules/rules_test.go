@@ -26,10 +26,11 @@ var forbidden = map[string][]string{
 	"internal/cli":    {"internal/meta", "internal/kv", "internal/target", "internal/chunk", "internal/server"},
 	"internal/cabi":   {"internal/meta", "internal/kv", "internal/target", "internal/chunk", "internal/server", "internal/fusefs", "internal/s3"},
 	// No server package imports another.
-	"internal/meta":   {"internal/target", "internal/chunk", "internal/server", "client"},
-	"internal/target": {"internal/meta", "internal/kv", "internal/server", "client"},
-	"internal/chunk":  {"internal/meta", "internal/kv", "internal/target", "internal/wire", "client"},
-	"internal/kv":     {"internal/meta", "internal/target", "internal/chunk", "internal/wire", "client"},
+	"internal/meta":    {"internal/target", "internal/chunk", "internal/server", "internal/cluster", "client"},
+	"internal/cluster": {"internal/meta", "internal/target", "internal/chunk", "internal/server", "client"},
+	"internal/target":  {"internal/meta", "internal/kv", "internal/server", "client"},
+	"internal/chunk":   {"internal/meta", "internal/kv", "internal/target", "internal/wire", "client"},
+	"internal/kv":      {"internal/meta", "internal/target", "internal/chunk", "internal/wire", "client"},
 	// Leaves.
 	"internal/wire":      {"internal/meta", "internal/kv", "internal/target", "internal/chunk", "client"},
 	"internal/placement": {"internal/wire", "internal/meta", "internal/kv", "internal/target", "internal/chunk", "client"},

@@ -14,6 +14,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/sluice-fs/sluice/internal/cluster"
 	"github.com/sluice-fs/sluice/internal/errs"
 	"github.com/sluice-fs/sluice/internal/kv"
 	"github.com/sluice-fs/sluice/internal/kvcache"
@@ -39,6 +40,10 @@ type MetaOptions struct {
 	// HeartbeatTimeout is how long a storage node may go without a
 	// heartbeat before its targets leave their chains (default 5s).
 	HeartbeatTimeout time.Duration
+	// ReplaceAfter is how long a storage node may stay dead before its
+	// replicas are rebuilt on other nodes (cluster.Options.ReplaceAfter;
+	// 0: never).
+	ReplaceAfter time.Duration
 	// HTTP is the admin address; empty: none.
 	HTTP   string
 	Logger *slog.Logger
@@ -90,7 +95,7 @@ func RunMeta(ctx context.Context, opts MetaOptions) (err error) {
 	}
 	closers.add(db.Close)
 
-	rt, err := meta.NewRemoteTargets(ctx, meta.RemoteTargetsOptions{DB: db, Logger: log, HeartbeatTimeout: opts.HeartbeatTimeout})
+	rt, err := cluster.New(ctx, cluster.Options{DB: db, Logger: log, HeartbeatTimeout: opts.HeartbeatTimeout, ReplaceAfter: opts.ReplaceAfter})
 	if err != nil {
 		return err
 	}
@@ -108,6 +113,7 @@ func RunMeta(ctx context.Context, opts MetaOptions) (err error) {
 	srv := &wire.Server{Logger: log}
 	ms.Register(srv)
 	mx := metrics.New()
+	mx.AddPools(rt)
 	mx.Instrument(srv)
 	ln = mx.Listener(ln)
 	serveErr := closers.serve(srv, ln)

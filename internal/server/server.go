@@ -16,6 +16,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/sluice-fs/sluice/internal/cluster"
 	"github.com/sluice-fs/sluice/internal/errs"
 	"github.com/sluice-fs/sluice/internal/kv"
 	"github.com/sluice-fs/sluice/internal/kvcache"
@@ -178,7 +179,7 @@ func Run(ctx context.Context, opts Options) (err error) {
 		srv.ServeLocal(addr)
 	}
 
-	rt, err := meta.NewRemoteTargets(ctx, meta.RemoteTargetsOptions{DB: db, Logger: log})
+	rt, err := cluster.New(ctx, cluster.Options{DB: db, Logger: log})
 	if err != nil {
 		return fmt.Errorf("serve: %w", err)
 	}
@@ -191,7 +192,7 @@ func Run(ctx context.Context, opts Options) (err error) {
 	// The local targets heart-beat like a storage node's, straight into
 	// the cluster manager.
 	local := &localMeta{rt: rt}
-	agent := target.NewAgent(targets, fsStamper{local, opts.DataDir}, target.AgentOptions{Node: meta.LocalNode, Addr: addr, Incarnation: incarnation, Logger: log})
+	agent := target.NewAgent(targets, fsStamper{local, opts.DataDir}, target.AgentOptions{Node: cluster.LocalNode, Addr: addr, Incarnation: incarnation, Logger: log})
 	ms, err := meta.New(ctx, meta.Options{DB: db, Targets: rt, Logger: log, InlineMax: opts.InlineMax, NoAudit: opts.NoAudit})
 	if err != nil {
 		return fmt.Errorf("serve: start metadata service: %w", err)
@@ -202,6 +203,7 @@ func Run(ctx context.Context, opts Options) (err error) {
 	}
 	closers.add(ms.Close)
 	ms.Register(srv)
+	mx.AddPools(rt)
 	mx.Instrument(srv)
 
 	closers.goRun(ctx, func(ctx context.Context) { rt.Run(ctx) }, agent.Run, func(ctx context.Context) { ms.Run(ctx) })
@@ -294,7 +296,7 @@ func lockDir(role, dir string) (func(), error) {
 // localMeta is the metadata service of this process as the local targets'
 // agent sees it.
 type localMeta struct {
-	rt *meta.RemoteTargets
+	rt *cluster.Manager
 	ms *meta.Service
 }
 

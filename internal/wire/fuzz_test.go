@@ -23,6 +23,7 @@ func messages() []Message {
 		&KVKeysReq{}, &KVExistsResp{}, &KVDeleteResp{}, &KVListReq{}, &KVListResp{},
 		&AuditListReq{}, &AuditRecord{}, &AuditListResp{}, &AuditVerifyResp{},
 		&TierBackend{}, &TierSetReq{}, &TierListResp{}, &HsmRecord{}, &HsmUpdateReq{}, &TierQueueReq{}, &TierQueueResp{},
+		&PoolChangeReq{}, &PoolListResp{}, &SetPoolReq{},
 	}
 }
 

@@ -39,6 +39,10 @@ const (
 	OpReadInline  Op = 28 // ReadInlineReq -> ReadInlineResp
 	OpSetChunks   Op = 29 // InoReq -> Attr (the file's data beyond its inline bytes goes to the targets from now on)
 	OpResolveRead Op = 30 // ResolveReq -> ResolveReadResp (Resolve, with a regular file's inline bytes and an xattr)
+	OpPoolList    Op = 31 // Empty -> PoolListResp (the pools of targets, with capacity and fill)
+	OpPoolChange  Op = 32 // PoolChangeReq -> Empty (create, add to, remove from or delete a pool)
+	OpSetPool     Op = 33 // SetPoolReq -> Empty (the pool of a directory's default layout)
+
 	OpAuditList   Op = 43 // AuditListReq -> AuditListResp (the audit trail, sealed first)
 	OpAuditVerify Op = 44 // Empty -> AuditVerifyResp (checks the audit trail's hash chain)
 
@@ -104,11 +108,94 @@ type Cred struct{ Uid, Gid uint32 }
 func (c *Cred) Encode(e *Encoder) { e.U32(c.Uid); e.U32(c.Gid) }
 func (c *Cred) Decode(d *Decoder) { c.Uid = d.U32(); c.Gid = d.U32() }
 
-// LayoutMsg carries a placement.Layout.
-type LayoutMsg struct{ placement.Layout }
+// LayoutMsg carries a placement.Layout and, for a directory, the pool its
+// new files are placed in ("" for none; appended in version 2.3).
+type LayoutMsg struct {
+	placement.Layout
+	Pool string
+}
 
-func (m *LayoutMsg) Encode(e *Encoder) { EncodeLayout(e, &m.Layout) }
-func (m *LayoutMsg) Decode(d *Decoder) { DecodeLayout(d, &m.Layout) }
+func (m *LayoutMsg) Encode(e *Encoder) { EncodeLayout(e, &m.Layout); e.String(m.Pool) }
+func (m *LayoutMsg) Decode(d *Decoder) {
+	DecodeLayout(d, &m.Layout)
+	if d.More() {
+		m.Pool = d.String()
+	}
+}
+
+// Pool change kinds (PoolChangeReq.Kind).
+const (
+	PoolCreate uint8 = 1 + iota // a new pool of Targets (maybe none)
+	PoolAdd                     // Targets join the pool
+	PoolRemove                  // Targets leave the pool
+	PoolDelete                  // the pool goes (Targets must be empty)
+)
+
+// PoolChangeReq changes the pool Name.
+type PoolChangeReq struct {
+	Kind    uint8
+	Name    string
+	Targets []placement.TargetID
+}
+
+func (m *PoolChangeReq) Encode(e *Encoder) {
+	e.U8(m.Kind)
+	e.String(m.Name)
+	encodeTargetIDs(e, m.Targets)
+}
+
+func (m *PoolChangeReq) Decode(d *Decoder) {
+	m.Kind = d.U8()
+	m.Name = d.String()
+	m.Targets = decodeTargetIDs(d)
+}
+
+// PoolInfo is a pool: its targets, sorted, and their capacity and bytes
+// used (targets sharing a file system counted once).
+type PoolInfo struct {
+	Name           string
+	Targets        []placement.TargetID
+	Capacity, Used int64
+}
+
+// PoolListResp lists the pools, sorted by name.
+type PoolListResp struct{ Pools []PoolInfo }
+
+func (m *PoolListResp) Encode(e *Encoder) {
+	e.Uvarint(uint64(len(m.Pools)))
+	for i := range m.Pools {
+		p := &m.Pools[i]
+		e.String(p.Name)
+		encodeTargetIDs(e, p.Targets)
+		e.I64(p.Capacity)
+		e.I64(p.Used)
+	}
+}
+
+func (m *PoolListResp) Decode(d *Decoder) {
+	n := d.Count(18)
+	m.Pools = nil
+	if n > 0 {
+		m.Pools = make([]PoolInfo, n)
+	}
+	for i := range m.Pools {
+		p := &m.Pools[i]
+		p.Name = d.String()
+		p.Targets = decodeTargetIDs(d)
+		p.Capacity = d.I64()
+		p.Used = d.I64()
+	}
+}
+
+// SetPoolReq sets the pool of directory Ino's default layout: new files
+// below it are placed on the pool's targets ("" clears it).
+type SetPoolReq struct {
+	Ino  uint64
+	Pool string
+}
+
+func (m *SetPoolReq) Encode(e *Encoder) { e.U64(m.Ino); e.String(m.Pool) }
+func (m *SetPoolReq) Decode(d *Decoder) { m.Ino = d.U64(); m.Pool = d.String() }
 
 // EncodeLayout writes a layout: stripe size, count, replicas, then the
 // chain IDs.

@@ -1,0 +1,130 @@
+package cluster
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/sluice-fs/sluice/internal/kv"
+	"github.com/sluice-fs/sluice/internal/placement"
+)
+
+// replaceDead carries out re-replication: the offline replicas of nodes
+// dead for ReplaceAfter are replaced, as placement.PlanReplacements
+// decides, by syncing replicas on other nodes; the chains' tails then copy
+// them the data (the resync of a returning node) and they serve once
+// synced. At most MaxSyncing chains sync at a time. The old target is out
+// of the chain for good: when its node returns, its copies of the chain's
+// chunks are stale and unused.
+func (r *Manager) replaceDead(ctx context.Context) error {
+	if r.replace <= 0 {
+		return nil
+	}
+	ts, err := r.List(ctx)
+	if err != nil {
+		return err
+	}
+	now := r.now()
+	r.mu.Lock()
+	deadNode := make(map[string]bool)
+	for name, n := range r.mu.st.nodes {
+		if r.deadLong(n, now) {
+			deadNode[name] = true
+		}
+	}
+	targetNode := make(map[placement.TargetID]string, len(r.mu.st.targets))
+	for id, t := range r.mu.st.targets {
+		targetNode[id] = t.Node
+	}
+	var chains []placement.Chain
+	syncing := 0
+	for _, c := range r.mu.st.chains {
+		chains = append(chains, c.Clone())
+		for _, rep := range c.Replicas {
+			if rep.State == placement.Syncing {
+				syncing++
+				break
+			}
+		}
+	}
+	var pools [][]placement.TargetID
+	for _, m := range r.mu.st.pools {
+		pools = append(pools, m)
+	}
+	r.mu.Unlock()
+	if len(deadNode) == 0 || syncing >= r.maxSync {
+		return nil
+	}
+	cands := make([]placement.Candidate, len(ts))
+	for i, t := range ts {
+		cands[i] = placement.Candidate{ID: t.ID, Node: t.Node, Healthy: t.Healthy, Free: t.Capacity - t.Used}
+	}
+	dead := func(t placement.TargetID) bool { return deadNode[targetNode[t]] }
+	plan := placement.PlanReplacements(chains, cands, dead, pools, r.maxSync-syncing)
+	if len(plan) == 0 {
+		return nil
+	}
+	var done []placement.Replacement
+	err = r.db.Update(ctx, func(tx kv.Txn) error {
+		done = done[:0]
+		var changed []placement.Chain
+		for _, p := range plan {
+			// The old target's node must still be dead, and the chain
+			// unchanged since the plan was made.
+			v, err := tx.Get(nodeKey(targetNode[p.Old]))
+			if err != nil && !errors.Is(err, kv.ErrNotFound) {
+				return err
+			}
+			if err == nil {
+				if n, derr := decodeNodeRecord(v); derr == nil && !r.deadLong(n, now) {
+					continue
+				}
+			}
+			v, err = tx.Get(chainKey(p.Chain))
+			if errors.Is(err, kv.ErrNotFound) {
+				continue
+			}
+			if err != nil {
+				return err
+			}
+			c, err := decodeChain(v)
+			if err != nil {
+				return err
+			}
+			if c.Version != p.Version || !c.Replace(p.Old, p.New) {
+				continue
+			}
+			changed = append(changed, c)
+			done = append(done, p)
+		}
+		if len(changed) == 0 {
+			return nil
+		}
+		tx.RequireSync() // durable before visible: see Manager
+		ver, err := getCounter(tx, keyChainsVer, 0)
+		if err != nil {
+			return err
+		}
+		for i := range changed {
+			tx.Set(chainKey(changed[i].ID), encodeChain(&changed[i]))
+		}
+		tx.Set(keyChainsVer, u64Value(ver+1))
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("cluster: replace the replicas of dead nodes: %w", err)
+	}
+	for _, p := range done {
+		r.log.Warn("cluster: re-replicating: a dead node's replica replaced", "chain", p.Chain, "old", p.Old, "node", targetNode[p.Old], "new", p.New, "dead_for_over", r.replace)
+	}
+	if len(done) == 0 {
+		return nil
+	}
+	return r.reload(ctx)
+}
+
+// deadLong reports whether node n has been silent for ReplaceAfter.
+func (r *Manager) deadLong(n nodeRecord, now time.Time) bool {
+	return n.LastSeen != 0 && now.Sub(time.Unix(0, n.LastSeen)) >= r.replace
+}
