@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/sluice-fs/sluice/internal/errs"
+	"github.com/sluice-fs/sluice/internal/kv"
 	"github.com/sluice-fs/sluice/internal/wire"
 )
 
@@ -166,5 +167,78 @@ func TestHsmService(t *testing.T) {
 	}
 	if err := s.TierSet(ctx, &wire.TierSetReq{Backend: wire.TierBackend{Name: "b"}, Remove: true}); err != nil {
 		t.Fatalf("remove an unused backend: %v", err)
+	}
+}
+
+// TestHsmFlag: the "H" key is read only for inodes that may have one: an
+// archive sets inoHsm, and an inode record from before inoFlagsKnown (no
+// flags) is still checked, so a write marks it dirty and its removal
+// queues its object.
+func TestHsmFlag(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := kv.NewMemory()
+	defer db.Close()
+	s := newTestService(t, db, nil)
+	if err := s.TierSet(ctx, &wire.TierSetReq{Backend: wire.TierBackend{Name: "b", Endpoint: "http://x", Bucket: "k"}}); err != nil {
+		t.Fatal(err)
+	}
+	flags := func(ino uint64) uint8 {
+		t.Helper()
+		var f uint8
+		if err := db.View(ctx, func(tx kv.Txn) error {
+			n, err := getInode(tx, ino)
+			f = n.Flags
+			return err
+		}); err != nil {
+			t.Fatal(err)
+		}
+		return f
+	}
+	for _, old := range []bool{false, true} {
+		name := map[bool]string{false: "new", true: "old"}[old]
+		f := mustCreate(t, s, RootIno, name)
+		if flags(f.Ino)&inoHsm != 0 {
+			t.Fatalf("%s: a new file has inoHsm", name)
+		}
+		a, err := s.CommitWrite(ctx, f.Ino, 3<<20, 7)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.HsmUpdate(ctx, &wire.HsmUpdateReq{Ino: f.Ino, Action: wire.HsmActArchived, Record: testRecord(5, a.Size, a.Mtime)}); err != nil {
+			t.Fatal(err)
+		}
+		if flags(f.Ino)&inoHsm == 0 {
+			t.Fatalf("%s: archived file without inoHsm", name)
+		}
+		if old {
+			if err := db.Update(ctx, func(tx kv.Txn) error {
+				n, err := getInode(tx, f.Ino)
+				if err != nil {
+					return err
+				}
+				n.Flags &= inoChunks // a record written before inoFlagsKnown
+				tx.Set(inodeKey(f.Ino), n.encode())
+				return nil
+			}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if _, err := s.CommitWrite(ctx, f.Ino, 10, 8); err != nil {
+			t.Fatal(err)
+		}
+		if r, err := s.HsmGet(ctx, f.Ino); err != nil || r.State != wire.HsmDirty {
+			t.Fatalf("%s: after a write: %s, %v; want dirty", name, wire.HsmStateName(r.State), err)
+		}
+		if err := s.Unlink(ctx, RootIno, name); err != nil {
+			t.Fatal(err)
+		}
+		q, err := s.TierQueue(ctx, &wire.TierQueueReq{Limit: 10})
+		if err != nil || len(q.Items) != 1 || q.Items[0].Ino != f.Ino {
+			t.Fatalf("%s: queue after unlink = %+v, %v; want the file's object", name, q.Items, err)
+		}
+		if _, err := s.TierQueue(ctx, &wire.TierQueueReq{Done: q.Items, Limit: 10}); err != nil {
+			t.Fatal(err)
+		}
 	}
 }

@@ -149,23 +149,32 @@ const (
 	// Set before a client writes the first chunk, never cleared; from then
 	// on InlineLen only shrinks. Its value is wire.AttrChunks.
 	inoChunks uint8 = 1 << iota
-	// inoXattrsKnown: inoXattrs is kept for this inode (set when it is
-	// made; records written before it existed lack it).
-	inoXattrsKnown
+	// inoFlagsKnown: inoXattrs and inoHsm are kept for this inode (set
+	// when it is made; records written before they existed lack it).
+	inoFlagsKnown
 	// inoXattrs: extended attributes were set on the inode ("x" keys may
-	// exist). Never cleared. Without inoXattrsKnown, they may exist.
+	// exist). Never cleared. Without inoFlagsKnown, they may exist.
 	inoXattrs
+	// inoHsm: an HSM record ("H" key, object tier) was written for the
+	// inode. Never cleared. Without inoFlagsKnown, one may exist.
+	inoHsm
 )
 
 // newInodeFlags are the flags of a new inode.
-const newInodeFlags = inoXattrsKnown
+const newInodeFlags = inoFlagsKnown
 
 func (n *inode) hasChunks() bool { return n.Flags&inoChunks != 0 }
 
 // mayHaveXattrs reports whether "x" keys of the inode may exist: deleting
 // it needs a scan for them only then.
 func (n *inode) mayHaveXattrs() bool {
-	return n.Flags&inoXattrsKnown == 0 || n.Flags&inoXattrs != 0
+	return n.Flags&inoFlagsKnown == 0 || n.Flags&inoXattrs != 0
+}
+
+// mayHaveHsm reports whether the inode may have an HSM record: writes,
+// attributes and removal read its "H" key only then.
+func (n *inode) mayHaveHsm() bool {
+	return n.Flags&inoFlagsKnown == 0 || n.Flags&inoHsm != 0
 }
 
 func (n *inode) isDir() bool { return n.Mode&modeType == modeDir }

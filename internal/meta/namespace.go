@@ -211,7 +211,7 @@ func dropLink(tx kv.Txn, ino uint64, n *inode, now int64, fr *freeResult) error 
 	if n.InlineLen > 0 {
 		tx.Delete(inlineKey(ino))
 	}
-	if n.isReg() {
+	if n.isReg() && n.mayHaveHsm() {
 		// Its archived copy, if any, goes to the tier's delete queue.
 		if err := hsmDropped(tx, ino); err != nil {
 			return err

@@ -77,12 +77,14 @@ func putHsm(tx kv.Txn, ino uint64, r wire.HsmRecord, drop *wire.TierQueueItem) {
 
 // mayBeTiered says whether inode n can have an HSM record worth reading
 // when building its attributes: only files wholly in chunks are released.
-func mayBeTiered(n *inode) bool { return n.isReg() && n.hasChunks() && n.InlineLen == 0 }
+func mayBeTiered(n *inode) bool {
+	return n.isReg() && n.hasChunks() && n.InlineLen == 0 && n.mayHaveHsm()
+}
 
 // hsmWrite applies hsmOnWrite to a regular file about to change its
 // data or size in tx.
 func hsmWrite(tx kv.Txn, ino uint64, n *inode) error {
-	if !n.isReg() {
+	if !n.isReg() || !n.mayHaveHsm() {
 		return nil
 	}
 	cur, err := getHsm(tx, ino)
@@ -292,6 +294,11 @@ func (s *Service) HsmUpdate(ctx context.Context, req *wire.HsmUpdateReq) (wire.H
 			queued = true
 		}
 		putHsm(tx, req.Ino, next, drop)
+		if next.State != wire.HsmResident && n.Flags&inoHsm == 0 {
+			// Reads of the "H" key are skipped for inodes without it.
+			n.Flags |= inoHsm
+			tx.Set(inodeKey(req.Ino), n.encode())
+		}
 		r = next
 		return nil
 	})

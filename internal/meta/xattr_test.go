@@ -11,7 +11,7 @@ import (
 
 // TestUnlinkXattrs: removing the last link of a file removes its extended
 // attributes, whether the inode records that it has some (inoXattrs), was
-// made before such records existed (no inoXattrsKnown: the unlink looks),
+// made before such records existed (no inoFlagsKnown: the unlink looks),
 // or never had any (the unlink skips the scan); a hard link keeps them
 // alive. The inode flags stay out of the attributes clients see.
 func TestUnlinkXattrs(t *testing.T) {
@@ -38,14 +38,14 @@ func TestUnlinkXattrs(t *testing.T) {
 	if _, err := s.Link(ctx, linked.Ino, RootIno, "linked2"); err != nil {
 		t.Fatal(err)
 	}
-	// "old": a record as written before inoXattrsKnown, with an xattr key
+	// "old": a record as written before inoFlagsKnown, with an xattr key
 	// written beside it.
 	if err := db.Update(ctx, func(tx kv.Txn) error {
 		n, err := getInode(tx, old.Ino)
 		if err != nil {
 			return err
 		}
-		n.Flags &^= inoXattrsKnown | inoXattrs
+		n.Flags &^= inoFlagsKnown | inoXattrs
 		tx.Set(inodeKey(old.Ino), n.encode())
 		tx.Set(xattrKey(old.Ino, "user.old"), []byte("x"))
 		return nil
