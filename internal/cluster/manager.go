@@ -435,13 +435,9 @@ func (r *Manager) SyncDone(ctx context.Context, req *wire.SyncDoneReq) error {
 		if done = c.FinishSync(req.Target, req.Version); !done {
 			return nil
 		}
-		tx.RequireSync() // durable before visible: see Manager
-		ver, err := getCounter(tx, keyChainsVer, 0)
-		if err != nil {
+		if err := putChains(tx, c); err != nil {
 			return err
 		}
-		tx.Set(chainKey(c.ID), encodeChain(&c))
-		tx.Set(keyChainsVer, u64Value(ver+1))
 		after = c
 		return nil
 	})
@@ -531,16 +527,7 @@ func (r *Manager) checkNodes(ctx context.Context) error {
 		if len(changed) == 0 {
 			return nil
 		}
-		tx.RequireSync() // durable before visible: see Manager
-		ver, err := getCounter(tx, keyChainsVer, 0)
-		if err != nil {
-			return err
-		}
-		for i := range changed {
-			tx.Set(chainKey(changed[i].ID), encodeChain(&changed[i]))
-		}
-		tx.Set(keyChainsVer, u64Value(ver+1))
-		return nil
+		return putChains(tx, changed...)
 	})
 	if err != nil {
 		return fmt.Errorf("cluster: take down nodes' targets out of their chains: %w", err)
@@ -759,6 +746,21 @@ func (r *Manager) conn(ctx context.Context, addr string) (*wire.Conn, error) {
 		drop.Close()
 	}
 	return c, err
+}
+
+// putChains writes changed chains and bumps the chain table's version, in
+// a transaction that must be durable before it is visible (see Manager).
+func putChains(tx kv.Txn, chains ...placement.Chain) error {
+	tx.RequireSync()
+	ver, err := getCounter(tx, keyChainsVer, 0)
+	if err != nil {
+		return err
+	}
+	for i := range chains {
+		tx.Set(chainKey(chains[i].ID), encodeChain(&chains[i]))
+	}
+	tx.Set(keyChainsVer, u64Value(ver+1))
+	return nil
 }
 
 // Run reloads the cluster state and looks for down nodes every Refresh

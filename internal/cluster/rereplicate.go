@@ -101,16 +101,7 @@ func (r *Manager) replaceDead(ctx context.Context) error {
 		if len(changed) == 0 {
 			return nil
 		}
-		tx.RequireSync() // durable before visible: see Manager
-		ver, err := getCounter(tx, keyChainsVer, 0)
-		if err != nil {
-			return err
-		}
-		for i := range changed {
-			tx.Set(chainKey(changed[i].ID), encodeChain(&changed[i]))
-		}
-		tx.Set(keyChainsVer, u64Value(ver+1))
-		return nil
+		return putChains(tx, changed...)
 	})
 	if err != nil {
 		return fmt.Errorf("cluster: replace the replicas of dead nodes: %w", err)
