@@ -1,14 +1,10 @@
 package fuse
 
 import (
-	"bufio"
 	"context"
 	"fmt"
-	"net/http"
 	"os"
 	"regexp"
-	"strconv"
-	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -39,27 +35,7 @@ func TestDirAttrsFromReplies(t *testing.T) {
 	c := proctest.Client(t, addr)
 	ctx := context.Background()
 
-	getattrs := func() int {
-		t.Helper()
-		resp, err := http.Get("http://" + admin + "/metrics")
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		sc := bufio.NewScanner(resp.Body)
-		for sc.Scan() {
-			line := sc.Text()
-			if strings.HasPrefix(line, "sluice_op_duration_seconds_count{") && strings.Contains(line, `op="getattr"`) {
-				f := strings.Fields(line)
-				n, err := strconv.ParseFloat(f[len(f)-1], 64)
-				if err != nil {
-					t.Fatalf("metrics line %q: %v", line, err)
-				}
-				return int(n)
-			}
-		}
-		return 0
-	}
+	getattrs := func() int { return opCount(t, admin, "getattr") }
 	// same checks that stat of /d on the mount shows what the service has.
 	same := func(what string) {
 		t.Helper()

@@ -31,27 +31,7 @@ func TestMetaSyncThroughMount(t *testing.T) {
 	m := startMount(t, addr)
 	defer m.stop()
 
-	syncs := func() int {
-		t.Helper()
-		resp, err := http.Get("http://" + admin + "/metrics")
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		sc := bufio.NewScanner(resp.Body)
-		for sc.Scan() {
-			line := sc.Text()
-			if strings.HasPrefix(line, "sluice_op_duration_seconds_count{") && strings.Contains(line, `op="meta_sync"`) {
-				f := strings.Fields(line)
-				n, err := strconv.ParseFloat(f[len(f)-1], 64)
-				if err != nil {
-					t.Fatalf("metrics line %q: %v", line, err)
-				}
-				return int(n)
-			}
-		}
-		return 0
-	}
+	syncs := func() int { return opCount(t, admin, "meta_sync") }
 	step := func(what string, wantSync bool, fn func() error) {
 		t.Helper()
 		before := syncs()
@@ -113,4 +93,28 @@ func TestMetaSyncThroughMount(t *testing.T) {
 			return f.Close()
 		})
 	}
+}
+
+// opCount reads how many requests of metadata op (its metrics name, such
+// as "getattr") the server with admin port admin has served.
+func opCount(t *testing.T, admin, op string) int {
+	t.Helper()
+	resp, err := http.Get("http://" + admin + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	sc := bufio.NewScanner(resp.Body)
+	for sc.Scan() {
+		line := sc.Text()
+		if strings.HasPrefix(line, "sluice_op_duration_seconds_count{") && strings.Contains(line, `op="`+op+`"`) {
+			f := strings.Fields(line)
+			n, err := strconv.ParseFloat(f[len(f)-1], 64)
+			if err != nil {
+				t.Fatalf("metrics line %q: %v", line, err)
+			}
+			return int(n)
+		}
+	}
+	return 0
 }
