@@ -86,14 +86,43 @@ func (fs *fileSystem) acquire(ctx context.Context, a client.InodeAttr) (*openFil
 	return of, nil
 }
 
+// drop drops a reference and reports whether it was the last one.
+func (fs *fileSystem) drop(of *openFile) bool {
+	fs.mu.Lock()
+	defer fs.mu.Unlock()
+	of.refs--
+	return of.refs == 0
+}
+
+// retire takes of out of the table of open files after drop returned its
+// last reference and the data was sent, unless it was referenced again
+// meanwhile. Of several callers whose drop returned true for the same
+// openFile (a reference taken and dropped again while the first was
+// sending the data), exactly one retires it: the table and nopen change
+// once, and only that caller releases the File.
+func (fs *fileSystem) retire(of *openFile) bool {
+	fs.mu.Lock()
+	defer fs.mu.Unlock()
+	if of.refs > 0 || of.retired {
+		return false
+	}
+	of.retired = true
+	if fs.mu.files[of.ino] == of {
+		delete(fs.mu.files, of.ino)
+		fs.nopen.Add(-1)
+	}
+	if of.written.Load() {
+		// Our own writes changed mtime and size: the next open cannot tell
+		// them from a change elsewhere, so it starts with a clean cache.
+		delete(fs.mu.seen, of.ino)
+	}
+	return true
+}
+
 // unref drops a reference; the last one sends the file's data, releases
 // the File and removes the file's orphan link, if any.
 func (fs *fileSystem) unref(of *openFile) {
-	fs.mu.Lock()
-	of.refs--
-	last := of.refs == 0
-	fs.mu.Unlock()
-	if !last {
+	if !fs.drop(of) {
 		return
 	}
 	// A file not written through this mount (every write, truncate and
@@ -112,19 +141,9 @@ func (fs *fileSystem) unref(of *openFile) {
 			fs.log.Warn("fuse: release: writing back failed", "ino", of.ino, "err", err)
 		}
 	}
-	fs.mu.Lock()
-	if of.refs > 0 {
-		fs.mu.Unlock()
+	if !fs.retire(of) {
 		return
 	}
-	delete(fs.mu.files, of.ino)
-	fs.nopen.Add(-1)
-	if of.written.Load() {
-		// Our own writes changed mtime and size: the next open cannot tell
-		// them from a change elsewhere, so it starts with a clean cache.
-		delete(fs.mu.seen, of.ino)
-	}
-	fs.mu.Unlock()
 	if err := of.f.Release(ctx, fs.opts.SyncOnClose); err != nil {
 		fs.log.Warn("fuse: release failed", "ino", of.ino, "err", err)
 	}

@@ -72,6 +72,7 @@ type openFile struct {
 	ino     uint64
 	f       *client.File
 	refs    int         // open handles and in-progress operations; guarded by fileSystem.mu
+	retired bool        // taken out of fileSystem.mu.files; guarded by fileSystem.mu
 	modeMu  sync.Mutex  // serializes the opens and releases of the file's handles
 	modes   ioModes     // guarded by modeMu
 	pinned  atomic.Bool // linked into the orphan directory

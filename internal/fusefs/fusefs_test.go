@@ -108,3 +108,59 @@ func TestSetIDKill(t *testing.T) {
 		}
 	}
 }
+
+// TestRetireOnce replays the release race: the last handle's release drops
+// its reference and sends the data outside the lock; meanwhile an
+// operation takes a reference and drops it, and also finds it held the
+// last one. Only one of them may take the file out of the table: a second
+// decrement of nopen left it 0 with files open, and every later setattr
+// skipped the flush of buffered writes (cp -a lost its mtimes).
+func TestRetireOnce(t *testing.T) {
+	t.Parallel()
+	fs := &fileSystem{}
+	fs.mu.files = map[uint64]*openFile{}
+	fs.mu.seen = map[uint64]stamp{}
+	open := func(ino uint64) *openFile {
+		of := &openFile{ino: ino, refs: 1}
+		fs.mu.files[ino] = of
+		fs.nopen.Add(1)
+		return of
+	}
+	a := open(7)
+	open(8) // another file stays open throughout
+	if !fs.drop(a) {
+		t.Fatal("drop of the only reference: want last")
+	}
+	// An operation on the same inode while the release sends the data.
+	if got := fs.ref(7); got != a {
+		t.Fatalf("ref during the release: got %p, want the open file %p", got, a)
+	}
+	if !fs.drop(a) {
+		t.Fatal("the operation's drop: want last")
+	}
+	if !fs.retire(a) {
+		t.Fatal("first retire: want true")
+	}
+	if fs.retire(a) {
+		t.Error("second retire of the same open file: want false")
+	}
+	if n := fs.nopen.Load(); n != 1 {
+		t.Errorf("nopen = %d, want 1 (file 8 is open)", n)
+	}
+	if fs.ref(8) == nil {
+		t.Error("ref of the file still open: nil")
+	}
+	// A reference taken again before the retire keeps the file.
+	b := fs.mu.files[8]
+	fs.drop(b) // the ref above
+	if !fs.drop(b) {
+		t.Fatal("drop of file 8's last reference: want last")
+	}
+	fs.ref(8)
+	if fs.retire(b) {
+		t.Error("retire of a file referenced again: want false")
+	}
+	if fs.mu.files[8] != b || fs.nopen.Load() != 1 {
+		t.Errorf("file 8 left the table (nopen %d)", fs.nopen.Load())
+	}
+}
