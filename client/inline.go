@@ -236,8 +236,18 @@ func newInlineCache(a *wire.Attr, data []byte) *inlineCache {
 // is not empty, the value of that extended attribute (nil if the file has
 // none). It returns the attributes the file was opened with.
 func (c *Client) OpenRead(ctx context.Context, p, xattr string) (*File, InodeAttr, []byte, error) {
+	return c.openRead(ctx, p, xattr, true)
+}
+
+// OpenReadNoFollow is OpenRead of p itself: if p is a symbolic link, it
+// fails as for any file that is not regular (errs.Invalid).
+func (c *Client) OpenReadNoFollow(ctx context.Context, p, xattr string) (*File, InodeAttr, []byte, error) {
+	return c.openRead(ctx, p, xattr, false)
+}
+
+func (c *Client) openRead(ctx context.Context, p, xattr string, follow bool) (*File, InodeAttr, []byte, error) {
 	var r wire.ResolveReadResp
-	if err := c.metaCall(ctx, wire.OpResolveRead, &wire.ResolveReq{Path: clean(p), Follow: true, Xattr: xattr}, &r); err != nil {
+	if err := c.metaCall(ctx, wire.OpResolveRead, &wire.ResolveReq{Path: clean(p), Follow: follow, Xattr: xattr}, &r); err != nil {
 		return nil, InodeAttr{}, nil, opErr("open", p, err)
 	}
 	a := inodeAttr(&r.Attr)

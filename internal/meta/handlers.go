@@ -131,6 +131,10 @@ func (s *Service) Register(srv *wire.Server) {
 		r, err := s.WriteInline(ctx, m)
 		return &r, err
 	})
+	handle(srv, wire.OpPutFile, func(ctx context.Context, m *wire.PutFileReq) (wire.Message, error) {
+		r, err := s.PutFile(ctx, m)
+		return &r, err
+	})
 	handle(srv, wire.OpReadInline, func(ctx context.Context, m *wire.ReadInlineReq) (wire.Message, error) {
 		r, err := s.ReadInline(ctx, m)
 		return &r, err

@@ -1,6 +1,7 @@
 package s3
 
 import (
+	"bytes"
 	"context"
 	"crypto/md5"
 	"crypto/sha256"
@@ -79,40 +80,44 @@ func (g *Gateway) findObject(ctx context.Context, bucket, key string, open bool)
 		}
 		return wrapErr(ErrNoSuchKey, cause, "The specified key does not exist.")
 	}
-	fi, err := g.c.Lstat(ctx, p)
-	if err != nil {
-		if c := errs.CodeOf(err); c == errs.NotFound || c == errs.NotDir {
-			return nil, nil, false, noKey(err)
-		}
-		return nil, nil, false, fsErr(err, ErrNoSuchKey, "key "+key)
-	}
-	if !isDir && !fi.Mode().IsRegular() {
-		return nil, nil, false, noKey(nil) // symlinks and the like are not objects
-	}
-	info := &objInfo{path: p, dir: isDir, attr: fi.Attr()}
 	var f *client.File
 	var raw []byte
 	var xerr error
+	var info *objInfo
+	var fi *client.FileInfo
 	if open && !isDir {
-		// OpenRead follows a symlink: the inode tells whether the key
-		// still names the file Lstat found.
+		// One request: the file's attributes, its metadata xattr and a
+		// small file's bytes. Not following a symlink: symlinks and the
+		// like are not objects.
 		var a client.InodeAttr
-		f, a, raw, err = g.c.OpenRead(ctx, p, xattrMeta)
+		var err error
+		f, a, raw, err = g.c.OpenReadNoFollow(ctx, p, xattrMeta)
 		if err != nil {
-			if c := errs.CodeOf(err); c == errs.NotFound || c == errs.NotDir || c == errs.IsDir || c == errs.Invalid {
-				return nil, nil, false, errReplaced
+			switch errs.CodeOf(err) {
+			case errs.NotFound, errs.NotDir:
+				return nil, nil, false, noKey(err)
+			case errs.IsDir, errs.Invalid:
+				return nil, nil, false, noKey(nil)
 			}
 			return nil, nil, false, fsErr(err, ErrNoSuchKey, "key "+key)
 		}
-		if a.Ino != info.attr.Ino {
-			f.Close()
-			return nil, nil, false, errReplaced
-		}
-		info.attr = attrOfInode(a) // read with the metadata
+		info = &objInfo{path: p, attr: attrOfInode(a)}
 		if raw == nil {
 			xerr = errs.ErrNoData
 		}
 	} else {
+		var err error
+		fi, err = g.c.Lstat(ctx, p)
+		if err != nil {
+			if c := errs.CodeOf(err); c == errs.NotFound || c == errs.NotDir {
+				return nil, nil, false, noKey(err)
+			}
+			return nil, nil, false, fsErr(err, ErrNoSuchKey, "key "+key)
+		}
+		if !isDir && !fi.Mode().IsRegular() {
+			return nil, nil, false, noKey(nil) // symlinks and the like are not objects
+		}
+		info = &objInfo{path: p, dir: isDir, attr: fi.Attr()}
 		// By inode: no second path walk, and the metadata is that of
 		// the file just found even if the key is replaced meanwhile.
 		raw, xerr = g.c.GetXattrIno(ctx, info.attr.Ino, xattrMeta)
@@ -506,13 +511,45 @@ func (g *Gateway) putObject(rq *request) error {
 	if err != nil {
 		return err
 	}
-	tmp, err := g.writeTemp(rq.ctx, rq.bucket, v)
+	var body io.Reader = v
+	small := false
+	if v.want >= 0 && v.want <= g.c.InlineMax() {
+		// A small object in a bucket without versioning is one metadata
+		// request (putSmall); the body is in memory anyway.
+		if state, err := g.bucketVersioning(rq.ctx, rq.bucket); err != nil {
+			return err
+		} else if state == versioningOff {
+			src := &sourceReader{r: v}
+			data, err := io.ReadAll(src)
+			if err != nil {
+				if src.err != nil && err == src.err {
+					return bodyErr(err)
+				}
+				return err
+			}
+			body, small = bytes.NewReader(data), true
+			meta.ETag = v.etag()
+			if v.ckValue != "" {
+				meta.Checksum = map[string]string{v.ckAlg: v.ckValue}
+			}
+			done, err := g.putSmall(rq, p, data, meta, noReplace)
+			if err != nil {
+				return err
+			}
+			if done {
+				return putReply(rq, meta, v)
+			}
+		}
+	}
+	tmp, err := g.writeTemp(rq.ctx, rq.bucket, body)
 	if err != nil {
 		return err
 	}
-	meta.ETag = v.etag()
-	if v.ckValue != "" {
-		meta.Checksum = map[string]string{v.ckAlg: v.ckValue}
+	if !small {
+		meta.ETag = v.etag()
+		if v.ckValue != "" {
+			meta.Checksum = map[string]string{v.ckAlg: v.ckValue}
+		}
 	}
 	if _, err := g.commitObject(rq.ctx, rq.bucket, rq.key, tmp, meta, noReplace); err != nil {
 		return err
@@ -521,6 +558,56 @@ func (g *Gateway) putObject(rq *request) error {
 	if err := g.c.SyncMeta(rq.ctx); err != nil {
 		return fsErr(err, ErrInternal, "key "+rq.key)
 	}
+	return putReply(rq, meta, v)
+}
+
+// putSmall stores a small object of a bucket without versioning at p with
+// one request to the metadata service (client.PutFile: the file, its
+// bytes inline, its metadata xattr and the replacement of the old object,
+// durable before the reply), making p's parent directories if missing.
+// It returns false, and nothing is changed, if the object does not fit
+// inline after all (the service's limit is lower than the client
+// thought) or the service does not know PutFile: the caller writes it the
+// usual way.
+func (g *Gateway) putSmall(rq *request, p string, data []byte, meta *objectMeta, noReplace bool) (bool, error) {
+	now := g.now()
+	meta.Size, meta.Mtime = int64(len(data)), now.UnixNano()
+	opts := client.PutOptions{
+		Xattrs:    map[string][]byte{xattrMeta: meta.encode()},
+		NoReplace: noReplace,
+		Sync:      true, // durable before the 200 (ADR 0006)
+		Mtime:     now,
+	}
+	what := "key " + rq.key
+	for attempt := 0; ; attempt++ {
+		_, err := g.c.PutFile(rq.ctx, p, data, 0o644, opts)
+		switch code := errs.CodeOf(err); {
+		case err == nil:
+			return true, nil
+		case code == errs.TooBig, code == errs.NotSupported:
+			// Over the service's inline limit, or a service from
+			// before OpPutFile.
+			return false, nil
+		case code == errs.Exists && noReplace:
+			if fi, serr := g.c.Lstat(rq.ctx, p); serr == nil && !fi.IsDir() {
+				return false, apiErr(ErrPreconditionFailed, "At least one of the pre-conditions you specified did not hold: If-None-Match: * and the object exists")
+			}
+			return false, fsErr(err, ErrInternal, what)
+		case code == errs.NotFound && attempt < 3:
+			if err := g.checkBucket(rq); err != nil {
+				return false, err
+			}
+			if merr := g.c.MkdirAll(rq.ctx, parentDir(p), 0o755); merr != nil && !isNotExist(merr) {
+				return false, fsErr(merr, ErrInternal, what)
+			}
+		default:
+			return false, fsErr(err, ErrInternal, what)
+		}
+	}
+}
+
+// putReply answers a PutObject that stored meta.
+func putReply(rq *request, meta *objectMeta, v *verifier) error {
 	hdr := rq.w.Header()
 	hdr.Set("ETag", `"`+meta.ETag+`"`)
 	if meta.VersionID != "" {

@@ -24,6 +24,7 @@ func messages() []Message {
 		&AuditListReq{}, &AuditRecord{}, &AuditListResp{}, &AuditVerifyResp{},
 		&TierBackend{}, &TierSetReq{}, &TierListResp{}, &HsmRecord{}, &HsmUpdateReq{}, &TierQueueReq{}, &TierQueueResp{},
 		&PoolChangeReq{}, &PoolListResp{}, &SetPoolReq{},
+		&XattrPair{}, &PutFileReq{},
 	}
 }
 

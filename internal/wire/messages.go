@@ -42,6 +42,7 @@ const (
 	OpPoolList    Op = 31 // Empty -> PoolListResp (the pools of targets, with capacity and fill)
 	OpPoolChange  Op = 32 // PoolChangeReq -> Empty (create, add to, remove from or delete a pool)
 	OpSetPool     Op = 33 // SetPoolReq -> Empty (the pool of a directory's default layout)
+	OpPutFile     Op = 34 // PutFileReq -> EntryResp (a whole small file, inline, with its xattrs, created or replaced at once)
 
 	OpAuditList   Op = 43 // AuditListReq -> AuditListResp (the audit trail, sealed first)
 	OpAuditVerify Op = 44 // Empty -> AuditVerifyResp (checks the audit trail's hash chain)
@@ -1358,4 +1359,71 @@ func (m *ChunkListResp) Decode(d *Decoder) {
 		c.Digest = d.U64()
 	}
 	m.More = d.Bool()
+}
+
+// Flags of PutFileReq.
+const (
+	// PutNoReplace fails with errs.Exists if the name exists.
+	PutNoReplace uint32 = 1 << iota
+	// PutSync answers only once the change is durable (as OpMetaSync
+	// after it would, sharing the metadata service's group sync).
+	PutSync
+)
+
+// XattrPair is one extended attribute of a PutFileReq.
+type XattrPair struct {
+	Name  string
+	Value []byte
+}
+
+func (m *XattrPair) Encode(e *Encoder) { e.String(m.Name); e.Bytes(m.Value) }
+func (m *XattrPair) Decode(d *Decoder) { m.Name = d.String(); m.Value = d.Bytes() }
+
+// PutFileReq makes Name in the directory at path Dir (resolved, following
+// symlinks, in the same transaction) a new regular file holding Data
+// inline and the given xattrs, replacing a regular file of that name
+// unless PutNoReplace: a create, a write, xattrs and a rename over the
+// old file in one metadata transaction. Data must fit the service's
+// inline limit (else errs.TooBig; the caller writes the file the usual
+// way). Mtime, if not 0, is the file's mtime (and ctime).
+type PutFileReq struct {
+	Dir    string
+	Name   string
+	Mode   uint32
+	Flags  uint32
+	Mtime  int64
+	Cred   Cred
+	Data   []byte
+	Xattrs []XattrPair
+}
+
+func (m *PutFileReq) Encode(e *Encoder) {
+	e.String(m.Dir)
+	e.String(m.Name)
+	e.U32(m.Mode)
+	e.U32(m.Flags)
+	e.I64(m.Mtime)
+	m.Cred.Encode(e)
+	e.Bytes(m.Data)
+	e.Uvarint(uint64(len(m.Xattrs)))
+	for i := range m.Xattrs {
+		m.Xattrs[i].Encode(e)
+	}
+}
+
+func (m *PutFileReq) Decode(d *Decoder) {
+	m.Dir = d.String()
+	m.Name = d.String()
+	m.Mode = d.U32()
+	m.Flags = d.U32()
+	m.Mtime = d.I64()
+	m.Cred.Decode(d)
+	m.Data = d.Bytes()
+	m.Xattrs = nil
+	if n := d.Count(2); n > 0 {
+		m.Xattrs = make([]XattrPair, n)
+		for i := range m.Xattrs {
+			m.Xattrs[i].Decode(d)
+		}
+	}
 }

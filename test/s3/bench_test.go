@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluice-fs/sluice/client"
 	"github.com/sluice-fs/sluice/internal/proctest"
 )
 
@@ -22,7 +23,8 @@ import (
 // the gateway (Go net/http with SigV4 signing, UNSIGNED-PAYLOAD as SDKs
 // use over TLS) beside the client library doing the same work (create,
 // write, close; open, read, close) on the same server in the same run,
-// with 1, 8 and 16 clients:
+// with 1, 8 and 16 clients, and for objects that fit inline the client
+// library's PutFile (one request, durable before it returns, as a PUT):
 //
 //	go test -run '^$' -bench S3 -benchtime 2s ./test/s3
 //
@@ -50,7 +52,11 @@ func BenchmarkS3(b *testing.B) {
 		}
 		for _, op := range []string{"PUT", "GET"} {
 			for _, clients := range []int{1, 8, 16} {
-				for _, via := range []string{"s3", "client"} {
+				vias := []string{"s3", "client"}
+				if op == "PUT" && int64(size) <= fc.InlineMax() {
+					vias = append(vias, "putfile") // client.PutFile, one request
+				}
+				for _, via := range vias {
 					name := fmt.Sprintf("%s/%s/%dclients/%s", op, sizeName(size), clients, via)
 					b.Run(name, func(b *testing.B) {
 						var seq atomic.Int64
@@ -65,6 +71,9 @@ func BenchmarkS3(b *testing.B) {
 								req := c.newRequest("GET", fmt.Sprintf("/bench/get-%d/%d", size, i%objects), nil, nil)
 								c.sign(req, "UNSIGNED-PAYLOAD", time.Now())
 								return send(c.hc, req)
+							case op == "PUT" && via == "putfile":
+								_, err := fc.PutFile(ctx, fmt.Sprintf("/bench/pput-%d-%d", size, i%1000), data, 0o644, client.PutOptions{Sync: true})
+								return err
 							case op == "PUT":
 								return proctest.WriteFile(ctx, fc, fmt.Sprintf("/bench/cput-%d-%d", size, i%1000), data)
 							default:
