@@ -44,3 +44,42 @@ func TestDirAttrs(t *testing.T) {
 		t.Fatalf("%d entries, over the bound of %d", n, maxDirAttrs)
 	}
 }
+
+// TestLookedAttrs: a lookup's attributes serve one open, of the same
+// thread, within lookedFresh; a change through the mount drops them.
+func TestLookedAttrs(t *testing.T) {
+	t.Parallel()
+	var l lookedAttrs
+	now := time.Unix(1000, 0)
+	a := client.InodeAttr{Ino: 5, Size: 64}
+	l.put(a, 42, now)
+	if _, ok := l.take(5, 43, now); ok {
+		t.Error("another thread took the entry")
+	}
+	l.put(a, 42, now)
+	if _, ok := l.take(5, 42, now.Add(lookedFresh+time.Millisecond)); ok {
+		t.Error("a stale entry was taken")
+	}
+	l.put(a, 42, now)
+	if got, ok := l.take(5, 42, now.Add(time.Millisecond)); !ok || got.Size != 64 {
+		t.Errorf("fresh entry: %+v %v", got, ok)
+	}
+	if _, ok := l.take(5, 42, now.Add(time.Millisecond)); ok {
+		t.Error("an entry served a second open")
+	}
+	l.put(a, 42, now)
+	l.drop(5)
+	if _, ok := l.take(5, 42, now); ok {
+		t.Error("a dropped entry was taken")
+	}
+	l.put(a, 0, now)
+	if _, ok := l.take(5, 0, now); ok {
+		t.Error("an entry without a thread was taken")
+	}
+	for i := range uint64(maxLooked + 1) {
+		l.put(client.InodeAttr{Ino: i + 100}, 1, now)
+	}
+	if n := len(l.m); n > maxLooked {
+		t.Errorf("%d entries, more than %d", n, maxLooked)
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"syscall"
+	"time"
 
 	"github.com/hanwen/go-fuse/v2/fuse"
 
@@ -107,6 +108,9 @@ func (fs *fileSystem) retire(of *openFile) bool {
 		return false
 	}
 	of.retired = true
+	if of.written.Load() {
+		fs.looked.drop(of.ino)
+	}
 	if fs.mu.files[of.ino] == of {
 		delete(fs.mu.files, of.ino)
 		fs.nopen.Add(-1)
@@ -244,9 +248,14 @@ func (fs *fileSystem) Open(intr <-chan struct{}, in *fuse.OpenIn, out *fuse.Open
 	}
 	ctx, cancel := fs.op(intr, in.Pid)
 	defer cancel()
-	a, err := fs.c.GetAttrIno(ctx, in.NodeId)
-	if err != nil {
-		return fs.status(ctx, "open", err)
+	// The attributes of this open(2)'s lookup, if it made one (looked.go);
+	// else ask.
+	a, ok := fs.looked.take(in.NodeId, in.Pid, time.Now())
+	if !ok {
+		var err error
+		if a, err = fs.c.GetAttrIno(ctx, in.NodeId); err != nil {
+			return fs.status(ctx, "open", err)
+		}
 	}
 	if in.Mode&fuse.OPEN_KILL_SUIDGID != 0 {
 		// O_TRUNC by a process without CAP_FSETID (setid.go).

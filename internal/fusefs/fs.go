@@ -51,6 +51,9 @@ type fileSystem struct {
 	kstamps kernelStamps
 	// dirs: directories' attributes sent with this mount's entry changes.
 	dirs dirAttrs
+	// looked: regular files' attributes from a lookup, for the open of
+	// the same open(2) (looked.go).
+	looked lookedAttrs
 
 	hmu     sync.RWMutex
 	handles map[uint64]*handle // by FUSE file handle; guarded by hmu
@@ -295,6 +298,9 @@ func (fs *fileSystem) Lookup(intr <-chan struct{}, h *fuse.InHeader, name string
 		}
 		return fs.status(ctx, "lookup", err)
 	}
+	if a.IsRegular() {
+		fs.looked.put(a, h.Pid, time.Now())
+	}
 	fs.fillEntry(&a, out)
 	return fuse.OK
 }
@@ -326,6 +332,7 @@ func (fs *fileSystem) SetAttr(_ <-chan struct{}, in *fuse.SetAttrIn, out *fuse.A
 	defer cancel()
 	ino := in.NodeId
 	defer fs.changingDirs(ino)()
+	fs.looked.drop(ino)
 	of := fs.ref(ino)
 	if of != nil {
 		defer fs.unref(of)
