@@ -79,6 +79,11 @@ type File struct {
 
 	ra     readAhead
 	icache *inlineCache // guarded by mu
+	// sizeFresh: size is as the open found it, and no read has reached
+	// past it since: the first read that does trusts it instead of asking
+	// whether the file grew (close-to-open; Reopened sets it again).
+	// Guarded by mu.
+	sizeFresh bool
 	tier   tierRead     // reads of a released file (tier.go)
 
 	// home is where the file's bytes live as this File last learnt it (a
@@ -563,6 +568,9 @@ func (f *File) ReadAtContext(ctx context.Context, p []byte, off int64) (int, err
 		// Filled at open (close-to-open): the first read to reach the
 		// end trusts that size; later ones ask again.
 		f.icache.fresh, fresh = false, true
+	}
+	if f.sizeFresh && off+int64(len(p)) > f.size {
+		f.sizeFresh, fresh = false, true
 	}
 	if off+int64(len(p)) > f.size && !fresh {
 		// The file may have grown through another client.

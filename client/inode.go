@@ -408,6 +408,7 @@ func (c *Client) OpenInode(ctx context.Context, a InodeAttr, flag int) (*File, e
 		dirty: make(map[placement.ChainID]map[uint32]bool),
 	}
 	f.home.Store(uint64(a.where))
+	f.sizeFresh = true
 	if flag&O_TRUNC != 0 && f.writable() && a.Size > 0 {
 		if err := f.Truncate(ctx, 0); err != nil {
 			return nil, err
@@ -419,6 +420,20 @@ func (c *Client) OpenInode(ctx context.Context, a InodeAttr, flag int) (*File, e
 		}
 	}
 	return f, nil
+}
+
+// Reopened tells f, opened earlier and shared by several opens (the FUSE
+// mount keeps one File per inode), that a new open found attributes a
+// just now. If f knows a size at least as large, the first read past it
+// trusts it, as after an open; if the file grew, the next read past the
+// size asks the metadata service (which a truncate through f meanwhile
+// cannot be confused by).
+func (f *File) Reopened(a InodeAttr) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if int64(a.Size) <= f.size {
+		f.sizeFresh = true
+	}
 }
 
 // KnownSize returns the file's size as this client knows it, including
@@ -518,8 +533,14 @@ func (f *File) ReadAtParallel(ctx context.Context, p []byte, off int64) (int, er
 			return n, nil
 		}
 	}
+	trust := false
+	if f.sizeFresh && off+int64(len(p)) > size {
+		// The size the open found (close-to-open): the first read to
+		// reach past it trusts it; later ones ask again.
+		f.sizeFresh, trust = false, true
+	}
 	f.mu.Unlock()
-	if off+int64(len(p)) > size {
+	if off+int64(len(p)) > size && !trust {
 		// The file may have grown through another client.
 		var a wire.Attr
 		if err := f.c.metaCall(ctx, wire.OpGetAttr, &wire.InoReq{Ino: f.ino}, &a); err != nil {

@@ -1,0 +1,78 @@
+package fuse
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"regexp"
+	"testing"
+	"time"
+
+	"github.com/sluice-fs/sluice/internal/proctest"
+)
+
+// TestOpenAfterLookup: a cold open of a regular file through the mount
+// uses the attributes of its own lookup (ADR 0014 rule 4): reading 200
+// files the mount has not seen asks the metadata service for no getattr
+// (it asked one per file before), and close-to-open holds: a file
+// rewritten through another client, larger and smaller, after the mount
+// last read it reads back whole at the next open.
+func TestOpenAfterLookup(t *testing.T) {
+	requireFUSE(t)
+	dataDir := t.TempDir()
+	p, addr := proctest.Start(t, binary, nil, readyLine, "serve", "--data-dir", dataDir, "--listen", "127.0.0.1:0", "--http", "127.0.0.1:0")
+	admin, err := p.WaitLine(regexp.MustCompile(`admin on (\S+)`), 10*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := proctest.Client(t, addr)
+	ctx := context.Background()
+	if err := c.Mkdir(ctx, "/d", 0o755); err != nil {
+		t.Fatal(err)
+	}
+	const n = 200
+	content := func(i, gen int) []byte {
+		return bytes.Repeat([]byte(fmt.Sprintf("file %d gen %d;", i, gen)), 100*(1+i%7)+gen*37)
+	}
+	for i := range n {
+		if err := proctest.WriteFile(ctx, c, fmt.Sprintf("/d/f%d", i), content(i, 0)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	m := startMount(t, addr)
+	defer m.stop()
+	if _, err := os.Stat(m.path("d")); err != nil { // the directory's own lookup
+		t.Fatal(err)
+	}
+	before := opCount(t, admin, "getattr")
+	for i := range n {
+		b, err := os.ReadFile(m.path("d", fmt.Sprint("f", i)))
+		if err != nil || !bytes.Equal(b, content(i, 0)) {
+			t.Fatalf("read f%d: %d bytes, %v; want %d bytes", i, len(b), err, len(content(i, 0)))
+		}
+	}
+	got := opCount(t, admin, "getattr") - before
+	t.Logf("metadata getattr requests: %d for %d cold opens", got, n)
+	if got > n/10 {
+		t.Errorf("%d getattr requests for %d cold opens: the opens did not use their lookups", got, n)
+	}
+	// Close-to-open: rewrites through the library, then opens through the
+	// mount after the kernel's entries expired (or not: both must hold).
+	for gen := 1; gen <= 2; gen++ {
+		for i := 0; i < n; i += 17 {
+			data := content(i, gen)
+			if gen == 2 {
+				data = data[:len(data)/3] // shorter
+			}
+			if err := proctest.WriteFile(ctx, c, fmt.Sprintf("/d/f%d", i), data); err != nil {
+				t.Fatal(err)
+			}
+			b, err := os.ReadFile(m.path("d", fmt.Sprint("f", i)))
+			if err != nil || !bytes.Equal(b, data) {
+				t.Errorf("gen %d: f%d read %d bytes (%v), want %d", gen, i, len(b), err, len(data))
+			}
+		}
+		time.Sleep(1100 * time.Millisecond) // past the entry and attribute timeouts
+	}
+}
