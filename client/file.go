@@ -84,7 +84,7 @@ type File struct {
 	// whether the file grew (close-to-open; Reopened sets it again).
 	// Guarded by mu.
 	sizeFresh bool
-	tier   tierRead     // reads of a released file (tier.go)
+	tier      tierRead // reads of a released file (tier.go)
 
 	// home is where the file's bytes live as this File last learnt it (a
 	// dataHome; inline.go).
