@@ -431,9 +431,7 @@ func (c *Client) OpenInode(ctx context.Context, a InodeAttr, flag int) (*File, e
 func (f *File) Reopened(a InodeAttr) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if int64(a.Size) <= f.size {
-		f.sizeFresh = true
-	}
+	f.sizeFresh = int64(a.Size) <= f.size
 }
 
 // KnownSize returns the file's size as this client knows it, including

@@ -75,4 +75,19 @@ func TestOpenAfterLookup(t *testing.T) {
 		}
 		time.Sleep(1100 * time.Millisecond) // past the entry and attribute timeouts
 	}
+	// A file the mount holds open (one File shared by its opens) grows
+	// through another client; a new open on the mount reads all of it.
+	held, err := os.Open(m.path("d", "f1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer held.Close()
+	grown := bytes.Repeat([]byte("grown;"), 5000)
+	if err := proctest.WriteFile(ctx, c, "/d/f1", grown); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(1100 * time.Millisecond)
+	if b, err := os.ReadFile(m.path("d", "f1")); err != nil || !bytes.Equal(b, grown) {
+		t.Errorf("a new open of a file held open read %d bytes (%v), want %d", len(b), err, len(grown))
+	}
 }
