@@ -81,7 +81,7 @@ type File struct {
 	icache *inlineCache // guarded by mu
 	// sizeFresh: size is as the open found it, and no read has reached
 	// past it since: the first read that does trusts it instead of asking
-	// whether the file grew (close-to-open; Reopened sets it again).
+	// whether the file grew (close-to-open; Seen sets it again).
 	// Guarded by mu.
 	sizeFresh bool
 	tier      tierRead // reads of a released file (tier.go)

@@ -422,13 +422,14 @@ func (c *Client) OpenInode(ctx context.Context, a InodeAttr, flag int) (*File, e
 	return f, nil
 }
 
-// Reopened tells f, opened earlier and shared by several opens (the FUSE
-// mount keeps one File per inode), that a new open found attributes a
-// just now. If f knows a size at least as large, the first read past it
+// Seen tells f, which may be shared by several opens (the FUSE mount
+// keeps one File per inode), that the caller just got attributes a from
+// the metadata service and passes them on (to a new open, or to the
+// kernel). If f knows a size at least as large, the first read past it
 // trusts it, as after an open; if the file grew, the next read past the
 // size asks the metadata service (which a truncate through f meanwhile
-// cannot be confused by).
-func (f *File) Reopened(a InodeAttr) {
+// cannot be confused by), so a reader told the larger size reads it all.
+func (f *File) Seen(a InodeAttr) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.sizeFresh = int64(a.Size) <= f.size

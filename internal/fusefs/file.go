@@ -61,7 +61,7 @@ func (fs *fileSystem) ref(ino uint64) *openFile {
 func (fs *fileSystem) acquire(ctx context.Context, a client.InodeAttr) (*openFile, error) {
 	if of := fs.ref(a.Ino); of != nil {
 		of.mode.Store(a.Mode)
-		of.f.Reopened(a) // this open's size, for its reads (close-to-open)
+		of.f.Seen(a) // this open's size, for its reads (close-to-open)
 		return of, nil
 	}
 	// Read-write whatever the open flags: the kernel has checked them, and

@@ -229,6 +229,9 @@ func (fs *fileSystem) adjust(a *client.InodeAttr, pending bool) {
 		return
 	}
 	of.mode.Store(a.Mode)
+	// The kernel is about to be told a.Size: reads up to it must not be
+	// cut at a smaller size the File trusts.
+	of.f.Seen(*a)
 	if pending || of.f.Pending() {
 		a.Size = max(a.Size, uint64(of.f.KnownSize()))
 	}

@@ -90,4 +90,27 @@ func TestOpenAfterLookup(t *testing.T) {
 	if b, err := os.ReadFile(m.path("d", "f1")); err != nil || !bytes.Equal(b, grown) {
 		t.Errorf("a new open of a file held open read %d bytes (%v), want %d", len(b), err, len(grown))
 	}
+	// And a descriptor held open, told the new size by a stat (as tail -f
+	// polls), reads up to it. (A file this mount never read: pages it
+	// cached before another client's rewrite may stay stale while it is
+	// held open, ADR 0014.)
+	if err := proctest.WriteFile(ctx, c, "/d/tail", []byte("start;")); err != nil {
+		t.Fatal(err)
+	}
+	held2, err := os.Open(m.path("d", "tail"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer held2.Close()
+	if err := proctest.WriteFile(ctx, c, "/d/tail", grown); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(1100 * time.Millisecond)
+	if fi, err := held2.Stat(); err != nil || fi.Size() != int64(len(grown)) {
+		t.Fatalf("stat of the held descriptor: %v, %v; want size %d", fi, err, len(grown))
+	}
+	b := make([]byte, len(grown)+100)
+	if n, err := held2.ReadAt(b, 0); n != len(grown) || !bytes.Equal(b[:n], grown) {
+		t.Errorf("the held descriptor read %d bytes (%v) after its stat said %d", n, err, len(grown))
+	}
 }
