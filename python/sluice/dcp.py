@@ -20,7 +20,9 @@ import dataclasses
 import io
 import os
 import pickle
-from typing import Any, Dict, List, Optional, Tuple
+from collections import deque
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, Deque, Dict, List, Optional, Tuple
 
 from .checkpoint import _MemReader, _resolve, default_client
 from .client import Client
@@ -128,7 +130,13 @@ def _checkpoint_path(checkpoint_id: Any) -> str:
     return os.fspath(checkpoint_id)
 
 
-_GROUP = 512 << 20  # bytes serialized before they are written: bounds memory
+# Items are serialized (or parsed) in groups of about _GROUP bytes; one
+# group is written (or read) in the background while the next is
+# serialized (parsed), at most _AHEAD groups at a time: memory stays
+# within a few groups, and the storage I/O (which releases the GIL)
+# overlaps torch's (de)serialization.
+_GROUP = 64 << 20
+_AHEAD = 2
 
 
 class StorageWriter(_P["StorageWriter"]):  # type: ignore[misc,valid-type]
@@ -187,6 +195,27 @@ class StorageWriter(_P["StorageWriter"]):  # type: ignore[misc,valid-type]
         items = list(plan.items)
         groups = [items] if self.single_file_per_rank else [[it] for it in items]
         results: List[Any] = []
+        ex = ThreadPoolExecutor(max_workers=1)
+        writes: Deque[Any] = deque()
+
+        def submit(files: List[Tuple[str, Any]]) -> None:
+            writes.append(ex.submit(self._flush, files))
+            while len(writes) > _AHEAD:
+                writes.popleft().result()
+        try:
+            self._serialize(prefix, groups, results, submit, planner, torch)
+            while writes:
+                writes.popleft().result()
+        finally:
+            ex.shutdown(wait=True)
+        fut: Any = Future()
+        fut.set_result(results)
+        return fut
+
+    def _serialize(self, prefix: str, groups: List[List[Any]], results: List[Any], submit: Any,
+                   planner: Any, torch: Any) -> None:
+        """Serializes the items' files, handing them to submit in groups of
+        about _GROUP bytes."""
         pending: List[Tuple[str, Any]] = []
         pending_bytes = 0
         for n, group in enumerate(groups):
@@ -210,12 +239,9 @@ class StorageWriter(_P["StorageWriter"]):  # type: ignore[misc,valid-type]
             pending.append((self.path.rstrip("/") + "/" + name, stream.getbuffer()))
             pending_bytes += stream.tell()
             if pending_bytes >= _GROUP:
-                self._flush(pending)
+                submit(pending)
                 pending, pending_bytes = [], 0
-        self._flush(pending)
-        fut: Any = Future()
-        fut.set_result(results)
-        return fut
+        submit(pending)
 
     def _flush(self, files: List[Tuple[str, Any]]) -> None:
         if files:
@@ -274,25 +300,34 @@ class StorageReader(_P["StorageReader"]):  # type: ignore[misc,valid-type]
         from torch.futures import Future
 
         base = self.path.rstrip("/") + "/"
-        group: List[Any] = []
+        groups: List[List[Any]] = [[]]
         size = 0
         for it in plan.items:
-            group.append(it)
+            groups[-1].append(it)
             size += self.storage_data[it.storage_index].length
             if size >= _GROUP:
-                self._load(base, group, planner, torch)
-                group, size = [], 0
-        self._load(base, group, planner, torch)
+                groups.append([])
+                size = 0
+        groups = [g for g in groups if g]
+        # The next groups are read in the background while one is parsed.
+        with ThreadPoolExecutor(max_workers=1) as ex:
+            reads: Deque[Any] = deque(ex.submit(self._fetch, base, g) for g in groups[:_AHEAD])
+            for i, g in enumerate(groups):
+                bufs = reads.popleft().result()
+                if i + _AHEAD < len(groups):
+                    reads.append(ex.submit(self._fetch, base, groups[i + _AHEAD]))
+                self._load(base, g, bufs, planner, torch)
         fut: Any = Future()
         fut.set_result(None)
         return fut
 
-    def _load(self, base: str, items: List[Any], planner: Any, torch: Any) -> None:
-        if not items:
-            return
+    def _fetch(self, base: str, items: List[Any]) -> List[Any]:
         infos = [self.storage_data[it.storage_index] for it in items]
-        bufs = self.client.read_batch([(base + s.relative_path, s.offset, s.length) for s in infos],
+        return self.client.read_batch([(base + s.relative_path, s.offset, s.length) for s in infos],
                                       inflight=self.inflight)
+
+    def _load(self, base: str, items: List[Any], bufs: List[Any], planner: Any, torch: Any) -> None:
+        infos = [self.storage_data[it.storage_index] for it in items]
         for it, s, b in zip(items, infos, bufs):
             if len(b) != s.length:
                 raise OSError(f"sluice: checkpoint {base}{s.relative_path}: {len(b)} of {s.length} bytes at {s.offset}")

@@ -303,3 +303,100 @@ func startTCPMount(b *testing.B, addr, mp string) {
 		}
 	}
 }
+
+// BenchmarkDCP compares torch.distributed.checkpoint save and load of one
+// state dict (SLUICE_BENCH_DCP_SIZE bytes, default 1 GiB, in float32
+// tensors of 64 MiB) through the native client (sluice.dcp), through
+// torch's FileSystemWriter/Reader on the `sluice serve --mount` mount and
+// on a local directory, in interleaved rounds, loads cold; each load is
+// checked against what was saved (python/tests/bench_dcp.py). It prints
+// the medians and their ratios to the local directory:
+//
+//	go test -run '^$' -bench DCP -benchtime 1x ./test/python
+func BenchmarkDCP(b *testing.B) {
+	if _, err := os.Stat(python); err != nil {
+		b.Skip(err)
+	}
+	size := int64(1 << 30)
+	if s := os.Getenv("SLUICE_BENCH_DCP_SIZE"); s != "" {
+		size, _ = strconv.ParseInt(s, 10, 64)
+	}
+	dataDir := b.TempDir()
+	sargs := []string{"serve", "--data-dir", dataDir, "--listen", "127.0.0.1:0", "--http", ""}
+	ready := readyLine
+	mp := ""
+	if os.Geteuid() == 0 {
+		if _, err := os.Stat("/dev/fuse"); err == nil {
+			mp = b.TempDir()
+			sargs = append(sargs, "--mount", mp)
+			ready = regexp.MustCompile(`mounted on (\S+)`)
+		}
+	}
+	p, _ := proctest.Start(b, binary, nil, ready, sargs...)
+	b.Cleanup(func() {
+		p.Cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-p.Exited():
+		case <-time.After(30 * time.Second):
+		}
+		if mp != "" {
+			syscall.Unmount(mp, syscall.MNT_DETACH)
+		}
+	})
+	m := readyLine.FindStringSubmatch(p.Logs())
+	if m == nil {
+		b.Fatalf("no serving line: %s", p.Logs())
+	}
+	args := []string{"bench_dcp.py", "--size", fmt.Sprint(size), "--tensor", fmt.Sprint(64 << 20),
+		"--drop", dataDir, "--local", b.TempDir()}
+	if mp != "" {
+		args = append(args, "--mount", mp)
+	}
+	b.ResetTimer()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
+	defer cancel()
+	out, err := pythonCmd(ctx, b, m[1], args...).CombinedOutput()
+	if err != nil {
+		b.Fatalf("bench_dcp.py: %v\n%s", err, out)
+	}
+	var res struct {
+		Methods map[string]map[string][]float64
+		Bytes   float64
+	}
+	for _, line := range strings.Split(string(out), "\n") {
+		if s, ok := strings.CutPrefix(line, "RESULT "); ok {
+			if err := json.Unmarshal([]byte(s), &res); err != nil {
+				b.Fatalf("bench_dcp.py printed %q: %v", line, err)
+			}
+		}
+	}
+	if res.Methods == nil {
+		b.Fatalf("bench_dcp.py printed no result:\n%s", out)
+	}
+	med := func(v []float64) float64 {
+		v = slices.Clone(v)
+		slices.Sort(v)
+		return v[len(v)/2]
+	}
+	var tb strings.Builder
+	fmt.Fprintf(&tb, "\nDCP of %.0f MiB, medians of %d rounds (MiB/s, ratio to the local directory)\n\n| method | save | load |\n|---|---|---|\n",
+		res.Bytes/(1<<20), len(res.Methods["native"]["save"]))
+	local := res.Methods["local"]
+	for _, name := range []string{"local", "native", "mount"} {
+		mm, ok := res.Methods[name]
+		if !ok {
+			continue
+		}
+		cell := func(op string) string {
+			s := fmt.Sprintf("%.0f", res.Bytes/(1<<20)/med(mm[op]))
+			if local != nil && name != "local" {
+				s += fmt.Sprintf(" (%.2f)", med(local[op])/med(mm[op]))
+			}
+			return s
+		}
+		fmt.Fprintf(&tb, "| %s | %s | %s |\n", name, cell("save"), cell("load"))
+		b.ReportMetric(res.Bytes/(1<<20)/med(mm["save"]), name+"-save-MiB/s")
+		b.ReportMetric(res.Bytes/(1<<20)/med(mm["load"]), name+"-load-MiB/s")
+	}
+	b.Log(tb.String())
+}

@@ -1,0 +1,106 @@
+"""Run by test/python's BenchmarkDCP, not by unittest: times
+torch.distributed.checkpoint save and load of one state dict (float32
+tensors) through sluice.dcp's StorageWriter/StorageReader on the native
+client, through torch's FileSystemWriter/FileSystemReader on the mount and
+on a local directory. Rounds are interleaved; before each load the page
+cache of the files involved is dropped (posix_fadvise DONTNEED on the
+checkpoint files, the server's data directory), so loads are cold. Every
+load is compared with what was saved. Prints one line
+RESULT {"method": {"save": [s...], "load": [s...]}, "bytes": N}.
+
+Usage: bench_dcp.py --size BYTES --tensor BYTES --drop DIR [--mount DIR]
+       [--local DIR] [--rounds 3]
+"""
+
+import argparse
+import json
+import os
+import shutil
+import time
+import uuid
+
+import _env
+import torch
+
+import sluice.dcp
+from bench_samples import drop_caches
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--size", type=int, required=True)
+    ap.add_argument("--tensor", type=int, required=True)
+    ap.add_argument("--drop", action="append", default=[])
+    ap.add_argument("--mount")
+    ap.add_argument("--local")
+    ap.add_argument("--rounds", type=int, default=3)
+    a = ap.parse_args()
+
+    dcp = sluice.dcp.checkpoint_module()
+    c = _env.client()
+    n = max(a.size // a.tensor, 1)
+    g = torch.Generator().manual_seed(7)
+    state = {f"layer{i}.weight": torch.rand(a.tensor // 4, generator=g) for i in range(n)}
+    total = sum(t.numel() * t.element_size() for t in state.values())
+
+    def empty():
+        return {k: torch.empty_like(v) for k, v in state.items()}
+
+    def check(got, what):
+        for k, v in state.items():
+            if not torch.equal(got[k], v):
+                raise SystemExit(f"{what}: tensor {k} differs after the load")
+
+    methods = {}
+
+    def native(root):
+        def save():
+            dcp.save_state_dict(state, sluice.dcp.StorageWriter(root, c), no_dist=True)
+
+        def load():
+            sd = empty()
+            dcp.load_state_dict(sd, sluice.dcp.StorageReader(root, c), no_dist=True)
+            return sd
+        return save, load, []
+
+    def posix(root):
+        def save():
+            dcp.save_state_dict(state, dcp.FileSystemWriter(root), no_dist=True)
+
+        def load():
+            sd = empty()
+            dcp.load_state_dict(sd, dcp.FileSystemReader(root), no_dist=True)
+            return sd
+        return save, load, [root]
+
+    targets = [("native", lambda tag: native(f"/dcp-{tag}"))]
+    if a.mount:
+        targets.append(("mount", lambda tag: posix(os.path.join(a.mount, f"dcp-m-{tag}"))))
+    if a.local:
+        targets.append(("local", lambda tag: posix(os.path.join(a.local, f"dcp-l-{tag}"))))
+
+    for r in range(a.rounds):
+        order = targets[r % len(targets):] + targets[:r % len(targets)]
+        for name, make in order:
+            tag = uuid.uuid4().hex[:8]
+            save, load, dirs = make(tag)
+            t = time.perf_counter()
+            save()
+            ts = time.perf_counter() - t
+            drop_caches(dirs + a.drop)
+            t = time.perf_counter()
+            got = load()
+            tl = time.perf_counter() - t
+            check(got, name)
+            m = methods.setdefault(name, {"save": [], "load": []})
+            m["save"].append(ts)
+            m["load"].append(tl)
+            for d in dirs:
+                shutil.rmtree(d, ignore_errors=True)
+            if name == "native":
+                c.rmtree(f"/dcp-{tag}")
+    print("RESULT " + json.dumps({"methods": methods, "bytes": total}), flush=True)
+
+
+if __name__ == "__main__":
+    main()
