@@ -4,10 +4,8 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"regexp"
 	"syscall"
 	"testing"
-	"time"
 
 	"github.com/sluice-fs/sluice/internal/proctest"
 )
@@ -24,12 +22,7 @@ import (
 // after changes the replies do not describe (chmod, rename, symlink).
 func TestDirAttrsFromReplies(t *testing.T) {
 	requireFUSE(t)
-	dataDir := t.TempDir()
-	p, addr := proctest.Start(t, binary, nil, readyLine, "serve", "--data-dir", dataDir, "--listen", "127.0.0.1:0", "--http", "127.0.0.1:0")
-	admin, err := p.WaitLine(regexp.MustCompile(`admin on (\S+)`), 10*time.Second)
-	if err != nil {
-		t.Fatal(err)
-	}
+	addr, admin := startServerAdmin(t)
 	m := startMount(t, addr)
 	defer m.stop()
 	c := proctest.Client(t, addr)

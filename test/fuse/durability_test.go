@@ -22,12 +22,7 @@ import (
 // within the sync window, without a sync on the reply's path).
 func TestMetaSyncThroughMount(t *testing.T) {
 	requireFUSE(t)
-	dataDir := t.TempDir()
-	p, addr := proctest.Start(t, binary, nil, readyLine, "serve", "--data-dir", dataDir, "--listen", "127.0.0.1:0", "--http", "127.0.0.1:0")
-	admin, err := p.WaitLine(regexp.MustCompile(`admin on (\S+)`), 10*time.Second)
-	if err != nil {
-		t.Fatal(err)
-	}
+	addr, admin := startServerAdmin(t)
 	m := startMount(t, addr)
 	defer m.stop()
 
@@ -97,6 +92,19 @@ func TestMetaSyncThroughMount(t *testing.T) {
 
 // opCount reads how many requests of metadata op (its metrics name, such
 // as "getattr") the server with admin port admin has served.
+// startServerAdmin starts `sluice serve` with its admin HTTP endpoint on
+// a free loopback port and returns the service's and the endpoint's
+// addresses.
+func startServerAdmin(t *testing.T) (addr, admin string) {
+	t.Helper()
+	p, addr := proctest.Start(t, binary, nil, readyLine, "serve", "--data-dir", t.TempDir(), "--listen", "127.0.0.1:0", "--http", "127.0.0.1:0")
+	admin, err := p.WaitLine(regexp.MustCompile(`admin on (\S+)`), 10*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return addr, admin
+}
+
 func opCount(t *testing.T, admin, op string) int {
 	t.Helper()
 	resp, err := http.Get("http://" + admin + "/metrics")

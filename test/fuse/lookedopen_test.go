@@ -5,7 +5,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"regexp"
 	"testing"
 	"time"
 
@@ -20,12 +19,7 @@ import (
 // last read it reads back whole at the next open.
 func TestOpenAfterLookup(t *testing.T) {
 	requireFUSE(t)
-	dataDir := t.TempDir()
-	p, addr := proctest.Start(t, binary, nil, readyLine, "serve", "--data-dir", dataDir, "--listen", "127.0.0.1:0", "--http", "127.0.0.1:0")
-	admin, err := p.WaitLine(regexp.MustCompile(`admin on (\S+)`), 10*time.Second)
-	if err != nil {
-		t.Fatal(err)
-	}
+	addr, admin := startServerAdmin(t)
 	c := proctest.Client(t, addr)
 	ctx := context.Background()
 	if err := c.Mkdir(ctx, "/d", 0o755); err != nil {

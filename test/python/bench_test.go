@@ -46,36 +46,7 @@ func BenchmarkSamples(b *testing.B) {
 	if s := os.Getenv("SLUICE_BENCH_FILES"); s != "" {
 		nfiles, _ = strconv.Atoi(s)
 	}
-	var args []string
-	mp := ""
-	if os.Geteuid() == 0 {
-		if _, err := os.Stat("/dev/fuse"); err == nil {
-			mp = b.TempDir()
-			args = append(args, "--mount", mp)
-		}
-	}
-	dataDir := b.TempDir()
-	sargs := append([]string{"serve", "--data-dir", dataDir, "--listen", "127.0.0.1:0", "--http", ""}, args...)
-	ready := readyLine
-	if mp != "" {
-		ready = regexp.MustCompile(`mounted on (\S+)`)
-	}
-	p, _ := proctest.Start(b, binary, nil, ready, sargs...)
-	b.Cleanup(func() {
-		p.Cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-p.Exited():
-		case <-time.After(30 * time.Second):
-		}
-		if mp != "" {
-			syscall.Unmount(mp, syscall.MNT_DETACH)
-		}
-	})
-	m := readyLine.FindStringSubmatch(p.Logs())
-	if m == nil {
-		b.Fatalf("no serving line: %s", p.Logs())
-	}
-	addr := m[1]
+	addr, dataDir, mp := startBenchServer(b)
 	ctx := context.Background()
 	c := proctest.Client(b, addr)
 
@@ -321,32 +292,7 @@ func BenchmarkDCP(b *testing.B) {
 	if s := os.Getenv("SLUICE_BENCH_DCP_SIZE"); s != "" {
 		size, _ = strconv.ParseInt(s, 10, 64)
 	}
-	dataDir := b.TempDir()
-	sargs := []string{"serve", "--data-dir", dataDir, "--listen", "127.0.0.1:0", "--http", ""}
-	ready := readyLine
-	mp := ""
-	if os.Geteuid() == 0 {
-		if _, err := os.Stat("/dev/fuse"); err == nil {
-			mp = b.TempDir()
-			sargs = append(sargs, "--mount", mp)
-			ready = regexp.MustCompile(`mounted on (\S+)`)
-		}
-	}
-	p, _ := proctest.Start(b, binary, nil, ready, sargs...)
-	b.Cleanup(func() {
-		p.Cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-p.Exited():
-		case <-time.After(30 * time.Second):
-		}
-		if mp != "" {
-			syscall.Unmount(mp, syscall.MNT_DETACH)
-		}
-	})
-	m := readyLine.FindStringSubmatch(p.Logs())
-	if m == nil {
-		b.Fatalf("no serving line: %s", p.Logs())
-	}
+	addr, dataDir, mp := startBenchServer(b)
 	args := []string{"bench_dcp.py", "--size", fmt.Sprint(size), "--tensor", fmt.Sprint(64 << 20),
 		"--drop", dataDir, "--local", b.TempDir()}
 	if mp != "" {
@@ -355,7 +301,7 @@ func BenchmarkDCP(b *testing.B) {
 	b.ResetTimer()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
 	defer cancel()
-	out, err := pythonCmd(ctx, b, m[1], args...).CombinedOutput()
+	out, err := pythonCmd(ctx, b, addr, args...).CombinedOutput()
 	if err != nil {
 		b.Fatalf("bench_dcp.py: %v\n%s", err, out)
 	}
@@ -399,4 +345,37 @@ func BenchmarkDCP(b *testing.B) {
 		b.ReportMetric(res.Bytes/(1<<20)/med(mm["load"]), name+"-load-MiB/s")
 	}
 	b.Log(tb.String())
+}
+
+// startBenchServer starts `sluice serve` on a fresh data directory, with a
+// mount (`--mount`) when this process may mount FUSE, and stops it when
+// the benchmark ends. It returns the service's address, the data
+// directory and the mountpoint ("" without a mount).
+func startBenchServer(b *testing.B) (addr, dataDir, mp string) {
+	dataDir = b.TempDir()
+	sargs := []string{"serve", "--data-dir", dataDir, "--listen", "127.0.0.1:0", "--http", ""}
+	ready := readyLine
+	if os.Geteuid() == 0 {
+		if _, err := os.Stat("/dev/fuse"); err == nil {
+			mp = b.TempDir()
+			sargs = append(sargs, "--mount", mp)
+			ready = regexp.MustCompile(`mounted on (\S+)`)
+		}
+	}
+	p, _ := proctest.Start(b, binary, nil, ready, sargs...)
+	b.Cleanup(func() {
+		p.Cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-p.Exited():
+		case <-time.After(30 * time.Second):
+		}
+		if mp != "" {
+			syscall.Unmount(mp, syscall.MNT_DETACH)
+		}
+	})
+	m := readyLine.FindStringSubmatch(p.Logs())
+	if m == nil {
+		b.Fatalf("no serving line: %s", p.Logs())
+	}
+	return m[1], dataDir, mp
 }
