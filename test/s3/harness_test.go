@@ -82,17 +82,26 @@ func startProc(t testing.TB, env []string, want *regexp.Regexp, args ...string) 
 func startGateway(t testing.TB, extra ...string) *gateway {
 	t.Helper()
 	g := &gateway{t: t, dataDir: t.TempDir()}
+	g.start(extra...)
+	return g
+}
+
+// start runs `sluice serve --s3` on g's data directory (again, after a
+// kill) and makes it the gateway g's endpoint and address name. It returns
+// the new process.
+func (g *gateway) start(extra ...string) *proc {
+	g.t.Helper()
 	args := append([]string{"serve", "--data-dir", g.dataDir, "--listen", "127.0.0.1:0", "--s3", "127.0.0.1:0",
 		"--s3-access-key", testAK, "--s3-secret-key", testSK}, extra...)
-	p, endpoint := startProc(t, nil, gatewayLine, args...)
+	p, endpoint := startProc(g.t, nil, gatewayLine, args...)
 	g.procs = append(g.procs, p)
 	g.endpoint = endpoint
 	if m := readyLine.FindStringSubmatch(p.Logs()); m != nil {
 		g.addr = m[1]
 	} else {
-		t.Fatalf("no serving line in %s", p.Logs())
+		g.t.Fatalf("no serving line in %s", p.Logs())
 	}
-	return g
+	return p
 }
 
 // logs returns the logs of every process.

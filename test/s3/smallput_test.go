@@ -107,10 +107,6 @@ func TestSmallPuts(t *testing.T) {
 
 	// Acknowledged PUTs survive kill -9 of the server.
 	g.procs[0].Kill()
-	p, endpoint := startProc(t, nil, gatewayLine, "serve", "--data-dir", g.dataDir, "--listen", "127.0.0.1:0", "--s3", "127.0.0.1:0",
-		"--s3-access-key", testAK, "--s3-secret-key", testSK)
-	if readyLine.FindStringSubmatch(p.Logs()) == nil {
-		t.Fatalf("no serving line in %s", p.Logs())
-	}
-	check(newS3Client(endpoint))
+	g.start()
+	check(newS3Client(g.endpoint))
 }

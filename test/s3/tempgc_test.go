@@ -53,13 +53,9 @@ func TestKilledPutCollected(t *testing.T) {
 	}
 	g.procs[0].Kill()
 
-	p, endpoint := startProc(t, nil, gatewayLine, "serve", "--data-dir", g.dataDir, "--listen", "127.0.0.1:0", "--s3", "127.0.0.1:0",
-		"--s3-access-key", testAK, "--s3-secret-key", testSK)
-	m := readyLine.FindStringSubmatch(p.Logs())
-	if m == nil {
-		t.Fatalf("no serving line in %s", p.Logs())
-	}
-	fc2 := proctest.Client(t, m[1])
+	p := g.start()
+	endpoint := g.endpoint
+	fc2 := proctest.Client(t, g.addr)
 	deadline = time.Now().Add(30 * time.Second)
 	for {
 		ents, err := fc2.ReadDirAll(ctx, tmpDir)
