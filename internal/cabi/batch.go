@@ -8,6 +8,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/sluice-fs/sluice/client"
+	"github.com/sluice-fs/sluice/internal/errs"
 )
 
 // ReadReq is one read of a batch: len(Buf) bytes of Path at Off. Buf is
@@ -104,7 +105,8 @@ func (l *Lib) ReadBatch(h int64, reqs []ReadReq, inflight int) (int, error) {
 }
 
 // WriteBatch writes every request's file (create or truncate, write, and
-// with sync make durable, then close), at most inflight at once. It
+// with sync make durable, then close; a new file that fits inline in one
+// request), at most inflight at once. It
 // returns the number that failed and the first failure's error.
 func (l *Lib) WriteBatch(h int64, reqs []WriteReq, inflight int, sync bool) (int, error) {
 	cn, err := l.conn(h)
@@ -114,6 +116,19 @@ func (l *Lib) WriteBatch(h int64, reqs []WriteReq, inflight int, sync bool) (int
 	each(len(reqs), inflight, func(i int) {
 		r := &reqs[i]
 		r.Err = cn.do("write", r.Path, int64(len(r.Data)), func(ctx context.Context) error {
+			if int64(len(r.Data)) <= cn.c.InlineMax() {
+				// A new small file: one request (client.PutFile). An
+				// existing one is truncated and rewritten below, keeping
+				// its inode, mode and owner.
+				_, err := cn.c.PutFile(ctx, r.Path, r.Data, 0o666, client.PutOptions{NoReplace: true, Sync: sync})
+				switch errs.CodeOf(err) {
+				case errs.OK:
+					return nil
+				case errs.Exists, errs.TooBig, errs.NotSupported:
+				default:
+					return err
+				}
+			}
 			f, err := cn.c.OpenFile(ctx, r.Path, client.O_WRONLY|client.O_CREATE|client.O_TRUNC, 0o666)
 			if err != nil {
 				return err

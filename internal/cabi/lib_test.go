@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"math/rand/v2"
 	"os"
 	"regexp"
@@ -370,5 +371,58 @@ func TestForkedHandle(t *testing.T) {
 	l.t.getpid = real
 	if err := l.Close(fh); err != nil {
 		t.Error(err)
+	}
+}
+
+// TestWriteBatchSmall: a batch writes new small files in one request each
+// (client.PutFile) and existing ones in place: an existing file keeps its
+// inode and mode, a new one gets its bytes, a directory in the way fails
+// that request only.
+func TestWriteBatchSmall(t *testing.T) {
+	_, addr := serve(t)
+	c := proctest.Client(t, addr)
+	ctx := context.Background()
+	writeFiles(t, addr, map[string][]byte{"/w/old": []byte("old contents, longer than the new")})
+	if err := c.Chmod(ctx, "/w/old", 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Mkdir(ctx, "/w/dir", 0o755); err != nil {
+		t.Fatal(err)
+	}
+	before, err := c.Stat(ctx, "/w/old")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := rand.New(rand.NewPCG(7, 8))
+	l := New()
+	h := connect(t, l, addr, 0)
+	want := map[string][]byte{"/w/old": []byte("new"), "/w/n1": randBytes(r, 100), "/w/n2": randBytes(r, int(c.InlineMax())),
+		"/w/big": randBytes(r, int(c.InlineMax())+1), "/w/empty": nil}
+	var reqs []WriteReq
+	for p, d := range want {
+		reqs = append(reqs, WriteReq{Path: p, Data: d})
+	}
+	reqs = append(reqs, WriteReq{Path: "/w/dir", Data: []byte("x")})
+	failed, err := l.WriteBatch(h, reqs, 4, true)
+	if failed != 1 || Errno(err) != syscall.EISDIR {
+		t.Fatalf("WriteBatch = %d failed, %v; want 1 (EISDIR)", failed, err)
+	}
+	for p, d := range want {
+		var got []byte
+		f, err := c.Open(ctx, p)
+		if err == nil {
+			got, err = io.ReadAll(f)
+			f.Close()
+		}
+		if err != nil || !bytes.Equal(got, d) {
+			t.Errorf("%s: %d bytes, %v; want %d", p, len(got), err, len(d))
+		}
+	}
+	after, err := c.Stat(ctx, "/w/old")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if after.Attr().Ino != before.Attr().Ino || after.Mode().Perm() != 0o600 {
+		t.Errorf("the existing file: inode %d -> %d, mode %v; want the same inode, mode 0600", before.Attr().Ino, after.Attr().Ino, after.Mode())
 	}
 }
