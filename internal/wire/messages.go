@@ -1229,7 +1229,12 @@ type ChunkReadReq struct {
 	Qos QosTag
 }
 
-func (m *ChunkReadReq) Encode(e *Encoder) { m.ChunkRef.Encode(e); e.U64(m.Off); e.U32(m.Len); m.Qos.Encode(e) }
+func (m *ChunkReadReq) Encode(e *Encoder) {
+	m.ChunkRef.Encode(e)
+	e.U64(m.Off)
+	e.U32(m.Len)
+	m.Qos.Encode(e)
+}
 func (m *ChunkReadReq) Decode(d *Decoder) {
 	m.ChunkRef.Decode(d)
 	m.Off = d.U64()
