@@ -305,7 +305,13 @@ func (l *localMeta) Register(ctx context.Context, req *wire.RegisterReq) (wire.R
 }
 
 func (l *localMeta) Heartbeat(ctx context.Context, req *wire.HeartbeatReq) (wire.HeartbeatResp, error) {
-	return l.rt.Heartbeat(ctx, req)
+	r, err := l.rt.Heartbeat(ctx, req)
+	if err != nil {
+		return r, err
+	}
+	q, err := l.ms.QosList(ctx)
+	r.Qos = &q
+	return r, err
 }
 
 func (l *localMeta) Cluster(ctx context.Context) (*wire.ClusterInfo, error) {
