@@ -348,6 +348,7 @@ var (
 	descQosBytes  = prometheus.NewDesc("sluice_qos_served_bytes_total", "Bytes of the chunk reads and writes let through, by class.", []string{"class"}, nil)
 	descQosWait   = prometheus.NewDesc("sluice_qos_wait_seconds", "Time chunk reads and writes waited in the QoS scheduler, by class.", []string{"class"}, nil)
 	descQosJobQ   = prometheus.NewDesc("sluice_qos_job_queued", "Chunk reads and writes waiting, by job (at most 32 jobs; the rest as _other).", []string{"job"}, nil)
+	descQosLimits = prometheus.NewDesc("sluice_qos_limited_jobs", "Jobs with a rate limit in the QoS settings the targets apply.", nil, nil)
 	descQosJobB   = prometheus.NewDesc("sluice_qos_job_served_bytes_total", "Bytes let through, by job (at most 32 jobs; the rest as _other).", []string{"job"}, nil)
 )
 
@@ -355,13 +356,14 @@ var (
 type qosCollector struct{ svc *target.Service }
 
 func (qosCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descQosQueued, descQosServed, descQosBytes, descQosWait, descQosJobQ, descQosJobB} {
+	for _, d := range []*prometheus.Desc{descQosQueued, descQosServed, descQosBytes, descQosWait, descQosJobQ, descQosJobB, descQosLimits} {
 		ch <- d
 	}
 }
 
 func (qc qosCollector) Collect(ch chan<- prometheus.Metric) {
 	st := qc.svc.QosStats()
+	ch <- prometheus.MustNewConstMetric(descQosLimits, prometheus.GaugeValue, float64(st.LimitedJobs))
 	for name, c := range st.Classes {
 		ch <- prometheus.MustNewConstMetric(descQosQueued, prometheus.GaugeValue, float64(c.Queued), name)
 		ch <- prometheus.MustNewConstMetric(descQosServed, prometheus.CounterValue, float64(c.Served), name)

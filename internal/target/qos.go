@@ -53,8 +53,9 @@ type QosJobStats struct {
 
 // QosStats is a snapshot of a Service's scheduler.
 type QosStats struct {
-	On        bool
-	InService int
+	On          bool
+	InService   int
+	LimitedJobs int // jobs with a token bucket in the settings applied
 	Classes   map[string]QosClassStats // by class name
 	Jobs      []QosJobStats            // sorted by job
 }
@@ -115,6 +116,7 @@ type gate struct {
 		inService int
 		timer     *time.Timer // wakes dispatch when every queued request waits for its bucket
 		closed    bool
+		limited   int
 		classes   [qos.Background + 1]QosClassStats
 		jobs      map[string]*jobCounters
 	}
@@ -138,6 +140,12 @@ func (g *gate) configure(cfg qos.Config) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	g.mu.sched.Configure(cfg)
+	g.mu.limited = 0
+	for _, l := range cfg.Jobs {
+		if l.Rate > 0 {
+			g.mu.limited++
+		}
+	}
 	g.dispatchLocked(time.Now())
 }
 
@@ -257,7 +265,7 @@ func (g *gate) close() {
 func (g *gate) stats() QosStats {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	st := QosStats{On: !g.off, InService: g.mu.inService, Classes: map[string]QosClassStats{}}
+	st := QosStats{On: !g.off, InService: g.mu.inService, LimitedJobs: g.mu.limited, Classes: map[string]QosClassStats{}}
 	for i, c := range g.mu.classes {
 		c.WaitCounts = append([]uint64(nil), c.WaitCounts...)
 		st.Classes[qos.Class(i).String()] = c

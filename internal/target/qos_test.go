@@ -141,4 +141,7 @@ func TestQosTagsCounted(t *testing.T) {
 	if err := e.svc.ConfigureQos(ConfigOf(&wire.QosConfig{Weights: []uint32{1, 1, 1, 1}, Jobs: []wire.QosJob{{Job: "x", Rate: 5, Burst: 5}}})); err != nil {
 		t.Error(err)
 	}
+	if n := e.svc.QosStats().LimitedJobs; n != 1 {
+		t.Errorf("%d limited jobs after one limit was applied", n)
+	}
 }
