@@ -55,9 +55,9 @@ type QosJobStats struct {
 type QosStats struct {
 	On          bool
 	InService   int
-	LimitedJobs int // jobs with a token bucket in the settings applied
-	Classes   map[string]QosClassStats // by class name
-	Jobs      []QosJobStats            // sorted by job
+	LimitedJobs int                      // jobs with a token bucket in the settings applied
+	Classes     map[string]QosClassStats // by class name
+	Jobs        []QosJobStats            // sorted by job
 }
 
 // classOf maps a wire tag's class to a qos.Class: none is training.
