@@ -25,6 +25,7 @@ import (
 
 	"github.com/sluice-fs/sluice/internal/errs"
 	"github.com/sluice-fs/sluice/internal/placement"
+	"github.com/sluice-fs/sluice/internal/qos"
 	"github.com/sluice-fs/sluice/internal/wire"
 )
 
@@ -75,6 +76,44 @@ type Options struct {
 	// TierReadAhead is how many blocks (tier.BlockSize) of a released
 	// file a sequential reader keeps in flight (default 64).
 	TierReadAhead int
+	// Job names the job (or tenant) this client's chunk reads and writes
+	// are scheduled as on the targets (docs/qos.md): a job limit set with
+	// `sluice qos set --job` applies to every client naming it. Empty means
+	// the environment variable SLUICE_QOS_JOB, and with that unset no job.
+	Job string
+	// Class is the priority class of this client's chunk reads and writes:
+	// interactive, training, checkpoint or background. Empty means the
+	// environment variable SLUICE_QOS_CLASS, and with that unset training.
+	Class string
+}
+
+// The environment variables that give a client its QoS identity when its
+// Options do not (a contract: scripts and job launchers set them).
+const (
+	EnvQosJob   = "SLUICE_QOS_JOB"
+	EnvQosClass = "SLUICE_QOS_CLASS"
+)
+
+// qosTag is the identity the options (or the environment) give.
+func (o *Options) qosTag() (wire.QosTag, error) {
+	job, class := o.Job, o.Class
+	if job == "" {
+		job = os.Getenv(EnvQosJob)
+	}
+	if class == "" {
+		class = os.Getenv(EnvQosClass)
+	}
+	if len(job) > 255 {
+		return wire.QosTag{}, errs.New(errs.Invalid, "client: QoS job name of %d bytes (at most 255)", len(job))
+	}
+	if class == "" {
+		return wire.QosTag{Job: job}, nil
+	}
+	c, err := qos.ParseClass(class)
+	if err != nil {
+		return wire.QosTag{}, fmt.Errorf("client: %w", err)
+	}
+	return wire.QosTag{Job: job, Class: uint8(c) + 1}, nil
 }
 
 func (o *Options) setDefaults() error {
@@ -129,6 +168,7 @@ type Client struct {
 	meta      *pool
 
 	readSeq atomic.Uint32 // spreads reads over a chain's replicas
+	qos     wire.QosTag   // sent with every chunk read and write
 
 	mu      sync.Mutex
 	info    wire.ClusterInfo
@@ -148,7 +188,11 @@ func New(ctx context.Context, opts Options) (*Client, error) {
 	if err := opts.setDefaults(); err != nil {
 		return nil, err
 	}
-	c := &Client{opts: opts, pools: make(map[string]*pool)}
+	tag, err := opts.qosTag()
+	if err != nil {
+		return nil, err
+	}
+	c := &Client{opts: opts, pools: make(map[string]*pool), qos: tag}
 	for a := range strings.SplitSeq(opts.Server, ",") {
 		if a = strings.TrimSpace(a); a != "" {
 			c.metaAddrs = append(c.metaAddrs, a)

@@ -390,7 +390,7 @@ func (f *File) writeChunks(ctx context.Context, off int64, data []byte) error {
 		g.Go(func() error {
 			_, err := f.c.chunkCall(ctx, chunkReq{chain: e.Chain, write: true, op: wire.OpChunkWrite, data: [][]byte{piece},
 				msg: func(t placement.TargetID, ref wire.ChainRef) wire.Message {
-					return &wire.ChunkWriteReq{ChunkRef: wire.ChunkRef{Target: t, ChainRef: ref, Ino: f.ino, Slot: uint32(e.Slot)}, Off: uint64(e.ChunkOff)}
+					return &wire.ChunkWriteReq{ChunkRef: wire.ChunkRef{Target: t, ChainRef: ref, Ino: f.ino, Slot: uint32(e.Slot)}, Off: uint64(e.ChunkOff), Qos: f.c.qos}
 				}})
 			if err != nil {
 				return fmt.Errorf("write %s at %d (chain %d, slot %d): %w", f.name, e.FileOff, e.Chain, e.Slot, err)
@@ -636,7 +636,7 @@ func (f *File) readTargets(ctx context.Context, off int64, dst []byte, short *at
 		var resp wire.ChunkReadResp
 		got, err := f.c.chunkCall(ctx, chunkReq{chain: e.Chain, op: wire.OpChunkRead, resp: &resp, into: piece,
 			msg: func(t placement.TargetID, ref wire.ChainRef) wire.Message {
-				return &wire.ChunkReadReq{ChunkRef: wire.ChunkRef{Target: t, ChainRef: ref, Ino: f.ino, Slot: uint32(e.Slot)}, Off: uint64(e.ChunkOff), Len: uint32(e.Len)}
+				return &wire.ChunkReadReq{ChunkRef: wire.ChunkRef{Target: t, ChainRef: ref, Ino: f.ino, Slot: uint32(e.Slot)}, Off: uint64(e.ChunkOff), Len: uint32(e.Len), Qos: f.c.qos}
 			}})
 		if err != nil {
 			return fmt.Errorf("read %s at %d (chain %d, slot %d): %w", f.name, e.FileOff, e.Chain, e.Slot, err)

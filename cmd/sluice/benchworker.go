@@ -56,6 +56,7 @@ func startWorkerProcs(ctx context.Context, g *globals, target string, cfg bench.
 		c := exec.CommandContext(ctx, exe, "bench-worker", "--server", g.addr(), "--target", target, "--run-dir", runDir,
 			"--first", strconv.Itoa(r[0]), "--last", strconv.Itoa(r[1]), "--config", string(cfgJSON))
 		c.Stderr = os.Stderr
+		c.Env = append(os.Environ(), qosEnv(g.qosJob, g.qosClass)...)
 		in, err := c.StdinPipe()
 		if err != nil {
 			pool.Close()

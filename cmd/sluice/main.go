@@ -49,6 +49,8 @@ func main() {
 type globals struct {
 	server     string
 	stagingDir string // client staging directory (bench --staging-dir)
+	qosJob     string // QoS identity of the client (bench --qos-job, --qos-class)
+	qosClass   string
 }
 
 func newRoot() *cobra.Command {
@@ -69,7 +71,7 @@ func newRoot() *cobra.Command {
 		newLs(g), newStat(g), newMkdir(g), newCp(g), newCat(g), newRm(g), newMv(g), newLn(g),
 		newLayout(g), newPool(g), newMount(g), newUmount(), newGateway(g), newBench(g), newBenchWorker(g), newStatus(g), newDamaged(g), newTop(), newFsx(g),
 		newCheckpoint(g), newKV(g), newAudit(g),
-		newTier(g), newHsm(g), newStage(g),
+		newTier(g), newHsm(g), newStage(g), newQos(g),
 	)
 	return root
 }
@@ -83,7 +85,7 @@ func (g *globals) env(ctx context.Context) (*cli.Env, func(), error) {
 	if addr == "" {
 		addr = DefaultAddr
 	}
-	c, err := client.New(ctx, client.Options{Server: addr, StagingDir: g.stagingDir})
+	c, err := client.New(ctx, client.Options{Server: addr, StagingDir: g.stagingDir, Job: g.qosJob, Class: g.qosClass})
 	if err != nil {
 		return nil, nil, err
 	}

@@ -21,6 +21,7 @@ func newServe() *cobra.Command {
 	var mountpoint string
 	var passthrough bool
 	var stagingDir string
+	var mountClient client.Options
 	var s3f s3Flags
 	cmd := &cobra.Command{
 		Use:   "serve",
@@ -44,7 +45,8 @@ func newServe() *cobra.Command {
 			run := server.Run
 			if mountpoint != "" {
 				run = func(ctx context.Context, o server.Options) error {
-					return serveAndMount(ctx, o, mountpoint, passthrough, stagingDir)
+					mountClient.StagingDir = stagingDir
+					return serveAndMount(ctx, o, mountpoint, passthrough, mountClient)
 				}
 			}
 			return serveWithS3(cmd.Context(), o, &s3f, run)
@@ -61,6 +63,9 @@ func newServe() *cobra.Command {
 	f.BoolVar(&passthrough, "passthrough", false, "with --mount: let the kernel read files held whole by a local target straight from disk (FUSE passthrough; checksums checked at open, not per read)")
 	f.BoolVar(&o.NoLocalCalls, "loopback-tcp", false, "make --mount and --s3 reach the servers over loopback TCP instead of in-process calls (for comparison)")
 	f.BoolVarP(&verbose, "verbose", "v", false, "log debug messages")
+	qosFlags(cmd, &mountClient.Job, &mountClient.Class)
+	f.BoolVar(&o.QosOff, "qos-off", false, "serve chunk reads and writes unscheduled, as they come (no QoS; for comparison)")
+	f.IntVar(&o.QosInService, "qos-in-service", 0, "chunk reads and writes a target serves at once under QoS (default 8)")
 	metaSyncFlags(cmd, &o.MetaSync, &o.MetaSyncWindow)
 	inlineMaxFlag(cmd, &o.InlineMax)
 	auditFlag(cmd, &o.NoAudit)
@@ -71,7 +76,7 @@ func newServe() *cobra.Command {
 // serveAndMount runs the servers and a FUSE mount of them. On shutdown the
 // mount goes first, so that open files are written back while the servers
 // still run.
-func serveAndMount(ctx context.Context, o server.Options, mp string, passthrough bool, stagingDir string) error {
+func serveAndMount(ctx context.Context, o server.Options, mp string, passthrough bool, copts client.Options) error {
 	srvCtx, stopSrv := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopSrv()
 	mctx, stopMount := context.WithCancel(ctx)
@@ -88,7 +93,7 @@ func serveAndMount(ctx context.Context, o server.Options, mp string, passthrough
 		}
 		go func() {
 			mountErr <- fusefs.Run(mctx, fusefs.Options{Server: addr, Mountpoint: mp, Logger: o.Logger, Passthrough: local,
-				Client: client.Options{StagingDir: stagingDir},
+				Client: copts,
 				Ready:  func() { fmt.Printf("sluice: mounted on %s\n", mp) }})
 			stopSrv()
 		}()

@@ -35,11 +35,12 @@ const (
 	OpRmdir     Op = 4 // a directory removed
 	OpRename    Op = 5 // an entry moved (Replaced: the inode it replaced)
 	OpExchange  Op = 6 // two entries swapped (RENAME_EXCHANGE)
+	OpQos       Op = 7 // a QoS setting (Name "class:C" or "job:J"; Changes "weight" or "limit")
 )
 
 var opNames = map[Op]string{
 	OpSetAttr: "setattr", OpSetLayout: "setlayout", OpUnlink: "unlink",
-	OpRmdir: "rmdir", OpRename: "rename", OpExchange: "exchange",
+	OpRmdir: "rmdir", OpRename: "rename", OpExchange: "exchange", OpQos: "qos",
 }
 
 func (o Op) String() string {

@@ -159,6 +159,7 @@ func (s *Service) Register(srv *wire.Server) {
 		return &wire.Empty{}, s.Sync(ctx)
 	})
 	s.registerTier(srv)
+	s.registerQos(srv)
 	cm, _ := s.targets.(ClusterManager)
 	fixed := errs.New(errs.NotSupported, "meta: this server's target set is fixed")
 	handle(srv, wire.OpRegister, func(ctx context.Context, m *wire.RegisterReq) (wire.Message, error) {
@@ -173,6 +174,13 @@ func (s *Service) Register(srv *wire.Server) {
 			return nil, fixed
 		}
 		r, err := cm.Heartbeat(ctx, m)
+		if err != nil {
+			return nil, err
+		}
+		// The QoS settings ride on every reply: the targets apply them
+		// within a heartbeat of a change, with no version to track.
+		q, err := s.QosList(ctx)
+		r.Qos = &q
 		return &r, err
 	})
 	handle(srv, wire.OpSyncDone, func(ctx context.Context, m *wire.SyncDoneReq) (wire.Message, error) {

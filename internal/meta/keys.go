@@ -37,6 +37,7 @@ const (
 	pfxTier    = 'B' // "B" + backend name -> tier backend record (tier.go)
 	pfxHsm     = 'H' // "H" + u64 ino -> HSM record of an archived file (tier.go)
 	pfxTierDel = 'O' // "O" + u64 ino + u64 gen -> object to delete (tier.go)
+	pfxQos     = 'Q' // "Qc" + class byte -> weight, "Qj" + job -> limit (qos.go)
 )
 
 var (

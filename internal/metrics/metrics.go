@@ -221,7 +221,7 @@ func (c *conn) Close() error {
 // AddTargets exports the counters, fill levels and checksum failures of
 // svc's targets, read at each scrape.
 func (m *Metrics) AddTargets(svc *target.Service) {
-	m.reg.MustRegister(&targetCollector{svc: svc})
+	m.reg.MustRegister(&targetCollector{svc: svc}, qosCollector{svc})
 }
 
 // CacheStatser is a component with a cache that counts its hits and
@@ -339,5 +339,46 @@ func (tc *targetCollector) Collect(ch chan<- prometheus.Metric) {
 		gauge(descFree, float64(free), id)
 		gauge(descUsed, float64(used), id)
 		gauge(descChk, float64(chunks), id)
+	}
+}
+
+var (
+	descQosQueued = prometheus.NewDesc("sluice_qos_queued", "Chunk reads and writes waiting in the targets' QoS scheduler, by class.", []string{"class"}, nil)
+	descQosServed = prometheus.NewDesc("sluice_qos_served_total", "Chunk reads and writes the QoS scheduler let through, by class.", []string{"class"}, nil)
+	descQosBytes  = prometheus.NewDesc("sluice_qos_served_bytes_total", "Bytes of the chunk reads and writes let through, by class.", []string{"class"}, nil)
+	descQosWait   = prometheus.NewDesc("sluice_qos_wait_seconds", "Time chunk reads and writes waited in the QoS scheduler, by class.", []string{"class"}, nil)
+	descQosJobQ   = prometheus.NewDesc("sluice_qos_job_queued", "Chunk reads and writes waiting, by job (at most 32 jobs; the rest as _other).", []string{"job"}, nil)
+	descQosLimits = prometheus.NewDesc("sluice_qos_limited_jobs", "Jobs with a rate limit in the QoS settings the targets apply.", nil, nil)
+	descQosJobB   = prometheus.NewDesc("sluice_qos_job_served_bytes_total", "Bytes let through, by job (at most 32 jobs; the rest as _other).", []string{"job"}, nil)
+)
+
+// qosCollector exports the targets' QoS scheduler counters (docs/qos.md).
+type qosCollector struct{ svc *target.Service }
+
+func (qosCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{descQosQueued, descQosServed, descQosBytes, descQosWait, descQosJobQ, descQosJobB, descQosLimits} {
+		ch <- d
+	}
+}
+
+func (qc qosCollector) Collect(ch chan<- prometheus.Metric) {
+	st := qc.svc.QosStats()
+	ch <- prometheus.MustNewConstMetric(descQosLimits, prometheus.GaugeValue, float64(st.LimitedJobs))
+	for name, c := range st.Classes {
+		ch <- prometheus.MustNewConstMetric(descQosQueued, prometheus.GaugeValue, float64(c.Queued), name)
+		ch <- prometheus.MustNewConstMetric(descQosServed, prometheus.CounterValue, float64(c.Served), name)
+		ch <- prometheus.MustNewConstMetric(descQosBytes, prometheus.CounterValue, float64(c.ServedBytes), name)
+		buckets := make(map[float64]uint64, len(target.QosWaitBuckets))
+		var cum uint64
+		for i, le := range target.QosWaitBuckets {
+			cum += c.WaitCounts[i]
+			buckets[le] = cum
+		}
+		cum += c.WaitCounts[len(target.QosWaitBuckets)]
+		ch <- prometheus.MustNewConstHistogram(descQosWait, cum, c.WaitSum, buckets, name)
+	}
+	for _, j := range st.Jobs {
+		ch <- prometheus.MustNewConstMetric(descQosJobQ, prometheus.GaugeValue, float64(j.Queued), j.Job)
+		ch <- prometheus.MustNewConstMetric(descQosJobB, prometheus.CounterValue, float64(j.ServedBytes), j.Job)
 	}
 }

@@ -12,6 +12,8 @@ import (
 	dto "github.com/prometheus/client_model/go"
 
 	"github.com/sluice-fs/sluice/internal/errs"
+	"github.com/sluice-fs/sluice/internal/placement"
+	"github.com/sluice-fs/sluice/internal/target"
 	"github.com/sluice-fs/sluice/internal/wire"
 )
 
@@ -94,4 +96,39 @@ func gauge(g prometheus.Gauge) float64 {
 	var m dto.Metric
 	g.Write(&m)
 	return m.GetGauge().GetValue()
+}
+
+// TestQosMetrics: the targets' QoS counters are exported per class, the
+// wait times as a histogram.
+func TestQosMetrics(t *testing.T) {
+	svc, err := target.OpenDir(t.TempDir(), []placement.TargetID{1}, target.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer svc.Close()
+	m := New()
+	m.AddTargets(svc)
+	fams, err := m.Registry().Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	classes := map[string]bool{}
+	for _, f := range fams {
+		if f.GetName() != "sluice_qos_wait_seconds" {
+			continue
+		}
+		for _, mt := range f.GetMetric() {
+			if mt.GetHistogram() == nil || len(mt.GetHistogram().GetBucket()) != len(target.QosWaitBuckets) {
+				t.Errorf("wait metric %v is not a histogram of %d buckets", mt, len(target.QosWaitBuckets))
+			}
+			for _, l := range mt.GetLabel() {
+				classes[l.GetValue()] = true
+			}
+		}
+	}
+	for _, c := range []string{"interactive", "training", "checkpoint", "background"} {
+		if !classes[c] {
+			t.Errorf("no wait histogram for class %s (have %v)", c, classes)
+		}
+	}
 }

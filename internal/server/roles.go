@@ -176,6 +176,9 @@ type TargetOptions struct {
 	HTTP   string
 	Logger *slog.Logger
 	Ready  func(addr string)
+	// QosOff and QosInService are the targets' (target.Options).
+	QosOff       bool
+	QosInService int
 }
 
 // RunTarget serves a storage node until ctx is done: it registers with the
@@ -251,7 +254,7 @@ func RunTarget(ctx context.Context, opts TargetOptions) (err error) {
 		return fmt.Errorf("target: register node %s: %w", node, err)
 	}
 	ids := append(have, reg.IDs...)
-	targets, err := target.OpenDir(opts.DataDir, ids, target.Options{Logger: log})
+	targets, err := target.OpenDir(opts.DataDir, ids, target.Options{Logger: log, QosOff: opts.QosOff, QosInService: opts.QosInService})
 	if err != nil {
 		ln.Close()
 		return fmt.Errorf("target: open targets: %w", err)

@@ -70,6 +70,9 @@ type Options struct {
 	InlineMax int
 	// NoAudit is meta.Options.NoAudit: the audit trail off (--audit=false).
 	NoAudit bool
+	// QosOff and QosInService are the targets' (target.Options).
+	QosOff       bool
+	QosInService int
 }
 
 // Validate checks the options.
@@ -138,7 +141,7 @@ func Run(ctx context.Context, opts Options) (err error) {
 	if err != nil {
 		return err
 	}
-	targets, err := target.OpenDir(opts.DataDir, ids, target.Options{Logger: log})
+	targets, err := target.OpenDir(opts.DataDir, ids, target.Options{Logger: log, QosOff: opts.QosOff, QosInService: opts.QosInService})
 	if err != nil {
 		return fmt.Errorf("serve: open targets: %w", err)
 	}
@@ -305,7 +308,13 @@ func (l *localMeta) Register(ctx context.Context, req *wire.RegisterReq) (wire.R
 }
 
 func (l *localMeta) Heartbeat(ctx context.Context, req *wire.HeartbeatReq) (wire.HeartbeatResp, error) {
-	return l.rt.Heartbeat(ctx, req)
+	r, err := l.rt.Heartbeat(ctx, req)
+	if err != nil {
+		return r, err
+	}
+	q, err := l.ms.QosList(ctx)
+	r.Qos = &q
+	return r, err
 }
 
 func (l *localMeta) Cluster(ctx context.Context) (*wire.ClusterInfo, error) {

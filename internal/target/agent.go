@@ -67,6 +67,11 @@ func (a *Agent) Beat(ctx context.Context) error {
 		return err
 	}
 	a.svc.Contact()
+	if resp.Qos != nil {
+		if err := a.svc.ConfigureQos(ConfigOf(resp.Qos)); err != nil {
+			a.log.Warn("target: QoS settings from the metadata service refused", "err", err)
+		}
+	}
 	if resp.ChainsVersion != a.svc.ChainsVersion() || a.svc.cs.viewEmpty() {
 		return a.svc.refresh(ctx)
 	}

@@ -9,6 +9,7 @@ import (
 	"github.com/sluice-fs/sluice/internal/chunk"
 	"github.com/sluice-fs/sluice/internal/errs"
 	"github.com/sluice-fs/sluice/internal/placement"
+	"github.com/sluice-fs/sluice/internal/qos"
 	"github.com/sluice-fs/sluice/internal/wire"
 )
 
@@ -197,12 +198,19 @@ func (s *Service) copyChunk(ctx context.Context, st *chunk.Store, c placement.Ch
 	if !found { // removed since it was listed; the removal was passed on
 		return nil
 	}
+	bg := TagOf(SystemResyncJob, qos.Background)
 	for off := int64(0); off < in.Len; off += resyncPiece {
-		n, _, err := st.ReadAt(id, off, buf[:min(resyncPiece, in.Len-off)])
+		want := min(resyncPiece, in.Len-off)
+		release, err := s.gate.acquire(ctx, bg, int(want))
+		if err != nil {
+			return err
+		}
+		n, _, err := st.ReadAt(id, off, buf[:want])
+		release()
 		if err != nil {
 			return fmt.Errorf("read chunk %v for resync: %w", id, err)
 		}
-		req := &wire.ChunkWriteReq{ChunkRef: wire.ChunkRef{Target: dst, ChainRef: ref, Ino: id.Ino, Slot: id.Slot}, Off: uint64(off)}
+		req := &wire.ChunkWriteReq{ChunkRef: wire.ChunkRef{Target: dst, ChainRef: ref, Ino: id.Ino, Slot: id.Slot}, Off: uint64(off), Qos: bg}
 		if err := call(wire.OpChunkWrite, req, [][]byte{buf[:n]}, nil); err != nil {
 			return fmt.Errorf("copy chunk %v to replica %d: %w", id, dst, err)
 		}

@@ -35,6 +35,12 @@ type Options struct {
 	Logger *slog.Logger
 	// MaxOpenChunks is each store's open-chunk cache size (0: the default).
 	MaxOpenChunks int
+	// QosOff lets every chunk read and write through at once, unscheduled
+	// (as before QoS; for comparisons). They are still counted by class.
+	QosOff bool
+	// QosInService bounds the chunk reads and writes served at once while
+	// QoS is on (0: DefaultQosInService).
+	QosInService int
 }
 
 // Stats are a target's counters since the Service started.
@@ -72,6 +78,7 @@ type Service struct {
 	ids     []placement.TargetID
 	opts    Options
 	cs      chainState
+	gate    *gate // QoS scheduling of chunk reads and writes (qos.go)
 
 	closeOnce sync.Once
 	closeErr  error
@@ -80,7 +87,7 @@ type Service struct {
 // New returns a Service hosting the given stores, keyed by their target
 // IDs. The Service takes ownership: Close closes them.
 func New(stores ...*chunk.Store) (*Service, error) {
-	s := &Service{targets: make(map[placement.TargetID]*hosted, len(stores))}
+	s := &Service{targets: make(map[placement.TargetID]*hosted, len(stores)), gate: newGate(false, 0)}
 	for _, st := range stores {
 		id := st.Target()
 		if _, dup := s.targets[id]; dup {
@@ -121,6 +128,7 @@ func OpenDir(dataDir string, ids []placement.TargetID, opts Options) (*Service, 
 		return fail(err)
 	}
 	s.opts = opts
+	s.gate = newGate(opts.QosOff, opts.QosInService)
 	return s, nil
 }
 
@@ -155,6 +163,7 @@ func (s *Service) Stats(id placement.TargetID) (Stats, bool) {
 // wire.Server first: requests after Close fail with errs.Unavailable.
 func (s *Service) Close() error {
 	s.closeOnce.Do(func() {
+		s.gate.close()
 		all := []error{s.closeChains()}
 		for _, id := range s.ids {
 			all = append(all, s.targets[id].store.Close())
@@ -227,6 +236,14 @@ func (s *Service) handleWrite(ctx context.Context, req *wire.Request) (wire.Resp
 	}
 	fw := m
 	err = s.applyChunk(ctx, h, m.ChunkRef, wire.OpChunkWrite, &fw, &fw.ChunkRef, [][]byte{req.Data}, func(st *chunk.Store, id chunk.ID) error {
+		// Only the local write is scheduled, not the forwarding to the next
+		// replica: a request in service never waits for another node's
+		// scheduler, so two nodes' gates cannot wait on each other.
+		release, err := s.gate.acquire(ctx, m.Qos, len(req.Data))
+		if err != nil {
+			return err
+		}
+		defer release()
 		return st.WriteAt(id, int64(m.Off), req.Data, m.Sync)
 	})
 	if err != nil {
@@ -265,8 +282,13 @@ func (s *Service) handleRead(ctx context.Context, req *wire.Request) (wire.Respo
 			s.cs.locks.lock(k)()
 		}
 	}
+	release, err := s.gate.acquire(ctx, m.Qos, int(m.Len))
+	if err != nil {
+		return wire.Response{}, h.fail(err)
+	}
 	buf := wire.GetBuf(int(m.Len))
 	n, chunkLen, err := st.ReadAt(chunk.ID{Ino: m.Ino, Slot: m.Slot}, int64(m.Off), buf)
+	release()
 	if err != nil {
 		wire.PutBuf(buf)
 		return wire.Response{}, h.fail(err)

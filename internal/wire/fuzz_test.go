@@ -25,6 +25,7 @@ func messages() []Message {
 		&TierBackend{}, &TierSetReq{}, &TierListResp{}, &HsmRecord{}, &HsmUpdateReq{}, &TierQueueReq{}, &TierQueueResp{},
 		&PoolChangeReq{}, &PoolListResp{}, &SetPoolReq{},
 		&XattrPair{}, &PutFileReq{},
+		&QosTag{}, &QosJob{}, &QosConfig{}, &QosSetReq{},
 	}
 }
 
@@ -330,3 +331,59 @@ func zeroFS(m Message) {
 		m.FS = 0
 	}
 }
+
+// TestQosAppended: the QoS fields appended in version 2.4 are absent from
+// an older peer's encoding, which must decode with them zero (a chunk
+// request with no identity, a heartbeat reply with no settings), and an
+// older decoder reading the new encoding finds its own fields first.
+func TestQosAppended(t *testing.T) {
+	ref := ChunkRef{Target: 3, ChainRef: ChainRef{Chain: 2, ChainVer: 9}, Ino: 77, Slot: 4}
+	for _, tc := range []struct {
+		m, old Message // the new message and its old fields, as an old peer encodes them
+		want   Message // how the old encoding decodes
+	}{
+		{&ChunkWriteReq{ChunkRef: ref, Off: 5, Sync: true, Qos: QosTag{Job: "ckpt", Class: 3}},
+			oldWrite{ChunkRef: ref, Off: 5, Sync: true}, &ChunkWriteReq{ChunkRef: ref, Off: 5, Sync: true}},
+		{&ChunkReadReq{ChunkRef: ref, Off: 5, Len: 4096, Qos: QosTag{Job: "infer", Class: 1}},
+			oldRead{ChunkRef: ref, Off: 5, Len: 4096}, &ChunkReadReq{ChunkRef: ref, Off: 5, Len: 4096}},
+		{&HeartbeatResp{ChainsVersion: 8, Qos: &QosConfig{Weights: []uint32{8, 4}, Jobs: []QosJob{{Job: "a", Rate: 1, Burst: 2}}}},
+			oldHeartbeat{8}, &HeartbeatResp{ChainsVersion: 8}},
+	} {
+		oldB := Marshal(tc.old)
+		got := newLike(tc.m)
+		if err := Unmarshal(oldB, got); err != nil {
+			t.Fatalf("%T: the old encoding does not decode: %v", tc.m, err)
+		}
+		if !reflect.DeepEqual(got, tc.want) {
+			t.Errorf("%T: old encoding decodes as %#v, want %#v", tc.m, got, tc.want)
+		}
+		newB := Marshal(tc.m)
+		if len(newB) <= len(oldB) || string(newB[:len(oldB)]) != string(oldB) {
+			t.Errorf("%T: the old encoding is not a prefix of the new one", tc.m)
+		}
+	}
+}
+
+// The messages as version 2.3 encoded them.
+type oldWrite struct {
+	ChunkRef
+	Off  uint64
+	Sync bool
+}
+
+func (m oldWrite) Encode(e *Encoder) { m.ChunkRef.Encode(e); e.U64(m.Off); e.Bool(m.Sync) }
+func (m oldWrite) Decode(*Decoder)   {}
+
+type oldRead struct {
+	ChunkRef
+	Off uint64
+	Len uint32
+}
+
+func (m oldRead) Encode(e *Encoder) { m.ChunkRef.Encode(e); e.U64(m.Off); e.U32(m.Len) }
+func (m oldRead) Decode(*Decoder)   {}
+
+type oldHeartbeat struct{ ChainsVersion uint64 }
+
+func (m oldHeartbeat) Encode(e *Encoder) { e.U64(m.ChainsVersion) }
+func (m oldHeartbeat) Decode(*Decoder)   {}

@@ -47,6 +47,10 @@ const (
 	OpAuditList   Op = 43 // AuditListReq -> AuditListResp (the audit trail, sealed first)
 	OpAuditVerify Op = 44 // Empty -> AuditVerifyResp (checks the audit trail's hash chain)
 
+	// Quality of service (qos.go, docs/qos.md); 47 and 48 are reserved for it.
+	OpQosSet  Op = 45 // QosSetReq -> Empty (a class's weight, a job's limit)
+	OpQosList Op = 46 // Empty -> QosConfig
+
 	// Checkpoint absorb (ADR 0013; absorb.go).
 	OpAbsorbGet  Op = 49 // InoReq -> AbsorbPolicy (a directory's policy, inherited)
 	OpAbsorbSet  Op = 50 // AbsorbSetReq -> Empty
@@ -1107,11 +1111,29 @@ func (m *HeartbeatReq) Decode(d *Decoder) {
 }
 
 // HeartbeatResp carries the chain table's version: a node that holds an
-// older one fetches the table (OpCluster).
-type HeartbeatResp struct{ ChainsVersion uint64 }
+// older one fetches the table (OpCluster). Qos (appended in version 2.4;
+// nil from an older service, or one that keeps no settings) is the QoS
+// settings the node's targets apply.
+type HeartbeatResp struct {
+	ChainsVersion uint64
+	Qos           *QosConfig
+}
 
-func (m *HeartbeatResp) Encode(e *Encoder) { e.U64(m.ChainsVersion) }
-func (m *HeartbeatResp) Decode(d *Decoder) { m.ChainsVersion = d.U64() }
+func (m *HeartbeatResp) Encode(e *Encoder) {
+	e.U64(m.ChainsVersion)
+	if m.Qos != nil {
+		m.Qos.Encode(e)
+	}
+}
+
+func (m *HeartbeatResp) Decode(d *Decoder) {
+	m.ChainsVersion = d.U64()
+	m.Qos = nil
+	if d.More() {
+		m.Qos = &QosConfig{}
+		m.Qos.Decode(d)
+	}
+}
 
 // SyncDoneReq reports that syncing replica Target of Chain now holds
 // everything the chain's tail held at chain version Version.
@@ -1172,25 +1194,56 @@ func (m *ChunkRef) Decode(d *Decoder) {
 
 // ChunkWriteReq writes the frame's data at Off in a chunk, creating it if
 // needed. With Sync the data is durable when the reply comes.
+// Qos (appended in version 2.4) is the job and class it is scheduled as.
 type ChunkWriteReq struct {
 	ChunkRef
 	Off  uint64
 	Sync bool
+	Qos  QosTag
 }
 
-func (m *ChunkWriteReq) Encode(e *Encoder) { m.ChunkRef.Encode(e); e.U64(m.Off); e.Bool(m.Sync) }
-func (m *ChunkWriteReq) Decode(d *Decoder) { m.ChunkRef.Decode(d); m.Off = d.U64(); m.Sync = d.Bool() }
+func (m *ChunkWriteReq) Encode(e *Encoder) {
+	m.ChunkRef.Encode(e)
+	e.U64(m.Off)
+	e.Bool(m.Sync)
+	m.Qos.Encode(e)
+}
+
+func (m *ChunkWriteReq) Decode(d *Decoder) {
+	m.ChunkRef.Decode(d)
+	m.Off = d.U64()
+	m.Sync = d.Bool()
+	m.Qos = QosTag{}
+	if d.More() {
+		m.Qos.Decode(d)
+	}
+}
 
 // ChunkReadReq reads Len bytes at Off. The reply's data is shorter when the
 // chunk ends first (a missing chunk reads as empty); holes inside read as zeros.
+// Qos (appended in version 2.4) is the job and class it is scheduled as.
 type ChunkReadReq struct {
 	ChunkRef
 	Off uint64
 	Len uint32
+	Qos QosTag
 }
 
-func (m *ChunkReadReq) Encode(e *Encoder) { m.ChunkRef.Encode(e); e.U64(m.Off); e.U32(m.Len) }
-func (m *ChunkReadReq) Decode(d *Decoder) { m.ChunkRef.Decode(d); m.Off = d.U64(); m.Len = d.U32() }
+func (m *ChunkReadReq) Encode(e *Encoder) {
+	m.ChunkRef.Encode(e)
+	e.U64(m.Off)
+	e.U32(m.Len)
+	m.Qos.Encode(e)
+}
+func (m *ChunkReadReq) Decode(d *Decoder) {
+	m.ChunkRef.Decode(d)
+	m.Off = d.U64()
+	m.Len = d.U32()
+	m.Qos = QosTag{}
+	if d.More() {
+		m.Qos.Decode(d)
+	}
+}
 
 // ChunkReadResp carries the chunk's current length with the data.
 type ChunkReadResp struct{ ChunkLen uint64 }

@@ -1,0 +1,56 @@
+package main
+
+import (
+	"context"
+
+	"github.com/sluice-fs/sluice/client"
+
+	"github.com/spf13/cobra"
+
+	"github.com/sluice-fs/sluice/internal/cli"
+)
+
+func newQos(g *globals) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "qos",
+		Short: "Quality of service: class weights and job limits on the storage targets",
+		Long: "Clients name a job and a priority class (--qos-job, --qos-class, or $SLUICE_QOS_JOB and\n" +
+			"$SLUICE_QOS_CLASS); a saturated target serves the classes interactive, training, checkpoint\n" +
+			"and background by weight, and each limited job at most at its rate. See docs/qos.md.",
+	}
+	var o cli.QosSetOptions
+	set := &cobra.Command{Use: "set", Short: "Set a class's weight (--class C --weight W) or a job's limit (--job J --rate R --burst B)", Args: exactArgs(0)}
+	set.Flags().StringVar(&o.Class, "class", "", "priority class: interactive, training, checkpoint or background")
+	set.Flags().Int64Var(&o.Weight, "weight", -1, "the class's weight (0 restores the default)")
+	set.Flags().StringVar(&o.Job, "job", "", "job name")
+	set.Flags().StringVar(&o.Rate, "rate", "", "the job's rate in bytes per second on each target (e.g. 100M)")
+	set.Flags().StringVar(&o.Burst, "burst", "", "the job's burst in bytes (default: one second of --rate)")
+	set.RunE = g.run(func(ctx context.Context, e *cli.Env) error { return e.QosSet(ctx, o) })
+	var job string
+	rm := &cobra.Command{Use: "rm", Short: "Remove a job's limit (--job J)", Args: exactArgs(0)}
+	rm.Flags().StringVar(&job, "job", "", "job name")
+	rm.RunE = g.run(func(ctx context.Context, e *cli.Env) error { return e.QosRemove(ctx, job) })
+	ls := &cobra.Command{Use: "ls", Short: "List the class weights and job limits", Args: exactArgs(0)}
+	ls.RunE = g.run(func(ctx context.Context, e *cli.Env) error { return e.QosList(ctx) })
+	cmd.AddCommand(set, rm, ls)
+	return cmd
+}
+
+// qosFlags adds --qos-job and --qos-class, the client's QoS identity; when
+// not given the client reads $SLUICE_QOS_JOB and $SLUICE_QOS_CLASS.
+func qosFlags(cmd *cobra.Command, job, class *string) {
+	cmd.Flags().StringVar(job, "qos-job", "", "job name the client's chunk I/O is scheduled and limited as (default $"+client.EnvQosJob+")")
+	cmd.Flags().StringVar(class, "qos-class", "", "priority class of the client's chunk I/O: interactive, training, checkpoint or background (default $"+client.EnvQosClass+", else training)")
+}
+
+// qosEnv passes a QoS identity given by flags to a child process.
+func qosEnv(job, class string) []string {
+	var env []string
+	if job != "" {
+		env = append(env, client.EnvQosJob+"="+job)
+	}
+	if class != "" {
+		env = append(env, client.EnvQosClass+"="+class)
+	}
+	return env
+}

@@ -1,0 +1,174 @@
+package meta
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/sluice-fs/sluice/internal/audit"
+	"github.com/sluice-fs/sluice/internal/errs"
+	"github.com/sluice-fs/sluice/internal/kv"
+	"github.com/sluice-fs/sluice/internal/qos"
+	"github.com/sluice-fs/sluice/internal/wire"
+)
+
+// QoS settings (docs/qos.md, ADR 0015): "Qc" + class byte -> u32 weight
+// (big-endian), "Qj" + job name -> u64 rate, u64 burst (bytes per second,
+// bytes; big-endian). A class without a key has its default weight, a job
+// without one no limit. The targets get the settings with every heartbeat
+// reply (QosConfig) and apply them to their schedulers.
+
+// maxQosJobs bounds the limited jobs, so that the settings fit in every
+// heartbeat reply.
+const maxQosJobs = 1024
+
+var (
+	qosClassPrefix = []byte{pfxQos, 'c'}
+	qosJobPrefix   = []byte{pfxQos, 'j'}
+)
+
+func qosClassKey(c qos.Class) []byte { return append(append([]byte(nil), qosClassPrefix...), byte(c)) }
+func qosJobKey(job string) []byte    { return append(append([]byte(nil), qosJobPrefix...), job...) }
+
+func limitText(rate, burst uint64) string {
+	if rate == 0 {
+		return "none"
+	}
+	return fmt.Sprintf("rate=%d burst=%d", rate, burst)
+}
+
+// QosSet changes one QoS setting and records the change in the audit trail.
+func (s *Service) QosSet(ctx context.Context, req *wire.QosSetReq) error {
+	now := time.Now().UnixNano()
+	who := whoOf(ctx, nil)
+	var e *audit.Entry
+	switch req.Kind {
+	case wire.QosSetWeight:
+		c := qos.Class(req.Class)
+		if c > qos.Background {
+			return errs.New(errs.Invalid, "meta: qos: class %d is not a class", req.Class)
+		}
+		e = &audit.Entry{Time: now, Op: audit.OpQos, Name: "class:" + c.String(), Who: who}
+	case wire.QosSetJob, wire.QosRemoveJob:
+		if req.Job == "" || len(req.Job) > 255 {
+			return errs.New(errs.Invalid, "meta: qos: job name %q: want 1-255 bytes", req.Job)
+		}
+		if req.Kind == wire.QosSetJob && (req.Rate == 0 || req.Burst == 0) {
+			return errs.New(errs.Invalid, "meta: qos: job %q needs a rate and a burst above 0 (remove the limit instead)", req.Job)
+		}
+		e = &audit.Entry{Time: now, Op: audit.OpQos, Name: "job:" + req.Job, Who: who}
+	default:
+		return errs.New(errs.Invalid, "meta: qos: unknown change kind %d", req.Kind)
+	}
+	err := s.update(ctx, func(tx kv.Txn) error {
+		switch req.Kind {
+		case wire.QosSetWeight:
+			c := qos.Class(req.Class)
+			old := qos.DefaultWeights[c]
+			if v, err := tx.Get(qosClassKey(c)); err == nil && len(v) == 4 {
+				old = float64(binary.BigEndian.Uint32(v))
+			} else if err != nil && !errors.Is(err, kv.ErrNotFound) {
+				return err
+			}
+			nw := qos.DefaultWeights[c]
+			if req.Weight == 0 {
+				tx.Delete(qosClassKey(c))
+			} else {
+				tx.Set(qosClassKey(c), binary.BigEndian.AppendUint32(nil, req.Weight))
+				nw = float64(req.Weight)
+			}
+			e.Changes = []audit.Change{{Field: "weight", Old: strconv.FormatFloat(old, 'g', -1, 64), New: strconv.FormatFloat(nw, 'g', -1, 64)}}
+		default:
+			var oldRate, oldBurst uint64
+			v, err := tx.Get(qosJobKey(req.Job))
+			switch {
+			case errors.Is(err, kv.ErrNotFound):
+				if req.Kind == wire.QosRemoveJob {
+					return errs.New(errs.NotFound, "job %q has no limit", req.Job)
+				}
+				n := 0
+				if err := tx.Scan(qosJobPrefix, kv.PrefixEnd(qosJobPrefix), maxQosJobs, func(_, _ []byte) bool { n++; return true }); err != nil {
+					return err
+				}
+				if n >= maxQosJobs {
+					return errs.New(errs.NoSpace, "%d jobs are limited already; remove one first", n)
+				}
+			case err != nil:
+				return err
+			case len(v) == 16:
+				oldRate, oldBurst = binary.BigEndian.Uint64(v), binary.BigEndian.Uint64(v[8:])
+			default:
+				return errs.New(errs.Corruption, "meta: qos limit of job %q: %d bytes", req.Job, len(v))
+			}
+			if req.Kind == wire.QosRemoveJob {
+				tx.Delete(qosJobKey(req.Job))
+				e.Changes = []audit.Change{{Field: "limit", Old: limitText(oldRate, oldBurst), New: "none"}}
+			} else {
+				tx.Set(qosJobKey(req.Job), binary.BigEndian.AppendUint64(binary.BigEndian.AppendUint64(nil, req.Rate), req.Burst))
+				e.Changes = []audit.Change{{Field: "limit", Old: limitText(oldRate, oldBurst), New: limitText(req.Rate, req.Burst)}}
+			}
+		}
+		return s.appendAudit(tx, e)
+	})
+	if err != nil {
+		return fmt.Errorf("meta: qos set: %w", err)
+	}
+	s.audited()
+	return nil
+}
+
+// QosList returns the QoS settings: every class's weight (defaults
+// included) and the limited jobs, sorted by name.
+func (s *Service) QosList(ctx context.Context) (wire.QosConfig, error) {
+	var r wire.QosConfig
+	err := s.db.View(ctx, func(tx kv.Txn) error {
+		r = wire.QosConfig{Weights: make([]uint32, len(qos.DefaultWeights))}
+		for i, w := range qos.DefaultWeights {
+			r.Weights[i] = uint32(w)
+		}
+		var derr error
+		err := tx.Scan(qosClassPrefix, kv.PrefixEnd(qosClassPrefix), 0, func(k, v []byte) bool {
+			if len(k) != 3 || int(k[2]) >= len(r.Weights) || len(v) != 4 {
+				derr = errs.New(errs.Corruption, "meta: qos class record %q", k)
+				return false
+			}
+			r.Weights[k[2]] = binary.BigEndian.Uint32(v)
+			return true
+		})
+		if err != nil {
+			return err
+		}
+		if derr != nil {
+			return derr
+		}
+		err = tx.Scan(qosJobPrefix, kv.PrefixEnd(qosJobPrefix), 0, func(k, v []byte) bool {
+			if len(v) != 16 {
+				derr = errs.New(errs.Corruption, "meta: qos limit of job %q: %d bytes", k[2:], len(v))
+				return false
+			}
+			r.Jobs = append(r.Jobs, wire.QosJob{Job: string(k[2:]), Rate: binary.BigEndian.Uint64(v), Burst: binary.BigEndian.Uint64(v[8:])})
+			return true
+		})
+		if err != nil {
+			return err
+		}
+		return derr
+	})
+	if err != nil {
+		return wire.QosConfig{}, fmt.Errorf("meta: qos list: %w", err)
+	}
+	return r, nil
+}
+
+func (s *Service) registerQos(srv *wire.Server) {
+	handle(srv, wire.OpQosSet, func(ctx context.Context, m *wire.QosSetReq) (wire.Message, error) {
+		return &wire.Empty{}, s.QosSet(ctx, m)
+	})
+	handle(srv, wire.OpQosList, func(ctx context.Context, _ *wire.Empty) (wire.Message, error) {
+		r, err := s.QosList(ctx)
+		return &r, err
+	})
+}

@@ -1,0 +1,98 @@
+package wire
+
+// Quality of service (issue 18, docs/qos.md, ADR 0015): the identity chunk
+// requests carry, and the settings `sluice qos` keeps in the metadata
+// service and the heartbeat reply delivers to the targets.
+
+// QosTag is who a chunk request is for: a job name and a priority class.
+// Class is 0 when the sender gave none (an older client: the target counts
+// it as training), otherwise 1 + the qos.Class (interactive 1, training 2,
+// checkpoint 3, background 4). Appended to ChunkWriteReq and ChunkReadReq
+// in version 2.4: a target decodes it only when present.
+type QosTag struct {
+	Job   string
+	Class uint8
+}
+
+func (m *QosTag) Encode(e *Encoder) { e.String(m.Job); e.U8(m.Class) }
+func (m *QosTag) Decode(d *Decoder) { m.Job = d.String(); m.Class = d.U8() }
+
+// QosJob is one job's token bucket: Rate bytes per second, up to Burst.
+type QosJob struct {
+	Job         string
+	Rate, Burst uint64
+}
+
+func (m *QosJob) Encode(e *Encoder) { e.String(m.Job); e.U64(m.Rate); e.U64(m.Burst) }
+func (m *QosJob) Decode(d *Decoder) { m.Job = d.String(); m.Rate = d.U64(); m.Burst = d.U64() }
+
+// QosConfig is the QoS settings: the weights of the classes, indexed by
+// qos.Class (0: the default weight; fewer entries than classes leave the
+// rest at their default), and the limited jobs, sorted by name.
+type QosConfig struct {
+	Weights []uint32
+	Jobs    []QosJob
+}
+
+func (m *QosConfig) Encode(e *Encoder) {
+	e.Uvarint(uint64(len(m.Weights)))
+	for _, w := range m.Weights {
+		e.U32(w)
+	}
+	e.Uvarint(uint64(len(m.Jobs)))
+	for i := range m.Jobs {
+		m.Jobs[i].Encode(e)
+	}
+}
+
+func (m *QosConfig) Decode(d *Decoder) {
+	m.Weights, m.Jobs = nil, nil
+	if n := d.Count(4); n > 0 {
+		m.Weights = make([]uint32, n)
+		for i := range m.Weights {
+			m.Weights[i] = d.U32()
+		}
+	}
+	if n := d.Count(17); n > 0 {
+		m.Jobs = make([]QosJob, n)
+		for i := range m.Jobs {
+			m.Jobs[i].Decode(d)
+		}
+	}
+}
+
+// Kinds of QoS change (QosSetReq.Kind).
+const (
+	QosSetWeight uint8 = 1 + iota // class Class gets weight Weight (0: the default)
+	QosSetJob                     // job Job gets the limit Rate, Burst
+	QosRemoveJob                  // job Job is no longer limited
+)
+
+// QosSetReq changes one QoS setting (OpQosSet). Class is a qos.Class (not
+// offset as in QosTag).
+type QosSetReq struct {
+	Kind   uint8
+	Class  uint8
+	Weight uint32
+	Job    string
+	Rate   uint64
+	Burst  uint64
+}
+
+func (m *QosSetReq) Encode(e *Encoder) {
+	e.U8(m.Kind)
+	e.U8(m.Class)
+	e.U32(m.Weight)
+	e.String(m.Job)
+	e.U64(m.Rate)
+	e.U64(m.Burst)
+}
+
+func (m *QosSetReq) Decode(d *Decoder) {
+	m.Kind = d.U8()
+	m.Class = d.U8()
+	m.Weight = d.U32()
+	m.Job = d.String()
+	m.Rate = d.U64()
+	m.Burst = d.U64()
+}

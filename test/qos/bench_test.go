@@ -1,0 +1,162 @@
+package qos
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/sluice-fs/sluice/client"
+)
+
+// BenchmarkInference is the demonstration issue 18 asks for: an
+// inference-like reader (class interactive; random reads of 4 KiB to
+// 1 MiB, sizes log-uniform, read-ahead off) measures its latency idle,
+// then while 8 checkpoint-class writers (1 MiB writes, 32 MiB files,
+// rewritten) saturate the same targets. It runs against a server with QoS
+// on (at several bounds on the requests in service) and with QoS off
+// (--qos-off: every request served as it comes, as before QoS), and
+// reports p50 and p99 of both phases, the p99 ratio loaded/idle and the
+// writers' throughput. Run it once: go test -run XXX -bench Inference
+// -benchtime 1x ./test/qos.
+func BenchmarkInference(b *testing.B) {
+	if testing.Short() {
+		b.Skip("starts servers")
+	}
+	for _, mode := range []struct {
+		name string
+		args []string
+	}{
+		{"qos=off", []string{"--qos-off"}},
+		{"qos=on/in-service=8", nil},
+		{"qos=on/in-service=2", []string{"--qos-in-service", "2"}},
+		{"qos=on/in-service=32", []string{"--qos-in-service", "32"}},
+	} {
+		b.Run(mode.name, func(b *testing.B) { benchInference(b, mode.args) })
+	}
+}
+
+const (
+	modelSize   = 64 << 20
+	readsPerRun = 1000
+	writers     = 8
+	ckptFile    = 32 << 20
+	ckptPiece   = 1 << 20
+)
+
+func benchInference(b *testing.B, args []string) {
+	s := startServer(b, args...)
+	setup := newClient(b, s.addr, "", "", 0)
+	writeFile(b, setup, "/model", modelSize)
+	if err := setup.Mkdir(context.Background(), "/ckpt", 0o755); err != nil {
+		b.Fatal(err)
+	}
+	reader := newClient(b, s.addr, "infer", "interactive", -1)
+	f, err := reader.Open(context.Background(), "/model")
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer f.Close()
+	rng := rand.New(rand.NewPCG(1, 2))
+	// measure returns the latencies of readsPerRun random reads.
+	measure := func() []time.Duration {
+		buf := make([]byte, 1<<20)
+		lat := make([]time.Duration, 0, readsPerRun)
+		for range readsPerRun {
+			n := int(math.Exp(rng.Float64()*math.Log(256))) * 4096 // 4 KiB .. 1 MiB, log-uniform
+			off := rng.Int64N((modelSize-int64(n))/4096) * 4096
+			start := time.Now()
+			if _, err := f.ReadAt(buf[:n], off); err != nil {
+				b.Fatal(err)
+			}
+			lat = append(lat, time.Since(start))
+		}
+		slices.Sort(lat)
+		return lat
+	}
+	var idle, loaded []time.Duration
+	var ckptRate float64
+	b.ResetTimer()
+	for range b.N {
+		measure() // warm connections and caches
+		idle = measure()
+
+		ctx, stop := context.WithCancel(context.Background())
+		var written atomic.Int64
+		var wg sync.WaitGroup
+		for w := range writers {
+			c := newClient(b, s.addr, "ckpt", "checkpoint", 0)
+			wg.Go(func() { checkpointWriter(ctx, b, c, w, &written) })
+		}
+		// Let the writers fill their buffers and the targets' queues.
+		for written.Load() < writers*8*ckptPiece {
+			time.Sleep(10 * time.Millisecond)
+		}
+		w0, t0 := written.Load(), time.Now()
+		loaded = measure()
+		ckptRate = float64(written.Load()-w0) / time.Since(t0).Seconds()
+		stop()
+		wg.Wait()
+	}
+	b.StopTimer()
+	ms := func(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+	p := func(l []time.Duration, q float64) time.Duration { return l[int(q*float64(len(l)-1))] }
+	b.ReportMetric(ms(p(idle, 0.5)), "idle-p50-ms")
+	b.ReportMetric(ms(p(idle, 0.99)), "idle-p99-ms")
+	b.ReportMetric(ms(p(loaded, 0.5)), "load-p50-ms")
+	b.ReportMetric(ms(p(loaded, 0.99)), "load-p99-ms")
+	b.ReportMetric(ms(p(loaded, 0.99))/ms(p(idle, 0.99)), "p99-ratio")
+	b.ReportMetric(ms(p(loaded, 0.5))/ms(p(idle, 0.5)), "p50-ratio")
+	b.ReportMetric(ckptRate/(1<<20), "ckpt-MiB/s")
+	// Where the reader's time went: the mean wait of its requests in the
+	// targets' schedulers (the rest is the network, the clients and the
+	// CPUs the processes share).
+	for _, c := range []string{"interactive", "checkpoint"} {
+		n := s.metric("sluice_qos_wait_seconds_count", `class="`+c+`"`)
+		if n > 0 {
+			b.ReportMetric(s.metric("sluice_qos_wait_seconds_sum", `class="`+c+`"`)/n*1000, c+"-wait-ms")
+		}
+	}
+}
+
+// checkpointWriter writes 32 MiB files in 1 MiB writes until ctx is done,
+// removing each file once the next is written.
+func checkpointWriter(ctx context.Context, tb testing.TB, c *client.Client, w int, written *atomic.Int64) {
+	piece := make([]byte, ckptPiece)
+	for i := range piece {
+		piece[i] = byte(i * (w + 1))
+	}
+	prev := ""
+	for i := 0; ctx.Err() == nil; i++ {
+		p := fmt.Sprintf("/ckpt/w%d-%d", w, i)
+		f, err := c.Create(context.Background(), p)
+		if err != nil {
+			tb.Error(err)
+			return
+		}
+		for n := 0; n < ckptFile && ctx.Err() == nil; n += ckptPiece {
+			if _, err := f.Write(piece); err != nil {
+				tb.Error(err)
+				f.Close()
+				return
+			}
+			written.Add(ckptPiece)
+		}
+		if err := f.Close(); err != nil {
+			tb.Error(err)
+			return
+		}
+		if prev != "" {
+			if err := c.Remove(context.Background(), prev); err != nil {
+				tb.Error(err)
+				return
+			}
+		}
+		prev = p
+	}
+}

@@ -1,0 +1,205 @@
+// Package qos tests quality of service end to end (docs/qos.md): real
+// `sluice serve` processes, real clients naming jobs and classes, the CLI
+// setting limits, and the targets' metrics read over HTTP. Every process
+// is stopped by PID when its test ends, even on failure.
+package qos
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"math/rand/v2"
+	"net/http"
+	"os"
+	"os/exec"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/sluice-fs/sluice/client"
+	"github.com/sluice-fs/sluice/internal/proctest"
+)
+
+var binary string
+
+func TestMain(m *testing.M) { os.Exit(proctest.Main(m, &binary)) }
+
+var (
+	readyLine = regexp.MustCompile(`serving on (\S+)`)
+	adminLine = regexp.MustCompile(`admin on (\S+)`)
+)
+
+// server is a `sluice serve` process with its admin (metrics) address.
+type server struct {
+	tb    testing.TB
+	addr  string
+	admin string
+	proc  *proctest.Proc
+}
+
+func startServer(tb testing.TB, extra ...string) *server {
+	tb.Helper()
+	args := append([]string{"serve", "--data-dir", tb.TempDir(), "--listen", "127.0.0.1:0", "--http", "127.0.0.1:0"}, extra...)
+	p, addr := proctest.Start(tb, binary, nil, readyLine, args...)
+	admin, err := p.WaitLine(adminLine, 10*time.Second)
+	if err != nil {
+		tb.Fatalf("no admin address: %v\n%s", err, p.Logs())
+	}
+	tb.Cleanup(func() { p.Stop(10 * time.Second) })
+	return &server{tb: tb, addr: addr, admin: admin, proc: p}
+}
+
+// cli runs `sluice ARGS...` against the server and returns its stdout.
+func (s *server) cli(args ...string) string {
+	s.tb.Helper()
+	cmd := exec.Command(binary, args...)
+	cmd.Env = append(os.Environ(), "SLUICE_SERVER="+s.addr)
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	if err := cmd.Run(); err != nil {
+		s.tb.Fatalf("sluice %s: %v\n%s", strings.Join(args, " "), err, errb.String())
+	}
+	return out.String()
+}
+
+// metric sums the samples of a metric whose labels contain match (e.g.
+// `job="slow"`; "" for all).
+func (s *server) metric(name, match string) float64 {
+	s.tb.Helper()
+	resp, err := http.Get("http://" + s.admin + "/metrics")
+	if err != nil {
+		s.tb.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var sum float64
+	sc := bufio.NewScanner(resp.Body)
+	for sc.Scan() {
+		line := sc.Text()
+		if !strings.HasPrefix(line, name+" ") && !strings.HasPrefix(line, name+"{") {
+			continue
+		}
+		if match != "" && !strings.Contains(line, match) {
+			continue
+		}
+		f := strings.Fields(line)
+		v, err := strconv.ParseFloat(f[len(f)-1], 64)
+		if err != nil {
+			s.tb.Fatalf("metric line %q: %v", line, err)
+		}
+		sum += v
+	}
+	return sum
+}
+
+// newClient connects a client with a QoS identity.
+func newClient(tb testing.TB, addr, job, class string, readAhead int) *client.Client {
+	tb.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	c, err := client.New(ctx, client.Options{Server: addr, Job: job, Class: class, ReadAhead: readAhead})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { c.Close() })
+	return c
+}
+
+func writeFile(tb testing.TB, c *client.Client, p string, size int) {
+	tb.Helper()
+	buf := make([]byte, size)
+	r := rand.New(rand.NewPCG(uint64(size), 1))
+	for i := range buf {
+		buf[i] = byte(r.Uint32())
+	}
+	if err := proctest.WriteFile(context.Background(), c, p, buf); err != nil {
+		tb.Fatal(err)
+	}
+}
+
+// readLoop reads 1 MiB pieces of p at random offsets until ctx is done.
+func readLoop(ctx context.Context, tb testing.TB, c *client.Client, p string, size int) {
+	f, err := c.Open(context.Background(), p)
+	if err != nil {
+		tb.Error(err)
+		return
+	}
+	defer f.Close()
+	buf := make([]byte, 1<<20)
+	r := rand.New(rand.NewPCG(7, uint64(len(p))))
+	for ctx.Err() == nil {
+		off := r.Int64N(int64(size - len(buf)))
+		if _, err := f.ReadAtContext(ctx, buf, off); err != nil && ctx.Err() == nil {
+			tb.Error(err)
+			return
+		}
+	}
+}
+
+// TestJobLimit: a job limit set with `sluice qos set` reaches the targets
+// (their metrics count it), `sluice qos ls` and the audit trail show it,
+// and a limited job reading beside an unlimited one gets fewer bytes
+// served, as the targets' per-job counters show.
+func TestJobLimit(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a server")
+	}
+	s := startServer(t)
+	setup := newClient(t, s.addr, "", "", 0)
+	const size = 16 << 20
+	writeFile(t, setup, "/data", size)
+
+	s.cli("qos", "set", "--job", "slow", "--rate", "1M", "--burst", "1M")
+	s.cli("qos", "set", "--class", "checkpoint", "--weight", "3")
+	ls := s.cli("qos", "ls")
+	if !regexp.MustCompile(`(?m)^slow\s+1048576\s+1048576$`).MatchString(ls) || !regexp.MustCompile(`(?m)^checkpoint\s+3$`).MatchString(ls) {
+		t.Errorf("qos ls does not show the limit and weight set:\n%s", ls)
+	}
+	if audit := s.cli("audit", "ls"); !strings.Contains(audit, "qos") {
+		t.Errorf("audit ls shows no qos change:\n%s", audit)
+	}
+	// The targets get the settings with a heartbeat (1 s).
+	deadline := time.Now().Add(20 * time.Second)
+	for s.metric("sluice_qos_limited_jobs", "") != 1 {
+		if time.Now().After(deadline) {
+			t.Fatal("the targets never applied the job limit (sluice_qos_limited_jobs != 1)")
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+
+	slow := newClient(t, s.addr, "slow", "training", -1)
+	fast := newClient(t, s.addr, "fast", "training", -1)
+	ctx, stop := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	wg.Go(func() { readLoop(ctx, t, slow, "/data", size) })
+	wg.Go(func() { readLoop(ctx, t, fast, "/data", size) })
+	// Run until the unlimited job has read 32 times the limited one's
+	// burst on all targets: a count, not a duration.
+	deadline = time.Now().Add(2 * time.Minute)
+	for s.metric("sluice_qos_job_served_bytes_total", `job="fast"`) < 4*32<<20 {
+		if time.Now().After(deadline) {
+			stop()
+			wg.Wait()
+			t.Fatal("the unlimited job did not read 128 MiB in 2 minutes")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	stop()
+	wg.Wait()
+	slowB := s.metric("sluice_qos_job_served_bytes_total", `job="slow"`)
+	fastB := s.metric("sluice_qos_job_served_bytes_total", `job="fast"`)
+	t.Logf("served: slow %.0f bytes, fast %.0f bytes", slowB, fastB)
+	if slowB == 0 || slowB*4 > fastB {
+		t.Errorf("the limited job got %.0f bytes beside the unlimited job's %.0f: want above 0 and under a quarter", slowB, fastB)
+	}
+	if got := s.metric("sluice_qos_served_bytes_total", `class="training"`); got < slowB+fastB {
+		t.Errorf("class training served %.0f bytes, less than its jobs' %.0f", got, slowB+fastB)
+	}
+
+	s.cli("qos", "rm", "--job", "slow")
+	if ls := s.cli("qos", "ls"); strings.Contains(ls, "slow") {
+		t.Errorf("qos ls still shows the removed limit:\n%s", ls)
+	}
+}
