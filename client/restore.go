@@ -147,7 +147,10 @@ func (r *restorer) init() {
 }
 
 func (r *restorer) close() {
+	// Under mu, so that no job starts (wg.Go) once Wait may run.
+	r.mu.Lock()
 	r.stop()
+	r.mu.Unlock()
 	r.wg.Wait()
 }
 

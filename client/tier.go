@@ -472,6 +472,10 @@ func (f *File) readTier(ctx context.Context, off int64, dst []byte) error {
 		ahead, unit = min(last+int64(f.c.opts.TierReadAhead), nblocks-1), tierSegment
 	}
 	t.next = last + 1
+	// The File's first read asks for the blocks it needs alone, so that
+	// its bytes do not wait for the rest of a segment (the first read
+	// of a released file also starts its restore's GETs beside it).
+	cold := len(t.blocks) == 0
 	for i := first; i <= ahead; {
 		if t.blocks[i] != nil {
 			i++
@@ -481,11 +485,14 @@ func (f *File) readTier(ctx context.Context, off int64, dst []byte) error {
 		// where blocks are already fetched.
 		n := int64(1)
 		limit := min((i/unit+1)*unit, nblocks)
+		if cold && i <= last {
+			limit = min(limit, last+1)
+		}
 		for i+n < limit && t.blocks[i+n] == nil {
 			n++
 		}
-		if i > last && n < unit && i+n < nblocks {
-			break // read ahead in whole segments only
+		if i > last && n < unit && i+n < nblocks && i%unit == 0 {
+			break // read ahead in whole segments only (or up to the next one)
 		}
 		fe := &tierFetch{first: i, n: n, done: make(chan struct{})}
 		for k := i; k < i+n; k++ {
