@@ -334,7 +334,9 @@ func TestRestoreTakeover(t *testing.T) {
 
 // TestMountRestore: through a real FUSE mount (`sluice mount`, its own
 // process), a read of a released file returns its bytes and restores it,
-// and a write to a released file restores it, then applies.
+// and a write to a released file restores it, then applies; with the
+// backend stopped the write fails with EIO and a read succeeds once it is
+// back.
 func TestMountRestore(t *testing.T) {
 	if os.Geteuid() != 0 {
 		proctestSkip(t, "the mount test needs root")
@@ -348,8 +350,8 @@ func TestMountRestore(t *testing.T) {
 	addBackend(t, fs, be, "m/")
 	c := newClient(t, fs.addr, 0)
 	files := map[string][]byte{"/a": randomData(61, 7<<20+3), "/s": randomData(62, 150<<10)}
-	w := randomData(63, 3<<20)
-	releasedFiles(t, fs, c, map[string][]byte{"/a": files["/a"], "/s": files["/s"], "/w": w})
+	w, down := randomData(63, 3<<20), randomData(64, 2<<20+1)
+	releasedFiles(t, fs, c, map[string][]byte{"/a": files["/a"], "/s": files["/s"], "/w": w, "/down": down})
 	mp := mountFS(t, fs.addr, "--op-timeout", "60s")
 	for p, d := range files {
 		got, err := os.ReadFile(filepath.Join(mp, p))
@@ -379,5 +381,31 @@ func TestMountRestore(t *testing.T) {
 	}
 	if st := hsmState(t, fs, "/w"); st != "dirty" {
 		t.Fatalf("after the write on the mount: %s, want dirty", st)
+	}
+
+	// With the backend stopped, a write to a released file fails with
+	// EIO (on the write, or on the fsync if the kernel buffered it)
+	// within the op timeout, and the file stays released.
+	short := mountFS(t, fs.addr, "--op-timeout", "4s")
+	be.proc.Pause(t)
+	f, err = os.OpenFile(filepath.Join(short, "down"), os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = f.WriteAt(patch, 0)
+	if err == nil {
+		err = f.Sync()
+	}
+	f.Close()
+	if !errors.Is(err, syscall.EIO) {
+		t.Fatalf("write to released on the mount with the backend stopped: %v; want EIO", err)
+	}
+	if st := hsmState(t, fs, "/down"); st != "released" {
+		t.Fatalf("after the failed write: %s, want released", st)
+	}
+	be.proc.Resume()
+	got, err := os.ReadFile(filepath.Join(short, "down"))
+	if err != nil || sha256.Sum256(got) != sha256.Sum256(down) {
+		t.Fatalf("read once the backend is back: %d bytes, %v", len(got), err)
 	}
 }
