@@ -137,7 +137,7 @@ func (c *Client) RestoreStats() RestoreStats {
 
 func (r *restorer) init() {
 	var b [8]byte
-	for r.owner == 0 {
+	for r.owner == 0 || r.owner == peekOwner {
 		rand.Read(b[:])
 		r.owner = binary.BigEndian.Uint64(b[:])
 	}
@@ -152,6 +152,34 @@ func (r *restorer) close() {
 	r.stop()
 	r.mu.Unlock()
 	r.wg.Wait()
+}
+
+// peekOwner is the owner ID of a claim that only looks: a drop by a
+// client that does not hold the lease changes nothing and answers with
+// the holder. No client's owner ID is peekOwner.
+const peekOwner = ^uint64(0)
+
+// RestoreLease is who restores a released file.
+type RestoreLease struct {
+	Holder uint64        // the holder's owner ID; 0: no restore runs
+	Epoch  uint64        // grants since the release; > 1 after a takeover
+	Left   time.Duration // until the holder's lease expires
+}
+
+// HsmRestoring returns the restore lease of the file at p (the zero
+// RestoreLease when it is not released or no restore runs). It changes
+// nothing.
+func (c *Client) HsmRestoring(ctx context.Context, p string) (RestoreLease, error) {
+	a, err := c.regular(ctx, p)
+	if err != nil {
+		return RestoreLease{}, opErr("hsm restoring", p, err)
+	}
+	var cl wire.HsmClaim
+	err = c.metaCall(ctx, wire.OpHsmClaim, &wire.HsmClaimReq{Ino: a.Ino, Owner: peekOwner, Drop: true}, &cl)
+	if err != nil {
+		return RestoreLease{}, opErr("hsm restoring", p, err)
+	}
+	return RestoreLease{Holder: cl.Owner, Epoch: cl.Epoch, Left: time.Duration(cl.LeftMs) * time.Millisecond}, nil
 }
 
 // startRestore returns the running restore of ino or starts one. A read

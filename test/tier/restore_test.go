@@ -282,9 +282,10 @@ func TestRestoreBeforeWrite(t *testing.T) {
 }
 
 // TestRestoreTakeover: a client (`sluice hsm restore`, its own process)
-// is killed with SIGKILL in the middle of a restore, holding the lease;
-// a reader on another client gets the right bytes meanwhile, takes the
-// restore over once the lease expires, and finishes it.
+// is killed with SIGKILL in the middle of a restore, holding the lease,
+// its chunks sized but not written; a reader on another client gets the
+// right bytes meanwhile (not the chunks' zeros), takes the restore over
+// once the lease expires, and finishes it.
 func TestRestoreTakeover(t *testing.T) {
 	ctx := context.Background()
 	be := startSluiceBackend(t)
@@ -293,7 +294,10 @@ func TestRestoreTakeover(t *testing.T) {
 	c := restoringClient(t, fs.addr, 0)
 	files := map[string][]byte{"/big": randomData(51, 96<<20+7)}
 	releasedFiles(t, fs, c, files)
-	base := fs.chunkBytes()
+	// The backend is stopped before the restore starts: the CLI claims
+	// the lease and sizes the chunks, then waits on its GETs; it is
+	// killed there, holding the lease.
+	be.proc.Pause(t)
 	cmd := exec.Command(binary, "hsm", "restore", "/big")
 	cmd.Env = append(os.Environ(), "SLUICE_SERVER="+fs.addr)
 	var logs syncLog
@@ -304,19 +308,25 @@ func TestRestoreTakeover(t *testing.T) {
 	exited := make(chan struct{})
 	go func() { cmd.Wait(); close(exited) }()
 	t.Cleanup(func() { cmd.Process.Signal(syscall.SIGKILL); <-exited })
-	// Stop the backend as soon as the restore has written chunks, so that
-	// the kill lands mid-restore.
-	waitFor(t, "the restore writing chunks", func() bool {
+	var dead client.RestoreLease
+	waitFor(t, "the CLI holding the restore lease", func() bool {
 		select {
 		case <-exited:
 			t.Fatalf("hsm restore ended before it was killed: %s", logs.String())
 		default:
 		}
-		return fs.chunkBytes() > base
+		var err error
+		dead, err = c.HsmRestoring(ctx, "/big")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return dead.Holder != 0
 	})
-	be.proc.Pause(t)
 	cmd.Process.Signal(syscall.SIGKILL)
 	<-exited
+	if dead.Epoch != 1 || dead.Left == 0 {
+		t.Fatalf("the CLI's lease: %+v; want a first grant, not expired", dead)
+	}
 	if st := hsmState(t, fs, "/big"); st != "released" {
 		t.Fatalf("after kill -9 mid-restore: %s, want released", st)
 	}
@@ -326,8 +336,12 @@ func TestRestoreTakeover(t *testing.T) {
 		t.Fatalf("read while the dead client holds the lease: %v", err)
 	}
 	waitArchived(t, fs, c, files)
-	if s := c.RestoreStats(); s.Copied != 1 {
-		t.Fatalf("restores by the reader: %+v; want the one it took over", s)
+	if l, err := c.HsmRestoring(ctx, "/big"); err != nil || l.Holder != 0 {
+		t.Fatalf("lease after the restore: %+v, %v; want none", l, err)
+	}
+	// It waited on the dead client's lease, then copied once.
+	if s := c.RestoreStats(); s.Copied != 1 || s.Waits == 0 {
+		t.Fatalf("restores by the reader: %+v; want waits on the dead holder's lease, then one copy", s)
 	}
 	checkOnTargets(t, fs, be, files)
 }
