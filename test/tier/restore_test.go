@@ -423,3 +423,67 @@ func TestMountRestore(t *testing.T) {
 		t.Fatalf("read once the backend is back: %d bytes, %v", len(got), err)
 	}
 }
+
+// TestWriteWaitsForOtherRestore: a write on one client to a released file
+// that another client is restoring waits for that restore (it does not
+// copy the file again), then applies.
+func TestWriteWaitsForOtherRestore(t *testing.T) {
+	ctx := context.Background()
+	be := startSluiceBackend(t)
+	fs := startFS(t)
+	addBackend(t, fs, be, "")
+	reader := restoringClient(t, fs.addr, 0)
+	writer := restoringClient(t, fs.addr, 0)
+	old := randomData(71, 6<<20+11)
+	releasedFiles(t, fs, reader, map[string][]byte{"/f": old})
+	be.proc.Pause(t) // the reader's restore holds the lease, its GETs waiting
+	readErr := make(chan error, 1)
+	go func() {
+		sum, _, err := readSum(ctx, reader, "/f")
+		if err == nil && sum != sha256.Sum256(old) {
+			err = errors.New("wrong bytes")
+		}
+		readErr <- err
+	}()
+	waitFor(t, "the reader holding the restore lease", func() bool {
+		l, err := reader.HsmRestoring(ctx, "/f")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return l.Holder != 0
+	})
+	patch := []byte("written while another client restores")
+	writeErr := make(chan error, 1)
+	go func() {
+		f, err := writer.OpenFile(ctx, "/f", client.O_RDWR, 0)
+		if err != nil {
+			writeErr <- err
+			return
+		}
+		if _, err := f.WriteAt(patch, 4<<20); err != nil {
+			f.Close()
+			writeErr <- err
+			return
+		}
+		writeErr <- f.Close()
+	}()
+	waitFor(t, "the writer waiting on the reader's lease", func() bool { return writer.RestoreStats().Waits > 0 })
+	be.proc.Resume()
+	if err := <-readErr; err != nil {
+		t.Fatalf("read: %v", err)
+	}
+	if err := <-writeErr; err != nil {
+		t.Fatalf("write: %v", err)
+	}
+	want := bytes.Clone(old)
+	copy(want[4<<20:], patch)
+	if sum, _, err := readSum(ctx, writer, "/f"); err != nil || sum != sha256.Sum256(want) {
+		t.Fatalf("after the write: %v; want the old bytes with the write", err)
+	}
+	if st := hsmState(t, fs, "/f"); st != "dirty" {
+		t.Fatalf("after the write: %s, want dirty", st)
+	}
+	if r, w := reader.RestoreStats(), writer.RestoreStats(); r.Copied != 1 || w.Copied != 0 {
+		t.Fatalf("restores: reader %+v, writer %+v; want one copy, by the reader", r, w)
+	}
+}
