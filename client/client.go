@@ -85,6 +85,14 @@ type Options struct {
 	// interactive, training, checkpoint or background. Empty means the
 	// environment variable SLUICE_QOS_CLASS, and with that unset training.
 	Class string
+	// TierNoRestoreOnRead keeps released files released when they are
+	// read: every read goes to the bucket (ADR 0016). By default the
+	// first read of a released file starts its restore in the background.
+	TierNoRestoreOnRead bool
+	// TierRestoreLease is how long a restore's lease lasts without a
+	// renewal (default 15 s; renewed every third of it): when a client
+	// dies mid-restore, another takes the restore over after it.
+	TierRestoreLease time.Duration
 }
 
 // The environment variables that give a client its QoS identity when its
@@ -155,6 +163,9 @@ func (o *Options) setDefaults() error {
 	if o.TierReadAhead <= 0 {
 		o.TierReadAhead = 64
 	}
+	if o.TierRestoreLease <= 0 {
+		o.TierRestoreLease = 15 * time.Second
+	}
 	return nil
 }
 
@@ -177,9 +188,10 @@ type Client struct {
 	pools   map[string]*pool // address -> connections
 	closed  bool
 
-	dirHook atomic.Pointer[func(InodeAttr)] // OnDirChange
-	stg     *stager                         // the staging area (Options.StagingDir), or nil
-	tiers   tierStores                      // the object tier's backends (tier.go)
+	dirHook  atomic.Pointer[func(InodeAttr)] // OnDirChange
+	stg      *stager                         // the staging area (Options.StagingDir), or nil
+	tiers    tierStores                      // the object tier's backends (tier.go)
+	restores restorer                        // restores of released files (restore.go)
 }
 
 // New connects to the metadata service at opts.Server and learns the
@@ -193,6 +205,7 @@ func New(ctx context.Context, opts Options) (*Client, error) {
 		return nil, err
 	}
 	c := &Client{opts: opts, pools: make(map[string]*pool), qos: tag}
+	c.restores.init()
 	for a := range strings.SplitSeq(opts.Server, ",") {
 		if a = strings.TrimSpace(a); a != "" {
 			c.metaAddrs = append(c.metaAddrs, a)
@@ -203,6 +216,7 @@ func New(ctx context.Context, opts Options) (*Client, error) {
 	}
 	c.meta = &pool{addr: c.metaAddrs[0], conns: make([]*wire.Conn, 1), dialTimeout: opts.DialTimeout}
 	if err := c.refreshCluster(ctx); err != nil {
+		c.restores.close()
 		c.metaPool().close()
 		return nil, fmt.Errorf("client: connect to %s: %w", opts.Server, err)
 	}
@@ -258,6 +272,7 @@ func (c *Client) Close() error {
 		c.stg.close(ctx)
 		cancel()
 	}
+	c.restores.close()
 	c.mu.Lock()
 	if c.closed {
 		c.mu.Unlock()

@@ -208,9 +208,11 @@ func (f *File) WriteAtContext(ctx context.Context, p []byte, off int64) (int, er
 		return 0, opErr("write", f.name, err)
 	}
 	if dataHome(f.home.Load()).released() {
-		// The metadata service refuses it too; say so before any byte
-		// goes to the targets.
-		return 0, opErr("write", f.name, errReleased)
+		// The metadata service refuses writes to a released file:
+		// restore it first (ADR 0016).
+		if err := f.restoreBeforeWriteLocked(ctx); err != nil {
+			return 0, opErr("write", f.name, err)
+		}
 	}
 	f.dropCaches()
 	if f.stg != nil {
@@ -608,7 +610,7 @@ func (f *File) ReadAtContext(ctx context.Context, p []byte, off int64) (int, err
 // extents in parallel; bytes the chunks do not have read as zeros.
 func (f *File) readChunks(ctx context.Context, off int64, dst []byte) error {
 	if dataHome(f.home.Load()).released() {
-		return f.readTier(ctx, off, dst)
+		return f.readReleased(ctx, off, dst)
 	}
 	var short atomic.Bool
 	if err := f.readTargets(ctx, off, dst, &short); err != nil || !short.Load() {
@@ -622,7 +624,7 @@ func (f *File) readChunks(ctx context.Context, off int64, dst []byte) error {
 	}
 	f.learn(&a)
 	if a.Flags&wire.AttrReleased != 0 {
-		return f.readTier(ctx, off, dst)
+		return f.readReleased(ctx, off, dst)
 	}
 	return nil
 }
@@ -686,7 +688,12 @@ func (f *File) Truncate(ctx context.Context, size int64) error {
 	}
 	f.learn(&a)
 	if a.Flags&wire.AttrReleased != 0 {
-		return opErr("truncate", f.name, errReleased)
+		if err := f.restoreBeforeWriteLocked(ctx); err != nil {
+			return opErr("truncate", f.name, err)
+		}
+		if err := f.c.metaCall(ctx, wire.OpGetAttr, &wire.InoReq{Ino: f.ino}, &a); err != nil {
+			return opErr("truncate", f.name, err)
+		}
 	}
 	// A file without chunks has nothing on the targets to cut.
 	if size < int64(a.Size) && a.Flags&wire.AttrChunks != 0 && len(f.layout.Chains) > 0 {

@@ -12,10 +12,7 @@ import (
 	"syscall"
 	"time"
 
-	"golang.org/x/sync/errgroup"
-
 	"github.com/sluice-fs/sluice/internal/errs"
-	"github.com/sluice-fs/sluice/internal/placement"
 	"github.com/sluice-fs/sluice/internal/tier"
 	"github.com/sluice-fs/sluice/internal/wire"
 )
@@ -40,8 +37,9 @@ func (b TierBackend) wire() wire.TierBackend {
 	return wire.TierBackend{Name: b.Name, Endpoint: b.Endpoint, Bucket: b.Bucket, Prefix: b.Prefix, Region: b.Region, AccessKey: b.AccessKey, SecretKey: b.SecretKey}
 }
 
-// errReleased refuses a write or truncate of a released file.
-var errReleased = errs.New(errs.Busy, "client: the file is released to the object tier; restore it first (sluice hsm restore)")
+// errReleased refuses a write or truncate of a file released again while
+// it was restored for the write.
+var errReleased = errs.New(errs.Busy, "client: the file was released to the object tier again during its restore for a write; try again")
 
 // tierStores caches the backends' Stores, reloaded when a name is missing.
 type tierStores struct {
@@ -330,91 +328,15 @@ func (c *Client) HsmRestore(ctx context.Context, p string) (HsmInfo, error) {
 	return info, opErr("hsm restore", p, err)
 }
 
-// RestoreIno is HsmRestore of file ino.
+// RestoreIno is HsmRestore of file ino: it runs the restore (or joins the
+// one this client runs, or waits for another client's) until the file is
+// no longer released.
 func (c *Client) RestoreIno(ctx context.Context, ino uint64) (HsmInfo, error) {
+	if err := c.restore(ctx, ino); err != nil {
+		return HsmInfo{}, err
+	}
 	rec, err := c.hsmGet(ctx, ino)
-	if err != nil {
-		return HsmInfo{}, err
-	}
-	if rec.State != wire.HsmReleased {
-		return hsmInfo(&rec), nil
-	}
-	// The release's chunk removal runs in the metadata service's next
-	// collection pass, a fraction of a second after it: wait for it.
-	for wait, deadline := 20*time.Millisecond, time.Now().Add(2*time.Minute); ; wait = min(2*wait, time.Second) {
-		_, err := c.hsmUpdate(ctx, ino, wire.HsmActRestoring, rec)
-		if err == nil {
-			break
-		}
-		if errs.CodeOf(err) != errs.Busy || time.Now().After(deadline) {
-			return HsmInfo{}, err
-		}
-		select {
-		case <-time.After(wait):
-		case <-ctx.Done():
-			return HsmInfo{}, ctx.Err()
-		}
-	}
-	st, err := c.tierStore(ctx, rec.Backend)
-	if err != nil {
-		return HsmInfo{}, err
-	}
-	a, err := c.GetAttrIno(ctx, ino)
-	if err != nil {
-		return HsmInfo{}, err
-	}
-	f, err := c.OpenInode(ctx, a, O_RDONLY)
-	if err != nil {
-		return HsmInfo{}, err
-	}
-	defer f.Release(ctx, false)
-	// Bytes a write left before the metadata service refused it must
-	// not survive past the restored content: start from no chunks.
-	if err := f.removeChunks(ctx); err != nil {
-		return HsmInfo{}, err
-	}
-	g, gctx := errgroup.WithContext(ctx)
-	g.SetLimit(c.opts.TierReadAhead / 2)
-	for off := int64(0); off < int64(rec.Size); off += restoreUnit {
-		n := min(restoreUnit, int64(rec.Size)-off)
-		g.Go(func() error {
-			buf := make([]byte, n)
-			if err := c.tierGet(gctx, st, &rec, off, buf); err != nil {
-				return err
-			}
-			return f.writeChunks(gctx, off, buf)
-		})
-	}
-	if err := g.Wait(); err != nil {
-		return HsmInfo{}, err
-	}
-	f.mu.Lock()
-	err = f.syncLocked(ctx)
-	f.mu.Unlock()
-	if err != nil {
-		return HsmInfo{}, err
-	}
-	r, err := c.hsmUpdate(ctx, ino, wire.HsmActRestored, rec)
-	return hsmInfo(&r), err
-}
-
-// removeChunks removes every chunk of the file from the targets.
-func (f *File) removeChunks(ctx context.Context) error {
-	slots := make(map[placement.ChainID][]uint32)
-	for slot, ch := range f.layout.Chains {
-		slots[ch] = append(slots[ch], uint32(slot))
-	}
-	g, gctx := errgroup.WithContext(ctx)
-	for ch, list := range slots {
-		g.Go(func() error {
-			_, err := f.c.chunkCall(gctx, chunkReq{chain: ch, write: true, op: wire.OpChunkRemove,
-				msg: func(t placement.TargetID, ref wire.ChainRef) wire.Message {
-					return &wire.ChunkRemoveReq{Target: t, ChainRef: ref, Ino: f.ino, Slots: list}
-				}})
-			return err
-		})
-	}
-	return g.Wait()
+	return hsmInfo(&rec), err
 }
 
 // tierGet reads dst at off (a multiple of the block size) of rec's object
@@ -492,6 +414,7 @@ type tierRead struct {
 	st     tier.Store
 	blocks map[int64]*tierFetch // block index -> the fetch holding it
 	next   int64                // the block after the last read, to tell sequential reads
+	job    *restoreJob          // the restore this File's reads started or joined
 }
 
 // tierFetch is one ranged GET of blocks [first, first+n).
@@ -549,6 +472,10 @@ func (f *File) readTier(ctx context.Context, off int64, dst []byte) error {
 		ahead, unit = min(last+int64(f.c.opts.TierReadAhead), nblocks-1), tierSegment
 	}
 	t.next = last + 1
+	// The File's first read asks for the blocks it needs alone, so that
+	// its bytes do not wait for the rest of a segment (the first read
+	// of a released file also starts its restore's GETs beside it).
+	cold := len(t.blocks) == 0
 	for i := first; i <= ahead; {
 		if t.blocks[i] != nil {
 			i++
@@ -558,11 +485,14 @@ func (f *File) readTier(ctx context.Context, off int64, dst []byte) error {
 		// where blocks are already fetched.
 		n := int64(1)
 		limit := min((i/unit+1)*unit, nblocks)
+		if cold && i <= last {
+			limit = min(limit, last+1)
+		}
 		for i+n < limit && t.blocks[i+n] == nil {
 			n++
 		}
-		if i > last && n < unit && i+n < nblocks {
-			break // read ahead in whole segments only
+		if i > last && n < unit && i+n < nblocks && i%unit == 0 {
+			break // read ahead in whole segments only (or up to the next one)
 		}
 		fe := &tierFetch{first: i, n: n, done: make(chan struct{})}
 		for k := i; k < i+n; k++ {

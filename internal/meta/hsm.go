@@ -123,3 +123,68 @@ func checkRecord(r *wire.HsmRecord) error {
 	}
 	return nil
 }
+
+// restoreLease is who restores a released file (ADR 0016): kept in the
+// file's HSM record while it is released. Owner 0: nobody. Expires is on
+// the metadata service's clock (ns), so clients' clocks never matter.
+type restoreLease struct {
+	Owner   uint64
+	Gen     uint64 // the copy being restored
+	Epoch   uint64 // grants since the release; > 1 after a takeover
+	Expires int64
+}
+
+// Lease lengths the service accepts (HsmClaimReq.LeaseMs is clamped).
+const (
+	minRestoreLease = 100 // ms
+	maxRestoreLease = 10 * 60 * 1000
+)
+
+// restoreClaim decides an HsmClaimReq on a file whose record is rec and
+// lease cur, at time now: the lease after it. A released file's lease goes
+// to the asker when nobody holds it, when it is for an older copy, or when
+// it expired (a takeover: the holder is presumed dead); its holder renews
+// it; anyone else gets the current holder back. A file that is not
+// released has no lease: there is nothing to restore.
+func restoreClaim(rec wire.HsmRecord, cur restoreLease, req *wire.HsmClaimReq, now int64) (restoreLease, error) {
+	if rec.State != wire.HsmReleased {
+		return restoreLease{}, nil
+	}
+	if req.Owner == 0 {
+		return cur, errs.New(errs.Invalid, "restore lease needs an owner")
+	}
+	if req.Gen != 0 && req.Gen != rec.Gen {
+		return cur, errs.New(errs.Stale, "file was archived again (copy %016x, asked for %016x)", rec.Gen, req.Gen)
+	}
+	live := cur.Owner != 0 && cur.Gen == rec.Gen && now < cur.Expires
+	if req.Drop {
+		if cur.Owner == req.Owner {
+			return restoreLease{Epoch: cur.Epoch, Gen: cur.Gen}, nil
+		}
+		return cur, nil
+	}
+	lease := int64(min(max(req.LeaseMs, minRestoreLease), maxRestoreLease)) * 1e6
+	switch {
+	case live && cur.Owner != req.Owner:
+		return cur, nil
+	case live || cur.Owner == req.Owner && cur.Gen == rec.Gen:
+		cur.Expires = now + lease // renewed (an expired lease nobody took is still ours)
+		return cur, nil
+	}
+	epoch := cur.Epoch
+	if cur.Gen != rec.Gen {
+		epoch = 0
+	}
+	return restoreLease{Owner: req.Owner, Gen: rec.Gen, Epoch: epoch + 1, Expires: now + lease}, nil
+}
+
+// restoreDone checks that owner may mark released file rec restored: it
+// must hold the lease, even an expired one nobody took over. A lease taken
+// over means another client writes the chunks now; a file that is no
+// longer released was restored already (hsmStep says so).
+func restoreDone(rec wire.HsmRecord, cur restoreLease, owner uint64) error {
+	if rec.State != wire.HsmReleased || (cur.Owner == owner && owner != 0 && cur.Gen == rec.Gen) {
+		return nil
+	}
+	return errs.New(errs.Stale, "restore lease is held by another client (%016x); it was taken over", cur.Owner)
+}

@@ -43,26 +43,62 @@ func decodeTierRecord(what string, b []byte, m wire.Message) error {
 
 // getHsm reads file ino's HSM record; State HsmResident when it has none.
 func getHsm(tx kv.Txn, ino uint64) (wire.HsmRecord, error) {
+	r, _, err := getHsmLease(tx, ino)
+	return r, err
+}
+
+// hsmLeaseVersion is the version byte of an HSM record followed by a
+// restore lease (ADR 0016); records without one keep tierRecordVersion.
+const hsmLeaseVersion = 2
+
+// getHsmLease reads file ino's HSM record and its restore lease.
+func getHsmLease(tx kv.Txn, ino uint64) (wire.HsmRecord, restoreLease, error) {
 	v, err := tx.Get(hsmKey(ino))
 	if errors.Is(err, kv.ErrNotFound) {
-		return wire.HsmRecord{}, nil
+		return wire.HsmRecord{}, restoreLease{}, nil
 	}
 	if err != nil {
-		return wire.HsmRecord{}, err
+		return wire.HsmRecord{}, restoreLease{}, err
 	}
+	return decodeHsm(ino, v)
+}
+
+func decodeHsm(ino uint64, v []byte) (wire.HsmRecord, restoreLease, error) {
 	var r wire.HsmRecord
-	if err := decodeTierRecord(fmt.Sprintf("inode %d HSM", ino), v, &r); err != nil {
-		return wire.HsmRecord{}, err
+	var l restoreLease
+	if len(v) > 0 && v[0] == hsmLeaseVersion {
+		d := wire.Decoder{B: v[1:]}
+		r.Decode(&d)
+		l.Owner, l.Gen, l.Epoch, l.Expires = d.U64(), d.U64(), d.U64(), d.I64()
+		if d.Err() != nil || d.More() {
+			return r, l, errs.New(errs.Corruption, "meta: inode %d HSM record with lease: bad encoding", ino)
+		}
+		return r, l, nil
 	}
-	return r, nil
+	err := decodeTierRecord(fmt.Sprintf("inode %d HSM", ino), v, &r)
+	return r, l, err
 }
 
 // putHsm writes (or, for State HsmResident, deletes) file ino's record and
-// queues drop, an object no longer needed.
+// queues drop, an object no longer needed. Any restore lease goes.
 func putHsm(tx kv.Txn, ino uint64, r wire.HsmRecord, drop *wire.TierQueueItem) {
-	if r.State == wire.HsmResident {
+	putHsmLease(tx, ino, r, restoreLease{}, drop)
+}
+
+// putHsmLease is putHsm keeping lease l with a released file's record.
+func putHsmLease(tx kv.Txn, ino uint64, r wire.HsmRecord, l restoreLease, drop *wire.TierQueueItem) {
+	switch {
+	case r.State == wire.HsmResident:
 		tx.Delete(hsmKey(ino))
-	} else {
+	case r.State == wire.HsmReleased && l != (restoreLease{}):
+		e := wire.Encoder{B: []byte{hsmLeaseVersion}}
+		r.Encode(&e)
+		e.U64(l.Owner)
+		e.U64(l.Gen)
+		e.U64(l.Epoch)
+		e.I64(l.Expires)
+		tx.Set(hsmKey(ino), e.B)
+	default:
 		tx.Set(hsmKey(ino), encodeTierRecord(&r))
 	}
 	if drop != nil {
@@ -175,7 +211,7 @@ func (s *Service) hsmFilesOn(ctx context.Context, backend string) (int, error) {
 					name := ""
 					if pfx == pfxHsm {
 						var r wire.HsmRecord
-						if derr = decodeTierRecord("HSM", v, &r); derr != nil {
+						if r, _, derr = decodeHsm(0, v); derr != nil {
 							return false
 						}
 						name = r.Backend
@@ -261,7 +297,7 @@ func (s *Service) HsmUpdate(ctx context.Context, req *wire.HsmUpdateReq) (wire.H
 		if err != nil {
 			return err
 		}
-		cur, err := getHsm(tx, req.Ino)
+		cur, lease, err := getHsmLease(tx, req.Ino)
 		if err != nil {
 			return err
 		}
@@ -293,7 +329,7 @@ func (s *Service) HsmUpdate(ctx context.Context, req *wire.HsmUpdateReq) (wire.H
 			tx.Set(garbageKey(req.Ino), appendLayout(nil, &n.Layout))
 			queued = true
 		}
-		putHsm(tx, req.Ino, next, drop)
+		putHsmLease(tx, req.Ino, next, lease, drop)
 		if next.State != wire.HsmResident && n.Flags&inoHsm == 0 {
 			// Reads of the "H" key are skipped for inodes without it.
 			n.Flags |= inoHsm
@@ -307,6 +343,83 @@ func (s *Service) HsmUpdate(ctx context.Context, req *wire.HsmUpdateReq) (wire.H
 	}
 	if queued {
 		s.kickGC()
+	}
+	return r, nil
+}
+
+// HsmClaim takes, renews or drops the restore lease of a released file
+// (restoreClaim). A lease is granted only once the release's chunk
+// removal is done (errs.Busy until then), so that the collector never
+// removes chunks a restore wrote.
+func (s *Service) HsmClaim(ctx context.Context, req *wire.HsmClaimReq) (wire.HsmClaim, error) {
+	var r wire.HsmClaim
+	err := s.update(ctx, func(tx kv.Txn) error {
+		n, err := getInode(tx, req.Ino)
+		if err != nil {
+			return err
+		}
+		if !n.isReg() {
+			return errs.New(errs.Invalid, "only regular files have an HSM state")
+		}
+		rec, cur, err := getHsmLease(tx, req.Ino)
+		if err != nil {
+			return err
+		}
+		now := s.nowNs()
+		next, err := restoreClaim(rec, cur, req, now)
+		if err != nil {
+			return err
+		}
+		if next.Owner == req.Owner && cur.Owner != req.Owner {
+			if _, err := tx.Get(garbageKey(req.Ino)); err == nil {
+				return errs.New(errs.Busy, "the release's chunk removal has not finished; try again")
+			} else if !errors.Is(err, kv.ErrNotFound) {
+				return err
+			}
+		}
+		if next != cur {
+			putHsmLease(tx, req.Ino, rec, next, nil)
+		}
+		r = wire.HsmClaim{State: rec.State, Gen: rec.Gen, Owner: next.Owner, Epoch: next.Epoch}
+		if next.Owner != 0 && next.Expires > now {
+			r.LeftMs = uint32(min((next.Expires-now)/1e6, maxRestoreLease))
+		}
+		return nil
+	})
+	if err != nil {
+		return wire.HsmClaim{}, inoErr("hsm claim", req.Ino, err)
+	}
+	return r, nil
+}
+
+// HsmRestored marks released file req.Ino archived once the holder of its
+// restore lease, req.Owner, has its bytes synced on the targets; the
+// lease goes with the state change.
+func (s *Service) HsmRestored(ctx context.Context, req *wire.HsmClaimReq) (wire.HsmRecord, error) {
+	var r wire.HsmRecord
+	err := s.update(ctx, func(tx kv.Txn) error {
+		n, err := getInode(tx, req.Ino)
+		if err != nil {
+			return err
+		}
+		cur, lease, err := getHsmLease(tx, req.Ino)
+		if err != nil {
+			return err
+		}
+		if err := restoreDone(cur, lease, req.Owner); err != nil {
+			return err
+		}
+		f := hsmFile{Reg: n.isReg(), Size: n.Size, Mtime: n.Mtime, InlineLen: n.InlineLen}
+		next, _, err := hsmStep(cur, f, &wire.HsmUpdateReq{Ino: req.Ino, Action: wire.HsmActRestored, Record: wire.HsmRecord{Gen: req.Gen}})
+		if err != nil {
+			return err
+		}
+		putHsm(tx, req.Ino, next, nil)
+		r = next
+		return nil
+	})
+	if err != nil {
+		return wire.HsmRecord{}, inoErr("hsm restored", req.Ino, err)
 	}
 	return r, nil
 }
@@ -375,6 +488,14 @@ func (s *Service) registerTier(srv *wire.Server) {
 	})
 	handle(srv, wire.OpHsmUpdate, func(ctx context.Context, m *wire.HsmUpdateReq) (wire.Message, error) {
 		r, err := s.HsmUpdate(ctx, m)
+		return &r, err
+	})
+	handle(srv, wire.OpHsmClaim, func(ctx context.Context, m *wire.HsmClaimReq) (wire.Message, error) {
+		r, err := s.HsmClaim(ctx, m)
+		return &r, err
+	})
+	handle(srv, wire.OpHsmRestored, func(ctx context.Context, m *wire.HsmClaimReq) (wire.Message, error) {
+		r, err := s.HsmRestored(ctx, m)
 		return &r, err
 	})
 	handle(srv, wire.OpTierQueue, func(ctx context.Context, m *wire.TierQueueReq) (wire.Message, error) {

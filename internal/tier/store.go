@@ -91,18 +91,30 @@ func (s *s3Store) GetRange(ctx context.Context, key string, off int64, dst []byt
 	if err := opts.SetRange(off, off+int64(len(dst))-1); err != nil {
 		return nil, s.err("get", key, err)
 	}
-	body, _, hdr, err := s.core.GetObject(ctx, s.bucket, s.prefix+key, opts)
+	body, info, hdr, err := s.core.GetObject(ctx, s.bucket, s.prefix+key, opts)
 	if err != nil {
 		return nil, s.err("get", key, err)
 	}
 	defer body.Close()
 	if n, err := io.ReadFull(body, dst); err != nil {
 		if errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF) {
-			return nil, errs.New(errs.Corruption, "tier: backend %q: object %s returned %d of %d bytes at %d", s.name, s.prefix+key, n, len(dst), off)
+			return nil, shortBody(s.name, s.prefix+key, off, n, len(dst), info.Size)
 		}
 		return nil, s.err("get", key, err)
 	}
 	return userMeta(hdr), nil
+}
+
+// shortBody classifies a ranged GET of want bytes whose body ended after
+// got: a response that announced want bytes (sent) was cut (the backend
+// or the connection went away: unavailable, try again); one that
+// announced fewer came from an object shorter than the archived one
+// (corruption).
+func shortBody(backend, key string, off int64, got, want int, sent int64) error {
+	if sent == int64(want) {
+		return errs.New(errs.Unavailable, "tier: backend %q: object %s: the response broke after %d of %d bytes at %d", backend, key, got, want, off)
+	}
+	return errs.New(errs.Corruption, "tier: backend %q: object %s returned %d of %d bytes at %d", backend, key, got, want, off)
 }
 
 func (s *s3Store) Head(ctx context.Context, key string) (int64, map[string]string, error) {

@@ -64,6 +64,10 @@ const (
 	OpHsmGet    Op = 39 // InoReq -> HsmRecord (State HsmResident when the file has none)
 	OpHsmUpdate Op = 40 // HsmUpdateReq -> HsmRecord (an archive, release, restore or removal step)
 	OpTierQueue Op = 41 // TierQueueReq -> TierQueueResp (objects of removed files to delete)
+
+	// Restores of released files (ADR 0016): a lease in the HSM record.
+	OpHsmClaim    Op = 54 // HsmClaimReq -> HsmClaim (take, renew or drop a released file's restore lease)
+	OpHsmRestored Op = 55 // HsmClaimReq -> HsmRecord (the lease holder's restore is on the targets: archived)
 )
 
 // Storage target operations (64-127).

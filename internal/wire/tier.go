@@ -217,3 +217,61 @@ type TierQueueResp struct{ Items []TierQueueItem }
 
 func (m *TierQueueResp) Encode(e *Encoder) { encodeQueueItems(e, m.Items) }
 func (m *TierQueueResp) Decode(d *Decoder) { m.Items = decodeQueueItems(d) }
+
+// HsmClaimReq asks for, renews (Owner already holds it) or, with Drop,
+// gives up the restore lease of released file Ino whose copy has
+// generation Gen (0: any). Owner is a random ID of the restoring client;
+// LeaseMs how long the lease lasts without a renewal (the service bounds
+// it). OpHsmRestored takes the same request: Owner's restore is done.
+type HsmClaimReq struct {
+	Ino     uint64
+	Gen     uint64
+	Owner   uint64
+	LeaseMs uint32
+	Drop    bool
+}
+
+func (m *HsmClaimReq) Encode(e *Encoder) {
+	e.U64(m.Ino)
+	e.U64(m.Gen)
+	e.U64(m.Owner)
+	e.U32(m.LeaseMs)
+	e.Bool(m.Drop)
+}
+
+func (m *HsmClaimReq) Decode(d *Decoder) {
+	m.Ino = d.U64()
+	m.Gen = d.U64()
+	m.Owner = d.U64()
+	m.LeaseMs = d.U32()
+	m.Drop = d.Bool()
+}
+
+// HsmClaim is the answer to an HsmClaimReq: the file's HSM state and the
+// restore lease after the request. The request's owner holds the lease
+// when Owner is its ID; Owner 0: nobody. Epoch counts the grants since the
+// file was released (a takeover has Epoch > 1); LeftMs is the lease's time
+// left on the service's clock.
+type HsmClaim struct {
+	State  uint8
+	Gen    uint64
+	Owner  uint64
+	Epoch  uint64
+	LeftMs uint32
+}
+
+func (m *HsmClaim) Encode(e *Encoder) {
+	e.U8(m.State)
+	e.U64(m.Gen)
+	e.U64(m.Owner)
+	e.U64(m.Epoch)
+	e.U32(m.LeftMs)
+}
+
+func (m *HsmClaim) Decode(d *Decoder) {
+	m.State = d.U8()
+	m.Gen = d.U64()
+	m.Owner = d.U64()
+	m.Epoch = d.U64()
+	m.LeftMs = d.U32()
+}

@@ -83,7 +83,7 @@ func BenchmarkTier(b *testing.B) {
 	canMount := os.Geteuid() == 0 && fuseErr == nil
 	// mountRead reads files through a new mount (nothing in its page cache).
 	mountRead := func(b *testing.B, paths []string, readers int) (time.Duration, int64) {
-		mp := mountFS(b, fs.addr)
+		mp := mountFS(b, fs.addr, "--no-restore-on-read")
 		var total atomic.Int64
 		t0 := time.Now()
 		if err := parallelEach(paths, readers, func(p string) error {

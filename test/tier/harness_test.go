@@ -254,11 +254,18 @@ func readSum(ctx context.Context, c *client.Client, p string) ([32]byte, int64, 
 	return s, n, err
 }
 
+// newClient is a client whose reads of released files always go to the
+// bucket (no restore on read): the tests of the read path itself use it.
 func newClient(t testing.TB, addr string, tierTimeout time.Duration) *client.Client {
+	t.Helper()
+	return newClientOpts(t, client.Options{Server: addr, TierTimeout: tierTimeout, TierNoRestoreOnRead: true})
+}
+
+func newClientOpts(t testing.TB, opts client.Options) *client.Client {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	c, err := client.New(ctx, client.Options{Server: addr, TierTimeout: tierTimeout})
+	c, err := client.New(ctx, opts)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -39,7 +39,7 @@ func TestMountRead(t *testing.T) {
 	fs.mustCLI("hsm", "archive", "/a", "/b")
 	fs.mustCLI("hsm", "release", "/a", "/b")
 
-	mp := mountFS(t, fs.addr, "--op-timeout", "2s")
+	mp := mountFS(t, fs.addr, "--op-timeout", "2s", "--no-restore-on-read")
 	fi, err := os.Stat(filepath.Join(mp, "a"))
 	if err != nil || fi.Size() != int64(len(a)) {
 		t.Fatalf("stat of released on the mount: %v %v", fi, err)

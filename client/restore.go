@@ -1,0 +1,449 @@
+package client
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"golang.org/x/sync/errgroup"
+
+	"github.com/sluice-fs/sluice/internal/errs"
+	"github.com/sluice-fs/sluice/internal/placement"
+	"github.com/sluice-fs/sluice/internal/wire"
+)
+
+// Restores of released files (ADR 0016, docs/tier.md): the first read of a
+// released file starts one in the background, a write or truncate waits
+// for one, `sluice hsm restore` runs one. Reads keep going to the bucket
+// until the restore's commit makes the file archived, so a reader never
+// sees chunks half written. Across clients, the restore lease in the file's
+// HSM record (OpHsmClaim) picks one restorer; the others wait for it and
+// take over if its lease expires (a dead client). The decisions are the
+// pure functions below; the rest moves bytes.
+
+// restoreAction is what a client does next with a released file's restore.
+type restoreAction int
+
+const (
+	restoreFinished restoreAction = iota // not released any more: nothing to do
+	restoreCopy                          // this client holds the lease: copy the bytes
+	restoreWait                          // another client holds it: wait, then ask again
+)
+
+// nextRestoreStep decides from the service's answer to this client's
+// (me's) claim.
+func nextRestoreStep(c wire.HsmClaim, me uint64) restoreAction {
+	switch {
+	case c.State != wire.HsmReleased:
+		return restoreFinished
+	case c.Owner == me:
+		return restoreCopy
+	}
+	return restoreWait
+}
+
+// restorePoll is how long a waiting client sleeps before asking again: the
+// holder's time left (it may be dead), at most a second, at least 20 ms.
+func restorePoll(c wire.HsmClaim) time.Duration {
+	return min(max(time.Duration(c.LeftMs)*time.Millisecond, 20*time.Millisecond), time.Second)
+}
+
+// restoreRetry is how long after a failed restore a read of the same file
+// waits before it starts another one: a backend that is down is then not
+// asked again by every read.
+const restoreRetry = 2 * time.Second
+
+// mayStartRestore says whether a read of a released file starts its
+// restore: on unless the options turn it off, and not again soon after
+// one failed.
+func mayStartRestore(off bool, lastFail, now time.Time) bool {
+	return !off && (lastFail.IsZero() || now.Sub(lastFail) >= restoreRetry)
+}
+
+// readSource is where a read of a File goes.
+type readSource int
+
+const (
+	fromTargets readSource = iota
+	fromTier
+	fromRefresh // ask for the attributes again first: a restore finished
+)
+
+// readFrom decides from the File's view (released or not) and whether a
+// restore it waited on or started has finished well since.
+func readFrom(released, restoredSince bool) readSource {
+	switch {
+	case !released:
+		return fromTargets
+	case restoredSince:
+		return fromRefresh
+	}
+	return fromTier
+}
+
+// restoreParallel is how many ranged GETs (of restoreUnit bytes) a restore
+// keeps in flight, each followed by its chunk writes.
+const restoreParallel = 8
+
+// restoreJob is one restore of a file run by this client.
+type restoreJob struct {
+	done chan struct{}
+	err  error // set before done is closed
+}
+
+// finished reports whether the job ended, and well.
+func (j *restoreJob) finished() (ended, ok bool) {
+	select {
+	case <-j.done:
+		return true, j.err == nil
+	default:
+		return false, false
+	}
+}
+
+// restorer runs a client's restores. Each job's goroutine is owned by it:
+// Close cancels ctx and waits for them.
+type restorer struct {
+	owner uint64 // this client's lease owner ID, random
+	ctx   context.Context
+	stop  context.CancelFunc
+	wg    sync.WaitGroup
+
+	claims, waits, copied, failed atomic.Uint64 // RestoreStats
+
+	mu       sync.Mutex
+	jobs     map[uint64]*restoreJob // running, by inode
+	lastFail map[uint64]time.Time   // when the last restore of an inode failed
+}
+
+// RestoreStats counts the restores of released files this client ran.
+type RestoreStats struct {
+	Claims uint64 // answers to this client's claims of a restore lease (renewals not counted)
+	Waits  uint64 // of those, the ones that said another client holds the lease
+	Copied uint64 // restores whose bytes this client copied and committed
+	Failed uint64 // restores that ended with an error
+}
+
+// RestoreStats returns the counts so far.
+func (c *Client) RestoreStats() RestoreStats {
+	r := &c.restores
+	return RestoreStats{Claims: r.claims.Load(), Waits: r.waits.Load(), Copied: r.copied.Load(), Failed: r.failed.Load()}
+}
+
+func (r *restorer) init() {
+	var b [8]byte
+	for r.owner == 0 || r.owner == peekOwner {
+		rand.Read(b[:])
+		r.owner = binary.BigEndian.Uint64(b[:])
+	}
+	r.ctx, r.stop = context.WithCancel(context.Background())
+	r.jobs = make(map[uint64]*restoreJob)
+	r.lastFail = make(map[uint64]time.Time)
+}
+
+func (r *restorer) close() {
+	// Under mu, so that no job starts (wg.Go) once Wait may run.
+	r.mu.Lock()
+	r.stop()
+	r.mu.Unlock()
+	r.wg.Wait()
+}
+
+// peekOwner is the owner ID of a claim that only looks: a drop by a
+// client that does not hold the lease changes nothing and answers with
+// the holder. No client's owner ID is peekOwner.
+const peekOwner = ^uint64(0)
+
+// RestoreLease is who restores a released file.
+type RestoreLease struct {
+	Holder uint64        // the holder's owner ID; 0: no restore runs
+	Epoch  uint64        // grants since the release; > 1 after a takeover
+	Left   time.Duration // until the holder's lease expires
+}
+
+// HsmRestoring returns the restore lease of the file at p (the zero
+// RestoreLease when it is not released or no restore runs). It changes
+// nothing.
+func (c *Client) HsmRestoring(ctx context.Context, p string) (RestoreLease, error) {
+	a, err := c.regular(ctx, p)
+	if err != nil {
+		return RestoreLease{}, opErr("hsm restoring", p, err)
+	}
+	var cl wire.HsmClaim
+	err = c.metaCall(ctx, wire.OpHsmClaim, &wire.HsmClaimReq{Ino: a.Ino, Owner: peekOwner, Drop: true}, &cl)
+	if err != nil {
+		return RestoreLease{}, opErr("hsm restoring", p, err)
+	}
+	return RestoreLease{Holder: cl.Owner, Epoch: cl.Epoch, Left: time.Duration(cl.LeftMs) * time.Millisecond}, nil
+}
+
+// startRestore returns the running restore of ino or starts one. A read
+// (demand false) starts none when mayStartRestore says no; it then
+// returns nil.
+func (c *Client) startRestore(ino uint64, demand bool) *restoreJob {
+	r := &c.restores
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if j := r.jobs[ino]; j != nil {
+		return j
+	}
+	if !demand && !mayStartRestore(c.opts.TierNoRestoreOnRead, r.lastFail[ino], time.Now()) {
+		return nil
+	}
+	if r.ctx.Err() != nil {
+		return nil // closing
+	}
+	j := &restoreJob{done: make(chan struct{})}
+	r.jobs[ino] = j
+	r.wg.Go(func() {
+		err := c.runRestore(r.ctx, ino)
+		r.mu.Lock()
+		delete(r.jobs, ino)
+		if err != nil {
+			r.lastFail[ino] = time.Now()
+			r.failed.Add(1)
+		} else {
+			delete(r.lastFail, ino)
+		}
+		j.err = err
+		close(j.done)
+		r.mu.Unlock()
+	})
+	return j
+}
+
+// restore restores ino (or joins the restore running) and waits for it.
+func (c *Client) restore(ctx context.Context, ino uint64) error {
+	j := c.startRestore(ino, true)
+	if j == nil {
+		return errs.New(errs.Unavailable, "client: restore of inode %d: the client is closing", ino)
+	}
+	select {
+	case <-j.done:
+		return j.err
+	case <-ctx.Done():
+		return fmt.Errorf("restore of released inode %d (it goes on in the background): %w", ino, ctx.Err())
+	}
+}
+
+// runRestore claims the restore lease of released file ino and copies it,
+// or waits while another client holds the lease, until the file is not
+// released any more.
+func (c *Client) runRestore(ctx context.Context, ino uint64) error {
+	me := c.restores.owner
+	lease := uint32(c.opts.TierRestoreLease / time.Millisecond)
+	busy := 20 * time.Millisecond
+	for {
+		rec, err := c.hsmGet(ctx, ino)
+		if err != nil {
+			return err
+		}
+		var claim wire.HsmClaim
+		if rec.State == wire.HsmReleased {
+			err = c.metaCall(ctx, wire.OpHsmClaim, &wire.HsmClaimReq{Ino: ino, Gen: rec.Gen, Owner: me, LeaseMs: lease}, &claim)
+		} else {
+			claim.State = rec.State
+		}
+		wait := time.Duration(0)
+		switch {
+		case errs.CodeOf(err) == errs.Busy: // the release's chunk removal is not done yet
+			wait, busy = busy, min(2*busy, time.Second)
+		case errs.CodeOf(err) == errs.Stale: // archived again meanwhile: look again
+		case err != nil:
+			return err
+		default:
+			if rec.State == wire.HsmReleased {
+				c.restores.claims.Add(1)
+			}
+			switch nextRestoreStep(claim, me) {
+			case restoreFinished:
+				return nil
+			case restoreCopy:
+				return c.copyRestore(ctx, ino, &rec)
+			case restoreWait:
+				c.restores.waits.Add(1)
+				wait = restorePoll(claim)
+			}
+		}
+		select {
+		case <-time.After(wait):
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+// errLeaseLost stops a restore whose lease another client took over.
+var errLeaseLost = errs.New(errs.Stale, "client: the restore lease was taken over by another client")
+
+// copyRestore copies the object of released file ino to its chunks while
+// renewing the lease, syncs them and commits (OpHsmRestored). On failure
+// it gives the lease up, so that another client may start at once.
+func (c *Client) copyRestore(ctx context.Context, ino uint64, rec *wire.HsmRecord) (err error) {
+	me := c.restores.owner
+	lease := c.opts.TierRestoreLease
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	defer func() {
+		if err != nil && !errors.Is(err, errLeaseLost) {
+			dctx, dcancel := context.WithTimeout(context.WithoutCancel(ctx), c.opts.TierTimeout)
+			c.metaCall(dctx, wire.OpHsmClaim, &wire.HsmClaimReq{Ino: ino, Gen: rec.Gen, Owner: me, Drop: true}, &wire.HsmClaim{})
+			dcancel()
+		}
+	}()
+	var renew sync.WaitGroup
+	defer renew.Wait()
+	defer cancel(nil) // stops the renewals before the wait above
+	renew.Go(func() {
+		t := time.NewTicker(lease / 3)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			}
+			var cl wire.HsmClaim
+			err := c.metaCall(ctx, wire.OpHsmClaim, &wire.HsmClaimReq{Ino: ino, Gen: rec.Gen, Owner: me, LeaseMs: uint32(lease / time.Millisecond)}, &cl)
+			if err == nil && nextRestoreStep(cl, me) != restoreCopy {
+				err = errLeaseLost
+			}
+			if err != nil && ctx.Err() == nil {
+				cancel(err)
+				return
+			}
+		}
+	})
+	err = c.copyObject(ctx, ino, rec)
+	if cause := context.Cause(ctx); err != nil && cause != nil && cause != context.Canceled {
+		err = cause
+	}
+	if err != nil {
+		return fmt.Errorf("restore of released inode %d from backend %q: %w", ino, rec.Backend, err)
+	}
+	var r wire.HsmRecord
+	if err := c.metaCall(ctx, wire.OpHsmRestored, &wire.HsmClaimReq{Ino: ino, Gen: rec.Gen, Owner: me}, &r); err != nil {
+		return fmt.Errorf("restore of released inode %d: commit: %w", ino, err)
+	}
+	c.restores.copied.Add(1)
+	return nil
+}
+
+// copyObject writes rec's object to file ino's chunks, every block checked,
+// and syncs them. Each chunk is first cut to its size in the file (bytes a
+// refused write may have left past the end go; a restore that another
+// client runs too writes the same bytes, so no order of the two harms).
+func (c *Client) copyObject(ctx context.Context, ino uint64, rec *wire.HsmRecord) error {
+	st, err := c.tierStore(ctx, rec.Backend)
+	if err != nil {
+		return err
+	}
+	a, err := c.GetAttrIno(ctx, ino)
+	if err != nil {
+		return err
+	}
+	f, err := c.OpenInode(ctx, a, O_RDONLY|oNoStage)
+	if err != nil {
+		return err
+	}
+	defer f.Release(ctx, false)
+	size := int64(rec.Size)
+	if err := f.cutChunks(ctx, size); err != nil {
+		return err
+	}
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(restoreParallel)
+	for off := int64(0); off < size; off += restoreUnit {
+		n := min(restoreUnit, size-off)
+		g.Go(func() error {
+			buf := make([]byte, n)
+			if err := c.tierGet(gctx, st, rec, off, buf); err != nil {
+				return err
+			}
+			return f.writeChunks(gctx, off, buf)
+		})
+	}
+	if err := g.Wait(); err != nil {
+		return err
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.syncLocked(ctx)
+}
+
+// cutChunks truncates each chunk of the file to its length in a file of
+// size bytes (creating missing ones), on every slot at once.
+func (f *File) cutChunks(ctx context.Context, size int64) error {
+	g, gctx := errgroup.WithContext(ctx)
+	for slot, ch := range f.layout.Chains {
+		csize := uint64(f.layout.ChunkSize(slot, size))
+		g.Go(func() error {
+			_, err := f.c.chunkCall(gctx, chunkReq{chain: ch, write: true, op: wire.OpChunkTruncate,
+				msg: func(t placement.TargetID, ref wire.ChainRef) wire.Message {
+					return &wire.ChunkTruncateReq{ChunkRef: wire.ChunkRef{Target: t, ChainRef: ref, Ino: f.ino, Slot: uint32(slot)}, Size: csize}
+				}})
+			return err
+		})
+	}
+	return g.Wait()
+}
+
+// restoreBeforeWrite restores the released file f (waiting for it, under
+// ctx) and learns its attributes again; f.mu is held. A file still
+// released afterwards (released again meanwhile) fails with errReleased.
+func (f *File) restoreBeforeWriteLocked(ctx context.Context) error {
+	if err := f.c.restore(ctx, f.ino); err != nil {
+		return err
+	}
+	var a wire.Attr
+	if err := f.c.metaCall(ctx, wire.OpGetAttr, &wire.InoReq{Ino: f.ino}, &a); err != nil {
+		return err
+	}
+	f.learn(&a)
+	if a.Flags&wire.AttrReleased != 0 {
+		return errReleased
+	}
+	return nil
+}
+
+// readReleased reads dst at off of a file this File last saw released:
+// from the bucket (readTier), starting the file's restore in the
+// background if none runs; once a restore it started or joined has
+// finished, from the targets if the attributes say so.
+func (f *File) readReleased(ctx context.Context, off int64, dst []byte) error {
+	t := &f.tier
+	t.mu.Lock()
+	j := t.job
+	t.mu.Unlock()
+	var ended, ok bool
+	if j != nil {
+		ended, ok = j.finished()
+	}
+	if readFrom(true, ended && ok) == fromRefresh {
+		t.mu.Lock()
+		t.job = nil
+		t.mu.Unlock()
+		var a wire.Attr
+		if err := f.c.metaCall(ctx, wire.OpGetAttr, &wire.InoReq{Ino: f.ino}, &a); err != nil {
+			return err
+		}
+		f.learn(&a)
+		if a.Flags&wire.AttrReleased == 0 {
+			return f.readChunks(ctx, off, dst)
+		}
+		j, ended = nil, false
+	}
+	if j == nil || ended {
+		if nj := f.c.startRestore(f.ino, false); nj != nil {
+			t.mu.Lock()
+			t.job = nj
+			t.mu.Unlock()
+		}
+	}
+	return f.readTier(ctx, off, dst)
+}
