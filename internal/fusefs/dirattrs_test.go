@@ -76,10 +76,14 @@ func TestLookedAttrs(t *testing.T) {
 	if _, ok := l.take(5, 0, now); ok {
 		t.Error("an entry without a thread was taken")
 	}
-	for i := range uint64(maxLooked + 1) {
-		l.put(client.InodeAttr{Ino: i + 100}, 1, now)
+	// Another inode in the same slot replaces the entry: a miss, never
+	// the wrong file's attributes.
+	l.put(a, 42, now)
+	l.put(client.InodeAttr{Ino: 5 + lookedSlots, Size: 1}, 42, now)
+	if _, ok := l.take(5, 42, now); ok {
+		t.Error("an entry replaced by another inode's was taken")
 	}
-	if n := len(l.m); n > maxLooked {
-		t.Errorf("%d entries, more than %d", n, maxLooked)
+	if got, ok := l.take(5+lookedSlots, 42, now); !ok || got.Size != 1 {
+		t.Errorf("the other inode's entry: %+v %v", got, ok)
 	}
 }

@@ -23,10 +23,12 @@ import (
 // (docs/adr/0014-mount-caches.md). Changes made through this mount to the
 // file drop its entry.
 //
-// It is safe for concurrent use.
+// It is a fixed table of slots chosen by inode number (a slot holds the
+// latest lookup that fell in it), so that a stat-only workload pays a copy
+// into a slot and no allocation. It is safe for concurrent use.
 type lookedAttrs struct {
-	mu sync.Mutex
-	m  map[uint64]lookedAttr // guarded by mu
+	mu    [lookedLocks]sync.Mutex
+	slots [lookedSlots]lookedAttr // slot i guarded by mu[i%lookedLocks]
 }
 
 type lookedAttr struct {
@@ -35,33 +37,36 @@ type lookedAttr struct {
 	at  time.Time
 }
 
+const (
+	lookedSlots = 1024 // opens in flight right after their lookups, with room to spare
+	lookedLocks = 64
+)
+
 // lookedFresh bounds the age of a lookup an open may use: the two requests
 // of one open(2) come microseconds apart, a loaded machine may stretch it
 // to milliseconds.
 const lookedFresh = 20 * time.Millisecond
 
-// maxLooked bounds lookedAttrs; when full it is cleared, which costs a
-// getattr per open only.
-const maxLooked = 4096
-
 func (l *lookedAttrs) put(a client.InodeAttr, pid uint32, now time.Time) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.m == nil || len(l.m) >= maxLooked {
-		l.m = make(map[uint64]lookedAttr)
-	}
-	l.m[a.Ino] = lookedAttr{a, pid, now}
+	i := a.Ino % lookedSlots
+	m := &l.mu[i%lookedLocks]
+	m.Lock()
+	l.slots[i] = lookedAttr{a, pid, now}
+	m.Unlock()
 }
 
 // take removes ino's entry and returns its attributes if the same thread
 // (pid) looked it up less than lookedFresh before now.
 func (l *lookedAttrs) take(ino uint64, pid uint32, now time.Time) (client.InodeAttr, bool) {
-	l.mu.Lock()
-	e, ok := l.m[ino]
+	i := ino % lookedSlots
+	m := &l.mu[i%lookedLocks]
+	m.Lock()
+	e := l.slots[i]
+	ok := e.a.Ino == ino && !e.at.IsZero()
 	if ok {
-		delete(l.m, ino)
+		l.slots[i] = lookedAttr{}
 	}
-	l.mu.Unlock()
+	m.Unlock()
 	if !ok || e.pid != pid || pid == 0 || now.Sub(e.at) > lookedFresh || now.Before(e.at) {
 		return client.InodeAttr{}, false
 	}
@@ -70,7 +75,11 @@ func (l *lookedAttrs) take(ino uint64, pid uint32, now time.Time) (client.InodeA
 
 // drop forgets ino.
 func (l *lookedAttrs) drop(ino uint64) {
-	l.mu.Lock()
-	delete(l.m, ino)
-	l.mu.Unlock()
+	i := ino % lookedSlots
+	m := &l.mu[i%lookedLocks]
+	m.Lock()
+	if l.slots[i].a.Ino == ino {
+		l.slots[i] = lookedAttr{}
+	}
+	m.Unlock()
 }
