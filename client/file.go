@@ -365,6 +365,23 @@ func (f *File) commitSize(ctx context.Context, end int64) error {
 	return err
 }
 
+// cutChunks truncates each chunk of the file to its length in a file of
+// size bytes (creating missing ones), on every slot at once.
+func (f *File) cutChunks(ctx context.Context, size int64) error {
+	g, gctx := errgroup.WithContext(ctx)
+	for slot, ch := range f.layout.Chains {
+		csize := uint64(f.layout.ChunkSize(slot, size))
+		g.Go(func() error {
+			_, err := f.c.chunkCall(gctx, chunkReq{chain: ch, write: true, op: wire.OpChunkTruncate,
+				msg: func(t placement.TargetID, ref wire.ChainRef) wire.Message {
+					return &wire.ChunkTruncateReq{ChunkRef: wire.ChunkRef{Target: t, ChainRef: ref, Ino: f.ino, Slot: uint32(slot)}, Size: csize}
+				}})
+			return err
+		})
+	}
+	return g.Wait()
+}
+
 // extents returns the chunk I/Os for a file range: the layout's extents,
 // with consecutive pieces of one chunk merged up to maxExtentIO.
 func (f *File) extents(off, n int64) []placement.Extent {
@@ -697,18 +714,7 @@ func (f *File) Truncate(ctx context.Context, size int64) error {
 	}
 	// A file without chunks has nothing on the targets to cut.
 	if size < int64(a.Size) && a.Flags&wire.AttrChunks != 0 && len(f.layout.Chains) > 0 {
-		g, gctx := errgroup.WithContext(ctx)
-		for slot, ch := range f.layout.Chains {
-			csize := uint64(f.layout.ChunkSize(slot, size))
-			g.Go(func() error {
-				_, err := f.c.chunkCall(gctx, chunkReq{chain: ch, write: true, op: wire.OpChunkTruncate,
-					msg: func(t placement.TargetID, ref wire.ChainRef) wire.Message {
-						return &wire.ChunkTruncateReq{ChunkRef: wire.ChunkRef{Target: t, ChainRef: ref, Ino: f.ino, Slot: uint32(slot)}, Size: csize}
-					}})
-				return err
-			})
-		}
-		if err := g.Wait(); err != nil {
+		if err := f.cutChunks(ctx, size); err != nil {
 			return opErr("truncate", f.name, err)
 		}
 	}

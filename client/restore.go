@@ -13,7 +13,6 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/sluice-fs/sluice/internal/errs"
-	"github.com/sluice-fs/sluice/internal/placement"
 	"github.com/sluice-fs/sluice/internal/wire"
 )
 
@@ -374,23 +373,6 @@ func (c *Client) copyObject(ctx context.Context, ino uint64, rec *wire.HsmRecord
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return f.syncLocked(ctx)
-}
-
-// cutChunks truncates each chunk of the file to its length in a file of
-// size bytes (creating missing ones), on every slot at once.
-func (f *File) cutChunks(ctx context.Context, size int64) error {
-	g, gctx := errgroup.WithContext(ctx)
-	for slot, ch := range f.layout.Chains {
-		csize := uint64(f.layout.ChunkSize(slot, size))
-		g.Go(func() error {
-			_, err := f.c.chunkCall(gctx, chunkReq{chain: ch, write: true, op: wire.OpChunkTruncate,
-				msg: func(t placement.TargetID, ref wire.ChainRef) wire.Message {
-					return &wire.ChunkTruncateReq{ChunkRef: wire.ChunkRef{Target: t, ChainRef: ref, Ino: f.ino, Slot: uint32(slot)}, Size: csize}
-				}})
-			return err
-		})
-	}
-	return g.Wait()
 }
 
 // restoreBeforeWrite restores the released file f (waiting for it, under
