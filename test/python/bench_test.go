@@ -40,7 +40,7 @@ import (
 // SLUICE_BENCH_FILES sets the number of samples (default 2000).
 func BenchmarkSamples(b *testing.B) {
 	if _, err := os.Stat(python); err != nil {
-		b.Skip(err)
+		proctest.SkipMissing(b, "python: %v", err)
 	}
 	nfiles := 2000
 	if s := os.Getenv("SLUICE_BENCH_FILES"); s != "" {
@@ -286,7 +286,7 @@ func startTCPMount(b *testing.B, addr, mp string) {
 //	go test -run '^$' -bench DCP -benchtime 1x ./test/python
 func BenchmarkDCP(b *testing.B) {
 	if _, err := os.Stat(python); err != nil {
-		b.Skip(err)
+		proctest.SkipMissing(b, "python: %v", err)
 	}
 	size := int64(1 << 30)
 	if s := os.Getenv("SLUICE_BENCH_DCP_SIZE"); s != "" {
