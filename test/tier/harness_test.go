@@ -312,6 +312,18 @@ func newGatewayClient(t testing.TB, fs *fsServer) *minio.Client {
 	return c
 }
 
+// requireFUSE skips (fails under CI=true) a test that mounts, without
+// root or /dev/fuse.
+func requireFUSE(t testing.TB) {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		proctestSkip(t, "the mount test needs root")
+	}
+	if _, err := os.Stat("/dev/fuse"); err != nil {
+		proctestSkip(t, "the mount test needs /dev/fuse: %v", err)
+	}
+}
+
 func proctestSkip(t testing.TB, format string, args ...any) {
 	t.Helper()
 	proctest.SkipMissing(t, format, args...)

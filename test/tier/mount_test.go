@@ -18,12 +18,7 @@ import (
 // --op-timeout while the backend is stopped, not a hang; success once it
 // is back. It needs root and /dev/fuse (in CI it fails without them).
 func TestMountRead(t *testing.T) {
-	if os.Geteuid() != 0 {
-		proctestSkip(t, "the mount test needs root")
-	}
-	if _, err := os.Stat("/dev/fuse"); err != nil {
-		proctestSkip(t, "the mount test needs /dev/fuse: %v", err)
-	}
+	requireFUSE(t)
 	ctx := context.Background()
 	be := startSluiceBackend(t)
 	fs := startFS(t)

@@ -352,12 +352,7 @@ func TestRestoreTakeover(t *testing.T) {
 // backend stopped the write fails with EIO and a read succeeds once it is
 // back.
 func TestMountRestore(t *testing.T) {
-	if os.Geteuid() != 0 {
-		proctestSkip(t, "the mount test needs root")
-	}
-	if _, err := os.Stat("/dev/fuse"); err != nil {
-		proctestSkip(t, "the mount test needs /dev/fuse: %v", err)
-	}
+	requireFUSE(t)
 	ctx := context.Background()
 	be := startSluiceBackend(t)
 	fs := startFS(t)
