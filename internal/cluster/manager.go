@@ -75,6 +75,7 @@ type Manager struct {
 	mu struct {
 		sync.Mutex
 		st     clusterState
+		ver    uint64                // bumped whenever st changes (StateVersion)
 		conns  map[string]*wire.Conn // by address
 		closed bool
 	}
@@ -130,8 +131,20 @@ func (r *Manager) reload(ctx context.Context) error {
 	}
 	r.mu.Lock()
 	r.mu.st = st
+	r.mu.ver++
 	r.mu.Unlock()
 	return nil
+}
+
+// StateVersion returns a number that changes whenever the cached state
+// that List, Chains and Pools answer from changes (a reload, a
+// heartbeat), so that callers may keep what they derived from it until it
+// does. Target health also depends on the time (a node whose heartbeats
+// stop turns unhealthy without any change).
+func (r *Manager) StateVersion() uint64 {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.mu.ver
 }
 
 func loadState(tx kv.Txn) (clusterState, error) {
@@ -371,6 +384,7 @@ func (r *Manager) Heartbeat(ctx context.Context, req *wire.HeartbeatReq) (wire.H
 	}
 	r.mu.Lock()
 	r.mu.st.nodes[req.Node] = nodeRecord{Addr: req.Addr, Incarnation: req.Incarnation, LastSeen: now.UnixNano(), Stats: req.Targets, Resyncs: req.Resyncs}
+	r.mu.ver++
 	if ver == 0 {
 		ver = r.mu.st.chainsVer
 	}

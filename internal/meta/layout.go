@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"sync"
+	"time"
 
 	"github.com/sluice-fs/sluice/internal/audit"
 	"github.com/sluice-fs/sluice/internal/errs"
@@ -48,6 +50,59 @@ func (s *Service) placeView(ctx context.Context) (placeView, error) {
 			pv.pools[p.Name] = p.Targets
 		}
 	}
+	return pv, nil
+}
+
+// placeViewTTL bounds how long creates reuse one placement view while
+// the cluster state it came from is unchanged: a target's health is also
+// a function of the time since its node's last heartbeat.
+const placeViewTTL = 100 * time.Millisecond
+
+// stateVersioner is implemented by Targets that answer List, Chains and
+// Pools from a cached state with a version that changes with it
+// (cluster.Manager).
+type stateVersioner interface{ StateVersion() uint64 }
+
+// placeCache holds the last placement view built for a create. Building
+// one (List, Chains, Pools: copies and sorts of the whole cluster state)
+// was two fifths of a create's CPU in the metadata service.
+type placeCache struct {
+	mu  sync.Mutex
+	pv  placeView
+	ver uint64    // the Targets' StateVersion the view was built from
+	at  time.Time // when it was built
+	ok  bool
+}
+
+// currentPlaceView returns placeView(ctx), reusing the last one while the
+// Targets' state version is unchanged and for at most placeViewTTL. The
+// view is shared: callers must not modify it (fileLayout does not).
+// Without a stateVersioner it builds a new view every time.
+func (s *Service) currentPlaceView(ctx context.Context) (placeView, error) {
+	sv, ok := s.targets.(stateVersioner)
+	if !ok {
+		return s.placeView(ctx)
+	}
+	ver, now := sv.StateVersion(), time.Now()
+	c := &s.places
+	c.mu.Lock()
+	if c.ok && c.ver == ver && now.Sub(c.at) < placeViewTTL {
+		pv := c.pv
+		c.mu.Unlock()
+		return pv, nil
+	}
+	c.mu.Unlock()
+	// The version was read before the view was built: a change while
+	// building leaves a newer version that the next call sees differ.
+	pv, err := s.placeView(ctx)
+	if err != nil {
+		return placeView{}, err
+	}
+	c.mu.Lock()
+	if !c.ok || now.After(c.at) {
+		c.pv, c.ver, c.at, c.ok = pv, ver, now, true
+	}
+	c.mu.Unlock()
 	return pv, nil
 }
 

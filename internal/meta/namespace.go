@@ -432,7 +432,7 @@ func (s *Service) create(ctx context.Context, req *wire.CreateReq) (wire.EntryRe
 	var pv placeView
 	if typ == modeReg {
 		var err error
-		if pv, err = s.placeView(ctx); err != nil {
+		if pv, err = s.currentPlaceView(ctx); err != nil {
 			return wire.EntryResp{}, err
 		}
 	}

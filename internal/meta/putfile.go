@@ -43,7 +43,7 @@ func (s *Service) putFile(ctx context.Context, req *wire.PutFileReq) (wire.Entry
 			return wire.EntryResp{}, errs.New(errs.TooBig, "attribute value of %d bytes is over the limit of %d", len(x.Value), MaxXattrValue)
 		}
 	}
-	pv, err := s.placeView(ctx)
+	pv, err := s.currentPlaceView(ctx)
 	if err != nil {
 		return wire.EntryResp{}, err
 	}

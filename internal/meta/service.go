@@ -147,6 +147,8 @@ type Service struct {
 	inodeDelta atomic.Int64
 	flushMu    sync.Mutex // serializes counter flushes
 
+	places placeCache // the placement view creates reuse (layout.go)
+
 	gcMu   sync.Mutex    // one garbage collection pass at a time
 	gcKick chan struct{} // buffered(1): a removal was queued
 
