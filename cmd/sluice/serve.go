@@ -69,6 +69,7 @@ func newServe() *cobra.Command {
 	metaSyncFlags(cmd, &o.MetaSync, &o.MetaSyncWindow)
 	inlineMaxFlag(cmd, &o.InlineMax)
 	auditFlag(cmd, &o.NoAudit)
+	f.DurationVar(&o.MoverEvery, "mover-every", 0, "run the object tier's mover in this process, a pass every this long (0: off; sluice tier policy, docs/tier.md)")
 	s3f.register(cmd, "s3", "")
 	return cmd
 }

@@ -16,12 +16,14 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/sluice-fs/sluice/client"
 	"github.com/sluice-fs/sluice/internal/cluster"
 	"github.com/sluice-fs/sluice/internal/errs"
 	"github.com/sluice-fs/sluice/internal/kv"
 	"github.com/sluice-fs/sluice/internal/kvcache"
 	"github.com/sluice-fs/sluice/internal/meta"
 	"github.com/sluice-fs/sluice/internal/metrics"
+	"github.com/sluice-fs/sluice/internal/mover"
 	"github.com/sluice-fs/sluice/internal/placement"
 	"github.com/sluice-fs/sluice/internal/target"
 	"github.com/sluice-fs/sluice/internal/wire"
@@ -70,6 +72,9 @@ type Options struct {
 	InlineMax int
 	// NoAudit is meta.Options.NoAudit: the audit trail off (--audit=false).
 	NoAudit bool
+	// MoverEvery, if positive, runs the object tier's mover (package
+	// mover) in this process, a pass every MoverEvery.
+	MoverEvery time.Duration
 	// QosOff and QosInService are the targets' (target.Options).
 	QosOff       bool
 	QosInService int
@@ -210,6 +215,16 @@ func Run(ctx context.Context, opts Options) (err error) {
 	mx.Instrument(srv)
 
 	closers.goRun(ctx, func(ctx context.Context) { rt.Run(ctx) }, agent.Run, func(ctx context.Context) { ms.Run(ctx) })
+	if opts.MoverEvery > 0 {
+		mc, err := client.New(ctx, client.Options{Server: addr})
+		if err != nil {
+			return fmt.Errorf("serve: tier mover: %w", err)
+		}
+		closers.add(mc.Close)
+		mv := mover.New(mc, mover.Options{Logger: log, Limits: mover.Limits{Releases: mover.DefaultReleases}})
+		mx.AddMover(mv)
+		closers.goRun(ctx, func(ctx context.Context) { mv.Run(ctx, opts.MoverEvery) })
+	}
 
 	if opts.HTTP != "" {
 		a, err := startAdmin(opts.HTTP, log, mx)

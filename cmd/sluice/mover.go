@@ -1,0 +1,94 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/sluice-fs/sluice/internal/cli"
+	"github.com/sluice-fs/sluice/internal/mover"
+)
+
+func newTierPolicy(g *globals) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "policy",
+		Short: "Set, show or remove directories' tier policies (what the mover archives and releases)",
+	}
+	var p mover.Policy
+	var args []string
+	set := &cobra.Command{
+		Use:    "set DIR [--backend NAME] [--archive-after D] [--release-after D] [--release-high PCT --release-low PCT]",
+		Short:  "Set a directory's tier policy; files below inherit it (no flags: a policy that does nothing, stopping the parent's)",
+		Args:   exactArgs(1),
+		PreRun: func(_ *cobra.Command, a []string) { args = a },
+	}
+	set.RunE = g.run(func(ctx context.Context, e *cli.Env) error {
+		if set.Flags().Changed("release-high") != set.Flags().Changed("release-low") {
+			return fmt.Errorf("%w: tier policy set: --release-high and --release-low come together", errUsage)
+		}
+		return e.TierPolicySet(ctx, args[0], p)
+	})
+	f := set.Flags()
+	f.StringVar(&p.Backend, "backend", "", "tier backend archives go to (default: the only one registered)")
+	f.DurationVar(&p.ArchiveAfter, "archive-after", 0, "archive files whose data has not changed for this long (0: never)")
+	f.DurationVar(&p.ReleaseAfter, "release-after", 0, "release archived files not used for this long (0: never)")
+	f.IntVar(&p.High, "release-high", 0, "release archived files, least recently used first, when the targets are this full (percent; 0: never)")
+	f.IntVar(&p.Low, "release-low", 0, "... until they would be this full (percent)")
+	get := &cobra.Command{
+		Use:    "get PATH...",
+		Short:  "Show the tier policy that applies to each path and the directory it comes from",
+		Args:   minArgs(1),
+		PreRun: func(_ *cobra.Command, a []string) { args = a },
+	}
+	get.RunE = g.run(func(ctx context.Context, e *cli.Env) error { return e.TierPolicyGet(ctx, args) })
+	rm := &cobra.Command{
+		Use:    "rm DIR",
+		Short:  "Remove a directory's own tier policy (its parent's applies again)",
+		Args:   exactArgs(1),
+		PreRun: func(_ *cobra.Command, a []string) { args = a },
+	}
+	rm.RunE = g.run(func(ctx context.Context, e *cli.Env) error { return e.TierPolicyRm(ctx, args[0]) })
+	cmd.AddCommand(set, get, rm)
+	return cmd
+}
+
+func newMover(g *globals) *cobra.Command {
+	var o cli.MoverOptions
+	var maxArchive string
+	cmd := &cobra.Command{
+		Use:   "mover [--once] [--every D] [--root DIR]",
+		Short: "Run the object tier's mover: archive and release files as their directories' policies say",
+		Long: "Run the object tier's mover: walk the tree, and archive and release files as their\n" +
+			"directories' tier policies say (sluice tier policy). With --once it makes one pass and\n" +
+			"prints each move; otherwise it makes a pass every --every until stopped. Any number of\n" +
+			"nodes may run one (moves are idempotent transactions of the metadata service).",
+		Args: cobra.NoArgs,
+	}
+	cmd.RunE = g.run(func(ctx context.Context, e *cli.Env) error {
+		if maxArchive != "" {
+			n, err := cli.ParseSize(maxArchive)
+			if err != nil || n < 0 {
+				return fmt.Errorf("%w: mover: --max-archive %q: want a size, e.g. 10G", errUsage, maxArchive)
+			}
+			o.Limits.ArchiveBytes = n
+		}
+		if !o.Once && o.Every <= 0 {
+			return fmt.Errorf("%w: mover: --every must be positive", errUsage)
+		}
+		return e.Mover(ctx, o)
+	})
+	f := cmd.Flags()
+	f.BoolVar(&o.Once, "once", false, "make one pass, print what it did and exit")
+	f.DurationVar(&o.Every, "every", defaultMoverEvery, "time between passes")
+	f.StringVar(&o.Root, "root", "/", "tree to walk")
+	f.BoolVar(&o.DryRun, "dry-run", false, "print what a pass would do and move nothing (with --once)")
+	f.StringVar(&maxArchive, "max-archive", "", "bytes one pass archives at most (e.g. 10G; default no cap)")
+	f.IntVar(&o.Limits.Releases, "max-releases", mover.DefaultReleases, "files one pass releases at most (0: no cap)")
+	f.IntVarP(&o.Parallel, "parallel", "P", 4, "archives and releases at once")
+	return cmd
+}
+
+// defaultMoverEvery is the time between passes of `sluice mover`.
+const defaultMoverEvery = time.Minute

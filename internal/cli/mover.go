@@ -1,0 +1,116 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"path"
+	"text/tabwriter"
+	"time"
+
+	"github.com/sluice-fs/sluice/internal/errs"
+	"github.com/sluice-fs/sluice/internal/mover"
+)
+
+// TierPolicySet sets directory dir's tier policy (an empty policy stops
+// the inheritance of its parent's).
+func (e *Env) TierPolicySet(ctx context.Context, dir string, p mover.Policy) error {
+	if err := p.Validate(); err != nil {
+		return err
+	}
+	fi, err := e.Client.Stat(ctx, dir)
+	if err != nil {
+		return err
+	}
+	if !fi.IsDir() {
+		return errs.New(errs.Invalid, "tier policy: %s is not a directory", dir)
+	}
+	if err := e.Client.SetXattr(ctx, dir, mover.PolicyXattr, p.Encode()); err != nil {
+		return fmt.Errorf("tier policy %s: %w", dir, err)
+	}
+	return nil
+}
+
+// TierPolicyRm removes directory dir's own tier policy (its parent's
+// applies again).
+func (e *Env) TierPolicyRm(ctx context.Context, dir string) error {
+	err := e.Client.RemoveXattr(ctx, dir, mover.PolicyXattr)
+	if errs.CodeOf(err) == errs.NoData {
+		return errs.New(errs.NotFound, "tier policy: %s has no policy of its own", dir)
+	}
+	return err
+}
+
+// TierPolicyGet prints the policy that applies to each path and the
+// directory it comes from.
+func (e *Env) TierPolicyGet(ctx context.Context, paths []string) error {
+	w := tabwriter.NewWriter(e.Stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(w, "PATH\tPOLICY\tFROM")
+	for _, p := range paths {
+		p = path.Clean("/" + p)
+		fi, err := e.Client.Stat(ctx, p)
+		if err != nil {
+			return err
+		}
+		d := p
+		if !fi.IsDir() {
+			d = path.Dir(p)
+		}
+		pol, from := mover.Policy{}, "-"
+		for {
+			b, err := e.Client.GetXattr(ctx, d, mover.PolicyXattr)
+			if err == nil {
+				if pol, err = mover.ParsePolicy(b); err != nil {
+					return fmt.Errorf("tier policy of %s: %w", d, err)
+				}
+				from = d
+				break
+			}
+			if errs.CodeOf(err) != errs.NoData {
+				return err
+			}
+			if d == "/" {
+				break
+			}
+			d = path.Dir(d)
+		}
+		fmt.Fprintf(w, "%s\t%s\t%s\n", p, pol, from)
+	}
+	return w.Flush()
+}
+
+// MoverOptions configure `sluice mover`.
+type MoverOptions struct {
+	mover.Options
+	Once  bool
+	Every time.Duration
+}
+
+// Mover runs the tier mover: one pass (Once), printing what it did, or
+// passes every o.Every until ctx ends.
+func (e *Env) Mover(ctx context.Context, o MoverOptions) error {
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.NewTextHandler(e.Stderr, nil))
+	}
+	m := mover.New(e.Client, o.Options)
+	if !o.Once {
+		return m.Run(ctx, o.Every)
+	}
+	r, err := m.Pass(ctx)
+	for _, a := range r.Planned {
+		verb := a.Kind.String()
+		if o.DryRun {
+			verb = "would " + verb
+		}
+		fmt.Fprintf(e.Stdout, "%s %s (%d bytes): %s\n", verb, a.File.Path, a.File.Size, a.Reason)
+	}
+	fmt.Fprintf(e.Stdout, "mover: %d directories, %d files under policies; archived %d (%d bytes), released %d (%d bytes), failed %d in %v\n",
+		r.Dirs, r.Files, r.Archived, r.ArchivedBytes, r.Released, r.ReleasedBytes, r.Failed, r.Took.Round(time.Millisecond))
+	if err != nil {
+		return err
+	}
+	if r.Failed > 0 {
+		return fmt.Errorf("mover: %d of %d moves failed", r.Failed, len(r.Planned))
+	}
+	return nil
+}

@@ -1,0 +1,269 @@
+package mover
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"path"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"golang.org/x/sync/errgroup"
+
+	"github.com/sluice-fs/sluice/client"
+	"github.com/sluice-fs/sluice/internal/errs"
+)
+
+// Options configure a Mover.
+type Options struct {
+	Root     string // the tree passes walk (default "/")
+	Limits   Limits // caps of one pass
+	Parallel int    // archives and releases at once (default 4)
+	DryRun   bool   // plan and report, move nothing
+	Logger   *slog.Logger
+	Now      func() time.Time
+}
+
+// Report is what one pass found and did.
+type Report struct {
+	Dirs, Files   int // walked; Files counts regular files under a policy
+	Planned       []Action
+	Archived      int
+	ArchivedBytes int64
+	Released      int
+	ReleasedBytes int64
+	Failed        int
+	Took          time.Duration
+}
+
+// Totals are a Mover's counters since it was made (for metrics).
+type Totals struct {
+	Passes, Archived, ArchivedBytes, Released, ReleasedBytes, Failed int64
+	LastFiles                                                        int64
+	LastPass                                                         time.Duration
+}
+
+// Mover runs passes: walk the tree, read the policies and the files' HSM
+// states, Plan, then archive and release through the client library.
+type Mover struct {
+	c *client.Client
+	o Options
+
+	mu   sync.Mutex
+	skip map[uint64]bool // files whose release is not supported (inline bytes)
+
+	passes, archived, archivedBytes, released, releasedBytes, failed, lastFiles, lastPass atomic.Int64
+}
+
+// New returns a Mover working through c.
+func New(c *client.Client, o Options) *Mover {
+	if o.Root == "" {
+		o.Root = "/"
+	}
+	if o.Parallel <= 0 {
+		o.Parallel = 4
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	return &Mover{c: c, o: o, skip: map[uint64]bool{}}
+}
+
+// Totals returns the counters.
+func (m *Mover) Totals() Totals {
+	return Totals{
+		Passes: m.passes.Load(), Archived: m.archived.Load(), ArchivedBytes: m.archivedBytes.Load(),
+		Released: m.released.Load(), ReleasedBytes: m.releasedBytes.Load(), Failed: m.failed.Load(),
+		LastFiles: m.lastFiles.Load(), LastPass: time.Duration(m.lastPass.Load()),
+	}
+}
+
+// Run runs a pass every interval until ctx ends, logging what each did.
+func (m *Mover) Run(ctx context.Context, every time.Duration) error {
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		r, err := m.Pass(ctx)
+		switch {
+		case ctx.Err() != nil:
+			return nil
+		case err != nil:
+			m.o.Logger.Warn("tier mover: pass failed", "err", err)
+		case len(r.Planned) > 0:
+			m.o.Logger.Info("tier mover: pass", "files", r.Files, "archived", r.Archived, "released", r.Released, "failed", r.Failed, "took", r.Took)
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+		}
+	}
+}
+
+// Pass walks the tree once and carries out what Plan decides.
+func (m *Mover) Pass(ctx context.Context) (Report, error) {
+	start := time.Now()
+	var r Report
+	files, err := m.gather(ctx, &r)
+	if err != nil {
+		return r, err
+	}
+	st, err := m.c.Statfs(ctx)
+	if err != nil {
+		return r, err
+	}
+	r.Planned = Plan(files, Fill{Capacity: st.Capacity, Used: st.Used}, m.o.Now(), m.o.Limits)
+	if !m.o.DryRun {
+		m.apply(ctx, &r)
+	}
+	r.Took = time.Since(start)
+	m.passes.Add(1)
+	m.lastFiles.Store(int64(r.Files))
+	m.lastPass.Store(int64(r.Took))
+	return r, ctx.Err()
+}
+
+// gather walks the tree, carrying each directory's effective policy down,
+// and returns the regular files under a policy with their HSM states.
+func (m *Mover) gather(ctx context.Context, r *Report) ([]File, error) {
+	root := path.Clean("/" + m.o.Root)
+	eff := map[string]Policy{}
+	// The root's inherited policy: the nearest ancestor's.
+	var inherited Policy
+	for _, d := range ancestors(root) {
+		if p, ok, err := m.policyOf(ctx, d); err != nil {
+			return nil, err
+		} else if ok {
+			inherited = p
+		}
+	}
+	pinMax := m.c.InlineMax()
+	var files []File
+	err := m.c.Walk(ctx, root, func(p string, fi *client.FileInfo, err error) error {
+		if err != nil {
+			if errs.CodeOf(err) == errs.NotFound {
+				return nil // removed while walking
+			}
+			return err
+		}
+		parent := inherited
+		if p != root {
+			parent = eff[path.Dir(p)]
+		}
+		if fi.IsDir() {
+			r.Dirs++
+			pol := parent
+			own, ok, err := m.policyOf(ctx, p)
+			if err != nil {
+				return err
+			}
+			if ok {
+				pol = own
+			}
+			eff[p] = pol
+			return nil
+		}
+		if !fi.Mode().IsRegular() || parent.IsZero() {
+			return nil
+		}
+		info, err := m.c.HsmState(ctx, p)
+		if err != nil {
+			if errs.CodeOf(err) == errs.NotFound {
+				return nil
+			}
+			return err
+		}
+		a := fi.Attr()
+		used := a.Mtime
+		if a.Atime.After(used) {
+			used = a.Atime
+		}
+		m.mu.Lock()
+		pinned := m.skip[a.Ino] || a.Size <= pinMax
+		m.mu.Unlock()
+		r.Files++
+		files = append(files, File{Path: p, Ino: a.Ino, Size: a.Size, Mtime: a.Mtime, Used: used, State: info.State, Pinned: pinned, Policy: parent})
+		return nil
+	})
+	return files, err
+}
+
+// policyOf reads directory d's own policy. A policy that does not parse
+// is reported and ignored (the inherited one applies).
+func (m *Mover) policyOf(ctx context.Context, d string) (Policy, bool, error) {
+	b, err := m.c.GetXattr(ctx, d, PolicyXattr)
+	switch {
+	case errs.CodeOf(err) == errs.NoData || errs.CodeOf(err) == errs.NotFound:
+		return Policy{}, false, nil
+	case err != nil:
+		return Policy{}, false, err
+	}
+	p, err := ParsePolicy(b)
+	if err != nil {
+		m.o.Logger.Warn("tier mover: ignoring a bad policy", "dir", d, "err", err)
+		return Policy{}, false, nil
+	}
+	return p, true, nil
+}
+
+// ancestors returns the directories above p, outermost first ("/" first).
+func ancestors(p string) []string {
+	var out []string
+	for d := p; d != "/"; {
+		d = path.Dir(d)
+		out = append([]string{d}, out...)
+	}
+	return out
+}
+
+// apply carries out r.Planned.
+func (m *Mover) apply(ctx context.Context, r *Report) {
+	var mu sync.Mutex
+	var g errgroup.Group
+	g.SetLimit(m.o.Parallel)
+	for _, a := range r.Planned {
+		g.Go(func() error {
+			var err error
+			switch a.Kind {
+			case Archive:
+				_, err = m.c.HsmArchive(ctx, a.File.Path, a.File.Policy.Backend)
+			case Release:
+				_, err = m.c.HsmRelease(ctx, a.File.Path)
+				if errs.CodeOf(err) == errs.NotSupported {
+					m.mu.Lock()
+					m.skip[a.File.Ino] = true
+					m.mu.Unlock()
+				}
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			if err != nil {
+				r.Failed++
+				m.failed.Add(1)
+				if !errors.Is(err, context.Canceled) {
+					m.o.Logger.Warn(fmt.Sprintf("tier mover: %s failed", a.Kind), "path", a.File.Path, "err", err)
+				}
+				return nil
+			}
+			switch a.Kind {
+			case Archive:
+				r.Archived++
+				r.ArchivedBytes += a.File.Size
+				m.archived.Add(1)
+				m.archivedBytes.Add(a.File.Size)
+			case Release:
+				r.Released++
+				r.ReleasedBytes += a.File.Size
+				m.released.Add(1)
+				m.releasedBytes.Add(a.File.Size)
+			}
+			return nil
+		})
+	}
+	g.Wait()
+}

@@ -1,0 +1,172 @@
+package mover
+
+import (
+	"fmt"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sluice-fs/sluice/internal/errs"
+)
+
+var t0 = time.Date(2026, 11, 24, 12, 0, 0, 0, time.UTC)
+
+func file(name string, size int64, state string, age, unused time.Duration, p Policy) File {
+	ino := uint64(0)
+	for _, c := range name {
+		ino = ino*31 + uint64(c)
+	}
+	return File{Path: "/d/" + name, Ino: ino, Size: size, State: state, Mtime: t0.Add(-age), Used: t0.Add(-unused), Policy: p}
+}
+
+// moves renders actions as "kind name" strings.
+func moves(as []Action) []string {
+	out := []string{}
+	for _, a := range as {
+		out = append(out, a.Kind.String()+" "+strings.TrimPrefix(a.File.Path, "/d/"))
+	}
+	return out
+}
+
+func TestPlan(t *testing.T) {
+	arch := Policy{ArchiveAfter: time.Hour}
+	rel := Policy{ReleaseAfter: 24 * time.Hour}
+	both := Policy{ArchiveAfter: time.Hour, ReleaseAfter: 24 * time.Hour}
+	wm := Policy{High: 80, Low: 60}
+	const G = 1 << 30
+	tests := []struct {
+		name  string
+		files []File
+		fill  Fill
+		lim   Limits
+		want  []string
+	}{
+		{"nothing due", []File{
+			file("new", 1, "resident", time.Minute, time.Minute, arch),
+			file("recent", 1, "archived", time.Hour, time.Hour, rel),
+		}, Fill{}, Limits{}, []string{}},
+		{"archive when unchanged long enough, oldest first", []File{
+			file("b", 1, "resident", 2*time.Hour, 0, arch),
+			file("a", 1, "dirty", 3*time.Hour, 0, arch),
+			file("exact", 1, "resident", time.Hour, 0, arch),
+			file("young", 1, "resident", 59*time.Minute, 0, arch),
+		}, Fill{}, Limits{}, []string{"archive a", "archive b", "archive exact"}},
+		{"archived, released and files without the policy are not archived", []File{
+			file("arch", 1, "archived", 5*time.Hour, 0, arch),
+			file("rel", 1, "released", 5*time.Hour, 0, arch),
+			file("nopol", 1, "resident", 5*time.Hour, 0, rel),
+		}, Fill{}, Limits{}, []string{}},
+		{"archive cap in bytes, at least one file", []File{
+			file("big", 10, "resident", 5*time.Hour, 0, arch),
+			file("small", 1, "resident", 4*time.Hour, 0, arch),
+		}, Fill{}, Limits{ArchiveBytes: 5}, []string{"archive big"}},
+		{"archive cap takes what fits", []File{
+			file("a", 3, "resident", 5*time.Hour, 0, arch),
+			file("b", 2, "resident", 4*time.Hour, 0, arch),
+			file("c", 1, "resident", 3*time.Hour, 0, arch),
+		}, Fill{}, Limits{ArchiveBytes: 5}, []string{"archive a", "archive b"}},
+		{"release by age only when archived and unused", []File{
+			file("old", 1, "archived", 48*time.Hour, 25*time.Hour, both),
+			file("used", 1, "archived", 48*time.Hour, time.Hour, both),
+			file("dirty", 1, "dirty", 48*time.Hour, 48*time.Hour, rel),
+			file("gone", 1, "released", 48*time.Hour, 48*time.Hour, rel),
+		}, Fill{}, Limits{}, []string{"release old"}},
+		{"pinned files are never released", []File{
+			func() File {
+				f := file("inline", 1, "archived", 48*time.Hour, 48*time.Hour, rel)
+				f.Pinned = true
+				return f
+			}(),
+		}, Fill{}, Limits{}, []string{}},
+		{"below the high watermark: nothing", []File{
+			file("a", 10*G, "archived", 0, 5*time.Hour, wm),
+		}, Fill{Capacity: 100 * G, Used: 79 * G}, Limits{}, []string{}},
+		{"at the high watermark: least recently used first down to low", []File{
+			file("hot", 10*G, "archived", 0, time.Minute, wm),
+			file("cold", 10*G, "archived", 0, 5*time.Hour, wm),
+			file("warm", 10*G, "archived", 0, time.Hour, wm),
+			file("resident", 50*G, "resident", 0, 9*time.Hour, wm),
+		}, Fill{Capacity: 100 * G, Used: 80 * G}, Limits{}, []string{"release cold", "release warm"}},
+		{"age releases count toward the low watermark", []File{
+			file("aged", 15*G, "archived", 0, 48*time.Hour, Policy{ReleaseAfter: time.Hour, High: 80, Low: 60}),
+			file("lru", 10*G, "archived", 0, 5*time.Hour, wm),
+			file("next", 10*G, "archived", 0, 4*time.Hour, wm),
+		}, Fill{Capacity: 100 * G, Used: 85 * G}, Limits{}, []string{"release aged", "release lru"}},
+		{"release cap", []File{
+			file("a", 10*G, "archived", 0, 5*time.Hour, wm),
+			file("b", 10*G, "archived", 0, 4*time.Hour, wm),
+		}, Fill{Capacity: 100 * G, Used: 95 * G}, Limits{Releases: 1}, []string{"release a"}},
+		{"each file's own watermarks", []File{
+			file("strict", 10*G, "archived", 0, 1*time.Hour, Policy{High: 50, Low: 40}),
+			file("lax", 10*G, "archived", 0, 5*time.Hour, Policy{High: 90, Low: 80}),
+		}, Fill{Capacity: 100 * G, Used: 70 * G}, Limits{}, []string{"release strict"}},
+		{"a file archived this pass is not also released", []File{
+			file("x", 1, "resident", 48*time.Hour, 48*time.Hour, both),
+		}, Fill{}, Limits{}, []string{"archive x"}},
+		{"no capacity known: no watermark release", []File{
+			file("a", 10, "archived", 0, 5*time.Hour, wm),
+		}, Fill{}, Limits{}, []string{}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := moves(Plan(tt.files, tt.fill, t0, tt.lim))
+			if !reflect.DeepEqual(got, tt.want) {
+				t.Errorf("Plan = %q, want %q", got, tt.want)
+			}
+		})
+	}
+}
+
+func TestParsePolicy(t *testing.T) {
+	good := []Policy{
+		{},
+		{Backend: "cold", ArchiveAfter: 30 * time.Minute},
+		{ReleaseAfter: 36 * time.Hour, High: 85, Low: 70},
+		{Backend: "b", ArchiveAfter: time.Second, ReleaseAfter: time.Hour, High: 100, Low: 1},
+		{High: 5, Low: 0},
+	}
+	for _, p := range good {
+		got, err := ParsePolicy(p.Encode())
+		if err != nil || got != p {
+			t.Errorf("ParsePolicy(%q) = %+v, %v; want %+v", p.Encode(), got, err, p)
+		}
+	}
+	bad := []string{
+		"", "v2", "v1 ", "v1 backend=", "v1 archive-after=-1m", "v1 archive-after=0s",
+		"v1 archive-after=1h archive-after=2h", "v1 high=80", "v1 low=60", "v1 high=60 low=60",
+		"v1 high=101 low=1", "v1 high=0 low=0", "v1 high=5 low=-1", "v1 high=080 low=60", "v1 colour=blue", "v1 backend", "v1 high=x low=1",
+	}
+	for _, s := range bad {
+		if p, err := ParsePolicy([]byte(s)); errs.CodeOf(err) != errs.Invalid {
+			t.Errorf("ParsePolicy(%q) = %+v, %v; want errs.Invalid", s, p, err)
+		}
+	}
+	if err := (Policy{High: 50, Low: 50}).Validate(); err == nil {
+		t.Error("Validate accepted low == high")
+	}
+}
+
+// FuzzPolicy checks that whatever ParsePolicy accepts encodes back to a
+// policy that parses to the same value.
+func FuzzPolicy(f *testing.F) {
+	f.Add([]byte("v1 backend=cold archive-after=30m0s release-after=24h0m0s high=85 low=70"))
+	f.Add([]byte("v1"))
+	f.Add([]byte("v1 high=2 low=1"))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		p, err := ParsePolicy(b)
+		if err != nil {
+			return
+		}
+		q, err := ParsePolicy(p.Encode())
+		if err != nil {
+			t.Fatalf("ParsePolicy(%q) = %+v, whose encoding %q does not parse: %v", b, p, p.Encode(), err)
+		}
+		if q != p {
+			t.Fatalf("round trip of %q: %+v became %+v", b, p, q)
+		}
+		if s := fmt.Sprint(p); s == "" {
+			t.Fatal("empty String")
+		}
+	})
+}
