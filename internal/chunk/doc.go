@@ -162,7 +162,19 @@
 // chunks do not contend beyond a short critical section on the open-chunk
 // cache. The cache is an LRU of at most Options.MaxOpenChunks idle chunks
 // (open .dat, .sum and, once a chunk was overwritten in place, its undo
-// file); an evicted chunk is synced before it is closed, and a sync error
-// there is returned by the next Sync of that chunk. Reads and writes do not
+// file). An evicted chunk is closed without a sync: what its handle knew
+// of its writes that are not durable (the dirty set of "Entry prev" above,
+// and whether its data or directory needs a sync) stays in memory and
+// passes to the chunk's next handle, so the rules above hold as if it had
+// stayed open; Sync of an evicted chunk opens it again and syncs it. Up to
+// 65,536 such chunks are remembered; then one syncfs(2) makes them all
+// durable and they are forgotten (a failure there is returned by the next
+// Sync of each of them), and past twice that a chunk is synced at its
+// eviction. Close syncs the open chunks and, with one syncfs, the evicted
+// ones. A writeback error that the kernel meets while an evicted chunk has
+// no descriptor open is still reported to the descriptor that Sync opens
+// (Linux reports an error not yet seen to later openers), unless memory
+// pressure dropped the file's inode meanwhile; the checksums then report
+// the lost bytes as corruption on read. Reads and writes do not
 // allocate: scratch space is pooled.
 package chunk

@@ -7,6 +7,7 @@ import (
 	"io"
 	"io/fs"
 	"log/slog"
+	"maps"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -67,6 +68,8 @@ type Store struct {
 	used        atomic.Int64
 	verified    verifiedCache // chunks OpenData checked
 
+	flushes sync.WaitGroup // flushUnsynced runs, for Close
+
 	// hook, if set (tests only), is called at crash points of a write; if
 	// it returns true the write stops right there, as if the process died.
 	hook func(p hookPoint) bool
@@ -81,8 +84,27 @@ type Store struct {
 		syncErr map[ID]error         // failed syncs of evicted handles, for the next Sync
 		lru     list.List            // of *handle, most recently used first
 		closed  bool
+		// unsynced remembers the sync state of chunks evicted with writes
+		// not yet durable, so that eviction needs no sync (see
+		// closeVictims); acquire gives it back to the chunk's next handle.
+		unsynced map[ID]*evictedState
+		flushing bool // flushUnsynced runs
 	}
 }
+
+// evictedState is what an evicted handle knew about its writes that are
+// not durable yet (the handle fields of the same names).
+type evictedState struct {
+	dirty     map[uint32]struct{}
+	unsynced  bool
+	dirUnsync bool
+}
+
+// maxUnsyncedEvicted bounds the evicted chunks whose sync state is kept in
+// memory: past it, one syncfs(2) makes them all durable (flushUnsynced);
+// past twice it, evicted chunks are synced one by one before they are
+// closed, as a chunk evicted when the flush cannot keep up.
+const maxUnsyncedEvicted = 1 << 16
 
 type hookPoint int
 
@@ -143,6 +165,7 @@ func Open(dir string, opts Options) (*Store, error) {
 	s.log = s.log.With("target", uint32(opts.Target))
 	s.mu.open = make(map[ID]*handle)
 	s.mu.closing = make(map[ID]chan struct{})
+	s.mu.unsynced = make(map[ID]*evictedState)
 	s.mu.syncErr = make(map[ID]error)
 	if err := s.checkFormat(); err != nil {
 		return nil, err
@@ -355,6 +378,11 @@ func (s *Store) acquire(id ID, create bool) (*handle, error) {
 		h.mu.Lock() // nobody can see h yet
 		h.elem = s.mu.lru.PushFront(h)
 		s.mu.open[id] = h
+		st := s.mu.unsynced[id]
+		if st != nil {
+			delete(s.mu.unsynced, id)
+			h.dirty, h.unsynced, h.dirUnsync = st.dirty, st.unsynced, st.dirUnsync
+		}
 		victims := s.evictLocked()
 		s.mu.Unlock()
 		s.closeVictims(victims)
@@ -365,6 +393,9 @@ func (s *Store) acquire(id ID, create bool) (*handle, error) {
 			s.mu.Lock()
 			s.dropLocked(h)
 			h.refs--
+			if st != nil {
+				s.mu.unsynced[id] = st // still not durable
+			}
 			s.mu.Unlock()
 			h.mu.Unlock()
 			return nil, err
@@ -439,24 +470,80 @@ func (s *Store) evictLocked() []*handle {
 	return victims
 }
 
-// closeVictims makes evicted handles durable and closes them. Until that is
-// done, acquire of the same chunk waits, so that the chunk's dirty set (see
-// handle.dirty) is never lost while it matters.
+// closeVictims closes evicted handles. A handle with writes that are not
+// durable yet is not synced: its sync state (dirty set, unsynced,
+// dirUnsync) goes to s.mu.unsynced, where the chunk's next handle takes it
+// back and where Sync and Close find it, so the rule of prev (see
+// handle.dirty) holds as if the handle had stayed open. A sync at each
+// eviction cost small-file writes most of their time (three journal
+// commits per chunk). Only when too many such chunks wait (twice
+// maxUnsyncedEvicted) is a victim synced before it is closed. Until a
+// victim is closed, acquire of the same chunk waits.
 func (s *Store) closeVictims(victims []*handle) {
 	for _, h := range victims {
-		err := s.syncLocked(h)
-		if err != nil {
-			s.log.Error("chunk: sync on eviction failed", "ino", h.id.Ino, "slot", h.id.Slot, "err", err)
+		keep := h.data != nil && (h.unsynced || h.dirUnsync)
+		s.mu.Lock()
+		n := len(s.mu.unsynced)
+		s.mu.Unlock()
+		var err error
+		if keep && n >= 2*maxUnsyncedEvicted {
+			keep = false
+			if err = s.syncLocked(h); err != nil {
+				s.log.Error("chunk: sync on eviction failed", "ino", h.id.Ino, "slot", h.id.Slot, "err", err)
+			}
+		}
+		var st *evictedState
+		if keep {
+			st = &evictedState{dirty: h.dirty, unsynced: h.unsynced, dirUnsync: h.dirUnsync}
 		}
 		h.closeFiles()
 		s.mu.Lock()
+		if st != nil {
+			s.mu.unsynced[h.id] = st
+		}
 		if err != nil {
 			s.mu.syncErr[h.id] = err
 		}
 		close(s.mu.closing[h.id])
 		delete(s.mu.closing, h.id)
+		flush := len(s.mu.unsynced) >= maxUnsyncedEvicted && !s.mu.flushing && !s.mu.closed
+		if flush {
+			s.mu.flushing = true
+			s.flushes.Add(1) // under s.mu, before Close can see closed
+		}
 		s.mu.Unlock()
+		if flush {
+			go s.flushUnsynced()
+		}
 	}
+}
+
+// flushUnsynced makes the evicted chunks in s.mu.unsynced durable with one
+// syncfs(2) of the store's file system and forgets their sync state. A
+// failure is reported by the next Sync of each of them. s.mu.flushing is
+// set by the caller.
+func (s *Store) flushUnsynced() {
+	s.mu.Lock()
+	snap := maps.Clone(s.mu.unsynced)
+	s.mu.Unlock()
+	err := syncFS(s.dir)
+	if err != nil {
+		s.log.Error("chunk: sync of evicted chunks failed", "chunks", len(snap), "err", err)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for id, st := range snap {
+		// A chunk opened again since has its state in its handle; one
+		// evicted again has a new state: leave both.
+		if s.mu.unsynced[id] == st {
+			delete(s.mu.unsynced, id)
+			if err != nil {
+				s.mu.syncErr[id] = err
+			}
+		}
+	}
+	s.mu.flushing = false
+	s.flushes.Done()
 }
 
 func (s *Store) openFiles(h *handle, create bool) error {
@@ -552,7 +639,10 @@ func (s *Store) Sync(ids ...ID) error {
 			return evictErr
 		}
 		if !ok {
-			continue // never written since Open, or synced when evicted
+			if err := s.syncEvicted(id); err != nil {
+				return err
+			}
+			continue
 		}
 		h.mu.Lock()
 		var err error
@@ -565,6 +655,28 @@ func (s *Store) Sync(ids ...ID) error {
 		}
 	}
 	return nil
+}
+
+// syncEvicted makes the writes to chunk id durable if it was evicted
+// with writes that are not (s.mu.unsynced): it opens the chunk again,
+// which takes its sync state back, and syncs it.
+func (s *Store) syncEvicted(id ID) error {
+	s.mu.Lock()
+	_, tracked := s.mu.unsynced[id]
+	s.mu.Unlock()
+	if !tracked {
+		return nil // never written since Open, or durable already
+	}
+	h, err := s.lockChunk(id, false, true)
+	if err == errNoChunk {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	err = s.syncLocked(h)
+	s.unlock(h, true)
+	return err
 }
 
 // syncLocked makes h's writes durable: data, then checksums, then the
@@ -695,6 +807,17 @@ func (s *Store) Close() error {
 		s.mu.Unlock()
 		if last {
 			h.closeFiles()
+		}
+	}
+	s.flushes.Wait()
+	s.mu.Lock()
+	evicted := len(s.mu.unsynced)
+	clear(s.mu.unsynced)
+	s.mu.Unlock()
+	if evicted > 0 {
+		// The evicted chunks' writes, like the open ones'.
+		if err := syncFS(s.dir); err != nil && first == nil {
+			first = fmt.Errorf("chunk: close target %d: %w", s.opts.Target, err)
 		}
 	}
 	return first
