@@ -56,7 +56,7 @@ func newTierPolicy(g *globals) *cobra.Command {
 
 func newMover(g *globals) *cobra.Command {
 	var o cli.MoverOptions
-	var maxArchive string
+	var maxArchive, archiveRate string
 	cmd := &cobra.Command{
 		Use:   "mover [--once] [--every D] [--root DIR]",
 		Short: "Run the object tier's mover: archive and release files as their directories' policies say",
@@ -67,6 +67,13 @@ func newMover(g *globals) *cobra.Command {
 		Args: cobra.NoArgs,
 	}
 	cmd.RunE = g.run(func(ctx context.Context, e *cli.Env) error {
+		if archiveRate != "" {
+			n, err := cli.ParseSize(archiveRate)
+			if err != nil || n <= 0 {
+				return fmt.Errorf("%w: mover: --archive-rate %q: want bytes per second, e.g. 200M", errUsage, archiveRate)
+			}
+			o.Limits.ArchiveRate = n
+		}
 		if maxArchive != "" {
 			n, err := cli.ParseSize(maxArchive)
 			if err != nil || n < 0 {
@@ -85,6 +92,7 @@ func newMover(g *globals) *cobra.Command {
 	f.StringVar(&o.Root, "root", "/", "tree to walk")
 	f.BoolVar(&o.DryRun, "dry-run", false, "print what a pass would do and move nothing (with --once)")
 	f.StringVar(&maxArchive, "max-archive", "", "bytes one pass archives at most (e.g. 10G; default no cap)")
+	f.StringVar(&archiveRate, "archive-rate", "", "bytes per second archives start at, at most (e.g. 200M; default no cap)")
 	f.IntVar(&o.Limits.Releases, "max-releases", mover.DefaultReleases, "files one pass releases at most (0: no cap)")
 	f.IntVarP(&o.Parallel, "parallel", "P", 4, "archives and releases at once")
 	return cmd

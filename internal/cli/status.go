@@ -12,6 +12,7 @@ import (
 
 	"github.com/sluice-fs/sluice/internal/dashboard"
 	"github.com/sluice-fs/sluice/internal/errs"
+	"github.com/sluice-fs/sluice/internal/mover"
 )
 
 // Status prints the file system, its storage nodes, its targets with a
@@ -99,6 +100,14 @@ func (e *Env) Status(ctx context.Context) error {
 		fmt.Fprintln(tw, "\nTIER BACKEND\tENDPOINT\tBUCKET\tSTATE")
 		for _, b := range bs {
 			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", b.Name, b.Endpoint, b.Bucket, e.tierState(ctx, b.Name))
+		}
+	}
+	// The tier mover's last pass over the whole tree, if one ran.
+	if b, err := e.Client.GetXattr(ctx, "/", mover.StatusXattr); err == nil {
+		if r, err := mover.ParsePassRecord(b); err == nil {
+			fmt.Fprintln(tw, "\nTIER MOVER\tLAST PASS\tFILES\tARCHIVED\tRELEASED\tFAILED\tTOOK")
+			fmt.Fprintf(tw, "%s\t%s ago\t%d\t%d (%s)\t%d (%s)\t%d\t%s\n", r.Host, time.Since(r.At).Round(time.Second), r.Files,
+				r.Archived, human(r.ArchivedBytes), r.Released, human(r.ReleasedBytes), r.Failed, r.Took.Round(time.Millisecond))
 		}
 	}
 	return tw.Flush()

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
 	"path"
 	"sync"
 	"sync/atomic"
@@ -118,13 +119,21 @@ func (m *Mover) Pass(ctx context.Context) (Report, error) {
 		return r, err
 	}
 	r.Planned = Plan(files, Fill{Capacity: st.Capacity, Used: st.Used}, m.o.Now(), m.o.Limits)
-	if !m.o.DryRun {
-		m.apply(ctx, &r)
+	if m.o.DryRun {
+		r.Took = time.Since(start)
+		return r, ctx.Err()
 	}
+	m.apply(ctx, &r)
 	r.Took = time.Since(start)
 	m.passes.Add(1)
 	m.lastFiles.Store(int64(r.Files))
 	m.lastPass.Store(int64(r.Took))
+	host, _ := os.Hostname()
+	rec := PassRecord{At: m.o.Now(), Host: host, Files: r.Files, Archived: r.Archived, ArchivedBytes: r.ArchivedBytes,
+		Released: r.Released, ReleasedBytes: r.ReleasedBytes, Failed: r.Failed, Took: r.Took}
+	if err := m.c.SetXattr(ctx, m.o.Root, StatusXattr, rec.Encode()); err != nil && ctx.Err() == nil {
+		m.o.Logger.Warn("tier mover: recording the pass", "err", err)
+	}
 	return r, ctx.Err()
 }
 
@@ -226,7 +235,22 @@ func (m *Mover) apply(ctx context.Context, r *Report) {
 	var mu sync.Mutex
 	var g errgroup.Group
 	g.SetLimit(m.o.Parallel)
+	start := time.Now()
+	var started int64 // bytes of the archives started, for Limits.ArchiveRate
 	for _, a := range r.Planned {
+		if a.Kind == Archive && m.o.Limits.ArchiveRate > 0 {
+			// Start this archive no earlier than the cap allows for the
+			// bytes started before it.
+			due := start.Add(time.Duration(float64(started) / float64(m.o.Limits.ArchiveRate) * float64(time.Second)))
+			select {
+			case <-time.After(time.Until(due)):
+			case <-ctx.Done():
+			}
+			started += a.File.Size
+		}
+		if ctx.Err() != nil {
+			break
+		}
 		g.Go(func() error {
 			var err error
 			switch a.Kind {

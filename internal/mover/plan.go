@@ -43,6 +43,9 @@ type Limits struct {
 	ArchiveBytes int64
 	// Releases bounds the files a pass releases. 0: no cap.
 	Releases int
+	// ArchiveRate bounds the bytes per second archives start at (the
+	// mover paces them; Plan ignores it). 0: no cap.
+	ArchiveRate int64
 }
 
 // Kind is what an Action does.

@@ -170,3 +170,40 @@ func FuzzPolicy(f *testing.F) {
 		}
 	})
 }
+
+// FuzzPassRecord checks that a pass record that parses encodes back to
+// itself.
+func FuzzPassRecord(f *testing.F) {
+	f.Add(PassRecord{At: t0, Host: "node-1", Files: 3, Archived: 2, ArchivedBytes: 5 << 20, Released: 1, ReleasedBytes: 1 << 20, Took: time.Second}.Encode())
+	f.Add([]byte("v1 at=0 host=h files=0 archived=0 archived-bytes=0 released=0 released-bytes=0 failed=0 took=0"))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		r, err := ParsePassRecord(b)
+		if err != nil {
+			return
+		}
+		q, err := ParsePassRecord(r.Encode())
+		if err != nil {
+			t.Fatalf("ParsePassRecord(%q) = %+v, whose encoding %q does not parse: %v", b, r, r.Encode(), err)
+		}
+		if !q.At.Equal(r.At) || q.Host != r.Host || q.Files != r.Files || q.Archived != r.Archived || q.ArchivedBytes != r.ArchivedBytes ||
+			q.Released != r.Released || q.ReleasedBytes != r.ReleasedBytes || q.Failed != r.Failed || q.Took != r.Took {
+			t.Fatalf("round trip of %q: %+v became %+v", b, r, q)
+		}
+	})
+}
+
+func TestPassRecord(t *testing.T) {
+	r := PassRecord{At: t0, Host: "a b", Files: 7, Archived: 1, ArchivedBytes: 9, Released: 2, ReleasedBytes: 10, Failed: 3, Took: time.Minute}
+	got, err := ParsePassRecord(r.Encode())
+	r.Host = "a_b"
+	if err != nil || !got.At.Equal(r.At) || got.Host != r.Host || got.Files != 7 || got.Failed != 3 || got.Took != time.Minute || got.ReleasedBytes != 10 {
+		t.Fatalf("round trip: %+v, %v; want %+v", got, err, r)
+	}
+	for _, bad := range []string{"", "v1", "v2 at=0 host=h files=0 archived=0 archived-bytes=0 released=0 released-bytes=0 failed=0 took=0",
+		"v1 host=h at=0 files=0 archived=0 archived-bytes=0 released=0 released-bytes=0 failed=0 took=0",
+		"v1 at=x host=h files=0 archived=0 archived-bytes=0 released=0 released-bytes=0 failed=0 took=0"} {
+		if _, err := ParsePassRecord([]byte(bad)); errs.CodeOf(err) != errs.Invalid {
+			t.Errorf("ParsePassRecord(%q): %v, want errs.Invalid", bad, err)
+		}
+	}
+}

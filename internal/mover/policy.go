@@ -24,6 +24,63 @@ import (
 // writable through a mount only by root (CAP_SYS_ADMIN).
 const PolicyXattr = "trusted.sluice.tier-policy"
 
+// StatusXattr is the extended attribute of the mover's root directory
+// where each pass records what it did (PassRecord), so that `sluice
+// status` shows the last pass of whichever node ran it.
+const StatusXattr = "trusted.sluice.mover-status"
+
+// PassRecord is the summary of one pass that the mover stores.
+type PassRecord struct {
+	At            time.Time // when the pass ended
+	Host          string
+	Files         int // under policies
+	Archived      int
+	ArchivedBytes int64
+	Released      int
+	ReleasedBytes int64
+	Failed        int
+	Took          time.Duration
+}
+
+// Encode returns r's stored form: "v1" and key=value fields.
+func (r PassRecord) Encode() []byte {
+	return fmt.Appendf(nil, "v1 at=%d host=%s files=%d archived=%d archived-bytes=%d released=%d released-bytes=%d failed=%d took=%d",
+		r.At.UnixNano(), strings.Join(strings.Fields(r.Host), "_"), r.Files, r.Archived, r.ArchivedBytes, r.Released, r.ReleasedBytes, r.Failed, int64(r.Took))
+}
+
+// ParsePassRecord decodes what Encode wrote (errs.Invalid otherwise).
+func ParsePassRecord(b []byte) (PassRecord, error) {
+	fields := strings.Fields(string(b))
+	if len(fields) != 10 || fields[0] != "v1" {
+		return PassRecord{}, errs.New(errs.Invalid, "mover status: not a v1 record: %q", b)
+	}
+	var r PassRecord
+	var at, took int64
+	ints := map[string]*int64{"at": &at, "took": &took, "archived-bytes": &r.ArchivedBytes, "released-bytes": &r.ReleasedBytes}
+	counts := map[string]*int{"files": &r.Files, "archived": &r.Archived, "released": &r.Released, "failed": &r.Failed}
+	want := []string{"at", "host", "files", "archived", "archived-bytes", "released", "released-bytes", "failed", "took"}
+	for i, f := range fields[1:] {
+		k, v, ok := strings.Cut(f, "=")
+		if !ok || k != want[i] {
+			return PassRecord{}, errs.New(errs.Invalid, "mover status: field %d is %q, want %s", i+1, f, want[i])
+		}
+		var err error
+		switch {
+		case k == "host":
+			r.Host = v
+		case ints[k] != nil:
+			*ints[k], err = strconv.ParseInt(v, 10, 64)
+		default:
+			*counts[k], err = strconv.Atoi(v)
+		}
+		if err != nil {
+			return PassRecord{}, errs.New(errs.Invalid, "mover status: field %q: %v", f, err)
+		}
+	}
+	r.At, r.Took = time.Unix(0, at), time.Duration(took)
+	return r, nil
+}
+
 // Policy is a directory's tier policy. Zero fields are off.
 type Policy struct {
 	// Backend is the tier backend archives go to ("" with one backend

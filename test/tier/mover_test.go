@@ -136,6 +136,14 @@ func testMover(t *testing.T, be *backend) {
 		t.Errorf("second pass: want 3 releases reported, got:\n%s", out)
 	}
 	waitFor(t, "released chunks freed", func() bool { return fs.chunkBytes() <= before-(5<<20) })
+	// sluice status shows the last pass.
+	status := fs.mustCLI("status")
+	if !regexp.MustCompile(`TIER MOVER.*\n\S+\s+\d+s ago\s+6\s+1 \(1\.0 MiB\)\s+3 \(5\.0 MiB\)\s+0\s`).MatchString(status) {
+		t.Errorf("sluice status does not show the second pass (6 files, 1 archived, 3 released):\n%s", status)
+	}
+	if r := fs.cli("mover", "--once", "--archive-rate", "0"); r.code == 0 {
+		t.Error("sluice mover --archive-rate 0 succeeded")
+	}
 
 	for p, d := range files {
 		got, err := readAll(ctx, c, p)
