@@ -100,3 +100,28 @@ func newMover(g *globals) *cobra.Command {
 
 // defaultMoverEvery is the time between passes of `sluice mover`.
 const defaultMoverEvery = time.Minute
+
+func newTierImport(g *globals) *cobra.Command {
+	var prefix string
+	var parallel int
+	var quiet bool
+	var args []string
+	cmd := &cobra.Command{
+		Use:   "import NAME DIR [--prefix P]",
+		Short: "Make the objects of a tier backend (an existing bucket) released files under DIR, without copying them",
+		Long: "Make each object of tier backend NAME whose key starts with --prefix a released file\n" +
+			"under DIR (DIR/KEY-WITHOUT-PREFIX): reads fetch it from the bucket and restore it, like any\n" +
+			"released file. Each object is read once to take its checksums; Sluice never deletes or\n" +
+			"writes over an imported object. Existing files are not replaced.",
+		Args:   exactArgs(2),
+		PreRun: func(_ *cobra.Command, a []string) { args = a },
+	}
+	cmd.RunE = g.run(func(ctx context.Context, e *cli.Env) error {
+		return e.TierImport(ctx, args[0], prefix, args[1], parallel, quiet)
+	})
+	f := cmd.Flags()
+	f.StringVar(&prefix, "prefix", "", "import only the keys that start with this (below the backend's own prefix); it is not part of the files' names")
+	f.IntVarP(&parallel, "parallel", "P", 8, "objects imported at once")
+	f.BoolVarP(&quiet, "quiet", "q", false, "print only the summary")
+	return cmd
+}

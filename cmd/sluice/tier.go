@@ -15,7 +15,7 @@ func newTier(g *globals) *cobra.Command {
 		Use:   "tier",
 		Short: "Manage the object tier: S3 buckets below the storage targets",
 	}
-	cmd.AddCommand(newTierAdd(g), newTierLs(g), newTierRm(g), newTierGC(g), newTierPolicy(g))
+	cmd.AddCommand(newTierAdd(g), newTierLs(g), newTierRm(g), newTierGC(g), newTierPolicy(g), newTierImport(g))
 	return cmd
 }
 

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"path"
+	"sync"
 	"text/tabwriter"
 	"time"
 
@@ -113,4 +114,22 @@ func (e *Env) Mover(ctx context.Context, o MoverOptions) error {
 		return fmt.Errorf("mover: %d of %d moves failed", r.Failed, len(r.Planned))
 	}
 	return nil
+}
+
+// TierImport imports the objects of backend under prefix as released
+// files under dir (client.TierImport), printing each file made.
+func (e *Env) TierImport(ctx context.Context, backend, prefix, dir string, parallel int, quiet bool) error {
+	var mu sync.Mutex
+	st, err := e.Client.TierImport(ctx, backend, prefix, dir, parallel, func(p string, size int64, err error) {
+		mu.Lock()
+		defer mu.Unlock()
+		switch {
+		case err != nil:
+			fmt.Fprintf(e.Stderr, "sluice: %v\n", err)
+		case !quiet:
+			fmt.Fprintf(e.Stdout, "%s\t%d\n", p, size)
+		}
+	})
+	fmt.Fprintf(e.Stdout, "imported %d files (%s) and %d empty ones; %d keys skipped, %d failed\n", st.Files, human(st.Bytes), st.Empty, st.Skipped, st.Failed)
+	return err
 }

@@ -2,6 +2,7 @@ package meta
 
 import (
 	"github.com/sluice-fs/sluice/internal/errs"
+	"github.com/sluice-fs/sluice/internal/tier"
 	"github.com/sluice-fs/sluice/internal/wire"
 )
 
@@ -15,6 +16,7 @@ type hsmFile struct {
 	Size      uint64
 	Mtime     int64
 	InlineLen uint32
+	Chunks    bool // chunks may exist (inoChunks)
 }
 
 // hsmStep applies one HsmUpdateReq to cur (State HsmResident: no record).
@@ -25,8 +27,8 @@ func hsmStep(cur wire.HsmRecord, f hsmFile, req *wire.HsmUpdateReq) (wire.HsmRec
 		return cur, nil, errs.New(errs.Invalid, "only regular files have an HSM state")
 	}
 	drop := func() *wire.TierQueueItem {
-		if cur.State == wire.HsmResident {
-			return nil
+		if cur.State == wire.HsmResident || cur.Gen == tier.ImportedGen {
+			return nil // no copy, or one Sluice did not write: never deleted
 		}
 		return &wire.TierQueueItem{Gen: cur.Gen, Backend: cur.Backend, Key: cur.Key}
 	}
@@ -47,6 +49,26 @@ func hsmStep(cur wire.HsmRecord, f hsmFile, req *wire.HsmUpdateReq) (wire.HsmRec
 			return r, nil, nil // a repeat of this archive's commit
 		}
 		return r, drop(), nil
+	case wire.HsmActImport:
+		r := req.Record
+		switch {
+		case cur.State != wire.HsmResident:
+			return cur, nil, errs.New(errs.Exists, "file has an HSM record already")
+		case f.Size != 0 || f.InlineLen != 0 || f.Chunks:
+			return cur, nil, errs.New(errs.Invalid, "only an empty file that never had data can take an imported object")
+		case r.Gen != tier.ImportedGen:
+			return cur, nil, errs.New(errs.Invalid, "an imported object's record has generation %d, want %d", r.Gen, tier.ImportedGen)
+		case r.Backend == "" || r.Key == "":
+			return cur, nil, errs.New(errs.Invalid, "HSM record needs a backend and an object key")
+		case len(r.SHA256) != 32 || r.BlockSize == 0:
+			return cur, nil, errs.New(errs.Invalid, "HSM record needs a SHA-256 and a block size")
+		case r.Size == 0:
+			return cur, nil, errs.New(errs.Invalid, "an empty object is imported as an empty file, without a record")
+		case uint64(len(r.BlockCRCs)) != (r.Size+uint64(r.BlockSize)-1)/uint64(r.BlockSize):
+			return cur, nil, errs.New(errs.Invalid, "HSM record has %d block checksums for %d bytes in blocks of %d", len(r.BlockCRCs), r.Size, r.BlockSize)
+		}
+		r.State = wire.HsmReleased
+		return r, nil, nil
 	case wire.HsmActRelease:
 		switch cur.State {
 		case wire.HsmReleased:

@@ -23,6 +23,8 @@ func TestHsmStep(t *testing.T) {
 	short := rec
 	short.BlockCRCs = short.BlockCRCs[:2]
 	none := wire.HsmRecord{}
+	empty := hsmFile{Reg: true}
+	imported := testRecord(0, file.Size, 5) // generation 0: sluice tier import
 	tests := []struct {
 		name      string
 		cur       wire.HsmRecord
@@ -54,6 +56,18 @@ func TestHsmStep(t *testing.T) {
 		{"remove dirty", with(rec, wire.HsmDirty), file, wire.HsmActRemove, none, wire.HsmResident, 9, errs.OK},
 		{"remove released", with(rec, wire.HsmReleased), file, wire.HsmActRemove, none, 0, 0, errs.Busy},
 		{"remove resident", none, file, wire.HsmActRemove, none, wire.HsmResident, 0, errs.OK},
+		{"import into an empty file", none, empty, wire.HsmActImport, imported, wire.HsmReleased, 0, errs.OK},
+		{"import into a file with data", none, file, wire.HsmActImport, imported, 0, 0, errs.Invalid},
+		{"import into a file that had chunks", none, hsmFile{Reg: true, Chunks: true}, wire.HsmActImport, imported, 0, 0, errs.Invalid},
+		{"import into a file with inline bytes", none, hsmFile{Reg: true, InlineLen: 1}, wire.HsmActImport, imported, 0, 0, errs.Invalid},
+		{"import with a generation", none, empty, wire.HsmActImport, rec, 0, 0, errs.Invalid},
+		{"import over a record", with(rec, wire.HsmArchived), empty, wire.HsmActImport, imported, 0, 0, errs.Exists},
+		{"import bad checksums", none, empty, wire.HsmActImport, func() wire.HsmRecord { r := imported; r.BlockCRCs = r.BlockCRCs[:1]; return r }(), 0, 0, errs.Invalid},
+		{"import of nothing", none, empty, wire.HsmActImport, testRecord(0, 0, 5), 0, 0, errs.Invalid},
+		{"import into a directory", none, hsmFile{}, wire.HsmActImport, imported, 0, 0, errs.Invalid},
+		{"imported object is never queued: archive again", with(imported, wire.HsmDirty), file, wire.HsmActArchived, rec, wire.HsmArchived, 0, errs.OK},
+		{"imported object is never queued: remove", with(imported, wire.HsmArchived), file, wire.HsmActRemove, none, wire.HsmResident, 0, errs.OK},
+		{"restored import", with(imported, wire.HsmReleased), file, wire.HsmActRestored, imported, wire.HsmArchived, 0, errs.OK},
 		{"unknown action", none, file, 99, none, 0, 0, errs.Invalid},
 	}
 	for _, tt := range tests {
@@ -240,5 +254,47 @@ func TestHsmFlag(t *testing.T) {
 		if _, err := s.TierQueue(ctx, &wire.TierQueueReq{Done: q.Items, Limit: 10}); err != nil {
 			t.Fatal(err)
 		}
+	}
+}
+
+// TestHsmImport: an import makes an empty file released with the
+// object's size and time; writes are refused until a restore; its removal
+// queues nothing (Sluice never deletes an object it did not write).
+func TestHsmImport(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s := newTestService(t, nil, nil)
+	if err := s.TierSet(ctx, &wire.TierSetReq{Backend: wire.TierBackend{Name: "b", Endpoint: "http://x", Bucket: "k"}}); err != nil {
+		t.Fatal(err)
+	}
+	f := mustCreateInline(t, s, RootIno, "f")
+	rec := testRecord(0, 5<<20+1, 1234)
+	imp := func(ino uint64, r wire.HsmRecord) error {
+		_, err := s.HsmUpdate(ctx, &wire.HsmUpdateReq{Ino: ino, Action: wire.HsmActImport, Record: r})
+		return err
+	}
+	noBackend := rec
+	noBackend.Backend = "nope"
+	wantCode(t, "import to an unknown backend", imp(f.Ino, noBackend), errs.NotFound)
+	if err := imp(f.Ino, rec); err != nil {
+		t.Fatal(err)
+	}
+	a, err := s.GetAttr(ctx, f.Ino)
+	if err != nil || a.Flags&wire.AttrReleased == 0 || a.Size != rec.Size || a.Mtime != 1234 {
+		t.Fatalf("imported attributes: %+v, %v", a, err)
+	}
+	wantCode(t, "import twice", imp(f.Ino, rec), errs.Exists)
+	_, err = s.CommitWrite(ctx, f.Ino, 10, 9)
+	wantCode(t, "write to an imported released file", err, errs.Busy)
+	g := mustCreate(t, s, RootIno, "g")
+	if _, err := s.CommitWrite(ctx, g.Ino, 10, 9); err != nil {
+		t.Fatal(err)
+	}
+	wantCode(t, "import into a file with data", imp(g.Ino, rec), errs.Invalid)
+	if err := s.Unlink(ctx, RootIno, "f"); err != nil {
+		t.Fatal(err)
+	}
+	if q, err := s.TierQueue(ctx, &wire.TierQueueReq{Limit: 10}); err != nil || len(q.Items) != 0 {
+		t.Fatalf("removing an imported file queued %+v, %v; want nothing", q.Items, err)
 	}
 }

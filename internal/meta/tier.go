@@ -9,6 +9,7 @@ import (
 
 	"github.com/sluice-fs/sluice/internal/errs"
 	"github.com/sluice-fs/sluice/internal/kv"
+	"github.com/sluice-fs/sluice/internal/tier"
 	"github.com/sluice-fs/sluice/internal/wire"
 )
 
@@ -143,7 +144,11 @@ func hsmDropped(tx kv.Txn, ino uint64) error {
 	if err != nil || cur.State == wire.HsmResident {
 		return err
 	}
-	putHsm(tx, ino, wire.HsmRecord{}, &wire.TierQueueItem{Gen: cur.Gen, Backend: cur.Backend, Key: cur.Key})
+	var drop *wire.TierQueueItem
+	if cur.Gen != tier.ImportedGen { // an imported object is never deleted
+		drop = &wire.TierQueueItem{Gen: cur.Gen, Backend: cur.Backend, Key: cur.Key}
+	}
+	putHsm(tx, ino, wire.HsmRecord{}, drop)
 	return nil
 }
 
@@ -301,7 +306,7 @@ func (s *Service) HsmUpdate(ctx context.Context, req *wire.HsmUpdateReq) (wire.H
 		if err != nil {
 			return err
 		}
-		if req.Action == wire.HsmActArchived {
+		if req.Action == wire.HsmActArchived || req.Action == wire.HsmActImport {
 			// The record names the backend it was written to.
 			if _, err := tx.Get(tierKey(req.Record.Backend)); errors.Is(err, kv.ErrNotFound) {
 				return errs.New(errs.NotFound, "no tier backend %q", req.Record.Backend)
@@ -309,7 +314,7 @@ func (s *Service) HsmUpdate(ctx context.Context, req *wire.HsmUpdateReq) (wire.H
 				return err
 			}
 		}
-		f := hsmFile{Reg: n.isReg(), Size: n.Size, Mtime: n.Mtime, InlineLen: n.InlineLen}
+		f := hsmFile{Reg: n.isReg(), Size: n.Size, Mtime: n.Mtime, InlineLen: n.InlineLen, Chunks: n.hasChunks()}
 		next, drop, err := hsmStep(cur, f, req)
 		if err != nil {
 			return err
@@ -330,6 +335,14 @@ func (s *Service) HsmUpdate(ctx context.Context, req *wire.HsmUpdateReq) (wire.H
 			queued = true
 		}
 		putHsmLease(tx, req.Ino, next, lease, drop)
+		if req.Action == wire.HsmActImport {
+			// The file takes the object's size and time; its bytes
+			// count as in chunks (which a restore writes), so that
+			// attributes show it released.
+			n.Size, n.Mtime, n.Ctime = next.Size, next.Mtime, s.nowNs()
+			n.Flags |= inoChunks | inoHsm
+			tx.Set(inodeKey(req.Ino), n.encode())
+		}
 		if next.State != wire.HsmResident && n.Flags&inoHsm == 0 {
 			// Reads of the "H" key are skipped for inodes without it.
 			n.Flags |= inoHsm

@@ -14,6 +14,10 @@ import (
 	"github.com/sluice-fs/sluice/internal/wire"
 )
 
+// ImportedGen is the generation of the HSM record of an imported object
+// (one Sluice did not write): Sluice never deletes or writes over it.
+const ImportedGen = 0
+
 // BlockSize is the unit of the block checksums in an HSM record, and so of
 // the ranged GETs of a read of a released file: each block read is checked
 // on its own.
@@ -64,8 +68,14 @@ func MetaInode(meta map[string]string) uint64 {
 
 // CheckObject says whether an object's metadata is that of the archive
 // rec describes: an object written over it (another generation) must not
-// be served as the file's bytes.
+// be served as the file's bytes. A record of generation 0 names an object
+// that Sluice did not write (`sluice tier import`): its metadata carries
+// nothing to check, and its bytes are checked block by block against the
+// CRCs taken at import (CheckBlock), which a replaced object fails.
 func CheckObject(rec *wire.HsmRecord, meta map[string]string) error {
+	if rec.Gen == ImportedGen {
+		return nil
+	}
 	want := fmt.Sprintf("%016x", rec.Gen)
 	if got := meta[MetaGen]; got != want {
 		return errs.New(errs.Corruption, "tier: object %s of backend %q is generation %q, the file's copy is %s: it was replaced outside Sluice", rec.Key, rec.Backend, got, want)

@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -37,6 +38,16 @@ type Store interface {
 	Delete(ctx context.Context, key string) error
 	// Check says whether the bucket can be reached with the credentials.
 	Check(ctx context.Context) error
+	// List calls fn for each object whose key (below the prefix) starts
+	// with prefix, in key order, until fn returns an error (returned).
+	List(ctx context.Context, prefix string, fn func(o ObjectInfo) error) error
+}
+
+// ObjectInfo is an object as List sees it.
+type ObjectInfo struct {
+	Key      string // below the backend's prefix
+	Size     int64
+	Modified time.Time
 }
 
 // Open returns the Store of backend b. It connects lazily: Check says
@@ -123,6 +134,20 @@ func (s *s3Store) Head(ctx context.Context, key string) (int64, map[string]strin
 		return 0, nil, s.err("head", key, err)
 	}
 	return info.Size, userMeta(info.Metadata), nil
+}
+
+func (s *s3Store) List(ctx context.Context, prefix string, fn func(o ObjectInfo) error) error {
+	lctx, cancel := context.WithCancel(ctx)
+	defer cancel() // stops the listing goroutine when fn fails
+	for o := range s.c.ListObjects(lctx, s.bucket, minio.ListObjectsOptions{Prefix: s.prefix + prefix, Recursive: true}) {
+		if o.Err != nil {
+			return s.err("list", prefix, o.Err)
+		}
+		if err := fn(ObjectInfo{Key: strings.TrimPrefix(o.Key, s.prefix), Size: o.Size, Modified: o.LastModified}); err != nil {
+			return err
+		}
+	}
+	return ctx.Err()
 }
 
 func (s *s3Store) Delete(ctx context.Context, key string) error {
@@ -257,6 +282,26 @@ func (m *MemStore) Delete(ctx context.Context, key string) error {
 }
 
 func (m *MemStore) Check(ctx context.Context) error { return nil }
+
+func (m *MemStore) List(ctx context.Context, prefix string, fn func(o ObjectInfo) error) error {
+	ks := m.Keys()
+	slices.Sort(ks)
+	for _, k := range ks {
+		if !strings.HasPrefix(k, prefix) {
+			continue
+		}
+		m.mu.Lock()
+		o, ok := m.objects[k]
+		m.mu.Unlock()
+		if !ok {
+			continue
+		}
+		if err := fn(ObjectInfo{Key: k, Size: int64(len(o.data)), Modified: time.Unix(0, 0)}); err != nil {
+			return err
+		}
+	}
+	return nil
+}
 
 // Keys returns the keys of the objects held.
 func (m *MemStore) Keys() []string {

@@ -159,6 +159,12 @@ const (
 	// its chunks: not while the release's chunk removal is still queued
 	// (errs.Busy). It changes nothing.
 	HsmActRestoring uint8 = 5
+	// HsmActImport makes an empty regular file without chunks or record
+	// a released file whose bytes are an object Sluice did not write
+	// (`sluice tier import`): Record (generation 0, the object's key,
+	// size, mtime and checksums) becomes its record and its size and
+	// mtime become Record's.
+	HsmActImport uint8 = 6
 )
 
 // HsmUpdateReq is one step of the HSM state machine on file Ino.

@@ -1,0 +1,157 @@
+package client
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"path"
+	"strings"
+	"sync"
+	"syscall"
+
+	"golang.org/x/sync/errgroup"
+
+	"github.com/sluice-fs/sluice/internal/errs"
+	"github.com/sluice-fs/sluice/internal/tier"
+	"github.com/sluice-fs/sluice/internal/wire"
+)
+
+// ImportStats counts what TierImport did.
+type ImportStats struct {
+	Files   int   // released files made
+	Bytes   int64 // their size
+	Empty   int   // empty objects, made empty files
+	Skipped int   // keys that name a directory (ending in "/"), or nothing
+	Failed  int
+}
+
+// importPiece is the size of the ranged GETs that checksum an object.
+const importPiece = 8 << 20
+
+// TierImport makes, for every object of tier backend whose key (below the
+// backend's prefix) starts with prefix, a file at dir/REST (REST: the key
+// without prefix; directories are made as needed) that is released: its
+// bytes stay in the object, which Sluice never deletes or writes over
+// (its HSM record has generation 0), and are read and restored like any
+// released file's. Each object is read once to take its checksums (the
+// CRC32C of each MiB, which every later read is checked against, and its
+// SHA-256), so an object replaced afterwards reads as corrupt, never as
+// other bytes. An existing file is never replaced (that object fails with
+// errs.Exists). The file is made under a temporary name (".sluice-import-"
+// and random hex) and renamed into place once its record is in; one left
+// behind by a crash may be removed. report, if not nil, is called after
+// each object with the file's path, its size and the error, if any.
+// parallel objects are imported at once (at least 1).
+func (c *Client) TierImport(ctx context.Context, backend, prefix, dir string, parallel int, report func(p string, size int64, err error)) (ImportStats, error) {
+	var st ImportStats
+	if backend == "" {
+		return st, errs.New(errs.Invalid, "client: tier import: no backend named")
+	}
+	store, err := c.tierStore(ctx, backend)
+	if err != nil {
+		return st, err
+	}
+	dir = clean(dir)
+	if err := c.MkdirAll(ctx, dir, 0o755); err != nil {
+		return st, err
+	}
+	var mu sync.Mutex
+	var g errgroup.Group
+	g.SetLimit(max(parallel, 1))
+	listErr := store.List(ctx, prefix, func(o tier.ObjectInfo) error {
+		rest := strings.TrimPrefix(o.Key, prefix)
+		if rest == "" || strings.HasSuffix(rest, "/") {
+			mu.Lock()
+			st.Skipped++
+			mu.Unlock()
+			return nil
+		}
+		p := path.Join(dir, path.Clean("/"+rest))
+		g.Go(func() error {
+			err := c.importObject(ctx, store, backend, o, p)
+			mu.Lock()
+			switch {
+			case err != nil:
+				st.Failed++
+			case o.Size == 0:
+				st.Empty++
+			default:
+				st.Files++
+				st.Bytes += o.Size
+			}
+			mu.Unlock()
+			if report != nil {
+				report(p, o.Size, err)
+			}
+			return nil
+		})
+		return ctx.Err()
+	})
+	g.Wait()
+	if listErr != nil {
+		return st, fmt.Errorf("tier import: list backend %q: %w", backend, listErr)
+	}
+	if st.Failed > 0 {
+		return st, fmt.Errorf("tier import: %d of %d objects failed", st.Failed, st.Failed+st.Files+st.Empty)
+	}
+	return st, nil
+}
+
+// importObject makes the released file p for object o.
+func (c *Client) importObject(ctx context.Context, store tier.Store, backend string, o tier.ObjectInfo, p string) error {
+	if err := c.MkdirAll(ctx, path.Dir(p), 0o755); err != nil {
+		return err
+	}
+	// Refuse early, before reading the object, when the name is taken
+	// (the rename below refuses a file made meanwhile).
+	if _, err := c.Lstat(ctx, p); err == nil {
+		return errs.New(errs.Exists, "client: tier import: %s exists already (not replaced)", p)
+	} else if errs.CodeOf(err) != errs.NotFound {
+		return err
+	}
+	if o.Size == 0 {
+		f, err := c.OpenFile(ctx, p, O_WRONLY|O_CREATE|O_EXCL, 0o644)
+		if err != nil {
+			return err
+		}
+		return f.Close()
+	}
+	// The checksums, from one pass over the object.
+	sum := tier.NewSummer(tier.BlockSize)
+	buf := make([]byte, min(o.Size, importPiece))
+	for off := int64(0); off < o.Size; off += int64(len(buf)) {
+		b := buf[:min(int64(len(buf)), o.Size-off)]
+		if _, err := store.GetRange(ctx, o.Key, off, b); err != nil {
+			return err
+		}
+		sum.Write(b)
+	}
+	rec := wire.HsmRecord{Backend: backend, Key: o.Key, Gen: tier.ImportedGen, Mtime: o.Modified.UnixNano()}
+	sum.Fill(&rec)
+	if int64(rec.Size) != o.Size {
+		return errs.New(errs.Busy, "client: object %s changed while it was imported (%d bytes, listed %d)", o.Key, rec.Size, o.Size)
+	}
+
+	parent, name, err := c.parent(ctx, p)
+	if err != nil {
+		return opErr("tier import", p, err)
+	}
+	var r [8]byte
+	rand.Read(r[:])
+	tmp := ".sluice-import-" + hex.EncodeToString(r[:])
+	var a wire.Attr
+	req := &wire.CreateReq{Parent: parent, Name: tmp, Mode: syscall.S_IFREG | 0o644, Cred: c.cred(), Exclusive: true}
+	if err := c.metaCall(ctx, wire.OpCreate, req, &a); err != nil {
+		return opErr("tier import", p, err)
+	}
+	if _, err := c.hsmUpdate(ctx, a.Ino, wire.HsmActImport, rec); err != nil {
+		c.UnlinkIno(ctx, parent, tmp)
+		return opErr("tier import", p, err)
+	}
+	if err := c.RenameIno(ctx, parent, tmp, parent, name, RenameNoReplace); err != nil {
+		c.UnlinkIno(ctx, parent, tmp)
+		return opErr("tier import", p, err)
+	}
+	return nil
+}
