@@ -59,6 +59,7 @@ func (c *Client) TierImport(ctx context.Context, backend, prefix, dir string, pa
 	var mu sync.Mutex
 	var g errgroup.Group
 	g.SetLimit(max(parallel, 1))
+	var made sync.Map // directories made or found, so each is made once
 	listErr := store.List(ctx, prefix, func(o tier.ObjectInfo) error {
 		rest := strings.TrimPrefix(o.Key, prefix)
 		if rest == "" || strings.HasSuffix(rest, "/") {
@@ -69,7 +70,7 @@ func (c *Client) TierImport(ctx context.Context, backend, prefix, dir string, pa
 		}
 		p := path.Join(dir, path.Clean("/"+rest))
 		g.Go(func() error {
-			err := c.importObject(ctx, store, backend, o, p)
+			err := c.importObject(ctx, store, backend, o, p, &made)
 			mu.Lock()
 			switch {
 			case err != nil:
@@ -99,9 +100,12 @@ func (c *Client) TierImport(ctx context.Context, backend, prefix, dir string, pa
 }
 
 // importObject makes the released file p for object o.
-func (c *Client) importObject(ctx context.Context, store tier.Store, backend string, o tier.ObjectInfo, p string) error {
-	if err := c.MkdirAll(ctx, path.Dir(p), 0o755); err != nil {
-		return err
+func (c *Client) importObject(ctx context.Context, store tier.Store, backend string, o tier.ObjectInfo, p string, made *sync.Map) error {
+	if d := path.Dir(p); !mapHas(made, d) {
+		if err := c.MkdirAll(ctx, d, 0o755); err != nil {
+			return err
+		}
+		made.Store(d, true)
 	}
 	// Refuse early, before reading the object, when the name is taken
 	// (the rename below refuses a file made meanwhile).
@@ -155,3 +159,5 @@ func (c *Client) importObject(ctx context.Context, store tier.Store, backend str
 	}
 	return nil
 }
+
+func mapHas(m *sync.Map, k string) bool { _, ok := m.Load(k); return ok }
