@@ -66,10 +66,23 @@ type Pool struct {
 }
 
 // Snapshot is a server's state at one time.
+// Mover is the tier mover of this process (sluice serve --mover-every).
+type Mover struct {
+	Passes        float64 `json:"passes"`
+	Archived      float64 `json:"archived"`
+	ArchivedBytes float64 `json:"archived_bytes"`
+	Released      float64 `json:"released"`
+	ReleasedBytes float64 `json:"released_bytes"`
+	Failures      float64 `json:"failures"`
+	LastFiles     float64 `json:"last_pass_files"`
+	LastSeconds   float64 `json:"last_pass_seconds"`
+}
+
 type Snapshot struct {
 	Time        time.Time            `json:"time"`
 	Targets     []Target             `json:"targets"`
 	Pools       []Pool               `json:"pools,omitempty"`
+	Mover       *Mover               `json:"mover,omitempty"`
 	Ops         []Op                 `json:"ops"`
 	Errors      float64              `json:"errors"`
 	Connections float64              `json:"connections"`
@@ -103,10 +116,36 @@ func Take(mx *metrics.Metrics) (*Snapshot, error) {
 		}
 		return p
 	}
+	mover := func() *Mover {
+		if s.Mover == nil {
+			s.Mover = &Mover{}
+		}
+		return s.Mover
+	}
 	for _, f := range fams {
 		for _, m := range f.GetMetric() {
 			v := m.GetCounter().GetValue() + m.GetGauge().GetValue()
 			switch f.GetName() {
+			case "sluice_mover_passes_total":
+				mover().Passes = v
+			case "sluice_mover_moved_files_total":
+				if label(m, "action") == "archive" {
+					mover().Archived = v
+				} else {
+					mover().Released = v
+				}
+			case "sluice_mover_moved_bytes_total":
+				if label(m, "action") == "archive" {
+					mover().ArchivedBytes = v
+				} else {
+					mover().ReleasedBytes = v
+				}
+			case "sluice_mover_failures_total":
+				mover().Failures = v
+			case "sluice_mover_last_pass_files":
+				mover().LastFiles = v
+			case "sluice_mover_last_pass_seconds":
+				mover().LastSeconds = v
 			case "sluice_op_duration_seconds":
 				h := m.GetHistogram()
 				s.Ops = append(s.Ops, Op{Op: label(m, "op"), Kind: label(m, "kind"), Count: float64(h.GetSampleCount()), Seconds: h.GetSampleSum()})

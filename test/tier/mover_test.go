@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/sluice-fs/sluice/client"
+	"github.com/sluice-fs/sluice/internal/dashboard"
 )
 
 // TestMover runs the tier mover (`sluice mover --once`) over directory
@@ -191,6 +192,14 @@ func TestServeMover(t *testing.T) {
 	var got float64
 	if _, err := fmt.Sscan(m[1], &got); err != nil || got != float64(len(data)) {
 		t.Errorf("sluice_mover_moved_bytes_total{action=\"archive\"} is %s, want %d", m[1], len(data))
+	}
+	// The dashboard's snapshot has the mover too.
+	snap, err := dashboard.Fetch(ctx, admin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if snap.Mover == nil || snap.Mover.Archived < 1 || snap.Mover.ArchivedBytes < float64(len(data)) || snap.Mover.Passes < 1 {
+		t.Errorf("dashboard snapshot mover: %+v", snap.Mover)
 	}
 }
 
