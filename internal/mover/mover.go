@@ -29,14 +29,9 @@ type Options struct {
 
 // Report is what one pass found and did.
 type Report struct {
-	Dirs, Files   int // walked; Files counts regular files under a policy
-	Planned       []Action
-	Archived      int
-	ArchivedBytes int64
-	Released      int
-	ReleasedBytes int64
-	Failed        int
-	Took          time.Duration
+	Dirs    int // walked
+	Planned []Action
+	Counts
 }
 
 // Totals are a Mover's counters since it was made (for metrics).
@@ -129,8 +124,7 @@ func (m *Mover) Pass(ctx context.Context) (Report, error) {
 	m.lastFiles.Store(int64(r.Files))
 	m.lastPass.Store(int64(r.Took))
 	host, _ := os.Hostname()
-	rec := PassRecord{At: m.o.Now(), Host: host, Files: r.Files, Archived: r.Archived, ArchivedBytes: r.ArchivedBytes,
-		Released: r.Released, ReleasedBytes: r.ReleasedBytes, Failed: r.Failed, Took: r.Took}
+	rec := PassRecord{At: m.o.Now(), Host: host, Counts: r.Counts}
 	if err := m.c.SetXattr(ctx, m.o.Root, StatusXattr, rec.Encode()); err != nil && ctx.Err() == nil {
 		m.o.Logger.Warn("tier mover: recording the pass", "err", err)
 	}

@@ -29,17 +29,22 @@ const PolicyXattr = "trusted.sluice.tier-policy"
 // status` shows the last pass of whichever node ran it.
 const StatusXattr = "trusted.sluice.mover-status"
 
-// PassRecord is the summary of one pass that the mover stores.
-type PassRecord struct {
-	At            time.Time // when the pass ended
-	Host          string
-	Files         int // under policies
+// Counts are what a pass found and did.
+type Counts struct {
+	Files         int // regular files under a policy
 	Archived      int
 	ArchivedBytes int64
 	Released      int
 	ReleasedBytes int64
 	Failed        int
 	Took          time.Duration
+}
+
+// PassRecord is the summary of one pass that the mover stores.
+type PassRecord struct {
+	At   time.Time // when the pass ended
+	Host string
+	Counts
 }
 
 // Encode returns r's stored form: "v1" and key=value fields.
