@@ -22,9 +22,14 @@ type ImportStats struct {
 	Files   int   // released files made
 	Bytes   int64 // their size
 	Empty   int   // empty objects, made empty files
+	Present int   // objects an earlier import made files of already
 	Skipped int   // keys that name a directory (ending in "/"), or nothing
 	Failed  int
 }
+
+// errImported says that the file of an object is there from an earlier
+// import (the same backend and key): a re-run picks up only new objects.
+var errImported = errs.New(errs.Exists, "client: tier import: imported already")
 
 // importPiece is the size of the ranged GETs that checksum an object.
 const importPiece = 8 << 20
@@ -37,8 +42,10 @@ const importPiece = 8 << 20
 // released file's. Each object is read once to take its checksums (the
 // CRC32C of each MiB, which every later read is checked against, and its
 // SHA-256), so an object replaced afterwards reads as corrupt, never as
-// other bytes. An existing file is never replaced (that object fails with
-// errs.Exists). The file is made under a temporary name (".sluice-import-"
+// other bytes. An existing file is never replaced: one that an earlier
+// import made of the same object counts as Present (so a re-run picks up
+// the new objects, and resumes one that stopped), any other fails with
+// errs.Exists. The file is made under a temporary name (".sluice-import-"
 // and random hex) and renamed into place once its record is in; one left
 // behind by a crash may be removed. report, if not nil, is called after
 // each object with the file's path, its size and the error, if any.
@@ -73,6 +80,9 @@ func (c *Client) TierImport(ctx context.Context, backend, prefix, dir string, pa
 			err := c.importObject(ctx, store, backend, o, p, &made)
 			mu.Lock()
 			switch {
+			case err == errImported:
+				st.Present++
+				err = nil
 			case err != nil:
 				st.Failed++
 			case o.Size == 0:
@@ -109,7 +119,15 @@ func (c *Client) importObject(ctx context.Context, store tier.Store, backend str
 	}
 	// Refuse early, before reading the object, when the name is taken
 	// (the rename below refuses a file made meanwhile).
-	if _, err := c.Lstat(ctx, p); err == nil {
+	if fi, err := c.Lstat(ctx, p); err == nil {
+		if fi.Mode().IsRegular() {
+			if o.Size == 0 && fi.Size() == 0 {
+				return errImported // an empty object's file has no record
+			}
+			if r, err := c.hsmGet(ctx, fi.Attr().Ino); err == nil && r.Gen == tier.ImportedGen && r.Backend == backend && r.Key == o.Key {
+				return errImported
+			}
+		}
 		return errs.New(errs.Exists, "client: tier import: %s exists already (not replaced)", p)
 	} else if errs.CodeOf(err) != errs.NotFound {
 		return err

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -107,17 +108,26 @@ func newTierImport(g *globals) *cobra.Command {
 	var quiet bool
 	var args []string
 	cmd := &cobra.Command{
-		Use:   "import NAME DIR [--prefix P]",
+		Use:   "import NAME[/PREFIX] DIR [--prefix P]",
 		Short: "Make the objects of a tier backend (an existing bucket) released files under DIR, without copying them",
-		Long: "Make each object of tier backend NAME whose key starts with --prefix a released file\n" +
+		Long: "Make each object of tier backend NAME whose key starts with PREFIX (or --prefix) a released file\n" +
 			"under DIR (DIR/KEY-WITHOUT-PREFIX): reads fetch it from the bucket and restore it, like any\n" +
 			"released file. Each object is read once to take its checksums; Sluice never deletes or\n" +
-			"writes over an imported object. Existing files are not replaced.",
+			"writes over an imported object. Existing files are not replaced; run it again to pick up\n" +
+			"new objects (files imported before are counted, not redone).",
 		Args:   exactArgs(2),
 		PreRun: func(_ *cobra.Command, a []string) { args = a },
 	}
 	cmd.RunE = g.run(func(ctx context.Context, e *cli.Env) error {
-		return e.TierImport(ctx, args[0], prefix, args[1], parallel, quiet)
+		name := args[0]
+		if n, p, ok := strings.Cut(name, "/"); ok {
+			// NAME/PREFIX: the prefix joined to the backend's name.
+			if prefix != "" {
+				return fmt.Errorf("%w: tier import: a prefix in %q and --prefix", errUsage, name)
+			}
+			name, prefix = n, p
+		}
+		return e.TierImport(ctx, name, prefix, args[1], parallel, quiet)
 	})
 	f := cmd.Flags()
 	f.StringVar(&prefix, "prefix", "", "import only the keys that start with this (below the backend's own prefix); it is not part of the files' names")

@@ -130,6 +130,6 @@ func (e *Env) TierImport(ctx context.Context, backend, prefix, dir string, paral
 			fmt.Fprintf(e.Stdout, "%s\t%d\n", p, size)
 		}
 	})
-	fmt.Fprintf(e.Stdout, "imported %d files (%s) and %d empty ones; %d keys skipped, %d failed\n", st.Files, human(st.Bytes), st.Empty, st.Skipped, st.Failed)
+	fmt.Fprintf(e.Stdout, "imported %d files (%s) and %d empty ones; %d imported before, %d keys skipped, %d failed\n", st.Files, human(st.Bytes), st.Empty, st.Present, st.Skipped, st.Failed)
 	return err
 }

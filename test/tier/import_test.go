@@ -55,10 +55,20 @@ func testImport(t *testing.T, be *backend) {
 		t.Fatal(err)
 	}
 
-	r := fs.cli("tier", "import", "t", "/imp", "--prefix", "datasets/")
+	r := fs.cli("tier", "import", "t/datasets/", "/imp")
 	t.Logf("tier import: exit %d\n%s%s", r.code, r.stdout, r.stderr)
-	if r.code == 0 || !strings.Contains(r.stdout, "imported 3 files (") || !strings.Contains(r.stdout, "and 1 empty ones; 1 keys skipped, 1 failed") {
+	if r.code == 0 || !strings.Contains(r.stdout, "imported 3 files (") || !strings.Contains(r.stdout, "and 1 empty ones; 0 imported before, 1 keys skipped, 1 failed") {
 		t.Fatalf("tier import: want 3 files, 1 empty, 1 skipped, 1 failed (the existing file) and a failure exit")
+	}
+	// A second run picks up only a new object.
+	objects["datasets/new.bin"] = randomData(38, 70000)
+	if _, err := s3c.PutObject(ctx, bucket, "datasets/new.bin", bytes.NewReader(objects["datasets/new.bin"]), 70000, minio.PutObjectOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	r = fs.cli("tier", "import", "t", "/imp", "--prefix", "datasets/")
+	t.Logf("tier import again: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	if !strings.Contains(r.stdout, "imported 1 files (") || !strings.Contains(r.stdout, "and 0 empty ones; 4 imported before, 1 keys skipped, 1 failed") {
+		t.Fatalf("tier import again: want 1 new file, 4 imported before, 1 skipped, 1 failed")
 	}
 	if got, err := readAll(ctx, c, "/imp/exists"); err != nil || !bytes.Equal(got, mine) {
 		t.Fatalf("the existing file was changed by the import: %v", err)
@@ -84,7 +94,7 @@ func testImport(t *testing.T, be *backend) {
 	}
 
 	// Reads: byte for byte, and the first read restores.
-	for p, k := range map[string]string{"/imp/a.bin": "datasets/a.bin", "/imp/sub/b.bin": "datasets/sub/b.bin"} {
+	for p, k := range map[string]string{"/imp/a.bin": "datasets/a.bin", "/imp/sub/b.bin": "datasets/sub/b.bin", "/imp/new.bin": "datasets/new.bin"} {
 		got, err := readAll(ctx, c, p)
 		if err != nil || !bytes.Equal(got, objects[k]) {
 			t.Fatalf("%s: read %d bytes (%v), want the object's %d", p, len(got), err, len(objects[k]))

@@ -14,9 +14,9 @@ import (
 
 // BenchmarkImport measures `sluice tier import` (through the client
 // library: listing, one read of every object for its checksums, a create,
-// a record and a rename per object, 8 at once) beside the floor of what
-// it must do in the same run against the same backend: reading every
-// object whole with a plain S3 client, 8 at once. Objects of 1 MiB and of
+// a record and a rename per object, 8 at once) beside, in the same run
+// against the same backend, the floor of what it must do (reading every
+// object whole with a plain S3 client, 8 at once) and the listing alone. Objects of 1 MiB and of
 // 64 KiB; each round imports into a new directory.
 //
 //	go test -run '^$' -bench Import -benchtime 3x ./test/tier
@@ -42,9 +42,21 @@ func BenchmarkImport(b *testing.B) {
 			}
 		}
 		b.Run(fmt.Sprintf("size=%dKiB", size>>10), func(b *testing.B) {
-			var importT, getT time.Duration
+			var importT, getT, listT time.Duration
 			for i := 0; b.Loop(); i++ {
 				start := time.Now()
+				listed := 0
+				for o := range s3c.ListObjects(ctx, bucket, minio.ListObjectsOptions{Prefix: prefix, Recursive: true}) {
+					if o.Err != nil {
+						b.Fatal(o.Err)
+					}
+					listed++
+				}
+				if listed != n {
+					b.Fatalf("listed %d objects, want %d", listed, n)
+				}
+				listT += time.Since(start)
+				start = time.Now()
 				if err := parallelEach(keys, 8, func(k string) error { return getWhole(ctx, s3c, k, size) }); err != nil {
 					b.Fatal(err)
 				}
@@ -59,6 +71,7 @@ func BenchmarkImport(b *testing.B) {
 			b.ReportMetric(float64(n*b.N)/importT.Seconds(), "import-objects/s")
 			b.ReportMetric(float64(n*b.N)/getT.Seconds(), "get-objects/s")
 			b.ReportMetric(getT.Seconds()/importT.Seconds(), "import/get")
+			b.ReportMetric(float64(n*b.N)/listT.Seconds(), "list-objects/s")
 		})
 	}
 }
