@@ -93,17 +93,26 @@ func (e *Env) Mover(ctx context.Context, o MoverOptions) error {
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.NewTextHandler(e.Stderr, nil))
 	}
+	if o.Once && !o.DryRun {
+		// Each move as it is done (failures go to the log).
+		var mu sync.Mutex
+		o.OnMove = func(a mover.Action, err error) {
+			if err == nil {
+				mu.Lock()
+				fmt.Fprintf(e.Stdout, "%sd %s (%d bytes): %s\n", a.Kind, a.File.Path, a.File.Size, a.Reason)
+				mu.Unlock()
+			}
+		}
+	}
 	m := mover.New(e.Client, o.Options)
 	if !o.Once {
 		return m.Run(ctx, o.Every)
 	}
 	r, err := m.Pass(ctx)
-	for _, a := range r.Planned {
-		verb := a.Kind.String()
-		if o.DryRun {
-			verb = "would " + verb
+	if o.DryRun {
+		for _, a := range r.Planned {
+			fmt.Fprintf(e.Stdout, "would %s %s (%d bytes): %s\n", a.Kind, a.File.Path, a.File.Size, a.Reason)
 		}
-		fmt.Fprintf(e.Stdout, "%s %s (%d bytes): %s\n", verb, a.File.Path, a.File.Size, a.Reason)
 	}
 	fmt.Fprintf(e.Stdout, "mover: %d directories, %d files under policies; archived %d (%d bytes), released %d (%d bytes), failed %d in %v\n",
 		r.Dirs, r.Files, r.Archived, r.ArchivedBytes, r.Released, r.ReleasedBytes, r.Failed, r.Took.Round(time.Millisecond))

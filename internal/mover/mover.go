@@ -25,6 +25,9 @@ type Options struct {
 	DryRun   bool   // plan and report, move nothing
 	Logger   *slog.Logger
 	Now      func() time.Time
+	// OnMove, if not nil, is called after each archive or release with
+	// its error (nil: done), from several goroutines at once.
+	OnMove func(a Action, err error)
 }
 
 // Report is what one pass found and did.
@@ -257,6 +260,9 @@ func (m *Mover) apply(ctx context.Context, r *Report) {
 					m.skip[a.File.Ino] = true
 					m.mu.Unlock()
 				}
+			}
+			if m.o.OnMove != nil {
+				m.o.OnMove(a, err)
 			}
 			mu.Lock()
 			defer mu.Unlock()

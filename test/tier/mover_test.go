@@ -3,12 +3,16 @@ package tier
 import (
 	"bytes"
 	"context"
+	"encoding/hex"
 	"fmt"
 	"io"
 	"net/http"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
+
+	"github.com/minio/minio-go/v7"
 
 	"github.com/sluice-fs/sluice/client"
 	"github.com/sluice-fs/sluice/internal/dashboard"
@@ -210,4 +214,63 @@ func readAll(ctx context.Context, c *client.Client, p string) ([]byte, error) {
 	}
 	defer f.Close()
 	return io.ReadAll(f)
+}
+
+// TestKillMover kills `sluice mover --once` with SIGKILL once its first
+// archive is done, then once its first release is done: each time every
+// file is in a state its policy allows and reads back byte for byte, and
+// the next pass finishes the work (every object matching its file).
+func TestKillMover(t *testing.T) {
+	ctx := context.Background()
+	be := startSluiceBackend(t)
+	fs := startFS(t)
+	addBackend(t, fs, be, "")
+	c := newClient(t, fs.addr, 0)
+	const n = 24
+	files := map[string][]byte{}
+	if err := c.MkdirAll(ctx, "/tree", 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for i := range n {
+		p := fmt.Sprintf("/tree/f%02d", i)
+		files[p] = randomData(uint64(200+i), 2<<20+i*4096)
+		if err := writeSluice(ctx, c, p, files[p]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	check := func(stage string, allowed ...string) map[string]int {
+		t.Helper()
+		states := map[string]int{}
+		for p, d := range files {
+			info, err := c.HsmState(ctx, p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			states[info.State]++
+			if !slices.Contains(allowed, info.State) {
+				t.Errorf("%s: %s is %s", stage, p, info.State)
+			}
+			if got, err := readAll(ctx, c, p); err != nil || !bytes.Equal(got, d) {
+				t.Fatalf("%s: read %s: %v", stage, p, err)
+			}
+		}
+		return states
+	}
+	fs.mustCLI("tier", "policy", "set", "/tree", "--archive-after", "1ms")
+	killDuring(t, fs, "archived /tree/", "mover", "--once", "-P", "2")
+	t.Logf("after kill -9 during the archives: %v", check("after kill -9 during the archives", "resident", "archived"))
+	fs.mustCLI("mover", "--once")
+	check("after the next pass", "archived")
+	s3c := be.s3(t)
+	for p, d := range files {
+		info, err := s3c.StatObject(ctx, bucket, strings.TrimPrefix(p, "/"), minio.StatObjectOptions{})
+		if err != nil || info.Metadata.Get("X-Amz-Meta-Sluice-Sha256") != hex.EncodeToString(sha(d)) {
+			t.Fatalf("object of %s: %v", p, err)
+		}
+	}
+	fs.mustCLI("tier", "policy", "set", "/tree", "--archive-after", "1ms", "--release-after", "1ms")
+	killDuring(t, fs, "released /tree/", "mover", "--once", "-P", "1")
+	t.Logf("after kill -9 during the releases: %v", check("after kill -9 during the releases", "archived", "released"))
+	fs.mustCLI("mover", "--once")
+	check("after the next pass", "released")
 }
