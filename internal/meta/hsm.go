@@ -26,12 +26,7 @@ func hsmStep(cur wire.HsmRecord, f hsmFile, req *wire.HsmUpdateReq) (wire.HsmRec
 	if !f.Reg {
 		return cur, nil, errs.New(errs.Invalid, "only regular files have an HSM state")
 	}
-	drop := func() *wire.TierQueueItem {
-		if cur.State == wire.HsmResident || cur.Gen == tier.ImportedGen {
-			return nil // no copy, or one Sluice did not write: never deleted
-		}
-		return &wire.TierQueueItem{Gen: cur.Gen, Backend: cur.Backend, Key: cur.Key}
-	}
+	drop := func() *wire.TierQueueItem { return dropObject(cur) }
 	switch req.Action {
 	case wire.HsmActArchived:
 		r := req.Record
@@ -113,6 +108,16 @@ func hsmStep(cur wire.HsmRecord, f hsmFile, req *wire.HsmUpdateReq) (wire.HsmRec
 		return wire.HsmRecord{}, drop(), nil
 	}
 	return cur, nil, errs.New(errs.Invalid, "unknown HSM action %d", req.Action)
+}
+
+// dropObject is the delete-queue item for the object of record cur, which
+// the file no longer needs: nil if there is none (resident) or if Sluice
+// did not write it (imported: never deleted).
+func dropObject(cur wire.HsmRecord) *wire.TierQueueItem {
+	if cur.State == wire.HsmResident || cur.Gen == tier.ImportedGen {
+		return nil
+	}
+	return &wire.TierQueueItem{Gen: cur.Gen, Backend: cur.Backend, Key: cur.Key}
 }
 
 // hsmOnWrite is the state after a change of a file's data or size: an

@@ -9,7 +9,6 @@ import (
 
 	"github.com/sluice-fs/sluice/internal/errs"
 	"github.com/sluice-fs/sluice/internal/kv"
-	"github.com/sluice-fs/sluice/internal/tier"
 	"github.com/sluice-fs/sluice/internal/wire"
 )
 
@@ -144,11 +143,7 @@ func hsmDropped(tx kv.Txn, ino uint64) error {
 	if err != nil || cur.State == wire.HsmResident {
 		return err
 	}
-	var drop *wire.TierQueueItem
-	if cur.Gen != tier.ImportedGen { // an imported object is never deleted
-		drop = &wire.TierQueueItem{Gen: cur.Gen, Backend: cur.Backend, Key: cur.Key}
-	}
-	putHsm(tx, ino, wire.HsmRecord{}, drop)
+	putHsm(tx, ino, wire.HsmRecord{}, dropObject(cur))
 	return nil
 }
 
