@@ -175,8 +175,14 @@ func (c *Client) HsmState(ctx context.Context, p string) (HsmInfo, error) {
 	if err != nil {
 		return HsmInfo{}, opErr("hsm state", p, err)
 	}
-	r, err := c.hsmGet(ctx, a.Ino)
-	return hsmInfo(&r), opErr("hsm state", p, err)
+	info, err := c.HsmStateIno(ctx, a.Ino)
+	return info, opErr("hsm state", p, err)
+}
+
+// HsmStateIno is HsmState of file ino (one request: no path to resolve).
+func (c *Client) HsmStateIno(ctx context.Context, ino uint64) (HsmInfo, error) {
+	r, err := c.hsmGet(ctx, ino)
+	return hsmInfo(&r), err
 }
 
 // archiveBuffer is the largest file archived from one read into memory;

@@ -177,14 +177,14 @@ func (m *Mover) gather(ctx context.Context, r *Report) ([]File, error) {
 		if !fi.Mode().IsRegular() || parent.IsZero() {
 			return nil
 		}
-		info, err := m.c.HsmState(ctx, p)
+		a := fi.Attr()
+		info, err := m.c.HsmStateIno(ctx, a.Ino) // the walk resolved p already
 		if err != nil {
 			if errs.CodeOf(err) == errs.NotFound {
 				return nil
 			}
 			return err
 		}
-		a := fi.Attr()
 		used := a.Mtime
 		if a.Atime.After(used) {
 			used = a.Atime
