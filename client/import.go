@@ -67,6 +67,7 @@ func (c *Client) TierImport(ctx context.Context, backend, prefix, dir string, pa
 	var g errgroup.Group
 	g.SetLimit(max(parallel, 1))
 	var made sync.Map // directories made or found, so each is made once
+	made.Store(dir, true)
 	listErr := store.List(ctx, prefix, func(o tier.ObjectInfo) error {
 		rest := strings.TrimPrefix(o.Key, prefix)
 		if rest == "" || strings.HasSuffix(rest, "/") {
