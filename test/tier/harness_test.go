@@ -11,6 +11,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"io"
 	"math/rand/v2"
@@ -280,6 +281,38 @@ func writeFile(name, s string) error { return os.WriteFile(name, []byte(s), 0o60
 // writeSluice writes a file through the client library.
 func writeSluice(ctx context.Context, c *client.Client, p string, d []byte) error {
 	return proctest.WriteFile(ctx, c, p, d)
+}
+
+// writeTree writes n files of about 2 MiB (seeded from seed) under /tree
+// and returns their contents by path.
+func writeTree(t testing.TB, c *client.Client, n int, seed uint64) map[string][]byte {
+	t.Helper()
+	ctx := context.Background()
+	files := map[string][]byte{}
+	if err := c.MkdirAll(ctx, "/tree", 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for i := range n {
+		p := fmt.Sprintf("/tree/f%02d", i)
+		files[p] = randomData(seed+uint64(i), 2<<20+i*4096)
+		if err := writeSluice(ctx, c, p, files[p]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return files
+}
+
+// checkObjects checks that each file's object (key: its path, backend
+// prefix "") carries the SHA-256 of the file's bytes.
+func checkObjects(t testing.TB, be *backend, files map[string][]byte) {
+	t.Helper()
+	s3c := be.s3(t)
+	for p, d := range files {
+		info, err := s3c.StatObject(context.Background(), bucket, strings.TrimPrefix(p, "/"), minio.StatObjectOptions{})
+		if err != nil || info.Metadata.Get("X-Amz-Meta-Sluice-Sha256") != hex.EncodeToString(sha(d)) {
+			t.Fatalf("object of %s: %v", p, err)
+		}
+	}
 }
 
 // waitFor polls cond until it holds; the long deadline only stops a test

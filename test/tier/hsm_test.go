@@ -3,9 +3,7 @@ package tier
 import (
 	"context"
 	"crypto/sha256"
-	"encoding/hex"
 	"errors"
-	"fmt"
 	"io"
 	"strings"
 	"testing"
@@ -294,18 +292,7 @@ func TestKillMidway(t *testing.T) {
 	fs := startFS(t)
 	addBackend(t, fs, be, "")
 	c := newClient(t, fs.addr, 0)
-	const n = 24
-	files := map[string][]byte{}
-	if err := c.MkdirAll(ctx, "/tree", 0o755); err != nil {
-		t.Fatal(err)
-	}
-	for i := range n {
-		p := fmt.Sprintf("/tree/f%02d", i)
-		files[p] = randomData(uint64(100+i), 2<<20+i*4096)
-		if err := writeSluice(ctx, c, p, files[p]); err != nil {
-			t.Fatal(err)
-		}
-	}
+	files := writeTree(t, c, 24, 100)
 	check := func(stage string, allowed ...string) map[string]int {
 		t.Helper()
 		states := map[string]int{}
@@ -334,13 +321,7 @@ func TestKillMidway(t *testing.T) {
 	fs.mustCLI("hsm", "archive", "-r", "/tree")
 	check("after the archive again", "archived")
 	// Every archived object matches its file.
-	s3c := be.s3(t)
-	for p, d := range files {
-		info, err := s3c.StatObject(ctx, bucket, strings.TrimPrefix(p, "/"), minio.StatObjectOptions{})
-		if err != nil || info.Metadata.Get("X-Amz-Meta-Sluice-Sha256") != hex.EncodeToString(sha(d)) {
-			t.Fatalf("object of %s: %v", p, err)
-		}
-	}
+	checkObjects(t, be, files)
 	used := fs.chunkBytes()
 	fs.mustCLI("hsm", "release", "-r", "/tree")
 	waitFor(t, "release's chunk removal", func() bool { return fs.chunkBytes() < used/100 })

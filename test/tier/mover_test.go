@@ -3,7 +3,6 @@ package tier
 import (
 	"bytes"
 	"context"
-	"encoding/hex"
 	"fmt"
 	"io"
 	"net/http"
@@ -11,8 +10,6 @@ import (
 	"slices"
 	"strings"
 	"testing"
-
-	"github.com/minio/minio-go/v7"
 
 	"github.com/sluice-fs/sluice/client"
 	"github.com/sluice-fs/sluice/internal/dashboard"
@@ -226,18 +223,7 @@ func TestKillMover(t *testing.T) {
 	fs := startFS(t)
 	addBackend(t, fs, be, "")
 	c := newClient(t, fs.addr, 0)
-	const n = 24
-	files := map[string][]byte{}
-	if err := c.MkdirAll(ctx, "/tree", 0o755); err != nil {
-		t.Fatal(err)
-	}
-	for i := range n {
-		p := fmt.Sprintf("/tree/f%02d", i)
-		files[p] = randomData(uint64(200+i), 2<<20+i*4096)
-		if err := writeSluice(ctx, c, p, files[p]); err != nil {
-			t.Fatal(err)
-		}
-	}
+	files := writeTree(t, c, 24, 200)
 	check := func(stage string, allowed ...string) map[string]int {
 		t.Helper()
 		states := map[string]int{}
@@ -261,13 +247,7 @@ func TestKillMover(t *testing.T) {
 	t.Logf("after kill -9 during the archives: %v", check("after kill -9 during the archives", "resident", "archived"))
 	fs.mustCLI("mover", "--once")
 	check("after the next pass", "archived")
-	s3c := be.s3(t)
-	for p, d := range files {
-		info, err := s3c.StatObject(ctx, bucket, strings.TrimPrefix(p, "/"), minio.StatObjectOptions{})
-		if err != nil || info.Metadata.Get("X-Amz-Meta-Sluice-Sha256") != hex.EncodeToString(sha(d)) {
-			t.Fatalf("object of %s: %v", p, err)
-		}
-	}
+	checkObjects(t, be, files)
 	fs.mustCLI("tier", "policy", "set", "/tree", "--archive-after", "1ms", "--release-after", "1ms")
 	killDuring(t, fs, "released /tree/", "mover", "--once", "-P", "1")
 	t.Logf("after kill -9 during the releases: %v", check("after kill -9 during the releases", "archived", "released"))
