@@ -2,10 +2,12 @@ package client
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"io/fs"
 	"os"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -38,10 +40,13 @@ const maxExtentIO = 8 << 20
 // The io-style methods (Read, Write, ReadAt, WriteAt, Seek, Close) use the
 // context the file was opened with; the ...Context variants take one.
 type File struct {
-	c      *Client
-	name   string
-	ino    uint64
-	layout placement.Layout
+	c    *Client
+	name string
+	ino  uint64
+	// layout is where the file's chunks are, as this File last learnt it;
+	// a migration (ADR 0020) replaces it: targets then answer errs.Moved
+	// and the File asks again (withLayout).
+	layout atomic.Pointer[placement.Layout]
 	flag   int
 	ctx    context.Context
 
@@ -62,9 +67,9 @@ type File struct {
 	flushing atomic.Int32 // flushes whose size commit has not finished
 	sem      chan struct{}
 	werrMu   sync.Mutex
-	werr     error                                 // first failed flush; guarded by werrMu
-	dirty    map[placement.ChainID]map[uint32]bool // slots written since the last Sync; guarded by werrMu
-	flights  []*flight                             // flushes whose data is not yet on the targets; guarded by werrMu
+	werr     error                           // first failed flush; guarded by werrMu
+	dirty    map[dirtyChunks]map[uint32]bool // slots written since the last Sync; guarded by werrMu
+	flights  []*flight                       // flushes whose data is not yet on the targets; guarded by werrMu
 
 	// commit serializes size commits (its Mutex is held while one is in
 	// flight). mu guards the rest: pending is the largest end flushed
@@ -144,10 +149,11 @@ func (c *Client) OpenFile(ctx context.Context, p string, flag int, perm fs.FileM
 		return nil, opErr("open", p, errs.New(errs.Invalid, "client: %s is not a regular file", p))
 	}
 	f := &File{
-		c: c, name: p, ino: a.Ino, layout: a.Layout, flag: flag, ctx: ctx,
+		c: c, name: p, ino: a.Ino, flag: flag, ctx: ctx,
 		size: int64(a.Size), sem: make(chan struct{}, c.opts.WritesInFlight),
-		dirty: make(map[placement.ChainID]map[uint32]bool),
+		dirty: make(map[dirtyChunks]map[uint32]bool),
 	}
+	f.setLayout(a.Layout)
 	f.home.Store(uint64(homeOf(a)))
 	if flag&O_TRUNC != 0 && flag&(O_WRONLY|O_RDWR) != 0 && a.Size > 0 {
 		if err := f.Truncate(ctx, 0); err != nil {
@@ -167,7 +173,54 @@ func (f *File) Name() string { return f.name }
 func (f *File) Ino() uint64 { return f.ino }
 
 // Layout returns the file's layout.
-func (f *File) Layout() Layout { return layoutFrom(f.layout) }
+func (f *File) Layout() Layout { return layoutFrom(f.lay()) }
+
+// lay returns the file's layout as this File knows it.
+func (f *File) lay() placement.Layout { return *f.layout.Load() }
+
+func (f *File) setLayout(l placement.Layout) { f.layout.Store(&l) }
+
+// dirtyChunks names the chunks of one chain under one data ID: a File
+// whose layout changed may have written under the old one.
+type dirtyChunks struct {
+	chain placement.ChainID
+	data  uint64
+}
+
+// withLayout runs fn with the file's layout. When a target answers that
+// the chunks moved (a migration froze or removed them), it asks the
+// metadata service for the layout and runs fn again: at once with a new
+// layout, after a pause while the layout is still the old one (the
+// migration has not committed or aborted yet), until ctx ends.
+func (f *File) withLayout(ctx context.Context, fn func(l placement.Layout) error) error {
+	pause := 5 * time.Millisecond
+	for {
+		l := f.lay()
+		err := fn(l)
+		if errs.CodeOf(err) != errs.Moved {
+			return err
+		}
+		nl, lerr := f.c.getLayout(ctx, f.ino)
+		if lerr != nil {
+			return errors.Join(err, lerr)
+		}
+		if sameChunks(nl, l) {
+			select {
+			case <-time.After(pause):
+				pause = min(2*pause, 200*time.Millisecond)
+			case <-ctx.Done():
+				return err
+			}
+			continue
+		}
+		f.setLayout(nl)
+	}
+}
+
+// sameChunks reports whether two layouts name the same chunks.
+func sameChunks(a, b placement.Layout) bool {
+	return a.Data == b.Data && a.StripeSize == b.StripeSize && slices.Equal(a.Chains, b.Chains)
+}
 
 func (f *File) writable() bool { return f.flag&(O_WRONLY|O_RDWR) != 0 }
 
@@ -368,24 +421,27 @@ func (f *File) commitSize(ctx context.Context, end int64) error {
 // cutChunks truncates each chunk of the file to its length in a file of
 // size bytes (creating missing ones), on every slot at once.
 func (f *File) cutChunks(ctx context.Context, size int64) error {
-	g, gctx := errgroup.WithContext(ctx)
-	for slot, ch := range f.layout.Chains {
-		csize := uint64(f.layout.ChunkSize(slot, size))
-		g.Go(func() error {
-			_, err := f.c.chunkCall(gctx, chunkReq{chain: ch, write: true, op: wire.OpChunkTruncate,
-				msg: func(t placement.TargetID, ref wire.ChainRef) wire.Message {
-					return &wire.ChunkTruncateReq{ChunkRef: wire.ChunkRef{Target: t, ChainRef: ref, Ino: f.ino, Slot: uint32(slot)}, Size: csize}
-				}})
-			return err
-		})
-	}
-	return g.Wait()
+	return f.withLayout(ctx, func(l placement.Layout) error {
+		g, gctx := errgroup.WithContext(ctx)
+		data := l.DataID(f.ino)
+		for slot, ch := range l.Chains {
+			csize := uint64(l.ChunkSize(slot, size))
+			g.Go(func() error {
+				_, err := f.c.chunkCall(gctx, chunkReq{chain: ch, write: true, op: wire.OpChunkTruncate,
+					msg: func(t placement.TargetID, ref wire.ChainRef) wire.Message {
+						return &wire.ChunkTruncateReq{ChunkRef: wire.ChunkRef{Target: t, ChainRef: ref, Ino: data, Slot: uint32(slot)}, Size: csize}
+					}})
+				return err
+			})
+		}
+		return g.Wait()
+	})
 }
 
 // extents returns the chunk I/Os for a file range: the layout's extents,
 // with consecutive pieces of one chunk merged up to maxExtentIO.
-func (f *File) extents(off, n int64) []placement.Extent {
-	ext := f.layout.Split(off, n)
+func extents(l placement.Layout, off, n int64) []placement.Extent {
+	ext := l.Split(off, n)
 	out := ext[:0]
 	for _, e := range ext {
 		if k := len(out) - 1; k >= 0 && out[k].Slot == e.Slot &&
@@ -402,30 +458,34 @@ func (f *File) extents(off, n int64) []placement.Extent {
 // writeChunks sends data for the file range at off to the targets, all
 // extents in parallel.
 func (f *File) writeChunks(ctx context.Context, off int64, data []byte) error {
-	g, ctx := errgroup.WithContext(ctx)
-	g.SetLimit(32)
-	for _, e := range f.extents(off, int64(len(data))) {
-		piece := data[e.FileOff-off : e.FileOff-off+e.Len]
-		g.Go(func() error {
-			_, err := f.c.chunkCall(ctx, chunkReq{chain: e.Chain, write: true, op: wire.OpChunkWrite, data: [][]byte{piece},
-				msg: func(t placement.TargetID, ref wire.ChainRef) wire.Message {
-					return &wire.ChunkWriteReq{ChunkRef: wire.ChunkRef{Target: t, ChainRef: ref, Ino: f.ino, Slot: uint32(e.Slot)}, Off: uint64(e.ChunkOff), Qos: f.c.qos}
-				}})
-			if err != nil {
-				return fmt.Errorf("write %s at %d (chain %d, slot %d): %w", f.name, e.FileOff, e.Chain, e.Slot, err)
-			}
-			f.werrMu.Lock()
-			slots := f.dirty[e.Chain]
-			if slots == nil {
-				slots = make(map[uint32]bool)
-				f.dirty[e.Chain] = slots
-			}
-			slots[uint32(e.Slot)] = true
-			f.werrMu.Unlock()
-			return nil
-		})
-	}
-	return g.Wait()
+	return f.withLayout(ctx, func(l placement.Layout) error {
+		g, ctx := errgroup.WithContext(ctx)
+		g.SetLimit(32)
+		id := l.DataID(f.ino)
+		for _, e := range extents(l, off, int64(len(data))) {
+			piece := data[e.FileOff-off : e.FileOff-off+e.Len]
+			g.Go(func() error {
+				_, err := f.c.chunkCall(ctx, chunkReq{chain: e.Chain, write: true, op: wire.OpChunkWrite, data: [][]byte{piece},
+					msg: func(t placement.TargetID, ref wire.ChainRef) wire.Message {
+						return &wire.ChunkWriteReq{ChunkRef: wire.ChunkRef{Target: t, ChainRef: ref, Ino: id, Slot: uint32(e.Slot)}, Off: uint64(e.ChunkOff), Qos: f.c.qos}
+					}})
+				if err != nil {
+					return fmt.Errorf("write %s at %d (chain %d, slot %d): %w", f.name, e.FileOff, e.Chain, e.Slot, err)
+				}
+				f.werrMu.Lock()
+				k := dirtyChunks{e.Chain, id}
+				slots := f.dirty[k]
+				if slots == nil {
+					slots = make(map[uint32]bool)
+					f.dirty[k] = slots
+				}
+				slots[uint32(e.Slot)] = true
+				f.werrMu.Unlock()
+				return nil
+			})
+		}
+		return g.Wait()
+	})
 }
 
 // waitFlushesLocked sends the buffer and waits for every flush in flight.
@@ -462,18 +522,20 @@ func (f *File) syncLocked(ctx context.Context) error {
 	}
 	f.werrMu.Lock()
 	dirty := f.dirty
-	f.dirty = make(map[placement.ChainID]map[uint32]bool)
+	f.dirty = make(map[dirtyChunks]map[uint32]bool)
 	f.werrMu.Unlock()
 	g, gctx := errgroup.WithContext(ctx)
-	for ch, slots := range dirty {
+	for k, slots := range dirty {
 		var list []uint32
 		for s := range slots {
 			list = append(list, s)
 		}
+		// Chunks a migration moved away sync as done: the migrator
+		// synced their copies before it committed.
 		g.Go(func() error {
-			_, err := f.c.chunkCall(gctx, chunkReq{chain: ch, write: true, op: wire.OpChunkSync,
+			_, err := f.c.chunkCall(gctx, chunkReq{chain: k.chain, write: true, op: wire.OpChunkSync,
 				msg: func(t placement.TargetID, ref wire.ChainRef) wire.Message {
-					return &wire.ChunkSyncReq{Target: t, ChainRef: ref, Ino: f.ino, Slots: list}
+					return &wire.ChunkSyncReq{Target: t, ChainRef: ref, Ino: k.data, Slots: list}
 				}})
 			return err
 		})
@@ -649,32 +711,35 @@ func (f *File) readChunks(ctx context.Context, off int64, dst []byte) error {
 // readTargets is readChunks from the targets; short says that a chunk
 // held fewer bytes than its extent asked for.
 func (f *File) readTargets(ctx context.Context, off int64, dst []byte, short *atomic.Bool) error {
-	ext := f.extents(off, int64(len(dst)))
-	read := func(ctx context.Context, e placement.Extent) error {
-		piece := dst[e.FileOff-off : e.FileOff-off+e.Len]
-		var resp wire.ChunkReadResp
-		got, err := f.c.chunkCall(ctx, chunkReq{chain: e.Chain, op: wire.OpChunkRead, resp: &resp, into: piece,
-			msg: func(t placement.TargetID, ref wire.ChainRef) wire.Message {
-				return &wire.ChunkReadReq{ChunkRef: wire.ChunkRef{Target: t, ChainRef: ref, Ino: f.ino, Slot: uint32(e.Slot)}, Off: uint64(e.ChunkOff), Len: uint32(e.Len), Qos: f.c.qos}
-			}})
-		if err != nil {
-			return fmt.Errorf("read %s at %d (chain %d, slot %d): %w", f.name, e.FileOff, e.Chain, e.Slot, err)
+	return f.withLayout(ctx, func(l placement.Layout) error {
+		id := l.DataID(f.ino)
+		ext := extents(l, off, int64(len(dst)))
+		read := func(ctx context.Context, e placement.Extent) error {
+			piece := dst[e.FileOff-off : e.FileOff-off+e.Len]
+			var resp wire.ChunkReadResp
+			got, err := f.c.chunkCall(ctx, chunkReq{chain: e.Chain, op: wire.OpChunkRead, resp: &resp, into: piece,
+				msg: func(t placement.TargetID, ref wire.ChainRef) wire.Message {
+					return &wire.ChunkReadReq{ChunkRef: wire.ChunkRef{Target: t, ChainRef: ref, Ino: id, Slot: uint32(e.Slot)}, Off: uint64(e.ChunkOff), Len: uint32(e.Len), Qos: f.c.qos}
+				}})
+			if err != nil {
+				return fmt.Errorf("read %s at %d (chain %d, slot %d): %w", f.name, e.FileOff, e.Chain, e.Slot, err)
+			}
+			if got < len(piece) {
+				short.Store(true)
+			}
+			clear(piece[got:])
+			return nil
 		}
-		if got < len(piece) {
-			short.Store(true)
+		if len(ext) == 1 {
+			return read(ctx, ext[0])
 		}
-		clear(piece[got:])
-		return nil
-	}
-	if len(ext) == 1 {
-		return read(ctx, ext[0])
-	}
-	g, gctx := errgroup.WithContext(ctx)
-	g.SetLimit(32)
-	for _, e := range ext {
-		g.Go(func() error { return read(gctx, e) })
-	}
-	return g.Wait()
+		g, gctx := errgroup.WithContext(ctx)
+		g.SetLimit(32)
+		for _, e := range ext {
+			g.Go(func() error { return read(gctx, e) })
+		}
+		return g.Wait()
+	})
 }
 
 // Truncate changes the file's size. Shrinking cuts the chunks on the
@@ -713,7 +778,7 @@ func (f *File) Truncate(ctx context.Context, size int64) error {
 		}
 	}
 	// A file without chunks has nothing on the targets to cut.
-	if size < int64(a.Size) && a.Flags&wire.AttrChunks != 0 && len(f.layout.Chains) > 0 {
+	if size < int64(a.Size) && a.Flags&wire.AttrChunks != 0 && len(f.lay().Chains) > 0 {
 		if err := f.cutChunks(ctx, size); err != nil {
 			return opErr("truncate", f.name, err)
 		}
@@ -775,7 +840,7 @@ func (r *readAhead) drop() {
 // read serves dst at off from the window, extending it as the reader moves.
 func (r *readAhead) read(ctx context.Context, f *File, dst []byte, off int64) error {
 	window := int64(f.c.opts.ReadAhead)
-	blockSize := max(window/4, int64(f.layout.StripeSize))
+	blockSize := max(window/4, int64(f.lay().StripeSize))
 	// Drop blocks entirely before off.
 	for len(r.blocks) > 0 && r.blocks[0].off+int64(len(r.blocks[0].buf)) <= off {
 		b := r.blocks[0]

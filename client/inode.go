@@ -403,10 +403,11 @@ func (c *Client) OpenInode(ctx context.Context, a InodeAttr, flag int) (*File, e
 	noStage := flag&oNoStage != 0
 	flag &^= oNoStage
 	f := &File{
-		c: c, name: name, ino: a.Ino, layout: a.layout, flag: flag &^ O_CREATE, ctx: context.WithoutCancel(ctx),
+		c: c, name: name, ino: a.Ino, flag: flag &^ O_CREATE, ctx: context.WithoutCancel(ctx),
 		size: int64(a.Size), sem: make(chan struct{}, c.opts.WritesInFlight),
-		dirty: make(map[placement.ChainID]map[uint32]bool),
+		dirty: make(map[dirtyChunks]map[uint32]bool),
 	}
+	f.setLayout(a.layout)
 	f.home.Store(uint64(a.where))
 	f.sizeFresh = true
 	if flag&O_TRUNC != 0 && f.writable() && a.Size > 0 {

@@ -39,10 +39,13 @@ type Layout struct {
 	Replicas    int      // copies of each chunk
 	Chains      []uint32 // chain IDs of a file (for one replica: target IDs); empty for a directory
 	Pool        string   // a directory's pool of targets for new files ("": all targets); see SetPool
+	// Data is the number a file's chunks are stored under on the targets:
+	// 0 for the inode number, another once the file was migrated (Migrate).
+	Data uint64
 }
 
 func layoutFrom(l placement.Layout) Layout {
-	out := Layout{StripeSize: int64(l.StripeSize), StripeCount: int(l.StripeCount), Replicas: l.ReplicaCount()}
+	out := Layout{StripeSize: int64(l.StripeSize), StripeCount: int(l.StripeCount), Replicas: l.ReplicaCount(), Data: l.Data}
 	for _, t := range l.Chains {
 		out.Chains = append(out.Chains, uint32(t))
 	}
@@ -509,6 +512,15 @@ func (c *Client) GetLayout(ctx context.Context, p string) (Layout, error) {
 	out := layoutFrom(l.Layout)
 	out.Pool = l.Pool
 	return out, nil
+}
+
+// getLayout returns inode ino's layout.
+func (c *Client) getLayout(ctx context.Context, ino uint64) (placement.Layout, error) {
+	var l wire.LayoutMsg
+	if err := c.metaCall(ctx, wire.OpGetLayout, &wire.InoReq{Ino: ino}, &l); err != nil {
+		return placement.Layout{}, err
+	}
+	return l.Layout, nil
 }
 
 // SetLayout sets a directory's default layout (inherited by new files and

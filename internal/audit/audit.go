@@ -36,11 +36,13 @@ const (
 	OpRename    Op = 5 // an entry moved (Replaced: the inode it replaced)
 	OpExchange  Op = 6 // two entries swapped (RENAME_EXCHANGE)
 	OpQos       Op = 7 // a QoS setting (Name "class:C" or "job:J"; Changes "weight" or "limit")
+	OpMigrate   Op = 8 // a file's data moved to a new layout (Changes "layout")
 )
 
 var opNames = map[Op]string{
 	OpSetAttr: "setattr", OpSetLayout: "setlayout", OpUnlink: "unlink",
 	OpRmdir: "rmdir", OpRename: "rename", OpExchange: "exchange", OpQos: "qos",
+	OpMigrate: "migrate",
 }
 
 func (o Op) String() string {

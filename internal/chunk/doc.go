@@ -13,6 +13,7 @@
 //	chunks/XX/IIIIIIIIIIIIIIII.SSSSSSSS.dat   chunk data
 //	chunks/XX/IIIIIIIIIIIIIIII.SSSSSSSS.sum   chunk checksum sidecar
 //	undo/IIIIIIIIIIIIIIII.SSSSSSSS            undo record of an in-place overwrite
+//	fences/IIIIIIIIIIIIIIII.SSSSSSSS          fence of a frozen chunk (empty file)
 //
 // where I… is the inode number in 16 lowercase hex digits, S… the slot in
 // 8, and XX = ino & 0xff in 2 (256 directories, made at format time).
@@ -70,6 +71,26 @@
 //	   after | u32 off | u32 n | n bytes: .dat bytes [k*65536+off, +n)
 //	   before the write (the valid bytes it replaces)
 //	   u32 CRC32C of everything before it
+//
+// # Fences
+//
+// A fence marks a chunk as frozen for an online migration (Freeze): its
+// file's data was copied to another layout, and the chunk must not change
+// any more. A write or truncate of a frozen chunk fails with errs.Moved
+// (the client fetches the file's layout again and retries there); a read
+// works while the chunk exists and fails with errs.Moved once it was
+// removed, so that a stale reader never takes the removed chunk for a
+// hole; Sync and Remove work as for any chunk, and Remove keeps the fence.
+// A fence outlives its chunk until Thaw removes it (a migration given
+// up). A fence is an empty file in fences/, named like the chunk; Freeze
+// and Thaw fsync fences/ before they return, and Open loads them all into
+// memory (and makes fences/ if the store has none: stores formatted
+// before fences existed open unchanged; a build without fences ignores
+// the directory, so a downgrade drops them). Freeze makes the fences
+// effective in memory first, then waits for the writes holding the
+// chunks' locks; WriteAt and Truncate check the fence under the lock, so
+// every write acknowledged before Freeze returns is in the chunk and none
+// is after.
 //
 // # Reads
 //

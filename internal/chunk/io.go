@@ -62,16 +62,20 @@ func (s *Store) readEntries(h *handle, b0 int64, raw []byte, out []entry) error 
 
 // ReadAt reads chunk id at off into p. It returns the number of bytes read
 // and the chunk's length. n < len(p) only where the chunk ends; a missing
-// chunk reads as empty (n == 0, chunkLen == 0, err == nil); holes read as
-// zeros. Every block read is verified against its checksum: a mismatch
-// fails the whole read with an errs.Corruption error (p then holds
-// garbage), is logged and counted in Corruptions.
+// chunk reads as empty (n == 0, chunkLen == 0, err == nil), unless it is
+// frozen (see Freeze): then errs.Moved; holes read as zeros. Every block
+// read is verified against its checksum: a mismatch fails the whole read
+// with an errs.Corruption error (p then holds garbage), is logged and
+// counted in Corruptions.
 func (s *Store) ReadAt(id ID, off int64, p []byte) (n int, chunkLen int64, err error) {
 	if err := s.checkRange("read", id, off, 0); err != nil {
 		return 0, 0, err
 	}
 	h, err := s.lockChunk(id, false, false)
 	if err == errNoChunk {
+		if s.Frozen(id) {
+			return 0, 0, s.moved(id) // gone with its old layout: not a hole
+		}
 		return 0, 0, nil
 	}
 	if err != nil {
@@ -153,16 +157,23 @@ func (s *Store) readLocked(h *handle, sc *scratch, off int64, p []byte) error {
 // sync, the write (and every earlier write to the chunk) is durable when
 // WriteAt returns. A failed write leaves the chunk as it was before it,
 // except that a failed write larger than maxBatch blocks may have applied
-// a prefix of whole steps. A full file system gives errs.NoSpace.
+// a prefix of whole steps. A full file system gives errs.NoSpace, a frozen
+// chunk (see Freeze) errs.Moved.
 func (s *Store) WriteAt(id ID, off int64, p []byte, sync bool) error {
 	if err := s.checkRange("write", id, off, int64(len(p))); err != nil {
 		return err
+	}
+	if s.Frozen(id) {
+		return s.moved(id) // fast path: creates no chunk
 	}
 	h, err := s.lockChunk(id, true, true)
 	if err != nil {
 		return fmt.Errorf("chunk: write chunk %v on target %d at offset %d: %w", id, s.opts.Target, off, err)
 	}
 	defer s.unlock(h, true)
+	if s.Frozen(id) {
+		return s.moved(id) // checked under the chunk lock: see Freeze
+	}
 	sc := scratchPool.Get().(*scratch)
 	defer scratchPool.Put(sc)
 	for done := 0; done < len(p); {
@@ -491,19 +502,29 @@ func (s *Store) restoreUndo(h *handle, rec []byte) {
 
 // Truncate sets chunk id's length to size, durably: bytes past size are
 // gone, and if size grows the new bytes read as zeros. Truncating a missing
-// chunk to a positive size creates it; to zero, does nothing.
+// chunk to a positive size creates it; to zero, does nothing. A frozen
+// chunk (see Freeze) gives errs.Moved.
 func (s *Store) Truncate(id ID, size int64) error {
 	if err := s.checkRange("truncate", id, size, 0); err != nil {
 		return err
 	}
+	if s.Frozen(id) {
+		return s.moved(id)
+	}
 	h, err := s.lockChunk(id, size > 0, true)
 	if err == errNoChunk {
+		if s.Frozen(id) {
+			return s.moved(id)
+		}
 		return nil
 	}
 	if err != nil {
 		return fmt.Errorf("chunk: truncate chunk %v on target %d to %d: %w", id, s.opts.Target, size, err)
 	}
 	defer s.unlock(h, true)
+	if s.Frozen(id) {
+		return s.moved(id) // checked under the chunk lock: see Freeze
+	}
 	if err := s.truncateLocked(h, size); err != nil {
 		return fmt.Errorf("chunk: truncate chunk %v on target %d to %d: %w", id, s.opts.Target, size, err)
 	}

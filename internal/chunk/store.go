@@ -67,6 +67,7 @@ type Store struct {
 	chunks      atomic.Int64
 	used        atomic.Int64
 	verified    verifiedCache // chunks OpenData checked
+	fences      fenceSet      // frozen chunks (fence.go)
 
 	flushes sync.WaitGroup // flushUnsynced runs, for Close
 
@@ -76,7 +77,8 @@ type Store struct {
 
 	// Lock order: Store.mu, then handle.mu only for a handle that nobody
 	// else can see yet. Never Store.mu while holding a handle.mu except
-	// through acquire/release, which take Store.mu briefly.
+	// through acquire/release, which take Store.mu briefly. fences.op
+	// (Freeze, Thaw) comes before handle.mu; fences.mu is a leaf.
 	mu struct {
 		sync.Mutex
 		open    map[ID]*handle
@@ -171,6 +173,9 @@ func Open(dir string, opts Options) (*Store, error) {
 		return nil, err
 	}
 	if err := s.makeDirs(); err != nil {
+		return nil, err
+	}
+	if err := s.loadFences(); err != nil {
 		return nil, err
 	}
 	// After a crash, writes acknowledged without sync may still be only in
@@ -552,6 +557,9 @@ func (s *Store) openFiles(h *handle, create bool) error {
 	if errors.Is(err, fs.ErrNotExist) {
 		if !create {
 			return errNoChunk
+		}
+		if s.Frozen(h.id) {
+			return s.moved(h.id) // a frozen chunk is never created again
 		}
 		// The data file first: a sidecar always has its data file.
 		if h.data, err = os.OpenFile(dataPath, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o644); err != nil {

@@ -699,6 +699,34 @@ func (r *Manager) route(chain placement.ChainID) (placement.TargetID, string, wi
 // RemoveChunks sends OpChunkRemove to the chain's head, which passes it
 // along the chain. A stale chain version makes it reload and try again.
 func (r *Manager) RemoveChunks(ctx context.Context, chain placement.ChainID, ino uint64, slots []uint32) error {
+	err := r.callHead(ctx, chain, wire.OpChunkRemove, func(head placement.TargetID, ref wire.ChainRef) wire.Message {
+		return &wire.ChunkRemoveReq{Target: head, ChainRef: ref, Ino: ino, Slots: slots}
+	})
+	if err != nil {
+		return fmt.Errorf("cluster: remove chunks of inode %d in chain %d: %w", ino, chain, err)
+	}
+	return nil
+}
+
+// FenceChunks sends OpChunkFence to the chain's head, which passes it
+// along the chain: mode wire.FenceFreeze freezes the chunks of inode ino
+// in slots on every replica (writes then fail with errs.Moved),
+// wire.FenceThaw thaws them. A stale chain version makes it reload and try
+// again.
+func (r *Manager) FenceChunks(ctx context.Context, chain placement.ChainID, ino uint64, slots []uint32, mode uint8) error {
+	err := r.callHead(ctx, chain, wire.OpChunkFence, func(head placement.TargetID, ref wire.ChainRef) wire.Message {
+		return &wire.ChunkFenceReq{ChunkSetReq: wire.ChunkSetReq{Target: head, ChainRef: ref, Ino: ino, Slots: slots}, Mode: mode}
+	})
+	if err != nil {
+		return fmt.Errorf("cluster: fence (mode %d) chunks of inode %d in chain %d: %w", mode, ino, chain, err)
+	}
+	return nil
+}
+
+// callHead sends op with the body req makes to the chain's head, within
+// the registry's timeout, and tries again (up to three times in all) after
+// reloading the chain table when the head answers errs.ChainChanged.
+func (r *Manager) callHead(ctx context.Context, chain placement.ChainID, op wire.Op, req func(head placement.TargetID, ref wire.ChainRef) wire.Message) error {
 	ctx, cancel := context.WithTimeout(ctx, r.timeout)
 	defer cancel()
 	var err error
@@ -714,8 +742,7 @@ func (r *Manager) RemoveChunks(ctx context.Context, chain placement.ChainID, ino
 		if c, err = r.conn(ctx, addr); err != nil {
 			break
 		}
-		req := &wire.ChunkRemoveReq{Target: head, ChainRef: ref, Ino: ino, Slots: slots}
-		if _, err = c.Call(ctx, wire.OpChunkRemove, req, nil, &wire.Empty{}, nil); err == nil {
+		if _, err = c.Call(ctx, op, req(head, ref), nil, &wire.Empty{}, nil); err == nil {
 			return nil
 		}
 		if errs.CodeOf(err) != errs.ChainChanged {
@@ -725,7 +752,7 @@ func (r *Manager) RemoveChunks(ctx context.Context, chain placement.ChainID, ino
 			return rerr
 		}
 	}
-	return fmt.Errorf("cluster: remove chunks of inode %d in chain %d: %w", ino, chain, err)
+	return err
 }
 
 // conn returns a live connection to addr, dialing if needed.

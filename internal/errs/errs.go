@@ -46,6 +46,7 @@ const (
 	NotSupported Code = 22 // ENOTSUP
 	Busy         Code = 23 // EBUSY
 	ChainChanged Code = 24 // a request named an old chain version: refresh the chain table and retry
+	Moved        Code = 25 // ESTALE: the chunk's file moved to another layout (migration): refresh the file's layout and retry
 )
 
 var names = map[Code]string{
@@ -57,7 +58,7 @@ var names = map[Code]string{
 	NoData: "no such attribute", TooBig: "too big", NotPermitted: "operation not permitted",
 	Protocol: "protocol error", Internal: "internal error", Conflict: "transaction conflict",
 	Range: "result too large", NotSupported: "not supported", Busy: "busy",
-	ChainChanged: "chain changed",
+	ChainChanged: "chain changed", Moved: "moved to another layout",
 }
 
 func (c Code) String() string {
@@ -181,7 +182,7 @@ var toErrno = map[Code]syscall.Errno{
 	Loop: syscall.ELOOP, CrossDevice: syscall.EXDEV, NoData: syscall.ENODATA,
 	TooBig: syscall.EFBIG, NotPermitted: syscall.EPERM, Protocol: syscall.EPROTO,
 	Internal: syscall.EIO, Conflict: syscall.EAGAIN, Range: syscall.ERANGE,
-	NotSupported: syscall.ENOTSUP, Busy: syscall.EBUSY, ChainChanged: syscall.EAGAIN,
+	NotSupported: syscall.ENOTSUP, Busy: syscall.EBUSY, ChainChanged: syscall.EAGAIN, Moved: syscall.ESTALE,
 }
 
 // Errno translates err to the errno a POSIX caller expects (0 for nil).
@@ -200,7 +201,8 @@ func Errno(err error) syscall.Errno {
 //
 // It is an explicit table rather than an inversion of toErrno, where several
 // classes share an errno: EIO stands for Corruption, Unavailable and Internal,
-// and EAGAIN for Conflict and ChainChanged. Conflict and ChainChanged are
+// EAGAIN for Conflict and ChainChanged, and ESTALE for Stale and Moved.
+// Conflict, ChainChanged and Moved are
 // Sluice's own protocol classes, which no local errno can mean; a local EAGAIN
 // is a resource temporarily unavailable, so Unavailable. A local EIO says
 // nothing about checksums, so Internal, as for an errno not listed.

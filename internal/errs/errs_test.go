@@ -66,7 +66,7 @@ func TestFromErrnoIsDeterministic(t *testing.T) {
 func TestFromErrnoInvertsErrno(t *testing.T) {
 	shared := map[Code]Code{
 		Corruption: Internal, Unavailable: Internal, Internal: Internal,
-		Conflict: Unavailable, ChainChanged: Unavailable,
+		Conflict: Unavailable, ChainChanged: Unavailable, Moved: Stale,
 	}
 	for c, en := range toErrno {
 		want := c

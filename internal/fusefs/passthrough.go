@@ -95,7 +95,11 @@ func (fs *fileSystem) openBacking(of *openFile, a client.InodeAttr) *os.File {
 	if len(l.Chains) == 0 || (l.StripeCount > 1 && int64(a.Size) > l.StripeSize) {
 		return nil
 	}
-	f, n, err := fs.opts.Passthrough.OpenChunkData(l.Chains[0], a.Ino, 0)
+	data := a.Ino
+	if l.Data != 0 {
+		data = l.Data // migrated (ADR 0020)
+	}
+	f, n, err := fs.opts.Passthrough.OpenChunkData(l.Chains[0], data, 0)
 	if err != nil {
 		switch errs.CodeOf(err) {
 		case errs.NotSupported, errs.NotFound:

@@ -20,7 +20,15 @@ type fakeTargets struct {
 	mu      sync.Mutex
 	targets []wire.TargetAddr
 	removed []removal
+	fences  []fence
 	fail    map[placement.TargetID]bool
+}
+
+type fence struct {
+	target placement.TargetID
+	ino    uint64
+	slots  []uint32
+	mode   uint8
 }
 
 type removal struct {
@@ -62,6 +70,17 @@ func (f *fakeTargets) RemoveChunks(ctx context.Context, chain placement.ChainID,
 		return errs.New(errs.Unavailable, "fake target %d is down", target)
 	}
 	f.removed = append(f.removed, removal{target, ino, slices.Clone(slots)})
+	return nil
+}
+
+func (f *fakeTargets) FenceChunks(ctx context.Context, chain placement.ChainID, ino uint64, slots []uint32, mode uint8) error {
+	target := placement.TargetID(chain)
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.fail[target] {
+		return errs.New(errs.Unavailable, "fake target %d is down", target)
+	}
+	f.fences = append(f.fences, fence{target, ino, slices.Clone(slots), mode})
 	return nil
 }
 

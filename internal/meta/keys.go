@@ -257,7 +257,11 @@ func appendLayout(b []byte, l *placement.Layout) []byte {
 	for _, t := range l.Chains {
 		b = binary.BigEndian.AppendUint32(b, uint32(t))
 	}
-	if l.Replicas > 1 {
+	switch {
+	case l.Data != 0:
+		b = append(b, l.Replicas)
+		b = binary.BigEndian.AppendUint64(b, l.Data)
+	case l.Replicas > 1:
 		b = append(b, l.Replicas)
 	}
 	return b
@@ -270,13 +274,21 @@ func decodeLayout(b []byte, l *placement.Layout) error {
 	l.StripeSize = binary.BigEndian.Uint32(b)
 	l.StripeCount = binary.BigEndian.Uint16(b[4:])
 	n := int(binary.BigEndian.Uint16(b[6:]))
-	l.Replicas = 0
+	l.Replicas, l.Data = 0, 0
 	switch len(b) {
 	case 8 + 4*n:
 	case 8 + 4*n + 1:
 		l.Replicas = b[8+4*n]
 		if l.Replicas < 2 || l.Replicas > placement.MaxReplicas {
 			return errs.New(errs.Corruption, "meta: layout record has %d replicas", l.Replicas)
+		}
+	case 8 + 4*n + 9: // replicas (0 for 1), then the data ID (ADR 0020)
+		l.Replicas = b[8+4*n]
+		if l.Replicas == 1 || l.Replicas > placement.MaxReplicas {
+			return errs.New(errs.Corruption, "meta: layout record has %d replicas", l.Replicas)
+		}
+		if l.Data = binary.BigEndian.Uint64(b[9+4*n:]); l.Data == 0 {
+			return errs.New(errs.Corruption, "meta: layout record has a zero data ID")
 		}
 	default:
 		return errs.New(errs.Corruption, "meta: layout record has %d bytes for %d chains", len(b), n)

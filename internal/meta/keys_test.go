@@ -30,6 +30,8 @@ func FuzzDecodeValues(f *testing.F) {
 	f.Add(dirent{ino: 5, mode: modeLink}.encode())
 	f.Add(dirTimes{1, 2}.encode())
 	f.Add(appendLayout(nil, &placement.Layout{StripeSize: 1 << 20, StripeCount: 1, Chains: []placement.ChainID{1}}))
+	f.Add(appendLayout(nil, &placement.Layout{StripeSize: 1 << 20, StripeCount: 1, Chains: []placement.ChainID{1}, Data: 77}))
+	f.Add(appendLayout(nil, &placement.Layout{StripeSize: 1 << 20, StripeCount: 1, Replicas: 2, Chains: []placement.ChainID{1 << 31}, Data: 1 << 40}))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		if e, err := decodeDirent(b); err == nil && !bytes.Equal(e.encode(), b) {
 			t.Fatalf("dirent round trip of %x", b)

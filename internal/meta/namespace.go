@@ -219,7 +219,7 @@ func dropLink(tx kv.Txn, ino uint64, n *inode, now int64, fr *freeResult) error 
 	}
 	// A file that never had chunks frees nothing on the targets.
 	if n.isReg() && n.hasChunks() && len(n.Layout.Chains) > 0 {
-		tx.Set(garbageKey(ino), appendLayout(nil, &n.Layout))
+		tx.Set(garbageKey(n.Layout.DataID(ino)), appendLayout(nil, &n.Layout))
 		fr.garbage = true
 	}
 	fr.inodes++

@@ -292,6 +292,9 @@ func (s *Service) Run(ctx context.Context) error {
 			}
 		}
 		last = time.Now()
+		if err := s.abortExpiredMigrations(ctx); err != nil && ctx.Err() == nil {
+			s.log.Warn("meta: aborting migrations whose lease ran out failed; will retry", "err", err)
+		}
 		if err := s.CollectGarbage(ctx); err != nil && ctx.Err() == nil {
 			s.log.Warn("meta: chunk garbage collection incomplete; will retry", "err", err)
 		}

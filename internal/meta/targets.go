@@ -33,6 +33,11 @@ type Targets interface {
 	// slots from every replica of a chain. Removing chunks that do not
 	// exist is not an error, so a repeated call is harmless.
 	RemoveChunks(ctx context.Context, chain placement.ChainID, ino uint64, slots []uint32) error
+
+	// FenceChunks freezes (wire.FenceFreeze) or thaws (wire.FenceThaw) the
+	// chunks of data ID ino in the given slots on every replica of a
+	// chain, durably (ADR 0020). Both are idempotent.
+	FenceChunks(ctx context.Context, chain placement.ChainID, ino uint64, slots []uint32, mode uint8) error
 }
 
 // ClusterManager is implemented by Targets that storage nodes register

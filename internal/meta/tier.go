@@ -318,15 +318,21 @@ func (s *Service) HsmUpdate(ctx context.Context, req *wire.HsmUpdateReq) (wire.H
 		case req.Action == wire.HsmActRestoring && next.State == wire.HsmReleased:
 			// The chunks a restore writes must not be removed by the
 			// collection of the release's chunks: wait for it to finish.
-			if _, err := tx.Get(garbageKey(req.Ino)); err == nil {
+			if _, err := tx.Get(garbageKey(n.Layout.DataID(req.Ino))); err == nil {
 				return errs.New(errs.Busy, "the release's chunk removal has not finished; try again")
 			} else if !errors.Is(err, kv.ErrNotFound) {
 				return err
 			}
 		case req.Action == wire.HsmActRelease && cur.State != wire.HsmReleased && len(n.Layout.Chains) > 0:
+			// A migration copying the chunks must not find them gone.
+			if rec, err := getMigration(tx, req.Ino); err != nil {
+				return err
+			} else if rec != nil {
+				return errs.New(errs.Busy, "the file is being migrated to a new layout; release it after the migration")
+			}
 			// Same transaction: a released file never keeps chunks
 			// past the collector's next pass, even across a crash.
-			tx.Set(garbageKey(req.Ino), appendLayout(nil, &n.Layout))
+			tx.Set(garbageKey(n.Layout.DataID(req.Ino)), appendLayout(nil, &n.Layout))
 			queued = true
 		}
 		putHsmLease(tx, req.Ino, next, lease, drop)
@@ -379,7 +385,7 @@ func (s *Service) HsmClaim(ctx context.Context, req *wire.HsmClaimReq) (wire.Hsm
 			return err
 		}
 		if next.Owner == req.Owner && cur.Owner != req.Owner {
-			if _, err := tx.Get(garbageKey(req.Ino)); err == nil {
+			if _, err := tx.Get(garbageKey(n.Layout.DataID(req.Ino))); err == nil {
 				return errs.New(errs.Busy, "the release's chunk removal has not finished; try again")
 			} else if !errors.Is(err, kv.ErrNotFound) {
 				return err

@@ -41,6 +41,19 @@ type Layout struct {
 	StripeCount uint16
 	Replicas    uint8
 	Chains      []ChainID
+	// Data is the number the file's chunks are stored under (chunk.ID.Ino
+	// on the targets); 0 means the inode number. A migration (ADR 0020)
+	// writes the file's bytes under a fresh number and switches the
+	// layout, so that the old and the new chunks never share a name.
+	Data uint64
+}
+
+// DataID returns the number the chunks of the file ino are stored under.
+func (l Layout) DataID(ino uint64) uint64 {
+	if l.Data != 0 {
+		return l.Data
+	}
+	return ino
 }
 
 // ReplicaCount returns Replicas, with 0 read as 1.
@@ -72,7 +85,11 @@ func (l Layout) Validate() error {
 }
 
 func (l Layout) String() string {
-	return fmt.Sprintf("stripe_size=%d stripe_count=%d replicas=%d chains=%v", l.StripeSize, l.StripeCount, l.ReplicaCount(), l.Chains)
+	s := fmt.Sprintf("stripe_size=%d stripe_count=%d replicas=%d chains=%v", l.StripeSize, l.StripeCount, l.ReplicaCount(), l.Chains)
+	if l.Data != 0 {
+		s += fmt.Sprintf(" data=%d", l.Data)
+	}
+	return s
 }
 
 // Extent is one contiguous piece of a file range that lives in one chunk.
@@ -89,6 +106,14 @@ func (l Layout) Locate(off int64) (slot int, chunkOff int64) {
 	s, n := int64(l.StripeSize), int64(l.StripeCount)
 	k := off / s
 	return int(k % n), (k/n)*s + off%s
+}
+
+// FileOff maps an offset inside slot's chunk back to the file offset it
+// holds: the inverse of Locate.
+func (l Layout) FileOff(slot int, chunkOff int64) int64 {
+	s, n := int64(l.StripeSize), int64(l.StripeCount)
+	m := chunkOff / s // the chunk's m-th stripe is the file's stripe m*n+slot
+	return (m*n+int64(slot))*s + chunkOff%s
 }
 
 // Split cuts the file range [off, off+length) into extents, in file order.

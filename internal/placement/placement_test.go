@@ -165,3 +165,30 @@ func TestChoose(t *testing.T) {
 		t.Errorf("zero count: %v", err)
 	}
 }
+
+// TestFileOffInvertsLocate: every file offset's (slot, chunk offset) maps
+// back to it, for several stripe shapes.
+func TestFileOffInvertsLocate(t *testing.T) {
+	for _, l := range []Layout{
+		{StripeSize: MinStripeSize, StripeCount: 1},
+		{StripeSize: MinStripeSize, StripeCount: 3},
+		{StripeSize: 2 * MinStripeSize, StripeCount: 4},
+	} {
+		step := int64(l.StripeSize)/3 + 1
+		for off := int64(0); off < 40*int64(l.StripeSize); off += step {
+			slot, coff := l.Locate(off)
+			if got := l.FileOff(slot, coff); got != off {
+				t.Fatalf("%v: Locate(%d) = (%d, %d), FileOff of that = %d", l, off, slot, coff, got)
+			}
+		}
+	}
+}
+
+func TestDataID(t *testing.T) {
+	if got := (Layout{}).DataID(7); got != 7 {
+		t.Errorf("DataID without Data = %d, want the inode 7", got)
+	}
+	if got := (Layout{Data: 99}).DataID(7); got != 99 {
+		t.Errorf("DataID with Data 99 = %d", got)
+	}
+}

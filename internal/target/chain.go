@@ -396,7 +396,7 @@ func (s *Service) forward(ctx context.Context, c *placement.Chain, target placem
 	}
 	if err != nil {
 		code := errs.CodeOf(err)
-		if code != errs.ChainChanged {
+		if code != errs.ChainChanged && code != errs.Moved {
 			code = errs.Unavailable
 		}
 		return errs.New(code, "target: pass to replica %d of %v: %v", next, c, err)

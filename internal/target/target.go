@@ -180,6 +180,7 @@ func (s *Service) Register(srv *wire.Server) {
 	srv.Handle(wire.OpChunkSync, s.handleSync)
 	srv.Handle(wire.OpChunkTruncate, s.handleTruncate)
 	srv.Handle(wire.OpChunkRemove, s.handleRemove)
+	srv.Handle(wire.OpChunkFence, s.handleFence)
 	srv.Handle(wire.OpTargetStat, s.handleStat)
 	srv.Handle(wire.OpChunkList, s.handleList)
 }

@@ -6,6 +6,8 @@ import (
 	"math/rand/v2"
 	"reflect"
 	"testing"
+
+	"github.com/sluice-fs/sluice/internal/placement"
 )
 
 // messages returns one zero value of every message type.
@@ -26,6 +28,7 @@ func messages() []Message {
 		&PoolChangeReq{}, &PoolListResp{}, &SetPoolReq{},
 		&XattrPair{}, &PutFileReq{},
 		&QosTag{}, &QosJob{}, &QosConfig{}, &QosSetReq{},
+		&MigrateReq{}, &MigrateResp{},
 	}
 }
 
@@ -87,6 +90,9 @@ func (f *filler) fill(v reflect.Value) {
 			if v.Type().Field(i).IsExported() {
 				f.fill(v.Field(i))
 			}
+		}
+		if l, ok := v.Addr().Interface().(*placement.Layout); ok {
+			l.Replicas &= 0x7f // the top bit says a data ID follows (EncodeLayout)
 		}
 	case reflect.Array:
 		for i := range v.Len() {

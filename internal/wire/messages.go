@@ -206,15 +206,27 @@ type SetPoolReq struct {
 func (m *SetPoolReq) Encode(e *Encoder) { e.U64(m.Ino); e.String(m.Pool) }
 func (m *SetPoolReq) Decode(d *Decoder) { m.Ino = d.U64(); m.Pool = d.String() }
 
+// layoutHasData, set in the replicas byte of an encoded layout, says that
+// a u64 data ID (placement.Layout.Data) follows the chain IDs (version 2.4;
+// layouts without one encode as before).
+const layoutHasData = 0x80
+
 // EncodeLayout writes a layout: stripe size, count, replicas, then the
-// chain IDs.
+// chain IDs, then the data ID if it has one.
 func EncodeLayout(e *Encoder, l *placement.Layout) {
 	e.U32(l.StripeSize)
 	e.U16(l.StripeCount)
-	e.U8(l.Replicas)
+	r := l.Replicas &^ layoutHasData // valid layouts have at most MaxReplicas
+	if l.Data != 0 {
+		r |= layoutHasData
+	}
+	e.U8(r)
 	e.Uvarint(uint64(len(l.Chains)))
 	for _, t := range l.Chains {
 		e.U32(uint32(t))
+	}
+	if l.Data != 0 {
+		e.U64(l.Data)
 	}
 }
 
@@ -222,13 +234,20 @@ func EncodeLayout(e *Encoder, l *placement.Layout) {
 func DecodeLayout(d *Decoder, l *placement.Layout) {
 	l.StripeSize = d.U32()
 	l.StripeCount = d.U16()
-	l.Replicas = d.U8()
+	r := d.U8()
+	l.Replicas = r &^ layoutHasData
 	n := d.Count(4)
 	l.Chains = nil
 	if n > 0 {
 		l.Chains = make([]placement.ChainID, n)
 		for i := range l.Chains {
 			l.Chains[i] = placement.ChainID(d.U32())
+		}
+	}
+	l.Data = 0
+	if r&layoutHasData != 0 {
+		if l.Data = d.U64(); l.Data == 0 {
+			d.fail() // encoded only when set
 		}
 	}
 }

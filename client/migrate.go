@@ -1,0 +1,456 @@
+package client
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/cespare/xxhash/v2"
+	"golang.org/x/sync/errgroup"
+	"golang.org/x/time/rate"
+
+	"github.com/sluice-fs/sluice/internal/errs"
+	"github.com/sluice-fs/sluice/internal/placement"
+	"github.com/sluice-fs/sluice/internal/wire"
+)
+
+// MigrateSpec is the layout a file migrates to. Zero fields keep the
+// file's current value; Pool places the new layout in a pool's targets
+// ("" for all targets).
+type MigrateSpec struct {
+	StripeSize  int64
+	StripeCount int
+	Replicas    int
+	Pool        string
+}
+
+// MigrateOptions tune a migration. The zero value is fine.
+type MigrateOptions struct {
+	// Rate caps the bytes per second the migration reads (0: no cap).
+	Rate int64
+	// Lease is how long the metadata service keeps the migration without
+	// hearing from this client (0: its default, 30 s); past it, the
+	// service aborts it. It is renewed every third of it.
+	Lease time.Duration
+	// Phase, if set, is called as the migration enters each phase:
+	// "copy", "freeze", "recopy", "verify", "commit" (tests stop the
+	// migrator there).
+	Phase func(phase string)
+}
+
+// MigrateResult says what a migration did.
+type MigrateResult struct {
+	Old, New Layout
+	Bytes    int64 // bytes copied in the first pass
+	Recopied int64 // bytes copied again after the freeze (written meanwhile)
+	Moved    bool  // false: the file had no chunks, only its layout changed
+}
+
+// migratePiece is the most bytes read or written at once.
+const migratePiece = 4 << 20
+
+// Migrate moves the data of the regular file at p to a new layout while
+// the file stays in use (ADR 0020). It copies every chunk under a new data
+// ID, freezes the old chunks (writers wait, readers go on), copies again
+// what changed meanwhile, checks every copied byte against what was read,
+// makes the copy durable and switches the layout in one metadata
+// transaction. Readers and writers that kept the old layout are sent to
+// the new one by the targets. On any failure the migration is aborted and
+// the file keeps its old layout; if this process dies, the metadata
+// service aborts it once its lease runs out.
+func (c *Client) Migrate(ctx context.Context, p string, spec MigrateSpec, opts MigrateOptions) (MigrateResult, error) {
+	a, err := c.resolve(ctx, p, true)
+	if err != nil {
+		return MigrateResult{}, opErr("migrate", p, err)
+	}
+	if a.Mode&syscall.S_IFMT != syscall.S_IFREG {
+		return MigrateResult{}, opErr("migrate", p, errs.New(errs.Invalid, "client: only regular files migrate"))
+	}
+	res, err := c.migrate(ctx, a.Ino, a.Layout, spec, opts)
+	return res, opErr("migrate", p, err)
+}
+
+func (c *Client) migrate(ctx context.Context, ino uint64, cur placement.Layout, spec MigrateSpec, opts MigrateOptions) (MigrateResult, error) {
+	want := placement.Layout{StripeSize: cur.StripeSize, StripeCount: cur.StripeCount, Replicas: cur.Replicas}
+	if spec.StripeSize != 0 {
+		if spec.StripeSize < 0 || spec.StripeSize > placement.MaxStripeSize {
+			return MigrateResult{}, errs.New(errs.Invalid, "client: stripe size %d is out of range", spec.StripeSize)
+		}
+		want.StripeSize = uint32(spec.StripeSize)
+	}
+	if spec.StripeCount != 0 {
+		if spec.StripeCount < 0 || spec.StripeCount > placement.MaxStripeCount {
+			return MigrateResult{}, errs.New(errs.Invalid, "client: stripe count %d is out of range", spec.StripeCount)
+		}
+		want.StripeCount = uint16(spec.StripeCount)
+	}
+	if spec.Replicas != 0 {
+		if spec.Replicas < 1 || spec.Replicas > placement.MaxReplicas {
+			return MigrateResult{}, errs.New(errs.Invalid, "client: %d replicas is out of range", spec.Replicas)
+		}
+		want.Replicas = uint8(spec.Replicas)
+	}
+	if want.Replicas == 1 {
+		want.Replicas = 0
+	}
+	lease := opts.Lease
+	if lease <= 0 {
+		lease = 30 * time.Second
+	}
+	req := &wire.MigrateReq{Ino: ino, Action: wire.MigrateBegin, Layout: want, Pool: spec.Pool, Lease: int64(lease)}
+	var begun wire.MigrateResp
+	if err := c.metaCall(ctx, wire.OpMigrate, req, &begun); err != nil {
+		return MigrateResult{}, err
+	}
+	res := MigrateResult{Old: layoutFrom(begun.Old), New: layoutFrom(begun.New)}
+	if begun.Done {
+		return res, nil
+	}
+	res.Moved = true
+	m := &migration{c: c, ino: ino, old: begun.Old, new: begun.New, lease: lease, phase: opts.Phase,
+		pieces: make(map[pieceKey]*piece)}
+	if opts.Rate > 0 {
+		m.limit = rate.NewLimiter(rate.Limit(opts.Rate), migratePiece)
+	}
+	err := m.run(ctx, &res)
+	if err != nil {
+		// Thaw and drop the copy now rather than at the lease's end.
+		actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+		defer cancel()
+		abort := &wire.MigrateReq{Ino: ino, Action: wire.MigrateAbort, Data: begun.New.Data}
+		if aerr := c.metaCall(actx, wire.OpMigrate, abort, &wire.MigrateResp{}); aerr != nil {
+			err = errors.Join(err, fmt.Errorf("abort (the metadata service aborts it when its lease runs out): %w", aerr))
+		}
+		return res, err
+	}
+	return res, nil
+}
+
+// pieceKey names a piece of an old chunk: its slot and offset.
+type pieceKey struct {
+	slot int
+	off  int64
+}
+
+// piece is what the passes saw of one piece of an old chunk.
+type piece struct {
+	n1      int64  // bytes the first pass read
+	wrote1  bool   // the first pass wrote them (they were not all zeros)
+	seen2   bool   // the second pass read the piece
+	n2      int64  // bytes it read
+	sum2    uint64 // their xxhash
+	sum1    uint64
+	fileOff int64
+}
+
+// migration is one file's copy in progress.
+type migration struct {
+	c        *Client
+	ino      uint64
+	old, new placement.Layout
+	lease    time.Duration
+	phase    func(string)
+	limit    *rate.Limiter
+
+	mu     sync.Mutex
+	pieces map[pieceKey]*piece
+	end    int64 // where the old chunks' data ends in the file (after the freeze)
+}
+
+func (m *migration) enter(p string) {
+	if m.phase != nil {
+		m.phase(p)
+	}
+}
+
+func (m *migration) step(ctx context.Context, action uint8) error {
+	req := &wire.MigrateReq{Ino: m.ino, Action: action, Data: m.new.Data, Lease: int64(m.lease)}
+	return m.c.metaCall(ctx, wire.OpMigrate, req, &wire.MigrateResp{})
+}
+
+func (m *migration) run(ctx context.Context, res *MigrateResult) error {
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	stop := make(chan struct{})
+	var renewer sync.WaitGroup
+	renewer.Go(func() {
+		t := time.NewTicker(m.lease / 3)
+		defer t.Stop()
+		for {
+			select {
+			case <-stop:
+				return
+			case <-t.C:
+				if err := m.step(ctx, wire.MigrateRenew); err != nil {
+					cancel(fmt.Errorf("renew the migration's lease: %w", err))
+					return
+				}
+			}
+		}
+	})
+	defer func() { close(stop); renewer.Wait() }()
+	fail := func(err error) error {
+		if cause := context.Cause(ctx); cause != nil && cause != context.Canceled {
+			return errors.Join(err, cause)
+		}
+		return err
+	}
+
+	m.enter("copy")
+	n, err := m.pass(ctx, false)
+	if err != nil {
+		return fail(fmt.Errorf("copy: %w", err))
+	}
+	res.Bytes = n
+	m.enter("freeze")
+	if err := m.step(ctx, wire.MigrateFreeze); err != nil {
+		return fail(fmt.Errorf("freeze the old chunks: %w", err))
+	}
+	m.enter("recopy")
+	if res.Recopied, err = m.pass(ctx, true); err != nil {
+		return fail(fmt.Errorf("copy again after the freeze: %w", err))
+	}
+	if err := m.finish(ctx); err != nil {
+		return fail(err)
+	}
+	m.enter("verify")
+	if err := m.verify(ctx); err != nil {
+		return fail(err)
+	}
+	m.enter("commit")
+	if err := m.step(ctx, wire.MigrateCommit); err != nil {
+		return fail(fmt.Errorf("commit: %w", err))
+	}
+	return nil
+}
+
+// pass reads every old chunk and writes its pieces to the new layout. The
+// first pass skips pieces of zeros (the new chunks keep holes there). The
+// second, after the freeze, writes again each piece that changed since
+// the first (padded with zeros over what the first wrote), zeros the
+// pieces that are gone, and records where the data ends. It returns the
+// bytes written.
+func (m *migration) pass(ctx context.Context, again bool) (int64, error) {
+	var written, end int64
+	var mu sync.Mutex
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(8) // writes in flight
+	put := func(off int64, buf []byte) {
+		g.Go(func() error {
+			if err := m.write(gctx, off, buf); err != nil {
+				return err
+			}
+			mu.Lock()
+			written += int64(len(buf))
+			mu.Unlock()
+			return nil
+		})
+	}
+	var readers errgroup.Group
+	readers.SetLimit(4)
+	for slot := range m.old.Chains {
+		readers.Go(func() error {
+			return m.readChunk(gctx, slot, func(off int64, b []byte) error {
+				k := pieceKey{slot, off}
+				fileOff := m.old.FileOff(slot, off)
+				sum := xxhash.Sum64(b)
+				m.mu.Lock()
+				p := m.pieces[k]
+				if p == nil {
+					p = &piece{fileOff: fileOff}
+					m.pieces[k] = p
+				}
+				m.mu.Unlock()
+				if !again {
+					p.n1, p.sum1, p.wrote1 = int64(len(b)), sum, !allZero(b)
+					if p.wrote1 {
+						put(fileOff, bytes.Clone(b))
+					}
+					return nil
+				}
+				mu.Lock()
+				end = max(end, fileOff+int64(len(b)))
+				mu.Unlock()
+				p.seen2, p.n2, p.sum2 = true, int64(len(b)), sum
+				if p.n1 == p.n2 && p.sum1 == sum {
+					return nil // unchanged
+				}
+				n := int64(len(b))
+				if p.wrote1 {
+					n = max(n, p.n1)
+				}
+				if !p.wrote1 && allZero(b) {
+					return nil // a hole in the copy reads as these zeros
+				}
+				buf := make([]byte, n)
+				copy(buf, b)
+				put(fileOff, buf)
+				return nil
+			})
+		})
+	}
+	rerr := readers.Wait()
+	if again && rerr == nil {
+		// Pieces the first pass copied that the chunks no longer hold
+		// (a truncate): zeros, as the old layout reads them.
+		for _, p := range m.pieces {
+			if !p.seen2 && p.wrote1 {
+				put(p.fileOff, make([]byte, p.n1))
+			}
+		}
+	}
+	werr := g.Wait()
+	if err := errors.Join(rerr, werr); err != nil {
+		return 0, err
+	}
+	if again {
+		m.end = end
+	}
+	return written, nil
+}
+
+// readChunk reads old chunk slot from its start in pieces that never
+// cross a stripe, calling fn with each, until the chunk ends.
+func (m *migration) readChunk(ctx context.Context, slot int, fn func(off int64, b []byte) error) error {
+	stripe := int64(m.old.StripeSize)
+	piece := min(stripe, migratePiece)
+	buf := make([]byte, piece)
+	data := m.old.DataID(m.ino)
+	for off := int64(0); ; {
+		n := min(piece, stripe-off%stripe)
+		if m.limit != nil {
+			if err := m.limit.WaitN(ctx, int(min(n, migratePiece))); err != nil {
+				return err
+			}
+		}
+		var resp wire.ChunkReadResp
+		got, err := m.c.chunkCall(ctx, chunkReq{chain: m.old.Chains[slot], op: wire.OpChunkRead, resp: &resp, into: buf[:n],
+			msg: func(t placement.TargetID, ref wire.ChainRef) wire.Message {
+				return &wire.ChunkReadReq{ChunkRef: wire.ChunkRef{Target: t, ChainRef: ref, Ino: data, Slot: uint32(slot)},
+					Off: uint64(off), Len: uint32(n), Qos: m.c.qos}
+			}})
+		if errs.CodeOf(err) == errs.Moved {
+			// This migration froze the chunk, and it does not exist: a
+			// frozen chunk reads as moved once it is gone.
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("read slot %d at %d: %w", slot, off, err)
+		}
+		if got == 0 {
+			return nil
+		}
+		if err := fn(off, buf[:got]); err != nil {
+			return err
+		}
+		off += int64(got)
+		if int64(got) < n || off >= int64(resp.ChunkLen) {
+			return nil
+		}
+	}
+}
+
+// write writes b at file offset off into the new layout's chunks.
+func (m *migration) write(ctx context.Context, off int64, b []byte) error {
+	data := m.new.Data
+	for _, e := range extents(m.new, off, int64(len(b))) {
+		piece := b[e.FileOff-off : e.FileOff-off+e.Len]
+		_, err := m.c.chunkCall(ctx, chunkReq{chain: e.Chain, write: true, op: wire.OpChunkWrite, data: [][]byte{piece},
+			msg: func(t placement.TargetID, ref wire.ChainRef) wire.Message {
+				return &wire.ChunkWriteReq{ChunkRef: wire.ChunkRef{Target: t, ChainRef: ref, Ino: data, Slot: uint32(e.Slot)},
+					Off: uint64(e.ChunkOff), Qos: m.c.qos}
+			}})
+		if err != nil {
+			return fmt.Errorf("write the copy at %d (chain %d, slot %d): %w", e.FileOff, e.Chain, e.Slot, err)
+		}
+	}
+	return nil
+}
+
+// finish cuts every new chunk at the data's end (dropping what the first
+// pass copied past a later truncate, and making the chunks exist) and
+// makes them durable.
+func (m *migration) finish(ctx context.Context) error {
+	g, gctx := errgroup.WithContext(ctx)
+	data := m.new.Data
+	for slot, ch := range m.new.Chains {
+		size := uint64(m.new.ChunkSize(slot, m.end))
+		g.Go(func() error {
+			_, err := m.c.chunkCall(gctx, chunkReq{chain: ch, write: true, op: wire.OpChunkTruncate,
+				msg: func(t placement.TargetID, ref wire.ChainRef) wire.Message {
+					return &wire.ChunkTruncateReq{ChunkRef: wire.ChunkRef{Target: t, ChainRef: ref, Ino: data, Slot: uint32(slot)}, Size: size}
+				}})
+			if err != nil {
+				return fmt.Errorf("cut the copy's slot %d: %w", slot, err)
+			}
+			_, err = m.c.chunkCall(gctx, chunkReq{chain: ch, write: true, op: wire.OpChunkSync,
+				msg: func(t placement.TargetID, ref wire.ChainRef) wire.Message {
+					return &wire.ChunkSyncReq{Target: t, ChainRef: ref, Ino: data, Slots: []uint32{uint32(slot)}}
+				}})
+			if err != nil {
+				return fmt.Errorf("sync the copy's slot %d: %w", slot, err)
+			}
+			return nil
+		})
+	}
+	return g.Wait()
+}
+
+// verify reads the whole copy back through the new layout and checks it
+// against what the second pass read from the frozen chunks: each piece's
+// bytes by their hash, zeros where the first pass wrote more.
+func (m *migration) verify(ctx context.Context) error {
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(8)
+	data := m.new.Data
+	for _, p := range m.pieces {
+		n := min(max(p.n2, p.n1), m.end-p.fileOff)
+		if n <= 0 {
+			continue
+		}
+		g.Go(func() error {
+			buf := make([]byte, n)
+			for _, e := range extents(m.new, p.fileOff, n) {
+				part := buf[e.FileOff-p.fileOff : e.FileOff-p.fileOff+e.Len]
+				var resp wire.ChunkReadResp
+				got, err := m.c.chunkCall(gctx, chunkReq{chain: e.Chain, op: wire.OpChunkRead, resp: &resp, into: part,
+					msg: func(t placement.TargetID, ref wire.ChainRef) wire.Message {
+						return &wire.ChunkReadReq{ChunkRef: wire.ChunkRef{Target: t, ChainRef: ref, Ino: data, Slot: uint32(e.Slot)},
+							Off: uint64(e.ChunkOff), Len: uint32(e.Len), Qos: m.c.qos}
+					}})
+				if err != nil {
+					return fmt.Errorf("verify: read the copy at %d: %w", e.FileOff, err)
+				}
+				clear(part[got:])
+			}
+			n2 := min(p.n2, n)
+			if !p.seen2 {
+				n2 = 0
+			}
+			if (p.seen2 && xxhash.Sum64(buf[:n2]) != p.sum2) || !allZero(buf[n2:]) {
+				return errs.New(errs.Corruption, "client: verify: the copy of file bytes [%d, %d) differs from the original", p.fileOff, p.fileOff+n)
+			}
+			return nil
+		})
+	}
+	return g.Wait()
+}
+
+func allZero(b []byte) bool {
+	for len(b) >= 8 {
+		if b[0]|b[1]|b[2]|b[3]|b[4]|b[5]|b[6]|b[7] != 0 {
+			return false
+		}
+		b = b[8:]
+	}
+	for _, c := range b {
+		if c != 0 {
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,84 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/sluice-fs/sluice/client"
+)
+
+// MigrateArgs are the arguments of sluice migrate.
+type MigrateArgs struct {
+	Paths     []string
+	Recursive bool
+	Spec      client.MigrateSpec
+	Opts      client.MigrateOptions
+	Quiet     bool
+}
+
+// Migrate moves the data of each regular file named (with Recursive, of
+// every regular file below each directory named) to the new layout, one
+// file at a time, and prints a line per file and a total. A file that
+// fails is reported and the others go on; the error says how many failed.
+func (e *Env) Migrate(ctx context.Context, a MigrateArgs) error {
+	start := time.Now()
+	var files, failed int
+	var bytes int64
+	one := func(p string) {
+		res, err := e.Client.Migrate(ctx, p, a.Spec, a.Opts)
+		if err != nil {
+			failed++
+			fmt.Fprintf(e.Stderr, "sluice migrate: %v\n", err)
+			return
+		}
+		files++
+		bytes += res.Bytes + res.Recopied
+		if !a.Quiet {
+			fmt.Fprintf(e.Stdout, "%s\t%s -> %s\t%d bytes copied, %d again after the freeze\n",
+				p, layoutShort(res.Old), layoutShort(res.New), res.Bytes, res.Recopied)
+		}
+	}
+	for _, p := range a.Paths {
+		fi, err := e.Client.Stat(ctx, p)
+		if err != nil {
+			failed++
+			fmt.Fprintf(e.Stderr, "sluice migrate: %v\n", err)
+			continue
+		}
+		switch {
+		case fi.Mode().IsRegular():
+			one(p)
+		case fi.IsDir() && a.Recursive:
+			err := e.Client.Walk(ctx, p, func(q string, fi *client.FileInfo, err error) error {
+				if err != nil {
+					return err
+				}
+				if fi.Mode().IsRegular() {
+					one(q)
+				}
+				return ctx.Err()
+			})
+			if err != nil {
+				failed++
+				fmt.Fprintf(e.Stderr, "sluice migrate: walk %s: %v\n", p, err)
+			}
+		case fi.IsDir():
+			failed++
+			fmt.Fprintf(e.Stderr, "sluice migrate: %s is a directory (use -r)\n", p)
+		default:
+			failed++
+			fmt.Fprintf(e.Stderr, "sluice migrate: %s is not a regular file\n", p)
+		}
+	}
+	secs := time.Since(start).Seconds()
+	fmt.Fprintf(e.Stdout, "migrated %d files, %d bytes in %.1f s (%.1f MiB/s)\n", files, bytes, secs, float64(bytes)/(1<<20)/max(secs, 1e-9))
+	if failed > 0 {
+		return fmt.Errorf("%d files failed to migrate; each keeps its old layout", failed)
+	}
+	return nil
+}
+
+func layoutShort(l client.Layout) string {
+	return fmt.Sprintf("stripe_size=%d stripe_count=%d replicas=%d chains=%v", l.StripeSize, l.StripeCount, l.Replicas, l.Chains)
+}
