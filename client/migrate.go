@@ -37,9 +37,9 @@ type MigrateOptions struct {
 	// service aborts it. It is renewed every third of it.
 	Lease time.Duration
 	// Phase, if set, is called as the migration enters each phase:
-	// "copy", "freeze", "recopy", "verify", "commit" (tests stop the
-	// migrator there).
-	Phase func(phase string)
+	// "copy", "freeze", "recopy", "verify", "commit", with the new layout
+	// (progress; tests stop the migrator there).
+	Phase func(phase string, to Layout)
 }
 
 // MigrateResult says what a migration did.
@@ -153,7 +153,7 @@ type migration struct {
 	ino      uint64
 	old, new placement.Layout
 	lease    time.Duration
-	phase    func(string)
+	phase    func(string, Layout)
 	limit    *rate.Limiter
 
 	mu     sync.Mutex
@@ -163,7 +163,7 @@ type migration struct {
 
 func (m *migration) enter(p string) {
 	if m.phase != nil {
-		m.phase(p)
+		m.phase(p, layoutFrom(m.new))
 	}
 }
 

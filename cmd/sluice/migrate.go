@@ -53,5 +53,6 @@ func newMigrate(g *globals) *cobra.Command {
 	f.StringVar(&rate, "rate", "", "read at most this many bytes per second per file, e.g. 200M (default: no cap)")
 	f.DurationVar(&lease, "lease", 0, "abort the migration if this process is silent for this long (default 30s)")
 	f.BoolVarP(&a.Quiet, "quiet", "q", false, "print only the total")
+	f.BoolVarP(&a.Verbose, "verbose", "v", false, "print each phase of each file as it starts")
 	return cmd
 }

@@ -15,6 +15,7 @@ type MigrateArgs struct {
 	Spec      client.MigrateSpec
 	Opts      client.MigrateOptions
 	Quiet     bool
+	Verbose   bool // print each file's phases as they start
 }
 
 // Migrate moves the data of each regular file named (with Recursive, of
@@ -23,13 +24,32 @@ type MigrateArgs struct {
 // fails is reported and the others go on; the error says how many failed.
 func (e *Env) Migrate(ctx context.Context, a MigrateArgs) error {
 	start := time.Now()
-	var files, failed int
+	var files int
 	var bytes int64
-	one := func(p string) {
-		res, err := e.Client.Migrate(ctx, p, a.Spec, a.Opts)
-		if err != nil {
-			failed++
+	var failures []error
+	fail := func(err error) {
+		// One failure is the command's error; more are printed as they
+		// come, then counted.
+		failures = append(failures, err)
+		switch len(failures) {
+		case 1:
+		case 2:
+			fmt.Fprintf(e.Stderr, "sluice migrate: %v\n", failures[0])
+			fallthrough
+		default:
 			fmt.Fprintf(e.Stderr, "sluice migrate: %v\n", err)
+		}
+	}
+	one := func(p string) {
+		opts := a.Opts
+		if a.Verbose {
+			opts.Phase = func(phase string, to client.Layout) {
+				fmt.Fprintf(e.Stdout, "%s: %s (to %s data=%d)\n", p, phase, layoutShort(to), to.Data)
+			}
+		}
+		res, err := e.Client.Migrate(ctx, p, a.Spec, opts)
+		if err != nil {
+			fail(err)
 			return
 		}
 		files++
@@ -42,8 +62,7 @@ func (e *Env) Migrate(ctx context.Context, a MigrateArgs) error {
 	for _, p := range a.Paths {
 		fi, err := e.Client.Stat(ctx, p)
 		if err != nil {
-			failed++
-			fmt.Fprintf(e.Stderr, "sluice migrate: %v\n", err)
+			fail(err)
 			continue
 		}
 		switch {
@@ -60,23 +79,23 @@ func (e *Env) Migrate(ctx context.Context, a MigrateArgs) error {
 				return ctx.Err()
 			})
 			if err != nil {
-				failed++
-				fmt.Fprintf(e.Stderr, "sluice migrate: walk %s: %v\n", p, err)
+				fail(fmt.Errorf("walk %s: %w", p, err))
 			}
 		case fi.IsDir():
-			failed++
-			fmt.Fprintf(e.Stderr, "sluice migrate: %s is a directory (use -r)\n", p)
+			fail(fmt.Errorf("%s is a directory (use -r)", p))
 		default:
-			failed++
-			fmt.Fprintf(e.Stderr, "sluice migrate: %s is not a regular file\n", p)
+			fail(fmt.Errorf("%s is not a regular file", p))
 		}
 	}
 	secs := time.Since(start).Seconds()
 	fmt.Fprintf(e.Stdout, "migrated %d files, %d bytes in %.1f s (%.1f MiB/s)\n", files, bytes, secs, float64(bytes)/(1<<20)/max(secs, 1e-9))
-	if failed > 0 {
-		return fmt.Errorf("%d files failed to migrate; each keeps its old layout", failed)
+	switch len(failures) {
+	case 0:
+		return nil
+	case 1:
+		return failures[0]
 	}
-	return nil
+	return fmt.Errorf("%d files failed to migrate; each keeps its old layout", len(failures))
 }
 
 func layoutShort(l client.Layout) string {

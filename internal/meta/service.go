@@ -273,11 +273,20 @@ func (s *Service) Run(ctx context.Context) error {
 	}
 	t := time.NewTicker(s.gcEvery)
 	defer t.Stop()
+	// Migrations whose lease ran out hold writers back: look for them
+	// every second (an empty scan when there are none).
+	mt := time.NewTicker(time.Second)
+	defer mt.Stop()
 	var last time.Time // start of the last pass
 	for {
 		select {
 		case <-ctx.Done():
 			return nil
+		case <-mt.C:
+			if err := s.abortExpiredMigrations(ctx); err != nil && ctx.Err() == nil {
+				s.log.Warn("meta: aborting migrations whose lease ran out failed; will retry", "err", err)
+			}
+			continue
 		case <-t.C:
 		case <-s.gcKick:
 			// Under a stream of unlinks, passes wait for each other a
@@ -292,9 +301,6 @@ func (s *Service) Run(ctx context.Context) error {
 			}
 		}
 		last = time.Now()
-		if err := s.abortExpiredMigrations(ctx); err != nil && ctx.Err() == nil {
-			s.log.Warn("meta: aborting migrations whose lease ran out failed; will retry", "err", err)
-		}
 		if err := s.CollectGarbage(ctx); err != nil && ctx.Err() == nil {
 			s.log.Warn("meta: chunk garbage collection incomplete; will retry", "err", err)
 		}
