@@ -83,8 +83,13 @@ func (c *Client) chunkCall(ctx context.Context, r chunkReq) (int, error) {
 			if conn, err = c.targetConn(cctx, t); err == nil {
 				n, err = conn.Call(cctx, r.op, r.msg(t, ref), r.data, r.resp, r.into)
 			}
+			// Whether the attempt timed out, read before cancel (after
+			// which cctx.Err() is always set): an error the replica
+			// answered with (no space, moved, corruption) is not a
+			// silence to retry.
+			timedOut := cctx.Err() != nil
 			cancel()
-			if err != nil && ctx.Err() == nil && cctx.Err() != nil {
+			if err != nil && ctx.Err() == nil && timedOut {
 				err = errs.New(errs.Unavailable, "client: replica %d of chain %d did not answer within %v", t, r.chain, attemptTimeout)
 				if conn != nil {
 					conn.Close() // maybe dead (a cut link): the pool dials afresh

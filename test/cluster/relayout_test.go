@@ -1,0 +1,134 @@
+package cluster
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"fmt"
+	"math/rand/v2"
+	"os/exec"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/sluice-fs/sluice/client"
+	"github.com/sluice-fs/sluice/internal/proctest"
+)
+
+// TestMigrateReplicated migrates files between one and two replicas on a
+// real cluster (3 storage nodes, 2 metadata services on etcd) with
+// `sluice migrate`, one of them while a writer on the other metadata
+// service rewrites it: every file reads back with the expected SHA-256,
+// has the new replica count, and the replicas of every chain hold the same
+// chunks (the old copies gone from both replicas).
+func TestMigrateReplicated(t *testing.T) {
+	cl := proctest.StartCluster(t, binary, proctest.ClusterOptions{})
+	ctx := context.Background()
+	c := proctest.Client(t, cl.MetaAddrs())
+	c2 := proctest.Client(t, cl.Metas[1].Addr)
+	cli := func(args ...string) string {
+		t.Helper()
+		out, err := exec.Command(binary, append(args, "--server", cl.MetaAddrs())...).CombinedOutput()
+		if err != nil {
+			t.Fatalf("sluice %s: %v: %s", strings.Join(args, " "), err, out)
+		}
+		return string(out)
+	}
+	cli("mkdir", "/one", "/two")
+	cli("layout", "set", "/one", "--stripe-count", "2")
+	cli("layout", "set", "/two", "--replicas", "2", "--stripe-count", "2")
+	rng := rand.New(rand.NewPCG(17, 17))
+	files := map[string][]byte{}
+	for i := range 3 {
+		for _, d := range []string{"/one", "/two"} {
+			data := make([]byte, 1<<20+rng.IntN(3<<20))
+			for j := range data {
+				data[j] = byte(rng.Uint32())
+			}
+			p := fmt.Sprintf("%s/f%d", d, i)
+			if err := proctest.WriteFile(ctx, c, p, data); err != nil {
+				t.Fatal(err)
+			}
+			files[p] = data
+		}
+	}
+
+	// A writer rewrites /two/f0 through the other metadata service while
+	// it moves to one replica; its model is what the file must hold.
+	model := bytes.Clone(files["/two/f0"])
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	var werr error
+	writes := 0
+	wg.Go(func() {
+		f, err := c2.OpenFile(ctx, "/two/f0", client.O_RDWR, 0)
+		if err != nil {
+			werr = err
+			return
+		}
+		wr := rand.New(rand.NewPCG(18, 18))
+		for {
+			select {
+			case <-stop:
+				werr = f.Close()
+				return
+			default:
+			}
+			off, n := wr.IntN(len(model)-(64<<10)), 1+wr.IntN(64<<10)
+			b := make([]byte, n)
+			for j := range b {
+				b[j] = byte(wr.Uint32())
+			}
+			if _, err := f.WriteAt(b, int64(off)); err != nil {
+				werr = err
+				f.Close()
+				return
+			}
+			copy(model[off:], b)
+			writes++
+			if writes%4 == 0 {
+				if err := f.Sync(); err != nil {
+					werr = err
+					f.Close()
+					return
+				}
+			}
+		}
+	})
+	cli("migrate", "--replicas", "1", "--stripe-count", "3", "--rate", "8M", "/two/f0")
+	close(stop)
+	wg.Wait()
+	if werr != nil {
+		t.Fatalf("writer: %v", werr)
+	}
+	if writes == 0 {
+		t.Fatal("the writer wrote nothing during the migration")
+	}
+	files["/two/f0"] = model
+	cli("migrate", "--replicas", "2", "-r", "/one")
+	cli("migrate", "--replicas", "1", "/two/f1", "/two/f2")
+
+	for p, want := range files {
+		l, err := c.GetLayout(ctx, p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		wantR := 1
+		if strings.HasPrefix(p, "/one") {
+			wantR = 2
+		}
+		if l.Replicas != wantR || l.Data == 0 {
+			t.Errorf("%s: layout %+v, want %d replicas under a new data ID", p, l, wantR)
+		}
+		for _, cc := range []*client.Client{c, c2} {
+			got, err := readFile(ctx, cc, p)
+			if err != nil || sha256.Sum256(got) != sha256.Sum256(want) {
+				t.Fatalf("read %s after the migration: %v (or SHA-256 differs)", p, err)
+			}
+		}
+	}
+	t.Logf("%d writes during the migration of /two/f0", writes)
+	if n := verifyReplicas(t, cl); n == 0 {
+		t.Fatal("no chunks on the replicated chains")
+	}
+}
