@@ -90,7 +90,8 @@
 //	"t" u64 dir               directory times: i64 mtime ns | i64 ctime ns
 //	"x" u64 ino name          extended attribute value (name <= 255 B, value <= 64 KiB)
 //	"s" u64 ino               symlink target (<= 4096 B)
-//	"g" u64 ino               garbage queue: layout of a freed regular file
+//	"g" u64 data              garbage queue: layout of freed chunks, keyed by data ID
+//	"m" u64 ino               migration record (migrate.go, ADR 0020)
 //
 // Inode record (version 1): u8 version (1) | u32 mode | u32 nlink | u32 uid |
 // u32 gid | u32 rdev | u64 size | i64 atime | i64 mtime | i64 ctime (ns
