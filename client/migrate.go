@@ -313,22 +313,24 @@ func (m *migration) pass(ctx context.Context, again bool) (int64, error) {
 	return written, nil
 }
 
-// readChunk reads old chunk slot from its start in pieces that never
-// cross a stripe, calling fn with each, until the chunk ends.
+// readChunk reads old chunk slot in pieces that never cross a stripe,
+// calling fn with each (from several goroutines at once; b is fn's until
+// it returns): the first piece alone, which tells the chunk's length, then
+// the rest of the chunk as it was then, 4 pieces at a time.
 func (m *migration) readChunk(ctx context.Context, slot int, fn func(off int64, b []byte) error) error {
 	stripe := int64(m.old.StripeSize)
 	piece := min(stripe, migratePiece)
-	buf := make([]byte, piece)
 	data := m.old.DataID(m.ino)
-	for off := int64(0); ; {
-		n := min(piece, stripe-off%stripe)
+	// read reads the piece at off; its length is 0 past the chunk's end.
+	read := func(ctx context.Context, off int64, buf []byte) (int, int64, error) {
+		n := int64(len(buf))
 		if m.limit != nil {
-			if err := m.limit.WaitN(ctx, int(min(n, migratePiece))); err != nil {
-				return err
+			if err := m.limit.WaitN(ctx, int(n)); err != nil {
+				return 0, 0, err
 			}
 		}
 		var resp wire.ChunkReadResp
-		got, err := m.c.chunkCall(ctx, chunkReq{chain: m.old.Chains[slot], op: wire.OpChunkRead, resp: &resp, into: buf[:n],
+		got, err := m.c.chunkCall(ctx, chunkReq{chain: m.old.Chains[slot], op: wire.OpChunkRead, resp: &resp, into: buf,
 			msg: func(t placement.TargetID, ref wire.ChainRef) wire.Message {
 				return &wire.ChunkReadReq{ChunkRef: wire.ChunkRef{Target: t, ChainRef: ref, Ino: data, Slot: uint32(slot)},
 					Off: uint64(off), Len: uint32(n), Qos: m.c.qos}
@@ -336,22 +338,35 @@ func (m *migration) readChunk(ctx context.Context, slot int, fn func(off int64, 
 		if errs.CodeOf(err) == errs.Moved {
 			// This migration froze the chunk, and it does not exist: a
 			// frozen chunk reads as moved once it is gone.
-			return nil
+			return 0, 0, nil
 		}
 		if err != nil {
-			return fmt.Errorf("read slot %d at %d: %w", slot, off, err)
+			return 0, 0, fmt.Errorf("read slot %d at %d: %w", slot, off, err)
 		}
-		if got == 0 {
-			return nil
-		}
-		if err := fn(off, buf[:got]); err != nil {
-			return err
-		}
-		off += int64(got)
-		if int64(got) < n || off >= int64(resp.ChunkLen) {
-			return nil
-		}
+		return got, int64(resp.ChunkLen), nil
 	}
+	size := func(off int64) int64 { return min(piece, stripe-off%stripe) }
+	buf := make([]byte, size(0))
+	got, chunkLen, err := read(ctx, 0, buf)
+	if err != nil || got == 0 {
+		return err
+	}
+	if err := fn(0, buf[:got]); err != nil {
+		return err
+	}
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(4)
+	for off := int64(got); off < chunkLen; off += size(off) {
+		g.Go(func() error {
+			buf := make([]byte, size(off))
+			got, _, err := read(gctx, off, buf)
+			if err != nil || got == 0 {
+				return err
+			}
+			return fn(off, buf[:got])
+		})
+	}
+	return g.Wait()
 }
 
 // write writes b at file offset off into the new layout's chunks.

@@ -12,13 +12,15 @@ import (
 
 // BenchmarkMigrate times `sluice migrate` of a file beside `sluice cp` of
 // the same file inside Sluice (the plain copy a user would otherwise make),
-// in the same run, and the rate a foreground reader of another file gets
-// alone and during the migration:
+// in the same run (each alone), and the rate a foreground reader of another
+// file gets alone and during a second migration, back to one stripe:
 //
 //	go test -run '^$' -bench Migrate -benchtime 3x ./test/e2e
 //
-// SLUICE_BENCH_MIGRATE_SIZE sets the file size (default 512M). Each
-// iteration migrates between 1 and 4 stripes.
+// SLUICE_BENCH_MIGRATE_RATE caps the second migration (sluice migrate
+// --rate; default none). SLUICE_BENCH_MIGRATE_SIZE sets the file size
+// (default 512M). Each
+// iteration migrates the file from 1 stripe to 4 and back.
 func BenchmarkMigrate(b *testing.B) {
 	size := int64(512 << 20)
 	if v := os.Getenv("SLUICE_BENCH_MIGRATE_SIZE"); v != "" {
@@ -27,6 +29,10 @@ func BenchmarkMigrate(b *testing.B) {
 			b.Fatal(err)
 		}
 		size = n
+	}
+	rate := os.Getenv("SLUICE_BENCH_MIGRATE_RATE") // of the migration beside the reader
+	if rate == "" {
+		rate = "0"
 	}
 	s := startServer(b, "")
 	c := s.client()
@@ -62,9 +68,9 @@ func BenchmarkMigrate(b *testing.B) {
 		}
 		return float64(size) / (1 << 20) / time.Since(start).Seconds()
 	}
-	var cpRate, migRate, readAlone, readDuring float64
+	var cpRate, migRate, migDuring, readAlone, readDuring float64
 	b.ResetTimer()
-	for i := range b.N {
+	for range b.N {
 		start := time.Now()
 		s.mustCLI("cp", "-q", "sluice:/b/f", "sluice:/b/copy")
 		cpRate += float64(size) / (1 << 20) / time.Since(start).Seconds()
@@ -72,10 +78,9 @@ func BenchmarkMigrate(b *testing.B) {
 
 		readAlone += readAll()
 
-		count := "4"
-		if i%2 == 1 {
-			count = "1"
-		}
+		start = time.Now()
+		s.mustCLI("migrate", "-q", "--stripe-count", "4", "/b/f")
+		migRate += float64(size) / (1 << 20) / time.Since(start).Seconds()
 		var wg sync.WaitGroup
 		var during float64
 		done := make(chan struct{})
@@ -106,8 +111,8 @@ func BenchmarkMigrate(b *testing.B) {
 			}
 		})
 		start = time.Now()
-		s.mustCLI("migrate", "-q", "--stripe-count", count, "/b/f")
-		migRate += float64(size) / (1 << 20) / time.Since(start).Seconds()
+		s.mustCLI("migrate", "-q", "--stripe-count", "1", "--rate", rate, "/b/f")
+		migDuring += float64(size) / (1 << 20) / time.Since(start).Seconds()
 		close(done)
 		wg.Wait()
 		readDuring += during
@@ -116,6 +121,7 @@ func BenchmarkMigrate(b *testing.B) {
 	b.ReportMetric(migRate/n, "migrate-MiB/s")
 	b.ReportMetric(cpRate/n, "cp-MiB/s")
 	b.ReportMetric(migRate/cpRate, "migrate/cp")
+	b.ReportMetric(migDuring/n, "migrate-beside-reader-MiB/s")
 	b.ReportMetric(readAlone/n, "read-alone-MiB/s")
 	b.ReportMetric(readDuring/n, "read-during-MiB/s")
 	b.ReportMetric(readDuring/readAlone, "read-kept")
