@@ -111,6 +111,9 @@ func formatLayout(l client.Layout) string {
 	if l.Pool != "" {
 		s += " pool=" + l.Pool
 	}
+	if l.Data != 0 {
+		s += fmt.Sprintf(" data=%d", l.Data) // migrated (ADR 0020)
+	}
 	return s
 }
 

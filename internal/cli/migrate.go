@@ -44,7 +44,7 @@ func (e *Env) Migrate(ctx context.Context, a MigrateArgs) error {
 		opts := a.Opts
 		if a.Verbose {
 			opts.Phase = func(phase string, to client.Layout) {
-				fmt.Fprintf(e.Stdout, "%s: %s (to %s data=%d)\n", p, phase, layoutShort(to), to.Data)
+				fmt.Fprintf(e.Stdout, "%s: %s (to %s)\n", p, phase, formatLayout(to))
 			}
 		}
 		res, err := e.Client.Migrate(ctx, p, a.Spec, opts)
@@ -56,7 +56,7 @@ func (e *Env) Migrate(ctx context.Context, a MigrateArgs) error {
 		bytes += res.Bytes + res.Recopied
 		if !a.Quiet {
 			fmt.Fprintf(e.Stdout, "%s\t%s -> %s\t%d bytes copied, %d again after the freeze\n",
-				p, layoutShort(res.Old), layoutShort(res.New), res.Bytes, res.Recopied)
+				p, formatLayout(res.Old), formatLayout(res.New), res.Bytes, res.Recopied)
 		}
 	}
 	for _, p := range a.Paths {
@@ -96,8 +96,4 @@ func (e *Env) Migrate(ctx context.Context, a MigrateArgs) error {
 		return failures[0]
 	}
 	return fmt.Errorf("%d files failed to migrate; each keeps its old layout", len(failures))
-}
-
-func layoutShort(l client.Layout) string {
-	return fmt.Sprintf("stripe_size=%d stripe_count=%d replicas=%d chains=%v", l.StripeSize, l.StripeCount, l.Replicas, l.Chains)
 }

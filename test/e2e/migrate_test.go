@@ -195,6 +195,9 @@ func TestMigrate(t *testing.T) {
 	if l.StripeCount != 3 || l.StripeSize != 256<<10 || len(l.Chains) != 3 || l.Data == 0 || l.Data == ino {
 		t.Fatalf("layout after migrate: %+v", l)
 	}
+	if got := s.mustCLI("layout", "get", "/m/f"); !strings.Contains(got, fmt.Sprintf("data=%d", l.Data)) {
+		t.Errorf("layout get does not show data=%d: %q", l.Data, got)
+	}
 	if m := dataRe.FindStringSubmatch(out); m == nil || m[1] != strconv.FormatUint(l.Data, 10) {
 		t.Errorf("migrate -v does not name data %d: %q", l.Data, out)
 	}
