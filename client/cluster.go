@@ -4,6 +4,9 @@ import (
 	"context"
 	"fmt"
 	"time"
+
+	"github.com/sluice-fs/sluice/internal/placement"
+	"github.com/sluice-fs/sluice/internal/wire"
 )
 
 // TargetInfo describes one storage target of the file system.
@@ -14,6 +17,7 @@ type TargetInfo struct {
 	Healthy  bool
 	Capacity int64 // bytes of the target's disk
 	Used     int64 // bytes in use on it
+	Draining bool  // takes no new data (SetDraining)
 }
 
 // NodeInfo describes a storage node: alive while it heart-beats.
@@ -77,7 +81,7 @@ func (c *Client) Cluster(ctx context.Context) (*ClusterInfo, error) {
 	info := &c.info
 	out := &ClusterInfo{FSID: info.FSID, ChainsVersion: info.ChainsVersion}
 	for _, t := range info.Targets {
-		out.Targets = append(out.Targets, TargetInfo{ID: uint32(t.ID), Addr: t.Addr, Node: t.Node, Healthy: t.Healthy, Capacity: t.Capacity, Used: t.Used})
+		out.Targets = append(out.Targets, TargetInfo{ID: uint32(t.ID), Addr: t.Addr, Node: t.Node, Healthy: t.Healthy, Capacity: t.Capacity, Used: t.Used, Draining: t.Draining})
 	}
 	for _, n := range info.Nodes {
 		ni := NodeInfo{Name: n.Name, Addr: n.Addr, Alive: n.Alive, LastSeen: time.Unix(0, n.LastSeen)}
@@ -94,4 +98,15 @@ func (c *Client) Cluster(ctx context.Context) (*ClusterInfo, error) {
 		out.Chains = append(out.Chains, ci)
 	}
 	return out, nil
+}
+
+// SetDraining marks target id as draining (on) or not. A draining target
+// takes no new files and joins no new chains; the files that have data on
+// it stay until they are migrated (sluice target drain does that).
+func (c *Client) SetDraining(ctx context.Context, id uint32, on bool) error {
+	err := c.metaCall(ctx, wire.OpTargetDrain, &wire.TargetDrainReq{Target: placement.TargetID(id), On: on}, &wire.Empty{})
+	if err != nil {
+		return fmt.Errorf("drain target %d: %w", id, err)
+	}
+	return c.refreshCluster(ctx)
 }

@@ -1,14 +1,17 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"log/slog"
 	"os"
+	"strconv"
 	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
 
+	"github.com/sluice-fs/sluice/internal/cli"
 	"github.com/sluice-fs/sluice/internal/server"
 )
 
@@ -94,7 +97,7 @@ func newMetaMigrate() *cobra.Command {
 	return cmd
 }
 
-func newTarget() *cobra.Command {
+func newTarget(g *globals) *cobra.Command {
 	var o server.TargetOptions
 	var metaAddrs string
 	var verbose bool
@@ -125,5 +128,44 @@ func newTarget() *cobra.Command {
 	f.DurationVar(&o.Fence, "fence", 2*time.Second, "refuse replicated-chain requests after this long without reaching a metadata service (keep it below the meta's --heartbeat-timeout)")
 	f.StringVar(&o.HTTP, "http", "", "admin HTTP address for /healthz, /metrics and /debug/pprof (empty: none)")
 	f.BoolVarP(&verbose, "verbose", "v", false, "log debug messages")
+	cmd.AddCommand(newTargetDrain(g))
+	return cmd
+}
+
+func newTargetDrain(g *globals) *cobra.Command {
+	var a cli.DrainArgs
+	var rate string
+	cmd := &cobra.Command{
+		Use:   "drain ID",
+		Short: "Move every file's data off a target (it then takes no new data)",
+		Long: "Marks target ID draining, so that new files and chains avoid it, and migrates\n" +
+			"every file with bytes on it to a layout of the same shape on other targets (in\n" +
+			"its directory's pool; fewer stripes if fewer targets can take them), one file at a\n" +
+			"time while the files stay in use (sluice migrate, ADR 0020). Run it again to\n" +
+			"retry files that failed; --stop clears the mark.",
+		Args: exactArgs(1),
+		PreRun: func(_ *cobra.Command, args []string) {
+			id, err := strconv.ParseUint(args[0], 10, 32)
+			if err == nil {
+				a.Target = uint32(id)
+			}
+		},
+	}
+	cmd.RunE = g.run(func(ctx context.Context, e *cli.Env) error {
+		if a.Target == 0 {
+			return fmt.Errorf("%w: target ID must be a positive number (sluice status lists them)", errUsage)
+		}
+		if rate != "" {
+			var err error
+			if a.Opts.Rate, err = cli.ParseSize(rate); err != nil {
+				return fmt.Errorf("%w: --rate: %v", errUsage, err)
+			}
+		}
+		return e.Drain(ctx, a)
+	})
+	f := cmd.Flags()
+	f.BoolVar(&a.Stop, "stop", false, "clear the draining mark (new data may go to the target again)")
+	f.StringVar(&rate, "rate", "", "read at most this many bytes per second per file, e.g. 200M (default: no cap)")
+	f.BoolVarP(&a.Quiet, "quiet", "q", false, "print only the total")
 	return cmd
 }

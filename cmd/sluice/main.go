@@ -67,7 +67,7 @@ func newRoot() *cobra.Command {
 	root.PersistentFlags().StringVar(&g.server, "server", "",
 		"metadata service address host:port (default $SLUICE_SERVER, else "+DefaultAddr+")")
 	root.AddCommand(
-		newServe(), newMeta(), newTarget(),
+		newServe(), newMeta(), newTarget(g),
 		newLs(g), newStat(g), newMkdir(g), newCp(g), newCat(g), newRm(g), newMv(g), newLn(g),
 		newLayout(g), newPool(g), newMount(g), newUmount(), newGateway(g), newBench(g), newBenchWorker(g), newStatus(g), newDamaged(g), newMigrate(g), newTop(), newFsx(g),
 		newCheckpoint(g), newKV(g), newAudit(g),

@@ -18,6 +18,11 @@ func unavailableChains(ci *client.ClusterInfo) []placement.ChainID {
 		healthy[placement.TargetID(t.ID)] = t.Healthy
 		targets = append(targets, placement.TargetID(t.ID))
 	}
+	return placement.Unavailable(chainTable(ci), targets, func(t placement.TargetID) bool { return healthy[t] })
+}
+
+// chainTable returns the replicated chains of ci as placement sees them.
+func chainTable(ci *client.ClusterInfo) []placement.Chain {
 	var chains []placement.Chain
 	for _, ch := range ci.Chains {
 		c := placement.Chain{ID: placement.ChainID(ch.ID), Version: ch.Version}
@@ -33,7 +38,7 @@ func unavailableChains(ci *client.ClusterInfo) []placement.ChainID {
 		}
 		chains = append(chains, c)
 	}
-	return placement.Unavailable(chains, targets, func(t placement.TargetID) bool { return healthy[t] })
+	return chains
 }
 
 // damagedChains returns the chains of a file's layout that hold some of

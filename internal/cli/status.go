@@ -54,6 +54,9 @@ func (e *Env) Status(ctx context.Context) error {
 		if !t.Healthy {
 			health = "DOWN"
 		}
+		if t.Draining {
+			health += ",draining"
+		}
 		fill := 0.0
 		if t.Capacity > 0 {
 			fill = float64(t.Used) / float64(t.Capacity)

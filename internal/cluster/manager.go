@@ -149,10 +149,11 @@ func (r *Manager) StateVersion() uint64 {
 
 func loadState(tx kv.Txn) (clusterState, error) {
 	st := clusterState{
-		targets: make(map[placement.TargetID]targetRecord),
-		nodes:   make(map[string]nodeRecord),
-		chains:  make(map[placement.ChainID]placement.Chain),
-		pools:   make(map[string][]placement.TargetID),
+		targets:  make(map[placement.TargetID]targetRecord),
+		nodes:    make(map[string]nodeRecord),
+		chains:   make(map[placement.ChainID]placement.Chain),
+		pools:    make(map[string][]placement.TargetID),
+		draining: make(map[placement.TargetID]bool),
 	}
 	var bad error
 	scan := func(pfx byte, fn func(k, v []byte) error) error {
@@ -197,6 +198,16 @@ func loadState(tx kv.Txn) (clusterState, error) {
 		ts, err := decodePool(v)
 		st.pools[string(k)] = ts
 		return err
+	})
+	if err != nil {
+		return st, err
+	}
+	err = scan(pfxDrain, func(k, _ []byte) error {
+		if len(k) != 4 {
+			return errs.New(errs.Corruption, "cluster: bad draining key %q", k)
+		}
+		st.draining[placement.TargetID(binary.BigEndian.Uint32(k))] = true
+		return nil
 	})
 	if err != nil {
 		return st, err
@@ -569,7 +580,7 @@ func (r *Manager) List(ctx context.Context) ([]wire.TargetAddr, error) {
 	r.mu.Lock()
 	out := make([]wire.TargetAddr, 0, len(r.mu.st.targets))
 	for id, t := range r.mu.st.targets {
-		ta := wire.TargetAddr{ID: id, Addr: t.Addr, Node: t.Node}
+		ta := wire.TargetAddr{ID: id, Addr: t.Addr, Node: t.Node, Draining: r.mu.st.draining[id]}
 		if n, ok := r.mu.st.nodes[t.Node]; ok {
 			// Healthy: the node heart-beats and reports the target.
 			for _, s := range n.Stats {
@@ -623,8 +634,8 @@ func (r *Manager) FormChains(ctx context.Context, n int, pool []placement.Target
 		}
 		var all []placement.NodeTarget
 		for id, t := range st.targets {
-			if pool != nil && !slices.Contains(pool, id) {
-				continue
+			if (pool != nil && !slices.Contains(pool, id)) || st.draining[id] {
+				continue // draining targets join no new chains
 			}
 			if nd, ok := st.nodes[t.Node]; ok && r.alive(nd, now) {
 				all = append(all, placement.NodeTarget{ID: id, Node: t.Node})

@@ -16,6 +16,7 @@ const (
 	pfxNode   = 'N' // "N" + node name -> node record
 	pfxChain  = 'R' // "R" + u32 chain id -> replication chain
 	pfxPool   = 'P' // "P" + name -> pool: u16 n | n × u32 target
+	pfxDrain  = 'W' // "W" + u32 id -> the target is draining: u8 version (1)
 )
 
 func targetKey(id placement.TargetID) []byte {
@@ -38,6 +39,7 @@ type clusterState struct {
 	chains    map[placement.ChainID]placement.Chain
 	chainsVer uint64
 	pools     map[string][]placement.TargetID
+	draining  map[placement.TargetID]bool
 }
 
 type targetRecord struct {

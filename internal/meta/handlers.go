@@ -8,7 +8,7 @@ import (
 	"github.com/sluice-fs/sluice/internal/wire"
 )
 
-// Register installs a handler for every metadata op (wire ops 1-35, 37-41, 43-44, 49-55) on srv.
+// Register installs a handler for every metadata op (wire ops 1-41, 43-44, 49-55) on srv.
 // Each decodes its request body (a malformed one fails with errs.Protocol),
 // calls the Service method and replies with its result.
 func (s *Service) Register(srv *wire.Server) {
@@ -122,6 +122,13 @@ func (s *Service) Register(srv *wire.Server) {
 	})
 	handle(srv, wire.OpSetLayout, func(ctx context.Context, m *wire.SetLayoutReq) (wire.Message, error) {
 		return &wire.Empty{}, s.SetLayout(WithCred(ctx, m.Cred), m.Ino, m.Layout)
+	})
+	handle(srv, wire.OpTargetDrain, func(ctx context.Context, m *wire.TargetDrainReq) (wire.Message, error) {
+		dm, ok := s.targets.(DrainManager)
+		if !ok {
+			return &wire.Empty{}, errs.New(errs.NotSupported, "meta: this metadata service cannot drain targets")
+		}
+		return &wire.Empty{}, dm.SetDraining(ctx, m.Target, m.On)
 	})
 	handle(srv, wire.OpMigrate, func(ctx context.Context, m *wire.MigrateReq) (wire.Message, error) {
 		r, err := s.Migrate(ctx, m)

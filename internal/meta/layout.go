@@ -33,13 +33,22 @@ func (s *Service) placeView(ctx context.Context) (placeView, error) {
 		return placeView{}, fmt.Errorf("list storage targets: %w", err)
 	}
 	pv := placeView{targets: make([]targetInfo, len(ts))}
+	var draining map[placement.TargetID]bool
 	for i, t := range ts {
-		pv.targets[i] = targetInfo{ID: t.ID, Healthy: t.Healthy, Free: t.Capacity - t.Used}
+		// A draining target takes no new data: to placement it is down.
+		pv.targets[i] = targetInfo{ID: t.ID, Healthy: t.Healthy && !t.Draining, Free: t.Capacity - t.Used}
+		if t.Draining {
+			if draining == nil {
+				draining = make(map[placement.TargetID]bool)
+			}
+			draining[t.ID] = true
+		}
 	}
 	slices.SortFunc(pv.targets, func(a, b targetInfo) int { return cmp.Compare(a.ID, b.ID) })
 	if _, pv.chains, err = s.targets.Chains(ctx); err != nil {
 		return placeView{}, fmt.Errorf("list chains: %w", err)
 	}
+	pv.chains = placement.AvoidTargets(pv.chains, draining)
 	if pm, ok := s.targets.(PoolManager); ok {
 		ps, err := pm.Pools(ctx)
 		if err != nil {
@@ -293,7 +302,18 @@ func chooseTargets(l placement.Layout, targets []targetInfo, ino uint64) (placem
 		return placement.Layout{}, errs.New(errs.NoSpace, "no storage targets are registered")
 	}
 	if l.StripeCount == 0 {
-		l.StripeCount = uint16(min(DefaultStripeCount, len(targets)))
+		// All targets up to the default count, counting only those that
+		// can take data (not down, not draining), if any can.
+		n := 0
+		for _, t := range targets {
+			if t.Healthy {
+				n++
+			}
+		}
+		if n == 0 {
+			n = len(targets)
+		}
+		l.StripeCount = uint16(min(DefaultStripeCount, n))
 	}
 	if err := l.Validate(); err != nil {
 		return placement.Layout{}, err

@@ -49,6 +49,12 @@ type ClusterManager interface {
 	SyncDone(ctx context.Context, req *wire.SyncDoneReq) error
 }
 
+// DrainManager is implemented by Targets that can mark targets draining
+// (cluster.Manager); the OpTargetDrain handler needs it.
+type DrainManager interface {
+	SetDraining(ctx context.Context, id placement.TargetID, on bool) error
+}
+
 // PoolManager is implemented by Targets that keep pools of targets
 // (cluster.Manager); the OpPoolList and OpPoolChange handlers and the
 // placement of files in directories with a pool need it.

@@ -28,7 +28,7 @@ func messages() []Message {
 		&PoolChangeReq{}, &PoolListResp{}, &SetPoolReq{},
 		&XattrPair{}, &PutFileReq{},
 		&QosTag{}, &QosJob{}, &QosConfig{}, &QosSetReq{},
-		&MigrateReq{}, &MigrateResp{},
+		&MigrateReq{}, &MigrateResp{}, &TargetDrainReq{},
 	}
 }
 
@@ -282,10 +282,10 @@ func TestFSAppended(t *testing.T) {
 	for _, tc := range []struct {
 		m     Message
 		fsLen int // FS values appended
-		after int // bytes appended after them (version 2.2)
+		after int // bytes appended after them (version 2.2 and later)
 	}{
 		{&HeartbeatReq{Node: "n1", Addr: "a:1", Incarnation: 5, Targets: stats, Resyncs: []ResyncStat{{Chain: 3}}}, 2, 0},
-		{&ClusterInfo{FSID: "x", RootIno: 1, Targets: []TargetAddr{{ID: 1, Node: "n1", Capacity: 100, FS: 2049}, {ID: 2, Node: "n1", FS: 7}, {ID: 3}}}, 3, 4},
+		{&ClusterInfo{FSID: "x", RootIno: 1, Targets: []TargetAddr{{ID: 1, Node: "n1", Capacity: 100, FS: 2049}, {ID: 2, Node: "n1", FS: 7}, {ID: 3}}}, 3, 4 + 1 + 3}, // then InlineMax, the draining flags
 		{&TargetStat{Target: 4, Capacity: 100, Free: 3, FS: 2049}, -1, 0},
 	} {
 		b := Marshal(tc.m)

@@ -385,6 +385,9 @@ type TargetAddr struct {
 	// FS identifies the file system holding the target on its node (see
 	// TargetStat.FS); 0 if unknown.
 	FS uint64
+	// Draining: new data is placed elsewhere, and `sluice target drain`
+	// moves the files that have data on it (docs/placement.md).
+	Draining bool
 }
 
 func encodeTargetAddr(e *Encoder, t *TargetAddr) {
@@ -483,6 +486,11 @@ func (m *ClusterInfo) Encode(e *Encoder) {
 		e.U64(m.Targets[i].FS)
 	}
 	e.U32(m.InlineMax) // appended in version 2.2
+	// Appended 2026-11-24: which targets are draining.
+	e.Uvarint(uint64(len(m.Targets)))
+	for i := range m.Targets {
+		e.Bool(m.Targets[i].Draining)
+	}
 }
 
 func (m *ClusterInfo) Decode(d *Decoder) {
@@ -517,6 +525,15 @@ func (m *ClusterInfo) Decode(d *Decoder) {
 	}
 	if d.More() {
 		m.InlineMax = d.U32()
+	}
+	if d.More() {
+		if n := d.Count(1); n != len(m.Targets) {
+			d.fail()
+		} else {
+			for i := range m.Targets {
+				m.Targets[i].Draining = d.Bool()
+			}
+		}
 	}
 }
 

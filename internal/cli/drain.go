@@ -1,0 +1,120 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"path"
+	"slices"
+
+	"github.com/sluice-fs/sluice/client"
+	"github.com/sluice-fs/sluice/internal/placement"
+)
+
+// DrainArgs are the arguments of sluice target drain.
+type DrainArgs struct {
+	Target uint32
+	Stop   bool // only clear the draining mark
+	Opts   client.MigrateOptions
+	Quiet  bool
+}
+
+// Drain marks a target draining (new data goes elsewhere) and migrates
+// every file with bytes on it to a layout of the same shape on other
+// targets (in the pool of its directory, if any; fewer stripes if fewer
+// targets can take them), one file at a time. It prints a line per file
+// and a total; a file that fails is reported and the others go on.
+func (e *Env) Drain(ctx context.Context, a DrainArgs) error {
+	if a.Stop {
+		if err := e.Client.SetDraining(ctx, a.Target, false); err != nil {
+			return err
+		}
+		fmt.Fprintf(e.Stdout, "target %d takes new data again\n", a.Target)
+		return nil
+	}
+	if err := e.Client.SetDraining(ctx, a.Target, true); err != nil {
+		return err
+	}
+	ci, err := e.Client.Cluster(ctx)
+	if err != nil {
+		return err
+	}
+	chains := make(map[placement.ChainID]placement.Chain)
+	for _, c := range chainTable(ci) {
+		chains[c.ID] = c
+	}
+	on := map[placement.TargetID]bool{placement.TargetID(a.Target): true}
+	pools := make(map[string][]uint32) // pool members, by directory's pool
+	ps, err := e.Client.Pools(ctx)
+	if err != nil {
+		return err
+	}
+	for _, p := range ps {
+		pools[p.Name] = p.Targets
+	}
+	// eligible counts the targets that can take a stripe in a pool ("": all).
+	eligible := func(pool string) int {
+		n := 0
+		for _, t := range ci.Targets {
+			if t.Healthy && !t.Draining && (pool == "" || slices.Contains(pools[pool], t.ID)) {
+				n++
+			}
+		}
+		return n
+	}
+	dirPool := make(map[string]string)
+	var moved, failed int
+	var bytes int64
+	err = e.Client.Walk(ctx, "/", func(p string, fi *client.FileInfo, err error) error {
+		if err != nil {
+			failed++
+			fmt.Fprintf(e.Stderr, "sluice target drain: %v\n", err)
+			return nil
+		}
+		if !fi.Mode().IsRegular() {
+			return ctx.Err()
+		}
+		l := fi.Attr().Layout
+		pl := placement.Layout{StripeSize: uint32(l.StripeSize), StripeCount: uint16(l.StripeCount), Replicas: uint8(l.Replicas)}
+		for _, c := range l.Chains {
+			pl.Chains = append(pl.Chains, placement.ChainID(c))
+		}
+		if !placement.LayoutOn(pl, fi.Size(), chains, on) {
+			return ctx.Err()
+		}
+		dir := path.Dir(p)
+		pool, ok := dirPool[dir]
+		if !ok {
+			dl, err := e.Client.GetLayout(ctx, dir)
+			if err != nil {
+				return err
+			}
+			pool, dirPool[dir] = dl.Pool, dl.Pool
+		}
+		spec := client.MigrateSpec{Pool: pool}
+		if l.Replicas <= 1 {
+			if n := eligible(pool); n > 0 && l.StripeCount > n {
+				spec.StripeCount = n
+			}
+		}
+		res, err := e.Client.Migrate(ctx, p, spec, a.Opts)
+		if err != nil {
+			failed++
+			fmt.Fprintf(e.Stderr, "sluice target drain: %v\n", err)
+			return ctx.Err()
+		}
+		moved++
+		bytes += res.Bytes + res.Recopied
+		if !a.Quiet {
+			fmt.Fprintf(e.Stdout, "%s\t%s -> %s\n", p, formatLayout(res.Old), formatLayout(res.New))
+		}
+		return ctx.Err()
+	})
+	fmt.Fprintf(e.Stdout, "target %d: moved %d files (%d bytes) off it; %d failed\n", a.Target, moved, bytes, failed)
+	if err != nil {
+		return err
+	}
+	if failed > 0 {
+		return fmt.Errorf("%d files could not be moved off target %d; run the drain again", failed, a.Target)
+	}
+	return nil
+}
