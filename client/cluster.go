@@ -110,3 +110,13 @@ func (c *Client) SetDraining(ctx context.Context, id uint32, on bool) error {
 	}
 	return c.refreshCluster(ctx)
 }
+
+// RemoveTarget removes a drained target that holds no data any more from
+// the file system (see SetDraining). It refuses a target that is not
+// draining, still has chunks or a chain replica, or is in a pool.
+func (c *Client) RemoveTarget(ctx context.Context, id uint32) error {
+	if err := c.metaCall(ctx, wire.OpTargetRemove, &wire.TargetReq{Target: placement.TargetID(id)}, &wire.Empty{}); err != nil {
+		return fmt.Errorf("remove target %d: %w", id, err)
+	}
+	return c.refreshCluster(ctx)
+}

@@ -128,7 +128,7 @@ func newTarget(g *globals) *cobra.Command {
 	f.DurationVar(&o.Fence, "fence", 2*time.Second, "refuse replicated-chain requests after this long without reaching a metadata service (keep it below the meta's --heartbeat-timeout)")
 	f.StringVar(&o.HTTP, "http", "", "admin HTTP address for /healthz, /metrics and /debug/pprof (empty: none)")
 	f.BoolVarP(&verbose, "verbose", "v", false, "log debug messages")
-	cmd.AddCommand(newTargetDrain(g))
+	cmd.AddCommand(newTargetDrain(g), newTargetRm(g))
 	return cmd
 }
 
@@ -167,5 +167,31 @@ func newTargetDrain(g *globals) *cobra.Command {
 	f.BoolVar(&a.Stop, "stop", false, "clear the draining mark (new data may go to the target again)")
 	f.StringVar(&rate, "rate", "", "read at most this many bytes per second per file, e.g. 200M (default: no cap)")
 	f.BoolVarP(&a.Quiet, "quiet", "q", false, "print only the total")
+	return cmd
+}
+
+func newTargetRm(g *globals) *cobra.Command {
+	var id uint64
+	var idErr error
+	cmd := &cobra.Command{
+		Use:   "rm ID",
+		Short: "Remove a drained target that holds no data",
+		Long: "Removes target ID from the file system once sluice target drain has moved\n" +
+			"everything off it: it is no longer listed, placed on or put in chains. It refuses\n" +
+			"a target that is not draining, still holds chunks (as its node last reported) or\n" +
+			"a chain replica, or is in a pool. Its node may keep the directory, unused.",
+		Args:   exactArgs(1),
+		PreRun: func(_ *cobra.Command, args []string) { id, idErr = strconv.ParseUint(args[0], 10, 32) },
+	}
+	cmd.RunE = g.run(func(ctx context.Context, e *cli.Env) error {
+		if idErr != nil || id == 0 {
+			return fmt.Errorf("%w: target ID must be a positive number (sluice status lists them)", errUsage)
+		}
+		if err := e.Client.RemoveTarget(ctx, uint32(id)); err != nil {
+			return err
+		}
+		fmt.Fprintf(e.Stdout, "target %d removed\n", id)
+		return nil
+	})
 	return cmd
 }

@@ -19,7 +19,7 @@ type DrainArgs struct {
 }
 
 // Drain marks a target draining (new data goes elsewhere) and migrates
-// every file with bytes on it to a layout of the same shape on other
+// every file whose layout names it (bytes there now or once it grows) to a layout of the same shape on other
 // targets (in the pool of its directory, if any; fewer stripes if fewer
 // targets can take them), one file at a time. It prints a line per file
 // and a total; a file that fails is reported and the others go on.
@@ -78,7 +78,7 @@ func (e *Env) Drain(ctx context.Context, a DrainArgs) error {
 		for _, c := range l.Chains {
 			pl.Chains = append(pl.Chains, placement.ChainID(c))
 		}
-		if !placement.LayoutOn(pl, fi.Size(), chains, on) {
+		if !placement.LayoutOn(pl, chains, on) {
 			return ctx.Err()
 		}
 		dir := path.Dir(p)

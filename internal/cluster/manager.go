@@ -154,6 +154,7 @@ func loadState(tx kv.Txn) (clusterState, error) {
 		chains:   make(map[placement.ChainID]placement.Chain),
 		pools:    make(map[string][]placement.TargetID),
 		draining: make(map[placement.TargetID]bool),
+		removed:  make(map[placement.TargetID]bool),
 	}
 	var bad error
 	scan := func(pfx byte, fn func(k, v []byte) error) error {
@@ -202,11 +203,16 @@ func loadState(tx kv.Txn) (clusterState, error) {
 	if err != nil {
 		return st, err
 	}
-	err = scan(pfxDrain, func(k, _ []byte) error {
-		if len(k) != 4 {
-			return errs.New(errs.Corruption, "cluster: bad draining key %q", k)
+	err = scan(pfxDrain, func(k, v []byte) error {
+		if len(k) != 4 || len(v) != 1 || (v[0] != drainOn && v[0] != drainRemoved) {
+			return errs.New(errs.Corruption, "cluster: bad draining record %q = % x", k, v)
 		}
-		st.draining[placement.TargetID(binary.BigEndian.Uint32(k))] = true
+		id := placement.TargetID(binary.BigEndian.Uint32(k))
+		if v[0] == drainRemoved {
+			st.removed[id] = true
+		} else {
+			st.draining[id] = true
+		}
 		return nil
 	})
 	if err != nil {
@@ -580,6 +586,9 @@ func (r *Manager) List(ctx context.Context) ([]wire.TargetAddr, error) {
 	r.mu.Lock()
 	out := make([]wire.TargetAddr, 0, len(r.mu.st.targets))
 	for id, t := range r.mu.st.targets {
+		if r.mu.st.removed[id] {
+			continue // sluice target rm
+		}
 		ta := wire.TargetAddr{ID: id, Addr: t.Addr, Node: t.Node, Draining: r.mu.st.draining[id]}
 		if n, ok := r.mu.st.nodes[t.Node]; ok {
 			// Healthy: the node heart-beats and reports the target.
@@ -634,7 +643,7 @@ func (r *Manager) FormChains(ctx context.Context, n int, pool []placement.Target
 		}
 		var all []placement.NodeTarget
 		for id, t := range st.targets {
-			if (pool != nil && !slices.Contains(pool, id)) || st.draining[id] {
+			if (pool != nil && !slices.Contains(pool, id)) || st.draining[id] || st.removed[id] {
 				continue // draining targets join no new chains
 			}
 			if nd, ok := st.nodes[t.Node]; ok && r.alive(nd, now) {

@@ -16,7 +16,7 @@ const (
 	pfxNode   = 'N' // "N" + node name -> node record
 	pfxChain  = 'R' // "R" + u32 chain id -> replication chain
 	pfxPool   = 'P' // "P" + name -> pool: u16 n | n × u32 target
-	pfxDrain  = 'W' // "W" + u32 id -> the target is draining: u8 version (1)
+	pfxDrain  = 'W' // "W" + u32 id -> u8 1: the target is draining, 2: it was removed
 )
 
 func targetKey(id placement.TargetID) []byte {
@@ -40,6 +40,7 @@ type clusterState struct {
 	chainsVer uint64
 	pools     map[string][]placement.TargetID
 	draining  map[placement.TargetID]bool
+	removed   map[placement.TargetID]bool
 }
 
 type targetRecord struct {

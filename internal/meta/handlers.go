@@ -8,7 +8,7 @@ import (
 	"github.com/sluice-fs/sluice/internal/wire"
 )
 
-// Register installs a handler for every metadata op (wire ops 1-41, 43-44, 49-55) on srv.
+// Register installs a handler for every metadata op (wire ops 1-41, 43-44, 47, 49-55) on srv.
 // Each decodes its request body (a malformed one fails with errs.Protocol),
 // calls the Service method and replies with its result.
 func (s *Service) Register(srv *wire.Server) {
@@ -129,6 +129,13 @@ func (s *Service) Register(srv *wire.Server) {
 			return &wire.Empty{}, errs.New(errs.NotSupported, "meta: this metadata service cannot drain targets")
 		}
 		return &wire.Empty{}, dm.SetDraining(ctx, m.Target, m.On)
+	})
+	handle(srv, wire.OpTargetRemove, func(ctx context.Context, m *wire.TargetReq) (wire.Message, error) {
+		dm, ok := s.targets.(DrainManager)
+		if !ok {
+			return &wire.Empty{}, errs.New(errs.NotSupported, "meta: this metadata service cannot remove targets")
+		}
+		return &wire.Empty{}, dm.RemoveTarget(ctx, m.Target)
 	})
 	handle(srv, wire.OpMigrate, func(ctx context.Context, m *wire.MigrateReq) (wire.Message, error) {
 		r, err := s.Migrate(ctx, m)

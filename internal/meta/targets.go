@@ -53,6 +53,7 @@ type ClusterManager interface {
 // (cluster.Manager); the OpTargetDrain handler needs it.
 type DrainManager interface {
 	SetDraining(ctx context.Context, id placement.TargetID, on bool) error
+	RemoveTarget(ctx context.Context, id placement.TargetID) error
 }
 
 // PoolManager is implemented by Targets that keep pools of targets

@@ -153,7 +153,7 @@ var opNames = map[wire.Op]string{
 	wire.OpChunkWrite: "chunk_write", wire.OpChunkRead: "chunk_read", wire.OpChunkSync: "chunk_sync",
 	wire.OpChunkTruncate: "chunk_truncate", wire.OpChunkRemove: "chunk_remove", wire.OpTargetStat: "target_stat",
 	// Online migration (ADR 0020).
-	wire.OpMigrate: "migrate", wire.OpChunkFence: "chunk_fence", wire.OpTargetDrain: "target_drain",
+	wire.OpMigrate: "migrate", wire.OpChunkFence: "chunk_fence", wire.OpTargetDrain: "target_drain", wire.OpTargetRemove: "target_remove",
 	// Checkpoint absorb (ADR 0013) and the KV-cache store.
 	wire.OpAbsorbGet: "absorb_get", wire.OpAbsorbSet: "absorb_set", wire.OpStagedAdd: "staged_add",
 	wire.OpStagedDone: "staged_done", wire.OpStagedList: "staged_list",

@@ -26,16 +26,13 @@ func (c Chain) OnAny(set map[TargetID]bool) bool {
 	return false
 }
 
-// LayoutOn reports whether a file of the given size with layout l has
-// bytes on a target in set: a slot holding bytes on a one-replica chain
-// that is such a target, or on a replicated chain (looked up in chains) with
-// a replica on one. A chain missing from chains counts as on set: the
-// caller cannot tell.
-func LayoutOn(l Layout, size int64, chains map[ChainID]Chain, set map[TargetID]bool) bool {
-	for slot, id := range l.Chains {
-		if l.StripeSize != 0 && l.StripeCount != 0 && l.ChunkSize(slot, size) == 0 {
-			continue // no bytes in this slot
-		}
+// LayoutOn reports whether layout l names a target in set: a one-replica
+// chain that is such a target, or a replicated chain (looked up in chains)
+// with a replica on one. A chain missing from chains counts as on set (the
+// caller cannot tell). Slots a small file has no bytes in count too: the
+// file writes there once it grows.
+func LayoutOn(l Layout, chains map[ChainID]Chain, set map[TargetID]bool) bool {
+	for _, id := range l.Chains {
 		if id < FirstReplicatedChain {
 			if set[TargetID(id)] {
 				return true

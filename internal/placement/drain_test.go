@@ -24,19 +24,17 @@ func TestLayoutOn(t *testing.T) {
 	for _, c := range []struct {
 		name string
 		l    Layout
-		size int64
 		set  map[TargetID]bool
 		want bool
 	}{
-		{"one-replica slot with bytes", two, 2 * MinStripeSize, map[TargetID]bool{2: true}, true},
-		{"slot 1 empty in a small file", two, 100, map[TargetID]bool{2: true}, false},
-		{"other targets", two, 10 * MinStripeSize, map[TargetID]bool{3: true}, false},
-		{"replicated chain with a replica there", Layout{StripeSize: MinStripeSize, StripeCount: 1, Replicas: 2, Chains: []ChainID{rc}}, 1, map[TargetID]bool{6: true}, true},
-		{"replicated chain elsewhere", Layout{StripeSize: MinStripeSize, StripeCount: 1, Replicas: 2, Chains: []ChainID{rc}}, 1, map[TargetID]bool{1: true}, false},
-		{"unknown chain", Layout{StripeSize: MinStripeSize, StripeCount: 1, Replicas: 2, Chains: []ChainID{rc + 9}}, 1, map[TargetID]bool{1: true}, true},
-		{"empty file", two, 0, map[TargetID]bool{1: true, 2: true}, false},
+		{"one-replica chain", two, map[TargetID]bool{2: true}, true},
+		{"other targets", two, map[TargetID]bool{3: true}, false},
+		{"replicated chain with a replica there", Layout{StripeSize: MinStripeSize, StripeCount: 1, Replicas: 2, Chains: []ChainID{rc}}, map[TargetID]bool{6: true}, true},
+		{"replicated chain elsewhere", Layout{StripeSize: MinStripeSize, StripeCount: 1, Replicas: 2, Chains: []ChainID{rc}}, map[TargetID]bool{1: true}, false},
+		{"unknown chain", Layout{StripeSize: MinStripeSize, StripeCount: 1, Replicas: 2, Chains: []ChainID{rc + 9}}, map[TargetID]bool{1: true}, true},
+		{"no chains (a directory's layout)", Layout{StripeSize: MinStripeSize}, map[TargetID]bool{1: true}, false},
 	} {
-		if got := LayoutOn(c.l, c.size, chains, c.set); got != c.want {
+		if got := LayoutOn(c.l, chains, c.set); got != c.want {
 			t.Errorf("%s: LayoutOn = %v, want %v", c.name, got, c.want)
 		}
 	}

@@ -2,8 +2,11 @@ package wire
 
 import "github.com/sluice-fs/sluice/internal/placement"
 
-// OpTargetDrain marks a target draining or not (docs/placement.md).
-const OpTargetDrain Op = 36 // TargetDrainReq -> Empty
+// Draining and removing targets (docs/placement.md).
+const (
+	OpTargetDrain  Op = 36 // TargetDrainReq -> Empty (mark a target draining or not)
+	OpTargetRemove Op = 47 // TargetReq -> Empty (remove a drained, empty target)
+)
 
 // TargetDrainReq marks Target as draining (On) or not.
 type TargetDrainReq struct {

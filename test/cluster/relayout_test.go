@@ -7,9 +7,11 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os/exec"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/sluice-fs/sluice/client"
 	"github.com/sluice-fs/sluice/internal/proctest"
@@ -128,7 +130,114 @@ func TestMigrateReplicated(t *testing.T) {
 		}
 	}
 	t.Logf("%d writes during the migration of /two/f0", writes)
-	if n := verifyReplicas(t, cl); n == 0 {
+	if n := settledReplicas(t, cl); n == 0 {
 		t.Fatal("no chunks on the replicated chains")
+	}
+}
+
+// TestDrainReplicated drains a target of a real cluster with `sluice target
+// drain`: files of 1 and 2 replicas with data on it move to chains and
+// targets off it (new chains are formed without it), read back intact,
+// and the replicas of every chain hold the same chunks. Its chains still
+// name it, so `sluice target rm` refuses it, naming a chain.
+func TestDrainReplicated(t *testing.T) {
+	cl := proctest.StartCluster(t, binary, proctest.ClusterOptions{})
+	ctx := context.Background()
+	c := proctest.Client(t, cl.MetaAddrs())
+	cli := func(args ...string) (string, error) {
+		out, err := exec.Command(binary, append(args, "--server", cl.MetaAddrs())...).CombinedOutput()
+		return string(out), err
+	}
+	must := func(args ...string) string {
+		t.Helper()
+		out, err := cli(args...)
+		if err != nil {
+			t.Fatalf("sluice %s: %v: %s", strings.Join(args, " "), err, out)
+		}
+		return out
+	}
+	must("mkdir", "/one", "/two")
+	must("layout", "set", "/two", "--replicas", "2")
+	rng := rand.New(rand.NewPCG(19, 19))
+	files := map[string][]byte{}
+	for i := range 4 {
+		for _, d := range []string{"/one", "/two"} {
+			data := make([]byte, 1<<20+rng.IntN(2<<20))
+			for j := range data {
+				data[j] = byte(rng.Uint32())
+			}
+			p := fmt.Sprintf("%s/f%d", d, i)
+			if err := proctest.WriteFile(ctx, c, p, data); err != nil {
+				t.Fatal(err)
+			}
+			files[p] = data
+		}
+	}
+	ci, err := c.Cluster(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const drained = 1
+	on := func(l client.Layout) bool {
+		for _, ch := range l.Chains {
+			if ch == drained {
+				return true
+			}
+			for _, info := range ci.Chains {
+				if info.ID == ch && slices.ContainsFunc(info.Replicas, func(r client.ReplicaInfo) bool { return r.Target == drained }) {
+					return true
+				}
+			}
+		}
+		return false
+	}
+	before := 0
+	for p := range files {
+		if l, err := c.GetLayout(ctx, p); err == nil && on(l) {
+			before++
+		}
+	}
+	if before == 0 {
+		t.Fatalf("no file has data on target %d", drained)
+	}
+	out := must("target", "drain", fmt.Sprint(drained))
+	t.Logf("%d files on target %d; sluice target drain:\n%s", before, drained, out)
+	if ci, err = c.Cluster(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for p, want := range files {
+		l, err := c.GetLayout(ctx, p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if on(l) {
+			t.Errorf("%s still has data on target %d: %+v", p, drained, l)
+		}
+		got, err := readFile(ctx, c, p)
+		if err != nil || sha256.Sum256(got) != sha256.Sum256(want) {
+			t.Fatalf("read %s after the drain: %v (or SHA-256 differs)", p, err)
+		}
+	}
+	settledReplicas(t, cl)
+	if out, err := cli("target", "rm", fmt.Sprint(drained)); err == nil || !strings.Contains(out, "chain") {
+		t.Errorf("target rm of a target its chains still name: %v: %s", err, out)
+	}
+}
+
+// settledReplicas is checkReplicas once the chunks the migrations left
+// behind are collected (a removal reaches a chain's replicas one after the
+// other, so a listing in between differs): it retries for 30 s.
+func settledReplicas(t *testing.T, cl *proctest.Cluster) int {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		n, err := checkReplicas(cl)
+		if err == nil {
+			return n
+		}
+		if time.Now().After(deadline) {
+			t.Fatal(err)
+		}
+		time.Sleep(300 * time.Millisecond)
 	}
 }

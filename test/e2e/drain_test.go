@@ -11,6 +11,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/sluice-fs/sluice/client"
 )
 
 // chunksOn counts the chunk files on target id of a `sluice serve` data dir.
@@ -122,12 +124,52 @@ func TestDrain(t *testing.T) {
 	}
 	s.failCLI("no target", "target", "drain", "99")
 
-	s.mustCLI("target", "drain", "--stop", "2")
+	// Removal: refused for a target that is not draining or is in a pool,
+	// then done; the target is gone from status and from placement.
+	s.failCLI("not draining", "target", "rm", "3")
+	s.failCLI("pool", "target", "rm", "2")
+	s.mustCLI("pool", "remove", "two", "2")
+	for {
+		r := s.cli("target", "rm", "2")
+		if r.code == 0 {
+			break
+		}
+		// The node reports its chunk count with its next heartbeat.
+		if !strings.Contains(r.stderr, "chunks") || time.Now().After(deadline) {
+			t.Fatalf("target rm 2: %s", r.stderr)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	ts, err := c.Targets(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if slices.ContainsFunc(ts, func(ti client.TargetInfo) bool { return ti.ID == 2 }) {
+		t.Errorf("target 2 still listed after rm: %+v", ts)
+	}
+	s.failCLI("was removed", "target", "drain", "2")
+	put("/a/new2", 5<<20)
+	if l, _ := c.GetLayout(ctx, "/a/new2"); len(l.Chains) != 3 || slices.Contains(l.Chains, 2) {
+		t.Errorf("a new file after target 2 was removed: %+v", l)
+	}
+
+	// --stop: a drained target takes data again.
+	s.mustCLI("target", "drain", "-q", "4")
+	put("/a/new3", 5<<20)
+	if l, _ := c.GetLayout(ctx, "/a/new3"); len(l.Chains) != 2 || slices.Contains(l.Chains, 4) {
+		t.Errorf("a new file while target 4 drains: %+v, want 2 stripes off it", l)
+	}
+	s.mustCLI("target", "drain", "--stop", "4")
 	if st := s.mustCLI("status"); strings.Contains(st, "draining") {
 		t.Errorf("status still shows a draining target after --stop:\n%s", st)
 	}
-	put("/a/new2", 5<<20)
-	if l, _ := c.GetLayout(ctx, "/a/new2"); len(l.Chains) != 4 {
-		t.Errorf("a new file after --stop: %+v, want 4 stripes", l)
+	put("/a/new4", 5<<20)
+	if l, _ := c.GetLayout(ctx, "/a/new4"); len(l.Chains) != 3 {
+		t.Errorf("a new file after --stop: %+v, want 3 stripes", l)
+	}
+	for p, data := range want {
+		if got, err := readFile(s.client(), p); err != nil || !bytes.Equal(got, data) {
+			t.Fatalf("%s at the end: %v (or the bytes differ)", p, err)
+		}
 	}
 }
