@@ -26,6 +26,10 @@ type MigrateSpec struct {
 	StripeCount int
 	Replicas    int
 	Pool        string
+	// Chains, if set, are the new layout's chains (for one replica: target
+	// IDs), as chosen by a plan (sluice rebalance); the stripe count is
+	// their number.
+	Chains []uint32
 }
 
 // MigrateOptions tune a migration. The zero value is fine.
@@ -96,6 +100,15 @@ func (c *Client) migrate(ctx context.Context, ino uint64, cur placement.Layout, 
 	}
 	if want.Replicas == 1 {
 		want.Replicas = 0
+	}
+	if len(spec.Chains) > 0 {
+		if len(spec.Chains) > placement.MaxStripeCount {
+			return MigrateResult{}, errs.New(errs.Invalid, "client: %d chains is over the limit of %d", len(spec.Chains), placement.MaxStripeCount)
+		}
+		want.StripeCount = uint16(len(spec.Chains))
+		for _, c := range spec.Chains {
+			want.Chains = append(want.Chains, placement.ChainID(c))
+		}
 	}
 	lease := opts.Lease
 	if lease <= 0 {

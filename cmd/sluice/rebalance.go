@@ -1,0 +1,49 @@
+package main
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/spf13/cobra"
+
+	"github.com/sluice-fs/sluice/internal/cli"
+)
+
+func newRebalance(g *globals) *cobra.Command {
+	var a cli.RebalanceArgs
+	var band float64
+	var rate, maxBytes string
+	cmd := &cobra.Command{
+		Use:   "rebalance [--band PCT] [--rate R] [--max-bytes B] [--dry-run]",
+		Short: "Move chunks from full targets to empty ones until their fill is within a band",
+		Long: "Adds up the bytes each target holds, plans chunk moves (largest first, from the\n" +
+			"fullest target to the emptiest one the file does not use) that bring every\n" +
+			"target's fill within --band points of the mean, and carries them out as online\n" +
+			"migrations (sluice migrate), one file at a time, reading at most --rate bytes per\n" +
+			"second. Files of one replica outside pools are moved; the others stay.",
+		Args: cobra.NoArgs,
+	}
+	cmd.RunE = g.run(func(ctx context.Context, e *cli.Env) error {
+		if band <= 0 || band > 100 {
+			return fmt.Errorf("%w: --band must be between 0 and 100 (percentage points)", errUsage)
+		}
+		a.Band = band / 100
+		var err error
+		if a.Opts.Rate, err = cli.ParseSize(rate); err != nil {
+			return fmt.Errorf("%w: --rate: %v", errUsage, err)
+		}
+		if maxBytes != "" {
+			if a.MaxBytes, err = cli.ParseSize(maxBytes); err != nil {
+				return fmt.Errorf("%w: --max-bytes: %v", errUsage, err)
+			}
+		}
+		return e.Rebalance(ctx, a)
+	})
+	f := cmd.Flags()
+	f.Float64Var(&band, "band", 10, "width of the fill band around the mean, in percentage points")
+	f.StringVar(&rate, "rate", "64M", "bytes per second each migration reads at most (0: no cap)")
+	f.StringVar(&maxBytes, "max-bytes", "", "move at most this many bytes in this run (default: no limit)")
+	f.BoolVar(&a.DryRun, "dry-run", false, "print the plan, move nothing")
+	f.BoolVarP(&a.Quiet, "quiet", "q", false, "print the fills and the total only")
+	return cmd
+}
