@@ -1,0 +1,145 @@
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"math/rand/v2"
+	"os"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/sluice-fs/sluice/client"
+)
+
+// TestMigrateRandom runs a random sequence of writes, truncates (shrinking
+// and growing), syncs and reads on one open file, every read checked byte
+// for byte against a model, while another goroutine migrates the file
+// again and again to random layouts (stripe count 1-4, stripe size 64 KiB
+// to 1 MiB). The seed is logged; SLUICE_MIGRATE_SEED replays one and
+// SLUICE_MIGRATE_OPS sets the number of operations (default 1000). A
+// replay repeats the operations and the layouts, not how the migrations
+// interleave with them.
+func TestMigrateRandom(t *testing.T) {
+	seed := uint64(time.Now().UnixNano())
+	if v := os.Getenv("SLUICE_MIGRATE_SEED"); v != "" {
+		var err error
+		if seed, err = strconv.ParseUint(v, 10, 64); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ops := 1000
+	if v := os.Getenv("SLUICE_MIGRATE_OPS"); v != "" {
+		var err error
+		if ops, err = strconv.Atoi(v); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Logf("seed %d (SLUICE_MIGRATE_SEED=%d replays it), %d ops", seed, seed, ops)
+	s := startServer(t, "")
+	c := s.client()
+	ctx := context.Background()
+	rng := rand.New(rand.NewPCG(seed, 0x5eed))
+	const maxSize = 6 << 20
+	model := randBytes(seed, 2<<20)
+	writeFile(t, c, "/r", model)
+
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	var migrations int
+	var merr error
+	wg.Go(func() {
+		mr := rand.New(rand.NewPCG(seed, 0x6d6967))
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			spec := client.MigrateSpec{StripeCount: 1 + mr.IntN(4), StripeSize: int64(1+mr.IntN(16)) << 16}
+			if _, err := c.Migrate(ctx, "/r", spec, client.MigrateOptions{}); err != nil {
+				merr = err
+				return
+			}
+			migrations++
+		}
+	})
+	f, err := c.OpenFile(ctx, "/r", client.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fail := func(i int, what string, err error) {
+		t.Helper()
+		close(stop)
+		wg.Wait()
+		t.Fatalf("op %d (%s): %v (seed %d)", i, what, err, seed)
+	}
+	for i := range ops {
+		switch k := rng.IntN(20); {
+		case k < 9: // write, sometimes past the end
+			off := rng.IntN(len(model) + 256<<10)
+			n := 1 + rng.IntN(300<<10)
+			if off+n > maxSize {
+				off, n = 0, min(n, maxSize)
+			}
+			b := make([]byte, n)
+			for j := range b {
+				b[j] = byte(rng.Uint32())
+			}
+			if _, err := f.WriteAt(b, int64(off)); err != nil {
+				fail(i, "write", err)
+			}
+			if off+n > len(model) {
+				model = append(model, make([]byte, off+n-len(model))...)
+			}
+			copy(model[off:], b)
+		case k < 11: // truncate, shrinking or growing
+			size := rng.IntN(maxSize)
+			if err := f.Truncate(ctx, int64(size)); err != nil {
+				fail(i, "truncate", err)
+			}
+			if size <= len(model) {
+				model = model[:size]
+			} else {
+				model = append(model, make([]byte, size-len(model))...)
+			}
+		case k < 12:
+			if err := f.Sync(); err != nil {
+				fail(i, "sync", err)
+			}
+		default: // read a range, maybe past the end
+			off := rng.IntN(len(model) + 1)
+			n := 1 + rng.IntN(512<<10)
+			buf := make([]byte, n)
+			got, err := f.ReadAt(buf, int64(off))
+			if err != nil && !errors.Is(err, io.EOF) {
+				fail(i, "read", err)
+			}
+			want := model[off:min(off+n, len(model))]
+			if got != len(want) || !bytes.Equal(buf[:got], want) {
+				close(stop)
+				wg.Wait()
+				t.Fatalf("op %d: read of %d at %d returned %d bytes that differ from the model's %d (seed %d, after %d migrations)", i, n, off, got, len(want), seed, migrations)
+			}
+		}
+	}
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+	close(stop)
+	wg.Wait()
+	if merr != nil {
+		t.Fatalf("migration: %v (seed %d)", merr, seed)
+	}
+	got, err := readFile(s.client(), "/r")
+	if err != nil || !bytes.Equal(got, model) {
+		t.Fatalf("after %d ops and %d migrations the file (%d bytes, %v) differs from the model (%d bytes) (seed %d)", ops, migrations, len(got), err, len(model), seed)
+	}
+	t.Logf("%d ops, %d migrations, final size %d", ops, migrations, len(model))
+	if migrations < 2 {
+		t.Errorf("only %d migrations ran during the ops", migrations)
+	}
+}
