@@ -34,7 +34,9 @@ type MigrateSpec struct {
 
 // MigrateOptions tune a migration. The zero value is fine.
 type MigrateOptions struct {
-	// Rate caps the bytes per second the migration reads (0: no cap).
+	// Rate caps the bytes per second the migration's first copy reads (0:
+	// no cap). The copy after the freeze runs at full speed, since writers
+	// to the file wait for it.
 	Rate int64
 	// Lease is how long the metadata service keeps the migration without
 	// hearing from this client (0: its default, 30 s); past it, the
@@ -267,7 +269,9 @@ func (m *migration) pass(ctx context.Context, again bool) (int64, error) {
 	readers.SetLimit(4)
 	for slot := range m.old.Chains {
 		readers.Go(func() error {
-			return m.readChunk(gctx, slot, func(off int64, b []byte) error {
+			// Only the first pass is capped: after the freeze, writers
+			// wait until the migration ends.
+			return m.readChunk(gctx, slot, !again, func(off int64, b []byte) error {
 				k := pieceKey{slot, off}
 				fileOff := m.old.FileOff(slot, off)
 				sum := xxhash.Sum64(b)
@@ -330,14 +334,14 @@ func (m *migration) pass(ctx context.Context, again bool) (int64, error) {
 // calling fn with each (from several goroutines at once; b is fn's until
 // it returns): the first piece alone, which tells the chunk's length, then
 // the rest of the chunk as it was then, 4 pieces at a time.
-func (m *migration) readChunk(ctx context.Context, slot int, fn func(off int64, b []byte) error) error {
+func (m *migration) readChunk(ctx context.Context, slot int, capped bool, fn func(off int64, b []byte) error) error {
 	stripe := int64(m.old.StripeSize)
 	piece := min(stripe, migratePiece)
 	data := m.old.DataID(m.ino)
 	// read reads the piece at off; its length is 0 past the chunk's end.
 	read := func(ctx context.Context, off int64, buf []byte) (int, int64, error) {
 		n := int64(len(buf))
-		if m.limit != nil {
+		if capped && m.limit != nil {
 			if err := m.limit.WaitN(ctx, int(n)); err != nil {
 				return 0, 0, err
 			}

@@ -54,5 +54,7 @@ func newMigrate(g *globals) *cobra.Command {
 	f.DurationVar(&lease, "lease", 0, "abort the migration if this process is silent for this long (default 30s)")
 	f.BoolVarP(&a.Quiet, "quiet", "q", false, "print only the total")
 	f.BoolVarP(&a.Verbose, "verbose", "v", false, "print each phase of each file as it starts")
+	f.StringVar(&a.PauseAt, "pause-at", "", "for tests: stop each migration before this phase until killed")
+	f.MarkHidden("pause-at")
 	return cmd
 }

@@ -16,6 +16,9 @@ type MigrateArgs struct {
 	Opts      client.MigrateOptions
 	Quiet     bool
 	Verbose   bool // print each file's phases as they start
+	// PauseAt, for tests, stops each migration before the phase named
+	// until the process is killed (sluice migrate --pause-at, hidden).
+	PauseAt string
 }
 
 // Migrate moves the data of each regular file named (with Recursive, of
@@ -42,9 +45,15 @@ func (e *Env) Migrate(ctx context.Context, a MigrateArgs) error {
 	}
 	one := func(p string) {
 		opts := a.Opts
-		if a.Verbose {
+		if a.Verbose || a.PauseAt != "" {
 			opts.Phase = func(phase string, to client.Layout) {
-				fmt.Fprintf(e.Stdout, "%s: %s (to %s)\n", p, phase, formatLayout(to))
+				if a.Verbose {
+					fmt.Fprintf(e.Stdout, "%s: %s (to %s)\n", p, phase, formatLayout(to))
+				}
+				if phase == a.PauseAt {
+					fmt.Fprintf(e.Stdout, "%s: paused before %s\n", p, phase)
+					<-ctx.Done()
+				}
 			}
 		}
 		res, err := e.Client.Migrate(ctx, p, a.Spec, opts)

@@ -269,16 +269,27 @@ func TestMigrateKilled(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// Killed while copying (rate-capped, so that some of the copy is
+	// written), and after the freeze (held there by --pause-at).
 	for _, phase := range []string{"copy", "recopy"} {
 		t.Run(phase, func(t *testing.T) {
+			args := []string{"migrate", "-v", "--stripe-count", "4", "--rate", "2M", "--lease", "3s"}
+			if phase == "recopy" {
+				args = append(args, "--pause-at", "verify")
+			}
 			p, line := proctest.Start(t, binary, []string{"SLUICE_SERVER=" + s.addr},
-				regexp.MustCompile(`: `+phase+` \(to .* data=(\d+)\)`),
-				"migrate", "-v", "--stripe-count", "4", "--rate", "2M", "--lease", "3s", "/k/f")
+				regexp.MustCompile(`: `+phase+` \(to .* data=(\d+)\)`), append(args, "/k/f")...)
 			data, err := strconv.ParseUint(line, 10, 64)
 			if err != nil {
 				t.Fatal(err)
 			}
-			time.Sleep(200 * time.Millisecond) // some of the copy is written
+			if phase == "recopy" {
+				if _, err := p.WaitLine(regexp.MustCompile(`paused before verify`), time.Minute); err != nil {
+					t.Fatal(err)
+				}
+			} else {
+				time.Sleep(200 * time.Millisecond) // some of the copy is written
+			}
 			p.Kill()
 			if phase == "recopy" {
 				// Frozen: a write waits for the abort (lease 3 s), then lands.
