@@ -151,7 +151,7 @@ func newTargetDrain(g *globals) *cobra.Command {
 			}
 		},
 	}
-	cmd.RunE = g.run(func(ctx context.Context, e *cli.Env) error {
+	cmd.RunE = g.runBackground(func(ctx context.Context, e *cli.Env) error {
 		if a.Target == 0 {
 			return fmt.Errorf("%w: target ID must be a positive number (sluice status lists them)", errUsage)
 		}

@@ -104,6 +104,19 @@ func (g *globals) run(fn func(ctx context.Context, e *cli.Env) error) func(*cobr
 	}
 }
 
+// runBackground is run for the system's own data movement (migrate,
+// drain, rebalance): its chunk I/O is scheduled in the background QoS
+// class unless --qos-class or $SLUICE_QOS_CLASS names another, so that
+// the jobs' reads and writes go first on busy targets (docs/qos.md).
+func (g *globals) runBackground(fn func(ctx context.Context, e *cli.Env) error) func(*cobra.Command, []string) error {
+	return func(cmd *cobra.Command, args []string) error {
+		if g.qosClass == "" && os.Getenv(client.EnvQosClass) == "" {
+			g.qosClass = "background"
+		}
+		return g.run(fn)(cmd, args)
+	}
+}
+
 func exactArgs(n int) cobra.PositionalArgs {
 	return func(cmd *cobra.Command, args []string) error {
 		if len(args) != n {

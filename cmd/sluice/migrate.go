@@ -26,7 +26,7 @@ func newMigrate(g *globals) *cobra.Command {
 		Args:   cobra.MinimumNArgs(1),
 		PreRun: func(_ *cobra.Command, args []string) { a.Paths = args },
 	}
-	cmd.RunE = g.run(func(ctx context.Context, e *cli.Env) error {
+	cmd.RunE = g.runBackground(func(ctx context.Context, e *cli.Env) error {
 		var err error
 		if cmd.Flags().Changed("stripe-size") {
 			if a.Spec.StripeSize, err = cli.ParseSize(size); err != nil {

@@ -23,7 +23,7 @@ func newRebalance(g *globals) *cobra.Command {
 			"second. Files of one replica outside pools are moved; the others stay.",
 		Args: cobra.NoArgs,
 	}
-	cmd.RunE = g.run(func(ctx context.Context, e *cli.Env) error {
+	cmd.RunE = g.runBackground(func(ctx context.Context, e *cli.Env) error {
 		if band <= 0 || band > 100 {
 			return fmt.Errorf("%w: --band must be between 0 and 100 (percentage points)", errUsage)
 		}
