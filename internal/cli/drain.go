@@ -43,25 +43,25 @@ func (e *Env) Drain(ctx context.Context, a DrainArgs) error {
 		chains[c.ID] = c
 	}
 	on := map[placement.TargetID]bool{placement.TargetID(a.Target): true}
-	pools := make(map[string][]uint32) // pool members, by directory's pool
+	members := make(map[string][]uint32) // pool members, by directory's pool
 	ps, err := e.Client.Pools(ctx)
 	if err != nil {
 		return err
 	}
 	for _, p := range ps {
-		pools[p.Name] = p.Targets
+		members[p.Name] = p.Targets
 	}
 	// eligible counts the targets that can take a stripe in a pool ("": all).
 	eligible := func(pool string) int {
 		n := 0
 		for _, t := range ci.Targets {
-			if t.Healthy && !t.Draining && (pool == "" || slices.Contains(pools[pool], t.ID)) {
+			if t.Healthy && !t.Draining && (pool == "" || slices.Contains(members[pool], t.ID)) {
 				n++
 			}
 		}
 		return n
 	}
-	dirPool := make(map[string]string)
+	pools := dirPools{c: e.Client}
 	var moved, failed int
 	var bytes int64
 	err = e.Client.Walk(ctx, "/", func(p string, fi *client.FileInfo, err error) error {
@@ -74,21 +74,12 @@ func (e *Env) Drain(ctx context.Context, a DrainArgs) error {
 			return ctx.Err()
 		}
 		l := fi.Attr().Layout
-		pl := placement.Layout{StripeSize: uint32(l.StripeSize), StripeCount: uint16(l.StripeCount), Replicas: uint8(l.Replicas)}
-		for _, c := range l.Chains {
-			pl.Chains = append(pl.Chains, placement.ChainID(c))
-		}
-		if !placement.LayoutOn(pl, chains, on) {
+		if !placement.LayoutOn(placementOf(l), chains, on) {
 			return ctx.Err()
 		}
-		dir := path.Dir(p)
-		pool, ok := dirPool[dir]
-		if !ok {
-			dl, err := e.Client.GetLayout(ctx, dir)
-			if err != nil {
-				return err
-			}
-			pool, dirPool[dir] = dl.Pool, dl.Pool
+		pool, err := pools.of(ctx, p)
+		if err != nil {
+			return err
 		}
 		spec := client.MigrateSpec{Pool: pool}
 		if l.Replicas <= 1 {
@@ -117,4 +108,40 @@ func (e *Env) Drain(ctx context.Context, a DrainArgs) error {
 		return fmt.Errorf("%d files could not be moved off target %d; run the drain again", failed, a.Target)
 	}
 	return nil
+}
+
+// placementOf returns a layout as the client reports it, as package
+// placement has it.
+func placementOf(l client.Layout) placement.Layout {
+	pl := placement.Layout{StripeSize: uint32(l.StripeSize), StripeCount: uint16(l.StripeCount), Data: l.Data}
+	if l.Replicas > 1 {
+		pl.Replicas = uint8(l.Replicas)
+	}
+	for _, c := range l.Chains {
+		pl.Chains = append(pl.Chains, placement.ChainID(c))
+	}
+	return pl
+}
+
+// dirPools answers the pool of a file's directory, asking the metadata
+// service once per directory.
+type dirPools struct {
+	c *client.Client
+	m map[string]string
+}
+
+func (d *dirPools) of(ctx context.Context, file string) (string, error) {
+	dir := path.Dir(file)
+	if pool, ok := d.m[dir]; ok {
+		return pool, nil
+	}
+	l, err := d.c.GetLayout(ctx, dir)
+	if err != nil {
+		return "", err
+	}
+	if d.m == nil {
+		d.m = make(map[string]string)
+	}
+	d.m[dir] = l.Pool
+	return l.Pool, nil
 }

@@ -3,7 +3,6 @@ package cli
 import (
 	"context"
 	"fmt"
-	"path"
 
 	"github.com/sluice-fs/sluice/client"
 	"github.com/sluice-fs/sluice/internal/placement"
@@ -35,7 +34,7 @@ func (e *Env) Rebalance(ctx context.Context, a RebalanceArgs) error {
 	}
 	used := make(map[placement.TargetID]int64)
 	var files []placement.FileSlots
-	dirPool := make(map[string]string)
+	pools := dirPools{c: e.Client}
 	err = e.Client.Walk(ctx, "/", func(p string, fi *client.FileInfo, err error) error {
 		if err != nil {
 			return err
@@ -43,14 +42,7 @@ func (e *Env) Rebalance(ctx context.Context, a RebalanceArgs) error {
 		if !fi.Mode().IsRegular() {
 			return ctx.Err()
 		}
-		l := fi.Attr().Layout
-		pl := placement.Layout{StripeSize: uint32(l.StripeSize), StripeCount: uint16(l.StripeCount)}
-		if l.Replicas > 1 {
-			pl.Replicas = uint8(l.Replicas)
-		}
-		for _, c := range l.Chains {
-			pl.Chains = append(pl.Chains, placement.ChainID(c))
-		}
+		pl := placementOf(fi.Attr().Layout)
 		if len(pl.Chains) == 0 || pl.StripeSize == 0 {
 			return ctx.Err()
 		}
@@ -65,14 +57,9 @@ func (e *Env) Rebalance(ctx context.Context, a RebalanceArgs) error {
 				}
 			}
 		}
-		dir := path.Dir(p)
-		pool, ok := dirPool[dir]
-		if !ok {
-			dl, err := e.Client.GetLayout(ctx, dir)
-			if err != nil {
-				return err
-			}
-			pool, dirPool[dir] = dl.Pool, dl.Pool
+		pool, err := pools.of(ctx, p)
+		if err != nil {
+			return err
 		}
 		if pool == "" { // files of a pool stay in it: not moved
 			files = append(files, placement.FileSlots{Name: p, Layout: pl, Bytes: bytes})

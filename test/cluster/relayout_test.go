@@ -28,14 +28,7 @@ func TestMigrateReplicated(t *testing.T) {
 	ctx := context.Background()
 	c := proctest.Client(t, cl.MetaAddrs())
 	c2 := proctest.Client(t, cl.Metas[1].Addr)
-	cli := func(args ...string) string {
-		t.Helper()
-		out, err := exec.Command(binary, append(args, "--server", cl.MetaAddrs())...).CombinedOutput()
-		if err != nil {
-			t.Fatalf("sluice %s: %v: %s", strings.Join(args, " "), err, out)
-		}
-		return string(out)
-	}
+	cli := func(args ...string) string { t.Helper(); return mustCLI(t, cl, args...) }
 	cli("mkdir", "/one", "/two")
 	cli("layout", "set", "/one", "--stripe-count", "2")
 	cli("layout", "set", "/two", "--replicas", "2", "--stripe-count", "2")
@@ -144,18 +137,7 @@ func TestDrainReplicated(t *testing.T) {
 	cl := proctest.StartCluster(t, binary, proctest.ClusterOptions{})
 	ctx := context.Background()
 	c := proctest.Client(t, cl.MetaAddrs())
-	cli := func(args ...string) (string, error) {
-		out, err := exec.Command(binary, append(args, "--server", cl.MetaAddrs())...).CombinedOutput()
-		return string(out), err
-	}
-	must := func(args ...string) string {
-		t.Helper()
-		out, err := cli(args...)
-		if err != nil {
-			t.Fatalf("sluice %s: %v: %s", strings.Join(args, " "), err, out)
-		}
-		return out
-	}
+	must := func(args ...string) string { t.Helper(); return mustCLI(t, cl, args...) }
 	must("mkdir", "/one", "/two")
 	must("layout", "set", "/two", "--replicas", "2")
 	rng := rand.New(rand.NewPCG(19, 19))
@@ -219,7 +201,7 @@ func TestDrainReplicated(t *testing.T) {
 		}
 	}
 	settledReplicas(t, cl)
-	if out, err := cli("target", "rm", fmt.Sprint(drained)); err == nil || !strings.Contains(out, "chain") {
+	if out, err := clusterCLI(cl, "target", "rm", fmt.Sprint(drained)); err == nil || !strings.Contains(out, "chain") {
 		t.Errorf("target rm of a target its chains still name: %v: %s", err, out)
 	}
 }
@@ -240,4 +222,20 @@ func settledReplicas(t *testing.T, cl *proctest.Cluster) int {
 		}
 		time.Sleep(300 * time.Millisecond)
 	}
+}
+
+// clusterCLI runs `sluice ARGS... --server` against the cluster.
+func clusterCLI(cl *proctest.Cluster, args ...string) (string, error) {
+	out, err := exec.Command(binary, append(args, "--server", cl.MetaAddrs())...).CombinedOutput()
+	return string(out), err
+}
+
+// mustCLI is clusterCLI, failing the test on an error.
+func mustCLI(t *testing.T, cl *proctest.Cluster, args ...string) string {
+	t.Helper()
+	out, err := clusterCLI(cl, args...)
+	if err != nil {
+		t.Fatalf("sluice %s: %v: %s", strings.Join(args, " "), err, out)
+	}
+	return out
 }
