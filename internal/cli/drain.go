@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"path"
 	"slices"
+	"time"
 
 	"github.com/sluice-fs/sluice/client"
 	"github.com/sluice-fs/sluice/internal/placement"
@@ -16,6 +17,9 @@ type DrainArgs struct {
 	Stop   bool // only clear the draining mark
 	Opts   client.MigrateOptions
 	Quiet  bool
+	// ChainWait bounds the wait for the target's chain replicas to move
+	// (0: 10 minutes).
+	ChainWait time.Duration
 }
 
 // Drain marks a target draining (new data goes elsewhere) and migrates
@@ -34,7 +38,9 @@ func (e *Env) Drain(ctx context.Context, a DrainArgs) error {
 	if err := e.Client.SetDraining(ctx, a.Target, true); err != nil {
 		return err
 	}
-	ci, err := e.Client.Cluster(ctx)
+	// The metadata service moves the target's chain replicas (the chains'
+	// other replicas copy the new ones their data); wait for that first.
+	ci, err := e.waitChainsOff(ctx, a.Target, a.ChainWait)
 	if err != nil {
 		return err
 	}
@@ -144,4 +150,42 @@ func (d *dirPools) of(ctx context.Context, file string) (string, error) {
 	}
 	d.m[dir] = l.Pool
 	return l.Pool, nil
+}
+
+// waitChainsOff waits until no replicated chain has a replica on target
+// (the cluster manager replaces them while it drains), printing progress,
+// and returns the cluster as it is then.
+func (e *Env) waitChainsOff(ctx context.Context, target uint32, limit time.Duration) (*client.ClusterInfo, error) {
+	if limit <= 0 {
+		limit = 10 * time.Minute
+	}
+	deadline := time.Now().Add(limit)
+	last := time.Time{}
+	for {
+		ci, err := e.Client.Cluster(ctx)
+		if err != nil {
+			return nil, err
+		}
+		var on []uint32
+		for _, c := range ci.Chains {
+			if slices.ContainsFunc(c.Replicas, func(r client.ReplicaInfo) bool { return r.Target == target }) {
+				on = append(on, c.ID)
+			}
+		}
+		if len(on) == 0 {
+			return ci, nil
+		}
+		if time.Now().After(deadline) {
+			return nil, fmt.Errorf("chains %v still have a replica on target %d after %v (a chain moves once another replica of it serves); run the drain again", on, target, limit)
+		}
+		if time.Since(last) >= 5*time.Second {
+			fmt.Fprintf(e.Stdout, "target %d: %d chains still have a replica on it; moving them\n", target, len(on))
+			last = time.Now()
+		}
+		select {
+		case <-time.After(250 * time.Millisecond):
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
 }

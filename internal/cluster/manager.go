@@ -865,6 +865,9 @@ func (r *Manager) Run(ctx context.Context) error {
 		if err := r.replaceDead(ctx); err != nil && ctx.Err() == nil {
 			r.log.Warn("cluster: re-replicate", "err", err)
 		}
+		if err := r.replaceDraining(ctx); err != nil && ctx.Err() == nil {
+			r.log.Warn("cluster: drain", "err", err)
+		}
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/sluice-fs/sluice/internal/kv"
@@ -61,27 +62,102 @@ func (r *Manager) replaceDead(ctx context.Context) error {
 		cands[i] = placement.Candidate{ID: t.ID, Node: t.Node, Healthy: t.Healthy, Free: t.Capacity - t.Used}
 	}
 	dead := func(t placement.TargetID) bool { return deadNode[targetNode[t]] }
-	plan := placement.PlanReplacements(chains, cands, dead, pools, r.maxSync-syncing)
-	if len(plan) == 0 {
+	plan := placement.PlanReplacements(chains, cands, placement.DeadReplica(dead), pools, r.maxSync-syncing)
+	stillDead := func(tx kv.Txn, p placement.Replacement) (bool, error) {
+		// The old target's node must still be dead.
+		v, err := tx.Get(nodeKey(targetNode[p.Old]))
+		if err != nil && !errors.Is(err, kv.ErrNotFound) {
+			return false, err
+		}
+		if err == nil {
+			if n, derr := decodeNodeRecord(v); derr == nil && !r.deadLong(n, now) {
+				return false, nil
+			}
+		}
+		return true, nil
+	}
+	done, err := r.applyReplacements(ctx, plan, stillDead)
+	if err != nil {
+		return fmt.Errorf("cluster: replace the replicas of dead nodes: %w", err)
+	}
+	for _, p := range done {
+		r.log.Warn("cluster: re-replicating: a dead node's replica replaced", "chain", p.Chain, "old", p.Old, "node", targetNode[p.Old], "new", p.New, "dead_for_over", r.replace)
+	}
+	return nil
+}
+
+// replaceDraining moves the replicas on draining targets to other targets,
+// as placement.PlanReplacements decides (placement.DrainingReplica): the
+// new replica joins as syncing and the chain's other serving replica
+// copies it the data; meanwhile the chain has one replica fewer serving.
+// At most MaxSyncing chains sync at a time, counting re-replication's.
+func (r *Manager) replaceDraining(ctx context.Context) error {
+	ts, err := r.List(ctx)
+	if err != nil {
+		return err
+	}
+	r.mu.Lock()
+	draining := make(map[placement.TargetID]bool, len(r.mu.st.draining))
+	for id := range r.mu.st.draining {
+		draining[id] = true
+	}
+	var chains []placement.Chain
+	syncing := 0
+	for _, c := range r.mu.st.chains {
+		chains = append(chains, c.Clone())
+		if slices.ContainsFunc(c.Replicas, func(rep placement.Replica) bool { return rep.State == placement.Syncing }) {
+			syncing++
+		}
+	}
+	var pools [][]placement.TargetID
+	for _, m := range r.mu.st.pools {
+		pools = append(pools, m)
+	}
+	r.mu.Unlock()
+	if len(draining) == 0 || syncing >= r.maxSync {
 		return nil
 	}
+	cands := make([]placement.Candidate, len(ts))
+	for i, t := range ts {
+		cands[i] = placement.Candidate{ID: t.ID, Node: t.Node, Healthy: t.Healthy && !t.Draining, Free: t.Capacity - t.Used}
+	}
+	plan := placement.PlanReplacements(chains, cands, placement.DrainingReplica(draining), pools, r.maxSync-syncing)
+	stillDraining := func(tx kv.Txn, p placement.Replacement) (bool, error) {
+		v, err := tx.Get(drainKey(p.Old))
+		if errors.Is(err, kv.ErrNotFound) {
+			return false, nil
+		}
+		return err == nil && len(v) == 1 && v[0] == drainOn, err
+	}
+	done, err := r.applyReplacements(ctx, plan, stillDraining)
+	if err != nil {
+		return fmt.Errorf("cluster: move the replicas of draining targets: %w", err)
+	}
+	for _, p := range done {
+		r.log.Info("cluster: draining: a replica moved", "chain", p.Chain, "old", p.Old, "new", p.New)
+	}
+	return nil
+}
+
+// applyReplacements carries out a plan in one transaction: each
+// replacement whose chain is still at the planned version and for which
+// ok still holds swaps the old target for the new one as syncing. It
+// returns the replacements made, and reloads the state if any.
+func (r *Manager) applyReplacements(ctx context.Context, plan []placement.Replacement, ok func(kv.Txn, placement.Replacement) (bool, error)) ([]placement.Replacement, error) {
+	if len(plan) == 0 {
+		return nil, nil
+	}
 	var done []placement.Replacement
-	err = r.db.Update(ctx, func(tx kv.Txn) error {
+	err := r.db.Update(ctx, func(tx kv.Txn) error {
 		done = done[:0]
 		var changed []placement.Chain
 		for _, p := range plan {
-			// The old target's node must still be dead, and the chain
-			// unchanged since the plan was made.
-			v, err := tx.Get(nodeKey(targetNode[p.Old]))
-			if err != nil && !errors.Is(err, kv.ErrNotFound) {
+			if still, err := ok(tx, p); err != nil {
 				return err
+			} else if !still {
+				continue
 			}
-			if err == nil {
-				if n, derr := decodeNodeRecord(v); derr == nil && !r.deadLong(n, now) {
-					continue
-				}
-			}
-			v, err = tx.Get(chainKey(p.Chain))
+			v, err := tx.Get(chainKey(p.Chain))
 			if errors.Is(err, kv.ErrNotFound) {
 				continue
 			}
@@ -103,16 +179,10 @@ func (r *Manager) replaceDead(ctx context.Context) error {
 		}
 		return putChains(tx, changed...)
 	})
-	if err != nil {
-		return fmt.Errorf("cluster: replace the replicas of dead nodes: %w", err)
+	if err != nil || len(done) == 0 {
+		return nil, err
 	}
-	for _, p := range done {
-		r.log.Warn("cluster: re-replicating: a dead node's replica replaced", "chain", p.Chain, "old", p.Old, "node", targetNode[p.Old], "new", p.New, "dead_for_over", r.replace)
-	}
-	if len(done) == 0 {
-		return nil
-	}
-	return r.reload(ctx)
+	return done, r.reload(ctx)
 }
 
 // deadLong reports whether node n has been silent for ReplaceAfter.

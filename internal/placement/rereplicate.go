@@ -26,16 +26,18 @@ type Replacement struct {
 	Old, New TargetID
 }
 
-// PlanReplacements decides, without I/O, which offline replicas to replace
-// and by which targets. A replica is replaced when it is Offline and dead
-// says its target's node has been silent too long. The new target is
+// PlanReplacements decides, without I/O, which replicas to replace and by
+// which targets. A replica is replaced when want says so (re-replication:
+// it is Offline and its target's node has been silent too long, see
+// DeadReplica; draining: its target drains, see DrainingReplica). The new
+// target is
 // healthy, has free space, is on a node that holds no other replica of the
 // chain, belongs to every pool that holds all of the chain's targets (a
 // chain made inside a pool stays inside it), and is in the fewest chains
 // (then the lowest ID). At most max replacements are returned (0: no
 // limit), one per chain, in chain ID order; chains with no eligible target
 // are left as they are (they run degraded, as before).
-func PlanReplacements(chains []Chain, targets []Candidate, dead func(TargetID) bool, pools [][]TargetID, max int) []Replacement {
+func PlanReplacements(chains []Chain, targets []Candidate, want func(Chain, Replica) bool, pools [][]TargetID, max int) []Replacement {
 	node := make(map[TargetID]string, len(targets))
 	for _, t := range targets {
 		node[t.ID] = t.Node
@@ -53,7 +55,7 @@ func PlanReplacements(chains []Chain, targets []Candidate, dead func(TargetID) b
 		if max > 0 && len(out) >= max {
 			break
 		}
-		i := slices.IndexFunc(c.Replicas, func(r Replica) bool { return r.State == Offline && dead(r.Target) })
+		i := slices.IndexFunc(c.Replicas, func(r Replica) bool { return want(c, r) })
 		if i < 0 {
 			continue
 		}
@@ -97,9 +99,11 @@ func PlanReplacements(chains []Chain, targets []Candidate, dead func(TargetID) b
 // Replace puts target nt in place of offline target old, as a syncing
 // replica (after the other syncing ones). It reports whether the chain
 // changed; it does not if old is not an offline member or nt is a member.
+// A serving old (a draining target) is replaced only while another replica
+// serves.
 func (c *Chain) Replace(old, nt TargetID) bool {
 	st, ok := c.State(old)
-	if !ok || st != Offline {
+	if !ok || (st != Offline && (st != Serving || len(c.Readers()) < 2)) {
 		return false
 	}
 	if _, in := c.State(nt); in {
@@ -134,4 +138,19 @@ func Unavailable(chains []Chain, targets []TargetID, healthy func(TargetID) bool
 	}
 	slices.Sort(out)
 	return out
+}
+
+// DeadReplica is PlanReplacements' want for re-replication: an offline
+// replica whose target dead says is on a node silent too long.
+func DeadReplica(dead func(TargetID) bool) func(Chain, Replica) bool {
+	return func(_ Chain, r Replica) bool { return r.State == Offline && dead(r.Target) }
+}
+
+// DrainingReplica is PlanReplacements' want for draining targets: a
+// serving replica on a draining target, in a chain with another serving
+// replica (which serves, and copies the new replica its data, meanwhile).
+func DrainingReplica(draining map[TargetID]bool) func(Chain, Replica) bool {
+	return func(c Chain, r Replica) bool {
+		return draining[r.Target] && r.State == Serving && len(c.Readers()) > 1
+	}
 }

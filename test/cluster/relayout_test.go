@@ -129,10 +129,10 @@ func TestMigrateReplicated(t *testing.T) {
 }
 
 // TestDrainReplicated drains a target of a real cluster with `sluice target
-// drain`: files of 1 and 2 replicas with data on it move to chains and
-// targets off it (new chains are formed without it), read back intact,
-// and the replicas of every chain hold the same chunks. Its chains still
-// name it, so `sluice target rm` refuses it, naming a chain.
+// drain`: its replicas in chains move to other targets (the chains' other
+// replicas copy them the data), files of one replica on it migrate, every
+// file reads back intact, the replicas of every chain hold the same
+// chunks, and `sluice target rm` then removes the target.
 func TestDrainReplicated(t *testing.T) {
 	cl := proctest.StartCluster(t, binary, proctest.ClusterOptions{})
 	ctx := context.Background()
@@ -201,8 +201,31 @@ func TestDrainReplicated(t *testing.T) {
 		}
 	}
 	settledReplicas(t, cl)
-	if out, err := clusterCLI(cl, "target", "rm", fmt.Sprint(drained)); err == nil || !strings.Contains(out, "chain") {
-		t.Errorf("target rm of a target its chains still name: %v: %s", err, out)
+	// Its chain replicas moved too: nothing names it, and it goes.
+	for _, ch := range ci.Chains {
+		if slices.ContainsFunc(ch.Replicas, func(r client.ReplicaInfo) bool { return r.Target == drained }) {
+			t.Errorf("chain %d still has a replica on target %d: %+v", ch.ID, drained, ch)
+		}
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		out, err := clusterCLI(cl, "target", "rm", fmt.Sprint(drained))
+		if err == nil {
+			break
+		}
+		// Its node reports the chunk count with its next heartbeat.
+		if !strings.Contains(out, "chunks") || time.Now().After(deadline) {
+			t.Fatalf("target rm %d: %v: %s", drained, err, out)
+		}
+		time.Sleep(300 * time.Millisecond)
+	}
+	if ts, err := c.Targets(ctx); err != nil || slices.ContainsFunc(ts, func(ti client.TargetInfo) bool { return ti.ID == drained }) {
+		t.Fatalf("target %d still listed after rm: %v %v", drained, ts, err)
+	}
+	for p, want := range files {
+		if got, err := readFile(ctx, c, p); err != nil || sha256.Sum256(got) != sha256.Sum256(want) {
+			t.Fatalf("read %s after the target's removal: %v (or SHA-256 differs)", p, err)
+		}
 	}
 }
 
