@@ -7,6 +7,7 @@ import (
 
 	"github.com/sluice-fs/sluice/client"
 	"github.com/sluice-fs/sluice/internal/placement"
+	"github.com/sluice-fs/sluice/internal/relayout"
 )
 
 // unavailableChains returns the chains that can serve no reads now (see
@@ -18,27 +19,7 @@ func unavailableChains(ci *client.ClusterInfo) []placement.ChainID {
 		healthy[placement.TargetID(t.ID)] = t.Healthy
 		targets = append(targets, placement.TargetID(t.ID))
 	}
-	return placement.Unavailable(chainTable(ci), targets, func(t placement.TargetID) bool { return healthy[t] })
-}
-
-// chainTable returns the replicated chains of ci as placement sees them.
-func chainTable(ci *client.ClusterInfo) []placement.Chain {
-	var chains []placement.Chain
-	for _, ch := range ci.Chains {
-		c := placement.Chain{ID: placement.ChainID(ch.ID), Version: ch.Version}
-		for _, r := range ch.Replicas {
-			st := placement.Offline
-			switch r.State {
-			case placement.Serving.String():
-				st = placement.Serving
-			case placement.Syncing.String():
-				st = placement.Syncing
-			}
-			c.Replicas = append(c.Replicas, placement.Replica{Target: placement.TargetID(r.Target), State: st})
-		}
-		chains = append(chains, c)
-	}
-	return chains
+	return placement.Unavailable(relayout.ChainTable(ci), targets, func(t placement.TargetID) bool { return healthy[t] })
 }
 
 // damagedChains returns the chains of a file's layout that hold some of

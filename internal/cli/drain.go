@@ -3,12 +3,12 @@ package cli
 import (
 	"context"
 	"fmt"
-	"path"
 	"slices"
 	"time"
 
 	"github.com/sluice-fs/sluice/client"
 	"github.com/sluice-fs/sluice/internal/placement"
+	"github.com/sluice-fs/sluice/internal/relayout"
 )
 
 // DrainArgs are the arguments of sluice target drain.
@@ -45,7 +45,7 @@ func (e *Env) Drain(ctx context.Context, a DrainArgs) error {
 		return err
 	}
 	chains := make(map[placement.ChainID]placement.Chain)
-	for _, c := range chainTable(ci) {
+	for _, c := range relayout.ChainTable(ci) {
 		chains[c.ID] = c
 	}
 	on := map[placement.TargetID]bool{placement.TargetID(a.Target): true}
@@ -67,7 +67,7 @@ func (e *Env) Drain(ctx context.Context, a DrainArgs) error {
 		}
 		return n
 	}
-	pools := dirPools{c: e.Client}
+	pools := relayout.DirPools{C: e.Client}
 	var moved, failed int
 	var bytes int64
 	err = e.Client.Walk(ctx, "/", func(p string, fi *client.FileInfo, err error) error {
@@ -80,10 +80,10 @@ func (e *Env) Drain(ctx context.Context, a DrainArgs) error {
 			return ctx.Err()
 		}
 		l := fi.Attr().Layout
-		if !placement.LayoutOn(placementOf(l), chains, on) {
+		if !placement.LayoutOn(relayout.PlacementOf(l), chains, on) {
 			return ctx.Err()
 		}
-		pool, err := pools.of(ctx, p)
+		pool, err := pools.Of(ctx, p)
 		if err != nil {
 			return err
 		}
@@ -114,42 +114,6 @@ func (e *Env) Drain(ctx context.Context, a DrainArgs) error {
 		return fmt.Errorf("%d files could not be moved off target %d; run the drain again", failed, a.Target)
 	}
 	return nil
-}
-
-// placementOf returns a layout as the client reports it, as package
-// placement has it.
-func placementOf(l client.Layout) placement.Layout {
-	pl := placement.Layout{StripeSize: uint32(l.StripeSize), StripeCount: uint16(l.StripeCount), Data: l.Data}
-	if l.Replicas > 1 {
-		pl.Replicas = uint8(l.Replicas)
-	}
-	for _, c := range l.Chains {
-		pl.Chains = append(pl.Chains, placement.ChainID(c))
-	}
-	return pl
-}
-
-// dirPools answers the pool of a file's directory, asking the metadata
-// service once per directory.
-type dirPools struct {
-	c *client.Client
-	m map[string]string
-}
-
-func (d *dirPools) of(ctx context.Context, file string) (string, error) {
-	dir := path.Dir(file)
-	if pool, ok := d.m[dir]; ok {
-		return pool, nil
-	}
-	l, err := d.c.GetLayout(ctx, dir)
-	if err != nil {
-		return "", err
-	}
-	if d.m == nil {
-		d.m = make(map[string]string)
-	}
-	d.m[dir] = l.Pool
-	return l.Pool, nil
 }
 
 // waitChainsOff waits until no replicated chain has a replica on target

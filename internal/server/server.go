@@ -24,6 +24,7 @@ import (
 	"github.com/sluice-fs/sluice/internal/meta"
 	"github.com/sluice-fs/sluice/internal/metrics"
 	"github.com/sluice-fs/sluice/internal/mover"
+	"github.com/sluice-fs/sluice/internal/relayout"
 	"github.com/sluice-fs/sluice/internal/placement"
 	"github.com/sluice-fs/sluice/internal/target"
 	"github.com/sluice-fs/sluice/internal/wire"
@@ -75,6 +76,14 @@ type Options struct {
 	// MoverEvery, if positive, runs the object tier's mover (package
 	// mover) in this process, a pass every MoverEvery.
 	MoverEvery time.Duration
+	// RebalanceEvery, if positive, runs the rebalancer (package relayout)
+	// in this process, a pass every RebalanceEvery, moving chunks until
+	// the targets' fill is within RebalanceBand (a fraction; 0: 0.1) of the
+	// mean, each migration's first copy reading at most RebalanceRate
+	// bytes per second (0: no cap).
+	RebalanceEvery time.Duration
+	RebalanceBand  float64
+	RebalanceRate  int64
 	// QosOff and QosInService are the targets' (target.Options).
 	QosOff       bool
 	QosInService int
@@ -224,6 +233,21 @@ func Run(ctx context.Context, opts Options) (err error) {
 		mv := mover.New(mc, mover.Options{Logger: log, Limits: mover.Limits{Releases: mover.DefaultReleases}})
 		mx.AddMover(mv)
 		closers.goRun(ctx, func(ctx context.Context) { mv.Run(ctx, opts.MoverEvery) })
+	}
+	if opts.RebalanceEvery > 0 {
+		// Its chunk I/O yields to the jobs' on busy targets.
+		rc, err := client.New(ctx, client.Options{Server: addr, Class: "background"})
+		if err != nil {
+			return fmt.Errorf("serve: rebalancer: %w", err)
+		}
+		closers.add(rc.Close)
+		band := opts.RebalanceBand
+		if band <= 0 {
+			band = 0.1
+		}
+		rb := relayout.New(rc, relayout.Options{Band: band, Logger: log, Migrate: client.MigrateOptions{Rate: opts.RebalanceRate}})
+		mx.AddRebalancer(rb)
+		closers.goRun(ctx, func(ctx context.Context) { rb.Run(ctx, opts.RebalanceEvery) })
 	}
 
 	if opts.HTTP != "" {

@@ -4,9 +4,13 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"io"
+	"net/http"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 )
 
 // TestRebalance fills target 1 of a real `sluice serve` (files made in a
@@ -84,4 +88,61 @@ func TestRebalance(t *testing.T) {
 		t.Errorf("a second run still plans moves:\n%s", again)
 	}
 	s.failCLI("band", "rebalance", "--band", "0")
+}
+
+// TestServeRebalance runs the rebalancer inside `sluice serve`
+// (--rebalance-every): files made on one target spread over the others by
+// themselves, and its progress is in the metrics.
+func TestServeRebalance(t *testing.T) {
+	s := startServer(t, "", "--http", "127.0.0.1:0", "--rebalance-every", "300ms", "--rebalance-band", "0.000001", "--rebalance-rate", "0")
+	admin, err := s.proc.WaitLine(regexp.MustCompile(`admin on (\S+)`), 10*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := s.client()
+	ctx := context.Background()
+	s.mustCLI("pool", "create", "one", "1")
+	s.mustCLI("mkdir", "/hot")
+	s.mustCLI("layout", "set", "/hot", "--pool", "one", "--stripe-count", "1")
+	want := map[string][]byte{}
+	for i := range 8 {
+		p := fmt.Sprintf("/hot/f%d", i)
+		want[p] = randBytes(uint64(70+i), 1<<20)
+		writeFile(t, c, p, want[p])
+	}
+	s.mustCLI("layout", "set", "/hot", "--pool", "")
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		on1 := 0
+		for p := range want {
+			if l, err := c.GetLayout(ctx, p); err == nil && slices.Equal(l.Chains, []uint32{1}) {
+				on1++
+			}
+		}
+		if on1 <= 3 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d of 8 files still on target 1 after 60 s of --rebalance-every", on1)
+		}
+		time.Sleep(300 * time.Millisecond)
+	}
+	for p, data := range want {
+		if got, err := readFile(s.client(), p); err != nil || !bytes.Equal(got, data) {
+			t.Fatalf("%s after the rebalancer: %v (or the bytes differ)", p, err)
+		}
+	}
+	resp, err := http.Get("http://" + admin + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	m := regexp.MustCompile(`(?m)^sluice_rebalance_moved_files_total (\d+)`).FindSubmatch(body)
+	if m == nil || string(m[1]) == "0" {
+		t.Errorf("metrics show no moved files: %q", m)
+	}
+	if !strings.Contains(string(body), "sluice_rebalance_last_spread_ratio") {
+		t.Error("no sluice_rebalance_last_spread_ratio in the metrics")
+	}
 }
