@@ -24,8 +24,8 @@ import (
 	"github.com/sluice-fs/sluice/internal/meta"
 	"github.com/sluice-fs/sluice/internal/metrics"
 	"github.com/sluice-fs/sluice/internal/mover"
-	"github.com/sluice-fs/sluice/internal/relayout"
 	"github.com/sluice-fs/sluice/internal/placement"
+	"github.com/sluice-fs/sluice/internal/relayout"
 	"github.com/sluice-fs/sluice/internal/target"
 	"github.com/sluice-fs/sluice/internal/wire"
 )
