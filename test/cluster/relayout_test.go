@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os/exec"
+	"regexp"
 	"slices"
 	"strings"
 	"sync"
@@ -261,4 +262,76 @@ func mustCLI(t *testing.T, cl *proctest.Cluster, args ...string) string {
 		t.Fatalf("sluice %s: %v: %s", strings.Join(args, " "), err, out)
 	}
 	return out
+}
+
+// TestRebalanceNewNode adds a storage node to a running cluster and runs
+// `sluice rebalance`: files of one replica written before the node came
+// move some of their chunks to its targets, and read back intact.
+func TestRebalanceNewNode(t *testing.T) {
+	cl := proctest.StartCluster(t, binary, proctest.ClusterOptions{})
+	ctx := context.Background()
+	c := proctest.Client(t, cl.MetaAddrs())
+	mustCLI(t, cl, "mkdir", "/d")
+	mustCLI(t, cl, "layout", "set", "/d", "--stripe-count", "1")
+	rng := rand.New(rand.NewPCG(21, 21))
+	files := map[string][]byte{}
+	for i := range 12 {
+		data := make([]byte, 1<<20+rng.IntN(1<<20))
+		for j := range data {
+			data[j] = byte(rng.Uint32())
+		}
+		p := fmt.Sprintf("/d/f%d", i)
+		if err := proctest.WriteFile(ctx, c, p, data); err != nil {
+			t.Fatal(err)
+		}
+		files[p] = data
+	}
+	// A fourth node with two new targets.
+	proctest.Start(t, binary, nil, regexp.MustCompile(`sluice: serving on (\S+)`), "target", "--listen", "127.0.0.1:0",
+		"--meta", cl.MetaAddrs(), "--data-dir", t.TempDir(), "--node", "node4", "--targets", "2", "--fence", "1s")
+	var added []uint32
+	deadline := time.Now().Add(30 * time.Second)
+	for len(added) < 2 {
+		if time.Now().After(deadline) {
+			t.Fatalf("the new node's targets are not healthy: %v", added)
+		}
+		time.Sleep(200 * time.Millisecond)
+		ts, err := c.Targets(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		added = added[:0]
+		for _, tg := range ts {
+			if tg.Node == "node4" && tg.Healthy {
+				added = append(added, tg.ID)
+			}
+		}
+	}
+	onNew := func() int {
+		n := 0
+		for p := range files {
+			l, err := c.GetLayout(ctx, p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if slices.ContainsFunc(l.Chains, func(ch uint32) bool { return slices.Contains(added, ch) }) {
+				n++
+			}
+		}
+		return n
+	}
+	if n := onNew(); n != 0 {
+		t.Fatalf("%d files on the new targets before the rebalance", n)
+	}
+	out := mustCLI(t, cl, "rebalance", "--band", "0.000001", "--rate", "0")
+	t.Logf("sluice rebalance:\n%s", out)
+	if n := onNew(); n < 2 {
+		t.Errorf("after the rebalance %d files have data on the new targets %v, want at least 2", n, added)
+	}
+	for p, want := range files {
+		got, err := readFile(ctx, c, p)
+		if err != nil || sha256.Sum256(got) != sha256.Sum256(want) {
+			t.Fatalf("read %s after the rebalance: %v (or SHA-256 differs)", p, err)
+		}
+	}
 }
