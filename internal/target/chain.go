@@ -127,6 +127,7 @@ type chainState struct {
 		closed  bool
 	}
 	refreshMu sync.Mutex // one reload at a time
+	discard   sync.Mutex // one discardStale at a time
 	wg        sync.WaitGroup
 }
 
@@ -198,8 +199,13 @@ func (s *Service) SetCluster(info *wire.ClusterInfo) {
 		return
 	}
 	s.cs.mu.view = v
+	s.cs.wg.Add(1) // under mu, before closeChains can wait
 	s.cs.mu.Unlock()
 	s.startResyncs(v)
+	go func() {
+		defer s.cs.wg.Done()
+		s.discardStale(v)
+	}()
 }
 
 // refresh reloads the chain table from the metadata service.

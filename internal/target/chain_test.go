@@ -3,7 +3,12 @@ package target
 import (
 	"bytes"
 	"context"
+	"errors"
+	"io/fs"
+	"os"
+	"path/filepath"
 	"slices"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -176,5 +181,54 @@ func TestChainReplication(t *testing.T) {
 		if got, err := read(i, 9, 10); err != nil || len(got) != 0 {
 			t.Fatalf("replica %d: chunk removed while it was away reads %d bytes, %v", i+1, len(got), err)
 		}
+	}
+}
+
+// TestDiscardStaleChainStore: a target whose replica of a chain was
+// replaced by another target's (re-replication, draining) drops its store
+// of that chain when the new table arrives; a member keeps its store, and
+// a chain the table does not list is left alone.
+func TestDiscardStaleChainStore(t *testing.T) {
+	ctx := context.Background()
+	envs, m, c, conns := startChain(t, 2)
+	req := &wire.ChunkWriteReq{ChunkRef: wire.ChunkRef{Target: 1, ChainRef: wire.ChainRef{Chain: c.ID, ChainVer: c.Version}, Ino: 5}}
+	if _, err := conns[0].Call(ctx, wire.OpChunkWrite, req, [][]byte{[]byte("data")}, nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	dirOf := func(e *env) string {
+		ids := e.svc.Targets()
+		st, _ := e.svc.Store(ids[0])
+		return filepath.Join(st.Dir(), "chains", strconv.FormatUint(uint64(c.ID), 10))
+	}
+	for i, e := range envs {
+		if _, err := os.Stat(dirOf(e)); err != nil {
+			t.Fatalf("target %d has no store of the chain: %v", i+1, err)
+		}
+	}
+	// An unlisted chain's store stays.
+	other := filepath.Join(filepath.Dir(dirOf(envs[1])), "99")
+	if err := os.MkdirAll(other, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	// Target 2's replica moves to a target 3 (not running: only the table).
+	moved := c.Clone()
+	moved.Replicas[1] = placement.Replica{Target: 3, State: placement.Syncing}
+	moved.Version++
+	m.publish(moved, envs)
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		if _, err := os.Stat(dirOf(envs[1])); errors.Is(err, fs.ErrNotExist) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("target 2 kept its store of a chain it left")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if _, err := os.Stat(dirOf(envs[0])); err != nil {
+		t.Errorf("target 1, still a member, lost its store: %v", err)
+	}
+	if _, err := os.Stat(other); err != nil {
+		t.Errorf("the store of a chain the table does not list was removed: %v", err)
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -188,5 +189,20 @@ func TestReplaceDeadNode(t *testing.T) {
 	}
 	if out := status(t, cl); strings.Contains(out, "DOWN") || strings.Contains(out, "offline") {
 		t.Errorf("sluice status after node2 returned:\n%s", out)
+	}
+	// Its copies of the chains it was replaced in are stale: discarded.
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		stale, err := filepath.Glob(filepath.Join(node.DataDir, "targets", "*", "chains", "*"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(stale) == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("node2 kept its stores of chains it left: %v", stale)
+		}
+		time.Sleep(200 * time.Millisecond)
 	}
 }
