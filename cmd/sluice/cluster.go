@@ -65,6 +65,7 @@ func newMeta() *cobra.Command {
 	f.BoolVarP(&verbose, "verbose", "v", false, "log debug messages")
 	metaSyncFlags(cmd, &o.MetaSync, &o.MetaSyncWindow)
 	inlineMaxFlag(cmd, &o.InlineMax)
+	rebalanceFlags(cmd, &o.Rebalance)
 	auditFlag(cmd, &o.NoAudit)
 	cmd.AddCommand(newMetaMigrate())
 	return cmd

@@ -3,10 +3,12 @@ package main
 import (
 	"context"
 	"fmt"
+	"strconv"
 
 	"github.com/spf13/cobra"
 
 	"github.com/sluice-fs/sluice/internal/cli"
+	"github.com/sluice-fs/sluice/internal/server"
 )
 
 func newRebalance(g *globals) *cobra.Command {
@@ -46,4 +48,42 @@ func newRebalance(g *globals) *cobra.Command {
 	f.BoolVar(&a.DryRun, "dry-run", false, "print the plan, move nothing")
 	f.BoolVarP(&a.Quiet, "quiet", "q", false, "print the fills and the total only")
 	return cmd
+}
+
+// rebalanceFlags registers --rebalance-every, --rebalance-band and
+// --rebalance-rate (sluice serve, sluice meta).
+func rebalanceFlags(cmd *cobra.Command, o *server.RebalanceOptions) {
+	o.Band, o.Rate = 0.1, 64<<20
+	f := cmd.Flags()
+	f.DurationVar(&o.Every, "rebalance-every", 0, "run the rebalancer in this process, a pass every this long (0: off; sluice rebalance, docs/placement.md)")
+	f.Var(bandValue{&o.Band}, "rebalance-band", "the rebalancer's fill band around the mean, in percentage points")
+	f.Var(sizeValue{&o.Rate}, "rebalance-rate", "bytes per second each of the rebalancer's migrations reads at most in its first copy (0: no cap)")
+}
+
+// bandValue is a band flag given in percentage points, kept as a fraction.
+type bandValue struct{ f *float64 }
+
+func (v bandValue) String() string { return strconv.FormatFloat(*v.f*100, 'g', -1, 64) }
+func (v bandValue) Type() string   { return "percent" }
+func (v bandValue) Set(s string) error {
+	p, err := strconv.ParseFloat(s, 64)
+	if err != nil || p <= 0 || p > 100 {
+		return fmt.Errorf("%q is not between 0 and 100 (percentage points)", s)
+	}
+	*v.f = p / 100
+	return nil
+}
+
+// sizeValue is a byte count flag such as 64M.
+type sizeValue struct{ n *int64 }
+
+func (v sizeValue) String() string { return strconv.FormatInt(*v.n, 10) }
+func (v sizeValue) Type() string   { return "size" }
+func (v sizeValue) Set(s string) error {
+	n, err := cli.ParseSize(s)
+	if err != nil {
+		return err
+	}
+	*v.n = n
+	return nil
 }

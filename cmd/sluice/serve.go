@@ -10,7 +10,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/sluice-fs/sluice/client"
-	"github.com/sluice-fs/sluice/internal/cli"
 	"github.com/sluice-fs/sluice/internal/fusefs"
 	"github.com/sluice-fs/sluice/internal/server"
 	"github.com/sluice-fs/sluice/internal/target"
@@ -24,8 +23,6 @@ func newServe() *cobra.Command {
 	var stagingDir string
 	var mountClient client.Options
 	var s3f s3Flags
-	var rebalanceBand float64
-	var rebalanceRate string
 	cmd := &cobra.Command{
 		Use:   "serve",
 		Short: "Run a complete single-node Sluice: metadata service and storage targets",
@@ -45,14 +42,7 @@ func newServe() *cobra.Command {
 			// The default admin port may be taken by another sluice serve:
 			// then run without one. An explicit --http must work.
 			o.HTTPOptional = !cmd.Flags().Changed("http")
-			if rebalanceBand <= 0 || rebalanceBand > 100 {
-				return fmt.Errorf("%w: --rebalance-band must be between 0 and 100 (percentage points)", errUsage)
-			}
-			o.RebalanceBand = rebalanceBand / 100
-			var err error
-			if o.RebalanceRate, err = cli.ParseSize(rebalanceRate); err != nil {
-				return fmt.Errorf("%w: --rebalance-rate: %v", errUsage, err)
-			}
+
 			run := server.Run
 			if mountpoint != "" {
 				run = func(ctx context.Context, o server.Options) error {
@@ -81,9 +71,7 @@ func newServe() *cobra.Command {
 	inlineMaxFlag(cmd, &o.InlineMax)
 	auditFlag(cmd, &o.NoAudit)
 	f.DurationVar(&o.MoverEvery, "mover-every", 0, "run the object tier's mover in this process, a pass every this long (0: off; sluice tier policy, docs/tier.md)")
-	f.DurationVar(&o.RebalanceEvery, "rebalance-every", 0, "run the rebalancer in this process, a pass every this long (0: off; sluice rebalance, docs/placement.md)")
-	f.Float64Var(&rebalanceBand, "rebalance-band", 10, "the rebalancer's fill band around the mean, in percentage points")
-	f.StringVar(&rebalanceRate, "rebalance-rate", "64M", "bytes per second each of the rebalancer's migrations reads at most in its first copy (0: no cap)")
+	rebalanceFlags(cmd, &o.Rebalance)
 	s3f.register(cmd, "s3", "")
 	return cmd
 }

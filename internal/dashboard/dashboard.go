@@ -78,11 +78,23 @@ type Mover struct {
 	LastSeconds   float64 `json:"last_pass_seconds"`
 }
 
+// Rebalancer is the rebalancer of this process (sluice serve
+// --rebalance-every).
+type Rebalancer struct {
+	Passes      float64 `json:"passes"`
+	Files       float64 `json:"files"`
+	Bytes       float64 `json:"bytes"`
+	Failures    float64 `json:"failures"`
+	LastSpread  float64 `json:"last_spread"`
+	LastSeconds float64 `json:"last_pass_seconds"`
+}
+
 type Snapshot struct {
 	Time        time.Time            `json:"time"`
 	Targets     []Target             `json:"targets"`
 	Pools       []Pool               `json:"pools,omitempty"`
 	Mover       *Mover               `json:"mover,omitempty"`
+	Rebalancer  *Rebalancer          `json:"rebalancer,omitempty"`
 	Ops         []Op                 `json:"ops"`
 	Errors      float64              `json:"errors"`
 	Connections float64              `json:"connections"`
@@ -122,10 +134,28 @@ func Take(mx *metrics.Metrics) (*Snapshot, error) {
 		}
 		return s.Mover
 	}
+	rebalancer := func() *Rebalancer {
+		if s.Rebalancer == nil {
+			s.Rebalancer = &Rebalancer{}
+		}
+		return s.Rebalancer
+	}
 	for _, f := range fams {
 		for _, m := range f.GetMetric() {
 			v := m.GetCounter().GetValue() + m.GetGauge().GetValue()
 			switch f.GetName() {
+			case "sluice_rebalance_passes_total":
+				rebalancer().Passes = v
+			case "sluice_rebalance_moved_files_total":
+				rebalancer().Files = v
+			case "sluice_rebalance_moved_bytes_total":
+				rebalancer().Bytes = v
+			case "sluice_rebalance_failures_total":
+				rebalancer().Failures = v
+			case "sluice_rebalance_last_spread_ratio":
+				rebalancer().LastSpread = v
+			case "sluice_rebalance_last_pass_seconds":
+				rebalancer().LastSeconds = v
 			case "sluice_mover_passes_total":
 				mover().Passes = v
 			case "sluice_mover_moved_files_total":

@@ -30,6 +30,9 @@ type ClusterOptions struct {
 	// Embedded makes the metadata service use the embedded engine instead
 	// of etcd (Metas must then be 1).
 	Embedded bool
+	// FirstMetaArgs are extra arguments of the first metadata service
+	// (e.g. --rebalance-every).
+	FirstMetaArgs []string
 	// Host is the address every process listens on (default 127.0.0.1).
 	Host string
 	// Netns, if set, returns the network namespace to run storage node i
@@ -95,6 +98,9 @@ func StartCluster(tb testing.TB, binary string, opts ClusterOptions) *Cluster {
 			args = append(args, "--data-dir", filepath.Join(dir, fmt.Sprintf("meta%d", i)))
 		} else {
 			args = append(args, "--etcd", strings.Join(c.Etcd, ","))
+		}
+		if i == 0 {
+			args = append(args, opts.FirstMetaArgs...)
 		}
 		m := &Member{argv: args}
 		c.start(m)

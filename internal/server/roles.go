@@ -56,6 +56,9 @@ type MetaOptions struct {
 	// InlineMax is meta.Options.InlineMax: the most bytes of a file kept
 	// in the metadata (0: the default, negative: none).
 	InlineMax int
+	// Rebalance runs the rebalancer in this process when its Every is
+	// positive (run it on one metadata service of a cluster).
+	Rebalance RebalanceOptions
 	// NoAudit is meta.Options.NoAudit: the audit trail off (--audit=false).
 	NoAudit bool
 }
@@ -131,6 +134,11 @@ func RunMeta(ctx context.Context, opts MetaOptions) (err error) {
 	engine := "pebble " + opts.DataDir + ", sync " + metaSyncString(opts.MetaSync, opts.MetaSyncWindow)
 	if len(opts.Etcd) > 0 {
 		engine = "etcd " + strings.Join(opts.Etcd, ",")
+	}
+	if opts.Rebalance.Every > 0 {
+		if err := startRebalancer(ctx, addr, opts.Rebalance, log, mx, &closers); err != nil {
+			return fmt.Errorf("meta: %w", err)
+		}
 	}
 	log.Info("sluice metadata service serving", "addr", addr, "engine", engine, "fsid", ms.FSID())
 	if opts.Ready != nil {

@@ -76,14 +76,9 @@ type Options struct {
 	// MoverEvery, if positive, runs the object tier's mover (package
 	// mover) in this process, a pass every MoverEvery.
 	MoverEvery time.Duration
-	// RebalanceEvery, if positive, runs the rebalancer (package relayout)
-	// in this process, a pass every RebalanceEvery, moving chunks until
-	// the targets' fill is within RebalanceBand (a fraction; 0: 0.1) of the
-	// mean, each migration's first copy reading at most RebalanceRate
-	// bytes per second (0: no cap).
-	RebalanceEvery time.Duration
-	RebalanceBand  float64
-	RebalanceRate  int64
+	// Rebalance runs the rebalancer (package relayout) in this process
+	// when its Every is positive.
+	Rebalance RebalanceOptions
 	// QosOff and QosInService are the targets' (target.Options).
 	QosOff       bool
 	QosInService int
@@ -234,20 +229,10 @@ func Run(ctx context.Context, opts Options) (err error) {
 		mx.AddMover(mv)
 		closers.goRun(ctx, func(ctx context.Context) { mv.Run(ctx, opts.MoverEvery) })
 	}
-	if opts.RebalanceEvery > 0 {
-		// Its chunk I/O yields to the jobs' on busy targets.
-		rc, err := client.New(ctx, client.Options{Server: addr, Class: "background"})
-		if err != nil {
-			return fmt.Errorf("serve: rebalancer: %w", err)
+	if opts.Rebalance.Every > 0 {
+		if err := startRebalancer(ctx, addr, opts.Rebalance, log, mx, &closers); err != nil {
+			return fmt.Errorf("serve: %w", err)
 		}
-		closers.add(rc.Close)
-		band := opts.RebalanceBand
-		if band <= 0 {
-			band = 0.1
-		}
-		rb := relayout.New(rc, relayout.Options{Band: band, Logger: log, Migrate: client.MigrateOptions{Rate: opts.RebalanceRate}})
-		mx.AddRebalancer(rb)
-		closers.goRun(ctx, func(ctx context.Context) { rb.Run(ctx, opts.RebalanceEvery) })
 	}
 
 	if opts.HTTP != "" {
@@ -363,4 +348,32 @@ func (l *localMeta) Cluster(ctx context.Context) (*wire.ClusterInfo, error) {
 
 func (l *localMeta) SyncDone(ctx context.Context, req *wire.SyncDoneReq) error {
 	return l.rt.SyncDone(ctx, req)
+}
+
+// RebalanceOptions configure a rebalancer run by a server process: a
+// pass every Every (0: none), moving chunks until the targets' fill is
+// within Band (a fraction; 0: 0.1) of the mean, each migration's first
+// copy reading at most Rate bytes per second (0: no cap).
+type RebalanceOptions struct {
+	Every time.Duration
+	Band  float64
+	Rate  int64
+}
+
+// startRebalancer runs a rebalancer over a client of the metadata service
+// at addr, in the background QoS class, with its metrics in mx.
+func startRebalancer(ctx context.Context, addr string, o RebalanceOptions, log *slog.Logger, mx *metrics.Metrics, closers *cleanup) error {
+	rc, err := client.New(ctx, client.Options{Server: addr, Class: "background"})
+	if err != nil {
+		return fmt.Errorf("rebalancer: %w", err)
+	}
+	closers.add(rc.Close)
+	band := o.Band
+	if band <= 0 {
+		band = 0.1
+	}
+	rb := relayout.New(rc, relayout.Options{Band: band, Logger: log, Migrate: client.MigrateOptions{Rate: o.Rate}})
+	mx.AddRebalancer(rb)
+	closers.goRun(ctx, func(ctx context.Context) { rb.Run(ctx, o.Every) })
+	return nil
 }

@@ -335,3 +335,53 @@ func TestRebalanceNewNode(t *testing.T) {
 		}
 	}
 }
+
+// TestMetaRebalance runs the rebalancer inside a cluster's first metadata
+// service (sluice meta --rebalance-every): files made on one target of a
+// 3-node cluster spread over the others by themselves and read back
+// intact.
+func TestMetaRebalance(t *testing.T) {
+	cl := proctest.StartCluster(t, binary, proctest.ClusterOptions{
+		FirstMetaArgs: []string{"--rebalance-every", "300ms", "--rebalance-band", "0.000001", "--rebalance-rate", "0"}})
+	ctx := context.Background()
+	c := proctest.Client(t, cl.MetaAddrs())
+	mustCLI(t, cl, "pool", "create", "one", "1")
+	mustCLI(t, cl, "mkdir", "/hot")
+	mustCLI(t, cl, "layout", "set", "/hot", "--pool", "one", "--stripe-count", "1")
+	rng := rand.New(rand.NewPCG(23, 23))
+	files := map[string][]byte{}
+	for i := range 8 {
+		data := make([]byte, 1<<20)
+		for j := range data {
+			data[j] = byte(rng.Uint32())
+		}
+		p := fmt.Sprintf("/hot/f%d", i)
+		if err := proctest.WriteFile(ctx, c, p, data); err != nil {
+			t.Fatal(err)
+		}
+		files[p] = data
+	}
+	mustCLI(t, cl, "layout", "set", "/hot", "--pool", "")
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		on1 := 0
+		for p := range files {
+			if l, err := c.GetLayout(ctx, p); err == nil && slices.Equal(l.Chains, []uint32{1}) {
+				on1++
+			}
+		}
+		if on1 <= 3 { // 8 files of 1 MiB over 6 targets: the mean is 1.3 MiB
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d of 8 files still on target 1 after 60 s of sluice meta --rebalance-every", on1)
+		}
+		time.Sleep(300 * time.Millisecond)
+	}
+	for p, want := range files {
+		got, err := readFile(ctx, c, p)
+		if err != nil || sha256.Sum256(got) != sha256.Sum256(want) {
+			t.Fatalf("read %s after the rebalancer: %v (or SHA-256 differs)", p, err)
+		}
+	}
+}

@@ -11,6 +11,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/sluice-fs/sluice/internal/dashboard"
 )
 
 // TestRebalance fills target 1 of a real `sluice serve` (files made in a
@@ -144,5 +146,13 @@ func TestServeRebalance(t *testing.T) {
 	}
 	if !strings.Contains(string(body), "sluice_rebalance_last_spread_ratio") {
 		t.Error("no sluice_rebalance_last_spread_ratio in the metrics")
+	}
+	// The dashboard's snapshot (what its page draws) has it too.
+	snap, err := dashboard.Fetch(ctx, admin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if snap.Rebalancer == nil || snap.Rebalancer.Files < 1 || snap.Rebalancer.Bytes < 1<<20 || snap.Rebalancer.Passes < 1 {
+		t.Errorf("dashboard snapshot rebalancer: %+v", snap.Rebalancer)
 	}
 }
