@@ -25,7 +25,7 @@ func unavailableChains(ci *client.ClusterInfo) []placement.ChainID {
 // damagedChains returns the chains of a file's layout that hold some of
 // its bytes and are in lost (sorted).
 func damagedChains(l client.Layout, size int64, lost []placement.ChainID) []uint32 {
-	pl := placement.Layout{StripeSize: uint32(l.StripeSize), StripeCount: uint16(len(l.Chains))}
+	pl := relayout.PlacementOf(l)
 	var out []uint32
 	for slot, ch := range l.Chains {
 		if _, ok := slices.BinarySearch(lost, placement.ChainID(ch)); ok && pl.ChunkSize(slot, size) > 0 && !slices.Contains(out, ch) {

@@ -31,27 +31,21 @@ func (e *Env) Rebalance(ctx context.Context, a RebalanceArgs) error {
 			fmt.Fprintf(e.Stdout, "%s\t%v -> %v\n", name, res.Old.Chains, res.New.Chains)
 		}
 	}
-	// The plan is printed before the moves: a dry pass first, then the
-	// moves (the second walk plans the same unless the files changed).
-	rb := relayout.New(e.Client, o)
-	plan, err := rb.Pass(ctx, true)
-	if err != nil {
-		return err
-	}
-	fmt.Fprintln(e.Stdout, "TARGET\tBYTES\tFILL\tPLANNED")
-	for _, f := range plan.Fills {
-		pct := func(u int64) float64 { return 100 * float64(u) / float64(max(f.Capacity, 1)) }
-		fmt.Fprintf(e.Stdout, "%d\t%s\t%.2f%%\t%.2f%%\n", f.Target, human(f.Before), pct(f.Before), pct(f.Planned))
-	}
-	fmt.Fprintf(e.Stdout, "plan: %d chunk moves, %s\n", len(plan.Moves), human(plan.Bytes))
-	if a.DryRun || len(plan.Moves) == 0 {
-		for _, m := range plan.Moves {
-			fmt.Fprintf(e.Stdout, "%s\tslot %d: target %d -> %d (%s)\n", m.Name, m.Slot, m.From, m.To, human(m.Bytes))
+	o.OnPlan = func(plan relayout.Report) {
+		fmt.Fprintln(e.Stdout, "TARGET\tBYTES\tFILL\tPLANNED")
+		for _, f := range plan.Fills {
+			pct := func(u int64) float64 { return 100 * float64(u) / float64(max(f.Capacity, 1)) }
+			fmt.Fprintf(e.Stdout, "%d\t%s\t%.2f%%\t%.2f%%\n", f.Target, human(f.Before), pct(f.Before), pct(f.Planned))
 		}
-		return nil
+		fmt.Fprintf(e.Stdout, "plan: %d chunk moves, %s\n", len(plan.Moves), human(plan.Bytes))
+		if a.DryRun {
+			for _, m := range plan.Moves {
+				fmt.Fprintf(e.Stdout, "%s\tslot %d: target %d -> %d (%s)\n", m.Name, m.Slot, m.From, m.To, human(m.Bytes))
+			}
+		}
 	}
-	done, err := rb.Pass(ctx, false)
-	if err != nil {
+	done, err := relayout.New(e.Client, o).Pass(ctx, a.DryRun)
+	if err != nil || a.DryRun || len(done.Moves) == 0 {
 		return err
 	}
 	fmt.Fprintf(e.Stdout, "moved %d files (%s); %d failed\n", done.Files, human(done.Moved), done.Failed)

@@ -83,6 +83,9 @@ type Options struct {
 	MaxBytes int64
 	// Migrate tunes each migration (its Rate caps the first copy).
 	Migrate client.MigrateOptions
+	// OnPlan, if set, is called with the report of a pass once its plan is
+	// made, before any move (Moves, Bytes and Fills are set).
+	OnPlan func(Report)
 	// OnMove, if set, is called after each file's migration (err nil when
 	// it moved).
 	OnMove func(name string, res client.MigrateResult, err error)
@@ -228,6 +231,9 @@ func (r *Rebalancer) Pass(ctx context.Context, dryRun bool) (Report, error) {
 	}
 	for _, f := range fills {
 		rep.Fills = append(rep.Fills, Fill{Target: uint32(f.ID), Capacity: f.Capacity, Before: f.Used, Planned: after[f.ID], Eligible: f.Eligible})
+	}
+	if r.o.OnPlan != nil {
+		r.o.OnPlan(rep)
 	}
 	if !dryRun {
 		r.carryOut(ctx, files, &rep)
