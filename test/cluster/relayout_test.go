@@ -33,21 +33,7 @@ func TestMigrateReplicated(t *testing.T) {
 	cli("mkdir", "/one", "/two")
 	cli("layout", "set", "/one", "--stripe-count", "2")
 	cli("layout", "set", "/two", "--replicas", "2", "--stripe-count", "2")
-	rng := rand.New(rand.NewPCG(17, 17))
-	files := map[string][]byte{}
-	for i := range 3 {
-		for _, d := range []string{"/one", "/two"} {
-			data := make([]byte, 1<<20+rng.IntN(3<<20))
-			for j := range data {
-				data[j] = byte(rng.Uint32())
-			}
-			p := fmt.Sprintf("%s/f%d", d, i)
-			if err := proctest.WriteFile(ctx, c, p, data); err != nil {
-				t.Fatal(err)
-			}
-			files[p] = data
-		}
-	}
+	files := writeRandomFiles(t, c, 17, pathsIn(3, "/one", "/two"), 1<<20, 3<<20)
 
 	// A writer rewrites /two/f0 through the other metadata service while
 	// it moves to one replica; its model is what the file must hold.
@@ -141,21 +127,7 @@ func TestDrainReplicated(t *testing.T) {
 	must := func(args ...string) string { t.Helper(); return mustCLI(t, cl, args...) }
 	must("mkdir", "/one", "/two")
 	must("layout", "set", "/two", "--replicas", "2")
-	rng := rand.New(rand.NewPCG(19, 19))
-	files := map[string][]byte{}
-	for i := range 4 {
-		for _, d := range []string{"/one", "/two"} {
-			data := make([]byte, 1<<20+rng.IntN(2<<20))
-			for j := range data {
-				data[j] = byte(rng.Uint32())
-			}
-			p := fmt.Sprintf("%s/f%d", d, i)
-			if err := proctest.WriteFile(ctx, c, p, data); err != nil {
-				t.Fatal(err)
-			}
-			files[p] = data
-		}
-	}
+	files := writeRandomFiles(t, c, 19, pathsIn(4, "/one", "/two"), 1<<20, 2<<20)
 	ci, err := c.Cluster(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -188,7 +160,7 @@ func TestDrainReplicated(t *testing.T) {
 	if ci, err = c.Cluster(ctx); err != nil {
 		t.Fatal(err)
 	}
-	for p, want := range files {
+	for p := range files {
 		l, err := c.GetLayout(ctx, p)
 		if err != nil {
 			t.Fatal(err)
@@ -196,11 +168,8 @@ func TestDrainReplicated(t *testing.T) {
 		if on(l) {
 			t.Errorf("%s still has data on target %d: %+v", p, drained, l)
 		}
-		got, err := readFile(ctx, c, p)
-		if err != nil || sha256.Sum256(got) != sha256.Sum256(want) {
-			t.Fatalf("read %s after the drain: %v (or SHA-256 differs)", p, err)
-		}
 	}
+	checkFiles(t, c, files, "after the drain")
 	settledReplicas(t, cl)
 	// Its chain replicas moved too: nothing names it, and it goes.
 	for _, ch := range ci.Chains {
@@ -223,11 +192,7 @@ func TestDrainReplicated(t *testing.T) {
 	if ts, err := c.Targets(ctx); err != nil || slices.ContainsFunc(ts, func(ti client.TargetInfo) bool { return ti.ID == drained }) {
 		t.Fatalf("target %d still listed after rm: %v %v", drained, ts, err)
 	}
-	for p, want := range files {
-		if got, err := readFile(ctx, c, p); err != nil || sha256.Sum256(got) != sha256.Sum256(want) {
-			t.Fatalf("read %s after the target's removal: %v (or SHA-256 differs)", p, err)
-		}
-	}
+	checkFiles(t, c, files, "after the target's removal")
 }
 
 // settledReplicas is checkReplicas once the chunks the migrations left
@@ -273,19 +238,7 @@ func TestRebalanceNewNode(t *testing.T) {
 	c := proctest.Client(t, cl.MetaAddrs())
 	mustCLI(t, cl, "mkdir", "/d")
 	mustCLI(t, cl, "layout", "set", "/d", "--stripe-count", "1")
-	rng := rand.New(rand.NewPCG(21, 21))
-	files := map[string][]byte{}
-	for i := range 12 {
-		data := make([]byte, 1<<20+rng.IntN(1<<20))
-		for j := range data {
-			data[j] = byte(rng.Uint32())
-		}
-		p := fmt.Sprintf("/d/f%d", i)
-		if err := proctest.WriteFile(ctx, c, p, data); err != nil {
-			t.Fatal(err)
-		}
-		files[p] = data
-	}
+	files := writeRandomFiles(t, c, 21, pathsIn(12, "/d"), 1<<20, 1<<20)
 	// A fourth node with two new targets.
 	proctest.Start(t, binary, nil, regexp.MustCompile(`sluice: serving on (\S+)`), "target", "--listen", "127.0.0.1:0",
 		"--meta", cl.MetaAddrs(), "--data-dir", t.TempDir(), "--node", "node4", "--targets", "2", "--fence", "1s")
@@ -328,12 +281,7 @@ func TestRebalanceNewNode(t *testing.T) {
 	if n := onNew(); n < 2 {
 		t.Errorf("after the rebalance %d files have data on the new targets %v, want at least 2", n, added)
 	}
-	for p, want := range files {
-		got, err := readFile(ctx, c, p)
-		if err != nil || sha256.Sum256(got) != sha256.Sum256(want) {
-			t.Fatalf("read %s after the rebalance: %v (or SHA-256 differs)", p, err)
-		}
-	}
+	checkFiles(t, c, files, "after the rebalance")
 }
 
 // TestMetaRebalance runs the rebalancer inside a cluster's first metadata
@@ -348,19 +296,7 @@ func TestMetaRebalance(t *testing.T) {
 	mustCLI(t, cl, "pool", "create", "one", "1")
 	mustCLI(t, cl, "mkdir", "/hot")
 	mustCLI(t, cl, "layout", "set", "/hot", "--pool", "one", "--stripe-count", "1")
-	rng := rand.New(rand.NewPCG(23, 23))
-	files := map[string][]byte{}
-	for i := range 8 {
-		data := make([]byte, 1<<20)
-		for j := range data {
-			data[j] = byte(rng.Uint32())
-		}
-		p := fmt.Sprintf("/hot/f%d", i)
-		if err := proctest.WriteFile(ctx, c, p, data); err != nil {
-			t.Fatal(err)
-		}
-		files[p] = data
-	}
+	files := writeRandomFiles(t, c, 23, pathsIn(8, "/hot"), 1<<20, 0)
 	mustCLI(t, cl, "layout", "set", "/hot", "--pool", "")
 	deadline := time.Now().Add(60 * time.Second)
 	for {
@@ -378,10 +314,51 @@ func TestMetaRebalance(t *testing.T) {
 		}
 		time.Sleep(300 * time.Millisecond)
 	}
+	checkFiles(t, c, files, "after the rebalancer")
+}
+
+// pathsIn returns n files in each directory, interleaved: dirs[0]/f0,
+// dirs[1]/f0, dirs[0]/f1 and so on.
+func pathsIn(n int, dirs ...string) []string {
+	var out []string
+	for i := range n {
+		for _, d := range dirs {
+			out = append(out, fmt.Sprintf("%s/f%d", d, i))
+		}
+	}
+	return out
+}
+
+// writeRandomFiles writes each path, in order, with random bytes (seeded)
+// of size bytes plus up to spread more, and returns them by path.
+func writeRandomFiles(t *testing.T, c *client.Client, seed uint64, paths []string, size, spread int) map[string][]byte {
+	t.Helper()
+	rng := rand.New(rand.NewPCG(seed, seed))
+	files := make(map[string][]byte, len(paths))
+	for _, p := range paths {
+		n := size
+		if spread > 0 {
+			n += rng.IntN(spread)
+		}
+		data := make([]byte, n)
+		for j := range data {
+			data[j] = byte(rng.Uint32())
+		}
+		if err := proctest.WriteFile(context.Background(), c, p, data); err != nil {
+			t.Fatal(err)
+		}
+		files[p] = data
+	}
+	return files
+}
+
+// checkFiles reads every file back through c and compares its SHA-256.
+func checkFiles(t *testing.T, c *client.Client, files map[string][]byte, when string) {
+	t.Helper()
 	for p, want := range files {
-		got, err := readFile(ctx, c, p)
+		got, err := readFile(context.Background(), c, p)
 		if err != nil || sha256.Sum256(got) != sha256.Sum256(want) {
-			t.Fatalf("read %s after the rebalancer: %v (or SHA-256 differs)", p, err)
+			t.Fatalf("read %s %s: %v (or SHA-256 differs)", p, when, err)
 		}
 	}
 }
