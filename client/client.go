@@ -93,6 +93,10 @@ type Options struct {
 	// renewal (default 15 s; renewed every third of it): when a client
 	// dies mid-restore, another takes the restore over after it.
 	TierRestoreLease time.Duration
+	// ProfilePoll is how often a client with a job name (Job) asks whether
+	// its job is being recorded by the I/O profiler (default 1 s; `sluice
+	// profile record`, docs/profile.md).
+	ProfilePoll time.Duration
 }
 
 // The environment variables that give a client its QoS identity when its
@@ -166,6 +170,9 @@ func (o *Options) setDefaults() error {
 	if o.TierRestoreLease <= 0 {
 		o.TierRestoreLease = 15 * time.Second
 	}
+	if o.ProfilePoll <= 0 {
+		o.ProfilePoll = time.Second
+	}
 	return nil
 }
 
@@ -192,6 +199,7 @@ type Client struct {
 	stg      *stager                         // the staging area (Options.StagingDir), or nil
 	tiers    tierStores                      // the object tier's backends (tier.go)
 	restores restorer                        // restores of released files (restore.go)
+	prof     *profiler                       // recordings of the client's job (profile.go); nil without a job
 }
 
 // New connects to the metadata service at opts.Server and learns the
@@ -227,6 +235,9 @@ func New(ctx context.Context, opts Options) (*Client, error) {
 			return nil, err
 		}
 		c.stg = s
+	}
+	if tag.Job != "" {
+		c.prof = newProfiler(c, tag.Job, opts.ProfilePoll)
 	}
 	return c, nil
 }
@@ -273,6 +284,9 @@ func (c *Client) Close() error {
 		cancel()
 	}
 	c.restores.close()
+	if c.prof != nil {
+		c.prof.close()
+	}
 	c.mu.Lock()
 	if c.closed {
 		c.mu.Unlock()
@@ -294,6 +308,13 @@ func (c *Client) Close() error {
 // have been carried out: its repeat can then fail (EEXIST for an exclusive
 // create, ENOENT for an unlink).
 func (c *Client) metaCall(ctx context.Context, op wire.Op, req, resp wire.Message) error {
+	if r := c.recorder(); r != nil {
+		return c.metaRecorded(ctx, r, op, req, resp)
+	}
+	return c.metaCall1(ctx, op, req, resp)
+}
+
+func (c *Client) metaCall1(ctx context.Context, op wire.Op, req, resp wire.Message) error {
 	var err error
 	for range len(c.metaAddrs) {
 		p := c.metaPool()

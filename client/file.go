@@ -17,6 +17,7 @@ import (
 
 	"github.com/sluice-fs/sluice/internal/errs"
 	"github.com/sluice-fs/sluice/internal/placement"
+	"github.com/sluice-fs/sluice/internal/profile"
 	"github.com/sluice-fs/sluice/internal/wire"
 )
 
@@ -96,6 +97,8 @@ type File struct {
 	home atomic.Uint64
 
 	stg *stagedFile // under the absorb policy (stage.go); guarded by mu
+
+	handle uint32 // the File's number in the profiler's records (profile.go)
 }
 
 // Create creates or truncates the file at p (like os.Create).
@@ -163,6 +166,7 @@ func (c *Client) OpenFile(ctx context.Context, p string, flag int, perm fs.FileM
 	if err := c.stageOpen(ctx, f, dir, true); err != nil {
 		return nil, err
 	}
+	f.recordOpen()
 	return f, nil
 }
 
@@ -246,6 +250,10 @@ func (f *File) bufEndLocked() int64 { return f.bufOff + int64(len(f.buf)) }
 
 // WriteAtContext writes p at off through the write-back buffer.
 func (f *File) WriteAtContext(ctx context.Context, p []byte, off int64) (int, error) {
+	return f.recorded(ctx, profile.OpWrite, off, len(p), func(ctx context.Context) (int, error) { return f.writeAt(ctx, p, off) })
+}
+
+func (f *File) writeAt(ctx context.Context, p []byte, off int64) (int, error) {
 	if off < 0 {
 		return 0, opErr("write", f.name, errs.ErrInvalid)
 	}
@@ -505,6 +513,11 @@ func (f *File) Sync() error { return f.SyncContext(f.ctx) }
 
 // SyncContext is Sync with a context.
 func (f *File) SyncContext(ctx context.Context) error {
+	_, err := f.recorded(ctx, profile.OpSync, 0, 0, func(ctx context.Context) (int, error) { return 0, f.sync(ctx) })
+	return err
+}
+
+func (f *File) sync(ctx context.Context) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.closed {
@@ -562,6 +575,11 @@ func (f *File) syncLocked(ctx context.Context) error {
 // Close flushes and syncs the file's data and releases it. The data is
 // durable when Close returns nil.
 func (f *File) Close() error {
+	_, err := f.recorded(f.ctx, profile.OpClose, 0, 0, func(context.Context) (int, error) { return 0, f.close() })
+	return err
+}
+
+func (f *File) close() error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.closed {
@@ -617,6 +635,10 @@ func (f *File) Seek(offset int64, whence int) (int64, error) {
 // ReadAtContext reads len(p) bytes at off. It returns io.EOF with n <
 // len(p) at the end of the file. Holes read as zeros.
 func (f *File) ReadAtContext(ctx context.Context, p []byte, off int64) (int, error) {
+	return f.recorded(ctx, profile.OpRead, off, len(p), func(ctx context.Context) (int, error) { return f.readAt(ctx, p, off) })
+}
+
+func (f *File) readAt(ctx context.Context, p []byte, off int64) (int, error) {
 	if off < 0 {
 		return 0, opErr("read", f.name, errs.ErrInvalid)
 	}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/sluice-fs/sluice/internal/errs"
 	"github.com/sluice-fs/sluice/internal/placement"
+	"github.com/sluice-fs/sluice/internal/profile"
 	"github.com/sluice-fs/sluice/internal/wire"
 )
 
@@ -420,6 +421,7 @@ func (c *Client) OpenInode(ctx context.Context, a InodeAttr, flag int) (*File, e
 			return nil, err
 		}
 	}
+	f.recordOpen()
 	return f, nil
 }
 
@@ -461,6 +463,11 @@ func (f *File) Pending() bool {
 // other clients can read it afterwards. Unlike SyncContext, it does not
 // wait until the data is durable on the targets' disks.
 func (f *File) FlushContext(ctx context.Context) error {
+	_, err := f.recorded(ctx, profile.OpSync, 0, 0, func(ctx context.Context) (int, error) { return 0, f.flush(ctx) })
+	return err
+}
+
+func (f *File) flush(ctx context.Context) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.closed {
@@ -473,6 +480,11 @@ func (f *File) FlushContext(ctx context.Context) error {
 // data to be durable on the targets only if durable is set. Releasing a
 // released File does nothing.
 func (f *File) Release(ctx context.Context, durable bool) error {
+	_, err := f.recorded(ctx, profile.OpClose, 0, 0, func(ctx context.Context) (int, error) { return 0, f.release(ctx, durable) })
+	return err
+}
+
+func (f *File) release(ctx context.Context, durable bool) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.closed {
@@ -497,6 +509,10 @@ func (f *File) Release(ctx context.Context, durable bool) error {
 // File's read-ahead; each goes to the targets straight into p. Writes
 // buffered in the File are sent first, so reads see them.
 func (f *File) ReadAtParallel(ctx context.Context, p []byte, off int64) (int, error) {
+	return f.recorded(ctx, profile.OpRead, off, len(p), func(ctx context.Context) (int, error) { return f.readAtParallel(ctx, p, off) })
+}
+
+func (f *File) readAtParallel(ctx context.Context, p []byte, off int64) (int, error) {
 	if off < 0 {
 		return 0, opErr("read", f.name, errs.ErrInvalid)
 	}

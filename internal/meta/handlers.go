@@ -178,6 +178,7 @@ func (s *Service) Register(srv *wire.Server) {
 	})
 	s.registerTier(srv)
 	s.registerQos(srv)
+	s.registerProfile(srv)
 	cm, _ := s.targets.(ClusterManager)
 	fixed := errs.New(errs.NotSupported, "meta: this server's target set is fixed")
 	handle(srv, wire.OpRegister, func(ctx context.Context, m *wire.RegisterReq) (wire.Message, error) {

@@ -29,6 +29,7 @@ func messages() []Message {
 		&XattrPair{}, &PutFileReq{},
 		&QosTag{}, &QosJob{}, &QosConfig{}, &QosSetReq{},
 		&MigrateReq{}, &MigrateResp{}, &TargetDrainReq{},
+		&ProfileSession{}, &ProfileSetReq{}, &ProfileListResp{}, &ProfileCheckReq{}, &ProfileAppendReq{}, &ProfileReadReq{}, &ProfileReadResp{},
 	}
 }
 

@@ -1,0 +1,262 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"path"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/sluice-fs/sluice/client"
+	"github.com/sluice-fs/sluice/internal/errs"
+	"github.com/sluice-fs/sluice/internal/profile"
+)
+
+// ProfileRecordOptions are the flags of `sluice profile record`.
+type ProfileRecordOptions struct {
+	Job        string
+	Name       string        // default: the job and the time
+	Dir        string        // the report's default directory
+	Duration   time.Duration // how long to record
+	MaxRecords uint64
+	Detach     bool // start the recording and return
+	Quiet      bool
+	// Settle is how long to wait after the end for clients to ship their
+	// last records (default 3 s: two client polls and a shipment).
+	Settle time.Duration
+}
+
+// ProfileRecord records a job's I/O: it starts a recording, waits until
+// it ends (or ctx is cancelled: the recording is stopped early), then
+// waits for the clients' last records and prints what was recorded.
+func (e *Env) ProfileRecord(ctx context.Context, o ProfileRecordOptions) error {
+	if o.Job == "" {
+		return errs.New(errs.Invalid, "profile record needs --job NAME (the clients' $%s or --qos-job)", client.EnvQosJob)
+	}
+	if o.Name == "" {
+		o.Name = fmt.Sprintf("%s-%s", sanitizeName(o.Job), time.Now().UTC().Format("20060102-150405"))
+	}
+	if o.Dir != "" {
+		o.Dir = path.Clean("/" + o.Dir)
+	}
+	if o.Settle <= 0 {
+		o.Settle = 3 * time.Second
+	}
+	if err := e.Client.ProfileStart(ctx, o.Name, o.Job, o.Dir, o.Duration, o.MaxRecords); err != nil {
+		return err
+	}
+	if o.Detach {
+		fmt.Fprintf(e.Stdout, "recording %s: job %s until %s\n", o.Name, o.Job, time.Now().Add(o.Duration).Format(time.RFC3339))
+		return nil
+	}
+	if !o.Quiet {
+		fmt.Fprintf(e.Stderr, "recording %s: job %s for %v (Ctrl-C stops it early)\n", o.Name, o.Job, o.Duration)
+	}
+	end := time.NewTimer(o.Duration)
+	defer end.Stop()
+	tick := time.NewTicker(5 * time.Second)
+	defer tick.Stop()
+wait:
+	for {
+		select {
+		case <-end.C:
+			break wait
+		case <-ctx.Done():
+			break wait
+		case <-tick.C:
+			if s, err := e.Client.Profile(ctx, o.Name); err == nil && !o.Quiet {
+				fmt.Fprintf(e.Stderr, "  %d clients, %d records\n", s.Clients, s.Records)
+			}
+		}
+	}
+	// Stop it (also when interrupted: the context may be cancelled).
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	if err := e.Client.ProfileStop(sctx, o.Name); err != nil {
+		return err
+	}
+	time.Sleep(o.Settle)
+	s, err := e.Client.Profile(sctx, o.Name)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(e.Stdout, "recorded %s: %d records from %d clients", s.Name, s.Records, s.Clients)
+	if s.Dropped > 0 {
+		fmt.Fprintf(e.Stdout, " (%d dropped)", s.Dropped)
+	}
+	fmt.Fprintf(e.Stdout, "\nsluice profile report %s\n", s.Name)
+	return nil
+}
+
+func sanitizeName(s string) string {
+	return strings.Map(func(r rune) rune {
+		if r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '.' || r == '_' || r == '-' {
+			return r
+		}
+		return '_'
+	}, s)[:min(len(s), 40)]
+}
+
+// ProfileReportOptions are the flags of `sluice profile report`.
+type ProfileReportOptions struct {
+	Dir  string // only files under it ("": the recording's directory, else all)
+	JSON bool
+	// MaxNames bounds the namespace entries visited to name files.
+	MaxNames int
+}
+
+// LoadProfile reads recording name and summarises it: the records of its
+// time, of the files under dir (or the recording's directory) when one is
+// given, with the files named by a walk of that directory.
+func (e *Env) LoadProfile(ctx context.Context, name, dir string, maxNames int) (client.ProfileSession, profile.Report, error) {
+	s, err := e.Client.Profile(ctx, name)
+	if err != nil {
+		return s, profile.Report{}, err
+	}
+	var batches []profile.Batch
+	touched := map[uint64]bool{}
+	err = e.Client.ReadProfile(ctx, name, func(p []byte) error {
+		b, err := profile.Decode(p)
+		if err != nil {
+			return errs.New(errs.Corruption, "profile %s: %v", name, err)
+		}
+		// Only what was recorded while the recording ran (clients
+		// notice its end within their poll).
+		keep := b.Records[:0]
+		for _, r := range b.Records {
+			if r.Start >= s.Start.UnixNano() && r.Start < s.Until.UnixNano() {
+				keep = append(keep, r)
+				touched[r.Ino] = true
+			}
+		}
+		b.Records = keep
+		batches = append(batches, b)
+		return nil
+	})
+	if err != nil {
+		return s, profile.Report{}, err
+	}
+	if dir == "" {
+		dir = s.Dir
+	}
+	filter := dir != "" && dir != "/"
+	if dir == "" {
+		dir = "/"
+	}
+	if maxNames <= 0 {
+		maxNames = 1 << 20
+	}
+	names, dirs, err := e.nameInodes(ctx, path.Clean("/"+dir), touched, maxNames)
+	if err != nil {
+		return s, profile.Report{}, err
+	}
+	if filter {
+		for i := range batches {
+			keep := batches[i].Records[:0]
+			for _, r := range batches[i].Records {
+				_, in := names[r.Ino]
+				if in || dirs[r.Parent] || dirs[r.Ino] {
+					keep = append(keep, r)
+				}
+			}
+			batches[i].Records = keep
+		}
+	}
+	rep := profile.Summarize(batches, func(ino uint64) (string, bool) {
+		p, ok := names[ino]
+		return p, ok
+	})
+	return s, rep, nil
+}
+
+// nameInodes walks dir (by listings, without a stat per entry) and returns
+// the paths of the inodes in want it found, and the directories under dir
+// (dir included), visiting at most max entries; it stops early once every
+// wanted inode is named, unless the directories are needed to filter.
+func (e *Env) nameInodes(ctx context.Context, dir string, want map[uint64]bool, max int) (map[uint64]string, map[uint64]bool, error) {
+	names := map[uint64]string{}
+	dirs := map[uint64]bool{}
+	fi, err := e.Client.Lstat(ctx, dir)
+	if err != nil {
+		return nil, nil, err
+	}
+	dirs[fi.Attr().Ino] = true
+	visited := 0
+	queue := []string{dir}
+	for len(queue) > 0 && visited < max {
+		d := queue[0]
+		queue = queue[1:]
+		for ent, err := range e.Client.ReadDir(ctx, d) {
+			if err != nil {
+				if errs.CodeOf(err) == errs.NotFound {
+					break // removed meanwhile
+				}
+				return nil, nil, err
+			}
+			visited++
+			p := strings.TrimSuffix(d, "/") + "/" + ent.Name
+			if want[ent.Ino] {
+				names[ent.Ino] = p
+			}
+			if ent.Mode.IsDir() {
+				dirs[ent.Ino] = true
+				queue = append(queue, p)
+			}
+		}
+	}
+	return names, dirs, nil
+}
+
+// ProfileReport prints the summary of recording name.
+func (e *Env) ProfileReport(ctx context.Context, name string, o ProfileReportOptions) error {
+	s, rep, err := e.LoadProfile(ctx, name, o.Dir, o.MaxNames)
+	if err != nil {
+		return err
+	}
+	if o.JSON {
+		enc := json.NewEncoder(e.Stdout)
+		enc.SetIndent("", "  ")
+		return enc.Encode(struct {
+			Recording client.ProfileSession
+			Report    profile.Report
+		}{s, rep})
+	}
+	fmt.Fprintf(e.Stdout, "recording %s: job %s, %s to %s", s.Name, s.Job, s.Start.Format(time.RFC3339), s.Until.Format(time.RFC3339))
+	if s.Running(time.Now()) {
+		fmt.Fprint(e.Stdout, " (still running)")
+	}
+	if s.Dropped > 0 {
+		fmt.Fprintf(e.Stdout, ", %d records dropped", s.Dropped)
+	}
+	fmt.Fprintln(e.Stdout)
+	profile.Format(e.Stdout, &rep)
+	return nil
+}
+
+// ProfileList prints the recordings.
+func (e *Env) ProfileList(ctx context.Context) error {
+	l, err := e.Client.Profiles(ctx)
+	if err != nil {
+		return err
+	}
+	now := time.Now()
+	tw := tabwriter.NewWriter(e.Stdout, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "NAME\tJOB\tDIR\tSTART\tSTATE\tCLIENTS\tRECORDS\tDROPPED")
+	for _, s := range l {
+		state := "done"
+		if s.Running(now) {
+			state = "recording"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%d\t%d\n", s.Name, s.Job, or(s.Dir, "/"), s.Start.Format(time.RFC3339), state, s.Clients, s.Records, s.Dropped)
+	}
+	return tw.Flush()
+}
+
+func or(s, def string) string {
+	if s == "" {
+		return def
+	}
+	return s
+}
