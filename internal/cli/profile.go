@@ -153,11 +153,33 @@ func (e *Env) LoadProfile(ctx context.Context, name, dir string, maxNames int) (
 		return s, profile.Report{}, err
 	}
 	if filter {
+		// Files and directories created or looked up under dir count as
+		// under it even if they are gone now.
+		in := map[uint64]bool{}
+		for ino := range names {
+			in[ino] = true
+		}
+		for changed := true; changed; {
+			changed = false
+			for i := range batches {
+				for _, r := range batches[i].Records {
+					switch r.Op {
+					case profile.OpCreate, profile.OpMkdir, profile.OpLookup:
+						if dirs[r.Parent] && r.Ino != 0 && !in[r.Ino] {
+							in[r.Ino] = true
+							if r.Op == profile.OpMkdir {
+								dirs[r.Ino] = true
+							}
+							changed = true
+						}
+					}
+				}
+			}
+		}
 		for i := range batches {
 			keep := batches[i].Records[:0]
 			for _, r := range batches[i].Records {
-				_, in := names[r.Ino]
-				if in || dirs[r.Parent] || dirs[r.Ino] {
+				if in[r.Ino] || dirs[r.Parent] || dirs[r.Ino] {
 					keep = append(keep, r)
 				}
 			}
