@@ -10,8 +10,8 @@ import (
 	"time"
 
 	"github.com/sluice-fs/sluice/client"
-	"github.com/sluice-fs/sluice/internal/profile"
 	"github.com/sluice-fs/sluice/internal/proctest"
+	"github.com/sluice-fs/sluice/internal/profile"
 )
 
 // jobClient connects a client of QoS job job that checks for recordings

@@ -10,8 +10,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sluice-fs/sluice/internal/profile"
 	"github.com/sluice-fs/sluice/internal/proctest"
+	"github.com/sluice-fs/sluice/internal/profile"
 )
 
 // TestProfileThroughMount records the I/O of a `sluice mount --qos-job`
