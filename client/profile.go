@@ -229,19 +229,28 @@ type quietKey struct{}
 
 func quiet(ctx context.Context) context.Context { return context.WithValue(ctx, quietKey{}, true) }
 
-// profileOps maps the metadata requests recorded to their record's Op.
-var profileOps = map[wire.Op]profile.Op{
-	wire.OpResolve: profile.OpLookup, wire.OpResolveRead: profile.OpLookup, wire.OpLookup: profile.OpLookup,
-	wire.OpGetAttr: profile.OpStat, wire.OpCreate: profile.OpCreate, wire.OpPutFile: profile.OpCreate,
-	wire.OpMkdir: profile.OpMkdir, wire.OpUnlink: profile.OpUnlink, wire.OpRmdir: profile.OpRmdir,
-	wire.OpRename: profile.OpRename, wire.OpReadDir: profile.OpReaddir,
-}
+// profileOps maps the metadata requests recorded to their record's Op
+// (0: not recorded).
+var profileOps = func() (m [256]profile.Op) {
+	for op, p := range map[wire.Op]profile.Op{
+		wire.OpResolve: profile.OpLookup, wire.OpResolveRead: profile.OpLookup, wire.OpLookup: profile.OpLookup,
+		wire.OpGetAttr: profile.OpStat, wire.OpCreate: profile.OpCreate, wire.OpPutFile: profile.OpCreate,
+		wire.OpMkdir: profile.OpMkdir, wire.OpUnlink: profile.OpUnlink, wire.OpRmdir: profile.OpRmdir,
+		wire.OpRename: profile.OpRename, wire.OpReadDir: profile.OpReaddir,
+	} {
+		m[op] = p
+	}
+	return m
+}()
 
 // metaRecorded is metaCall, recording the namespace operations while a
 // recording runs.
 func (c *Client) metaRecorded(ctx context.Context, r *recording, op wire.Op, req, resp wire.Message) error {
-	pop, ok := profileOps[op]
-	if !ok || ctx.Value(quietKey{}) != nil {
+	var pop profile.Op
+	if int(op) < len(profileOps) {
+		pop = profileOps[op]
+	}
+	if pop == 0 || ctx.Value(quietKey{}) != nil {
 		return c.metaCall1(ctx, op, req, resp)
 	}
 	start := time.Now()
