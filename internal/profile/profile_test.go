@@ -2,6 +2,7 @@ package profile
 
 import (
 	"bytes"
+	"math"
 	"math/rand/v2"
 	"reflect"
 	"strings"
@@ -118,6 +119,9 @@ func TestSummarizeSequential(t *testing.T) {
 	if r.PeakInFlight != 1 {
 		t.Errorf("peak in flight %d, want 1 (one operation at a time)", r.PeakInFlight)
 	}
+	if r.DataInFlight != 1 || r.FileSpanP50 != 64<<20 {
+		t.Errorf("data in flight %v, file span %d; want 1 and 64 MiB", r.DataInFlight, r.FileSpanP50)
+	}
 	if r.ThinkP50 != ms {
 		t.Errorf("think p50 %d, want %d", r.ThinkP50, ms)
 	}
@@ -169,6 +173,10 @@ func TestSummarizeSmallFilesAndHot(t *testing.T) {
 	// The clients' operations overlap (their clocks start together).
 	if r.PeakInFlight != 2 {
 		t.Errorf("peak in flight %d, want 2", r.PeakInFlight)
+	}
+	// Both clients read at once: 2 reads in flight while any is.
+	if math.Abs(r.DataInFlight-2) > 1e-3 {
+		t.Errorf("data in flight %v, want 2", r.DataInFlight)
 	}
 	if r.Dirs != 4 || r.FanOutMax != 25 {
 		t.Errorf("dirs %d fan-out max %d", r.Dirs, r.FanOutMax)

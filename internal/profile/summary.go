@@ -18,10 +18,14 @@ type Report struct {
 
 	Read, Write IOStats
 
-	Opens         int     // files opened
-	Files         int     // distinct files opened
-	FileSizeP50   int64   // size at open, median over opens
-	FileSizeP90   int64   //
+	Opens       int   // files opened
+	Files       int   // distinct files opened
+	FileSizeP50 int64 // size at open, median over opens
+	FileSizeP90 int64 //
+	// FileSpanP50 is the median over files read or written of the bytes
+	// each spanned: its size at open or the furthest byte read or
+	// written, whichever is more (files written from empty count).
+	FileSpanP50   int64
 	OpensPerSec   float64 //
 	MetaOpsPerSec float64 // namespace operations (create, mkdir, unlink, rmdir, lookup, stat, readdir, rename)
 	// WholeFileReads is the fraction of streams that read their file from
@@ -35,6 +39,9 @@ type Report struct {
 	// at most at any instant.
 	MeanInFlight float64
 	PeakInFlight int
+	// DataInFlight is the reads and writes in flight on average while any
+	// was (the parallelism of the data path).
+	DataInFlight float64
 
 	// Waiting on storage, over streams: the time inside reads, writes,
 	// syncs and closes against the time from each stream's first operation
@@ -186,6 +193,7 @@ func Summarize(batches []Batch, names func(ino uint64) (string, bool)) Report {
 		bytes   int64
 		opens   int
 		readMax int64
+		span    int64
 		size    int64
 	}
 	files := map[uint64]*fileStat{}
@@ -265,7 +273,9 @@ func Summarize(batches []Batch, names func(ino uint64) (string, bool)) Report {
 			f := file(x.Ino)
 			f.readMax = max(f.readMax, x.Off+n)
 		}
-		file(x.Ino).bytes += n
+		fs := file(x.Ino)
+		fs.bytes += n
+		fs.span = max(fs.span, x.Off+n)
 		reqs[w] = append(reqs[w], x.Len)
 		st := &ioBytes[w]
 		switch {
@@ -318,6 +328,14 @@ func Summarize(batches []Batch, names func(ino uint64) (string, bool)) Report {
 	slices.Sort(sizes)
 	r.FileSizeP50, r.FileSizeP90 = quantile(sizes, 0.5), quantile(sizes, 0.9)
 	r.OpensPerSec = float64(r.Opens) / secs
+	var spans []int64
+	for _, f := range files {
+		if f.bytes > 0 {
+			spans = append(spans, max(f.span, f.size))
+		}
+	}
+	slices.Sort(spans)
+	r.FileSpanP50 = quantile(spans, 0.5)
 	for w, io := range []*IOStats{&r.Read, &r.Write} {
 		rs := reqs[w]
 		io.Ops = len(rs)
@@ -400,6 +418,7 @@ func Summarize(batches []Batch, names func(ino uint64) (string, bool)) Report {
 	}
 
 	r.MeanInFlight, r.PeakInFlight = inFlight(recs, secs)
+	r.DataInFlight = dataInFlight(recs)
 	r.Kind = Classify(&r)
 	return r
 }
@@ -457,6 +476,35 @@ func inFlight(recs []srec, secs float64) (float64, int) {
 		peak = max(peak, cur)
 	}
 	return busy / secs, peak
+}
+
+// dataInFlight returns the reads and writes in flight on average over
+// the time any was.
+func dataInFlight(recs []srec) float64 {
+	var busy, span int64
+	var cur, curEnd int64 = -1, -1 // the union of intervals so far
+	for _, x := range recs {       // sorted by start
+		if x.Op != OpRead && x.Op != OpWrite {
+			continue
+		}
+		busy += x.Dur
+		switch {
+		case cur < 0:
+			cur, curEnd = x.Start, x.End()
+		case x.Start > curEnd:
+			span += curEnd - cur
+			cur, curEnd = x.Start, x.End()
+		default:
+			curEnd = max(curEnd, x.End())
+		}
+	}
+	if cur >= 0 {
+		span += curEnd - cur
+	}
+	if span <= 0 {
+		return 0
+	}
+	return float64(busy) / float64(span)
 }
 
 // quantile returns the q-quantile of sorted (the lower middle value).
