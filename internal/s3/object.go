@@ -499,7 +499,7 @@ func (g *Gateway) putObject(rq *request) error {
 		return err
 	}
 	if sc := h.Get("X-Amz-Storage-Class"); sc != "" && sc != "STANDARD" && sc != "REDUCED_REDUNDANCY" && sc != "STANDARD_IA" && sc != "INTELLIGENT_TIERING" {
-		return apiErr(ErrInvalidStorageClass, "The storage class %q is not supported: Sluice has one storage class", sc)
+		return apiErr(ErrInvalidStorageClass, "The storage class %q is not supported: objects are stored as STANDARD (other classes come only from lifecycle transitions)", sc)
 	}
 	v, err := g.uploadBody(rq, g.opts.MaxPutSize, true)
 	if err != nil {
