@@ -1,8 +1,14 @@
 package s3
 
 import (
+	"bytes"
+	"context"
+	"io"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/sluice-fs/sluice/internal/proctest"
 )
 
 // lifecycleScript configures lifecycle rules with boto3 and waits for the
@@ -246,4 +252,49 @@ func TestLifecycleTransition(t *testing.T) {
 	}
 	g.alive()
 	backend.alive()
+}
+
+// TestLifecycleTransitionNoTier: a configuration with a due transition
+// (stored while a backend existed; here written straight into the
+// bucket's xattr) on a gateway without a tier backend: the sweep logs
+// that it skips the transition and the object stays as it was.
+func TestLifecycleTransitionNoTier(t *testing.T) {
+	t.Parallel()
+	g := startGateway(t, "--s3-lifecycle-every", "1s", "--s3-lifecycle-day", "2s")
+	c := g.client()
+	ctx := context.Background()
+	data := bytes.Repeat([]byte("lifecycle "), 100000)
+	if err := c.MkdirAll(ctx, "/notier", 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := proctest.WriteFile(ctx, c, "/notier/a", data); err != nil {
+		t.Fatal(err)
+	}
+	cfg := `{"rules":[{"filter":{},"status":"Enabled","transitions":[{"date":"2000-01-01T00:00:00Z","class":"GLACIER"}]}]}`
+	if err := c.SetXattr(ctx, "/notier", "user.s3.lifecycle", []byte(cfg)); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(2 * time.Minute)
+	for !strings.Contains(g.logs(), "lifecycle transitions skipped") {
+		if time.Now().After(deadline) {
+			t.Fatalf("no sweep skipped the transition in 2 minutes:\n%s", lastLines(g.logs(), 30))
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if info, err := c.HsmState(ctx, "/notier/a"); err != nil || info.State != "resident" {
+		t.Errorf("HSM state %+v, %v; want resident", info, err)
+	}
+	f, err := c.Open(ctx, "/notier/a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := io.ReadAll(f)
+	f.Close()
+	if err != nil || !bytes.Equal(got, data) {
+		t.Errorf("the object reads %d bytes (%v), want its %d bytes", len(got), err, len(data))
+	}
+	if strings.Contains(g.logs(), "lifecycle rules transitioned objects") {
+		t.Errorf("a transition was counted without a tier:\n%s", lastLines(g.logs(), 30))
+	}
+	g.alive()
 }
