@@ -35,6 +35,7 @@ type s3Flags struct {
 
 	lifecycleEvery time.Duration
 	lifecycleDay   time.Duration
+	transitionTier string
 }
 
 // register adds the flags to cmd; listenFlag names the listen address
@@ -53,7 +54,8 @@ func (s *s3Flags) register(cmd *cobra.Command, listenFlag, listenDefault string)
 	f.StringSliceVar(&s.domains, "s3-domain", nil, "domain for virtual-hosted-style requests (BUCKET.DOMAIN); repeatable")
 	f.StringVar(&s.tlsCert, "s3-tls-cert", "", "serve S3 over HTTPS with this PEM certificate (with --s3-tls-key)")
 	f.StringVar(&s.tlsKey, "s3-tls-key", "", "PEM private key for --s3-tls-cert")
-	f.DurationVar(&s.lifecycleEvery, "s3-lifecycle-every", time.Hour, "how often the gateway applies the buckets' lifecycle expiration rules")
+	f.DurationVar(&s.lifecycleEvery, "s3-lifecycle-every", time.Hour, "how often the gateway applies the buckets' lifecycle rules")
+	f.StringVar(&s.transitionTier, "s3-transition-tier", "", "tier backend (sluice tier add) that lifecycle transitions move objects to, whatever their storage class (default: the only one registered)")
 	f.DurationVar(&s.lifecycleDay, "s3-lifecycle-day", 24*time.Hour, "length of a day in lifecycle rules (for tests)")
 	f.MarkHidden("s3-lifecycle-day")
 }
@@ -90,7 +92,7 @@ func (s *s3Flags) run(ctx context.Context, serverAddr string, creds map[string]s
 	}
 	defer c.Close()
 	gw, err := s3.New(s3.Options{Client: c, Credentials: creds, Region: s.region, Domains: s.domains, Logger: log,
-		LifecycleSweepEvery: s.lifecycleEvery, LifecycleDay: s.lifecycleDay})
+		LifecycleSweepEvery: s.lifecycleEvery, LifecycleDay: s.lifecycleDay, TransitionTier: s.transitionTier})
 	if err != nil {
 		return err
 	}

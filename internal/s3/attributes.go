@@ -68,15 +68,15 @@ type attributePart struct {
 }
 
 // objectAttributes builds the answer from what is known of the object:
-// its ETag, size, checksums, and part sizes (nil: not multipart), with
+// its ETag, storage class, size, checksums, and part sizes (nil: not multipart), with
 // the parts after marker, at most maxParts of them.
-func objectAttributes(want map[string]bool, etag string, size int64, checksum map[string]string, parts []int64, maxParts, marker int) objectAttributesResult {
+func objectAttributes(want map[string]bool, etag, class string, size int64, checksum map[string]string, parts []int64, maxParts, marker int) objectAttributesResult {
 	res := objectAttributesResult{Xmlns: s3Namespace}
 	if want["ETag"] {
 		res.ETag = etag
 	}
 	if want["StorageClass"] {
-		res.StorageClass = "STANDARD"
+		res.StorageClass = class
 	}
 	if want["ObjectSize"] {
 		res.ObjectSize = &size
@@ -145,5 +145,5 @@ func (g *Gateway) getObjectAttributes(rq *request) error {
 		checksum = nil // changed through POSIX: the checksum no longer holds
 	}
 	rq.w.Header().Set("Last-Modified", info.attr.Mtime.UTC().Format(http.TimeFormat))
-	return writeXML(rq, objectAttributes(want, info.etag, info.attr.Size, checksum, parts, maxParts, marker))
+	return writeXML(rq, objectAttributes(want, info.etag, info.meta.storageClass(info.attr), info.attr.Size, checksum, parts, maxParts, marker))
 }

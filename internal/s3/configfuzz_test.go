@@ -14,6 +14,7 @@ import (
 func FuzzBucketConfigs(f *testing.F) {
 	f.Add([]byte(`<LifecycleConfiguration><Rule><ID>a</ID><Filter><And><Prefix>p/</Prefix><Tag><Key>k</Key><Value>v</Value></Tag></And></Filter><Status>Enabled</Status><Expiration><Days>3</Days></Expiration><NoncurrentVersionExpiration><NoncurrentDays>1</NoncurrentDays><NewerNoncurrentVersions>2</NewerNoncurrentVersions></NoncurrentVersionExpiration></Rule></LifecycleConfiguration>`))
 	f.Add([]byte(`<LifecycleConfiguration><Rule><Prefix></Prefix><Status>Enabled</Status><Expiration><Date>2024-01-01T00:00:00Z</Date></Expiration><AbortIncompleteMultipartUpload><DaysAfterInitiation>1</DaysAfterInitiation></AbortIncompleteMultipartUpload></Rule></LifecycleConfiguration>`))
+	f.Add([]byte(`<LifecycleConfiguration><Rule><Filter/><Status>Enabled</Status><Transition><Days>0</Days><StorageClass>GLACIER</StorageClass></Transition><NoncurrentVersionTransition><NoncurrentDays>1</NoncurrentDays><NewerNoncurrentVersions>1</NewerNoncurrentVersions><StorageClass>DEEP_ARCHIVE</StorageClass></NoncurrentVersionTransition></Rule></LifecycleConfiguration>`))
 	f.Add([]byte(`<CORSConfiguration><CORSRule><AllowedOrigin>https://*.a.com</AllowedOrigin><AllowedMethod>GET</AllowedMethod><AllowedHeader>*</AllowedHeader><MaxAgeSeconds>5</MaxAgeSeconds></CORSRule></CORSConfiguration>`))
 	f.Add([]byte(`<Tagging><TagSet><Tag><Key>a</Key><Value>b</Value></Tag></TagSet></Tagging>`))
 	f.Add([]byte(`<VersioningConfiguration><Status>Enabled</Status></VersioningConfiguration>`))
@@ -33,7 +34,7 @@ func FuzzBucketConfigs(f *testing.F) {
 				if err != nil || len(again) != len(rules) {
 					t.Fatalf("stored lifecycle rules do not compile again: %v", err)
 				}
-				lifecycleActions(rules, "k", []lcVersion{{vid: "a", latest: true}, {vid: "b", marker: true}}, time.Unix(1e9, 0), time.Hour)
+				lifecycleActions(rules, "k", []lcVersion{{vid: "a", latest: true, hsm: "resident"}, {vid: "c", class: "GLACIER"}, {vid: "d", hsm: "released"}, {vid: "b", marker: true}}, time.Unix(1e9, 0), time.Hour)
 			}
 		}
 		var cors corsConfiguration

@@ -70,6 +70,10 @@ type Options struct {
 	// hours: Days count from midnight UTC to midnight UTC). Tests shorten
 	// it.
 	LifecycleDay time.Duration
+	// TransitionTier is the tier backend lifecycle transitions move
+	// objects to, whatever their storage class (default: the only
+	// registered one; transition.go).
+	TransitionTier string
 }
 
 // Validate checks the options and fills in defaults.
@@ -503,6 +507,8 @@ func (g *Gateway) route(rq *request) error {
 			return g.createMultipartUpload(rq)
 		case q.Has("uploadId"):
 			return g.completeMultipartUpload(rq)
+		case q.Has("restore"):
+			return apiErr(ErrNotImplemented, "RestoreObject is not needed with Sluice: an object a lifecycle transition moved to the object tier is read directly (GetObject fetches its bytes from the tier and restores them to the file system)")
 		}
 		return apiErr(ErrNotImplemented, "This POST request is not supported by Sluice")
 	}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"encoding/xml"
 	"net/http"
+	"slices"
 	"strings"
 	"time"
 
@@ -18,8 +19,7 @@ import (
 // cover, lists each key's versions and applies what lifecycleActions
 // decides from the rules, the versions and the time; it removes the
 // incomplete multipart uploads AbortIncompleteMultipartUpload names.
-// Transitions need an object tier, which Sluice does not have yet: rules
-// with them are refused (501).
+// Transitions move objects to the object tier (transition.go).
 
 const (
 	xattrLifecycle = "user.s3.lifecycle"
@@ -37,15 +37,15 @@ type lifecycleConfiguration struct {
 }
 
 type lifecycleRule struct {
-	ID                             string              `xml:"ID,omitempty" json:"id,omitempty"`
-	Prefix                         *string             `xml:"Prefix,omitempty" json:"prefix,omitempty"` // the older form of Filter
-	Filter                         *lifecycleFilter    `xml:"Filter,omitempty" json:"filter,omitempty"`
-	Status                         string              `xml:"Status" json:"status"`
-	Expiration                     *lifecycleExpire    `xml:"Expiration,omitempty" json:"expiration,omitempty"`
-	NoncurrentVersionExpiration    *lifecycleNC        `xml:"NoncurrentVersionExpiration,omitempty" json:"noncurrent,omitempty"`
-	AbortIncompleteMultipartUpload *lifecycleAbort     `xml:"AbortIncompleteMultipartUpload,omitempty" json:"abort,omitempty"`
-	Transitions                    []lifecycleAnything `xml:"Transition,omitempty" json:"-"`
-	NoncurrentVersionTransitions   []lifecycleAnything `xml:"NoncurrentVersionTransition,omitempty" json:"-"`
+	ID                             string                  `xml:"ID,omitempty" json:"id,omitempty"`
+	Prefix                         *string                 `xml:"Prefix,omitempty" json:"prefix,omitempty"` // the older form of Filter
+	Filter                         *lifecycleFilter        `xml:"Filter,omitempty" json:"filter,omitempty"`
+	Status                         string                  `xml:"Status" json:"status"`
+	Expiration                     *lifecycleExpire        `xml:"Expiration,omitempty" json:"expiration,omitempty"`
+	NoncurrentVersionExpiration    *lifecycleNC            `xml:"NoncurrentVersionExpiration,omitempty" json:"noncurrent,omitempty"`
+	AbortIncompleteMultipartUpload *lifecycleAbort         `xml:"AbortIncompleteMultipartUpload,omitempty" json:"abort,omitempty"`
+	Transitions                    []lifecycleTransition   `xml:"Transition,omitempty" json:"transitions,omitempty"`
+	NoncurrentVersionTransitions   []lifecycleNCTransition `xml:"NoncurrentVersionTransition,omitempty" json:"nc_transitions,omitempty"`
 }
 
 type lifecycleFilter struct {
@@ -78,11 +78,6 @@ type lifecycleAbort struct {
 	DaysAfterInitiation *int `xml:"DaysAfterInitiation,omitempty" json:"days,omitempty"`
 }
 
-// lifecycleAnything is an element only noticed (transitions).
-type lifecycleAnything struct {
-	Inner string `xml:",innerxml"`
-}
-
 // lcRule is a rule in the form the decisions use.
 type lcRule struct {
 	id            string
@@ -96,6 +91,8 @@ type lcRule struct {
 	ncDays        int // 0: none
 	ncNewer       int // noncurrent versions kept whatever their age
 	abortDays     int // 0: none
+	transitions   []lcTransition
+	ncTransitions []lcTransition
 }
 
 // compileLifecycle checks a configuration as S3 does and returns its
@@ -126,9 +123,6 @@ func compileLifecycle(cfg *lifecycleConfiguration) ([]lcRule, error) {
 		case "Disabled":
 		default:
 			return nil, apiErr(ErrMalformedXML, "The lifecycle rule Status must be Enabled or Disabled, not %q", r.Status)
-		}
-		if len(r.Transitions) > 0 || len(r.NoncurrentVersionTransitions) > 0 {
-			return nil, apiErr(ErrNotImplemented, "Lifecycle transitions need an object storage tier, which Sluice does not have yet: only expiration rules (Expiration, NoncurrentVersionExpiration, AbortIncompleteMultipartUpload) are supported")
 		}
 		if err := compileFilter(&r, &c); err != nil {
 			return nil, err
@@ -182,7 +176,10 @@ func compileLifecycle(cfg *lifecycleConfiguration) ([]lcRule, error) {
 			}
 			c.abortDays = *a.DaysAfterInitiation
 		}
-		if r.Expiration == nil && r.NoncurrentVersionExpiration == nil && r.AbortIncompleteMultipartUpload == nil {
+		if err := compileTransitions(&r, &c); err != nil {
+			return nil, err
+		}
+		if r.Expiration == nil && r.NoncurrentVersionExpiration == nil && r.AbortIncompleteMultipartUpload == nil && len(r.Transitions) == 0 && len(r.NoncurrentVersionTransitions) == 0 {
 			return nil, apiErr(ErrInvalidRequest, "At least one action needs to be specified in a rule")
 		}
 		out = append(out, c)
@@ -276,14 +273,21 @@ type lcVersion struct {
 	size   int64
 	mtime  time.Time
 	tags   map[string]string
+	// class is the transition class recorded for the version ("" if
+	// none: STANDARD), hsm its HSM state ("resident", "archived",
+	// "released", "dirty"; "" if not read).
+	class, hsm string
 }
 
 // lcAction is one thing a sweep does to a key: expire the current object
-// (a delete without a version: a delete marker where versioning is on), or
-// delete a version for good.
+// (a delete without a version: a delete marker where versioning is on),
+// delete a version for good, or transition version vid to class (moving
+// its data to the tier, or recording the class of data there already).
 type lcAction struct {
 	vid     string
 	current bool
+	class   string // a transition's class; "" for a deletion
+	move    bool   // the transition archives and releases the data
 }
 
 // lcDue is when something that started at start is due after days
@@ -318,7 +322,9 @@ func (r *lcRule) matches(key string, v lcVersion) bool {
 
 // lifecycleActions decides what the rules do now to a key whose versions
 // are given newest first (the latest first when there is one). A version
-// is noncurrent since the next newer one was made.
+// is noncurrent since the next newer one was made. Deletions come first;
+// a version that is deleted (or the current object, expired) is not
+// transitioned too.
 func lifecycleActions(rules []lcRule, key string, versions []lcVersion, now time.Time, day time.Duration) []lcAction {
 	var out []lcAction
 	done := map[string]bool{}
@@ -364,6 +370,18 @@ func lifecycleActions(rules []lcRule, key string, versions []lcVersion, now time
 			if since := versions[j-1].mtime; !now.Before(lcDue(since, r.ncDays, day)) {
 				add(lcAction{vid: v.vid})
 			}
+		}
+	}
+	for j, v := range versions {
+		if done[v.vid] || v.latest && done["\x00current"] {
+			continue
+		}
+		class := transitionDue(rules, key, versions, j, now, day)
+		if class == "" {
+			continue
+		}
+		if a, ok := transitionAction(v.vid, class, v.class, v.hsm); ok {
+			out = append(out, a)
 		}
 	}
 	return out
@@ -429,8 +447,14 @@ func (g *Gateway) putBucketLifecycle(rq *request) error {
 	if _, err := decodeXML(body, &cfg, false); err != nil {
 		return err
 	}
-	if _, err := compileLifecycle(&cfg); err != nil {
+	rules, err := compileLifecycle(&cfg)
+	if err != nil {
 		return err
+	}
+	if hasTransitions(rules) {
+		if err := g.checkTransitionTier(rq.ctx); err != nil {
+			return err
+		}
 	}
 	val, err := json.Marshal(&cfg)
 	if err != nil {
@@ -476,10 +500,20 @@ func (g *Gateway) lifecycleRules(ctx context.Context, bucket string) ([]lcRule, 
 	return compileLifecycle(&cfg)
 }
 
-// sweepLifecycle applies every bucket's lifecycle rules once and returns
-// how many versions, objects and uploads it removed.
-func (g *Gateway) sweepLifecycle(ctx context.Context) (int, error) {
-	n := 0
+// lcCounts counts what a sweep did: versions, objects and uploads
+// removed, versions transitioned.
+type lcCounts struct {
+	expired, transitioned int
+}
+
+func (n *lcCounts) add(m lcCounts) {
+	n.expired += m.expired
+	n.transitioned += m.transitioned
+}
+
+// sweepLifecycle applies every bucket's lifecycle rules once.
+func (g *Gateway) sweepLifecycle(ctx context.Context) (lcCounts, error) {
+	var n lcCounts
 	for e, err := range g.c.ReadDir(ctx, "/") {
 		if err != nil {
 			return n, err
@@ -496,7 +530,7 @@ func (g *Gateway) sweepLifecycle(ctx context.Context) (int, error) {
 			continue
 		}
 		m, err := g.sweepBucket(ctx, e.Name, rules)
-		n += m
+		n.add(m)
 		if err != nil {
 			if ctx.Err() != nil {
 				return n, ctx.Err()
@@ -507,12 +541,21 @@ func (g *Gateway) sweepLifecycle(ctx context.Context) (int, error) {
 	return n, nil
 }
 
-// sweepBucket applies rules to the keys of bucket they cover.
-func (g *Gateway) sweepBucket(ctx context.Context, bucket string, rules []lcRule) (int, error) {
+// sweepBucket applies rules to the keys of bucket they cover. Without a
+// transition tier, transitions that would move data are skipped (logged
+// once per sweep of the bucket) and the rest goes on.
+func (g *Gateway) sweepBucket(ctx context.Context, bucket string, rules []lcRule) (lcCounts, error) {
 	now, day := g.now(), g.opts.LifecycleDay
-	n := 0
+	var n lcCounts
 	prefix := sweepPrefix(rules)
 	owner := g.bucketOwner(ctx, bucket)
+	transitions := hasTransitions(rules)
+	var backend string
+	var tierErr error
+	if transitions {
+		backend, tierErr = g.transitionTier(ctx)
+	}
+	tierLogged := false
 	for after := ""; ; {
 		ns, err := g.listPage(ctx, bucket, prefix, "", after, 1000)
 		if err != nil {
@@ -533,14 +576,43 @@ func (g *Gateway) sweepBucket(ctx context.Context, bucket string, rules []lcRule
 			}
 			versions := make([]lcVersion, len(rows))
 			for i, r := range rows {
-				versions[i] = lcVersion{vid: r.vid, latest: r.latest, marker: r.marker, size: r.info.attr.Size, mtime: r.info.attr.Mtime, tags: r.info.meta.Tags}
+				v := lcVersion{vid: r.vid, latest: r.latest, marker: r.marker, size: r.info.attr.Size, mtime: r.info.attr.Mtime, tags: r.info.meta.Tags,
+					class: r.info.meta.transitionClass(r.info.attr)}
+				if transitions && v.class == "" && transitionWanted(rules, it.key, v) {
+					// Left "" (nothing decided) if it cannot be read.
+					if st, err := g.c.HsmStateIno(ctx, r.info.attr.Ino); err == nil {
+						v.hsm = st.State
+					} else {
+						g.log.Warn("s3: lifecycle cannot read a version's HSM state", "bucket", bucket, "key", it.key, "version", r.vid, "err", err)
+					}
+				}
+				versions[i] = v
 			}
 			for _, a := range lifecycleActions(rules, it.key, versions, now, day) {
-				if err := g.applyLifecycle(ctx, bucket, it.key, a, rows, owner); err != nil {
-					g.log.Warn("s3: lifecycle expiration failed", "bucket", bucket, "key", it.key, "version", a.vid, "err", err)
+				if a.class == "" {
+					if err := g.applyLifecycle(ctx, bucket, it.key, a, rows, owner); err != nil {
+						g.log.Warn("s3: lifecycle expiration failed", "bucket", bucket, "key", it.key, "version", a.vid, "err", err)
+						continue
+					}
+					n.expired++
 					continue
 				}
-				n++
+				if a.move && tierErr != nil {
+					if !tierLogged {
+						g.log.Warn("s3: lifecycle transitions skipped: no tier backend to move objects to", "bucket", bucket, "err", tierErr)
+						tierLogged = true
+					}
+					continue
+				}
+				i := slices.IndexFunc(rows, func(r versionRow) bool { return r.vid == a.vid })
+				if i < 0 {
+					continue
+				}
+				if err := g.applyTransition(ctx, a, rows[i], backend); err != nil {
+					g.log.Warn("s3: lifecycle transition failed", "bucket", bucket, "key", it.key, "version", a.vid, "class", a.class, "err", err)
+					continue
+				}
+				n.transitioned++
 			}
 		}
 		if !cut || len(items) == 0 {
@@ -549,7 +621,8 @@ func (g *Gateway) sweepBucket(ctx context.Context, bucket string, rules []lcRule
 		after = items[len(items)-1].key
 	}
 	m, err := g.sweepUploads(ctx, bucket, rules, now, day)
-	return n + m, err
+	n.expired += m
+	return n, err
 }
 
 // applyLifecycle does one action. The current object is expired only if
@@ -626,8 +699,11 @@ func (g *Gateway) lifecycleLoop(ctx context.Context) {
 		if err != nil && ctx.Err() == nil {
 			g.log.Warn("s3: lifecycle sweep failed", "err", err)
 		}
-		if n > 0 {
-			g.log.Info("s3: lifecycle rules expired objects", "count", n)
+		if n.expired > 0 {
+			g.log.Info("s3: lifecycle rules expired objects", "count", n.expired)
+		}
+		if n.transitioned > 0 {
+			g.log.Info("s3: lifecycle rules transitioned objects", "count", n.transitioned)
 		}
 	}
 }

@@ -305,7 +305,7 @@ func (g *Gateway) describe(rq *request, items []listItem, withOwner bool) ([]obj
 				errsOut[i] = err
 				return
 			}
-			r := &objectResult{Key: it.key, LastModified: s3Time(info.attr.Mtime), ETag: `"` + info.etag + `"`, Size: info.attr.Size, StorageClass: "STANDARD"}
+			r := &objectResult{Key: it.key, LastModified: s3Time(info.attr.Mtime), ETag: `"` + info.etag + `"`, Size: info.attr.Size, StorageClass: info.meta.storageClass(info.attr)}
 			if withOwner {
 				o := ownerOr(info.meta.Owner, bown)
 				r.Owner = &o

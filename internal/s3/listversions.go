@@ -393,7 +393,7 @@ func (g *Gateway) versionsResult(rq *request, page *versionPage, enc string) (*l
 		} else {
 			size := r.info.attr.Size
 			e.XMLName = xml.Name{Local: "Version"}
-			e.ETag, e.Size, e.StorageClass = `"`+r.info.etag+`"`, &size, "STANDARD"
+			e.ETag, e.Size, e.StorageClass = `"`+r.info.etag+`"`, &size, r.info.meta.storageClass(r.info.attr)
 		}
 		res.Entries = append(res.Entries, e)
 	}

@@ -152,7 +152,8 @@ func (g *Gateway) findObject(ctx context.Context, bucket, key string, open bool)
 	case stored != nil:
 		// Changed through POSIX since the gateway wrote it: the headers
 		// still apply, the ETag and checksums do not.
-		info.meta = &objectMeta{ContentType: stored.ContentType, Headers: stored.Headers, User: stored.User, ACL: stored.ACL, Owner: stored.Owner, VersionID: stored.VersionID, Tags: stored.Tags}
+		info.meta = &objectMeta{ContentType: stored.ContentType, Headers: stored.Headers, User: stored.User, ACL: stored.ACL, Owner: stored.Owner, VersionID: stored.VersionID, Tags: stored.Tags,
+			Size: stored.Size, Mtime: stored.Mtime, StorageClass: stored.StorageClass} // the class counts while they match (storageClass)
 		info.etag = syntheticETag(info.attr)
 	default:
 		info.meta, info.etag = &objectMeta{}, syntheticETag(info.attr)
@@ -498,7 +499,7 @@ func (g *Gateway) putObject(rq *request) error {
 		return err
 	}
 	if sc := h.Get("X-Amz-Storage-Class"); sc != "" && sc != "STANDARD" && sc != "REDUCED_REDUNDANCY" && sc != "STANDARD_IA" && sc != "INTELLIGENT_TIERING" {
-		return apiErr(ErrInvalidStorageClass, "The storage class %q is not supported: Sluice has one storage class", sc)
+		return apiErr(ErrInvalidStorageClass, "The storage class %q is not supported: objects are stored as STANDARD (other classes come only from lifecycle transitions)", sc)
 	}
 	v, err := g.uploadBody(rq, g.opts.MaxPutSize, true)
 	if err != nil {
@@ -831,6 +832,9 @@ func (g *Gateway) getObjectOnce(rq *request, head bool) error {
 		f = vf
 	}
 	info.meta.setHeaders(h)
+	if c := info.meta.transitionClass(info.attr); c != "" {
+		h.Set("X-Amz-Storage-Class", c) // S3 leaves it out for STANDARD
+	}
 	if !rq.auth.anonymous() {
 		for q, hdr := range responseOverrides {
 			if v := rq.query.Get(q); v != "" {

@@ -59,6 +59,9 @@ type objectMeta struct {
 	DeleteMarker bool   `json:"dm,omitempty"`
 	// Tags are the object's tags (tagging.go).
 	Tags map[string]string `json:"tags,omitempty"`
+	// StorageClass is the class of the lifecycle transition that moved
+	// the object to the object tier ("": STANDARD; transition.go).
+	StorageClass string `json:"class,omitempty"`
 }
 
 func (m *objectMeta) encode() []byte {
@@ -81,6 +84,25 @@ func decodeMeta(b []byte) (*objectMeta, bool) {
 // these attributes: a write through POSIX changes the mtime or size.
 func (m *objectMeta) validFor(a *client.Attr) bool {
 	return m.Size == a.Size && m.Mtime == a.Mtime.UnixNano()
+}
+
+// storageClass is the class to report for the object of attributes a:
+// the recorded transition class while the metadata still describes the
+// file (a change through POSIX brings its data back to the targets),
+// else STANDARD.
+func (m *objectMeta) storageClass(a *client.Attr) string {
+	if c := m.transitionClass(a); c != "" {
+		return c
+	}
+	return "STANDARD"
+}
+
+// transitionClass is storageClass, "" for STANDARD.
+func (m *objectMeta) transitionClass(a *client.Attr) string {
+	if m.validFor(a) {
+		return m.StorageClass
+	}
+	return ""
 }
 
 // syntheticETag is the ETag of a file the gateway did not write (or that
