@@ -1,0 +1,150 @@
+package advise
+
+import (
+	"math"
+	"strings"
+	"testing"
+
+	"github.com/sluice-fs/sluice/internal/profile"
+)
+
+// grid builds a model whose throughput is f(op, pattern, req, streams,
+// stripe count) over the calibration's grid.
+func grid(noise float64, f func(op, pat string, req int64, streams, sc int) float64) *Model {
+	m := &Model{Targets: 4, StripeSize: 1 << 20, Noise: noise}
+	for _, sc := range []int{1, 2, 4} {
+		for _, op := range []string{"read", "write"} {
+			for _, pat := range []string{"seq", "random"} {
+				for _, req := range []int64{4 << 10, 64 << 10, 1 << 20, 4 << 20} {
+					for _, st := range []int{1, 4} {
+						m.Cells = append(m.Cells, Cell{Op: op, Pattern: pat, ReqSize: req, Streams: st, StripeCount: sc, MBps: f(op, pat, req, st, sc)})
+					}
+				}
+			}
+		}
+	}
+	return m
+}
+
+func TestPredictInterpolates(t *testing.T) {
+	// Throughput proportional to log2(req) and to streams.
+	m := grid(0.05, func(_, _ string, req int64, st, sc int) float64 {
+		return math.Log2(float64(req)) * float64(st) * float64(sc)
+	})
+	for _, c := range []struct {
+		req     int64
+		streams float64
+		sc      int
+		want    float64
+	}{
+		{64 << 10, 1, 1, 16},
+		{256 << 10, 1, 1, 18},        // between 64 KiB (16) and 1 MiB (20): halfway on a log scale
+		{1 << 30, 1, 2, 2 * 22},      // clamped at 4 MiB
+		{1 << 10, 4, 1, 4 * 12},      // clamped at 4 KiB
+		{1 << 20, 2, 1, 20 + 0.5*60}, // streams 2: halfway between 1 and 4 on a log scale
+		{1 << 20, 16, 4, 4 * 20 * 4}, // clamped at 4 streams
+	} {
+		got, ok := m.Predict(Workload{Op: "read", Pattern: "seq", ReqSize: c.req, Streams: c.streams}, c.sc)
+		if !ok || math.Abs(got-c.want) > 1e-9 {
+			t.Errorf("Predict(req %d, streams %v, sc %d) = %v, %v; want %v", c.req, c.streams, c.sc, got, ok, c.want)
+		}
+	}
+	if _, ok := m.Predict(Workload{Op: "read", Pattern: "seq", ReqSize: 1 << 20, Streams: 1}, 3); ok {
+		t.Error("a stripe count the model did not measure was predicted")
+	}
+}
+
+func TestAdviseStripeCount(t *testing.T) {
+	// Sequential reads scale with the stripe count up to 2 and no further;
+	// random reads do not scale.
+	m := grid(0.10, func(op, pat string, req int64, st, sc int) float64 {
+		if pat == "random" {
+			return 50
+		}
+		return 100 * float64(min(sc, 2))
+	})
+	seq := Workload{Op: "read", Pattern: "seq", ReqSize: 1 << 20, Streams: 1, FileSpan: 1 << 30}
+	cases := []struct {
+		name   string
+		w      Workload
+		cur    Layout
+		f      Facts
+		to     string
+		reason string
+	}{
+		{"scales: the smallest best count", seq, Layout{StripeCount: 1}, Facts{Targets: 4}, "2", "predicted at 200 MB/s"},
+		{"already best", seq, Layout{StripeCount: 2}, Facts{Targets: 4}, "", "no change"},
+		{"one target only", seq, Layout{StripeCount: 1}, Facts{Targets: 1}, "", "no change"},
+		{"random does not scale", Workload{Op: "read", Pattern: "random", ReqSize: 4096, Streams: 4, FileSpan: 1 << 30}, Layout{StripeCount: 1}, Facts{Targets: 4}, "", "within the model's noise"},
+		{"small files", Workload{Op: "read", Pattern: "seq", ReqSize: 150 << 10, Streams: 8, FileSpan: 150 << 10}, Layout{StripeCount: 1}, Facts{Targets: 4}, "", "one stripe"},
+		{"a file of two stripes", Workload{Op: "read", Pattern: "seq", ReqSize: 1 << 20, Streams: 1, FileSpan: 2 << 20}, Layout{StripeCount: 1}, Facts{Targets: 4}, "2", ""},
+		{"unmeasured current layout", seq, Layout{StripeCount: 3}, Facts{Targets: 4}, "", "no measurement"},
+		{"no data", Workload{}, Layout{StripeCount: 1}, Facts{Targets: 4}, "", "no reads or writes"},
+	}
+	for _, c := range cases {
+		a := Advise(c.w, c.cur, c.f, m)
+		if len(a) != 2 || a[0].Setting != "stripe-count" {
+			t.Fatalf("%s: advice %+v", c.name, a)
+		}
+		s := a[0]
+		if s.To != c.to || !strings.Contains(s.Reason, c.reason) {
+			t.Errorf("%s: to %q (%s); want %q and a reason with %q", c.name, s.To, s.Reason, c.to, c.reason)
+		}
+		if s.Change() && (s.Predicted <= 1+m.Noise || s.ToMBps <= s.FromMBps) {
+			t.Errorf("%s: a change predicted at %v (%v -> %v MB/s)", c.name, s.Predicted, s.FromMBps, s.ToMBps)
+		}
+	}
+	// A gain inside the noise is no advice.
+	noisy := grid(0.5, func(_, pat string, _ int64, _, sc int) float64 { return 100 + 20*float64(sc) })
+	if a := Advise(seq, Layout{StripeCount: 1}, Facts{Targets: 4}, noisy); a[0].Change() {
+		t.Errorf("a 1.33x gain advised under 50%% noise: %+v", a[0])
+	}
+}
+
+func TestAdviseClass(t *testing.T) {
+	for _, c := range []struct {
+		w    Workload
+		want string
+	}{
+		{Workload{Op: "write", Pattern: "seq", ReqSize: 8 << 20}, "checkpoint"},
+		{Workload{Op: "read", Pattern: "random", ReqSize: 4096, Streams: 1}, "interactive"},
+		{Workload{Op: "read", Pattern: "random", ReqSize: 4096, Streams: 32}, "training"},
+		{Workload{Op: "read", Pattern: "seq", ReqSize: 150 << 10}, "training"},
+		{Workload{Op: "write", Pattern: "random", ReqSize: 4096}, "training"},
+	} {
+		if got := adviseClass(c.w); got.To != c.want || got.Reason == "" {
+			t.Errorf("%+v: class %q, want %q", c.w, got.To, c.want)
+		}
+	}
+}
+
+func TestWorkloadOf(t *testing.T) {
+	r := profile.Report{
+		Kind:         "sequential write",
+		Read:         profile.IOStats{Bytes: 10, SizeP50: 4096, Sequential: 0},
+		Write:        profile.IOStats{Bytes: 100, SizeP50: 1 << 20, Sequential: 0.9},
+		DataInFlight: 3.5, FileSpanP50: 1 << 30,
+	}
+	w := WorkloadOf(&r)
+	if w != (Workload{Op: "write", Pattern: "seq", ReqSize: 1 << 20, Streams: 3.5, FileSpan: 1 << 30, Kind: "sequential write"}) {
+		t.Errorf("workload %+v", w)
+	}
+	r.Write.Bytes, r.DataInFlight = 1, 0
+	if w := WorkloadOf(&r); w.Op != "read" || w.Pattern != "random" || w.Streams != 1 {
+		t.Errorf("workload %+v", w)
+	}
+}
+
+func TestNoiseAndAverage(t *testing.T) {
+	a := []Cell{{MBps: 100}, {MBps: 100}, {MBps: 100}}
+	b := []Cell{{MBps: 100}, {MBps: 110}, {MBps: 300}}
+	// Differences 0, 10/105 and 1: the 90th percentile (the lower of the
+	// two around it) is 10/105.
+	if got := MeasuredNoise(a, b); math.Abs(got-10.0/105) > 1e-9 {
+		t.Errorf("noise %v", got)
+	}
+	avg := Average(a, b)
+	if avg[2].MBps != 200 || a[2].MBps != 100 {
+		t.Errorf("average %+v (input changed: %+v)", avg, a)
+	}
+}
