@@ -71,7 +71,7 @@ func newRoot() *cobra.Command {
 		newLs(g), newStat(g), newMkdir(g), newCp(g), newCat(g), newRm(g), newMv(g), newLn(g),
 		newLayout(g), newPool(g), newMount(g), newUmount(), newGateway(g), newBench(g), newBenchWorker(g), newStatus(g), newDamaged(g), newMigrate(g), newRebalance(g), newTop(), newFsx(g),
 		newCheckpoint(g), newKV(g), newAudit(g),
-		newTier(g), newHsm(g), newStage(g), newQos(g), newMover(g), newProfile(g),
+		newTier(g), newHsm(g), newStage(g), newQos(g), newMover(g), newProfile(g), newAdvise(g),
 	)
 	return root
 }

@@ -111,9 +111,15 @@ type ProfileReportOptions struct {
 // time, of the files under dir (or the recording's directory) when one is
 // given, with the files named by a walk of that directory.
 func (e *Env) LoadProfile(ctx context.Context, name, dir string, maxNames int) (client.ProfileSession, profile.Report, error) {
+	s, r, _, err := e.loadProfile(ctx, name, dir, maxNames)
+	return s, r, err
+}
+
+// loadProfile is LoadProfile, also returning the records summarised.
+func (e *Env) loadProfile(ctx context.Context, name, dir string, maxNames int) (client.ProfileSession, profile.Report, []profile.Batch, error) {
 	s, err := e.Client.Profile(ctx, name)
 	if err != nil {
-		return s, profile.Report{}, err
+		return s, profile.Report{}, nil, err
 	}
 	var batches []profile.Batch
 	touched := map[uint64]bool{}
@@ -136,7 +142,7 @@ func (e *Env) LoadProfile(ctx context.Context, name, dir string, maxNames int) (
 		return nil
 	})
 	if err != nil {
-		return s, profile.Report{}, err
+		return s, profile.Report{}, nil, err
 	}
 	if dir == "" {
 		dir = s.Dir
@@ -150,7 +156,7 @@ func (e *Env) LoadProfile(ctx context.Context, name, dir string, maxNames int) (
 	}
 	names, dirs, err := e.nameInodes(ctx, path.Clean("/"+dir), touched, maxNames)
 	if err != nil {
-		return s, profile.Report{}, err
+		return s, profile.Report{}, nil, err
 	}
 	if filter {
 		// Files and directories created or looked up under dir count as
@@ -190,7 +196,7 @@ func (e *Env) LoadProfile(ctx context.Context, name, dir string, maxNames int) (
 		p, ok := names[ino]
 		return p, ok
 	})
-	return s, rep, nil
+	return s, rep, batches, nil
 }
 
 // nameInodes walks dir (by listings, without a stat per entry) and returns

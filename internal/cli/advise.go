@@ -1,0 +1,496 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"os"
+	"path"
+	"runtime"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/sluice-fs/sluice/client"
+	"github.com/sluice-fs/sluice/internal/advise"
+	"github.com/sluice-fs/sluice/internal/errs"
+	"github.com/sluice-fs/sluice/internal/profile"
+)
+
+// CalibrateOptions are the flags of `sluice advise calibrate`.
+type CalibrateOptions struct {
+	Scratch  string        // a directory for the measurement files (created, then removed)
+	Size     int64         // bytes each stream writes and reads in a sequential cell
+	CellTime time.Duration // how long a random cell runs
+	Runs     int           // measurements of each cell (the noise is their spread)
+	Out      string        // where the model goes (JSON)
+	Quiet    bool
+}
+
+// The calibration's grid: sequential requests of these sizes, random ones
+// of those, each from 1 and 4 streams, on files of stripe counts 1, 2, 4,
+// 8, ... up to the targets.
+var (
+	calSeqSizes    = []int64{64 << 10, 1 << 20, 4 << 20}
+	calRandomSizes = []int64{4 << 10, 64 << 10}
+	calStreams     = []int{1, 4}
+)
+
+// Calibrate measures what the cluster's stripe counts deliver for the
+// calibration's grid of workloads and writes the model advise uses.
+func (e *Env) Calibrate(ctx context.Context, o CalibrateOptions) error {
+	if o.Scratch == "" {
+		o.Scratch = "/.sluice-calibrate"
+	}
+	if o.Size <= 0 {
+		o.Size = 32 << 20
+	}
+	if o.CellTime <= 0 {
+		o.CellTime = 500 * time.Millisecond
+	}
+	if o.Runs <= 0 {
+		o.Runs = 2
+	}
+	if o.Out == "" {
+		return errs.New(errs.Invalid, "advise calibrate needs --out FILE")
+	}
+	st, err := e.Client.Statfs(ctx)
+	if err != nil {
+		return err
+	}
+	var counts []int
+	for sc := 1; sc <= st.Targets; sc *= 2 {
+		counts = append(counts, sc)
+	}
+	if err := e.Client.MkdirAll(ctx, o.Scratch, 0o700); err != nil {
+		return err
+	}
+	defer e.Client.RemoveAll(context.WithoutCancel(ctx), o.Scratch)
+	var runs [][]advise.Cell
+	for run := range o.Runs {
+		var cells []advise.Cell
+		for _, sc := range counts {
+			dir := fmt.Sprintf("%s/r%d-sc%d", o.Scratch, run, sc)
+			if err := e.Client.Mkdir(ctx, dir, 0o700); err != nil {
+				return err
+			}
+			if err := e.Client.SetLayout(ctx, dir, client.Layout{StripeCount: sc}); err != nil {
+				return err
+			}
+			m := measurer{c: e.Client, dir: dir, size: o.Size, cellTime: o.CellTime}
+			for _, streams := range calStreams {
+				for _, req := range calSeqSizes {
+					w, err := m.seqWrite(ctx, streams, req)
+					if err != nil {
+						return err
+					}
+					r, err := m.seqRead(ctx, streams, req)
+					if err != nil {
+						return err
+					}
+					cells = append(cells,
+						advise.Cell{Op: "write", Pattern: "seq", ReqSize: req, Streams: streams, StripeCount: sc, MBps: w},
+						advise.Cell{Op: "read", Pattern: "seq", ReqSize: req, Streams: streams, StripeCount: sc, MBps: r})
+				}
+				for _, req := range calRandomSizes {
+					r, err := m.random(ctx, streams, req, false)
+					if err != nil {
+						return err
+					}
+					w, err := m.random(ctx, streams, req, true)
+					if err != nil {
+						return err
+					}
+					cells = append(cells,
+						advise.Cell{Op: "read", Pattern: "random", ReqSize: req, Streams: streams, StripeCount: sc, MBps: r},
+						advise.Cell{Op: "write", Pattern: "random", ReqSize: req, Streams: streams, StripeCount: sc, MBps: w})
+				}
+			}
+			if !o.Quiet {
+				fmt.Fprintf(e.Stderr, "run %d, stripe count %d: %d cells measured\n", run+1, sc, len(cells))
+			}
+			if err := e.Client.RemoveAll(ctx, dir); err != nil {
+				return err
+			}
+		}
+		runs = append(runs, cells)
+	}
+	host, _ := os.Hostname()
+	model := advise.Model{
+		Machine:    fmt.Sprintf("%s, %d CPUs", host, runtime.NumCPU()),
+		Date:       time.Now().UTC().Format(time.RFC3339),
+		Command:    "sluice " + strings.Join(os.Args[1:], " "),
+		Targets:    st.Targets,
+		StripeSize: 1 << 20,
+		Cells:      advise.Average(runs...),
+	}
+	for i := 1; i < len(runs); i++ {
+		model.Noise = max(model.Noise, advise.MeasuredNoise(runs[0], runs[i]))
+	}
+	b, err := json.MarshalIndent(&model, "", "  ")
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(o.Out, append(b, '\n'), 0o644); err != nil {
+		return err
+	}
+	fmt.Fprintf(e.Stdout, "model of %d cells (noise %.0f%%) written to %s\n", len(model.Cells), 100*model.Noise, o.Out)
+	return nil
+}
+
+// measurer runs the calibration's cells in one directory: each stream
+// has its own file there.
+type measurer struct {
+	c        *client.Client
+	dir      string
+	size     int64
+	cellTime time.Duration
+}
+
+func (m *measurer) file(i int) string { return fmt.Sprintf("%s/s%d", m.dir, i) }
+
+// parallel runs fn for each of n streams at once and returns the MB/s of
+// the bytes they report over the time they took together.
+func parallel(n int, fn func(i int) (int64, error)) (float64, error) {
+	var total atomic.Int64
+	var wg sync.WaitGroup
+	errc := make(chan error, n)
+	start := time.Now()
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			b, err := fn(i)
+			total.Add(b)
+			if err != nil {
+				errc <- err
+			}
+		}()
+	}
+	wg.Wait()
+	close(errc)
+	if err := <-errc; err != nil {
+		return 0, err
+	}
+	return float64(total.Load()) / time.Since(start).Seconds() / 1e6, nil
+}
+
+// seqWrite writes each stream's file whole in req-sized writes and closes
+// it (durable).
+func (m *measurer) seqWrite(ctx context.Context, streams int, req int64) (float64, error) {
+	buf := make([]byte, req)
+	fillRandom(buf, uint64(req))
+	return parallel(streams, func(i int) (int64, error) {
+		f, err := m.c.Create(ctx, m.file(i))
+		if err != nil {
+			return 0, err
+		}
+		for off := int64(0); off < m.size; off += req {
+			if _, err := f.WriteAt(buf[:min(req, m.size-off)], off); err != nil {
+				f.Close()
+				return 0, err
+			}
+		}
+		return m.size, f.Close()
+	})
+}
+
+// seqRead reads each stream's file whole in req-sized reads.
+func (m *measurer) seqRead(ctx context.Context, streams int, req int64) (float64, error) {
+	return parallel(streams, func(i int) (int64, error) {
+		f, err := m.c.Open(ctx, m.file(i))
+		if err != nil {
+			return 0, err
+		}
+		defer f.Close()
+		buf := make([]byte, req)
+		var n int64
+		for off := int64(0); off < m.size; off += req {
+			k, err := f.ReadAt(buf, off)
+			n += int64(k)
+			if err != nil && err != io.EOF {
+				return n, err
+			}
+		}
+		return n, nil
+	})
+}
+
+// random reads or writes req-sized blocks at random aligned offsets of
+// each stream's file for the cell's time (writes then close: durable).
+func (m *measurer) random(ctx context.Context, streams int, req int64, write bool) (float64, error) {
+	return parallel(streams, func(i int) (int64, error) {
+		flag := client.O_RDONLY
+		if write {
+			flag = client.O_RDWR
+		}
+		f, err := m.c.OpenFile(ctx, m.file(i), flag, 0)
+		if err != nil {
+			return 0, err
+		}
+		buf := make([]byte, req)
+		fillRandom(buf, uint64(i))
+		rng := rand.New(rand.NewPCG(uint64(i), uint64(req)))
+		blocks := max(1, m.size/req)
+		var n int64
+		start := time.Now()
+		for time.Since(start) < m.cellTime {
+			off := rng.Int64N(blocks) * req
+			var k int
+			if write {
+				k, err = f.WriteAt(buf, off)
+			} else {
+				k, err = f.ReadAt(buf, off)
+			}
+			n += int64(k)
+			if err != nil && err != io.EOF {
+				f.Close()
+				return n, err
+			}
+		}
+		return n, f.Close()
+	})
+}
+
+func fillRandom(b []byte, seed uint64) {
+	r := rand.New(rand.NewPCG(seed, 0x5eed))
+	for i := 0; i+8 <= len(b); i += 8 {
+		v := r.Uint64()
+		for j := range 8 {
+			b[i+j] = byte(v >> (8 * j))
+		}
+	}
+}
+
+// AdviseOptions are the flags of `sluice advise`.
+type AdviseOptions struct {
+	Dir   string // the workload's directory (default: the recording's)
+	Model string // a model file from calibrate ("": the built-in one)
+	Apply bool
+	Check bool
+	JSON  bool
+	// CheckBytes bounds the bytes a replay moves; Scratch is where its
+	// files go (created, then removed).
+	CheckBytes int64
+	Scratch    string
+}
+
+// AdviseResult is what `sluice advise --json` prints.
+type AdviseResult struct {
+	Recording string          `json:"recording"`
+	Dir       string          `json:"dir"`
+	Workload  advise.Workload `json:"workload"`
+	Layout    advise.Layout   `json:"layout"`
+	Model     string          `json:"model"`
+	Advice    []advise.Advice `json:"advice"`
+	Applied   bool            `json:"applied,omitempty"`
+	Check     *CheckResult    `json:"check,omitempty"`
+}
+
+// CheckResult is a replay's measurement: the recorded workload replayed on
+// copies of its files with the current layout and with the compared one.
+type CheckResult struct {
+	From, To          int     // stripe counts
+	FromMBps, ToMBps  float64 // measured
+	Measured          float64 // ToMBps / FromMBps
+	Predicted         float64 // the model's ratio
+	Bytes             int64   // moved by each replay
+	Streams, Files    int
+	Workers           int
+	CompareWhenNoGain bool `json:",omitempty"` // no change was advised: To is the best alternative
+}
+
+// LoadModel reads a model written by calibrate, or the built-in one.
+func LoadModel(file string) (*advise.Model, string, error) {
+	if file == "" {
+		m, err := advise.DefaultModel()
+		return m, "built-in (" + m.Machine + ", " + m.Date + ")", err
+	}
+	b, err := os.ReadFile(file)
+	if err != nil {
+		return nil, "", err
+	}
+	var m advise.Model
+	if err := json.Unmarshal(b, &m); err != nil {
+		return nil, "", errs.New(errs.Invalid, "model %s: %v", file, err)
+	}
+	if len(m.Cells) == 0 {
+		return nil, "", errs.New(errs.Invalid, "model %s has no measurements", file)
+	}
+	return &m, file, nil
+}
+
+// Advise prints the advice for recording name, applies it (Apply) and
+// measures it by a replay (Check).
+func (e *Env) Advise(ctx context.Context, name string, o AdviseOptions) error {
+	model, modelName, err := LoadModel(o.Model)
+	if err != nil {
+		return err
+	}
+	sess, rep, batches, err := e.loadProfile(ctx, name, o.Dir, 0)
+	if err != nil {
+		return err
+	}
+	dir := or(o.Dir, or(sess.Dir, "/"))
+	if o.Apply && path.Clean("/"+dir) == "/" {
+		return errs.New(errs.Invalid, "advise --apply: the recording has no directory; give --dir (the whole file system is not migrated)")
+	}
+	res := AdviseResult{Recording: name, Dir: dir, Workload: advise.WorkloadOf(&rep), Model: modelName}
+	// The layout the workload ran on: its busiest file's, else its
+	// directory's default.
+	lp := dir
+	if len(rep.Hot) > 0 && rep.Hot[0].Path != "" {
+		lp = rep.Hot[0].Path
+	}
+	lay, err := e.Client.GetLayout(ctx, lp)
+	if err != nil {
+		return err
+	}
+	facts, err := e.adviseFacts(ctx, dir)
+	if err != nil {
+		return err
+	}
+	res.Layout = advise.Layout{StripeCount: lay.StripeCount, StripeSize: lay.StripeSize, Pool: lay.Pool}
+	if res.Layout.StripeCount == 0 {
+		res.Layout.StripeCount = facts.Targets // a directory's default: every target
+	}
+	res.Advice = advise.Advise(res.Workload, res.Layout, facts, model)
+	stripes := res.Advice[0]
+	if o.Apply && stripes.Change() {
+		if err := e.applyStripes(ctx, dir, stripes); err != nil {
+			return err
+		}
+		res.Applied = true
+	}
+	if o.Check {
+		to, compare := 0, false
+		fmt.Sscan(stripes.To, &to)
+		if !stripes.Change() {
+			// No change advised: measure the alternative the model
+			// ranks best, to show whether it would have helped.
+			to, compare = bestOther(model, res.Workload, res.Layout.StripeCount, facts.Targets), true
+		}
+		if to > 0 {
+			chk, err := e.replayCheck(ctx, batches, rep, res.Layout.StripeCount, to, o)
+			if err != nil {
+				return err
+			}
+			chk.CompareWhenNoGain = compare
+			if p1, ok1 := model.Predict(res.Workload, res.Layout.StripeCount); ok1 {
+				if p2, ok2 := model.Predict(res.Workload, to); ok2 {
+					chk.Predicted = p2 / p1
+				}
+			}
+			res.Check = chk
+		}
+	}
+	if o.JSON {
+		enc := json.NewEncoder(e.Stdout)
+		enc.SetIndent("", "  ")
+		return enc.Encode(&res)
+	}
+	w := res.Workload
+	fmt.Fprintf(e.Stdout, "recording %s, directory %s: %s (%s %s, requests of %s, %.1f in flight, files of %s)\n",
+		name, dir, w.Kind, w.Pattern, w.Op, profile.Size(w.ReqSize), w.Streams, profile.Size(w.FileSpan))
+	fmt.Fprintf(e.Stdout, "layout: stripe count %d, stripe size %s; %d targets allowed; model: %s\n",
+		res.Layout.StripeCount, profile.Size(res.Layout.StripeSize), facts.Targets, modelName)
+	for _, a := range res.Advice {
+		switch {
+		case a.Setting == "qos-class":
+			fmt.Fprintf(e.Stdout, "qos-class: %s (%s; SLUICE_QOS_CLASS=%s for the job's clients)\n", a.To, a.Reason, a.To)
+		case a.Change():
+			fmt.Fprintf(e.Stdout, "%s: %s -> %s, predicted %.2fx (%s)\n", a.Setting, a.From, a.To, a.Predicted, a.Reason)
+		default:
+			fmt.Fprintf(e.Stdout, "%s: keep %s (%s)\n", a.Setting, a.From, a.Reason)
+		}
+	}
+	if res.Applied {
+		fmt.Fprintf(e.Stdout, "applied: %s's layout and its files now have stripe count %s\n", dir, stripes.To)
+	}
+	if c := res.Check; c != nil {
+		what := "advised"
+		if c.CompareWhenNoGain {
+			what = "best alternative"
+		}
+		fmt.Fprintf(e.Stdout, "check: replay of %s in %d streams over %d files, %d at once: stripe count %d %.0f MB/s, %d (%s) %.0f MB/s: measured %.2fx, predicted %.2fx\n",
+			profile.Size(c.Bytes), c.Streams, c.Files, c.Workers, c.From, c.FromMBps, c.To, what, c.ToMBps, c.Measured, c.Predicted)
+	}
+	return nil
+}
+
+// adviseFacts finds the targets new files under dir may use.
+func (e *Env) adviseFacts(ctx context.Context, dir string) (advise.Facts, error) {
+	st, err := e.Client.Statfs(ctx)
+	if err != nil {
+		return advise.Facts{}, err
+	}
+	f := advise.Facts{Targets: st.Targets}
+	lay, err := e.Client.GetLayout(ctx, dir)
+	if err != nil {
+		return f, err
+	}
+	if lay.Pool != "" {
+		pools, err := e.Client.Pools(ctx)
+		if err != nil {
+			return f, err
+		}
+		for _, p := range pools {
+			if p.Name == lay.Pool {
+				f.Targets = len(p.Targets)
+			}
+		}
+	}
+	return f, nil
+}
+
+// bestOther returns the stripe count other than cur the model predicts
+// best for w (0 if none).
+func bestOther(m *advise.Model, w advise.Workload, cur, targets int) int {
+	best, bestMB := 0, 0.0
+	for _, sc := range m.StripeCounts() {
+		if sc == cur || sc > targets {
+			continue
+		}
+		if p, ok := m.Predict(w, sc); ok && p > bestMB {
+			best, bestMB = sc, p
+		}
+	}
+	return best
+}
+
+// applyStripes gives dir's new files the advised stripe count and
+// migrates its files (sluice migrate -r), after checking that the copy
+// fits in the free space.
+func (e *Env) applyStripes(ctx context.Context, dir string, a advise.Advice) error {
+	var to int
+	fmt.Sscan(a.To, &to)
+	var bytes int64
+	err := e.Client.Walk(ctx, dir, func(_ string, fi *client.FileInfo, err error) error {
+		if err == nil && fi.Mode().IsRegular() {
+			bytes += fi.Size()
+		}
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	st, err := e.Client.Statfs(ctx)
+	if err != nil {
+		return err
+	}
+	if bytes > st.Free {
+		return errs.New(errs.NoSpace, "advise --apply: migrating %s needs %s free for the copies, %s is", dir, profile.Size(bytes), profile.Size(st.Free))
+	}
+	cur, err := e.Client.GetLayout(ctx, dir)
+	if err != nil {
+		return err
+	}
+	cur.StripeCount = to
+	if err := e.Client.SetLayout(ctx, dir, cur); err != nil {
+		return err
+	}
+	return e.Migrate(ctx, MigrateArgs{Paths: []string{dir}, Recursive: true, Spec: client.MigrateSpec{StripeCount: to}, Quiet: true})
+}

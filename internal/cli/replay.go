@@ -1,0 +1,250 @@
+package cli
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"io"
+	"math"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/sluice-fs/sluice/client"
+	"github.com/sluice-fs/sluice/internal/errs"
+	"github.com/sluice-fs/sluice/internal/profile"
+)
+
+// replayStream is one recorded stream (an open file of a client): its
+// reads and writes in order.
+type replayStream struct {
+	ino   uint64
+	start int64
+	ops   []profile.Record
+	write bool
+	bytes int64
+}
+
+// replayPlan picks the streams a replay runs: the recorded streams in the
+// order they started, until they move limit bytes, with the bytes each
+// file must hold (its span) for them.
+func replayPlan(batches []profile.Batch, limit int64) ([]*replayStream, map[uint64]int64) {
+	type key struct {
+		client string
+		handle uint32
+	}
+	streams := map[key]*replayStream{}
+	span := map[uint64]int64{}
+	for _, b := range batches {
+		for _, r := range b.Records {
+			switch r.Op {
+			case profile.OpOpen:
+				span[r.Ino] = max(span[r.Ino], r.Len)
+				continue
+			case profile.OpRead, profile.OpWrite:
+			default:
+				continue
+			}
+			if r.Flags&profile.FlagError != 0 || r.Len <= 0 || r.Off < 0 {
+				continue
+			}
+			k := key{b.Client, r.Handle}
+			s := streams[k]
+			if s == nil {
+				s = &replayStream{ino: r.Ino, start: r.Start}
+				streams[k] = s
+			}
+			s.start = min(s.start, r.Start)
+			s.ops = append(s.ops, r)
+			n := r.Len
+			if r.Op == profile.OpRead {
+				n = max(r.N, 0)
+			} else {
+				s.write = true
+			}
+			s.bytes += n
+			span[r.Ino] = max(span[r.Ino], r.Off+n)
+		}
+	}
+	all := make([]*replayStream, 0, len(streams))
+	for _, s := range streams {
+		slices.SortStableFunc(s.ops, func(a, b profile.Record) int { return cmp.Compare(a.Start, b.Start) })
+		all = append(all, s)
+	}
+	slices.SortFunc(all, func(a, b *replayStream) int { return cmp.Compare(a.start, b.start) })
+	var out []*replayStream
+	var moved, files int64
+	need := map[uint64]int64{}
+	for _, s := range all {
+		if moved >= limit {
+			break
+		}
+		if _, ok := need[s.ino]; !ok {
+			if files+span[s.ino] > 2*limit {
+				continue // a file too large to copy for the replay
+			}
+			files += span[s.ino]
+			need[s.ino] = span[s.ino]
+		}
+		out = append(out, s)
+		moved += s.bytes
+	}
+	return out, need
+}
+
+// replayCheck replays the recorded workload on scratch files laid out
+// with stripe counts from and to, alternately twice each, and returns
+// what each delivered.
+func (e *Env) replayCheck(ctx context.Context, batches []profile.Batch, rep profile.Report, from, to int, o AdviseOptions) (*CheckResult, error) {
+	if o.CheckBytes <= 0 {
+		o.CheckBytes = 256 << 20
+	}
+	if o.Scratch == "" {
+		o.Scratch = "/.sluice-advise-check"
+	}
+	streams, files := replayPlan(batches, o.CheckBytes)
+	if len(streams) == 0 {
+		return nil, errs.New(errs.Invalid, "advise --check: the recording has no reads or writes to replay")
+	}
+	workers := int(math.Round(rep.DataInFlight))
+	workers = min(max(workers, 1), 64)
+	if err := e.Client.MkdirAll(ctx, o.Scratch, 0o700); err != nil {
+		return nil, err
+	}
+	defer e.Client.RemoveAll(context.WithoutCancel(ctx), o.Scratch)
+	res := &CheckResult{From: from, To: to, Streams: len(streams), Files: len(files), Workers: workers}
+	for _, s := range streams {
+		res.Bytes += s.bytes
+	}
+	dirs := map[int]string{}
+	for _, sc := range []int{from, to} {
+		d := fmt.Sprintf("%s/sc%d", o.Scratch, sc)
+		dirs[sc] = d
+		if err := e.Client.Mkdir(ctx, d, 0o700); err != nil {
+			return nil, err
+		}
+		if err := e.Client.SetLayout(ctx, d, client.Layout{StripeCount: sc}); err != nil {
+			return nil, err
+		}
+		if err := e.replayFiles(ctx, d, files); err != nil {
+			return nil, err
+		}
+	}
+	var mbps [2]float64
+	for round := range 4 {
+		sc := []int{from, to}[round%2]
+		r, err := e.replayRun(ctx, dirs[sc], streams, workers)
+		if err != nil {
+			return nil, err
+		}
+		mbps[round%2] += r / 2
+	}
+	res.FromMBps, res.ToMBps = mbps[0], mbps[1]
+	res.Measured = res.ToMBps / res.FromMBps
+	return res, nil
+}
+
+// replayFiles writes the replay's copies of the files in dir.
+func (e *Env) replayFiles(ctx context.Context, dir string, files map[uint64]int64) error {
+	inos := make(chan uint64)
+	var wg sync.WaitGroup
+	var firstErr atomic.Pointer[error]
+	buf := make([]byte, 4<<20)
+	fillRandom(buf, 7)
+	for range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for ino := range inos {
+				if err := writeSized(ctx, e.Client, fmt.Sprintf("%s/%d", dir, ino), files[ino], buf); err != nil {
+					firstErr.CompareAndSwap(nil, &err)
+				}
+			}
+		}()
+	}
+	for ino := range files {
+		inos <- ino
+	}
+	close(inos)
+	wg.Wait()
+	if p := firstErr.Load(); p != nil {
+		return *p
+	}
+	return nil
+}
+
+func writeSized(ctx context.Context, c *client.Client, p string, size int64, buf []byte) error {
+	f, err := c.Create(ctx, p)
+	if err != nil {
+		return err
+	}
+	for off := int64(0); off < size; off += int64(len(buf)) {
+		if _, err := f.WriteAt(buf[:min(int64(len(buf)), size-off)], off); err != nil {
+			f.Close()
+			return err
+		}
+	}
+	return f.Close()
+}
+
+// replayRun replays streams on the copies in dir, workers at a time, and
+// returns the MB/s they moved.
+func (e *Env) replayRun(ctx context.Context, dir string, streams []*replayStream, workers int) (float64, error) {
+	work := make(chan *replayStream)
+	var wg sync.WaitGroup
+	var moved atomic.Int64
+	var firstErr atomic.Pointer[error]
+	fail := func(err error) { firstErr.CompareAndSwap(nil, &err) }
+	start := time.Now()
+	for range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var buf []byte
+			for s := range work {
+				flag := client.O_RDONLY
+				if s.write {
+					flag = client.O_RDWR
+				}
+				f, err := e.Client.OpenFile(ctx, fmt.Sprintf("%s/%d", dir, s.ino), flag, 0)
+				if err != nil {
+					fail(err)
+					continue
+				}
+				for _, r := range s.ops {
+					if int64(cap(buf)) < r.Len {
+						buf = make([]byte, r.Len)
+					}
+					b := buf[:r.Len]
+					var n int
+					if r.Op == profile.OpWrite {
+						n, err = f.WriteAt(b, r.Off)
+					} else {
+						n, err = f.ReadAt(b, r.Off)
+						if err == io.EOF {
+							err = nil
+						}
+					}
+					moved.Add(int64(n))
+					if err != nil {
+						fail(err)
+						break
+					}
+				}
+				if err := f.Close(); err != nil {
+					fail(err)
+				}
+			}
+		}()
+	}
+	for _, s := range streams {
+		work <- s
+	}
+	close(work)
+	wg.Wait()
+	if p := firstErr.Load(); p != nil {
+		return 0, *p
+	}
+	return float64(moved.Load()) / time.Since(start).Seconds() / 1e6, nil
+}

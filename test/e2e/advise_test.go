@@ -1,0 +1,162 @@
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/sluice-fs/sluice/internal/advise"
+	"github.com/sluice-fs/sluice/internal/cli"
+	"github.com/sluice-fs/sluice/internal/proctest"
+)
+
+// TestAdvise calibrates a model on a real sluice serve (small cells),
+// records a job reading large files sequentially, and checks the advice:
+// printed with its reason and figures from the model, a --check replay
+// that measures both layouts, and --apply, given a model in which stripe
+// count 2 is twice as fast, setting the directory's layout and migrating
+// its files (their bytes unchanged). Bad input gets clear errors.
+func TestAdvise(t *testing.T) {
+	t.Parallel()
+	s := startServer(t, "")
+	ctx := context.Background()
+	setup := s.client()
+	tmp := t.TempDir()
+
+	modelFile := filepath.Join(tmp, "model.json")
+	out := s.mustCLI("advise", "calibrate", "--out", modelFile, "--size", "2MiB", "--cell-time", "50ms", "-q")
+	if !strings.Contains(out, "written to") {
+		t.Errorf("calibrate: %q", out)
+	}
+	var m advise.Model
+	b, err := os.ReadFile(modelFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(b, &m); err != nil {
+		t.Fatal(err)
+	}
+	// 4 targets: stripe counts 1, 2, 4; 20 cells each.
+	if len(m.Cells) != 60 || m.Targets != 4 || m.Date == "" || !strings.Contains(m.Command, "calibrate") {
+		t.Errorf("model: %d cells, %d targets, %q, %q", len(m.Cells), m.Targets, m.Date, m.Command)
+	}
+	for _, c := range m.Cells {
+		if c.MBps <= 0 {
+			t.Errorf("cell %+v measured nothing", c)
+		}
+	}
+	if l := s.mustCLI("ls", "/"); strings.Contains(l, "calibrate") {
+		t.Errorf("the calibration left its files: %s", l)
+	}
+
+	// The workload: 2 files of 8 MiB with stripe count 4, read whole in
+	// 1 MiB requests by 2 streams, twice.
+	s.mustCLI("mkdir", "/ds")
+	s.mustCLI("layout", "set", "/ds", "--stripe-count", "4")
+	sums := map[string][32]byte{}
+	for i := range 2 {
+		data := randBytes(uint64(i), 8<<20)
+		p := fmt.Sprintf("/ds/f%d", i)
+		if err := proctest.WriteFile(ctx, setup, p, data); err != nil {
+			t.Fatal(err)
+		}
+		sums[p] = sha256.Sum256(data)
+	}
+	s.mustCLI("profile", "record", "--job", "adv", "--name", "a1", "--dir", "/ds", "--duration", "1h", "--detach")
+	c := jobClient(t, s.addr, "adv")
+	waitClients(t, setup, "a1", 1)
+	for range 2 {
+		for p := range sums {
+			f, err := c.Open(ctx, p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			buf := make([]byte, 1<<20)
+			for off := int64(0); off < 8<<20; off += 1 << 20 {
+				if _, err := f.ReadAt(buf, off); err != nil && err != io.EOF {
+					t.Fatal(err)
+				}
+			}
+			f.Close()
+		}
+	}
+	s.mustCLI("profile", "stop", "a1")
+	c.Close()
+
+	var res cli.AdviseResult
+	if err := json.Unmarshal([]byte(s.mustCLI("advise", "a1", "--model", modelFile, "--check", "--check-bytes", "16MiB", "--json")), &res); err != nil {
+		t.Fatal(err)
+	}
+	w := res.Workload
+	if w.Op != "read" || w.Pattern != "seq" || w.ReqSize != 1<<20 || w.FileSpan != 8<<20 || res.Layout.StripeCount != 4 || res.Dir != "/ds" {
+		t.Errorf("workload %+v on %+v in %s", w, res.Layout, res.Dir)
+	}
+	if len(res.Advice) != 2 || res.Advice[0].Setting != "stripe-count" || res.Advice[0].Reason == "" || res.Advice[1].To != "training" {
+		t.Fatalf("advice %+v", res.Advice)
+	}
+	chk := res.Check
+	if chk == nil || chk.FromMBps <= 0 || chk.ToMBps <= 0 || chk.Bytes != 16<<20 || chk.From != 4 || chk.To == 4 {
+		t.Errorf("check %+v: want both layouts measured over 16 MiB", chk)
+	}
+	if l := s.mustCLI("ls", "/"); strings.Contains(l, "advise-check") {
+		t.Errorf("the check left its copies: %s", l)
+	}
+
+	// A model in which stripe count 2 is twice as fast as 1 and 4.
+	forced := m
+	forced.Noise = 0.05
+	forced.Cells = nil
+	for _, cl := range m.Cells {
+		cl.MBps = 100
+		if cl.StripeCount == 2 {
+			cl.MBps = 200
+		}
+		forced.Cells = append(forced.Cells, cl)
+	}
+	fb, _ := json.Marshal(&forced)
+	forcedFile := filepath.Join(tmp, "forced.json")
+	if err := os.WriteFile(forcedFile, fb, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	text := s.mustCLI("advise", "a1", "--model", forcedFile, "--apply")
+	if !strings.Contains(text, "stripe-count: 4 -> 2, predicted 2.00x") || !strings.Contains(text, "applied") {
+		t.Errorf("advise --apply:\n%s", text)
+	}
+	for p, sum := range sums {
+		l, err := setup.GetLayout(ctx, p)
+		if err != nil || l.StripeCount != 2 || l.Data == 0 {
+			t.Errorf("%s after --apply: %+v, %v; want stripe count 2, migrated", p, l, err)
+		}
+		f, err := setup.Open(ctx, p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var buf bytes.Buffer
+		io.Copy(&buf, f)
+		f.Close()
+		if sha256.Sum256(buf.Bytes()) != sum {
+			t.Errorf("%s changed by the migration", p)
+		}
+	}
+	if l, err := setup.GetLayout(ctx, "/ds"); err != nil || l.StripeCount != 2 {
+		t.Errorf("/ds after --apply: %+v, %v", l, err)
+	}
+	// Applied: nothing more to advise.
+	if text := s.mustCLI("advise", "a1", "--model", forcedFile, "--apply"); !strings.Contains(text, "keep 2") || strings.Contains(text, "applied") {
+		t.Errorf("advise --apply a second time:\n%s", text)
+	}
+
+	s.failCLI("no recording", "advise", "nope")
+	s.failCLI("--dir", "advise", "a1", "--model", forcedFile, "--apply", "--dir", "/")
+	bad := filepath.Join(tmp, "bad.json")
+	os.WriteFile(bad, []byte("{"), 0o644)
+	s.failCLI("model", "advise", "a1", "--model", bad)
+	s.failCLI("--out", "advise", "calibrate")
+}
