@@ -422,3 +422,6 @@ func (p *pool) close() {
 		}
 	}
 }
+
+// Options returns the options the client was made with, defaults filled in.
+func (c *Client) Options() Options { return c.opts }

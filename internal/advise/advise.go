@@ -18,14 +18,18 @@ import (
 
 // Cell is one measurement of the model: Op ("read" or "write") with
 // Pattern ("seq" or "random") requests of ReqSize bytes from Streams
-// streams at once, each on its own file of StripeCount targets: MBps
-// (10^6 bytes per second, all streams together).
+// streams at once, each on its own file of StripeCount targets and
+// stripes of StripeSize bytes (0: the model's StripeSize), read by a
+// client with ReadAhead bytes of read-ahead (0: the client's default, 16
+// MiB; -1: none): MBps (10^6 bytes per second, all streams together).
 type Cell struct {
 	Op          string  `json:"op"`
 	Pattern     string  `json:"pattern"`
 	ReqSize     int64   `json:"req_size"`
 	Streams     int     `json:"streams"`
 	StripeCount int     `json:"stripe_count"`
+	StripeSize  int64   `json:"stripe_size,omitempty"`
+	ReadAhead   int64   `json:"read_ahead,omitempty"`
 	MBps        float64 `json:"mbps"`
 }
 
@@ -36,7 +40,7 @@ type Model struct {
 	Date       string `json:"date"`
 	Command    string `json:"command"`
 	Targets    int    `json:"targets"`
-	StripeSize int64  `json:"stripe_size"` // the stripe size of every cell
+	StripeSize int64  `json:"stripe_size"` // the stripe size of cells that name none
 	Cells      []Cell `json:"cells"`
 	// Noise is the relative difference between two measurements of the
 	// same cell that the calibration saw at its 90th percentile: a
@@ -71,14 +75,29 @@ func WorkloadOf(r *profile.Report) Workload {
 	return w
 }
 
-// Predict returns the model's throughput (MB/s) for w on files of
-// stripeCount targets: interpolated between the measured request sizes
-// and stream counts on logarithmic scales, clamped at the grid's edges.
-// ok is false when the model has no cell of w's kind and stripe count.
-func (m *Model) Predict(w Workload, stripeCount int) (float64, bool) {
+func (m *Model) stripeSize(c Cell) int64 {
+	if c.StripeSize == 0 {
+		return m.StripeSize
+	}
+	return c.StripeSize
+}
+
+// Predict returns the model's throughput (MB/s) for w on files of layout
+// l read with the default read-ahead: interpolated between the measured
+// request sizes and stream counts on logarithmic scales, clamped at the
+// grid's edges. ok is false when the model has no cell of w's kind and
+// l's stripe count and size.
+func (m *Model) Predict(w Workload, l Layout) (float64, bool) { return m.PredictWith(w, l, 0) }
+
+// PredictWith is Predict with a client read-ahead of readAhead bytes (0:
+// the default, -1: none).
+func (m *Model) PredictWith(w Workload, l Layout, readAhead int64) (float64, bool) {
+	if l.StripeSize == 0 {
+		l.StripeSize = m.StripeSize
+	}
 	var cells []Cell
 	for _, c := range m.Cells {
-		if c.Op == w.Op && c.Pattern == w.Pattern && c.StripeCount == stripeCount {
+		if c.Op == w.Op && c.Pattern == w.Pattern && c.StripeCount == l.StripeCount && m.stripeSize(c) == l.StripeSize && c.ReadAhead == readAhead {
 			cells = append(cells, c)
 		}
 	}
@@ -106,23 +125,48 @@ func (m *Model) Predict(w Workload, stripeCount int) (float64, bool) {
 	return interp(pts, at, w.Streams), true
 }
 
-// StripeCounts returns the stripe counts the model measured.
-func (m *Model) StripeCounts() []int {
-	var out []int
+// Layouts returns the layouts (stripe count and size) the model measured,
+// by count then size.
+func (m *Model) Layouts() []Layout {
+	var out []Layout
 	for _, c := range m.Cells {
-		if !slices.Contains(out, c.StripeCount) {
-			out = append(out, c.StripeCount)
+		l := Layout{StripeCount: c.StripeCount, StripeSize: m.stripeSize(c)}
+		if !slices.Contains(out, l) {
+			out = append(out, l)
+		}
+	}
+	slices.SortFunc(out, func(a, b Layout) int {
+		return cmp.Or(cmp.Compare(a.StripeCount, b.StripeCount), cmp.Compare(a.StripeSize, b.StripeSize))
+	})
+	return out
+}
+
+// ReadAheads returns the read-aheads other than the default the model
+// measured for w's kind on layout l.
+func (m *Model) ReadAheads(w Workload, l Layout) []int64 {
+	if l.StripeSize == 0 {
+		l.StripeSize = m.StripeSize
+	}
+	var out []int64
+	for _, c := range m.Cells {
+		if c.ReadAhead != 0 && c.Op == w.Op && c.Pattern == w.Pattern && c.StripeCount == l.StripeCount && m.stripeSize(c) == l.StripeSize && !slices.Contains(out, c.ReadAhead) {
+			out = append(out, c.ReadAhead)
 		}
 	}
 	slices.Sort(out)
 	return out
 }
 
-// Layout is the layout in force for the workload's files.
+// Layout is a file layout: the one in force for the workload's files, or
+// one the model measured.
 type Layout struct {
-	StripeCount int
-	StripeSize  int64
-	Pool        string
+	StripeCount int    `json:"stripe_count"`
+	StripeSize  int64  `json:"stripe_size"`
+	Pool        string `json:"pool,omitempty"`
+}
+
+func (l Layout) String() string {
+	return fmt.Sprintf("%d x %s", l.StripeCount, profile.Size(l.StripeSize))
 }
 
 // Facts are what the advice must respect.
@@ -132,10 +176,14 @@ type Facts struct {
 
 // Advice is one recommendation.
 type Advice struct {
-	Setting string `json:"setting"` // "stripe-count" or "qos-class"
+	Setting string `json:"setting"` // "layout", "client-read-ahead" or "qos-class"
 	From    string `json:"from,omitempty"`
 	To      string `json:"to,omitempty"` // "" when no change is advised
-	Reason  string `json:"reason"`
+	// Layout is the advised layout (Setting "layout", a change); ReadAhead
+	// the advised read-ahead in bytes (-1: none).
+	Layout    *Layout `json:"layout,omitempty"`
+	ReadAhead int64   `json:"read_ahead,omitempty"`
+	Reason    string  `json:"reason"`
 	// Predicted is the throughput the model predicts with To over that
 	// with From (1: no change; 0: not predicted).
 	Predicted float64 `json:"predicted,omitempty"`
@@ -147,56 +195,103 @@ type Advice struct {
 // Change reports whether a advises a change.
 func (a *Advice) Change() bool { return a.To != "" && a.To != a.From }
 
-// Advise recommends a stripe count for w's files (only one the model
-// measured and the targets allow, and only if the model predicts a gain
-// beyond its noise) and a QoS class for its job.
+// Advise recommends a layout for w's files (only one the model measured
+// and the targets allow, and only if the model predicts a gain beyond its
+// noise), a client read-ahead for sequential readers (likewise), and a
+// QoS class for its job.
 func Advise(w Workload, cur Layout, f Facts, m *Model) []Advice {
-	out := []Advice{adviseStripes(w, cur, f, m)}
-	return append(out, adviseClass(w))
+	if cur.StripeSize == 0 {
+		cur.StripeSize = m.StripeSize
+	}
+	lay := adviseLayout(w, cur, f, m)
+	on := cur
+	if lay.Layout != nil {
+		on = *lay.Layout
+	}
+	return []Advice{lay, adviseReadAhead(w, on, m), adviseClass(w)}
 }
 
-func adviseStripes(w Workload, cur Layout, f Facts, m *Model) Advice {
-	a := Advice{Setting: "stripe-count", From: fmt.Sprint(cur.StripeCount)}
+func adviseLayout(w Workload, cur Layout, f Facts, m *Model) Advice {
+	a := Advice{Setting: "layout", From: cur.String()}
 	if w.Op == "" || w.ReqSize == 0 {
 		a.Reason = "the recording has no reads or writes"
 		return a
 	}
-	stripe := cur.StripeSize
-	if stripe <= 0 {
-		stripe = m.StripeSize
-	}
-	if w.FileSpan > 0 && w.FileSpan <= stripe {
+	if w.FileSpan > 0 && w.FileSpan <= cur.StripeSize {
 		a.Reason = fmt.Sprintf("the files span %s (median), no more than one stripe of %s: each lives on one target whatever the stripe count, so no change",
-			profile.Size(w.FileSpan), profile.Size(stripe))
+			profile.Size(w.FileSpan), profile.Size(cur.StripeSize))
 		return a
 	}
-	curMB, ok := m.Predict(w, cur.StripeCount)
+	curMB, ok := m.Predict(w, cur)
 	if !ok {
-		a.Reason = fmt.Sprintf("the model has no measurement of %s %s requests on %d targets (run sluice advise calibrate)", w.Pattern, w.Op, cur.StripeCount)
+		a.Reason = fmt.Sprintf("the model has no measurement of %s %s requests on %s (run sluice advise calibrate)", w.Pattern, w.Op, cur)
 		return a
 	}
 	a.FromMBps = curMB
-	best, bestMB := cur.StripeCount, curMB
-	for _, sc := range m.StripeCounts() {
-		if sc > f.Targets || w.FileSpan > 0 && int64(sc-1)*stripe >= w.FileSpan {
+	best, bestMB := cur, curMB
+	for _, l := range m.Layouts() {
+		if l.StripeCount > f.Targets || w.FileSpan > 0 && int64(l.StripeCount-1)*l.StripeSize >= w.FileSpan {
 			continue // more targets than there are, or than a file has stripes
 		}
-		if p, ok := m.Predict(w, sc); ok && p > bestMB {
-			best, bestMB = sc, p
+		if p, ok := m.Predict(w, l); ok && p > bestMB {
+			best, bestMB = l, p
 		}
 	}
 	gain := bestMB / curMB
 	desc := fmt.Sprintf("%s %s requests of %s, %.1f in flight", w.Pattern, w.Op, profile.Size(w.ReqSize), w.Streams)
-	if best == cur.StripeCount || gain <= 1+m.Noise {
+	if best == cur || gain <= 1+m.Noise {
 		a.Predicted = 1
-		a.Reason = fmt.Sprintf("%s: the best stripe count measured (%d, %.0f MB/s) is predicted %.2fx of the current %d (%.0f MB/s), within the model's noise (%.0f%%): no change",
-			desc, best, bestMB, gain, cur.StripeCount, curMB, 100*m.Noise)
+		a.Reason = fmt.Sprintf("%s: the best layout measured (%s, %.0f MB/s) is predicted %.2fx of the current %s (%.0f MB/s), within the model's noise (%.0f%%): no change",
+			desc, best, bestMB, gain, cur, curMB, 100*m.Noise)
 		return a
 	}
-	a.To, a.ToMBps, a.Predicted = fmt.Sprint(best), bestMB, gain
-	a.Reason = fmt.Sprintf("%s: stripe count %d is predicted at %.0f MB/s against %.0f MB/s for %d (%.2fx; the model's noise is %.0f%%)",
-		desc, best, bestMB, curMB, cur.StripeCount, gain, 100*m.Noise)
+	best.Pool = cur.Pool
+	a.To, a.Layout, a.ToMBps, a.Predicted = best.String(), &best, bestMB, gain
+	a.Reason = fmt.Sprintf("%s: %s is predicted at %.0f MB/s against %.0f MB/s for %s (%.2fx; the model's noise is %.0f%%)",
+		desc, best, bestMB, curMB, cur, gain, 100*m.Noise)
 	return a
+}
+
+// adviseReadAhead compares the read-aheads the model measured for
+// sequential readers on layout l with the default.
+func adviseReadAhead(w Workload, l Layout, m *Model) Advice {
+	a := Advice{Setting: "client-read-ahead", From: "default (16MiB)"}
+	if w.Op != "read" || w.Pattern != "seq" {
+		a.Reason = "not a sequential reader: read-ahead does not start"
+		return a
+	}
+	def, ok := m.Predict(w, l)
+	ras := m.ReadAheads(w, l)
+	if !ok || len(ras) == 0 {
+		a.Reason = fmt.Sprintf("the model has no read-ahead measurements on %s", l)
+		return a
+	}
+	a.FromMBps = def
+	best, bestMB := int64(0), def
+	for _, ra := range ras {
+		if p, ok := m.PredictWith(w, l, ra); ok && p > bestMB {
+			best, bestMB = ra, p
+		}
+	}
+	gain := bestMB / def
+	if best == 0 || gain <= 1+m.Noise {
+		a.Predicted = 1
+		a.Reason = fmt.Sprintf("the default is predicted within the model's noise (%.0f%%) of the best measured (%s: %.2fx): no change", 100*m.Noise, raName(best), gain)
+		return a
+	}
+	a.To, a.ReadAhead, a.ToMBps, a.Predicted = raName(best), best, bestMB, gain
+	a.Reason = fmt.Sprintf("sequential reads of %s: a read-ahead of %s is predicted at %.0f MB/s against %.0f MB/s (%.2fx)", profile.Size(w.ReqSize), raName(best), bestMB, def, gain)
+	return a
+}
+
+func raName(ra int64) string {
+	switch {
+	case ra < 0:
+		return "off"
+	case ra == 0:
+		return "default (16MiB)"
+	}
+	return profile.Size(ra)
 }
 
 // adviseClass names the QoS class whose place in the targets' schedule

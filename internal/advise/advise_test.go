@@ -9,7 +9,7 @@ import (
 )
 
 // grid builds a model whose throughput is f(op, pattern, req, streams,
-// stripe count) over the calibration's grid.
+// stripe count) over the calibration's grid (one stripe size).
 func grid(noise float64, f func(op, pat string, req int64, streams, sc int) float64) *Model {
 	m := &Model{Targets: 4, StripeSize: 1 << 20, Noise: noise}
 	for _, sc := range []int{1, 2, 4} {
@@ -44,13 +44,16 @@ func TestPredictInterpolates(t *testing.T) {
 		{1 << 20, 2, 1, 20 + 0.5*60}, // streams 2: halfway between 1 and 4 on a log scale
 		{1 << 20, 16, 4, 4 * 20 * 4}, // clamped at 4 streams
 	} {
-		got, ok := m.Predict(Workload{Op: "read", Pattern: "seq", ReqSize: c.req, Streams: c.streams}, c.sc)
+		got, ok := m.Predict(Workload{Op: "read", Pattern: "seq", ReqSize: c.req, Streams: c.streams}, Layout{StripeCount: c.sc})
 		if !ok || math.Abs(got-c.want) > 1e-9 {
 			t.Errorf("Predict(req %d, streams %v, sc %d) = %v, %v; want %v", c.req, c.streams, c.sc, got, ok, c.want)
 		}
 	}
-	if _, ok := m.Predict(Workload{Op: "read", Pattern: "seq", ReqSize: 1 << 20, Streams: 1}, 3); ok {
+	if _, ok := m.Predict(Workload{Op: "read", Pattern: "seq", ReqSize: 1 << 20, Streams: 1}, Layout{StripeCount: 3}); ok {
 		t.Error("a stripe count the model did not measure was predicted")
+	}
+	if _, ok := m.Predict(Workload{Op: "read", Pattern: "seq", ReqSize: 1 << 20, Streams: 1}, Layout{StripeCount: 2, StripeSize: 4 << 20}); ok {
+		t.Error("a stripe size the model did not measure was predicted")
 	}
 }
 
@@ -72,26 +75,26 @@ func TestAdviseStripeCount(t *testing.T) {
 		to     string
 		reason string
 	}{
-		{"scales: the smallest best count", seq, Layout{StripeCount: 1}, Facts{Targets: 4}, "2", "predicted at 200 MB/s"},
+		{"scales: the smallest best count", seq, Layout{StripeCount: 1}, Facts{Targets: 4}, "2 x 1MiB", "predicted at 200 MB/s"},
 		{"already best", seq, Layout{StripeCount: 2}, Facts{Targets: 4}, "", "no change"},
 		{"one target only", seq, Layout{StripeCount: 1}, Facts{Targets: 1}, "", "no change"},
 		{"random does not scale", Workload{Op: "read", Pattern: "random", ReqSize: 4096, Streams: 4, FileSpan: 1 << 30}, Layout{StripeCount: 1}, Facts{Targets: 4}, "", "within the model's noise"},
 		{"small files", Workload{Op: "read", Pattern: "seq", ReqSize: 150 << 10, Streams: 8, FileSpan: 150 << 10}, Layout{StripeCount: 1}, Facts{Targets: 4}, "", "one stripe"},
-		{"a file of two stripes", Workload{Op: "read", Pattern: "seq", ReqSize: 1 << 20, Streams: 1, FileSpan: 2 << 20}, Layout{StripeCount: 1}, Facts{Targets: 4}, "2", ""},
+		{"a file of two stripes", Workload{Op: "read", Pattern: "seq", ReqSize: 1 << 20, Streams: 1, FileSpan: 2 << 20}, Layout{StripeCount: 1}, Facts{Targets: 4}, "2 x 1MiB", ""},
 		{"unmeasured current layout", seq, Layout{StripeCount: 3}, Facts{Targets: 4}, "", "no measurement"},
 		{"no data", Workload{}, Layout{StripeCount: 1}, Facts{Targets: 4}, "", "no reads or writes"},
 	}
 	for _, c := range cases {
 		a := Advise(c.w, c.cur, c.f, m)
-		if len(a) != 2 || a[0].Setting != "stripe-count" {
+		if len(a) != 3 || a[0].Setting != "layout" {
 			t.Fatalf("%s: advice %+v", c.name, a)
 		}
 		s := a[0]
 		if s.To != c.to || !strings.Contains(s.Reason, c.reason) {
 			t.Errorf("%s: to %q (%s); want %q and a reason with %q", c.name, s.To, s.Reason, c.to, c.reason)
 		}
-		if s.Change() && (s.Predicted <= 1+m.Noise || s.ToMBps <= s.FromMBps) {
-			t.Errorf("%s: a change predicted at %v (%v -> %v MB/s)", c.name, s.Predicted, s.FromMBps, s.ToMBps)
+		if s.Change() && (s.Predicted <= 1+m.Noise || s.ToMBps <= s.FromMBps || s.Layout == nil || s.Layout.String() != s.To) {
+			t.Errorf("%s: a change predicted at %v (%v -> %v MB/s) to %+v", c.name, s.Predicted, s.FromMBps, s.ToMBps, s.Layout)
 		}
 	}
 	// A gain inside the noise is no advice.
@@ -146,5 +149,46 @@ func TestNoiseAndAverage(t *testing.T) {
 	avg := Average(a, b)
 	if avg[2].MBps != 200 || a[2].MBps != 100 {
 		t.Errorf("average %+v (input changed: %+v)", avg, a)
+	}
+}
+
+// TestAdviseStripeSizeAndReadAhead: a model measured at two stripe sizes
+// and three read-aheads: the advised layout may change the size alone, and
+// a sequential reader gets the read-ahead the model ranks best.
+func TestAdviseStripeSizeAndReadAhead(t *testing.T) {
+	m := &Model{Targets: 4, StripeSize: 1 << 20, Noise: 0.1}
+	for _, sc := range []int{1, 2} {
+		for _, ss := range []int64{1 << 20, 4 << 20} {
+			for _, ra := range []int64{0, -1, 64 << 20} {
+				for _, req := range []int64{64 << 10, 4 << 20} {
+					mb := 100.0
+					if ss == 4<<20 {
+						mb = 150 // bigger stripes, whatever the count
+					}
+					switch ra {
+					case -1:
+						mb /= 2
+					case 64 << 20:
+						mb *= 1.5
+					}
+					m.Cells = append(m.Cells, Cell{Op: "read", Pattern: "seq", ReqSize: req, Streams: 1, StripeCount: sc, StripeSize: ss, ReadAhead: ra, MBps: mb})
+				}
+			}
+		}
+	}
+	if got := m.Layouts(); len(got) != 4 || got[1] != (Layout{StripeCount: 1, StripeSize: 4 << 20}) {
+		t.Errorf("layouts %v", got)
+	}
+	w := Workload{Op: "read", Pattern: "seq", ReqSize: 1 << 20, Streams: 1, FileSpan: 1 << 30}
+	a := Advise(w, Layout{StripeCount: 1, StripeSize: 1 << 20, Pool: "nvme"}, Facts{Targets: 4}, m)
+	if a[0].Layout == nil || *a[0].Layout != (Layout{StripeCount: 1, StripeSize: 4 << 20, Pool: "nvme"}) || a[0].Predicted != 1.5 {
+		t.Errorf("layout advice %+v (%+v)", a[0], a[0].Layout)
+	}
+	if a[1].Setting != "client-read-ahead" || a[1].ReadAhead != 64<<20 || a[1].To != "64MiB" || a[1].Predicted != 1.5 {
+		t.Errorf("read-ahead advice %+v", a[1])
+	}
+	// Random readers: read-ahead does not start; no change.
+	if a := Advise(Workload{Op: "read", Pattern: "random", ReqSize: 4096, Streams: 1, FileSpan: 1 << 30}, Layout{StripeCount: 1}, Facts{Targets: 4}, m); a[1].Change() {
+		t.Errorf("read-ahead advised for random reads: %+v", a[1])
 	}
 }

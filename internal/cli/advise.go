@@ -32,11 +32,14 @@ type CalibrateOptions struct {
 
 // The calibration's grid: sequential requests of these sizes, random ones
 // of those, each from 1 and 4 streams, on files of stripe counts 1, 2, 4,
-// 8, ... up to the targets.
+// 8, ... up to the targets and of these stripe sizes; sequential reads
+// also by clients with these read-aheads besides the default.
 var (
 	calSeqSizes    = []int64{64 << 10, 1 << 20, 4 << 20}
 	calRandomSizes = []int64{4 << 10, 64 << 10}
 	calStreams     = []int{1, 4}
+	calStripeSizes = []int64{1 << 20, 4 << 20}
+	calReadAheads  = []int64{-1, 64 << 20}
 )
 
 // Calibrate measures what the cluster's stripe counts deliver for the
@@ -61,9 +64,23 @@ func (e *Env) Calibrate(ctx context.Context, o CalibrateOptions) error {
 	if err != nil {
 		return err
 	}
-	var counts []int
+	var layouts []advise.Layout
 	for sc := 1; sc <= st.Targets; sc *= 2 {
-		counts = append(counts, sc)
+		for _, ss := range calStripeSizes {
+			layouts = append(layouts, advise.Layout{StripeCount: sc, StripeSize: ss})
+		}
+	}
+	// Clients with the other read-aheads.
+	raClients := map[int64]*client.Client{}
+	for _, ra := range calReadAheads {
+		opts := e.Client.Options()
+		opts.ReadAhead = int(ra)
+		c, err := client.New(ctx, opts)
+		if err != nil {
+			return err
+		}
+		defer c.Close()
+		raClients[ra] = c
 	}
 	if err := e.Client.MkdirAll(ctx, o.Scratch, 0o700); err != nil {
 		return err
@@ -72,12 +89,13 @@ func (e *Env) Calibrate(ctx context.Context, o CalibrateOptions) error {
 	var runs [][]advise.Cell
 	for run := range o.Runs {
 		var cells []advise.Cell
-		for _, sc := range counts {
-			dir := fmt.Sprintf("%s/r%d-sc%d", o.Scratch, run, sc)
+		for _, lay := range layouts {
+			sc, ss := lay.StripeCount, lay.StripeSize
+			dir := fmt.Sprintf("%s/r%d-sc%d-ss%d", o.Scratch, run, sc, ss)
 			if err := e.Client.Mkdir(ctx, dir, 0o700); err != nil {
 				return err
 			}
-			if err := e.Client.SetLayout(ctx, dir, client.Layout{StripeCount: sc}); err != nil {
+			if err := e.Client.SetLayout(ctx, dir, client.Layout{StripeCount: sc, StripeSize: ss}); err != nil {
 				return err
 			}
 			m := measurer{c: e.Client, dir: dir, size: o.Size, cellTime: o.CellTime}
@@ -92,8 +110,17 @@ func (e *Env) Calibrate(ctx context.Context, o CalibrateOptions) error {
 						return err
 					}
 					cells = append(cells,
-						advise.Cell{Op: "write", Pattern: "seq", ReqSize: req, Streams: streams, StripeCount: sc, MBps: w},
-						advise.Cell{Op: "read", Pattern: "seq", ReqSize: req, Streams: streams, StripeCount: sc, MBps: r})
+						advise.Cell{Op: "write", Pattern: "seq", ReqSize: req, Streams: streams, StripeCount: sc, StripeSize: ss, MBps: w},
+						advise.Cell{Op: "read", Pattern: "seq", ReqSize: req, Streams: streams, StripeCount: sc, StripeSize: ss, MBps: r})
+					for _, ra := range calReadAheads {
+						mr := m
+						mr.c = raClients[ra]
+						r, err := mr.seqRead(ctx, streams, req)
+						if err != nil {
+							return err
+						}
+						cells = append(cells, advise.Cell{Op: "read", Pattern: "seq", ReqSize: req, Streams: streams, StripeCount: sc, StripeSize: ss, ReadAhead: ra, MBps: r})
+					}
 				}
 				for _, req := range calRandomSizes {
 					r, err := m.random(ctx, streams, req, false)
@@ -105,12 +132,12 @@ func (e *Env) Calibrate(ctx context.Context, o CalibrateOptions) error {
 						return err
 					}
 					cells = append(cells,
-						advise.Cell{Op: "read", Pattern: "random", ReqSize: req, Streams: streams, StripeCount: sc, MBps: r},
-						advise.Cell{Op: "write", Pattern: "random", ReqSize: req, Streams: streams, StripeCount: sc, MBps: w})
+						advise.Cell{Op: "read", Pattern: "random", ReqSize: req, Streams: streams, StripeCount: sc, StripeSize: ss, MBps: r},
+						advise.Cell{Op: "write", Pattern: "random", ReqSize: req, Streams: streams, StripeCount: sc, StripeSize: ss, MBps: w})
 				}
 			}
 			if !o.Quiet {
-				fmt.Fprintf(e.Stderr, "run %d, stripe count %d: %d cells measured\n", run+1, sc, len(cells))
+				fmt.Fprintf(e.Stderr, "run %d, layout %s: %d cells measured\n", run+1, lay, len(cells))
 			}
 			if err := e.Client.RemoveAll(ctx, dir); err != nil {
 				return err
@@ -291,23 +318,44 @@ type AdviseResult struct {
 }
 
 // CheckResult is a replay's measurement: the recorded workload replayed on
-// copies of its files with the current layout and with the compared one.
+// copies of its files with the current configuration (layout, client
+// read-ahead) and with the compared one.
 type CheckResult struct {
-	From, To          int     // stripe counts
+	From, To          CheckConfig
 	FromMBps, ToMBps  float64 // measured
 	Measured          float64 // ToMBps / FromMBps
 	Predicted         float64 // the model's ratio
 	Bytes             int64   // moved by each replay
 	Streams, Files    int
 	Workers           int
-	CompareWhenNoGain bool `json:",omitempty"` // no change was advised: To is the best alternative
+	CompareWhenNoGain bool `json:",omitempty"` // no change was advised: To is the best alternative layout
+}
+
+// CheckConfig is what a replay runs with.
+type CheckConfig struct {
+	Layout    advise.Layout
+	ReadAhead int64 // 0: the default
+}
+
+func (c CheckConfig) String() string {
+	if c.ReadAhead == 0 {
+		return c.Layout.String()
+	}
+	ra := "off"
+	if c.ReadAhead > 0 {
+		ra = profile.Size(c.ReadAhead)
+	}
+	return c.Layout.String() + ", read-ahead " + ra
 }
 
 // LoadModel reads a model written by calibrate, or the built-in one.
 func LoadModel(file string) (*advise.Model, string, error) {
 	if file == "" {
 		m, err := advise.DefaultModel()
-		return m, "built-in (" + m.Machine + ", " + m.Date + ")", err
+		if err != nil {
+			return nil, "", err
+		}
+		return m, "built-in (" + m.Machine + ", " + m.Date + ")", nil
 	}
 	b, err := os.ReadFile(file)
 	if err != nil {
@@ -317,7 +365,7 @@ func LoadModel(file string) (*advise.Model, string, error) {
 	if err := json.Unmarshal(b, &m); err != nil {
 		return nil, "", errs.New(errs.Invalid, "model %s: %v", file, err)
 	}
-	if len(m.Cells) == 0 {
+	if len(m.Cells) == 0 || m.StripeSize <= 0 {
 		return nil, "", errs.New(errs.Invalid, "model %s has no measurements", file)
 	}
 	return &m, file, nil
@@ -357,30 +405,42 @@ func (e *Env) Advise(ctx context.Context, name string, o AdviseOptions) error {
 	if res.Layout.StripeCount == 0 {
 		res.Layout.StripeCount = facts.Targets // a directory's default: every target
 	}
+	if res.Layout.StripeSize == 0 {
+		res.Layout.StripeSize = model.StripeSize
+	}
 	res.Advice = advise.Advise(res.Workload, res.Layout, facts, model)
-	stripes := res.Advice[0]
-	if o.Apply && stripes.Change() {
-		if err := e.applyStripes(ctx, dir, stripes); err != nil {
+	layAdv, raAdv := res.Advice[0], res.Advice[1]
+	if o.Apply && layAdv.Change() {
+		if err := e.applyLayout(ctx, dir, *layAdv.Layout); err != nil {
 			return err
 		}
 		res.Applied = true
 	}
 	if o.Check {
-		to, compare := 0, false
-		fmt.Sscan(stripes.To, &to)
-		if !stripes.Change() {
-			// No change advised: measure the alternative the model
-			// ranks best, to show whether it would have helped.
-			to, compare = bestOther(model, res.Workload, res.Layout.StripeCount, facts.Targets), true
+		from := CheckConfig{Layout: res.Layout}
+		to := from
+		compare := false
+		if layAdv.Change() {
+			to.Layout = *layAdv.Layout
 		}
-		if to > 0 {
-			chk, err := e.replayCheck(ctx, batches, rep, res.Layout.StripeCount, to, o)
+		if raAdv.Change() {
+			to.ReadAhead = raAdv.ReadAhead
+		}
+		if to == from {
+			// No change advised: measure the alternative layout the
+			// model ranks best, to show whether it would have helped.
+			if l, ok := bestOther(model, res.Workload, res.Layout, facts.Targets); ok {
+				to.Layout, compare = l, true
+			}
+		}
+		if to != from {
+			chk, err := e.replayCheck(ctx, batches, rep, from, to, o)
 			if err != nil {
 				return err
 			}
 			chk.CompareWhenNoGain = compare
-			if p1, ok1 := model.Predict(res.Workload, res.Layout.StripeCount); ok1 {
-				if p2, ok2 := model.Predict(res.Workload, to); ok2 {
+			if p1, ok1 := model.PredictWith(res.Workload, from.Layout, from.ReadAhead); ok1 {
+				if p2, ok2 := model.PredictWith(res.Workload, to.Layout, to.ReadAhead); ok2 {
 					chk.Predicted = p2 / p1
 				}
 			}
@@ -395,12 +455,13 @@ func (e *Env) Advise(ctx context.Context, name string, o AdviseOptions) error {
 	w := res.Workload
 	fmt.Fprintf(e.Stdout, "recording %s, directory %s: %s (%s %s, requests of %s, %.1f in flight, files of %s)\n",
 		name, dir, w.Kind, w.Pattern, w.Op, profile.Size(w.ReqSize), w.Streams, profile.Size(w.FileSpan))
-	fmt.Fprintf(e.Stdout, "layout: stripe count %d, stripe size %s; %d targets allowed; model: %s\n",
-		res.Layout.StripeCount, profile.Size(res.Layout.StripeSize), facts.Targets, modelName)
+	fmt.Fprintf(e.Stdout, "layout: %s (stripe count x size); %d targets allowed; model: %s\n", res.Layout, facts.Targets, modelName)
 	for _, a := range res.Advice {
 		switch {
 		case a.Setting == "qos-class":
 			fmt.Fprintf(e.Stdout, "qos-class: %s (%s; SLUICE_QOS_CLASS=%s for the job's clients)\n", a.To, a.Reason, a.To)
+		case a.Change() && a.Setting == "client-read-ahead":
+			fmt.Fprintf(e.Stdout, "%s: %s -> %s, predicted %.2fx (%s; sluice mount --client-read-ahead %d, client.Options.ReadAhead)\n", a.Setting, a.From, a.To, a.Predicted, a.Reason, a.ReadAhead)
 		case a.Change():
 			fmt.Fprintf(e.Stdout, "%s: %s -> %s, predicted %.2fx (%s)\n", a.Setting, a.From, a.To, a.Predicted, a.Reason)
 		default:
@@ -408,14 +469,14 @@ func (e *Env) Advise(ctx context.Context, name string, o AdviseOptions) error {
 		}
 	}
 	if res.Applied {
-		fmt.Fprintf(e.Stdout, "applied: %s's layout and its files now have stripe count %s\n", dir, stripes.To)
+		fmt.Fprintf(e.Stdout, "applied: %s's layout and its files are now %s\n", dir, layAdv.To)
 	}
 	if c := res.Check; c != nil {
 		what := "advised"
 		if c.CompareWhenNoGain {
 			what = "best alternative"
 		}
-		fmt.Fprintf(e.Stdout, "check: replay of %s in %d streams over %d files, %d at once: stripe count %d %.0f MB/s, %d (%s) %.0f MB/s: measured %.2fx, predicted %.2fx\n",
+		fmt.Fprintf(e.Stdout, "check: replay of %s in %d streams over %d files, %d at once: %s %.0f MB/s, %s (%s) %.0f MB/s: measured %.2fx, predicted %.2fx\n",
 			profile.Size(c.Bytes), c.Streams, c.Files, c.Workers, c.From, c.FromMBps, c.To, what, c.ToMBps, c.Measured, c.Predicted)
 	}
 	return nil
@@ -446,27 +507,26 @@ func (e *Env) adviseFacts(ctx context.Context, dir string) (advise.Facts, error)
 	return f, nil
 }
 
-// bestOther returns the stripe count other than cur the model predicts
-// best for w (0 if none).
-func bestOther(m *advise.Model, w advise.Workload, cur, targets int) int {
-	best, bestMB := 0, 0.0
-	for _, sc := range m.StripeCounts() {
-		if sc == cur || sc > targets {
+// bestOther returns the layout other than cur the model predicts best for
+// w among those the targets allow.
+func bestOther(m *advise.Model, w advise.Workload, cur advise.Layout, targets int) (advise.Layout, bool) {
+	var best advise.Layout
+	bestMB := 0.0
+	for _, l := range m.Layouts() {
+		if l.StripeCount == cur.StripeCount && l.StripeSize == cur.StripeSize || l.StripeCount > targets {
 			continue
 		}
-		if p, ok := m.Predict(w, sc); ok && p > bestMB {
-			best, bestMB = sc, p
+		if p, ok := m.Predict(w, l); ok && p > bestMB {
+			best, bestMB = l, p
 		}
 	}
-	return best
+	return best, bestMB > 0
 }
 
-// applyStripes gives dir's new files the advised stripe count and
-// migrates its files (sluice migrate -r), after checking that the copy
-// fits in the free space.
-func (e *Env) applyStripes(ctx context.Context, dir string, a advise.Advice) error {
-	var to int
-	fmt.Sscan(a.To, &to)
+// applyLayout gives dir's new files layout l and migrates its files
+// (sluice migrate -r), after checking that the copy fits in the free
+// space.
+func (e *Env) applyLayout(ctx context.Context, dir string, l advise.Layout) error {
 	var bytes int64
 	err := e.Client.Walk(ctx, dir, func(_ string, fi *client.FileInfo, err error) error {
 		if err == nil && fi.Mode().IsRegular() {
@@ -488,9 +548,10 @@ func (e *Env) applyStripes(ctx context.Context, dir string, a advise.Advice) err
 	if err != nil {
 		return err
 	}
-	cur.StripeCount = to
+	cur.StripeCount, cur.StripeSize = l.StripeCount, l.StripeSize
 	if err := e.Client.SetLayout(ctx, dir, cur); err != nil {
 		return err
 	}
-	return e.Migrate(ctx, MigrateArgs{Paths: []string{dir}, Recursive: true, Spec: client.MigrateSpec{StripeCount: to}, Quiet: true})
+	spec := client.MigrateSpec{StripeCount: l.StripeCount, StripeSize: l.StripeSize}
+	return e.Migrate(ctx, MigrateArgs{Paths: []string{dir}, Recursive: true, Spec: spec, Quiet: true})
 }

@@ -93,10 +93,10 @@ func replayPlan(batches []profile.Batch, limit int64) ([]*replayStream, map[uint
 	return out, need
 }
 
-// replayCheck replays the recorded workload on scratch files laid out
-// with stripe counts from and to, alternately twice each, and returns
-// what each delivered.
-func (e *Env) replayCheck(ctx context.Context, batches []profile.Batch, rep profile.Report, from, to int, o AdviseOptions) (*CheckResult, error) {
+// replayCheck replays the recorded workload on scratch files laid out and
+// read as from and to say, alternately twice each, and returns what each
+// delivered.
+func (e *Env) replayCheck(ctx context.Context, batches []profile.Batch, rep profile.Report, from, to CheckConfig, o AdviseOptions) (*CheckResult, error) {
 	if o.CheckBytes <= 0 {
 		o.CheckBytes = 256 << 20
 	}
@@ -117,28 +117,43 @@ func (e *Env) replayCheck(ctx context.Context, batches []profile.Batch, rep prof
 	for _, s := range streams {
 		res.Bytes += s.bytes
 	}
-	dirs := map[int]string{}
-	for _, sc := range []int{from, to} {
-		d := fmt.Sprintf("%s/sc%d", o.Scratch, sc)
-		dirs[sc] = d
-		if err := e.Client.Mkdir(ctx, d, 0o700); err != nil {
-			return nil, err
+	var dirs [2]string
+	var clients [2]*client.Client
+	for i, cfg := range []CheckConfig{from, to} {
+		dirs[i] = fmt.Sprintf("%s/%d", o.Scratch, i)
+		if i == 1 && to.Layout == from.Layout {
+			dirs[1] = dirs[0] // the same copies, read differently
+		} else {
+			if err := e.Client.Mkdir(ctx, dirs[i], 0o700); err != nil {
+				return nil, err
+			}
+			if err := e.Client.SetLayout(ctx, dirs[i], client.Layout{StripeCount: cfg.Layout.StripeCount, StripeSize: cfg.Layout.StripeSize}); err != nil {
+				return nil, err
+			}
+			if err := e.replayFiles(ctx, dirs[i], files); err != nil {
+				return nil, err
+			}
 		}
-		if err := e.Client.SetLayout(ctx, d, client.Layout{StripeCount: sc}); err != nil {
-			return nil, err
-		}
-		if err := e.replayFiles(ctx, d, files); err != nil {
-			return nil, err
+		clients[i] = e.Client
+		if cfg.ReadAhead != 0 {
+			opts := e.Client.Options()
+			opts.ReadAhead = int(cfg.ReadAhead)
+			c, err := client.New(ctx, opts)
+			if err != nil {
+				return nil, err
+			}
+			defer c.Close()
+			clients[i] = c
 		}
 	}
 	var mbps [2]float64
 	for round := range 4 {
-		sc := []int{from, to}[round%2]
-		r, err := e.replayRun(ctx, dirs[sc], streams, workers)
+		i := round % 2
+		r, err := replayRun(ctx, clients[i], dirs[i], streams, workers)
 		if err != nil {
 			return nil, err
 		}
-		mbps[round%2] += r / 2
+		mbps[i] += r / 2
 	}
 	res.FromMBps, res.ToMBps = mbps[0], mbps[1]
 	res.Measured = res.ToMBps / res.FromMBps
@@ -188,9 +203,9 @@ func writeSized(ctx context.Context, c *client.Client, p string, size int64, buf
 	return f.Close()
 }
 
-// replayRun replays streams on the copies in dir, workers at a time, and
-// returns the MB/s they moved.
-func (e *Env) replayRun(ctx context.Context, dir string, streams []*replayStream, workers int) (float64, error) {
+// replayRun replays streams through c on the copies in dir, workers at a
+// time, and returns the MB/s they moved.
+func replayRun(ctx context.Context, c *client.Client, dir string, streams []*replayStream, workers int) (float64, error) {
 	work := make(chan *replayStream)
 	var wg sync.WaitGroup
 	var moved atomic.Int64
@@ -207,7 +222,7 @@ func (e *Env) replayRun(ctx context.Context, dir string, streams []*replayStream
 				if s.write {
 					flag = client.O_RDWR
 				}
-				f, err := e.Client.OpenFile(ctx, fmt.Sprintf("%s/%d", dir, s.ino), flag, 0)
+				f, err := c.OpenFile(ctx, fmt.Sprintf("%s/%d", dir, s.ino), flag, 0)
 				if err != nil {
 					fail(err)
 					continue

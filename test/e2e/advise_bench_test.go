@@ -2,7 +2,6 @@ package e2e
 
 import (
 	"encoding/json"
-	"fmt"
 	"os"
 	"strings"
 	"testing"
@@ -13,11 +12,12 @@ import (
 
 // BenchmarkAdvise records four workloads of `sluice bench` (the small-file
 // training emulation, ior-easy's large sequential files, a checkpoint and
-// its restore, ior-hard's strided records on files of one target), asks the advisor about each with the built-in model (or
-// $SLUICE_ADVISE_MODEL) and checks its advice by replay: it reports, per
-// workload, the stripe count advised (0: keep) and the replay's measured
-// and predicted ratios of the advised (or best alternative) layout to the
-// current one.
+// its restore, ior-hard's strided records on files of one target), asks
+// the advisor about each with the built-in model (or $SLUICE_ADVISE_MODEL)
+// and checks its advice by replay: it reports, per workload, whether a
+// change was advised (1) or not (0), and the replay's measured and
+// predicted ratios of the advised (or best alternative) configuration to
+// the current one.
 //
 //	go test -run '^$' -bench Advise -benchtime 1x ./test/e2e
 func BenchmarkAdvise(b *testing.B) {
@@ -55,15 +55,17 @@ func BenchmarkAdvise(b *testing.B) {
 		if err := json.Unmarshal([]byte(j), &res); err != nil {
 			b.Fatalf("%s: %v\n%s", w.name, err, j)
 		}
-		sc := res.Advice[0]
-		to := 0
-		fmt.Sscan(sc.To, &to)
-		b.Logf("%s: %s %s requests of %d, %.1f in flight, files of %d on stripe count %d: stripe-count %q -> %q (%s); qos-class %s",
+		lay, ra := res.Advice[0], res.Advice[1]
+		b.Logf("%s: %s %s requests of %d, %.1f in flight, files of %d on %s: layout %q -> %q (%s); read-ahead -> %q; qos-class %s",
 			w.name, res.Workload.Pattern, res.Workload.Op, res.Workload.ReqSize, res.Workload.Streams, res.Workload.FileSpan,
-			res.Layout.StripeCount, sc.From, sc.To, sc.Reason, res.Advice[1].To)
-		b.ReportMetric(float64(to), w.name+"-advised-stripes")
+			res.Layout, lay.From, lay.To, lay.Reason, ra.To, res.Advice[2].To)
+		changed := 0.0
+		if lay.Change() || ra.Change() {
+			changed = 1
+		}
+		b.ReportMetric(changed, w.name+"-changed")
 		if c := res.Check; c != nil {
-			b.Logf("%s check: stripe count %d %.0f MB/s, %d %.0f MB/s: measured %.2fx, predicted %.2fx (%d bytes, %d streams, %d at once)",
+			b.Logf("%s check: %s %.0f MB/s, %s %.0f MB/s: measured %.2fx, predicted %.2fx (%d bytes, %d streams, %d at once)",
 				w.name, c.From, c.FromMBps, c.To, c.ToMBps, c.Measured, c.Predicted, c.Bytes, c.Streams, c.Workers)
 			b.ReportMetric(c.Measured, w.name+"-measured")
 			b.ReportMetric(c.Predicted, w.name+"-predicted")

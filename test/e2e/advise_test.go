@@ -43,8 +43,9 @@ func TestAdvise(t *testing.T) {
 	if err := json.Unmarshal(b, &m); err != nil {
 		t.Fatal(err)
 	}
-	// 4 targets: stripe counts 1, 2, 4; 20 cells each.
-	if len(m.Cells) != 60 || m.Targets != 4 || m.Date == "" || !strings.Contains(m.Command, "calibrate") {
+	// 4 targets: stripe counts 1, 2, 4 by stripe sizes 1 and 4 MiB; 20
+	// cells each, and 12 of sequential reads with read-ahead off and 64 MiB.
+	if len(m.Cells) != 6*32 || m.Targets != 4 || m.Date == "" || !strings.Contains(m.Command, "calibrate") {
 		t.Errorf("model: %d cells, %d targets, %q, %q", len(m.Cells), m.Targets, m.Date, m.Command)
 	}
 	for _, c := range m.Cells {
@@ -95,15 +96,15 @@ func TestAdvise(t *testing.T) {
 		t.Fatal(err)
 	}
 	w := res.Workload
-	if w.Op != "read" || w.Pattern != "seq" || w.ReqSize != 1<<20 || w.FileSpan != 8<<20 || res.Layout.StripeCount != 4 || res.Dir != "/ds" {
+	if w.Op != "read" || w.Pattern != "seq" || w.ReqSize != 1<<20 || w.FileSpan != 8<<20 || res.Layout.StripeCount != 4 || res.Layout.StripeSize != 1<<20 || res.Dir != "/ds" {
 		t.Errorf("workload %+v on %+v in %s", w, res.Layout, res.Dir)
 	}
-	if len(res.Advice) != 2 || res.Advice[0].Setting != "stripe-count" || res.Advice[0].Reason == "" || res.Advice[1].To != "training" {
+	if len(res.Advice) != 3 || res.Advice[0].Setting != "layout" || res.Advice[0].Reason == "" || res.Advice[1].Setting != "client-read-ahead" || res.Advice[2].To != "training" {
 		t.Fatalf("advice %+v", res.Advice)
 	}
 	chk := res.Check
-	if chk == nil || chk.FromMBps <= 0 || chk.ToMBps <= 0 || chk.Bytes != 16<<20 || chk.From != 4 || chk.To == 4 {
-		t.Errorf("check %+v: want both layouts measured over 16 MiB", chk)
+	if chk == nil || chk.FromMBps <= 0 || chk.ToMBps <= 0 || chk.Bytes != 16<<20 || chk.From.Layout != res.Layout || chk.To == chk.From {
+		t.Errorf("check %+v: want two configurations measured over 16 MiB", chk)
 	}
 	if l := s.mustCLI("ls", "/"); strings.Contains(l, "advise-check") {
 		t.Errorf("the check left its copies: %s", l)
@@ -126,7 +127,7 @@ func TestAdvise(t *testing.T) {
 		t.Fatal(err)
 	}
 	text := s.mustCLI("advise", "a1", "--model", forcedFile, "--apply")
-	if !strings.Contains(text, "stripe-count: 4 -> 2, predicted 2.00x") || !strings.Contains(text, "applied") {
+	if !strings.Contains(text, "layout: 4 x 1MiB -> 2 x 1MiB, predicted 2.00x") || !strings.Contains(text, "applied") {
 		t.Errorf("advise --apply:\n%s", text)
 	}
 	for p, sum := range sums {
@@ -149,7 +150,7 @@ func TestAdvise(t *testing.T) {
 		t.Errorf("/ds after --apply: %+v, %v", l, err)
 	}
 	// Applied: nothing more to advise.
-	if text := s.mustCLI("advise", "a1", "--model", forcedFile, "--apply"); !strings.Contains(text, "keep 2") || strings.Contains(text, "applied") {
+	if text := s.mustCLI("advise", "a1", "--model", forcedFile, "--apply"); !strings.Contains(text, "keep 2 x 1MiB") || strings.Contains(text, "applied") {
 		t.Errorf("advise --apply a second time:\n%s", text)
 	}
 
