@@ -14,10 +14,12 @@ func newStage(g *globals) *cobra.Command {
 	var rate string
 	var args []string
 	cmd := &cobra.Command{
-		Use:   "stage PATH... | --from-file LIST [--rate R]",
+		Use:   "stage PATH... | --from-file LIST | --from-profile RECORDING [--rate R]",
 		Short: "Restore released files ahead of a job, in the order given",
 		Long: "Restore released files from the object tier to the targets ahead of a job, starting\n" +
-			"them in the order given (arguments, then LIST's lines). It returns when all are staged.",
+			"them in the order given (arguments, then LIST's lines, then the files a recording of the\n" +
+			"I/O profiler read, in the order it first read them: an epoch's order for the next epoch).\n" +
+			"It returns when all are staged.",
 		PreRun: func(_ *cobra.Command, a []string) { args = a },
 	}
 	cmd.RunE = g.run(func(ctx context.Context, e *cli.Env) error {
@@ -32,6 +34,9 @@ func newStage(g *globals) *cobra.Command {
 	})
 	f := cmd.Flags()
 	f.StringVar(&o.FromFile, "from-file", "", "file of paths to stage, one per line")
+	f.StringVar(&o.FromProfile, "from-profile", "", "a recording of sluice profile record: stage the files it read, in the order it read them")
+	f.StringVar(&o.ProfileDir, "profile-dir", "", "with --from-profile: only the files under this directory (default: the recording's --dir)")
+	f.BoolVar(&o.DryRun, "dry-run", false, "print the files in the order they would be staged, and stage nothing")
 	f.StringVar(&rate, "rate", "", "bytes per second restored at most (e.g. 500M; default no cap)")
 	f.IntVarP(&o.Parallel, "parallel", "P", 4, "files restored at once")
 	return cmd

@@ -1,10 +1,12 @@
 package cli
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
 	"path"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -197,6 +199,53 @@ func (e *Env) loadProfile(ctx context.Context, name, dir string, maxNames int) (
 		return p, ok
 	})
 	return s, rep, batches, nil
+}
+
+// ProfileReadOrder returns the files recording name read, in the order
+// each was first read: those under dir (or the recording's directory, else
+// all) that still exist, by path.
+func (e *Env) ProfileReadOrder(ctx context.Context, name, dir string) ([]string, error) {
+	s, err := e.Client.Profile(ctx, name)
+	if err != nil {
+		return nil, err
+	}
+	first := map[uint64]int64{}
+	err = e.Client.ReadProfile(ctx, name, func(p []byte) error {
+		b, err := profile.Decode(p)
+		if err != nil {
+			return errs.New(errs.Corruption, "profile %s: %v", name, err)
+		}
+		for _, r := range b.Records {
+			if r.Op != profile.OpRead || r.Start < s.Start.UnixNano() || r.Start >= s.Until.UnixNano() {
+				continue
+			}
+			if t, ok := first[r.Ino]; !ok || r.Start < t {
+				first[r.Ino] = r.Start
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	want := map[uint64]bool{}
+	for ino := range first {
+		want[ino] = true
+	}
+	names, _, err := e.nameInodes(ctx, path.Clean("/"+or(dir, or(s.Dir, "/"))), want, 1<<20)
+	if err != nil {
+		return nil, err
+	}
+	inos := make([]uint64, 0, len(names))
+	for ino := range names {
+		inos = append(inos, ino)
+	}
+	slices.SortFunc(inos, func(a, b uint64) int { return cmp.Or(cmp.Compare(first[a], first[b]), cmp.Compare(a, b)) })
+	out := make([]string, len(inos))
+	for i, ino := range inos {
+		out[i] = names[ino]
+	}
+	return out, nil
 }
 
 // nameInodes walks dir (by listings, without a stat per entry) and returns

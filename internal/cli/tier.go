@@ -252,8 +252,14 @@ func (e *Env) Hsm(ctx context.Context, action string, paths []string, recursive 
 // StageOptions configure Stage.
 type StageOptions struct {
 	FromFile string // a file of paths, one per line, after the arguments
-	Rate     int64  // bytes per second restored at most (0: no cap)
-	Parallel int    // files restored at once (default 4)
+	// FromProfile names a profiler recording (docs/profile.md): the files
+	// it read follow, in the order each was first read (an epoch's order,
+	// for the next epoch); ProfileDir limits them to a directory.
+	FromProfile string
+	ProfileDir  string
+	Rate        int64 // bytes per second restored at most (0: no cap)
+	Parallel    int   // files restored at once (default 4)
+	DryRun      bool  // print the files in order and stage nothing
 }
 
 // Stage restores released files ahead of a job, starting them in the order
@@ -273,8 +279,21 @@ func (e *Env) Stage(ctx context.Context, paths []string, o StageOptions) error {
 			}
 		}
 	}
+	if o.FromProfile != "" {
+		order, err := e.ProfileReadOrder(ctx, o.FromProfile, o.ProfileDir)
+		if err != nil {
+			return fmt.Errorf("stage: %w", err)
+		}
+		paths = append(paths, order...)
+	}
 	if len(paths) == 0 {
 		return errs.New(errs.Invalid, "stage: no files given")
+	}
+	if o.DryRun {
+		for _, p := range paths {
+			fmt.Fprintln(e.Stdout, p)
+		}
+		return nil
 	}
 	var (
 		mu                     sync.Mutex // guards the counters
