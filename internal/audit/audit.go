@@ -37,12 +37,13 @@ const (
 	OpExchange  Op = 6 // two entries swapped (RENAME_EXCHANGE)
 	OpQos       Op = 7 // a QoS setting (Name "class:C" or "job:J"; Changes "weight" or "limit")
 	OpMigrate   Op = 8 // a file's data moved to a new layout (Changes "layout")
+	OpPolicy    Op = 9 // a directory's policy set or removed (Name the policy: an xattr trusted.sluice.*, or "absorb"; Changes "value")
 )
 
 var opNames = map[Op]string{
 	OpSetAttr: "setattr", OpSetLayout: "setlayout", OpUnlink: "unlink",
 	OpRmdir: "rmdir", OpRename: "rename", OpExchange: "exchange", OpQos: "qos",
-	OpMigrate: "migrate",
+	OpMigrate: "migrate", OpPolicy: "policy",
 }
 
 func (o Op) String() string {

@@ -38,6 +38,17 @@ func stagedKey(ino uint64, owner string) []byte {
 
 func encodeAbsorb(mode uint8) []byte { return []byte{absorbRecordVersion, mode} }
 
+// absorbText is a stored policy as the audit trail shows it.
+func absorbText(v []byte) []byte {
+	switch {
+	case len(v) == 2 && v[1] == wire.AbsorbOn:
+		return []byte("on")
+	case len(v) == 2 && v[1] == wire.AbsorbOff:
+		return []byte("off")
+	}
+	return v
+}
+
 func decodeAbsorb(dir uint64, v []byte) (uint8, error) {
 	if len(v) != 2 || v[0] != absorbRecordVersion || v[1] == wire.AbsorbInherit || v[1] > wire.AbsorbOff {
 		return 0, errs.New(errs.Corruption, "meta: absorb policy of directory %d is malformed (% x)", dir, v)
@@ -87,20 +98,29 @@ func (s *Service) SetAbsorb(ctx context.Context, dir uint64, mode uint8) error {
 	if mode > wire.AbsorbOff {
 		return inoErr("setabsorb", dir, errs.New(errs.Invalid, "unknown absorb mode %d", mode))
 	}
+	now := s.nowNs()
 	err := s.update(ctx, func(tx kv.Txn) error {
 		if _, err := getDir(tx, dir); err != nil {
 			return err
 		}
+		old, err := tx.Get(absorbKey(dir))
+		had := err == nil
+		if err != nil && !errors.Is(err, kv.ErrNotFound) {
+			return err
+		}
+		var nv []byte
 		if mode == wire.AbsorbInherit {
 			tx.Delete(absorbKey(dir))
 		} else {
-			tx.Set(absorbKey(dir), encodeAbsorb(mode))
+			nv = encodeAbsorb(mode)
+			tx.Set(absorbKey(dir), nv)
 		}
-		return nil
+		return s.auditPolicy(ctx, tx, now, dir, "absorb", absorbText(old), absorbText(nv), had, mode != wire.AbsorbInherit)
 	})
 	if err != nil {
 		return inoErr("setabsorb", dir, err)
 	}
+	s.audited()
 	return nil
 }
 

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+	"strings"
 	"testing"
 	"time"
 
@@ -289,4 +290,54 @@ func TestAuditOff(t *testing.T) {
 
 func auditEntrySample() audit.Entry {
 	return audit.Entry{Op: audit.OpUnlink, Ino: 123456, Parent: 99, Name: "file-000123.jpg", Who: audit.Who{Known: true, Uid: 1000, Gid: 1000}}
+}
+
+// TestAuditPolicy: the tier policy (an xattr trusted.sluice.*) and the
+// absorb policy of a directory are audited when set, changed and removed,
+// with who and the values before and after; other xattrs are not.
+func TestAuditPolicy(t *testing.T) {
+	t.Parallel()
+	ctx := WithCred(context.Background(), &wire.Cred{Uid: 42, Gid: 7})
+	s := newTestService(t, nil, nil)
+	d := mustMkdir(t, s, RootIno, "d")
+	const name = "trusted.sluice.tier-policy"
+	for _, v := range []string{"v1 archive-after=30m0s", "v1 release-after=1h0m0s"} {
+		if err := s.SetXattr(ctx, &wire.XattrReq{Ino: d.Ino, Name: name, Value: []byte(v)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.SetXattr(ctx, &wire.XattrReq{Ino: d.Ino, Name: "user.note", Value: []byte("x")}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.RemoveXattr(ctx, d.Ino, name); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.SetAbsorb(ctx, d.Ino, wire.AbsorbOn); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.SetAbsorb(ctx, d.Ino, wire.AbsorbInherit); err != nil {
+		t.Fatal(err)
+	}
+	_, es := listAudit(t, s, wire.AuditListReq{})
+	var got []string
+	for _, e := range es {
+		if e.Op != audit.OpPolicy {
+			continue
+		}
+		if e.Ino != d.Ino || !e.Who.Known || e.Who.Uid != 42 || len(e.Changes) != 1 {
+			t.Errorf("entry %+v", e)
+			continue
+		}
+		got = append(got, e.Name+": "+e.Changes[0].Old+" -> "+e.Changes[0].New)
+	}
+	want := []string{
+		name + ": none -> v1 archive-after=30m0s",
+		name + ": v1 archive-after=30m0s -> v1 release-after=1h0m0s",
+		name + ": v1 release-after=1h0m0s -> none",
+		"absorb: none -> on",
+		"absorb: on -> none",
+	}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Errorf("policy entries:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
 }

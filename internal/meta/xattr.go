@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/sluice-fs/sluice/internal/audit"
 	"github.com/sluice-fs/sluice/internal/errs"
 	"github.com/sluice-fs/sluice/internal/kv"
 	"github.com/sluice-fs/sluice/internal/wire"
@@ -76,13 +77,14 @@ func (s *Service) setXattr(ctx context.Context, req *wire.XattrReq) error {
 		return errs.New(errs.Invalid, "xattr flags CREATE and REPLACE together")
 	}
 	now := s.nowNs()
-	return s.update(ctx, func(tx kv.Txn) error {
+	policy := isPolicyXattr(req.Name)
+	err := s.update(ctx, func(tx kv.Txn) error {
 		n, err := getInode(tx, req.Ino)
 		if err != nil {
 			return err
 		}
 		key := xattrKey(req.Ino, req.Name)
-		_, err = tx.Get(key)
+		old, err := tx.Get(key)
 		exists := err == nil
 		if err != nil && !errors.Is(err, kv.ErrNotFound) {
 			return err
@@ -95,8 +97,34 @@ func (s *Service) setXattr(ctx context.Context, req *wire.XattrReq) error {
 		}
 		tx.Set(key, req.Value)
 		n.Flags |= inoXattrs // its unlink must look for "x" keys
+		if policy {
+			if err := s.auditPolicy(ctx, tx, now, req.Ino, req.Name, old, req.Value, exists, true); err != nil {
+				return err
+			}
+		}
 		return touchCtime(tx, req.Ino, n, now)
 	})
+	if err == nil && policy {
+		s.audited()
+	}
+	return err
+}
+
+// isPolicyXattr reports whether an extended attribute holds a directory
+// policy of Sluice's (the tier policy, ADR 0017): its changes are audited.
+func isPolicyXattr(name string) bool { return strings.HasPrefix(name, "trusted.sluice.") }
+
+// auditPolicy appends the change of policy name of inode ino from old (if
+// had) to new (if has) to the audit trail.
+func (s *Service) auditPolicy(ctx context.Context, tx kv.Txn, now int64, ino uint64, name string, old, new []byte, had, has bool) error {
+	text := func(v []byte, ok bool) string {
+		if !ok {
+			return "none"
+		}
+		return string(v)
+	}
+	return s.appendAudit(tx, &audit.Entry{Time: now, Op: audit.OpPolicy, Ino: ino, Name: name, Who: whoOf(ctx, nil),
+		Changes: []audit.Change{{Field: "value", Old: text(old, had), New: text(new, has)}}})
 }
 
 // touchCtime sets an inode's ctime and writes its record if that is where
@@ -143,15 +171,24 @@ func (s *Service) RemoveXattr(ctx context.Context, ino uint64, name string) erro
 			return err
 		}
 		key := xattrKey(ino, name)
-		if _, err := tx.Get(key); err != nil {
+		old, err := tx.Get(key)
+		if err != nil {
 			if errors.Is(err, kv.ErrNotFound) {
 				return errs.ErrNoData
 			}
 			return err
 		}
 		tx.Delete(key)
+		if isPolicyXattr(name) {
+			if err := s.auditPolicy(ctx, tx, now, ino, name, old, nil, true, false); err != nil {
+				return err
+			}
+		}
 		return touchCtime(tx, ino, n, now)
 	})
+	if err == nil && isPolicyXattr(name) {
+		s.audited()
+	}
 	if err != nil {
 		return xattrErr("removexattr", ino, name, err)
 	}
