@@ -238,6 +238,7 @@ func New(ctx context.Context, opts Options) (*Client, error) {
 	}
 	if tag.Job != "" {
 		c.prof = newProfiler(c, tag.Job, opts.ProfilePoll)
+		c.prof.start()
 	}
 	return c, nil
 }

@@ -92,10 +92,11 @@ func newProfiler(c *Client, job string, poll time.Duration) *profiler {
 	if len(id) > profile.MaxClientID {
 		id = id[len(id)-profile.MaxClientID:]
 	}
-	p := &profiler{c: c, job: job, id: id, poll: poll, kick: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{})}
-	go p.run()
-	return p
+	return &profiler{c: c, job: job, id: id, poll: poll, kick: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{})}
 }
+
+// start starts checking for recordings (once the Client holds p).
+func (p *profiler) start() { go p.run() }
 
 // run checks for recordings and ships records until stop.
 func (p *profiler) run() {
