@@ -408,20 +408,29 @@ func (c *Client) Profile(ctx context.Context, name string) (ProfileSession, erro
 // the clients shipped them (encoded; package internal/profile decodes
 // them), in the order they arrived.
 func (c *Client) ReadProfile(ctx context.Context, name string, fn func(batch []byte) error) error {
-	var after uint64
+	_, err := c.ReadProfileFrom(ctx, name, 0, fn)
+	return err
+}
+
+// ReadProfileFrom is ReadProfile from the batch after number after (0:
+// the first); it returns the number of the last batch read (after, if
+// none), from which a later call goes on.
+func (c *Client) ReadProfileFrom(ctx context.Context, name string, after uint64, fn func(batch []byte) error) (uint64, error) {
 	for {
 		var r wire.ProfileReadResp
 		if err := c.metaCall(ctx, wire.OpProfileRead, &wire.ProfileReadReq{Name: name, After: after}, &r); err != nil {
-			return fmt.Errorf("profile %s: %w", name, err)
+			return after, fmt.Errorf("profile %s: %w", name, err)
 		}
 		for _, b := range r.Batches {
 			if err := fn(b); err != nil {
-				return err
+				return after, err
 			}
 		}
-		if !r.More {
-			return nil
+		if len(r.Batches) > 0 {
+			after = r.Next
 		}
-		after = r.Next
+		if !r.More {
+			return after, nil
+		}
 	}
 }

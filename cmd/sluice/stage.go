@@ -37,6 +37,9 @@ func newStage(g *globals) *cobra.Command {
 	f.StringVar(&o.FromProfile, "from-profile", "", "a recording of sluice profile record: stage the files it read, in the order it read them")
 	f.StringVar(&o.ProfileDir, "profile-dir", "", "with --from-profile: only the files under this directory (default: the recording's --dir)")
 	f.BoolVar(&o.DryRun, "dry-run", false, "print the files in the order they would be staged, and stage nothing")
+	f.StringVar(&o.Follow, "follow", "", "keep ahead of this job's readers (their $SLUICE_QOS_JOB): --depth files ahead of the furthest file they reached, doubled at each miss")
+	f.IntVar(&o.Depth, "depth", 8, "with --follow: files restored ahead of the readers at first")
+	f.IntVar(&o.MaxDepth, "max-depth", 256, "with --follow: the most files ahead")
 	f.StringVar(&rate, "rate", "", "bytes per second restored at most (e.g. 500M; default no cap)")
 	f.IntVarP(&o.Parallel, "parallel", "P", 4, "files restored at once")
 	return cmd

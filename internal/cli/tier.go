@@ -260,6 +260,12 @@ type StageOptions struct {
 	Rate        int64 // bytes per second restored at most (0: no cap)
 	Parallel    int   // files restored at once (default 4)
 	DryRun      bool  // print the files in order and stage nothing
+	// Follow names the job whose readers the staging keeps ahead of
+	// (stageFollow): Depth files ahead of the furthest file they reached,
+	// doubled at each miss up to MaxDepth.
+	Follow          string
+	Depth, MaxDepth int
+	FollowPoll      time.Duration // how often the readers' progress is read (default 200 ms)
 }
 
 // Stage restores released files ahead of a job, starting them in the order
@@ -294,6 +300,13 @@ func (e *Env) Stage(ctx context.Context, paths []string, o StageOptions) error {
 			fmt.Fprintln(e.Stdout, p)
 		}
 		return nil
+	}
+	if o.Follow != "" {
+		r, err := e.stageFollow(ctx, paths, o)
+		if err != nil {
+			return fmt.Errorf("stage: %w", err)
+		}
+		return e.printFollow(r)
 	}
 	var (
 		mu                     sync.Mutex // guards the counters

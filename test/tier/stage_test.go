@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"fmt"
 	"os"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -129,5 +130,112 @@ func TestStageFromProfile(t *testing.T) {
 		if sum, _, err := readSum(ctx, c, p); err != nil || sum != sha256.Sum256(files[p]) {
 			t.Fatalf("staged %s with the backend stopped: %v", p, err)
 		}
+	}
+}
+
+// TestStageFollow: epoch 1 of a job is recorded; in epoch 2, `sluice stage
+// --from-profile e1 --follow JOB` keeps files restored ahead of the job's
+// reader, which reads the same files in the same order. The stager counts
+// each file's first read as a hit (restored before it) or a miss, the
+// first file is a hit (the reader starts once it is staged), every file
+// ends restored, and every byte read is right.
+func TestStageFollow(t *testing.T) {
+	ctx := context.Background()
+	be := startSluiceBackend(t)
+	fs := startFS(t)
+	addBackend(t, fs, be, "")
+	c := newClient(t, fs.addr, 0)
+	if err := c.MkdirAll(ctx, "/ds", 0o755); err != nil {
+		t.Fatal(err)
+	}
+	const n = 12
+	files := map[string][]byte{}
+	var order []string
+	for i := range n {
+		p := fmt.Sprintf("/ds/s%02d", (i*5)%n) // not in name order
+		files[p] = randomData(uint64(400+i), 512<<10)
+		if err := writeSluice(ctx, c, p, files[p]); err != nil {
+			t.Fatal(err)
+		}
+		order = append(order, p)
+	}
+	fs.mustCLI("hsm", "archive", "-r", "/ds")
+	fs.mustCLI("hsm", "release", "-r", "/ds")
+
+	epoch := func(name string) {
+		t.Helper()
+		r := newClientOpts(t, client.Options{Server: fs.addr, Job: "trainer", ProfilePoll: 50 * time.Millisecond, TierNoRestoreOnRead: true})
+		defer r.Close()
+		deadline := time.Now().Add(20 * time.Second)
+		for {
+			s, err := c.Profile(ctx, name)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if s.Clients >= 1 {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("the reader did not join recording %s", name)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+		for _, p := range order {
+			if sum, _, err := readSum(ctx, r, p); err != nil || sum != sha256.Sum256(files[p]) {
+				t.Fatalf("read of %s: %v", p, err)
+			}
+		}
+	}
+	fs.mustCLI("profile", "record", "--job", "trainer", "--name", "e1", "--dir", "/ds", "--duration", "1h", "--detach")
+	epoch("e1")
+	fs.mustCLI("profile", "stop", "e1")
+
+	st, _ := startCLI(t, fs, "following job trainer", "stage", "--from-profile", "e1", "--follow", "trainer", "--depth", "2", "-P", "2")
+	// The reader starts once the first file is staged.
+	deadline := time.Now().Add(2 * time.Minute)
+	for {
+		info, err := c.HsmState(ctx, order[0])
+		if err != nil {
+			t.Fatal(err)
+		}
+		if info.State == "archived" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the stager did not stage %s: %s", order[0], st.Logs())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	// The stager's recording of the job is the running one: find its name
+	// for the reader's join check.
+	var following string
+	for following == "" {
+		l, err := c.Profiles(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, s := range l {
+			if strings.HasPrefix(s.Name, "stage-trainer-") {
+				following = s.Name
+			}
+		}
+	}
+	epoch(following)
+	if _, err := st.WaitLine(regexp.MustCompile(`staged \d+ files; readers' first reads`), 2*time.Minute); err != nil {
+		t.Fatalf("stage --follow: %v\n%s", err, st.Logs())
+	}
+	<-st.Exited()
+	var hits, misses int
+	fmt.Sscanf(strings.Join(regexp.MustCompile(`(\d+) hits, (\d+) misses`).FindStringSubmatch(st.Logs())[1:], " "), "%d %d", &hits, &misses)
+	t.Logf("stage --follow:\n%s", st.Logs())
+	if hits+misses != n || hits < 1 {
+		t.Errorf("%d hits and %d misses for %d files read (the first must be a hit)", hits, misses, n)
+	}
+	hsm := fs.mustCLI("hsm", "state", "-r", "/ds")
+	if strings.Count(hsm, "archived") != n {
+		t.Errorf("after stage --follow, not every file is staged:\n%s", hsm)
+	}
+	if l := fs.mustCLI("profile", "ls"); strings.Contains(l, "stage-trainer") {
+		t.Errorf("the stager left its recording:\n%s", l)
 	}
 }
