@@ -56,6 +56,9 @@ func newBench(g *globals) *cobra.Command {
 				return fmt.Errorf("%w: --sample-size: %v", errUsage, err)
 			}
 			s.IO500.Phases, s.SkipIO500 = phases, noIO500
+			// --dir and --keep apply to every phase.
+			tc.Dir, cc.Dir = s.IO500.Dir, s.IO500.Dir
+			tc.Keep, cc.Keep = s.IO500.Keep, s.IO500.Keep
 			if !noTrain {
 				s.Training = &tc
 			}

@@ -95,6 +95,21 @@ func TestBenchCLI(t *testing.T) {
 	if ents, err := s.client().ReadDirAll(context.Background(), "/bench/sluice-bench"); err != nil || len(ents) != 0 {
 		t.Fatalf("left behind on Sluice: %v %v", ents, err)
 	}
+
+	// --dir and --keep apply to the AI phases too.
+	s.cli("bench", "--no-io500", "--samples", "16", "--sample-size", "4KiB", "--batch", "4", "--steps", "2", "--compute", "1ms",
+		"--ckpt-writers", "2", "--ckpt-shard", "256KiB", "--dir", "work/here", "--keep", "sluice:/kept")
+	ents, err := s.client().ReadDirAll(context.Background(), "/kept/work/here")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var kinds []string
+	for _, e := range ents {
+		kinds = append(kinds, strings.SplitN(e.Name, "-", 2)[0])
+	}
+	if strings.Join(kinds, ",") != "ckpt,train" {
+		t.Errorf("kept in --dir: %v, want a ckpt-* and a train-* directory", ents)
+	}
 }
 
 // TestBenchProcs runs the IO500 workers in separate processes, natively
