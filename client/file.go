@@ -223,7 +223,7 @@ func (f *File) withLayout(ctx context.Context, fn func(l placement.Layout) error
 
 // sameChunks reports whether two layouts name the same chunks.
 func sameChunks(a, b placement.Layout) bool {
-	return a.Data == b.Data && a.StripeSize == b.StripeSize && slices.Equal(a.Chains, b.Chains)
+	return a.Data == b.Data && a.StripeSize == b.StripeSize && slices.Equal(a.Chains, b.Chains) && slices.Equal(a.Comps, b.Comps)
 }
 
 func (f *File) writable() bool { return f.flag&(O_WRONLY|O_RDWR) != 0 }

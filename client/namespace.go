@@ -42,6 +42,20 @@ type Layout struct {
 	// Data is the number a file's chunks are stored under on the targets:
 	// 0 for the inode number, another once the file was migrated (Migrate).
 	Data uint64
+	// Components, if set (2 to 8), make the layout progressive (ADR 0021,
+	// docs/placement.md): each covers the file up to its End with its own
+	// stripe size, count and pool. A file's Chains are then its
+	// components' in order, StripeCount their number and StripeSize the
+	// first component's. SetLayout takes them for a directory.
+	Components []LayoutComponent
+}
+
+// LayoutComponent is one component of a progressive layout.
+type LayoutComponent struct {
+	End         int64  // where its file range ends (exclusive); 0 in the last: the end of the file
+	StripeSize  int64  // bytes per stripe
+	StripeCount int    // targets (0 in a directory: every target of its pool)
+	Pool        string // its targets' pool ("": the directory's pool, or every target)
 }
 
 func layoutFrom(l placement.Layout) Layout {
@@ -49,7 +63,27 @@ func layoutFrom(l placement.Layout) Layout {
 	for _, t := range l.Chains {
 		out.Chains = append(out.Chains, uint32(t))
 	}
+	for _, c := range l.Comps {
+		out.Components = append(out.Components, LayoutComponent{End: c.End, StripeSize: int64(c.StripeSize), StripeCount: int(c.StripeCount), Pool: c.Pool})
+	}
 	return out
+}
+
+// PlacementComps returns a layout's components as package placement has
+// them (nil if it has none), checking their ranges.
+func PlacementComps(cs []LayoutComponent) ([]placement.Comp, error) {
+	var out []placement.Comp
+	for i, c := range cs {
+		if c.StripeSize < 0 || c.StripeSize > placement.MaxStripeSize || c.StripeCount < 0 || c.StripeCount > placement.MaxStripeCount || c.End < 0 {
+			return nil, errs.New(errs.Invalid, "client: invalid layout component %d: end %d, stripe size %d, stripe count %d", i+1, c.End, c.StripeSize, c.StripeCount)
+		}
+		size := c.StripeSize
+		if size == 0 {
+			size = placement.DefaultStripeSize
+		}
+		out = append(out, placement.Comp{End: c.End, StripeSize: uint32(size), StripeCount: uint16(c.StripeCount), Pool: c.Pool})
+	}
+	return out, nil
 }
 
 // Attr is a file's attributes.
@@ -544,6 +578,12 @@ func (c *Client) SetLayout(ctx context.Context, p string, l Layout) error {
 		return opErr("layout", p, errs.New(errs.Invalid, "client: invalid layout: stripe size %d, stripe count %d", stripeSize, stripeCount))
 	}
 	pl := placement.Layout{StripeSize: uint32(stripeSize), StripeCount: uint16(stripeCount), Replicas: uint8(l.Replicas)}
+	if pl.Comps, err = PlacementComps(l.Components); err != nil {
+		return opErr("layout", p, err)
+	}
+	if pl.Progressive() {
+		pl.StripeSize, pl.StripeCount = pl.Comps[0].StripeSize, pl.Comps[0].StripeCount
+	}
 	if err := pl.Validate(); err != nil {
 		return opErr("layout", p, err)
 	}

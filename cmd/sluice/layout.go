@@ -31,15 +31,21 @@ func newLayout(g *globals) *cobra.Command {
 
 	var count, replicas int
 	var size, pool string
+	var extents []string
 	var setArgs []string
 	var absorb string
 	set := &cobra.Command{
-		Use:   "set PATH [--stripe-count N] [--stripe-size SIZE] [--replicas R] [--pool P]",
+		Use:   "set PATH [--stripe-count N] [--stripe-size SIZE] [--replicas R] [--pool P] [--extent END:COUNT[:SIZE[:POOL]]...]",
 		Short: "Set a directory's default layout (or an empty file's layout)",
 		Long: "New files below the directory are striped over N targets in stripes of SIZE bytes\n" +
 			"(a multiple of 64K, e.g. 1M), each chunk kept in R copies on different storage nodes\n" +
 			"(1 to 3), on the targets of pool P only (sluice pool; --pool \"\" clears it). Directories\n" +
-			"made below inherit it. Existing files keep their layout.",
+			"made below inherit it. Existing files keep their layout.\n\n" +
+			"--extent, given 2 to 8 times, makes the layout progressive (PFL, ADR 0021): each extent\n" +
+			"covers the file up to END (eof in the last) on COUNT targets (0: all of its pool) in\n" +
+			"stripes of SIZE (default 1M), from pool POOL (default: the directory's), e.g.\n" +
+			"  --extent 64M:1::nvme --extent 1G:4::nvme --extent eof:0:4M:hdd\n" +
+			"A plain --stripe-count/--stripe-size set later replaces it.",
 		Args:   exactArgs(1),
 		PreRun: func(_ *cobra.Command, a []string) { setArgs = a },
 	}
@@ -54,6 +60,25 @@ func newLayout(g *globals) *cobra.Command {
 			}
 		}
 		setPool := set.Flags().Changed("pool")
+		if len(extents) > 0 {
+			if set.Flags().Changed("stripe-count") || set.Flags().Changed("stripe-size") {
+				return fmt.Errorf("%w: layout set: --extent takes each extent's count and size; not with --stripe-count or --stripe-size", errUsage)
+			}
+			if setPool {
+				if err := e.LayoutSetPool(ctx, setArgs[0], pool); err != nil {
+					return err
+				}
+			}
+			l := client.Layout{Replicas: replicas}
+			for _, x := range extents {
+				c, err := cli.ParseExtent(x)
+				if err != nil {
+					return fmt.Errorf("%w: %v", errUsage, err)
+				}
+				l.Components = append(l.Components, c)
+			}
+			return e.LayoutSet(ctx, setArgs[0], l)
+		}
 		if !set.Flags().Changed("stripe-count") && !set.Flags().Changed("stripe-size") && !set.Flags().Changed("replicas") {
 			switch {
 			case setPool:
@@ -97,6 +122,7 @@ func newLayout(g *globals) *cobra.Command {
 	set.Flags().StringVar(&size, "stripe-size", "", "stripe size, e.g. 1M (a multiple of 64K)")
 	set.Flags().StringVar(&absorb, "absorb", "", "checkpoint absorb policy of a directory: on (writes are acknowledged from the writer's --staging-dir and drain in the background; renames wait for the drain), off, or inherit (docs/checkpoint.md)")
 	set.Flags().StringVar(&pool, "pool", "", "place new files on the targets of this pool only (\"\": on all)")
+	set.Flags().StringArrayVar(&extents, "extent", nil, "a progressive layout's extent END:COUNT[:SIZE[:POOL]] (2 to 8, in order; END eof in the last)")
 	cmd.AddCommand(get, set)
 	return cmd
 }

@@ -12,6 +12,7 @@ import (
 	"io"
 
 	"os"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -114,7 +115,75 @@ func formatLayout(l client.Layout) string {
 	if l.Data != 0 {
 		s += fmt.Sprintf(" data=%d", l.Data) // migrated (ADR 0020)
 	}
+	if len(l.Components) > 0 {
+		var parts []string
+		var start int64
+		for _, c := range l.Components {
+			end := "eof"
+			if c.End != 0 {
+				end = sizeText(c.End)
+			}
+			count := "all"
+			if c.StripeCount > 0 {
+				count = fmt.Sprint(c.StripeCount)
+			}
+			p := fmt.Sprintf("%s-%s %sx%s", sizeText(start), end, count, sizeText(c.StripeSize))
+			if c.Pool != "" {
+				p += " pool=" + c.Pool
+			}
+			parts = append(parts, p)
+			start = c.End
+		}
+		s += " extents=[" + strings.Join(parts, " | ") + "]"
+	}
 	return s
+}
+
+// sizeText writes n in the largest binary unit that divides it (64MiB,
+// 1536KiB, 100).
+func sizeText(n int64) string {
+	for _, u := range []struct {
+		name string
+		size int64
+	}{{"TiB", 1 << 40}, {"GiB", 1 << 30}, {"MiB", 1 << 20}, {"KiB", 1 << 10}} {
+		if n != 0 && n%u.size == 0 {
+			return fmt.Sprintf("%d%s", n/u.size, u.name)
+		}
+	}
+	return fmt.Sprint(n)
+}
+
+// ParseExtent parses a progressive layout's component as `sluice layout
+// set --extent` takes it: END:COUNT[:SIZE[:POOL]], END a size or "eof"
+// (the last), COUNT a number of targets (0: every target of the pool),
+// SIZE the stripe size (default 1M), POOL a pool ("": the directory's).
+func ParseExtent(s string) (client.LayoutComponent, error) {
+	parts := strings.Split(s, ":")
+	if len(parts) < 2 || len(parts) > 4 {
+		return client.LayoutComponent{}, errs.New(errs.Invalid, "extent %q: want END:COUNT[:SIZE[:POOL]]", s)
+	}
+	var c client.LayoutComponent
+	if parts[0] != "eof" {
+		end, err := ParseSize(parts[0])
+		if err != nil || end <= 0 {
+			return c, errs.New(errs.Invalid, "extent %q: end %q is not a size above 0 or eof", s, parts[0])
+		}
+		c.End = end
+	}
+	n, err := strconv.Atoi(parts[1])
+	if err != nil || n < 0 {
+		return c, errs.New(errs.Invalid, "extent %q: stripe count %q is not a number of targets (0: all)", s, parts[1])
+	}
+	c.StripeCount = n
+	if len(parts) > 2 && parts[2] != "" {
+		if c.StripeSize, err = ParseSize(parts[2]); err != nil {
+			return c, errs.New(errs.Invalid, "extent %q: %v", s, err)
+		}
+	}
+	if len(parts) > 3 {
+		c.Pool = parts[3]
+	}
+	return c, nil
 }
 
 // Mkdir creates directories (with parents, like mkdir -p).

@@ -259,6 +259,20 @@ func appendLayout(b []byte, l *placement.Layout) []byte {
 		b = binary.BigEndian.AppendUint32(b, uint32(t))
 	}
 	switch {
+	case len(l.Comps) > 0:
+		// The extended form (ADR 0021): replicas, data ID (maybe 0), u8
+		// version 1, u8 count, then each component's u64 end, u32
+		// stripe size, u16 stripe count, u8 pool length and pool.
+		b = append(b, l.Replicas)
+		b = binary.BigEndian.AppendUint64(b, l.Data)
+		b = append(b, 1, byte(len(l.Comps)))
+		for _, c := range l.Comps {
+			b = binary.BigEndian.AppendUint64(b, uint64(c.End))
+			b = binary.BigEndian.AppendUint32(b, c.StripeSize)
+			b = binary.BigEndian.AppendUint16(b, c.StripeCount)
+			b = append(b, byte(len(c.Pool)))
+			b = append(b, c.Pool...)
+		}
 	case l.Data != 0:
 		b = append(b, l.Replicas)
 		b = binary.BigEndian.AppendUint64(b, l.Data)
@@ -275,7 +289,18 @@ func decodeLayout(b []byte, l *placement.Layout) error {
 	l.StripeSize = binary.BigEndian.Uint32(b)
 	l.StripeCount = binary.BigEndian.Uint16(b[4:])
 	n := int(binary.BigEndian.Uint16(b[6:]))
-	l.Replicas, l.Data = 0, 0
+	l.Replicas, l.Data, l.Comps = 0, 0, nil
+	if ext := 8 + 4*n + 9; len(b) > ext {
+		if err := decodeComps(b[ext:], l); err != nil {
+			return err
+		}
+		b = b[:ext]
+		if l.Replicas = b[8+4*n]; l.Replicas == 1 || l.Replicas > placement.MaxReplicas {
+			return errs.New(errs.Corruption, "meta: layout record has %d replicas", l.Replicas)
+		}
+		l.Data = binary.BigEndian.Uint64(b[9+4*n:])
+		return decodeChains(b, n, l)
+	}
 	switch len(b) {
 	case 8 + 4*n:
 	case 8 + 4*n + 1:
@@ -294,12 +319,43 @@ func decodeLayout(b []byte, l *placement.Layout) error {
 	default:
 		return errs.New(errs.Corruption, "meta: layout record has %d bytes for %d chains", len(b), n)
 	}
+	return decodeChains(b, n, l)
+}
+
+// decodeChains reads a layout record's n chain IDs.
+func decodeChains(b []byte, n int, l *placement.Layout) error {
 	l.Chains = nil
 	if n > 0 {
 		l.Chains = make([]placement.ChainID, n)
 		for i := range l.Chains {
 			l.Chains[i] = placement.ChainID(binary.BigEndian.Uint32(b[8+4*i:]))
 		}
+	}
+	return nil
+}
+
+// decodeComps reads the components of a layout record's extended form.
+func decodeComps(b []byte, l *placement.Layout) error {
+	bad := func() error { return errs.New(errs.Corruption, "meta: layout record has malformed components (% x)", b) }
+	if len(b) < 2 || b[0] != 1 || b[1] == 0 {
+		return bad()
+	}
+	n := int(b[1])
+	b = b[2:]
+	l.Comps = make([]placement.Comp, n)
+	for i := range l.Comps {
+		if len(b) < 15 || len(b) < 15+int(b[14]) {
+			return bad()
+		}
+		c := &l.Comps[i]
+		c.End = int64(binary.BigEndian.Uint64(b))
+		c.StripeSize = binary.BigEndian.Uint32(b[8:])
+		c.StripeCount = binary.BigEndian.Uint16(b[12:])
+		c.Pool = string(b[15 : 15+int(b[14])])
+		b = b[15+int(b[14]):]
+	}
+	if len(b) != 0 {
+		return bad()
 	}
 	return nil
 }

@@ -32,6 +32,10 @@ func FuzzDecodeValues(f *testing.F) {
 	f.Add(appendLayout(nil, &placement.Layout{StripeSize: 1 << 20, StripeCount: 1, Chains: []placement.ChainID{1}}))
 	f.Add(appendLayout(nil, &placement.Layout{StripeSize: 1 << 20, StripeCount: 1, Chains: []placement.ChainID{1}, Data: 77}))
 	f.Add(appendLayout(nil, &placement.Layout{StripeSize: 1 << 20, StripeCount: 1, Replicas: 2, Chains: []placement.ChainID{1 << 31}, Data: 1 << 40}))
+	f.Add(appendLayout(nil, &placement.Layout{StripeSize: 1 << 20, StripeCount: 3, Chains: []placement.ChainID{1, 1, 2},
+		Comps: []placement.Comp{{End: 64 << 20, StripeSize: 1 << 20, StripeCount: 1, Pool: "nvme"}, {StripeSize: 4 << 20, StripeCount: 2}}}))
+	f.Add(appendLayout(nil, &placement.Layout{StripeSize: 1 << 20, StripeCount: 1, Data: 9,
+		Comps: []placement.Comp{{End: 1 << 20, StripeSize: 1 << 20, StripeCount: 1}, {StripeSize: 1 << 20}}}))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		if e, err := decodeDirent(b); err == nil && !bytes.Equal(e.encode(), b) {
 			t.Fatalf("dirent round trip of %x", b)

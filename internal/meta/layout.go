@@ -205,6 +205,12 @@ func (s *Service) updatePlacing(ctx context.Context, pv *placeView, fn func(tx k
 // A pool (not "": the directory's) limits the choice to its targets, and
 // to the chains that lie inside it.
 func (s *Service) fileLayout(req, dir placement.Layout, pool string, pv placeView, ino uint64) (placement.Layout, error) {
+	if req.StripeSize == 0 && dir.Progressive() {
+		return s.progressiveLayout(dir, pool, pv, ino)
+	}
+	if req.Progressive() {
+		return placement.Layout{}, errs.New(errs.Invalid, "a progressive layout is set on a directory, for the files created in it")
+	}
 	if pool != "" {
 		members, ok := pv.pools[pool]
 		if !ok {
@@ -273,6 +279,37 @@ func (s *Service) fileLayout(req, dir placement.Layout, pool string, pv placeVie
 	}
 	l.Chains = ids
 	return l, nil
+}
+
+// progressiveLayout makes a new file's layout from a directory's
+// progressive one (ADR 0021): each component's chains are chosen as a
+// plain layout's would be, from the component's pool (else the
+// directory's), seeded apart so that components spread differently; the
+// file's slots are the components' in order.
+func (s *Service) progressiveLayout(dir placement.Layout, pool string, pv placeView, ino uint64) (placement.Layout, error) {
+	out := placement.Layout{Replicas: dir.Replicas, Comps: slices.Clone(dir.Comps)}
+	for i := range out.Comps {
+		c := &out.Comps[i]
+		p := c.Pool
+		if p == "" {
+			p = pool
+		}
+		sub, err := s.fileLayout(placement.Layout{StripeSize: c.StripeSize, StripeCount: c.StripeCount, Replicas: dir.Replicas}, placement.Layout{}, p, pv, ino+uint64(i)*7919)
+		if err != nil {
+			return placement.Layout{}, fmt.Errorf("component %d: %w", i+1, err)
+		}
+		c.StripeCount = sub.StripeCount
+		out.Chains = append(out.Chains, sub.Chains...)
+		out.Replicas = sub.Replicas
+	}
+	if len(out.Chains) > placement.MaxStripeCount {
+		return placement.Layout{}, errs.New(errs.Invalid, "the components have %d stripes, over the limit of %d", len(out.Chains), placement.MaxStripeCount)
+	}
+	out.StripeSize, out.StripeCount = out.Comps[0].StripeSize, uint16(len(out.Chains))
+	if err := out.Validate(); err != nil {
+		return placement.Layout{}, err
+	}
+	return out, nil
 }
 
 // checkChain checks that chain id exists with r replicas.
@@ -388,6 +425,30 @@ func (s *Service) setLayout(ctx context.Context, ino uint64, l placement.Layout)
 		case n.isDir():
 			if len(l.Chains) != 0 {
 				return errs.New(errs.Invalid, "a directory's default layout cannot name chains")
+			}
+			if l.Progressive() {
+				l.StripeSize, l.StripeCount = l.Comps[0].StripeSize, l.Comps[0].StripeCount
+				if err := l.Validate(); err != nil {
+					return err
+				}
+				for i, c := range l.Comps {
+					targets := len(pv.targets)
+					if c.Pool != "" {
+						members, ok := pv.pools[c.Pool]
+						if !ok {
+							return needPool(c.Pool)
+						}
+						targets = len(placement.PoolTargets(pv.targets, members))
+					}
+					if l.ReplicaCount() == 1 && int(c.StripeCount) > targets {
+						return errs.New(errs.Invalid, "component %d asks for %d targets but only %d exist", i+1, c.StripeCount, targets)
+					}
+				}
+				n.Layout = placement.Layout{StripeSize: l.StripeSize, StripeCount: l.StripeCount, Replicas: l.Replicas, Comps: slices.Clone(l.Comps)}
+				if n.Layout.Replicas == 1 {
+					n.Layout.Replicas = 0
+				}
+				break
 			}
 			if l.StripeSize != 0 || l.StripeCount != 0 || l.Replicas != 0 {
 				if l.StripeSize == 0 {

@@ -548,6 +548,7 @@ func (s *Service) mkdir(ctx context.Context, req *wire.CreateReq) (wire.EntryRes
 			Atime: now, Mtime: now, Ctime: now, Flags: newInodeFlags, Parent: req.Parent,
 		}
 		n.Layout.StripeSize, n.Layout.StripeCount = parent.Layout.StripeSize, parent.Layout.StripeCount
+		n.Layout.Comps = parent.Layout.Comps // a progressive layout is inherited whole
 		switch pool, err := tx.Get(dirPoolKey(req.Parent)); {
 		case err == nil:
 			tx.Set(dirPoolKey(ino), pool)

@@ -47,6 +47,7 @@ func PlacementOf(l client.Layout) placement.Layout {
 	for _, c := range l.Chains {
 		pl.Chains = append(pl.Chains, placement.ChainID(c))
 	}
+	pl.Comps, _ = client.PlacementComps(l.Components) // from the service: in range
 	return pl
 }
 
@@ -206,7 +207,7 @@ func (r *Rebalancer) Pass(ctx context.Context, dryRun bool) (Report, error) {
 		if err != nil {
 			return err
 		}
-		if pool == "" { // files of a pool stay in it
+		if pool == "" && !pl.Progressive() { // files of a pool stay in it; progressive ones cannot move yet
 			files = append(files, placement.FileSlots{Name: p, Layout: pl, Bytes: bytes})
 		}
 		return ctx.Err()

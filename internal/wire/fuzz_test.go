@@ -93,7 +93,7 @@ func (f *filler) fill(v reflect.Value) {
 			}
 		}
 		if l, ok := v.Addr().Interface().(*placement.Layout); ok {
-			l.Replicas &= 0x7f // the top bit says a data ID follows (EncodeLayout)
+			l.Replicas &= 0x3f // the top bits say a data ID and components follow (EncodeLayout)
 		}
 	case reflect.Array:
 		for i := range v.Len() {

@@ -211,14 +211,23 @@ func (m *SetPoolReq) Decode(d *Decoder) { m.Ino = d.U64(); m.Pool = d.String() }
 // layouts without one encode as before).
 const layoutHasData = 0x80
 
+// layoutHasComps, set in the replicas byte, says that a progressive
+// layout's components follow (after the data ID, if any; ADR 0021): a
+// uvarint count, then each component's i64 end, u32 stripe size, u16
+// stripe count and string pool.
+const layoutHasComps = 0x40
+
 // EncodeLayout writes a layout: stripe size, count, replicas, then the
 // chain IDs, then the data ID if it has one.
 func EncodeLayout(e *Encoder, l *placement.Layout) {
 	e.U32(l.StripeSize)
 	e.U16(l.StripeCount)
-	r := l.Replicas &^ layoutHasData // valid layouts have at most MaxReplicas
+	r := l.Replicas &^ (layoutHasData | layoutHasComps) // valid layouts have at most MaxReplicas
 	if l.Data != 0 {
 		r |= layoutHasData
+	}
+	if len(l.Comps) > 0 {
+		r |= layoutHasComps
 	}
 	e.U8(r)
 	e.Uvarint(uint64(len(l.Chains)))
@@ -228,6 +237,15 @@ func EncodeLayout(e *Encoder, l *placement.Layout) {
 	if l.Data != 0 {
 		e.U64(l.Data)
 	}
+	if len(l.Comps) > 0 {
+		e.Uvarint(uint64(len(l.Comps)))
+		for _, c := range l.Comps {
+			e.I64(c.End)
+			e.U32(c.StripeSize)
+			e.U16(c.StripeCount)
+			e.String(c.Pool)
+		}
+	}
 }
 
 // DecodeLayout reads what EncodeLayout wrote.
@@ -235,7 +253,7 @@ func DecodeLayout(d *Decoder, l *placement.Layout) {
 	l.StripeSize = d.U32()
 	l.StripeCount = d.U16()
 	r := d.U8()
-	l.Replicas = r &^ layoutHasData
+	l.Replicas = r &^ (layoutHasData | layoutHasComps)
 	n := d.Count(4)
 	l.Chains = nil
 	if n > 0 {
@@ -248,6 +266,23 @@ func DecodeLayout(d *Decoder, l *placement.Layout) {
 	if r&layoutHasData != 0 {
 		if l.Data = d.U64(); l.Data == 0 {
 			d.fail() // encoded only when set
+		}
+	}
+	l.Comps = nil
+	if r&layoutHasComps != 0 {
+		n := d.Count(15)
+		if n == 0 {
+			d.fail() // encoded only when there are some
+		}
+		if n > 0 {
+			l.Comps = make([]placement.Comp, n)
+			for i := range l.Comps {
+				c := &l.Comps[i]
+				c.End = d.I64()
+				c.StripeSize = d.U32()
+				c.StripeCount = d.U16()
+				c.Pool = d.String()
+			}
 		}
 	}
 }

@@ -91,7 +91,9 @@ func TestFsxMount(t *testing.T) {
 	requireFUSE(t)
 	_, mp, _, addr := startServeMount(t)
 	c := proctest.Client(t, addr)
-	layouts := []client.Layout{{StripeCount: 1}, {StripeCount: 4, StripeSize: 64 << 10}}
+	layouts := []client.Layout{{StripeCount: 1}, {StripeCount: 4, StripeSize: 64 << 10},
+		// A progressive layout (ADR 0021), its boundaries inside the files.
+		{Components: []client.LayoutComponent{{End: 1 << 20, StripeSize: 64 << 10, StripeCount: 1}, {End: 5 << 20, StripeSize: 64 << 10, StripeCount: 3}, {StripeSize: 256 << 10, StripeCount: 2}}}}
 	fsxtest.Run(t, c, layouts, 1500, []uint64{3, 14}, func(dir string) fsx.Target {
 		return fsx.Dir(filepath.Join(mp, dir))
 	})

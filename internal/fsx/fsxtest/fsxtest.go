@@ -38,7 +38,7 @@ func Run(t testing.TB, c *client.Client, layouts []client.Layout, ops int, fixed
 			if err != nil {
 				t.Fatalf("layout %+v: %v", lay, err)
 			}
-			t.Logf("layout stripe count %d size %d replicas %d, seed %d: %v", lay.StripeCount, lay.StripeSize, max(lay.Replicas, 1), seed, st)
+			t.Logf("layout stripe count %d size %d replicas %d components %d, seed %d: %v", lay.StripeCount, lay.StripeSize, max(lay.Replicas, 1), len(lay.Components), seed, st)
 		}
 	}
 }
