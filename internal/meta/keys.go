@@ -336,7 +336,9 @@ func decodeChains(b []byte, n int, l *placement.Layout) error {
 
 // decodeComps reads the components of a layout record's extended form.
 func decodeComps(b []byte, l *placement.Layout) error {
-	bad := func() error { return errs.New(errs.Corruption, "meta: layout record has malformed components (% x)", b) }
+	bad := func() error {
+		return errs.New(errs.Corruption, "meta: layout record has malformed components (% x)", b)
+	}
 	if len(b) < 2 || b[0] != 1 || b[1] == 0 {
 		return bad()
 	}
