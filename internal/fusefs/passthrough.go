@@ -95,6 +95,15 @@ func (fs *fileSystem) openBacking(of *openFile, a client.InodeAttr) *os.File {
 	if len(l.Chains) == 0 || (l.StripeCount > 1 && int64(a.Size) > l.StripeSize) {
 		return nil
 	}
+	if len(l.Components) > 0 {
+		// A progressive layout (ADR 0021): slot 0 is the first
+		// component's; the file must lie within that component's range
+		// and, unless it has one stripe, within its first stripe.
+		c := l.Components[0]
+		if int64(a.Size) > c.End || (c.StripeCount > 1 && int64(a.Size) > c.StripeSize) {
+			return nil
+		}
+	}
 	data := a.Ino
 	if l.Data != 0 {
 		data = l.Data // migrated (ADR 0020)

@@ -107,6 +107,10 @@ func TestPassthrough(t *testing.T) {
 	defer cancel()
 	must(t, os.Mkdir(filepath.Join(mp, "one"), 0o755))
 	must(t, c.SetLayout(ctx, "/one", client.Layout{StripeCount: 1}))
+	// A progressive layout (ADR 0021): 128 KiB on one target, the rest on two.
+	must(t, os.Mkdir(filepath.Join(mp, "pfl"), 0o755))
+	must(t, c.SetLayout(ctx, "/pfl", client.Layout{Components: []client.LayoutComponent{
+		{End: 128 << 10, StripeSize: 1 << 20, StripeCount: 1}, {StripeSize: 64 << 10, StripeCount: 2}}}))
 
 	r := rand.New(rand.NewPCG(1, 2))
 	content := func(n int) []byte {
@@ -126,6 +130,8 @@ func TestPassthrough(t *testing.T) {
 		{"striped", content(3<<20 + 7), false},  // over 4 chunks
 		{"one/sparse", nil, false},              // a hole at the end
 		{"empty", []byte{}, false},              // nothing to pass through
+		{"pfl/small", content(100 << 10), true}, // within the first component
+		{"pfl/past", content(300 << 10), false}, // past it: other chunks
 	}
 	for _, f := range files {
 		if f.data != nil {
