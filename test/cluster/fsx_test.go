@@ -12,13 +12,16 @@ import (
 
 // TestFsxReplicated runs the data-integrity exerciser through the client
 // library on a cluster of real processes, on files kept on 2 replicas
-// (stripe count 1, and 4 stripes of 64 KiB), and then checks that the
+// (stripe count 1, 4 stripes of 64 KiB, and a progressive layout), and
+// then checks that the
 // replicas of every chain hold the same chunks. SLUICE_FSX_SEED,
 // SLUICE_FSX_OPS and SLUICE_FSX_LONG=1 replay a seed or run longer.
 func TestFsxReplicated(t *testing.T) {
 	cl := proctest.StartCluster(t, binary, proctest.ClusterOptions{})
 	c := proctest.Client(t, cl.MetaAddrs())
-	layouts := []client.Layout{{StripeCount: 1, Replicas: 2}, {StripeCount: 4, StripeSize: 64 << 10, Replicas: 2}}
+	layouts := []client.Layout{{StripeCount: 1, Replicas: 2}, {StripeCount: 4, StripeSize: 64 << 10, Replicas: 2},
+		// A progressive layout (ADR 0021) on replicated chains.
+		{Replicas: 2, Components: []client.LayoutComponent{{End: 1 << 20, StripeSize: 64 << 10, StripeCount: 1}, {End: 5 << 20, StripeSize: 64 << 10, StripeCount: 2}, {StripeSize: 256 << 10}}}}
 	fsxtest.Run(t, c, layouts, 800, []uint64{5}, func(dir string) fsx.Target {
 		return &fsx.Client{C: c, Dir: dir, Ctx: context.Background()}
 	})
