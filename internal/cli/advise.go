@@ -409,6 +409,11 @@ func (e *Env) Advise(ctx context.Context, name string, o AdviseOptions) error {
 		res.Layout.StripeSize = model.StripeSize
 	}
 	res.Advice = advise.Advise(res.Workload, res.Layout, facts, model)
+	if len(lay.Components) > 0 {
+		// The model measures plain layouts, and a progressive file
+		// cannot be migrated yet (ADR 0021).
+		res.Advice[0] = advise.Advice{Setting: "layout", From: "progressive", Reason: "the files have a progressive layout (extents), which the advisor does not model: no change"}
+	}
 	layAdv, raAdv := res.Advice[0], res.Advice[1]
 	if o.Apply && layAdv.Change() {
 		if err := e.applyLayout(ctx, dir, *layAdv.Layout); err != nil {
