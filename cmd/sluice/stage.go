@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -40,6 +41,7 @@ func newStage(g *globals) *cobra.Command {
 	f.StringVar(&o.Follow, "follow", "", "keep ahead of this job's readers (their $SLUICE_QOS_JOB): --depth files ahead of the furthest file they reached, doubled at each miss")
 	f.IntVar(&o.Depth, "depth", 8, "with --follow: files restored ahead of the readers at first")
 	f.IntVar(&o.MaxDepth, "max-depth", 256, "with --follow: the most files ahead")
+	f.DurationVar(&o.FollowIdle, "follow-idle", 10*time.Second, "with --follow: once all is staged, stop after the readers read nothing new for this long")
 	f.StringVar(&rate, "rate", "", "bytes per second restored at most (e.g. 500M; default no cap)")
 	f.IntVarP(&o.Parallel, "parallel", "P", 4, "files restored at once")
 	return cmd

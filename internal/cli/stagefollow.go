@@ -25,9 +25,10 @@ type StageFollowResult struct {
 // of job: it records the job (its clients report their reads, docs/
 // profile.md), and keeps o.Depth files restored ahead of the furthest file
 // the readers have reached, doubling the depth at each miss
-// (mover.StageState decides). It returns once every file is restored
-// (past the depth it goes on one file at a time, so that readers that
-// stopped do not hold it back).
+// (mover.StageState decides). Past the depth it goes on one file at a
+// time, so that readers that stopped do not hold it back. Once every file
+// is restored it keeps counting the readers' first reads, and returns when
+// they have read every file or read none for o.FollowIdle (10 s).
 func (e *Env) stageFollow(ctx context.Context, order []string, o StageOptions) (StageFollowResult, error) {
 	var res StageFollowResult
 	type file struct {
@@ -85,6 +86,11 @@ func (e *Env) stageFollow(ctx context.Context, order []string, o StageOptions) (
 	inFlight := 0
 	parallel := max(o.Parallel, 1)
 	var after uint64
+	lastRead := time.Now() // of the readers' last first read of a file
+	idle := o.FollowIdle
+	if idle <= 0 {
+		idle = 10 * time.Second
+	}
 	tick := time.NewTicker(o.followPoll())
 	defer tick.Stop()
 	for {
@@ -106,6 +112,7 @@ func (e *Env) stageFollow(ctx context.Context, order []string, o StageOptions) (
 				if !first {
 					continue
 				}
+				lastRead = time.Now()
 				if hit {
 					res.Hits++
 					res.BytesAhead += files[i].size
@@ -125,8 +132,11 @@ func (e *Env) stageFollow(ctx context.Context, order []string, o StageOptions) (
 			st.Started[i] = true
 		}
 		finished := st.Done()
+		read := st.AllRead()
 		mu.Unlock()
-		if finished && inFlight == 0 {
+		// Everything restored: go on counting the readers' hits until
+		// they have read every file or stopped for a while.
+		if finished && inFlight == 0 && (read || time.Since(lastRead) > idle) {
 			break
 		}
 		for _, i := range next {

@@ -266,6 +266,7 @@ type StageOptions struct {
 	Follow          string
 	Depth, MaxDepth int
 	FollowPoll      time.Duration // how often the readers' progress is read (default 200 ms)
+	FollowIdle      time.Duration // how long readers may read nothing new once all is staged (default 10 s)
 }
 
 // Stage restores released files ahead of a job, starting them in the order

@@ -87,6 +87,16 @@ func (s *StageState) Read(i int, t int64, maxDepth int) (hit, first bool) {
 	return hit, true
 }
 
+// AllRead reports whether the readers have read every file.
+func (s *StageState) AllRead() bool {
+	for _, t := range s.ReadAt {
+		if t == 0 {
+			return false
+		}
+	}
+	return true
+}
+
 // Done reports whether every file has been restored.
 func (s *StageState) Done() bool {
 	for _, d := range s.DoneAt {

@@ -62,4 +62,11 @@ func TestStageNext(t *testing.T) {
 	if !s2.Done() {
 		t.Error("not done with every file restored")
 	}
+	if s2.AllRead() {
+		t.Error("all read with file 2 unread")
+	}
+	s2.Read(2, 70, 2)
+	if !s2.AllRead() {
+		t.Error("not all read")
+	}
 }
