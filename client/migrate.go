@@ -30,6 +30,11 @@ type MigrateSpec struct {
 	// IDs), as chosen by a plan (sluice rebalance); the stripe count is
 	// their number.
 	Chains []uint32
+	// Components, if set, make the new layout progressive (ADR 0021):
+	// StripeSize and StripeCount must then be 0. Without them, a
+	// progressive file keeps its components unless StripeSize or
+	// StripeCount asks for a plain layout.
+	Components []LayoutComponent
 }
 
 // MigrateOptions tune a migration. The zero value is fine.
@@ -102,6 +107,22 @@ func (c *Client) migrate(ctx context.Context, ino uint64, cur placement.Layout, 
 	}
 	if want.Replicas == 1 {
 		want.Replicas = 0
+	}
+	if len(spec.Components) > 0 {
+		if spec.StripeSize != 0 || spec.StripeCount != 0 || len(spec.Chains) > 0 {
+			return MigrateResult{}, errs.New(errs.Invalid, "client: a progressive layout's components take their own stripe sizes, counts and chains")
+		}
+		comps, err := PlacementComps(spec.Components)
+		if err != nil {
+			return MigrateResult{}, err
+		}
+		want.Comps, want.StripeSize, want.StripeCount = comps, comps[0].StripeSize, 0
+	} else if cur.Progressive() && spec.StripeSize == 0 && spec.StripeCount == 0 {
+		// A progressive file keeps its components (ADR 0021), their
+		// chains chosen anew (each from its pool, else spec.Pool) or
+		// given; a stripe size or count asked for makes it plain.
+		want.Comps = cur.Comps
+		want.StripeSize, want.StripeCount = cur.StripeSize, cur.StripeCount
 	}
 	if len(spec.Chains) > 0 {
 		if len(spec.Chains) > placement.MaxStripeCount {
@@ -335,7 +356,7 @@ func (m *migration) pass(ctx context.Context, again bool) (int64, error) {
 // it returns): the first piece alone, which tells the chunk's length, then
 // the rest of the chunk as it was then, 4 pieces at a time.
 func (m *migration) readChunk(ctx context.Context, slot int, capped bool, fn func(off int64, b []byte) error) error {
-	stripe := int64(m.old.StripeSize)
+	stripe := int64(m.old.SlotStripeSize(slot))
 	piece := min(stripe, migratePiece)
 	data := m.old.DataID(m.ino)
 	// read reads the piece at off; its length is 0 past the chunk's end.

@@ -88,7 +88,7 @@ func (e *Env) Drain(ctx context.Context, a DrainArgs) error {
 			return err
 		}
 		spec := client.MigrateSpec{Pool: pool}
-		if l.Replicas <= 1 {
+		if l.Replicas <= 1 && len(l.Components) == 0 {
 			if n := eligible(pool); n > 0 && l.StripeCount > n {
 				spec.StripeCount = n
 			}

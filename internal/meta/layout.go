@@ -209,7 +209,22 @@ func (s *Service) fileLayout(req, dir placement.Layout, pool string, pv placeVie
 		return s.progressiveLayout(dir, pool, pv, ino)
 	}
 	if req.Progressive() {
-		return placement.Layout{}, errs.New(errs.Invalid, "a progressive layout is set on a directory, for the files created in it")
+		// A migration's new layout (ADR 0020) keeps a progressive
+		// file's components: its chains given (a plan moved some), or
+		// chosen anew per component.
+		if len(req.Chains) == 0 {
+			return s.progressiveLayout(req, pool, pv, ino)
+		}
+		if err := req.Validate(); err != nil {
+			return placement.Layout{}, err
+		}
+		for _, id := range req.Chains {
+			if err := pv.checkChain(id, req.ReplicaCount()); err != nil {
+				return placement.Layout{}, err
+			}
+		}
+		req.Chains, req.Comps = slices.Clone(req.Chains), slices.Clone(req.Comps)
+		return req, nil
 	}
 	if pool != "" {
 		members, ok := pv.pools[pool]

@@ -236,9 +236,6 @@ func (s *Service) migrateBegin(ctx context.Context, req *wire.MigrateReq) (wire.
 		if staged {
 			return errs.New(errs.Busy, "the file has data staged on a client (absorb policy) that is not on the targets yet")
 		}
-		if n.Layout.Progressive() || req.Layout.Progressive() {
-			return errs.New(errs.Invalid, "files with progressive layouts cannot be migrated yet (ADR 0021)")
-		}
 		nl, err := s.fileLayout(req.Layout, placement.Layout{}, req.Pool, pv, data)
 		if err != nil {
 			return err

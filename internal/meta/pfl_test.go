@@ -17,9 +17,9 @@ import (
 // TestProgressiveLayout: a directory's progressive layout (ADR 0021) is
 // stored, returned and inherited by subdirectories; a file created below
 // it gets each component's chains from the component's pool (every target
-// for a count of 0), its slots in component order; a file's own layout,
-// bad components and unknown pools are refused; a progressive file is not
-// migrated.
+// for a count of 0), its slots in component order; bad components and
+// unknown pools are refused; an empty file may take one; a migration
+// keeps a progressive file's components.
 func TestProgressiveLayout(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -98,7 +98,6 @@ func TestProgressiveLayout(t *testing.T) {
 		l    placement.Layout
 		want error
 	}{
-		{"a file's own", f.Ino, placement.Layout{StripeSize: 1 << 20, Comps: pfl.Comps}, errs.ErrInvalid},
 		{"one component", d.Ino, placement.Layout{Comps: pfl.Comps[2:]}, errs.ErrInvalid},
 		{"too many targets", d.Ino, placement.Layout{Comps: []placement.Comp{{End: 1 << 20, StripeSize: 1 << 20, StripeCount: 3, Pool: "nvme"}, {StripeSize: 1 << 20}}}, errs.ErrInvalid},
 	} {
@@ -109,7 +108,29 @@ func TestProgressiveLayout(t *testing.T) {
 	if err := s.SetLayout(ctx, d.Ino, placement.Layout{Comps: []placement.Comp{{End: 1 << 20, StripeSize: 1 << 20, Pool: "nope"}, {StripeSize: 1 << 20}}}); err == nil {
 		t.Error("a component of an unknown pool was accepted")
 	}
-	if _, err := s.Migrate(ctx, &wire.MigrateReq{Ino: f.Ino, Action: wire.MigrateBegin, Layout: placement.Layout{StripeSize: 1 << 20, StripeCount: 1}}); !errors.Is(err, errs.ErrInvalid) {
-		t.Errorf("migration of a progressive file: %v, want EINVAL", err)
+	// An empty file may take a progressive layout of its own.
+	e := mustCreateInline(t, s, d.Ino, "empty")
+	if err := s.SetLayout(ctx, e.Ino, placement.Layout{StripeSize: 1 << 20, Comps: pfl.Comps}); err != nil {
+		t.Fatalf("an empty file's own progressive layout: %v", err)
+	}
+	if l, err := s.GetLayout(ctx, e.Ino); err != nil || len(l.Comps) != 3 || len(l.Chains) != 7 {
+		t.Errorf("the empty file's layout %v, %v", l, err)
+	}
+	// A migration keeps the components (chains chosen anew per component).
+	fl, err := s.GetLayout(ctx, f.Ino)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := fl
+	want.Chains = nil
+	r, err := s.Migrate(ctx, &wire.MigrateReq{Ino: f.Ino, Action: wire.MigrateBegin, Layout: want})
+	if err != nil {
+		t.Fatalf("migration of a progressive file: %v", err)
+	}
+	if !slices.Equal(r.New.Comps, fl.Comps) || len(r.New.Chains) != 7 || r.New.Data == 0 {
+		t.Errorf("migration's new layout %v, want the components of %v", r.New, fl)
+	}
+	if _, err := s.Migrate(ctx, &wire.MigrateReq{Ino: f.Ino, Action: wire.MigrateAbort, Data: r.New.Data}); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -234,6 +234,16 @@ func (l Layout) Locate(off int64) (slot int, chunkOff int64) {
 	return stripe(off, int64(l.StripeSize), int64(l.StripeCount))
 }
 
+// SlotStripeSize returns the stripe size of slot's chunk: its component's
+// in a progressive layout.
+func (l Layout) SlotStripeSize(slot int) uint32 {
+	if l.Progressive() {
+		c, _, _ := l.compOfSlot(slot)
+		return c.StripeSize
+	}
+	return l.StripeSize
+}
+
 // stripe maps offset off of a range striped s bytes at a time over n
 // slots to its slot and the offset inside that slot's chunk.
 func stripe(off, s, n int64) (int, int64) {

@@ -51,6 +51,17 @@ func PlacementOf(l client.Layout) placement.Layout {
 	return pl
 }
 
+// progressivePools reports whether a progressive layout has a component
+// in a pool (its chunks stay in it, as a pooled directory's files do).
+func progressivePools(l placement.Layout) bool {
+	for _, c := range l.Comps {
+		if c.Pool != "" {
+			return true
+		}
+	}
+	return false
+}
+
 // DirPools answers the pool of a file's directory, asking the metadata
 // service once per directory.
 type DirPools struct {
@@ -207,7 +218,7 @@ func (r *Rebalancer) Pass(ctx context.Context, dryRun bool) (Report, error) {
 		if err != nil {
 			return err
 		}
-		if pool == "" && !pl.Progressive() { // files of a pool stay in it; progressive ones cannot move yet
+		if pool == "" && !progressivePools(pl) { // files of a pool stay in it
 			files = append(files, placement.FileSlots{Name: p, Layout: pl, Bytes: bytes})
 		}
 		return ctx.Err()

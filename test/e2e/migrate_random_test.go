@@ -19,7 +19,7 @@ import (
 // and growing), syncs and reads on one open file, every read checked byte
 // for byte against a model, while another goroutine migrates the file
 // again and again to random layouts (stripe count 1-4, stripe size 64 KiB
-// to 1 MiB). The seed is logged; SLUICE_MIGRATE_SEED replays one and
+// to 1 MiB; a third of them progressive, of three extents). The seed is logged; SLUICE_MIGRATE_SEED replays one and
 // SLUICE_MIGRATE_OPS sets the number of operations (default 1000). A
 // replay repeats the operations and the layouts, not how the migrations
 // interleave with them.
@@ -60,6 +60,17 @@ func TestMigrateRandom(t *testing.T) {
 			default:
 			}
 			spec := client.MigrateSpec{StripeCount: 1 + mr.IntN(4), StripeSize: int64(1+mr.IntN(16)) << 16}
+			if mr.IntN(3) == 0 {
+				// A progressive layout (ADR 0021): its extents' ends inside
+				// the file, which grows to 6 MiB.
+				e1 := int64(1+mr.IntN(16)) << 16
+				e2 := e1 + int64(1+mr.IntN(48))<<16
+				spec = client.MigrateSpec{Components: []client.LayoutComponent{
+					{End: e1, StripeSize: int64(1+mr.IntN(4)) << 16, StripeCount: 1 + mr.IntN(2)},
+					{End: e2, StripeSize: int64(1+mr.IntN(8)) << 16, StripeCount: 1 + mr.IntN(3)},
+					{StripeSize: int64(1+mr.IntN(16)) << 16, StripeCount: 1 + mr.IntN(4)},
+				}}
+			}
 			if _, err := c.Migrate(ctx, "/r", spec, client.MigrateOptions{}); err != nil {
 				merr = err
 				return

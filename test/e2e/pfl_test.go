@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -126,10 +127,79 @@ func TestProgressiveLayoutCLI(t *testing.T) {
 	s.failCLI("not after", "layout", "set", "/p", "--extent", "2M:1", "--extent", "1M:1", "--extent", "eof:1")
 	s.failCLI("pool", "layout", "set", "/p", "--extent", "1M:1::nope", "--extent", "eof:1")
 	s.failCLI("--extent", "layout", "set", "/p", "--extent", "1M:1", "--extent", "eof:1", "--stripe-count", "2")
-	s.failCLI("directory", "layout", "set", "/p/sub2", "--extent", "1M:1", "--extent", "eof:1")
 	// A plain layout replaces the extents.
 	s.mustCLI("layout", "set", "/p", "--stripe-count", "2")
 	if got := s.mustCLI("layout", "get", "/p"); strings.Contains(got, "extents") {
 		t.Errorf("after a plain layout set: %q", got)
 	}
+}
+
+// TestMigrateProgressive: `sluice migrate` of a progressive file keeps its
+// extents (chains chosen anew in each extent's pool) and its bytes;
+// `--stripe-count` makes it plain; `sluice target drain` moves a
+// progressive file's chunks off the target, extents kept.
+func TestMigrateProgressive(t *testing.T) {
+	t.Parallel()
+	s := startServer(t, "")
+	ctx := context.Background()
+	c := s.client()
+	s.mustCLI("mkdir", "/p")
+	s.mustCLI("layout", "set", "/p", "--extent", "1M:1", "--extent", "3M:2:256K", "--extent", "eof:2:512K")
+	data := randBytes(22, 4<<20+999)
+	check := func(what string) {
+		t.Helper()
+		f, err := c.Open(ctx, "/p/f")
+		if err != nil {
+			t.Fatal(err)
+		}
+		back, err := io.ReadAll(f)
+		f.Close()
+		if err != nil || !bytes.Equal(back, data) {
+			t.Fatalf("%s: read back %d bytes, %v", what, len(back), err)
+		}
+	}
+	if err := proctest.WriteFile(ctx, c, "/p/f", data); err != nil {
+		t.Fatal(err)
+	}
+	before, err := c.GetLayout(ctx, "/p/f")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.mustCLI("migrate", "/p/f")
+	after, err := c.GetLayout(ctx, "/p/f")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if after.Data == 0 || len(after.Components) != 3 || len(after.Chains) != 5 || !slices.Equal(after.Components, before.Components) {
+		t.Fatalf("after migrate: %+v, want the extents of %+v under a new data ID", after, before)
+	}
+	check("after migrate")
+
+	// Drain a target the file uses: its chunks move off it, extents kept.
+	victim := after.Chains[0]
+	out := s.mustCLI("target", "drain", fmt.Sprint(victim))
+	drained, err := c.GetLayout(ctx, "/p/f")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, ch := range drained.Chains {
+		if ch == victim {
+			t.Errorf("after draining target %d: %+v still on it\n%s", victim, drained, out)
+		}
+	}
+	if !slices.Equal(drained.Components, before.Components) {
+		t.Errorf("the drain changed the extents: %+v", drained)
+	}
+	check("after the drain")
+	s.mustCLI("target", "drain", "--stop", fmt.Sprint(victim))
+
+	s.mustCLI("migrate", "--stripe-count", "2", "/p/f")
+	plain, err := c.GetLayout(ctx, "/p/f")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(plain.Components) != 0 || plain.StripeCount != 2 {
+		t.Errorf("after migrate --stripe-count 2: %+v, want a plain layout of 2", plain)
+	}
+	check("after migrate to a plain layout")
 }
