@@ -117,6 +117,9 @@ func TestPFLValidate(t *testing.T) {
 			t.Errorf("%s: %v, want EINVAL", name, err)
 		}
 	}
+	if ok.SlotStripeSize(0) != 1<<20 || ok.SlotStripeSize(2) != 4<<20 || (Layout{StripeSize: 64 << 10}).SlotStripeSize(3) != 64<<10 {
+		t.Error("SlotStripeSize")
+	}
 	// A file past every component's end is in the last one.
 	if s, _ := ok.Locate(1 << 40); s != 1 && s != 2 {
 		t.Errorf("offset 1 TiB in slot %d", s)
