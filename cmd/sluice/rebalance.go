@@ -43,7 +43,7 @@ func newRebalance(g *globals) *cobra.Command {
 	})
 	f := cmd.Flags()
 	f.Float64Var(&band, "band", 10, "width of the fill band around the mean, in percentage points")
-	f.StringVar(&rate, "rate", "64M", "bytes per second each migration reads at most (0: no cap)")
+	f.StringVar(&rate, "rate", "32M", "bytes per second each migration reads at most (0: no cap)")
 	f.StringVar(&maxBytes, "max-bytes", "", "move at most this many bytes in this run (default: no limit)")
 	f.BoolVar(&a.DryRun, "dry-run", false, "print the plan, move nothing")
 	f.BoolVarP(&a.Quiet, "quiet", "q", false, "print the fills and the total only")
@@ -53,7 +53,7 @@ func newRebalance(g *globals) *cobra.Command {
 // rebalanceFlags registers --rebalance-every, --rebalance-band and
 // --rebalance-rate (sluice serve, sluice meta).
 func rebalanceFlags(cmd *cobra.Command, o *server.RebalanceOptions) {
-	o.Band, o.Rate = 0.1, 64<<20
+	o.Band, o.Rate = 0.1, 32<<20
 	f := cmd.Flags()
 	f.DurationVar(&o.Every, "rebalance-every", 0, "run the rebalancer in this process, a pass every this long (0: off; sluice rebalance, docs/placement.md)")
 	f.Var(bandValue{&o.Band}, "rebalance-band", "the rebalancer's fill band around the mean, in percentage points")

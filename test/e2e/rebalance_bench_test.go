@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"os"
 	"slices"
 	"sync"
 	"testing"
@@ -16,6 +17,8 @@ import (
 // Eight 64 MiB files on target 1 are spread by the rebalance.
 //
 //	go test -run '^$' -bench Rebalance -benchtime 1x ./test/e2e
+//
+// SLUICE_REBALANCE_RATE sets another --rate.
 func BenchmarkRebalance(b *testing.B) {
 	s := startServer(b, "")
 	c := s.client()
@@ -86,7 +89,11 @@ func BenchmarkRebalance(b *testing.B) {
 		var pd time.Duration
 		wg.Go(func() { dr, pd = read(stop, 0) })
 		start := time.Now()
-		s.mustCLI("rebalance", "-q", "--band", "0.000001")
+		args := []string{"rebalance", "-q", "--band", "0.000001"}
+		if r := os.Getenv("SLUICE_REBALANCE_RATE"); r != "" {
+			args = append(args, "--rate", r) // else the default rate
+		}
+		s.mustCLI(args...)
 		took := time.Since(start)
 		close(stop)
 		wg.Wait()
