@@ -547,8 +547,12 @@ func (s *Service) mkdir(ctx context.Context, req *wire.CreateReq) (wire.EntryRes
 			Mode: modeDir | req.Mode&modePerm, Nlink: 2, Uid: req.Cred.Uid, Gid: req.Cred.Gid,
 			Atime: now, Mtime: now, Ctime: now, Flags: newInodeFlags, Parent: req.Parent,
 		}
+		// The default layout is inherited whole: stripes, replicas (they
+		// were not, before 2026-11-25: files in a subdirectory of a
+		// replicated directory got one replica), components.
 		n.Layout.StripeSize, n.Layout.StripeCount = parent.Layout.StripeSize, parent.Layout.StripeCount
-		n.Layout.Comps = parent.Layout.Comps // a progressive layout is inherited whole
+		n.Layout.Replicas = parent.Layout.Replicas
+		n.Layout.Comps = parent.Layout.Comps
 		switch pool, err := tx.Get(dirPoolKey(req.Parent)); {
 		case err == nil:
 			tx.Set(dirPoolKey(ino), pool)

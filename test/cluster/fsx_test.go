@@ -25,6 +25,19 @@ func TestFsxReplicated(t *testing.T) {
 	fsxtest.Run(t, c, layouts, 800, []uint64{5}, func(dir string) fsx.Target {
 		return &fsx.Client{C: c, Dir: dir, Ctx: context.Background()}
 	})
+	// Directories made below a replicated one keep its replicas.
+	ctx := context.Background()
+	if err := c.MkdirAll(ctx, "/fsx-0/sub/deeper", 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := proctest.WriteFile(ctx, c, "/fsx-0/sub/deeper/f", []byte("replicated")); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []string{"/fsx-0/sub/deeper", "/fsx-0/sub/deeper/f"} {
+		if l, err := c.GetLayout(ctx, p); err != nil || l.Replicas != 2 {
+			t.Errorf("%s: layout %+v, %v: want 2 replicas, inherited", p, l, err)
+		}
+	}
 	n := verifyReplicas(t, cl)
 	if n == 0 {
 		t.Fatal("no replicated chunk was compared")
