@@ -255,3 +255,23 @@ func WriteFile(ctx context.Context, c *client.Client, p string, data []byte) err
 	}
 	return f.Close()
 }
+
+// WaitProfileClients waits until recording name of the I/O profiler counts
+// at least n clients (a client joins at its next check, Options.ProfilePoll).
+func WaitProfileClients(tb testing.TB, c *client.Client, name string, n uint32) {
+	tb.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		s, err := c.Profile(context.Background(), name)
+		if err != nil {
+			tb.Fatal(err)
+		}
+		if s.Clients >= n {
+			return
+		}
+		if time.Now().After(deadline) {
+			tb.Fatalf("recording %s: %d clients joined in 20 s, want %d", name, s.Clients, n)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}

@@ -31,20 +31,7 @@ func jobClient(t testing.TB, addr, job string) *client.Client {
 // waitClients waits until recording name counts n clients.
 func waitClients(t testing.TB, c *client.Client, name string, n uint32) {
 	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		s, err := c.Profile(context.Background(), name)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if s.Clients >= n {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("recording %s: %d clients joined, want %d", name, s.Clients, n)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	proctest.WaitProfileClients(t, c, name, n)
 }
 
 // randomOffsets returns n 4 KiB-aligned offsets in [0, size) such that no

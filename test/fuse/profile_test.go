@@ -35,20 +35,7 @@ func TestProfileThroughMount(t *testing.T) {
 	if err := setup.ProfileStart(ctx, "m1", "mj", "", time.Hour, 0); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		sess, err := setup.Profile(ctx, "m1")
-		if err != nil {
-			t.Fatal(err)
-		}
-		if sess.Clients == 1 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the mount did not join the recording in 20 s")
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	proctest.WaitProfileClients(t, setup, "m1", 1)
 
 	if err := os.Mkdir(m.path("out"), 0o755); err != nil {
 		t.Fatal(err)

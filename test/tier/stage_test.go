@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/sluice-fs/sluice/client"
+	"github.com/sluice-fs/sluice/internal/proctest"
 )
 
 // TestStage: `sluice stage --from-file` restores the released files it
@@ -86,20 +87,7 @@ func TestStageFromProfile(t *testing.T) {
 
 	fs.mustCLI("profile", "record", "--job", "epoch", "--name", "e1", "--dir", "/ep", "--duration", "1h", "--detach")
 	reader := newClientOpts(t, client.Options{Server: fs.addr, Job: "epoch", ProfilePoll: 50 * time.Millisecond, TierNoRestoreOnRead: true})
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		s, err := c.Profile(ctx, "e1")
-		if err != nil {
-			t.Fatal(err)
-		}
-		if s.Clients == 1 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the reader did not join the recording")
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	proctest.WaitProfileClients(t, c, "e1", 1)
 	order := []string{"/ep/f3", "/ep/f1", "/ep/f4", "/ep/f0"} // f2 is not read
 	for _, p := range order {
 		if sum, _, err := readSum(ctx, reader, p); err != nil || sum != sha256.Sum256(files[p]) {
@@ -166,20 +154,7 @@ func TestStageFollow(t *testing.T) {
 		t.Helper()
 		r := newClientOpts(t, client.Options{Server: fs.addr, Job: "trainer", ProfilePoll: 50 * time.Millisecond, TierNoRestoreOnRead: true})
 		defer r.Close()
-		deadline := time.Now().Add(20 * time.Second)
-		for {
-			s, err := c.Profile(ctx, name)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if s.Clients >= 1 {
-				break
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("the reader did not join recording %s", name)
-			}
-			time.Sleep(20 * time.Millisecond)
-		}
+		proctest.WaitProfileClients(t, c, name, 1)
 		for _, p := range order {
 			if sum, _, err := readSum(ctx, r, p); err != nil || sum != sha256.Sum256(files[p]) {
 				t.Fatalf("read of %s: %v", p, err)
