@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -382,7 +383,7 @@ func (e *Env) Advise(ctx context.Context, name string, o AdviseOptions) error {
 	if err != nil {
 		return err
 	}
-	dir := or(o.Dir, or(sess.Dir, "/"))
+	dir := cmp.Or(o.Dir, sess.Dir, "/")
 	if o.Apply && path.Clean("/"+dir) == "/" {
 		return errs.New(errs.Invalid, "advise --apply: the recording has no directory; give --dir (the whole file system is not migrated)")
 	}

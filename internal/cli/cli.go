@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/sluice-fs/sluice/client"
+	"github.com/sluice-fs/sluice/internal/bench"
 	"github.com/sluice-fs/sluice/internal/errs"
 )
 
@@ -121,13 +122,13 @@ func formatLayout(l client.Layout) string {
 		for _, c := range l.Components {
 			end := "eof"
 			if c.End != 0 {
-				end = sizeText(c.End)
+				end = bench.Size(c.End).String()
 			}
 			count := "all"
 			if c.StripeCount > 0 {
 				count = fmt.Sprint(c.StripeCount)
 			}
-			p := fmt.Sprintf("%s-%s %sx%s", sizeText(start), end, count, sizeText(c.StripeSize))
+			p := fmt.Sprintf("%s-%s %sx%s", bench.Size(start), end, count, bench.Size(c.StripeSize))
 			if c.Pool != "" {
 				p += " pool=" + c.Pool
 			}
@@ -137,20 +138,6 @@ func formatLayout(l client.Layout) string {
 		s += " extents=[" + strings.Join(parts, " | ") + "]"
 	}
 	return s
-}
-
-// sizeText writes n in the largest binary unit that divides it (64MiB,
-// 1536KiB, 100).
-func sizeText(n int64) string {
-	for _, u := range []struct {
-		name string
-		size int64
-	}{{"TiB", 1 << 40}, {"GiB", 1 << 30}, {"MiB", 1 << 20}, {"KiB", 1 << 10}} {
-		if n != 0 && n%u.size == 0 {
-			return fmt.Sprintf("%d%s", n/u.size, u.name)
-		}
-	}
-	return fmt.Sprint(n)
 }
 
 // ParseExtent parses a progressive layout's component as `sluice layout

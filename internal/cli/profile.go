@@ -117,34 +117,44 @@ func (e *Env) LoadProfile(ctx context.Context, name, dir string, maxNames int) (
 	return s, r, err
 }
 
-// loadProfile is LoadProfile, also returning the records summarised.
-func (e *Env) loadProfile(ctx context.Context, name, dir string, maxNames int) (client.ProfileSession, profile.Report, []profile.Batch, error) {
-	s, err := e.Client.Profile(ctx, name)
-	if err != nil {
-		return s, profile.Report{}, nil, err
-	}
+// profileBatches reads recording s's batches, each keeping only the
+// records that started while it ran (clients notice its end within their
+// poll).
+func (e *Env) profileBatches(ctx context.Context, s client.ProfileSession) ([]profile.Batch, error) {
 	var batches []profile.Batch
-	touched := map[uint64]bool{}
-	err = e.Client.ReadProfile(ctx, name, func(p []byte) error {
+	err := e.Client.ReadProfile(ctx, s.Name, func(p []byte) error {
 		b, err := profile.Decode(p)
 		if err != nil {
-			return errs.New(errs.Corruption, "profile %s: %v", name, err)
+			return errs.New(errs.Corruption, "profile %s: %v", s.Name, err)
 		}
-		// Only what was recorded while the recording ran (clients
-		// notice its end within their poll).
 		keep := b.Records[:0]
 		for _, r := range b.Records {
 			if r.Start >= s.Start.UnixNano() && r.Start < s.Until.UnixNano() {
 				keep = append(keep, r)
-				touched[r.Ino] = true
 			}
 		}
 		b.Records = keep
 		batches = append(batches, b)
 		return nil
 	})
+	return batches, err
+}
+
+// loadProfile is LoadProfile, also returning the records summarised.
+func (e *Env) loadProfile(ctx context.Context, name, dir string, maxNames int) (client.ProfileSession, profile.Report, []profile.Batch, error) {
+	s, err := e.Client.Profile(ctx, name)
 	if err != nil {
 		return s, profile.Report{}, nil, err
+	}
+	batches, err := e.profileBatches(ctx, s)
+	if err != nil {
+		return s, profile.Report{}, nil, err
+	}
+	touched := map[uint64]bool{}
+	for _, b := range batches {
+		for _, r := range b.Records {
+			touched[r.Ino] = true
+		}
 	}
 	if dir == "" {
 		dir = s.Dir
@@ -209,30 +219,23 @@ func (e *Env) ProfileReadOrder(ctx context.Context, name, dir string) ([]string,
 	if err != nil {
 		return nil, err
 	}
+	batches, err := e.profileBatches(ctx, s)
+	if err != nil {
+		return nil, err
+	}
 	first := map[uint64]int64{}
-	err = e.Client.ReadProfile(ctx, name, func(p []byte) error {
-		b, err := profile.Decode(p)
-		if err != nil {
-			return errs.New(errs.Corruption, "profile %s: %v", name, err)
-		}
+	for _, b := range batches {
 		for _, r := range b.Records {
-			if r.Op != profile.OpRead || r.Start < s.Start.UnixNano() || r.Start >= s.Until.UnixNano() {
-				continue
-			}
-			if t, ok := first[r.Ino]; !ok || r.Start < t {
+			if t, ok := first[r.Ino]; r.Op == profile.OpRead && (!ok || r.Start < t) {
 				first[r.Ino] = r.Start
 			}
 		}
-		return nil
-	})
-	if err != nil {
-		return nil, err
 	}
 	want := map[uint64]bool{}
 	for ino := range first {
 		want[ino] = true
 	}
-	names, _, err := e.nameInodes(ctx, path.Clean("/"+or(dir, or(s.Dir, "/"))), want, 1<<20)
+	names, _, err := e.nameInodes(ctx, path.Clean("/"+cmp.Or(dir, s.Dir, "/")), want, 1<<20)
 	if err != nil {
 		return nil, err
 	}
@@ -326,14 +329,7 @@ func (e *Env) ProfileList(ctx context.Context) error {
 		if s.Running(now) {
 			state = "recording"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%d\t%d\n", s.Name, s.Job, or(s.Dir, "/"), s.Start.Format(time.RFC3339), state, s.Clients, s.Records, s.Dropped)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%d\t%d\n", s.Name, s.Job, cmp.Or(s.Dir, "/"), s.Start.Format(time.RFC3339), state, s.Clients, s.Records, s.Dropped)
 	}
 	return tw.Flush()
-}
-
-func or(s, def string) string {
-	if s == "" {
-		return def
-	}
-	return s
 }
