@@ -11,9 +11,10 @@ import (
 	"path"
 	"runtime"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"time"
+
+	"golang.org/x/sync/errgroup"
 
 	"github.com/sluice-fs/sluice/client"
 	"github.com/sluice-fs/sluice/internal/advise"
@@ -184,23 +185,16 @@ func (m *measurer) file(i int) string { return fmt.Sprintf("%s/s%d", m.dir, i) }
 // the bytes they report over the time they took together.
 func parallel(n int, fn func(i int) (int64, error)) (float64, error) {
 	var total atomic.Int64
-	var wg sync.WaitGroup
-	errc := make(chan error, n)
+	var g errgroup.Group
 	start := time.Now()
 	for i := range n {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+		g.Go(func() error {
 			b, err := fn(i)
 			total.Add(b)
-			if err != nil {
-				errc <- err
-			}
-		}()
+			return err
+		})
 	}
-	wg.Wait()
-	close(errc)
-	if err := <-errc; err != nil {
+	if err := g.Wait(); err != nil {
 		return 0, err
 	}
 	return float64(total.Load()) / time.Since(start).Seconds() / 1e6, nil

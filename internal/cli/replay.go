@@ -7,9 +7,10 @@ import (
 	"io"
 	"math"
 	"slices"
-	"sync"
 	"sync/atomic"
 	"time"
+
+	"golang.org/x/sync/errgroup"
 
 	"github.com/sluice-fs/sluice/client"
 	"github.com/sluice-fs/sluice/internal/errs"
@@ -162,31 +163,14 @@ func (e *Env) replayCheck(ctx context.Context, batches []profile.Batch, rep prof
 
 // replayFiles writes the replay's copies of the files in dir.
 func (e *Env) replayFiles(ctx context.Context, dir string, files map[uint64]int64) error {
-	inos := make(chan uint64)
-	var wg sync.WaitGroup
-	var firstErr atomic.Pointer[error]
 	buf := make([]byte, 4<<20)
 	fillRandom(buf, 7)
-	for range 4 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for ino := range inos {
-				if err := writeSized(ctx, e.Client, fmt.Sprintf("%s/%d", dir, ino), files[ino], buf); err != nil {
-					firstErr.CompareAndSwap(nil, &err)
-				}
-			}
-		}()
+	var g errgroup.Group
+	g.SetLimit(4)
+	for ino, size := range files {
+		g.Go(func() error { return writeSized(ctx, e.Client, fmt.Sprintf("%s/%d", dir, ino), size, buf) })
 	}
-	for ino := range files {
-		inos <- ino
-	}
-	close(inos)
-	wg.Wait()
-	if p := firstErr.Load(); p != nil {
-		return *p
-	}
-	return nil
+	return g.Wait()
 }
 
 func writeSized(ctx context.Context, c *client.Client, p string, size int64, buf []byte) error {
@@ -207,16 +191,20 @@ func writeSized(ctx context.Context, c *client.Client, p string, size int64, buf
 // time, and returns the MB/s they moved.
 func replayRun(ctx context.Context, c *client.Client, dir string, streams []*replayStream, workers int) (float64, error) {
 	work := make(chan *replayStream)
-	var wg sync.WaitGroup
 	var moved atomic.Int64
-	var firstErr atomic.Pointer[error]
-	fail := func(err error) { firstErr.CompareAndSwap(nil, &err) }
+	var g errgroup.Group
 	start := time.Now()
 	for range workers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+		// Each worker replays whole streams with its own buffer and goes
+		// on past a failure; the first failure is the run's.
+		g.Go(func() error {
 			var buf []byte
+			var first error
+			fail := func(err error) {
+				if first == nil {
+					first = err
+				}
+			}
 			for s := range work {
 				flag := client.O_RDONLY
 				if s.write {
@@ -251,15 +239,15 @@ func replayRun(ctx context.Context, c *client.Client, dir string, streams []*rep
 					fail(err)
 				}
 			}
-		}()
+			return first
+		})
 	}
 	for _, s := range streams {
 		work <- s
 	}
 	close(work)
-	wg.Wait()
-	if p := firstErr.Load(); p != nil {
-		return 0, *p
+	if err := g.Wait(); err != nil {
+		return 0, err
 	}
 	return float64(moved.Load()) / time.Since(start).Seconds() / 1e6, nil
 }
