@@ -260,3 +260,19 @@ func TestSizeAndDur(t *testing.T) {
 		}
 	}
 }
+
+// TestFanOutByPath: files opened by path (no lookup records) count in
+// their directories by the names given.
+func TestFanOutByPath(t *testing.T) {
+	var w workload
+	w.b.Client = "p"
+	for i := uint64(1); i <= 3; i++ {
+		w.op(Record{Op: OpOpen, Handle: uint32(i), Ino: i, Len: 10, Dur: 1}, 1)
+		w.op(Record{Op: OpRead, Handle: uint32(i), Ino: i, Len: 10, N: 10, Dur: 1}, 1)
+	}
+	paths := map[uint64]string{1: "/a/x", 2: "/a/y", 3: "/b/z"}
+	r := Summarize([]Batch{w.b}, func(ino uint64) (string, bool) { p, ok := paths[ino]; return p, ok })
+	if r.Dirs != 2 || r.FanOutMax != 2 || r.FanOutMedian != 1 {
+		t.Errorf("dirs %d, fan-out max %d median %d; want 2, 2, 1", r.Dirs, r.FanOutMax, r.FanOutMedian)
+	}
+}

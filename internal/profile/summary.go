@@ -386,29 +386,23 @@ func Summarize(batches []Batch, names func(ino uint64) (string, bool)) Report {
 		}
 	}
 
-	// Directory fan-out: children seen in lookups and creates, and the
-	// directories of other opened files whose paths are known.
-	if names != nil {
-		byDir := map[string]map[uint64]bool{}
-		for ino := range files {
-			if hasParent[ino] {
-				continue
-			}
-			if p, ok := names(ino); ok {
-				d := path.Dir(p)
-				if byDir[d] == nil {
-					byDir[d] = map[uint64]bool{}
-				}
-				byDir[d][ino] = true
-			}
-		}
-		for d, m := range byDir {
-			children[dirKey(d)] = merge(children[dirKey(d)], m)
-		}
-	}
+	// Directory fan-out: children seen in lookups and creates (by parent
+	// inode), and the directories of other opened files whose paths are
+	// known (by path).
 	var fan []int64
 	for _, m := range children {
 		fan = append(fan, int64(len(m)))
+	}
+	if names != nil {
+		byDir := map[string]int64{}
+		for ino := range files {
+			if p, ok := names(ino); ok && !hasParent[ino] {
+				byDir[path.Dir(p)]++
+			}
+		}
+		for _, n := range byDir {
+			fan = append(fan, n)
+		}
 	}
 	slices.Sort(fan)
 	r.Dirs = len(fan)
@@ -426,27 +420,6 @@ func Summarize(batches []Batch, names func(ino uint64) (string, bool)) Report {
 type srec struct {
 	*Record
 	client int
-}
-
-// dirKey gives a directory known only by its path a key apart from inode
-// numbers (the high bit set).
-func dirKey(p string) uint64 {
-	var h uint64 = 14695981039346656037
-	for i := 0; i < len(p); i++ {
-		h ^= uint64(p[i])
-		h *= 1099511628211
-	}
-	return h | 1<<63
-}
-
-func merge(a, b map[uint64]bool) map[uint64]bool {
-	if a == nil {
-		return b
-	}
-	for k := range b {
-		a[k] = true
-	}
-	return a
 }
 
 // inFlight returns the operations in flight on average over secs and at
