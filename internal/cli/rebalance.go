@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/sluice-fs/sluice/client"
+	"github.com/sluice-fs/sluice/internal/placement"
 	"github.com/sluice-fs/sluice/internal/relayout"
 )
 
@@ -40,7 +41,7 @@ func (e *Env) Rebalance(ctx context.Context, a RebalanceArgs) error {
 		fmt.Fprintf(e.Stdout, "plan: %d chunk moves, %s\n", len(plan.Moves), human(plan.Bytes))
 		if a.DryRun {
 			for _, m := range plan.Moves {
-				fmt.Fprintf(e.Stdout, "%s\tslot %d: target %d -> %d (%s)\n", m.Name, m.Slot, m.From, m.To, human(m.Bytes))
+				fmt.Fprintf(e.Stdout, "%s\tslot %d: %s -> %s (%s; targets %v -> %v)\n", m.Name, m.Slot, chainText(m.From), chainText(m.To), human(m.Bytes), m.Off, m.On)
 			}
 		}
 	}
@@ -53,4 +54,13 @@ func (e *Env) Rebalance(ctx context.Context, a RebalanceArgs) error {
 		return fmt.Errorf("%d files could not be moved (they keep their layout); run the rebalance again", done.Failed)
 	}
 	return nil
+}
+
+// chainText names a chain as the rebalancer's plan prints it: "target N"
+// for a chain of one replica, else "chain N".
+func chainText(id placement.ChainID) string {
+	if id < placement.FirstReplicatedChain {
+		return fmt.Sprintf("target %d", id)
+	}
+	return fmt.Sprintf("chain %d", id)
 }

@@ -868,6 +868,9 @@ func (r *Manager) Run(ctx context.Context) error {
 		if err := r.replaceDraining(ctx); err != nil && ctx.Err() == nil {
 			r.log.Warn("cluster: drain", "err", err)
 		}
+		if err := r.topUpChains(ctx); err != nil && ctx.Err() == nil {
+			r.log.Warn("cluster: top up chains", "err", err)
+		}
 	}
 }
 

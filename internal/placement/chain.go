@@ -376,3 +376,85 @@ func ChooseChains(candidates []Chain, free map[TargetID]bool, count int, seed ui
 	}
 	return out, nil
 }
+
+// TopUpChains returns the chains of r replicas to add so that every
+// target in all (the targets that may join chains in one scope: the
+// cluster, or a pool) is in at least r of the scope's chains of r replicas
+// (chains), as FormChains leaves every target of a balanced cluster: a
+// target that joined later, or came back after its replicas were replaced,
+// would otherwise hold no data of r replicas until a rebalance could move
+// some to it. A target short of chains heads one if it heads none, and
+// follows in the others; the other replicas are the targets of further
+// nodes in the fewest chains. IDs are given from next on. It returns nil
+// when fewer than r nodes exist.
+func TopUpChains(all []NodeTarget, chains []Chain, r int, next ChainID) []Chain {
+	if r < 2 || r > MaxReplicas {
+		return nil
+	}
+	nodes := make(map[string]bool)
+	node := make(map[TargetID]string, len(all))
+	for _, t := range all {
+		nodes[t.Node] = true
+		node[t.ID] = t.Node
+	}
+	if len(nodes) < r {
+		return nil
+	}
+	load := make(map[TargetID]int)
+	heads := make(map[TargetID]bool)
+	for _, c := range chains {
+		if len(c.Replicas) != r {
+			continue
+		}
+		for i, rep := range c.Replicas {
+			load[rep.Target]++
+			if i == 0 {
+				heads[rep.Target] = true
+			}
+		}
+	}
+	sorted := slices.Clone(all)
+	slices.SortFunc(sorted, func(a, b NodeTarget) int { return cmp.Compare(a.ID, b.ID) })
+	// least returns the target in the fewest chains on a node not in used,
+	// searching round the ring from after t.
+	least := func(t TargetID, used map[string]bool) (TargetID, bool) {
+		start := max(slices.IndexFunc(sorted, func(x NodeTarget) bool { return x.ID > t }), 0)
+		best, found := TargetID(0), false
+		for k := range sorted {
+			x := sorted[(start+k)%len(sorted)]
+			if !used[x.Node] && (!found || load[x.ID] < load[best]) {
+				best, found = x.ID, true
+			}
+		}
+		return best, found
+	}
+	var out []Chain
+	for _, t := range sorted {
+		for load[t.ID] < r {
+			used := map[string]bool{t.Node: true}
+			members := []TargetID{t.ID}
+			for len(members) < r {
+				p, ok := least(t.ID, used)
+				if !ok {
+					return out // cannot happen: r nodes exist
+				}
+				used[node[p]] = true
+				members = append(members, p)
+			}
+			if heads[t.ID] {
+				// It heads one already: it follows the least-loaded
+				// partner here.
+				members[0], members[1] = members[1], members[0]
+			}
+			c := Chain{ID: next, Version: 1}
+			for _, m := range members {
+				load[m]++
+				c.Replicas = append(c.Replicas, Replica{Target: m, State: Serving})
+			}
+			heads[members[0]] = true
+			out = append(out, c)
+			next++
+		}
+	}
+	return out
+}

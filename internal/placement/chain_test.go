@@ -2,6 +2,7 @@ package placement
 
 import (
 	"errors"
+	"fmt"
 	"slices"
 	"testing"
 
@@ -132,5 +133,62 @@ func TestChooseChains(t *testing.T) {
 	}
 	if _, err := ChooseChains([]Chain{a}, free, 2, 0); !errors.Is(err, errs.ErrNoSpace) {
 		t.Fatalf("more chains than exist: %v", err)
+	}
+}
+
+// TestTopUpChains: a node joins a cluster whose chains FormChains made;
+// its targets end in r chains each (one headed by each), every chain's
+// replicas are on distinct nodes, and a second call adds nothing.
+func TestTopUpChains(t *testing.T) {
+	for r := 2; r <= 3; r++ {
+		var all []NodeTarget
+		for id := TargetID(1); id <= 6; id++ {
+			all = append(all, NodeTarget{ID: id, Node: fmt.Sprintf("n%d", (id+1)/2)})
+		}
+		load := map[TargetID]int{}
+		chains, err := FormChains(all, []TargetID{1, 2, 3, 4, 5, 6}, r, load, FirstReplicatedChain)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if add := TopUpChains(all, chains, r, FirstReplicatedChain+100); len(add) != 0 {
+			t.Fatalf("r=%d: a balanced cluster got %d more chains: %v", r, len(add), add)
+		}
+		all = append(all, NodeTarget{ID: 7, Node: "n4"}, NodeTarget{ID: 8, Node: "n4"})
+		add := TopUpChains(all, chains, r, FirstReplicatedChain+100)
+		chains = append(chains, add...)
+		node := map[TargetID]string{}
+		for _, nt := range all {
+			node[nt.ID] = nt.Node
+		}
+		in, headed := map[TargetID]int{}, map[TargetID]bool{}
+		for i, c := range chains {
+			if err := c.Validate(); err != nil {
+				t.Fatalf("r=%d: chain %v: %v", r, c, err)
+			}
+			if i > 0 && c.ID == chains[i-1].ID {
+				t.Fatalf("r=%d: chain ID %d twice", r, c.ID)
+			}
+			nodes := map[string]bool{}
+			for _, rep := range c.Replicas {
+				if nodes[node[rep.Target]] {
+					t.Fatalf("r=%d: chain %v has two replicas on node %s", r, c, node[rep.Target])
+				}
+				nodes[node[rep.Target]] = true
+				in[rep.Target]++
+			}
+			headed[c.Replicas[0].Target] = true
+		}
+		for _, id := range []TargetID{7, 8} {
+			if in[id] < r || !headed[id] {
+				t.Errorf("r=%d: target %d in %d chains (headed: %v), want %d and one headed by it", r, id, in[id], headed[id], r)
+			}
+		}
+		if more := TopUpChains(all, chains, r, FirstReplicatedChain+200); len(more) != 0 {
+			t.Errorf("r=%d: a second top-up added %v", r, more)
+		}
+		// Fewer nodes than replicas: nothing.
+		if add := TopUpChains(all[:2], nil, r, FirstReplicatedChain); add != nil {
+			t.Errorf("r=%d: one node got chains %v", r, add)
+		}
 	}
 }

@@ -7,6 +7,7 @@
 package relayout
 
 import (
+	"cmp"
 	"context"
 	"log/slog"
 	"path"
@@ -51,15 +52,33 @@ func PlacementOf(l client.Layout) placement.Layout {
 	return pl
 }
 
-// progressivePools reports whether a progressive layout has a component
-// in a pool (its chunks stay in it, as a pooled directory's files do).
-func progressivePools(l placement.Layout) bool {
-	for _, c := range l.Comps {
-		if c.Pool != "" {
-			return true
+// SlotPools returns the pool each slot of layout l must stay in: a
+// progressive component's pool, else dir, the pool of the file's
+// directory ("" for none). Nil when no slot has one.
+func SlotPools(l placement.Layout, dir string) []string {
+	n := len(l.Chains)
+	out := make([]string, n)
+	any := false
+	if !l.Progressive() {
+		for i := range out {
+			out[i], any = dir, dir != ""
+		}
+	} else {
+		slot := 0
+		for _, c := range l.Comps {
+			pool := cmp.Or(c.Pool, dir)
+			for range c.StripeCount {
+				if slot < n {
+					out[slot], any = pool, any || pool != ""
+				}
+				slot++
+			}
 		}
 	}
-	return false
+	if !any {
+		return nil
+	}
+	return out
 }
 
 // DirPools answers the pool of a file's directory, asking the metadata
@@ -175,7 +194,8 @@ func (r *Rebalancer) Totals() Totals {
 
 // Pass walks the namespace, adds up the chunk bytes each target holds
 // (each replica of a replicated chain counted on its target), plans moves
-// with placement.RebalancePlan (files of one replica outside pools) and,
+// with placement.RebalancePlan (each slot kept in its pool, replicated
+// slots moved between chains of as many replicas) and,
 // unless dryRun, carries each file's moves out as one migration with the
 // new chains, one file at a time.
 func (r *Rebalancer) Pass(ctx context.Context, dryRun bool) (Report, error) {
@@ -188,6 +208,16 @@ func (r *Rebalancer) Pass(ctx context.Context, dryRun bool) (Report, error) {
 	byChain := make(map[placement.ChainID]placement.Chain)
 	for _, c := range ChainTable(ci) {
 		byChain[c.ID] = c
+	}
+	members := make(map[string][]placement.TargetID)
+	ps, err := r.c.Pools(ctx)
+	if err != nil {
+		return rep, err
+	}
+	for _, p := range ps {
+		for _, t := range p.Targets {
+			members[p.Name] = append(members[p.Name], placement.TargetID(t))
+		}
 	}
 	used := make(map[placement.TargetID]int64)
 	var files []placement.FileSlots
@@ -218,9 +248,7 @@ func (r *Rebalancer) Pass(ctx context.Context, dryRun bool) (Report, error) {
 		if err != nil {
 			return err
 		}
-		if pool == "" && !progressivePools(pl) { // files of a pool stay in it
-			files = append(files, placement.FileSlots{Name: p, Layout: pl, Bytes: bytes})
-		}
+		files = append(files, placement.FileSlots{Name: p, Layout: pl, Bytes: bytes, Pools: SlotPools(pl, pool)})
 		return ctx.Err()
 	})
 	if err != nil {
@@ -231,14 +259,23 @@ func (r *Rebalancer) Pass(ctx context.Context, dryRun bool) (Report, error) {
 		fills = append(fills, placement.TargetFill{ID: placement.TargetID(t.ID), Capacity: t.Capacity,
 			Used: used[placement.TargetID(t.ID)], Eligible: t.Healthy && !t.Draining})
 	}
-	rep.Moves = placement.RebalancePlan(fills, files, r.o.Band, r.o.MaxBytes)
+	chains := make([]placement.Chain, 0, len(byChain))
+	for _, c := range byChain {
+		chains = append(chains, c)
+	}
+	rep.Moves = placement.RebalancePlan(placement.RebalanceInput{Targets: fills, Chains: chains, Pools: members,
+		Files: files, Band: r.o.Band, MaxBytes: r.o.MaxBytes})
 	after := make(map[placement.TargetID]int64, len(used))
 	for id, u := range used {
 		after[id] = u
 	}
 	for _, m := range rep.Moves {
-		after[m.From] -= m.Bytes
-		after[m.To] += m.Bytes
+		for _, t := range m.Off {
+			after[t] -= m.Bytes
+		}
+		for _, t := range m.On {
+			after[t] += m.Bytes
+		}
 		rep.Bytes += m.Bytes
 	}
 	for _, f := range fills {
@@ -283,7 +320,10 @@ func (r *Rebalancer) carryOut(ctx context.Context, files []placement.FileSlots, 
 			return
 		}
 		l := layouts[name]
-		spec := client.MigrateSpec{StripeSize: int64(l.StripeSize)}
+		var spec client.MigrateSpec
+		if !l.Progressive() { // a progressive file keeps its components, with the chains given
+			spec.StripeSize = int64(l.StripeSize)
+		}
 		for _, c := range l.Chains {
 			spec.Chains = append(spec.Chains, uint32(c))
 		}

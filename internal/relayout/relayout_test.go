@@ -1,6 +1,7 @@
 package relayout
 
 import (
+	"slices"
 	"testing"
 
 	"github.com/sluice-fs/sluice/client"
@@ -33,5 +34,23 @@ func TestPlacementOfAndChainTable(t *testing.T) {
 	if len(cs) != 1 || cs[0].Version != 2 || cs[0].Replicas[0].State != placement.Serving ||
 		cs[0].Replicas[1].State != placement.Syncing || cs[0].Replicas[2].State != placement.Offline {
 		t.Errorf("ChainTable = %+v", cs)
+	}
+}
+
+func TestSlotPools(t *testing.T) {
+	plain := placement.Layout{StripeSize: 1 << 20, StripeCount: 2, Chains: []placement.ChainID{1, 2}}
+	if got := SlotPools(plain, ""); got != nil {
+		t.Errorf("plain file outside pools: %v", got)
+	}
+	if got := SlotPools(plain, "hdd"); !slices.Equal(got, []string{"hdd", "hdd"}) {
+		t.Errorf("plain file in pool hdd: %v", got)
+	}
+	pfl := placement.Layout{StripeSize: 1 << 16, StripeCount: 3, Chains: []placement.ChainID{1, 2, 3},
+		Comps: []placement.Comp{{End: 1 << 20, StripeSize: 1 << 16, StripeCount: 1, Pool: "nvme"}, {StripeSize: 1 << 20, StripeCount: 2}}}
+	if got := SlotPools(pfl, ""); !slices.Equal(got, []string{"nvme", "", ""}) {
+		t.Errorf("progressive file: %v", got)
+	}
+	if got := SlotPools(pfl, "hdd"); !slices.Equal(got, []string{"nvme", "hdd", "hdd"}) {
+		t.Errorf("progressive file in pool hdd: %v", got)
 	}
 }

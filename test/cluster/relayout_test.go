@@ -230,58 +230,123 @@ func mustCLI(t *testing.T, cl *proctest.Cluster, args ...string) string {
 }
 
 // TestRebalanceNewNode adds a storage node to a running cluster and runs
-// `sluice rebalance`: files of one replica written before the node came
-// move some of their chunks to its targets, and read back intact.
+// `sluice rebalance`: the node's targets get 2-replica chains of their
+// own (headed by each, and following in another), and files written
+// before the node came move some of their chunks to its targets: files of
+// one replica, files of two replicas (to the new chains) and files of a
+// pool (only to the new target added to the pool, never outside it). Every
+// file reads back intact and the replicas of every chain hold the same
+// chunks.
 func TestRebalanceNewNode(t *testing.T) {
 	cl := proctest.StartCluster(t, binary, proctest.ClusterOptions{})
 	ctx := context.Background()
 	c := proctest.Client(t, cl.MetaAddrs())
-	mustCLI(t, cl, "mkdir", "/d")
+	ts, err := c.Targets(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A pool of one target of each node.
+	var half []string
+	seen := map[string]bool{}
+	for _, tg := range ts {
+		if !seen[tg.Node] {
+			seen[tg.Node] = true
+			half = append(half, fmt.Sprint(tg.ID))
+		}
+	}
+	mustCLI(t, cl, append([]string{"pool", "create", "half"}, half...)...)
+	mustCLI(t, cl, "mkdir", "/d", "/r", "/p")
 	mustCLI(t, cl, "layout", "set", "/d", "--stripe-count", "1")
-	files := writeRandomFiles(t, c, 21, pathsIn(12, "/d"), 1<<20, 1<<20)
+	mustCLI(t, cl, "layout", "set", "/r", "--stripe-count", "1", "--replicas", "2")
+	mustCLI(t, cl, "layout", "set", "/p", "--stripe-count", "1", "--pool", "half")
+	files := writeRandomFiles(t, c, 21, pathsIn(12, "/d", "/r", "/p"), 1<<20, 1<<20)
 	// A fourth node with two new targets.
 	proctest.Start(t, binary, nil, regexp.MustCompile(`sluice: serving on (\S+)`), "target", "--listen", "127.0.0.1:0",
 		"--meta", cl.MetaAddrs(), "--data-dir", t.TempDir(), "--node", "node4", "--targets", "2", "--fence", "1s")
 	var added []uint32
 	deadline := time.Now().Add(30 * time.Second)
-	for len(added) < 2 {
+	for {
 		if time.Now().After(deadline) {
-			t.Fatalf("the new node's targets are not healthy: %v", added)
+			t.Fatalf("the new node's targets are not healthy in two chains each: %v", added)
 		}
 		time.Sleep(200 * time.Millisecond)
-		ts, err := c.Targets(ctx)
+		ci, err := c.Cluster(ctx)
 		if err != nil {
 			t.Fatal(err)
 		}
 		added = added[:0]
-		for _, tg := range ts {
+		for _, tg := range ci.Targets {
 			if tg.Node == "node4" && tg.Healthy {
 				added = append(added, tg.ID)
 			}
 		}
+		in := map[uint32]int{}
+		for _, ch := range ci.Chains {
+			for _, r := range ch.Replicas {
+				in[r.Target]++
+			}
+		}
+		if len(added) == 2 && in[added[0]] >= 2 && in[added[1]] >= 2 {
+			break
+		}
 	}
-	onNew := func() int {
+	mustCLI(t, cl, "pool", "add", "half", fmt.Sprint(added[0]))
+	members := map[uint32]bool{added[0]: true}
+	for _, id := range half {
+		var n uint32
+		fmt.Sscan(id, &n)
+		members[n] = true
+	}
+	onNew := func(dir string) int {
+		ci, err := c.Cluster(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
 		n := 0
 		for p := range files {
+			if !strings.HasPrefix(p, dir+"/") {
+				continue
+			}
 			l, err := c.GetLayout(ctx, p)
 			if err != nil {
 				t.Fatal(err)
 			}
-			if slices.ContainsFunc(l.Chains, func(ch uint32) bool { return slices.Contains(added, ch) }) {
+			var targets []uint32
+			for _, ch := range l.Chains {
+				if ch < 1<<31 {
+					targets = append(targets, ch)
+				}
+				for _, info := range ci.Chains {
+					if info.ID == ch {
+						for _, r := range info.Replicas {
+							targets = append(targets, r.Target)
+						}
+					}
+				}
+			}
+			if dir == "/p" && slices.ContainsFunc(targets, func(tg uint32) bool { return !members[tg] }) {
+				t.Errorf("%s of pool half has chunks on %v, outside the pool", p, targets)
+			}
+			if slices.ContainsFunc(targets, func(tg uint32) bool { return slices.Contains(added, tg) }) {
 				n++
 			}
 		}
 		return n
 	}
-	if n := onNew(); n != 0 {
-		t.Fatalf("%d files on the new targets before the rebalance", n)
+	for _, dir := range []string{"/d", "/r", "/p"} {
+		if n := onNew(dir); n != 0 {
+			t.Fatalf("%d files of %s on the new targets before the rebalance", n, dir)
+		}
 	}
 	out := mustCLI(t, cl, "rebalance", "--band", "0.000001", "--rate", "0")
 	t.Logf("sluice rebalance:\n%s", out)
-	if n := onNew(); n < 2 {
-		t.Errorf("after the rebalance %d files have data on the new targets %v, want at least 2", n, added)
+	for _, dir := range []string{"/d", "/r", "/p"} {
+		if n := onNew(dir); n < 2 {
+			t.Errorf("after the rebalance %d files of %s have data on the new targets %v, want at least 2", n, dir, added)
+		}
 	}
 	checkFiles(t, c, files, "after the rebalance")
+	settledReplicas(t, cl)
 }
 
 // TestMetaRebalance runs the rebalancer inside a cluster's first metadata
