@@ -18,6 +18,9 @@
 //	"T" u32 id                target: 0x01 | u16 n | node name | address
 //	"N" node                  node: its last heartbeat (wire encoding) | u64 unix ns
 //	"R" u32 chain             replicated chain (wire encoding)
+//	"P" name                  pool: u16 n | n × u32 target
+//	"W" u32 target            u8 1: the target drains, 2: it was removed
+//	"V" u32 chain             u32 old | u32 new: a draining replica's move under way
 //
 // # Invariants
 //
@@ -28,5 +31,12 @@
 //   - A chain's replicas change state (serving, offline, syncing), and
 //     re-replication replaces an offline replica by a new syncing one
 //     (never a serving one); each change bumps the chain's version and the
-//     table's. A chain keeps its ID and replica count for life.
+//     table's. A chain keeps its ID and replica count for life, except
+//     while a draining target's replica moves: the new replica joins as
+//     syncing (one member more, recorded under "V"), and the draining one
+//     leaves in the transaction that makes the new one serving, so the
+//     chain never has fewer serving replicas than before.
+//   - Every target that may take data is in at least r chains of each
+//     replica count r in use (topUpChains), in the cluster and in each
+//     pool.
 package cluster

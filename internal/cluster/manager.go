@@ -155,6 +155,7 @@ func loadState(tx kv.Txn) (clusterState, error) {
 		pools:    make(map[string][]placement.TargetID),
 		draining: make(map[placement.TargetID]bool),
 		removed:  make(map[placement.TargetID]bool),
+		moves:    make(map[placement.ChainID]placement.DrainMove),
 	}
 	var bad error
 	scan := func(pfx byte, fn func(k, v []byte) error) error {
@@ -214,6 +215,14 @@ func loadState(tx kv.Txn) (clusterState, error) {
 			st.draining[id] = true
 		}
 		return nil
+	})
+	if err != nil {
+		return st, err
+	}
+	err = scan(pfxMove, func(k, v []byte) error {
+		m, err := decodeMove(k, v)
+		st.moves[m.Chain] = m
+		return err
 	})
 	if err != nil {
 		return st, err
@@ -451,7 +460,9 @@ func (r *Manager) chainsWith(tx kv.Txn, targets map[placement.TargetID]bool) ([]
 func (r *Manager) SyncDone(ctx context.Context, req *wire.SyncDoneReq) error {
 	var done bool
 	var after placement.Chain
+	var finished *placement.DrainMove
 	err := r.db.Update(ctx, func(tx kv.Txn) error {
+		finished = nil
 		v, err := tx.Get(chainKey(req.Chain))
 		if errors.Is(err, kv.ErrNotFound) {
 			return errs.New(errs.NotFound, "cluster: chain %d does not exist", req.Chain)
@@ -466,6 +477,21 @@ func (r *Manager) SyncDone(ctx context.Context, req *wire.SyncDoneReq) error {
 		if done = c.FinishSync(req.Target, req.Version); !done {
 			return nil
 		}
+		// The replica that took a draining one's place serves: the
+		// draining one leaves in the same transaction (make before
+		// break; see replaceDraining).
+		if mv, err := tx.Get(moveKey(req.Chain)); err == nil {
+			m, err := decodeMove(moveKey(req.Chain)[1:], mv)
+			if err != nil {
+				return err
+			}
+			if m.New == req.Target && c.Leave(m.Old) {
+				tx.Delete(moveKey(req.Chain))
+				finished = &m
+			}
+		} else if !errors.Is(err, kv.ErrNotFound) {
+			return err
+		}
 		if err := putChains(tx, c); err != nil {
 			return err
 		}
@@ -479,6 +505,9 @@ func (r *Manager) SyncDone(ctx context.Context, req *wire.SyncDoneReq) error {
 		return errs.New(errs.ChainChanged, "cluster: chain %d changed since version %d; sync again", req.Chain, req.Version)
 	}
 	r.log.Info("cluster: replica synced, serving", "target", req.Target, "chain", after.String())
+	if finished != nil {
+		r.log.Info("cluster: draining: a replica moved", "chain", after.String(), "old", finished.Old, "new", finished.New)
+	}
 	return r.reload(ctx)
 }
 

@@ -17,6 +17,7 @@ const (
 	pfxChain  = 'R' // "R" + u32 chain id -> replication chain
 	pfxPool   = 'P' // "P" + name -> pool: u16 n | n × u32 target
 	pfxDrain  = 'W' // "W" + u32 id -> u8 1: the target is draining, 2: it was removed
+	pfxMove   = 'V' // "V" + u32 chain id -> u32 old | u32 new: a draining replica's move under way
 )
 
 func targetKey(id placement.TargetID) []byte {
@@ -41,6 +42,7 @@ type clusterState struct {
 	pools     map[string][]placement.TargetID
 	draining  map[placement.TargetID]bool
 	removed   map[placement.TargetID]bool
+	moves     map[placement.ChainID]placement.DrainMove
 }
 
 type targetRecord struct {
@@ -126,4 +128,20 @@ func decodeChain(b []byte) (placement.Chain, error) {
 		return c, errs.New(errs.Corruption, "cluster: bad chain record: %v", err)
 	}
 	return c, nil
+}
+
+func moveKey(chain placement.ChainID) []byte {
+	return binary.BigEndian.AppendUint32([]byte{pfxMove}, uint32(chain))
+}
+
+func encodeMove(m placement.DrainMove) []byte {
+	return binary.BigEndian.AppendUint32(binary.BigEndian.AppendUint32(nil, uint32(m.Old)), uint32(m.New))
+}
+
+func decodeMove(k, v []byte) (placement.DrainMove, error) {
+	if len(k) != 4 || len(v) != 8 {
+		return placement.DrainMove{}, errs.New(errs.Corruption, "cluster: bad move record %x = %x", k, v)
+	}
+	return placement.DrainMove{Chain: placement.ChainID(binary.BigEndian.Uint32(k)),
+		Old: placement.TargetID(binary.BigEndian.Uint32(v)), New: placement.TargetID(binary.BigEndian.Uint32(v[4:]))}, nil
 }

@@ -86,11 +86,14 @@ func (r *Manager) replaceDead(ctx context.Context) error {
 	return nil
 }
 
-// replaceDraining moves the replicas on draining targets to other targets,
-// as placement.PlanReplacements decides (placement.DrainingReplica): the
-// new replica joins as syncing and the chain's other serving replica
-// copies it the data; meanwhile the chain has one replica fewer serving.
-// At most MaxSyncing chains sync at a time, counting re-replication's.
+// replaceDraining moves the replicas on draining targets to other
+// targets, making before breaking (placement.PlanDrain): a new replica
+// joins the chain as syncing while the draining one goes on serving, the
+// chain's tail copies it the data, and the draining replica leaves in the
+// transaction that makes the new one serving (SyncDone; here too, should
+// that have been missed). A move whose new replica goes offline or leaves,
+// or whose target stops draining, is abandoned. At most MaxSyncing chains
+// sync at a time, counting re-replication's.
 func (r *Manager) replaceDraining(ctx context.Context) error {
 	ts, err := r.List(ctx)
 	if err != nil {
@@ -109,34 +112,107 @@ func (r *Manager) replaceDraining(ctx context.Context) error {
 			syncing++
 		}
 	}
+	moves := make([]placement.DrainMove, 0, len(r.mu.st.moves))
+	for _, m := range r.mu.st.moves {
+		moves = append(moves, m)
+	}
 	var pools [][]placement.TargetID
 	for _, m := range r.mu.st.pools {
 		pools = append(pools, m)
 	}
 	r.mu.Unlock()
-	if len(draining) == 0 || syncing >= r.maxSync {
+	if len(draining) == 0 && len(moves) == 0 {
 		return nil
 	}
 	cands := make([]placement.Candidate, len(ts))
 	for i, t := range ts {
 		cands[i] = placement.Candidate{ID: t.ID, Node: t.Node, Healthy: t.Healthy && !t.Draining, Free: t.Capacity - t.Used}
 	}
-	plan := placement.PlanReplacements(chains, cands, placement.DrainingReplica(draining), pools, r.maxSync-syncing)
-	stillDraining := func(tx kv.Txn, p placement.Replacement) (bool, error) {
-		v, err := tx.Get(drainKey(p.Old))
-		if errors.Is(err, kv.ErrNotFound) {
-			return false, nil
-		}
-		return err == nil && len(v) == 1 && v[0] == drainOn, err
+	plan := placement.PlanDrain(chains, cands, draining, moves, pools, max(r.maxSync-syncing, 0))
+	if len(plan.Start)+len(plan.Finish)+len(plan.Abandon) == 0 {
+		return nil
 	}
-	done, err := r.applyReplacements(ctx, plan, stillDraining)
+	var started []placement.Replacement
+	var finished, abandoned []placement.DrainMove
+	err = r.db.Update(ctx, func(tx kv.Txn) error {
+		started, finished, abandoned = started[:0], finished[:0], abandoned[:0]
+		st, err := loadState(tx)
+		if err != nil {
+			return err
+		}
+		changed := make(map[placement.ChainID]placement.Chain)
+		chain := func(id placement.ChainID) (placement.Chain, bool) {
+			if c, ok := changed[id]; ok {
+				return c, true
+			}
+			c, ok := st.chains[id]
+			return c, ok
+		}
+		for _, p := range plan.Start {
+			c, ok := chain(p.Chain)
+			if !ok || c.Version != p.Version || !st.draining[p.Old] || st.moves[p.Chain] != (placement.DrainMove{}) || !c.Join(p.New) {
+				continue
+			}
+			changed[c.ID] = c
+			m := placement.DrainMove{Chain: c.ID, Old: p.Old, New: p.New}
+			tx.Set(moveKey(c.ID), encodeMove(m))
+			started = append(started, p)
+		}
+		for _, m := range plan.Finish {
+			c, ok := chain(m.Chain)
+			if st.moves[m.Chain] != m {
+				continue
+			}
+			if ok {
+				if stNew, in := c.State(m.New); !in || stNew != placement.Serving || !c.Leave(m.Old) {
+					continue
+				}
+				changed[c.ID] = c
+			}
+			tx.Delete(moveKey(m.Chain))
+			finished = append(finished, m)
+		}
+		for _, m := range plan.Abandon {
+			if st.moves[m.Chain] != m {
+				continue
+			}
+			if c, ok := chain(m.Chain); ok {
+				if stNew, in := c.State(m.New); in && stNew != placement.Serving && c.Leave(m.New) {
+					changed[c.ID] = c
+				}
+			}
+			tx.Delete(moveKey(m.Chain))
+			abandoned = append(abandoned, m)
+		}
+		if len(started)+len(finished)+len(abandoned) == 0 {
+			return nil
+		}
+		tx.RequireSync()
+		out := make([]placement.Chain, 0, len(changed))
+		for _, c := range changed {
+			out = append(out, c)
+		}
+		if len(out) == 0 {
+			return nil
+		}
+		return putChains(tx, out...)
+	})
 	if err != nil {
 		return fmt.Errorf("cluster: move the replicas of draining targets: %w", err)
 	}
-	for _, p := range done {
-		r.log.Info("cluster: draining: a replica moved", "chain", p.Chain, "old", p.Old, "new", p.New)
+	for _, p := range started {
+		r.log.Info("cluster: draining: a new replica joins, syncing", "chain", p.Chain, "old", p.Old, "new", p.New)
 	}
-	return nil
+	for _, m := range finished {
+		r.log.Info("cluster: draining: a replica moved", "chain", m.Chain, "old", m.Old, "new", m.New)
+	}
+	for _, m := range abandoned {
+		r.log.Warn("cluster: draining: a replica's move abandoned (its new replica went away, or the target no longer drains)", "chain", m.Chain, "old", m.Old, "new", m.New)
+	}
+	if len(started)+len(finished)+len(abandoned) == 0 {
+		return nil
+	}
+	return r.reload(ctx)
 }
 
 // applyReplacements carries out a plan in one transaction: each

@@ -29,6 +29,11 @@ func (r *Manager) topUps(st clusterState, now time.Time, next placement.ChainID)
 	}
 	chains := make([]placement.Chain, 0, len(st.chains))
 	for _, c := range st.chains {
+		if m, ok := st.moves[c.ID]; ok {
+			// A replica being moved counts once: as the new one.
+			c = c.Clone()
+			c.Leave(m.Old)
+		}
 		chains = append(chains, c)
 	}
 	slices.SortFunc(chains, func(a, b placement.Chain) int { return cmp.Compare(a.ID, b.ID) })

@@ -21,7 +21,8 @@ const (
 	pfxSuper   = 'F' // "F" -> superblock
 	pfxCounter = 'C' // "C" + counter name -> u64
 	pfxDirPool = 'M' // "M" + u64 dir ino -> pool name of the directory's default layout
-	// 'T', 'N', 'R' and 'P' (targets, nodes, chains, pools) and the counters
+	// 'T', 'N', 'R', 'P', 'W' and 'V' (targets, nodes, chains, pools,
+	// draining targets, replica moves) and the counters
 	// "Cnext-target", "Cnext-chain" and "Cchains" belong to the cluster
 	// state, kept in this DB by internal/cluster.
 	pfxInode   = 'i' // "i" + u64 ino -> inode record

@@ -342,7 +342,9 @@ func (pv placeView) checkChain(id placement.ChainID, r int) error {
 	if i < 0 {
 		return errs.New(errs.Invalid, "layout names chain %d, which does not exist", id)
 	}
-	if n := len(pv.chains[i].Replicas); n != r {
+	c := pv.chains[i]
+	moving := len(c.Replicas) == r+1 && slices.ContainsFunc(c.Replicas, func(x placement.Replica) bool { return x.State == placement.Syncing })
+	if n := len(c.Replicas); n != r && !moving { // a draining replica's move adds one for a while
 		return errs.New(errs.Invalid, "layout names chain %d, which has %d replicas, not %d", id, n, r)
 	}
 	return nil

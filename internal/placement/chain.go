@@ -174,11 +174,12 @@ func (c Chain) String() string {
 	return s + "]"
 }
 
-// Validate checks a chain's shape: 1 to MaxReplicas distinct replicas with
-// known states, ordered serving, syncing, offline, and at least one serving.
+// Validate checks a chain's shape: 1 to MaxChainMembers distinct replicas
+// with known states, ordered serving, syncing, offline, and at least one
+// serving.
 func (c *Chain) Validate() error {
-	if len(c.Replicas) == 0 || len(c.Replicas) > MaxReplicas {
-		return errs.New(errs.Invalid, "placement: chain %d has %d replicas, want 1 to %d", c.ID, len(c.Replicas), MaxReplicas)
+	if len(c.Replicas) == 0 || len(c.Replicas) > MaxChainMembers {
+		return errs.New(errs.Invalid, "placement: chain %d has %d replicas, want 1 to %d", c.ID, len(c.Replicas), MaxChainMembers)
 	}
 	seen := make(map[TargetID]bool, len(c.Replicas))
 	last := Serving

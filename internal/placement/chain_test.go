@@ -68,7 +68,7 @@ func TestChainValidate(t *testing.T) {
 		chain(Syncing, Serving),
 		chain(Serving, Offline, Syncing),
 		{ID: 1, Replicas: []Replica{{1, Serving}, {1, Serving}}},
-		chain(Serving, Serving, Serving, Serving),
+		chain(Serving, Serving, Serving, Serving, Serving), // MaxChainMembers is 4
 		{ID: 1, Replicas: []Replica{{1, 9}}},
 	}
 	for _, c := range bad {

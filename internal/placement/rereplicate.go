@@ -29,7 +29,7 @@ type Replacement struct {
 // PlanReplacements decides, without I/O, which replicas to replace and by
 // which targets. A replica is replaced when want says so (re-replication:
 // it is Offline and its target's node has been silent too long, see
-// DeadReplica; draining: its target drains, see DrainingReplica). The new
+// DeadReplica; or PlanDrain's choice for a draining target). The new
 // target is
 // healthy, has free space, is on a node that holds no other replica of the
 // chain, belongs to every pool that holds all of the chain's targets (a
@@ -99,11 +99,11 @@ func PlanReplacements(chains []Chain, targets []Candidate, want func(Chain, Repl
 // Replace puts target nt in place of offline target old, as a syncing
 // replica (after the other syncing ones). It reports whether the chain
 // changed; it does not if old is not an offline member or nt is a member.
-// A serving old (a draining target) is replaced only while another replica
-// serves.
+// (A draining target's serving replica is not replaced but moved: the new
+// one joins first, see Join and PlanDrain.)
 func (c *Chain) Replace(old, nt TargetID) bool {
 	st, ok := c.State(old)
-	if !ok || (st != Offline && (st != Serving || len(c.Readers()) < 2)) {
+	if !ok || st != Offline {
 		return false
 	}
 	if _, in := c.State(nt); in {
@@ -144,13 +144,4 @@ func Unavailable(chains []Chain, targets []TargetID, healthy func(TargetID) bool
 // replica whose target dead says is on a node silent too long.
 func DeadReplica(dead func(TargetID) bool) func(Chain, Replica) bool {
 	return func(_ Chain, r Replica) bool { return r.State == Offline && dead(r.Target) }
-}
-
-// DrainingReplica is PlanReplacements' want for draining targets: a
-// serving replica on a draining target, in a chain with another serving
-// replica (which serves, and copies the new replica its data, meanwhile).
-func DrainingReplica(draining map[TargetID]bool) func(Chain, Replica) bool {
-	return func(c Chain, r Replica) bool {
-		return draining[r.Target] && r.State == Serving && len(c.Readers()) > 1
-	}
 }

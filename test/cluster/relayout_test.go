@@ -155,8 +155,54 @@ func TestDrainReplicated(t *testing.T) {
 	if before == 0 {
 		t.Fatalf("no file has data on target %d", drained)
 	}
+	// While the drain runs, no chain may have fewer serving replicas than
+	// it had (make before break), and some chain is seen with its new
+	// replica syncing beside the draining one.
+	serving := map[uint32]int{}
+	for _, ch := range ci.Chains {
+		serving[ch.ID] = len(ch.Replicas)
+	}
+	stopWatch := make(chan struct{})
+	var watch sync.WaitGroup
+	var dips []string
+	grown := false
+	watch.Go(func() {
+		for {
+			select {
+			case <-stopWatch:
+				return
+			case <-time.After(10 * time.Millisecond):
+			}
+			now, err := c.Cluster(ctx)
+			if err != nil {
+				continue
+			}
+			for _, ch := range now.Chains {
+				n := 0
+				for _, r := range ch.Replicas {
+					if r.State == "serving" {
+						n++
+					}
+				}
+				if want, ok := serving[ch.ID]; ok && n < want {
+					dips = append(dips, fmt.Sprintf("%+v", ch))
+				}
+				if len(ch.Replicas) > 2 {
+					grown = true
+				}
+			}
+		}
+	})
 	out := must("target", "drain", fmt.Sprint(drained))
+	close(stopWatch)
+	watch.Wait()
 	t.Logf("%d files on target %d; sluice target drain:\n%s", before, drained, out)
+	if len(dips) > 0 {
+		t.Errorf("during the drain, chains had fewer serving replicas than before: %v", dips)
+	}
+	if !grown {
+		t.Logf("the watcher never saw a chain with its new replica beside the draining one (the moves were quicker than its polls)")
+	}
 	if ci, err = c.Cluster(ctx); err != nil {
 		t.Fatal(err)
 	}
