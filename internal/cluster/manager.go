@@ -707,18 +707,25 @@ func (r *Manager) FormChains(ctx context.Context, n int, pool []placement.Target
 		if err != nil {
 			return err
 		}
-		tx.RequireSync() // durable before visible: see Manager
-		for i := range cs {
-			tx.Set(chainKey(cs[i].ID), encodeChain(&cs[i]))
-		}
-		tx.Set(keyNextChain, u64Value(next+uint64(len(cs))))
-		tx.Set(keyChainsVer, u64Value(st.chainsVer+1))
+		addChains(tx, st, next, cs)
 		return nil
 	})
 	if err != nil {
 		return fmt.Errorf("cluster: form chains of %d replicas: %w", n, err)
 	}
 	return r.reload(ctx)
+}
+
+// addChains writes new chains cs, whose IDs were given from next on (the
+// counter's value in tx), and bumps the counter and the table's version.
+// Durable before visible: see Manager.
+func addChains(tx kv.Txn, st clusterState, next uint64, cs []placement.Chain) {
+	tx.RequireSync()
+	for i := range cs {
+		tx.Set(chainKey(cs[i].ID), encodeChain(&cs[i]))
+	}
+	tx.Set(keyNextChain, u64Value(next+uint64(len(cs))))
+	tx.Set(keyChainsVer, u64Value(st.chainsVer+1))
 }
 
 // route returns the target to send a chain-wide request to (the head) and

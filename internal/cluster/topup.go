@@ -95,12 +95,7 @@ func (r *Manager) topUpChains(ctx context.Context) error {
 		if len(made) == 0 {
 			return nil
 		}
-		tx.RequireSync() // durable before visible: see Manager
-		for i := range made {
-			tx.Set(chainKey(made[i].ID), encodeChain(&made[i]))
-		}
-		tx.Set(keyNextChain, u64Value(next+uint64(len(made))))
-		tx.Set(keyChainsVer, u64Value(st.chainsVer+1))
+		addChains(tx, st, next, made)
 		return nil
 	})
 	if err != nil {

@@ -273,6 +273,17 @@ type NodeTarget struct {
 	Node string
 }
 
+// nodesOf returns each target's node and the number of nodes.
+func nodesOf(all []NodeTarget) (map[TargetID]string, int) {
+	node := make(map[TargetID]string, len(all))
+	seen := make(map[string]bool)
+	for _, t := range all {
+		node[t.ID] = t.Node
+		seen[t.Node] = true
+	}
+	return node, len(seen)
+}
+
 // FormChains makes chains of r replicas (2 <= r <= MaxReplicas) for the
 // targets in heads that have none yet: one chain headed by each, followed
 // by r-1 targets of other nodes, picking the targets that are in the fewest
@@ -283,14 +294,9 @@ func FormChains(all []NodeTarget, heads []TargetID, r int, load map[TargetID]int
 	if r < 2 || r > MaxReplicas {
 		return nil, errs.New(errs.Invalid, "placement: replicated chains need 2 to %d replicas, not %d", MaxReplicas, r)
 	}
-	nodes := make(map[string]bool)
-	node := make(map[TargetID]string, len(all))
-	for _, t := range all {
-		nodes[t.Node] = true
-		node[t.ID] = t.Node
-	}
-	if len(nodes) < r {
-		return nil, errs.New(errs.Invalid, "placement: %d replicas need targets on %d different nodes, but the cluster has %d node(s)", r, r, len(nodes))
+	node, nodes := nodesOf(all)
+	if nodes < r {
+		return nil, errs.New(errs.Invalid, "placement: %d replicas need targets on %d different nodes, but the cluster has %d node(s)", r, r, nodes)
 	}
 	sorted := slices.Clone(all)
 	slices.SortFunc(sorted, func(a, b NodeTarget) int { return cmp.Compare(a.ID, b.ID) })
@@ -392,13 +398,8 @@ func TopUpChains(all []NodeTarget, chains []Chain, r int, next ChainID) []Chain 
 	if r < 2 || r > MaxReplicas {
 		return nil
 	}
-	nodes := make(map[string]bool)
-	node := make(map[TargetID]string, len(all))
-	for _, t := range all {
-		nodes[t.Node] = true
-		node[t.ID] = t.Node
-	}
-	if len(nodes) < r {
+	node, nodes := nodesOf(all)
+	if nodes < r {
 		return nil
 	}
 	load := make(map[TargetID]int)
