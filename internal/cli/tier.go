@@ -335,9 +335,10 @@ func (e *Env) Stage(ctx context.Context, paths []string, o StageOptions) error {
 	} else {
 		err = e.stageOrder(ctx, paths, o, rep, &counts)
 	}
-	if o.Wait && ctx.Err() == nil {
+	if o.Wait {
 		// What --wait answers is whether every file is on the targets
-		// now: a restore that failed above and succeeded since is fine.
+		// now: a restore that failed above and succeeded since is fine
+		// (and when ctx has ended, it lists those that are not).
 		return e.stageWait(ctx, paths, o, rep, &counts)
 	}
 	return err

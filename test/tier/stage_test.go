@@ -257,8 +257,9 @@ func TestStageFollow(t *testing.T) {
 
 // TestStageWait: with the backend down, `sluice stage` fails its restores
 // and returns; `stage --wait --wait-timeout` fails too, listing each file
-// not on the targets; `stage --wait` keeps retrying and returns 0 once the
-// backend is back and every file is restored.
+// not on the targets, as does `stage --wait` stopped by SIGTERM; `stage
+// --wait` keeps retrying and returns 0 once the backend is back and every
+// file is restored.
 func TestStageWait(t *testing.T) {
 	ctx := context.Background()
 	be := startSluiceBackend(t)
@@ -293,7 +294,13 @@ func TestStageWait(t *testing.T) {
 		}
 	}
 
+	// SIGTERM (a Ctrl-C) stops the wait: the files are listed, exit 1.
 	st, _ := startCLI(t, fs, "waiting for 3 files", append([]string{"stage", "--wait"}, paths...)...)
+	if err := st.Stop(time.Minute); err == nil || !strings.Contains(st.Logs(), "not on the targets: /w/f1 (released)") {
+		t.Fatalf("stage --wait stopped by SIGTERM: %v\n%s", err, st.Logs())
+	}
+
+	st, _ = startCLI(t, fs, "waiting for 3 files", append([]string{"stage", "--wait"}, paths...)...)
 	be.restart()
 	select {
 	case <-st.Exited():
