@@ -21,7 +21,8 @@ import (
 
 // BenchmarkStageEpochs measures a training job's read rate over a released
 // data set (issue 14, "Staging for training"), every case in one run
-// against the same backend (a second `sluice serve --s3`):
+// against the same backend (a second `sluice serve --s3`; versitygw with
+// SLUICE_STAGE_BENCH_BACKEND=versitygw):
 //
 //	go test -run '^$' -bench StageEpochs -benchtime 1x ./test/tier
 //
@@ -33,7 +34,8 @@ import (
 //	a. a copy never released (read at the start and at the end; the
 //	   ratios are to the mean of the two);
 //	b. released, epoch 1 alone: every first read goes to the bucket and
-//	   starts a restore;
+//	   starts a restore (b0: the same with restore on read off, a client
+//	   that only reads the bucket);
 //	c. released, epoch 1 with `sluice stage --from-file LIST -P 8` started
 //	   with the readers (LIST in the epoch's order);
 //	d. released, epoch 2 with `stage --from-profile e1 --follow train`,
@@ -55,9 +57,15 @@ func BenchmarkStageEpochs(b *testing.B) {
 
 func benchStageEpochs(b *testing.B) {
 	ctx := context.Background()
-	be := startSluiceBackend(b)
+	var be *backend
+	if os.Getenv("SLUICE_STAGE_BENCH_BACKEND") == "versitygw" {
+		be = startVersity(b)
+	} else {
+		be = startSluiceBackend(b)
+	}
 	fs := startFS(b)
 	addBackend(b, fs, be, "ep/")
+	b.Logf("backend: %s", be.name)
 	c := newClient(b, fs.addr, 0)
 	n := envInt("SLUICE_STAGE_BENCH_FILES", 2000)
 	const size = 150 << 10
@@ -114,10 +122,12 @@ func benchStageEpochs(b *testing.B) {
 		fs.mustCLI("hsm", "release", "-r", "/ds")
 		waitFor(b, "the release's chunk removal", func() bool { return fs.chunkBytes() <= before-dsBytes*9/10 })
 	}
-	// epoch reads order with a new client of job "train" (joined to
-	// recording join, if not "") and returns files per second.
-	epoch := func(order []string, join string) float64 {
-		r := newClientOpts(b, client.Options{Server: fs.addr, Job: "train", ProfilePoll: 50 * time.Millisecond})
+	// epochOpts reads order with a new client of job "train" (with o's
+	// options; joined to recording join, if not "") and returns files per
+	// second; epoch does so with the default options.
+	epochOpts := func(order []string, join string, o client.Options) float64 {
+		o.Server, o.Job, o.ProfilePoll = fs.addr, "train", 50*time.Millisecond
+		r := newClientOpts(b, o)
 		defer r.Close()
 		if join != "" {
 			proctest.WaitProfileClients(b, c, join, 1)
@@ -128,11 +138,14 @@ func benchStageEpochs(b *testing.B) {
 		}
 		return rate
 	}
+	epoch := func(order []string, join string) float64 { return epochOpts(order, join, client.Options{}) }
 
 	plainOrder := shuffled(plain, 1)
 	a1 := epoch(plainOrder, "")
 
 	release()
+	rb0 := epochOpts(order1, "", client.Options{TierNoRestoreOnRead: true})
+	// Still cold: b0 restored nothing.
 	rb := epoch(order1, "")
 
 	release()
@@ -188,12 +201,13 @@ func benchStageEpochs(b *testing.B) {
 	for _, m := range []struct {
 		name string
 		v    float64
-	}{{"b-epoch1", rb}, {"c-epoch1-stage", rc}, {"d-epoch2-follow", rd}, {"e-epoch2-reshuffled-follow", re}, {"f-epoch2-staged-first", rf}} {
+	}{{"b0-epoch1-no-restore-on-read", rb0}, {"b-epoch1", rb}, {"c-epoch1-stage", rc}, {"d-epoch2-follow", rd}, {"e-epoch2-reshuffled-follow", re}, {"f-epoch2-staged-first", rf}} {
 		b.ReportMetric(m.v, m.name+"-files/s")
 		b.ReportMetric(m.v/a, m.name+"/a")
 	}
 	b.Logf("%d files of 150 KiB, %d readers: never released %.0f files/s (start %.0f, end %.0f)", n, readers, a, a1, a2)
-	b.Logf("released, epoch 1 (restore on read): %.0f files/s (%.2f of never released)", rb, rb/a)
+	b.Logf("released, epoch 1, restore on read off (bucket reads only): %.0f files/s (%.2f of never released)", rb0, rb0/a)
+	b.Logf("released, epoch 1 (restore on read): %.0f files/s (%.2f)", rb, rb/a)
 	b.Logf("released, epoch 1 with stage --from-file -P 8: %.0f files/s (%.2f)", rc, rc/a)
 	b.Logf("released, epoch 2 with stage --follow, same order as the recorded epoch: %.0f files/s (%.2f); %s", rd, rd/a, sumD)
 	b.Logf("released, epoch 2 with stage --follow, reshuffled: %.0f files/s (%.2f); %s", re, re/a, sumE)
