@@ -42,7 +42,8 @@ import (
 //	   e1 the profiler's recording of an epoch 1 in the same order (a
 //	   loader with a fixed seed), the data set released again in between;
 //	e. as d, epoch 2 in another shuffled order than epoch 1 (a loader that
-//	   reshuffles each epoch);
+//	   reshuffles each epoch); d0: as d, the readers' restore on read off
+//	   (the stager alone restores; misses read the bucket);
 //	f. released, `stage --from-profile e1 -P 8` run to the end first (its
 //	   time reported apart), then epoch 2: staging with a head start.
 //
@@ -65,7 +66,6 @@ func benchStageEpochs(b *testing.B) {
 	}
 	fs := startFS(b)
 	addBackend(b, fs, be, "ep/")
-	b.Logf("backend: %s", be.name)
 	c := newClient(b, fs.addr, 0)
 	n := envInt("SLUICE_STAGE_BENCH_FILES", 2000)
 	const size = 150 << 10
@@ -106,10 +106,11 @@ func benchStageEpochs(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
-	b.Logf("wrote 2 x %d files of 150 KiB in %v", n, time.Since(t0).Round(time.Millisecond))
+	wrote := time.Since(t0)
 	t0 = time.Now()
 	fs.mustCLI("hsm", "archive", "-r", "-P", "8", "/ds")
-	b.Logf("archived %d files in %v", n, time.Since(t0).Round(time.Millisecond))
+	// A benchmark's log is cut after 10 lines: keep to 10.
+	b.Logf("backend %s; wrote 2 x %d files of 150 KiB in %v, archived %d in %v", be.name, n, wrote.Round(time.Millisecond), n, time.Since(t0).Round(time.Millisecond))
 	order1 := shuffled(ds, 1)
 	order2 := shuffled(ds, 2)
 	dsBytes := int64(n) * size
@@ -174,11 +175,11 @@ func benchStageEpochs(b *testing.B) {
 	epoch(order1, "e1")
 	fs.mustCLI("profile", "stop", "e1")
 
-	follow := func(order []string) (rate float64, summary string) {
+	follow := func(order []string, o client.Options) (rate float64, summary string) {
 		release()
 		st, _ := startCLI(b, fs, "following job train", "stage", "--from-profile", "e1", "--follow", "train", "--follow-idle", "5s")
 		name := stagerRecording(b, c)
-		rate = epoch(order, name)
+		rate = epochOpts(order, name, o)
 		<-st.Exited()
 		if code := st.Cmd.ProcessState.ExitCode(); code != 0 {
 			b.Fatalf("stage --follow: exit %d: %s", code, st.Logs())
@@ -186,8 +187,9 @@ func benchStageEpochs(b *testing.B) {
 		m := regexp.MustCompile(`readers' first reads: .*`).FindString(st.Logs())
 		return rate, m
 	}
-	rd, sumD := follow(order1)
-	re, sumE := follow(order2)
+	rd, sumD := follow(order1, client.Options{})
+	re, sumE := follow(order2, client.Options{})
+	rd0, sumD0 := follow(order1, client.Options{TierNoRestoreOnRead: true})
 
 	release()
 	t0 = time.Now()
@@ -201,7 +203,7 @@ func benchStageEpochs(b *testing.B) {
 	for _, m := range []struct {
 		name string
 		v    float64
-	}{{"b0-epoch1-no-restore-on-read", rb0}, {"b-epoch1", rb}, {"c-epoch1-stage", rc}, {"d-epoch2-follow", rd}, {"e-epoch2-reshuffled-follow", re}, {"f-epoch2-staged-first", rf}} {
+	}{{"b0-epoch1-no-restore-on-read", rb0}, {"b-epoch1", rb}, {"c-epoch1-stage", rc}, {"d-epoch2-follow", rd}, {"e-epoch2-reshuffled-follow", re}, {"d0-epoch2-follow-no-restore-on-read", rd0}, {"f-epoch2-staged-first", rf}} {
 		b.ReportMetric(m.v, m.name+"-files/s")
 		b.ReportMetric(m.v/a, m.name+"/a")
 	}
@@ -211,6 +213,7 @@ func benchStageEpochs(b *testing.B) {
 	b.Logf("released, epoch 1 with stage --from-file -P 8: %.0f files/s (%.2f)", rc, rc/a)
 	b.Logf("released, epoch 2 with stage --follow, same order as the recorded epoch: %.0f files/s (%.2f); %s", rd, rd/a, sumD)
 	b.Logf("released, epoch 2 with stage --follow, reshuffled: %.0f files/s (%.2f); %s", re, re/a, sumE)
+	b.Logf("released, epoch 2 with stage --follow, same order, readers' restore on read off: %.0f files/s (%.2f); %s", rd0, rd0/a, sumD0)
 	b.Logf("released, stage --from-profile -P 8 to the end first (%v, %.0f files/s), then epoch 2: %.0f files/s (%.2f)",
 		stageTook.Round(time.Millisecond), float64(n)/stageTook.Seconds(), rf, rf/a)
 	b.ReportMetric(float64(n)/stageTook.Seconds(), "f-staging-files/s")
