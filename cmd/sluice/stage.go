@@ -15,12 +15,15 @@ func newStage(g *globals) *cobra.Command {
 	var rate string
 	var args []string
 	cmd := &cobra.Command{
-		Use:   "stage PATH... | --from-file LIST | --from-profile RECORDING [--rate R]",
+		Use:   "stage PATH... | --from-file LIST | --from-profile RECORDING [--rate R] [--wait]",
 		Short: "Restore released files ahead of a job, in the order given",
 		Long: "Restore released files from the object tier to the targets ahead of a job, starting\n" +
 			"them in the order given (arguments, then LIST's lines, then the files a recording of the\n" +
 			"I/O profiler read, in the order it first read them: an epoch's order for the next epoch).\n" +
-			"It returns when all are staged.",
+			"It returns when all are staged. With --wait it returns 0 only once every file is on the\n" +
+			"targets: restores that failed are retried, files released again are restored again, and\n" +
+			"at --wait-timeout (or Ctrl-C) the files still not there are listed. Its counts are\n" +
+			"exported by the metadata service as sluice_stage_*{job}.",
 		PreRun: func(_ *cobra.Command, a []string) { args = a },
 	}
 	cmd.RunE = g.run(func(ctx context.Context, e *cli.Env) error {
@@ -44,5 +47,8 @@ func newStage(g *globals) *cobra.Command {
 	f.DurationVar(&o.FollowIdle, "follow-idle", 10*time.Second, "with --follow: once all is staged, stop after the readers read nothing new for this long")
 	f.StringVar(&rate, "rate", "", "bytes per second restored at most (e.g. 500M; default no cap)")
 	f.IntVarP(&o.Parallel, "parallel", "P", 4, "files restored at once")
+	f.BoolVar(&o.Wait, "wait", false, "return only once every file is on the targets (retrying failed restores); list those that are not and exit 1")
+	f.DurationVar(&o.WaitTimeout, "wait-timeout", 0, "with --wait: give up after this long (default: wait until interrupted)")
+	f.StringVar(&o.Job, "job", "", "the job label of the staging metrics sluice_stage_*{job} (default: --follow's job)")
 	return cmd
 }

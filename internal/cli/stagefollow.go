@@ -6,6 +6,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/sluice-fs/sluice/client"
 	"github.com/sluice-fs/sluice/internal/errs"
 	"github.com/sluice-fs/sluice/internal/mover"
 	"github.com/sluice-fs/sluice/internal/profile"
@@ -18,7 +19,17 @@ type StageFollowResult struct {
 	BytesAhead         int64 // restored by the stager before a reader came
 	BytesOnDemand      int64 // of files a reader reached first
 	Depth              int   // the depth at the end
+	Restored           int   // files the stager restored
+	RestoredBytes      int64 // their bytes
 	Failed             int
+}
+
+// counts are r's counters, for the staging metrics.
+func (r *StageFollowResult) counts() client.StageCounts {
+	return client.StageCounts{
+		Hits: int64(r.Hits), Misses: int64(r.Misses), BytesAhead: r.BytesAhead, BytesOnDemand: r.BytesOnDemand,
+		Restored: int64(r.Restored), RestoredBytes: r.RestoredBytes, Failed: int64(r.Failed),
+	}
 }
 
 // stageFollow restores the released files of order ahead of the readers
@@ -28,8 +39,9 @@ type StageFollowResult struct {
 // (mover.StageState decides). Past the depth it goes on one file at a
 // time, so that readers that stopped do not hold it back. Once every file
 // is restored it keeps counting the readers' first reads, and returns when
-// they have read every file or read none for o.FollowIdle (10 s).
-func (e *Env) stageFollow(ctx context.Context, order []string, o StageOptions) (StageFollowResult, error) {
+// they have read every file or read none for o.FollowIdle (10 s). It
+// reports its counts as it goes, as a stager of job (stageReporter).
+func (e *Env) stageFollow(ctx context.Context, order []string, o StageOptions, job string) (StageFollowResult, error) {
 	var res StageFollowResult
 	type file struct {
 		path string
@@ -79,9 +91,17 @@ func (e *Env) stageFollow(ctx context.Context, order []string, o StageOptions) (
 		e.Client.ProfileRemove(sctx, name)
 	}
 	defer stop()
+	var mu sync.Mutex // guards st and res from the restores
+	rep := e.newStageReporter(job, name, o.ReportEvery)
+	report := func(done bool) {
+		mu.Lock()
+		c, d := res.counts(), st.Depth
+		mu.Unlock()
+		rep.report(ctx, c, d, done)
+	}
+	defer report(true)
 	fmt.Fprintf(e.Stdout, "following job %s: %d files to stage, %d ahead of its readers\n", o.Follow, len(files), depth)
 
-	var mu sync.Mutex // guards st and res from the restores
 	done := make(chan int, len(files))
 	inFlight := 0
 	parallel := max(o.Parallel, 1)
@@ -147,6 +167,9 @@ func (e *Env) stageFollow(ctx context.Context, order []string, o StageOptions) (
 				if err != nil {
 					fmt.Fprintf(e.Stderr, "sluice: stage %s: %v\n", files[i].path, err)
 					res.Failed++
+				} else {
+					res.Restored++
+					res.RestoredBytes += files[i].size
 				}
 				st.DoneAt[i] = time.Now().UnixNano() // failed: not retried
 				mu.Unlock()
@@ -160,6 +183,7 @@ func (e *Env) stageFollow(ctx context.Context, order []string, o StageOptions) (
 			inFlight--
 		case <-tick.C:
 		}
+		report(false)
 	}
 	for inFlight > 0 {
 		<-done

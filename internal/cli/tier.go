@@ -2,6 +2,7 @@ package cli
 
 import (
 	"bufio"
+	"cmp"
 	"context"
 	"fmt"
 	"os"
@@ -267,13 +268,26 @@ type StageOptions struct {
 	Depth, MaxDepth int
 	FollowPoll      time.Duration // how often the readers' progress is read (default 200 ms)
 	FollowIdle      time.Duration // how long readers may read nothing new once all is staged (default 10 s)
+	// Wait makes Stage return only once every file is on the targets
+	// (stageWait): failed restores are retried, files released again are
+	// restored again, and the files still not there when ctx ends or
+	// WaitTimeout (0: none) passes are listed, and Stage fails.
+	Wait        bool
+	WaitTimeout time.Duration
+	// Job labels the staging metrics (sluice_stage_*{job}); default the
+	// job of Follow. ReportEvery is how often they are reported (1 s).
+	Job         string
+	ReportEvery time.Duration
 }
 
 // Stage restores released files ahead of a job, starting them in the order
-// given (arguments, then the lines of FromFile), at most o.Parallel at
-// once and o.Rate bytes per second. Files not released are skipped. It
-// returns when every file is staged; a file that fails is reported and the
-// others go on.
+// given (arguments, then the lines of FromFile, then FromProfile's), at
+// most o.Parallel at once and o.Rate bytes per second, or ahead of Follow's
+// readers (stageFollow). Files not released are skipped. It returns when
+// every file is staged; a file that fails is reported and the others go
+// on. With o.Wait it then makes sure every file is on the targets
+// (stageWait). It reports its counts to the metadata service as it goes
+// (sluice_stage_*, stageReporter).
 func (e *Env) Stage(ctx context.Context, paths []string, o StageOptions) error {
 	if o.FromFile != "" {
 		b, err := os.ReadFile(o.FromFile)
@@ -302,28 +316,56 @@ func (e *Env) Stage(ctx context.Context, paths []string, o StageOptions) error {
 		}
 		return nil
 	}
-	if o.Follow != "" {
-		r, err := e.stageFollow(ctx, paths, o)
-		if err != nil {
-			return fmt.Errorf("stage: %w", err)
-		}
-		return e.printFollow(r)
+	job := cmp.Or(o.Job, o.Follow)
+	// The restores of this process outside a follow run (which reports
+	// its own), for the staging metrics.
+	var counts client.StageCounts
+	rep := e.newStageReporter(job, "", o.ReportEvery)
+	if o.Follow == "" || o.Wait {
+		defer func() { rep.report(ctx, counts, 0, true) }()
 	}
+	var err error
+	if o.Follow != "" {
+		var r StageFollowResult
+		if r, err = e.stageFollow(ctx, paths, o, job); err != nil {
+			err = fmt.Errorf("stage: %w", err)
+		} else {
+			err = e.printFollow(r)
+		}
+	} else {
+		err = e.stageOrder(ctx, paths, o, rep, &counts)
+	}
+	if o.Wait {
+		// What --wait answers is whether every file is on the targets
+		// now: a restore that failed above and succeeded since is fine
+		// (and when ctx has ended, it lists those that are not).
+		return e.stageWait(ctx, paths, o, rep, &counts)
+	}
+	return err
+}
+
+// stageOrder restores the released files of paths in order, at most
+// o.Parallel at once and o.Rate bytes per second, counting them in counts
+// and reporting those through rep.
+func (e *Env) stageOrder(ctx context.Context, paths []string, o StageOptions, rep *stageReporter, counts *client.StageCounts) error {
 	var (
-		mu                     sync.Mutex // guards the counters
+		mu                     sync.Mutex // guards the counters and counts
 		staged, skipped, fails int
 		bytes                  int64
 		g                      errgroup.Group
 	)
+	snapshot := func() client.StageCounts { mu.Lock(); defer mu.Unlock(); return *counts }
 	g.SetLimit(max(o.Parallel, 1))
 	start := time.Now()
 	var started int64 // bytes of the restores started, for the rate cap
 	for _, p := range paths {
+		rep.report(ctx, snapshot(), 0, false)
 		info, err := e.Client.HsmState(ctx, p)
 		if err != nil {
 			fmt.Fprintf(e.Stderr, "sluice: %v\n", err)
 			mu.Lock()
 			fails++
+			counts.Failed++
 			mu.Unlock()
 			continue
 		}
@@ -353,11 +395,14 @@ func (e *Env) Stage(ctx context.Context, paths []string, o StageOptions) error {
 			defer mu.Unlock()
 			if err != nil {
 				fails++
+				counts.Failed++
 				fmt.Fprintf(e.Stderr, "sluice: %v\n", err)
 				return nil
 			}
 			staged++
 			bytes += int64(info.Size)
+			counts.Restored++
+			counts.RestoredBytes += int64(info.Size)
 			return nil
 		})
 	}

@@ -89,12 +89,28 @@ type Rebalancer struct {
 	LastSeconds float64 `json:"last_pass_seconds"`
 }
 
+// StageJob is what the stagers of a job reported to this metadata service
+// (sluice stage, docs/tier.md).
+type StageJob struct {
+	Job           string  `json:"job"`
+	Hits          float64 `json:"hits"`
+	Misses        float64 `json:"misses"`
+	AheadBytes    float64 `json:"ahead_bytes"`
+	OnDemandBytes float64 `json:"on_demand_bytes"`
+	Restored      float64 `json:"restored"`
+	RestoredBytes float64 `json:"restored_bytes"`
+	Failures      float64 `json:"failures"`
+	Running       float64 `json:"running"`
+	Depth         float64 `json:"depth"`
+}
+
 type Snapshot struct {
 	Time        time.Time            `json:"time"`
 	Targets     []Target             `json:"targets"`
 	Pools       []Pool               `json:"pools,omitempty"`
 	Mover       *Mover               `json:"mover,omitempty"`
 	Rebalancer  *Rebalancer          `json:"rebalancer,omitempty"`
+	Stage       []StageJob           `json:"stage,omitempty"`
 	Ops         []Op                 `json:"ops"`
 	Errors      float64              `json:"errors"`
 	Connections float64              `json:"connections"`
@@ -133,6 +149,16 @@ func Take(mx *metrics.Metrics) (*Snapshot, error) {
 			s.Mover = &Mover{}
 		}
 		return s.Mover
+	}
+	stages := map[string]*StageJob{}
+	stage := func(m *dto.Metric) *StageJob {
+		job := label(m, "job")
+		j, ok := stages[job]
+		if !ok {
+			j = &StageJob{Job: job}
+			stages[job] = j
+		}
+		return j
 	}
 	rebalancer := func() *Rebalancer {
 		if s.Rebalancer == nil {
@@ -176,6 +202,24 @@ func Take(mx *metrics.Metrics) (*Snapshot, error) {
 				mover().LastFiles = v
 			case "sluice_mover_last_pass_seconds":
 				mover().LastSeconds = v
+			case "sluice_stage_hits_total":
+				stage(m).Hits = v
+			case "sluice_stage_misses_total":
+				stage(m).Misses = v
+			case "sluice_stage_ahead_bytes_total":
+				stage(m).AheadBytes = v
+			case "sluice_stage_on_demand_bytes_total":
+				stage(m).OnDemandBytes = v
+			case "sluice_stage_restored_files_total":
+				stage(m).Restored = v
+			case "sluice_stage_restored_bytes_total":
+				stage(m).RestoredBytes = v
+			case "sluice_stage_failures_total":
+				stage(m).Failures = v
+			case "sluice_stage_running":
+				stage(m).Running = v
+			case "sluice_stage_depth":
+				stage(m).Depth = v
 			case "sluice_op_duration_seconds":
 				h := m.GetHistogram()
 				s.Ops = append(s.Ops, Op{Op: label(m, "op"), Kind: label(m, "kind"), Count: float64(h.GetSampleCount()), Seconds: h.GetSampleSum()})
@@ -220,6 +264,10 @@ func Take(mx *metrics.Metrics) (*Snapshot, error) {
 	for _, p := range pools {
 		s.Pools = append(s.Pools, *p)
 	}
+	for _, j := range stages {
+		s.Stage = append(s.Stage, *j)
+	}
+	sort.Slice(s.Stage, func(i, j int) bool { return s.Stage[i].Job < s.Stage[j].Job })
 	sort.Slice(s.Pools, func(i, j int) bool { return s.Pools[i].Name < s.Pools[j].Name })
 	sort.Slice(s.Targets, func(i, j int) bool {
 		a, _ := strconv.Atoi(s.Targets[i].ID)

@@ -179,6 +179,7 @@ func (s *Service) Register(srv *wire.Server) {
 	s.registerTier(srv)
 	s.registerQos(srv)
 	s.registerProfile(srv)
+	s.registerStage(srv)
 	cm, _ := s.targets.(ClusterManager)
 	fixed := errs.New(errs.NotSupported, "meta: this server's target set is fixed")
 	handle(srv, wire.OpRegister, func(ctx context.Context, m *wire.RegisterReq) (wire.Message, error) {

@@ -12,6 +12,7 @@ import (
 	dto "github.com/prometheus/client_model/go"
 
 	"github.com/sluice-fs/sluice/internal/errs"
+	"github.com/sluice-fs/sluice/internal/meta"
 	"github.com/sluice-fs/sluice/internal/placement"
 	"github.com/sluice-fs/sluice/internal/target"
 	"github.com/sluice-fs/sluice/internal/wire"
@@ -130,5 +131,40 @@ func TestQosMetrics(t *testing.T) {
 		if !classes[c] {
 			t.Errorf("no wait histogram for class %s (have %v)", c, classes)
 		}
+	}
+}
+
+type fakeStages []meta.StageStats
+
+func (f fakeStages) StageStats() []meta.StageStats { return f }
+
+// TestStageCollector: each job's reported sums come out as sluice_stage_*
+// labelled by job, each counter from its own field.
+func TestStageCollector(t *testing.T) {
+	m := New()
+	m.AddStage(fakeStages{{Job: "train", Counts: wire.StageCounts{Hits: 1, Misses: 2, BytesAhead: 3, BytesOnDemand: 4, Restored: 5, RestoredBytes: 6, Failed: 7}, Running: 8, Depth: 9}})
+	fams, err := m.reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]float64{}
+	for _, f := range fams {
+		if !strings.HasPrefix(f.GetName(), "sluice_stage_") {
+			continue
+		}
+		for _, mt := range f.GetMetric() {
+			if l := mt.GetLabel(); len(l) != 1 || l[0].GetName() != "job" || l[0].GetValue() != "train" {
+				t.Fatalf("%s: labels %v", f.GetName(), l)
+			}
+			got[f.GetName()] = mt.GetCounter().GetValue() + mt.GetGauge().GetValue()
+		}
+	}
+	want := map[string]float64{
+		"sluice_stage_hits_total": 1, "sluice_stage_misses_total": 2, "sluice_stage_ahead_bytes_total": 3,
+		"sluice_stage_on_demand_bytes_total": 4, "sluice_stage_restored_files_total": 5, "sluice_stage_restored_bytes_total": 6,
+		"sluice_stage_failures_total": 7, "sluice_stage_running": 8, "sluice_stage_depth": 9,
+	}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("got %v\nwant %v", got, want)
 	}
 }

@@ -117,6 +117,7 @@ func RunMeta(ctx context.Context, opts MetaOptions) (err error) {
 	ms.Register(srv)
 	mx := metrics.New()
 	mx.AddPools(rt)
+	mx.AddStage(ms)
 	mx.Instrument(srv)
 	ln = mx.Listener(ln)
 	serveErr := closers.serve(srv, ln)

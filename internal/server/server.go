@@ -216,6 +216,7 @@ func Run(ctx context.Context, opts Options) (err error) {
 	closers.add(ms.Close)
 	ms.Register(srv)
 	mx.AddPools(rt)
+	mx.AddStage(ms)
 	mx.Instrument(srv)
 
 	closers.goRun(ctx, func(ctx context.Context) { rt.Run(ctx) }, agent.Run, func(ctx context.Context) { ms.Run(ctx) })

@@ -30,6 +30,7 @@ func messages() []Message {
 		&QosTag{}, &QosJob{}, &QosConfig{}, &QosSetReq{},
 		&MigrateReq{}, &MigrateResp{}, &TargetDrainReq{},
 		&ProfileSession{}, &ProfileSetReq{}, &ProfileListResp{}, &ProfileCheckReq{}, &ProfileAppendReq{}, &ProfileReadReq{}, &ProfileReadResp{},
+		&StageCounts{}, &StageReportReq{},
 	}
 }
 

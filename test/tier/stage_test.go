@@ -4,6 +4,8 @@ import (
 	"context"
 	"crypto/sha256"
 	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"regexp"
 	"strings"
@@ -11,15 +13,19 @@ import (
 	"time"
 
 	"github.com/sluice-fs/sluice/client"
+	"github.com/sluice-fs/sluice/internal/dashboard"
 	"github.com/sluice-fs/sluice/internal/proctest"
 )
 
 // TestStage: `sluice stage --from-file` restores the released files it
-// lists, skips others, and afterwards they read with the backend stopped.
+// lists, skips others, and afterwards they read with the backend stopped;
+// the metadata service exports what it restored as
+// sluice_stage_restored_*{job}.
 func TestStage(t *testing.T) {
 	ctx := context.Background()
 	be := startSluiceBackend(t)
-	fs := startFS(t)
+	admin := freeAddr(t)
+	fs := startFS(t, "--http", admin)
 	addBackend(t, fs, be, "")
 	c := newClient(t, fs.addr, 0)
 	files := map[string][]byte{}
@@ -42,9 +48,14 @@ func TestStage(t *testing.T) {
 	if err := os.WriteFile(list, []byte("/job/f2\n/job/resident\n# a comment\n/job/f0\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	out := fs.mustCLI("stage", "/job/f1", "--from-file", list, "--rate", "1G")
+	out := fs.mustCLI("stage", "/job/f1", "--from-file", list, "--rate", "1G", "--job", "prep")
 	if !strings.HasPrefix(out, "staged 3 files") || !strings.Contains(out, "1 not released") {
 		t.Fatalf("stage: %q", out)
+	}
+	m := scrapeStage(t, admin, "prep")
+	if want := float64(len(files["/job/f0"]) + len(files["/job/f1"]) + len(files["/job/f2"])); m["sluice_stage_restored_files_total"] != 3 ||
+		m["sluice_stage_restored_bytes_total"] != want || m["sluice_stage_running"] != 0 {
+		t.Errorf("metrics of job prep after the stage: %v; want 3 files, %v bytes, none running", m, want)
 	}
 	st := fs.mustCLI("hsm", "state", "-r", "/job")
 	for _, want := range []string{"archived\t/job/f0", "archived\t/job/f1", "archived\t/job/f2", "released\t/job/f3", "resident\t/job/resident"} {
@@ -127,10 +138,14 @@ func TestStageFromProfile(t *testing.T) {
 // each file's first read as a hit (restored before it) or a miss, the
 // first file is a hit (the reader starts once it is staged), every file
 // ends restored, and every byte read is right.
+//
+// While it runs, the metadata service's /metrics shows it running and its
+// restores; at the end, the same hits, misses and bytes as it printed.
 func TestStageFollow(t *testing.T) {
 	ctx := context.Background()
 	be := startSluiceBackend(t)
-	fs := startFS(t)
+	admin := freeAddr(t)
+	fs := startFS(t, "--http", admin)
 	addBackend(t, fs, be, "")
 	c := newClient(t, fs.addr, 0)
 	if err := c.MkdirAll(ctx, "/ds", 0o755); err != nil {
@@ -181,6 +196,11 @@ func TestStageFollow(t *testing.T) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+	// Staging is running: it says so in the metrics (reported each second).
+	waitFor(t, "sluice_stage_running and restored files of job trainer", func() bool {
+		m := scrapeStage(t, admin, "trainer")
+		return m["sluice_stage_running"] == 1 && m["sluice_stage_restored_files_total"] >= 1 && m["sluice_stage_depth"] >= 2
+	})
 	// The stager's recording of the job is the running one: find its name
 	// for the reader's join check.
 	var following string
@@ -206,6 +226,26 @@ func TestStageFollow(t *testing.T) {
 	if hits+misses != n || hits < 1 {
 		t.Errorf("%d hits and %d misses for %d files read (the first must be a hit)", hits, misses, n)
 	}
+	m := scrapeStage(t, admin, "trainer")
+	var aheadPrinted, onDemandPrinted string
+	if g := regexp.MustCompile(`(\S+ \S+) restored ahead, (\S+ \S+) on demand`).FindStringSubmatch(st.Logs()); g != nil {
+		aheadPrinted, onDemandPrinted = g[1], g[2]
+	}
+	if m["sluice_stage_hits_total"] != float64(hits) || m["sluice_stage_misses_total"] != float64(misses) ||
+		m["sluice_stage_ahead_bytes_total"]+m["sluice_stage_on_demand_bytes_total"] != float64(n*(512<<10)) ||
+		m["sluice_stage_ahead_bytes_total"] != float64(hits*(512<<10)) ||
+		m["sluice_stage_restored_files_total"] != n || m["sluice_stage_running"] != 0 {
+		t.Errorf("metrics of job trainer at the end: %v; want %d hits, %d misses (%s ahead, %s on demand), %d files restored, none running",
+			m, hits, misses, aheadPrinted, onDemandPrinted, n)
+	}
+	// The dashboard's snapshot has the job's staging too.
+	snap, err := dashboard.Fetch(ctx, admin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(snap.Stage) != 1 || snap.Stage[0].Job != "trainer" || snap.Stage[0].Hits != float64(hits) || snap.Stage[0].Restored != n {
+		t.Errorf("dashboard snapshot stage: %+v", snap.Stage)
+	}
 	hsm := fs.mustCLI("hsm", "state", "-r", "/ds")
 	if strings.Count(hsm, "archived") != n {
 		t.Errorf("after stage --follow, not every file is staged:\n%s", hsm)
@@ -213,4 +253,95 @@ func TestStageFollow(t *testing.T) {
 	if l := fs.mustCLI("profile", "ls"); strings.Contains(l, "stage-trainer") {
 		t.Errorf("the stager left its recording:\n%s", l)
 	}
+}
+
+// TestStageWait: with the backend down, `sluice stage` fails its restores
+// and returns; `stage --wait --wait-timeout` fails too, listing each file
+// not on the targets, as does `stage --wait` stopped by SIGTERM; `stage
+// --wait` keeps retrying and returns 0 once the backend is back and every
+// file is restored.
+func TestStageWait(t *testing.T) {
+	ctx := context.Background()
+	be := startSluiceBackend(t)
+	fs := startFS(t)
+	addBackend(t, fs, be, "")
+	c := newClient(t, fs.addr, 0)
+	if err := c.MkdirAll(ctx, "/w", 0o755); err != nil {
+		t.Fatal(err)
+	}
+	files := map[string][]byte{}
+	paths := []string{"/w/f0", "/w/f1", "/w/f2"}
+	for i, p := range paths {
+		files[p] = randomData(uint64(500+i), 1<<20+i)
+		if err := writeSluice(ctx, c, p, files[p]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	fs.mustCLI("hsm", "archive", "-r", "/w")
+	fs.mustCLI("hsm", "release", "-r", "/w")
+	be.proc.Kill()
+
+	if r := fs.cli(append([]string{"stage"}, paths...)...); r.code == 0 || !strings.Contains(r.stderr, "3 of 3 files failed") {
+		t.Fatalf("stage with the backend down: exit %d, %q", r.code, r.stderr)
+	}
+	r := fs.cli(append([]string{"stage", "--wait", "--wait-timeout", "3s"}, paths...)...)
+	if r.code == 0 || !strings.Contains(r.stderr, "3 of 3 files are not on the targets") {
+		t.Fatalf("stage --wait --wait-timeout with the backend down: exit %d, %q", r.code, r.stderr)
+	}
+	for _, p := range paths {
+		if !strings.Contains(r.stderr, "not on the targets: "+p+" (released)") {
+			t.Errorf("stage --wait --wait-timeout did not list %s: %q", p, r.stderr)
+		}
+	}
+
+	// SIGTERM (a Ctrl-C) stops the wait: the files are listed, exit 1.
+	st, _ := startCLI(t, fs, "waiting for 3 files", append([]string{"stage", "--wait"}, paths...)...)
+	if err := st.Stop(time.Minute); err == nil || !strings.Contains(st.Logs(), "not on the targets: /w/f1 (released)") {
+		t.Fatalf("stage --wait stopped by SIGTERM: %v\n%s", err, st.Logs())
+	}
+
+	st, _ = startCLI(t, fs, "waiting for 3 files", append([]string{"stage", "--wait"}, paths...)...)
+	be.restart()
+	select {
+	case <-st.Exited():
+	case <-time.After(2 * time.Minute):
+		t.Fatalf("stage --wait did not return 2 minutes after the backend came back: %s", st.Logs())
+	}
+	if code := st.Cmd.ProcessState.ExitCode(); code != 0 {
+		t.Fatalf("stage --wait: exit %d: %s", code, st.Logs())
+	}
+	hsm := fs.mustCLI("hsm", "state", "-r", "/w")
+	if strings.Count(hsm, "archived") != len(paths) {
+		t.Fatalf("after stage --wait:\n%s", hsm)
+	}
+	for _, p := range paths {
+		if sum, _, err := readSum(ctx, c, p); err != nil || sum != sha256.Sum256(files[p]) {
+			t.Fatalf("%s after stage --wait: %v", p, err)
+		}
+	}
+}
+
+// scrapeStage returns the sluice_stage_* values of job from the admin
+// port's /metrics, by metric name.
+func scrapeStage(t testing.TB, admin, job string) map[string]float64 {
+	t.Helper()
+	resp, err := http.Get("http://" + admin + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]float64{}
+	re := regexp.MustCompile(`(?m)^(sluice_stage_\w+)\{job="` + regexp.QuoteMeta(job) + `"\} (\S+)$`)
+	for _, m := range re.FindAllStringSubmatch(string(body), -1) {
+		var v float64
+		if _, err := fmt.Sscan(m[2], &v); err != nil {
+			t.Fatalf("%s: %q: %v", m[1], m[2], err)
+		}
+		out[m[1]] = v
+	}
+	return out
 }

@@ -1,0 +1,88 @@
+package wire
+
+// Staging metrics (docs/tier.md, `sluice stage`): a stager, a client
+// process, reports what it did to the metadata service it talks to, which
+// keeps the sums per job in memory and exports them as sluice_stage_*.
+const OpStageReport Op = 60 // StageReportReq -> Empty
+
+// StageCounts are a stager's counters. Hits and Misses count the readers'
+// first reads of a file (restored before the read started, or not);
+// BytesAhead and BytesOnDemand are the sizes of those files. Restored,
+// RestoredBytes and Failed count the stager's own restores.
+type StageCounts struct {
+	Hits, Misses              uint64
+	BytesAhead, BytesOnDemand uint64
+	Restored, RestoredBytes   uint64
+	Failed                    uint64
+}
+
+func (m *StageCounts) Encode(e *Encoder) {
+	e.U64(m.Hits)
+	e.U64(m.Misses)
+	e.U64(m.BytesAhead)
+	e.U64(m.BytesOnDemand)
+	e.U64(m.Restored)
+	e.U64(m.RestoredBytes)
+	e.U64(m.Failed)
+}
+
+func (m *StageCounts) Decode(d *Decoder) {
+	m.Hits = d.U64()
+	m.Misses = d.U64()
+	m.BytesAhead = d.U64()
+	m.BytesOnDemand = d.U64()
+	m.Restored = d.U64()
+	m.RestoredBytes = d.U64()
+	m.Failed = d.U64()
+}
+
+// Add adds o to m.
+func (m *StageCounts) Add(o StageCounts) {
+	m.Hits += o.Hits
+	m.Misses += o.Misses
+	m.BytesAhead += o.BytesAhead
+	m.BytesOnDemand += o.BytesOnDemand
+	m.Restored += o.Restored
+	m.RestoredBytes += o.RestoredBytes
+	m.Failed += o.Failed
+}
+
+// Sub returns m minus o, field by field (o counted before m).
+func (m StageCounts) Sub(o StageCounts) StageCounts {
+	return StageCounts{
+		Hits: m.Hits - o.Hits, Misses: m.Misses - o.Misses,
+		BytesAhead: m.BytesAhead - o.BytesAhead, BytesOnDemand: m.BytesOnDemand - o.BytesOnDemand,
+		Restored: m.Restored - o.Restored, RestoredBytes: m.RestoredBytes - o.RestoredBytes,
+		Failed: m.Failed - o.Failed,
+	}
+}
+
+// StageReportReq adds a stager's counts since its last acknowledged report
+// to Job's sums (deltas, so that a stager whose client moves to another
+// metadata service is not counted twice: each service exports what it
+// was told, and a cluster's total is their sum). Stager names the run
+// (unique per run), Depth is its current depth (follow mode; 0 else),
+// and Done says the run has ended.
+type StageReportReq struct {
+	Job    string
+	Stager string
+	Add    StageCounts
+	Depth  uint32
+	Done   bool
+}
+
+func (m *StageReportReq) Encode(e *Encoder) {
+	e.String(m.Job)
+	e.String(m.Stager)
+	m.Add.Encode(e)
+	e.U32(m.Depth)
+	e.Bool(m.Done)
+}
+
+func (m *StageReportReq) Decode(d *Decoder) {
+	m.Job = d.String()
+	m.Stager = d.String()
+	m.Add.Decode(d)
+	m.Depth = d.U32()
+	m.Done = d.Bool()
+}
