@@ -89,6 +89,15 @@ type Options struct {
 	// read: every read goes to the bucket (ADR 0016). By default the
 	// first read of a released file starts its restore in the background.
 	TierNoRestoreOnRead bool
+	// TierReadRestores is how many restores started by reads of released
+	// files run at once in this client (default 2; negative: no limit).
+	// A read never waits for its file's restore: it reads the bucket, and
+	// the restore waits for a free slot (at most MaxQueuedReadRestores
+	// of them wait; past that, a read starts none). Restores asked for by
+	// a write, a truncate, `sluice hsm restore` or `sluice stage` run at
+	// once. So restores on read never take the bandwidth and CPU that
+	// the readers need (docs/tier.md).
+	TierReadRestores int
 	// TierRestoreLease is how long a restore's lease lasts without a
 	// renewal (default 15 s; renewed every third of it): when a client
 	// dies mid-restore, another takes the restore over after it.
@@ -170,6 +179,9 @@ func (o *Options) setDefaults() error {
 	if o.TierRestoreLease <= 0 {
 		o.TierRestoreLease = 15 * time.Second
 	}
+	if o.TierReadRestores == 0 {
+		o.TierReadRestores = DefaultTierReadRestores
+	}
 	if o.ProfilePoll <= 0 {
 		o.ProfilePoll = time.Second
 	}
@@ -213,7 +225,7 @@ func New(ctx context.Context, opts Options) (*Client, error) {
 		return nil, err
 	}
 	c := &Client{opts: opts, pools: make(map[string]*pool), qos: tag}
-	c.restores.init()
+	c.restores.init(c.opts.TierReadRestores)
 	for a := range strings.SplitSeq(opts.Server, ",") {
 		if a = strings.TrimSpace(a); a != "" {
 			c.metaAddrs = append(c.metaAddrs, a)

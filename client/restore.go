@@ -58,11 +58,19 @@ func restorePoll(c wire.HsmClaim) time.Duration {
 const restoreRetry = 2 * time.Second
 
 // mayStartRestore says whether a read of a released file starts its
-// restore: on unless the options turn it off, and not again soon after
-// one failed.
-func mayStartRestore(off bool, lastFail, now time.Time) bool {
-	return !off && (lastFail.IsZero() || now.Sub(lastFail) >= restoreRetry)
+// restore: on unless the options turn it off, not again soon after one
+// failed, and not while MaxQueuedReadRestores restores that reads started
+// wait for a slot already.
+func mayStartRestore(off bool, lastFail, now time.Time, waiting int) bool {
+	return !off && (lastFail.IsZero() || now.Sub(lastFail) >= restoreRetry) && waiting < MaxQueuedReadRestores
 }
+
+// DefaultTierReadRestores is Options.TierReadRestores's default.
+const DefaultTierReadRestores = 2
+
+// MaxQueuedReadRestores bounds the restores started by reads that wait
+// for a slot (Options.TierReadRestores) in one client.
+const MaxQueuedReadRestores = 4096
 
 // readSource is where a read of a File goes.
 type readSource int
@@ -93,6 +101,19 @@ const restoreParallel = 8
 type restoreJob struct {
 	done chan struct{}
 	err  error // set before done is closed
+	// urgent is closed when the restore may run without waiting for a
+	// read slot: at once for a restore asked for by a write, a truncate or
+	// a command, or when one of those joins a queued read's restore.
+	urgent   chan struct{}
+	promoted bool // urgent closed; under restorer.mu
+}
+
+// promote lets a queued job run without a read slot. Under restorer.mu.
+func (j *restoreJob) promote() {
+	if !j.promoted {
+		j.promoted = true
+		close(j.urgent)
+	}
 }
 
 // finished reports whether the job ended, and well.
@@ -114,10 +135,14 @@ type restorer struct {
 	wg    sync.WaitGroup
 
 	claims, waits, copied, failed atomic.Uint64 // RestoreStats
+	// readSlots holds a token per running restore that a read started
+	// (nil: no limit).
+	readSlots chan struct{}
 
 	mu       sync.Mutex
-	jobs     map[uint64]*restoreJob // running, by inode
+	jobs     map[uint64]*restoreJob // running or queued, by inode
 	lastFail map[uint64]time.Time   // when the last restore of an inode failed
+	waiting  int                    // jobs waiting for a read slot
 }
 
 // RestoreStats counts the restores of released files this client ran.
@@ -126,15 +151,25 @@ type RestoreStats struct {
 	Waits  uint64 // of those, the ones that said another client holds the lease
 	Copied uint64 // restores whose bytes this client copied and committed
 	Failed uint64 // restores that ended with an error
+	// Running and Waiting are the restores running now and, of those
+	// that reads started, the ones waiting for a slot.
+	Running, Waiting int
 }
 
 // RestoreStats returns the counts so far.
 func (c *Client) RestoreStats() RestoreStats {
 	r := &c.restores
-	return RestoreStats{Claims: r.claims.Load(), Waits: r.waits.Load(), Copied: r.copied.Load(), Failed: r.failed.Load()}
+	r.mu.Lock()
+	running, waiting := len(r.jobs)-r.waiting, r.waiting
+	r.mu.Unlock()
+	return RestoreStats{Claims: r.claims.Load(), Waits: r.waits.Load(), Copied: r.copied.Load(), Failed: r.failed.Load(),
+		Running: running, Waiting: waiting}
 }
 
-func (r *restorer) init() {
+func (r *restorer) init(slots int) {
+	if slots > 0 {
+		r.readSlots = make(chan struct{}, slots)
+	}
 	var b [8]byte
 	for r.owner == 0 || r.owner == peekOwner {
 		rand.Read(b[:])
@@ -181,26 +216,56 @@ func (c *Client) HsmRestoring(ctx context.Context, p string) (RestoreLease, erro
 	return RestoreLease{Holder: cl.Owner, Epoch: cl.Epoch, Left: time.Duration(cl.LeftMs) * time.Millisecond}, nil
 }
 
-// startRestore returns the running restore of ino or starts one. A read
-// (demand false) starts none when mayStartRestore says no; it then
-// returns nil.
+// startRestore returns the running or queued restore of ino or starts
+// one. A read (demand false) starts none when mayStartRestore says no; it
+// then returns nil. A restore a read starts runs once one of the read
+// slots (Options.TierReadRestores) is free, or at once when a demand
+// joins it.
 func (c *Client) startRestore(ino uint64, demand bool) *restoreJob {
 	r := &c.restores
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if j := r.jobs[ino]; j != nil {
+		if demand {
+			j.promote()
+		}
 		return j
 	}
-	if !demand && !mayStartRestore(c.opts.TierNoRestoreOnRead, r.lastFail[ino], time.Now()) {
+	if !demand && !mayStartRestore(c.opts.TierNoRestoreOnRead, r.lastFail[ino], time.Now(), r.waiting) {
 		return nil
 	}
 	if r.ctx.Err() != nil {
 		return nil // closing
 	}
-	j := &restoreJob{done: make(chan struct{})}
+	j := &restoreJob{done: make(chan struct{}), urgent: make(chan struct{})}
+	queued := !demand && r.readSlots != nil
+	if queued {
+		r.waiting++
+	} else {
+		j.promote()
+	}
 	r.jobs[ino] = j
 	r.wg.Go(func() {
-		err := c.runRestore(r.ctx, ino)
+		var err error
+		if queued {
+			var slot bool
+			select {
+			case r.readSlots <- struct{}{}:
+				slot = true
+			case <-j.urgent:
+			case <-r.ctx.Done():
+				err = r.ctx.Err()
+			}
+			r.mu.Lock()
+			r.waiting--
+			r.mu.Unlock()
+			if slot {
+				defer func() { <-r.readSlots }()
+			}
+		}
+		if err == nil {
+			err = c.runRestore(r.ctx, ino)
+		}
 		r.mu.Lock()
 		delete(r.jobs, ino)
 		if err != nil {

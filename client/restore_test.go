@@ -45,14 +45,17 @@ func TestMayStartRestore(t *testing.T) {
 		name     string
 		off      bool
 		lastFail time.Time
+		waiting  int
 		want     bool
 	}{
-		{"never failed", false, time.Time{}, true},
-		{"turned off", true, time.Time{}, false},
-		{"failed just now", false, now.Add(-time.Millisecond), false},
-		{"failed long ago", false, now.Add(-restoreRetry), true},
+		{"never failed", false, time.Time{}, 0, true},
+		{"turned off", true, time.Time{}, 0, false},
+		{"failed just now", false, now.Add(-time.Millisecond), 0, false},
+		{"failed long ago", false, now.Add(-restoreRetry), 0, true},
+		{"queue nearly full", false, time.Time{}, MaxQueuedReadRestores - 1, true},
+		{"queue full", false, time.Time{}, MaxQueuedReadRestores, false},
 	} {
-		if got := mayStartRestore(tt.off, tt.lastFail, now); got != tt.want {
+		if got := mayStartRestore(tt.off, tt.lastFail, now, tt.waiting); got != tt.want {
 			t.Errorf("%s: %v, want %v", tt.name, got, tt.want)
 		}
 	}

@@ -482,3 +482,98 @@ func TestWriteWaitsForOtherRestore(t *testing.T) {
 		t.Fatalf("restores: reader %+v, writer %+v; want one copy, by the reader", r, w)
 	}
 }
+
+// TestReadRestoreSlots: 8 readers read 40 released files at once through
+// a client with the default 2 read-restore slots: every read returns the
+// file's bytes at once (from the bucket), no more than 2 restores run at
+// any sample, the others wait, and every file ends restored, byte-exact
+// on the targets. A write joining a queued restore runs it at once.
+func TestReadRestoreSlots(t *testing.T) {
+	ctx := context.Background()
+	be := startSluiceBackend(t)
+	fs := startFS(t)
+	addBackend(t, fs, be, "")
+	c := restoringClient(t, fs.addr, 0)
+	files := map[string][]byte{}
+	var paths []string
+	for i := range 40 {
+		p := fmt.Sprintf("/slots/f%02d", i)
+		files[p] = randomData(uint64(70+i), 150<<10+i)
+		paths = append(paths, p)
+	}
+	releasedFiles(t, fs, c, files)
+	var mu sync.Mutex
+	maxRunning, sawWaiting := 0, false
+	stop := make(chan struct{})
+	var sampler sync.WaitGroup
+	sampler.Go(func() {
+		for {
+			s := c.RestoreStats()
+			mu.Lock()
+			maxRunning = max(maxRunning, s.Running)
+			sawWaiting = sawWaiting || s.Waiting > 0
+			mu.Unlock()
+			select {
+			case <-stop:
+				return
+			case <-time.After(time.Millisecond):
+			}
+		}
+	})
+	next := make(chan string)
+	var readers sync.WaitGroup
+	errc := make(chan error, len(paths))
+	for range 8 {
+		readers.Go(func() {
+			for p := range next {
+				if sum, n, err := readSum(ctx, c, p); err != nil || sum != sha256.Sum256(files[p]) {
+					errc <- fmt.Errorf("read of released %s: %d bytes, %v", p, n, err)
+				}
+			}
+		})
+	}
+	for _, p := range paths {
+		next <- p
+	}
+	close(next)
+	readers.Wait()
+	close(errc)
+	for err := range errc {
+		t.Error(err)
+	}
+	// A write to a file whose restore may still wait runs it at once.
+	last := paths[len(paths)-1]
+	f, err := c.OpenFile(ctx, last, client.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.WriteAt([]byte("x"), 0); err != nil {
+		t.Fatalf("write to released %s: %v", last, err)
+	}
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+	files[last] = append([]byte("x"), files[last][1:]...)
+	waitArchivedOrDirty(t, c, files)
+	close(stop)
+	sampler.Wait()
+	t.Logf("restores running at most %d at once; some waited: %v; %+v", maxRunning, sawWaiting, c.RestoreStats())
+	if maxRunning > client.DefaultTierReadRestores+1 { // + the write's own
+		t.Errorf("%d restores ran at once; want at most %d started by reads (+1 by the write)", maxRunning, client.DefaultTierReadRestores)
+	}
+	if !sawWaiting {
+		t.Errorf("no restore ever waited for a read slot with 8 readers and 2 slots")
+	}
+	checkOnTargets(t, fs, be, files)
+}
+
+// waitArchivedOrDirty waits until no file is released any more.
+func waitArchivedOrDirty(t testing.TB, c *client.Client, files map[string][]byte) {
+	t.Helper()
+	for p := range files {
+		waitFor(t, p+" restored", func() bool {
+			info, err := c.HsmState(context.Background(), p)
+			return err == nil && info.State != "released"
+		})
+	}
+}
