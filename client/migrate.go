@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"syscall"
 	"time"
@@ -13,6 +14,7 @@ import (
 	"golang.org/x/sync/errgroup"
 	"golang.org/x/time/rate"
 
+	"github.com/sluice-fs/sluice/internal/chunk"
 	"github.com/sluice-fs/sluice/internal/errs"
 	"github.com/sluice-fs/sluice/internal/placement"
 	"github.com/sluice-fs/sluice/internal/wire"
@@ -59,6 +61,12 @@ type MigrateResult struct {
 	Bytes    int64 // bytes copied in the first pass
 	Recopied int64 // bytes copied again after the freeze (written meanwhile)
 	Moved    bool  // false: the file had no chunks, only its layout changed
+	// Unchanged counts the old chunks not read again after the freeze:
+	// their lengths and block checksums, as the targets report them,
+	// matched what the first copy read. Compared counts the new chunks
+	// checked against the old ones by the same means instead of being
+	// read back (moves to other chains in the same shape).
+	Unchanged, Compared int
 }
 
 // migratePiece is the most bytes read or written at once.
@@ -153,6 +161,7 @@ func (c *Client) migrate(ctx context.Context, ino uint64, cur placement.Layout, 
 		m.limit = rate.NewLimiter(rate.Limit(opts.Rate), migratePiece)
 	}
 	err := m.run(ctx, &res)
+	res.Unchanged, res.Compared = m.checked.recopy, m.checked.verify
 	if err != nil {
 		// Thaw and drop the copy now rather than at the lease's end.
 		actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
@@ -195,6 +204,96 @@ type migration struct {
 	mu     sync.Mutex
 	pieces map[pieceKey]*piece
 	end    int64 // where the old chunks' data ends in the file (after the freeze)
+	// read1 is what the first pass read of each old slot, as block
+	// checksums (digests below); frozen the old chunks' lengths and
+	// digests once frozen (nil: not known, e.g. a target of an older
+	// version).
+	read1  map[int]*slotRead
+	frozen map[int]wire.ChunkInfo
+	// Checked counts the slots whose second read and read-back were
+	// replaced by a comparison of digests (tests).
+	checked struct{ recopy, verify int }
+}
+
+// slotRead is what the first pass read of one old chunk: its length then,
+// and each block's CRC32C and byte count.
+type slotRead struct {
+	length int64
+	crc    map[int64]uint32
+	n      map[int64]int64
+}
+
+// digest returns the content digest (package chunk's ChunkInfo) of what
+// was read, and false if the pass did not read every block whole (the
+// chunk changed size meanwhile).
+func (r *slotRead) digest() (uint64, bool) {
+	d := chunk.NewDigester()
+	for blk := int64(0); blk*chunk.BlockSize < r.length; blk++ {
+		size := min(chunk.BlockSize, r.length-blk*chunk.BlockSize)
+		c, ok := r.crc[blk]
+		if !ok || r.n[blk] != size {
+			return 0, false
+		}
+		d.Block(c, size)
+	}
+	return d.Sum64(), true
+}
+
+// sameContent reports whether two chunks (as OpChunkInfo reports them,
+// ok false: missing) read the same: equal lengths and digests, or both
+// empty.
+func sameContent(a wire.ChunkInfo, aok bool, b wire.ChunkInfo, bok bool) bool {
+	if !aok || a.Len == 0 {
+		return !bok || b.Len == 0
+	}
+	return bok && a.Len == b.Len && a.Digest == b.Digest
+}
+
+// unchanged reports whether old slot's chunk, frozen, holds what the first
+// pass read: then the second pass need not read it again.
+func (m *migration) unchanged(slot int) bool {
+	r := m.read1[slot]
+	if r == nil || m.frozen == nil {
+		return false
+	}
+	d, ok := r.digest()
+	if !ok {
+		return false
+	}
+	fi, found := m.frozen[slot]
+	return sameContent(wire.ChunkInfo{Len: uint64(r.length), Digest: d}, true, fi, found)
+}
+
+// chunkInfos returns the lengths and digests of data's chunks in every
+// slot of layout l, by slot (missing chunks left out), or nil if a target
+// cannot tell (an older version) or fails: the caller then reads the
+// bytes instead.
+func (m *migration) chunkInfos(ctx context.Context, l placement.Layout, data uint64) map[int]wire.ChunkInfo {
+	out := make(map[int]wire.ChunkInfo, len(l.Chains))
+	for slot, ch := range l.Chains {
+		var resp wire.ChunkListResp
+		_, err := m.c.chunkCall(ctx, chunkReq{chain: ch, op: wire.OpChunkInfo, resp: &resp,
+			msg: func(t placement.TargetID, ref wire.ChainRef) wire.Message {
+				return &wire.ChunkInfoReq{Target: t, ChainRef: ref, Ino: data, Slots: []uint32{uint32(slot)}}
+			}})
+		if err != nil {
+			return nil
+		}
+		for _, in := range resp.Chunks {
+			if in.Ino == data && int(in.Slot) == slot {
+				out[slot] = in
+			}
+		}
+	}
+	return out
+}
+
+// sameShape reports whether layouts a and b map every file offset to the
+// same slot and chunk offset (a move to other chains: rebalance, drain),
+// so that each new chunk must read as the old one of its slot.
+func sameShape(a, b placement.Layout) bool {
+	return a.StripeSize == b.StripeSize && a.StripeCount == b.StripeCount && len(a.Chains) == len(b.Chains) &&
+		slices.Equal(a.Comps, b.Comps)
 }
 
 func (m *migration) enter(p string) {
@@ -246,6 +345,7 @@ func (m *migration) run(ctx context.Context, res *MigrateResult) error {
 	if err := m.step(ctx, wire.MigrateFreeze); err != nil {
 		return fail(fmt.Errorf("freeze the old chunks: %w", err))
 	}
+	m.frozen = m.chunkInfos(ctx, m.old, m.old.DataID(m.ino))
 	m.enter("recopy")
 	if res.Recopied, err = m.pass(ctx, true); err != nil {
 		return fail(fmt.Errorf("copy again after the freeze: %w", err))
@@ -288,11 +388,39 @@ func (m *migration) pass(ctx context.Context, again bool) (int64, error) {
 	}
 	var readers errgroup.Group
 	readers.SetLimit(4)
+	if !again {
+		m.read1 = make(map[int]*slotRead, len(m.old.Chains))
+	}
 	for slot := range m.old.Chains {
+		if again && m.unchanged(slot) {
+			// The frozen chunk holds what the first pass read (same
+			// length, same block checksums): nothing to read again.
+			m.mu.Lock()
+			mu.Lock()
+			for k, p := range m.pieces {
+				if k.slot == slot {
+					p.seen2, p.n2, p.sum2 = true, p.n1, p.sum1
+					end = max(end, p.fileOff+p.n1)
+				}
+			}
+			mu.Unlock()
+			m.checked.recopy++
+			m.mu.Unlock()
+			continue
+		}
+		var rd *slotRead
+		if !again {
+			rd = &slotRead{crc: make(map[int64]uint32), n: make(map[int64]int64)}
+			m.read1[slot] = rd
+		}
 		readers.Go(func() error {
 			// Only the first pass is capped: after the freeze, writers
 			// wait until the migration ends.
-			return m.readChunk(gctx, slot, !again, func(off int64, b []byte) error {
+			return m.readChunk(gctx, slot, !again, func(chunkLen int64) {
+				if rd != nil {
+					rd.length = chunkLen
+				}
+			}, func(off int64, b []byte) error {
 				k := pieceKey{slot, off}
 				fileOff := m.old.FileOff(slot, off)
 				sum := xxhash.Sum64(b)
@@ -301,6 +429,13 @@ func (m *migration) pass(ctx context.Context, again bool) (int64, error) {
 				if p == nil {
 					p = &piece{fileOff: fileOff}
 					m.pieces[k] = p
+				}
+				if rd != nil { // pieces start on block boundaries (stripes are multiples of blocks)
+					for i := int64(0); i < int64(len(b)); i += chunk.BlockSize {
+						blk := b[i:min(i+chunk.BlockSize, int64(len(b)))]
+						rd.crc[(off+i)/chunk.BlockSize] = chunk.BlockCRC(blk)
+						rd.n[(off+i)/chunk.BlockSize] = int64(len(blk))
+					}
 				}
 				m.mu.Unlock()
 				if !again {
@@ -355,7 +490,7 @@ func (m *migration) pass(ctx context.Context, again bool) (int64, error) {
 // calling fn with each (from several goroutines at once; b is fn's until
 // it returns): the first piece alone, which tells the chunk's length, then
 // the rest of the chunk as it was then, 4 pieces at a time.
-func (m *migration) readChunk(ctx context.Context, slot int, capped bool, fn func(off int64, b []byte) error) error {
+func (m *migration) readChunk(ctx context.Context, slot int, capped bool, length func(int64), fn func(off int64, b []byte) error) error {
 	stripe := int64(m.old.SlotStripeSize(slot))
 	piece := min(stripe, migratePiece)
 	data := m.old.DataID(m.ino)
@@ -389,6 +524,7 @@ func (m *migration) readChunk(ctx context.Context, slot int, capped bool, fn fun
 	if err != nil || got == 0 {
 		return err
 	}
+	length(chunkLen)
 	if err := fn(0, buf[:got]); err != nil {
 		return err
 	}
@@ -457,10 +593,29 @@ func (m *migration) finish(ctx context.Context) error {
 // against what the second pass read from the frozen chunks: each piece's
 // bytes by their hash, zeros where the first pass wrote more.
 func (m *migration) verify(ctx context.Context) error {
+	// A move to other chains in the same shape: each new chunk must read
+	// as the frozen old one of its slot, which the targets' block
+	// checksums tell without reading the bytes back.
+	checked := make(map[int]bool)
+	if m.frozen != nil && sameShape(m.old, m.new) {
+		if infos := m.chunkInfos(ctx, m.new, m.new.Data); infos != nil {
+			for slot := range m.new.Chains {
+				oi, ook := m.frozen[slot]
+				ni, nok := infos[slot]
+				if sameContent(oi, ook, ni, nok) {
+					checked[slot] = true
+					m.checked.verify++
+				}
+			}
+		}
+	}
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(8)
 	data := m.new.Data
-	for _, p := range m.pieces {
+	for k, p := range m.pieces {
+		if checked[k.slot] {
+			continue
+		}
 		n := min(max(p.n2, p.n1), m.end-p.fileOff)
 		if n <= 0 {
 			continue

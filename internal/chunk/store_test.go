@@ -728,6 +728,15 @@ func TestListAndChunkInfo(t *testing.T) {
 	if ia != ib || ia.Len != int64(len(full)) {
 		t.Fatalf("same content, different info: %+v vs %+v", ia, ib)
 	}
+	// A Digester fed the logical bytes (as read) gives the same digest.
+	d := NewDigester()
+	for off := 0; off < len(full); off += BlockSize {
+		blk := full[off:min(off+BlockSize, len(full))]
+		d.Block(BlockCRC(blk), int64(len(blk)))
+	}
+	if d.Sum64() != ia.Digest {
+		t.Fatalf("Digester over the bytes: %x, ChunkInfo: %x", d.Sum64(), ia.Digest)
+	}
 	// One changed byte changes the digest.
 	if err := b.WriteAt(ID{Ino: 7, Slot: 1}, 5, []byte("y"), false); err != nil {
 		t.Fatal(err)

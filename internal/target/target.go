@@ -183,6 +183,7 @@ func (s *Service) Register(srv *wire.Server) {
 	srv.Handle(wire.OpChunkFence, s.handleFence)
 	srv.Handle(wire.OpTargetStat, s.handleStat)
 	srv.Handle(wire.OpChunkList, s.handleList)
+	srv.Handle(wire.OpChunkInfo, s.handleInfo)
 }
 
 func (o Options) logger() *slog.Logger {
@@ -478,6 +479,34 @@ func (s *Service) handleList(ctx context.Context, req *wire.Request) (wire.Respo
 	resp := &wire.ChunkListResp{More: more, Chunks: make([]wire.ChunkInfo, len(infos))}
 	for i, in := range infos {
 		resp.Chunks[i] = wire.ChunkInfo{Ino: in.ID.Ino, Slot: in.ID.Slot, Len: uint64(in.Len), Digest: in.Digest}
+	}
+	return wire.Response{Msg: resp}, nil
+}
+
+// handleInfo answers OpChunkInfo: the length and content digest of each
+// chunk named that exists, from a serving replica.
+func (s *Service) handleInfo(ctx context.Context, req *wire.Request) (wire.Response, error) {
+	var m wire.ChunkInfoReq
+	if err := wire.Unmarshal(req.Body, &m); err != nil {
+		return wire.Response{}, fmt.Errorf("target: chunk info request: %w", err)
+	}
+	h, err := s.lookup(m.Target)
+	if err != nil {
+		return wire.Response{}, err
+	}
+	st, _, err := s.resolve(ctx, h, m.Target, m.ChainRef, accRead)
+	if err != nil {
+		return wire.Response{}, h.fail(err)
+	}
+	resp := &wire.ChunkListResp{}
+	for _, slot := range m.Slots {
+		in, found, err := st.ChunkInfo(chunk.ID{Ino: m.Ino, Slot: slot})
+		if err != nil {
+			return wire.Response{}, h.fail(err)
+		}
+		if found {
+			resp.Chunks = append(resp.Chunks, wire.ChunkInfo{Ino: m.Ino, Slot: slot, Len: uint64(in.Len), Digest: in.Digest})
+		}
 	}
 	return wire.Response{Msg: resp}, nil
 }

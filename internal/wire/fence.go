@@ -31,3 +31,14 @@ func (m *ChunkFenceReq) Decode(d *Decoder) {
 	m.ChunkSetReq.Decode(d)
 	m.Mode = d.U8()
 }
+
+// OpChunkInfo asks a serving replica of a chain for the length and content
+// digest (package chunk's ChunkInfo: block checksums, not the bytes) of
+// some chunks of one inode. The answer is a ChunkListResp (More false)
+// that leaves out the chunks that do not exist. A migration compares its
+// copy with the frozen original by it (client/migrate.go).
+const OpChunkInfo Op = 72 // ChunkInfoReq -> ChunkListResp
+
+// ChunkInfoReq is the body of OpChunkInfo: slots Slots of inode Ino on a
+// target.
+type ChunkInfoReq = ChunkSetReq

@@ -19,7 +19,9 @@ import (
 // and growing), syncs and reads on one open file, every read checked byte
 // for byte against a model, while another goroutine migrates the file
 // again and again to random layouts (stripe count 1-4, stripe size 64 KiB
-// to 1 MiB; a third of them progressive, of three extents). The seed is logged; SLUICE_MIGRATE_SEED replays one and
+// to 1 MiB; a third of them progressive, of three extents; a third of all
+// the same shape on other targets, as a rebalance moves a file, which
+// checks the copy by the targets' block checksums). The seed is logged; SLUICE_MIGRATE_SEED replays one and
 // SLUICE_MIGRATE_OPS sets the number of operations (default 1000). A
 // replay repeats the operations and the layouts, not how the migrations
 // interleave with them.
@@ -49,7 +51,7 @@ func TestMigrateRandom(t *testing.T) {
 
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
-	var migrations int
+	var migrations, unchanged, compared int
 	var merr error
 	wg.Go(func() {
 		mr := rand.New(rand.NewPCG(seed, 0x6d6967))
@@ -71,11 +73,32 @@ func TestMigrateRandom(t *testing.T) {
 					{StripeSize: int64(1+mr.IntN(16)) << 16, StripeCount: 1 + mr.IntN(4)},
 				}}
 			}
-			if _, err := c.Migrate(ctx, "/r", spec, client.MigrateOptions{}); err != nil {
+			if mr.IntN(3) == 0 {
+				// The same shape on other targets, as the rebalancer and
+				// drain move files: the copy is checked by the targets'
+				// block checksums instead of a read-back.
+				l, err := c.GetLayout(ctx, "/r")
+				if err != nil {
+					merr = err
+					return
+				}
+				perm := mr.Perm(4) // targets 1-4 mapped to others
+				spec = client.MigrateSpec{}
+				if len(l.Components) == 0 {
+					spec.StripeSize = l.StripeSize
+				}
+				for _, ch := range l.Chains {
+					spec.Chains = append(spec.Chains, uint32(perm[ch-1]+1))
+				}
+			}
+			res, err := c.Migrate(ctx, "/r", spec, client.MigrateOptions{})
+			if err != nil {
 				merr = err
 				return
 			}
 			migrations++
+			unchanged += res.Unchanged
+			compared += res.Compared
 		}
 	})
 	f, err := c.OpenFile(ctx, "/r", client.O_RDWR, 0)
@@ -149,7 +172,10 @@ func TestMigrateRandom(t *testing.T) {
 	if err != nil || !bytes.Equal(got, model) {
 		t.Fatalf("after %d ops and %d migrations the file (%d bytes, %v) differs from the model (%d bytes) (seed %d)", ops, migrations, len(got), err, len(model), seed)
 	}
-	t.Logf("%d ops, %d migrations, final size %d", ops, migrations, len(model))
+	t.Logf("%d ops, %d migrations, final size %d; %d old chunks not read again after the freeze, %d new chunks checked by digest", ops, migrations, len(model), unchanged, compared)
+	if compared == 0 {
+		t.Errorf("no migration to the same shape checked its copy by digest")
+	}
 	if migrations < 2 {
 		t.Errorf("only %d migrations ran during the ops", migrations)
 	}
