@@ -14,7 +14,7 @@ import (
 	"golang.org/x/sync/errgroup"
 	"golang.org/x/time/rate"
 
-	"github.com/sluice-fs/sluice/internal/chunk"
+	"github.com/sluice-fs/sluice/internal/checksum"
 	"github.com/sluice-fs/sluice/internal/errs"
 	"github.com/sluice-fs/sluice/internal/placement"
 	"github.com/sluice-fs/sluice/internal/wire"
@@ -227,9 +227,9 @@ type slotRead struct {
 // was read, and false if the pass did not read every block whole (the
 // chunk changed size meanwhile).
 func (r *slotRead) digest() (uint64, bool) {
-	d := chunk.NewDigester()
-	for blk := int64(0); blk*chunk.BlockSize < r.length; blk++ {
-		size := min(chunk.BlockSize, r.length-blk*chunk.BlockSize)
+	d := checksum.NewDigester()
+	for blk := int64(0); blk*checksum.BlockSize < r.length; blk++ {
+		size := min(checksum.BlockSize, r.length-blk*checksum.BlockSize)
 		c, ok := r.crc[blk]
 		if !ok || r.n[blk] != size {
 			return 0, false
@@ -431,10 +431,10 @@ func (m *migration) pass(ctx context.Context, again bool) (int64, error) {
 					m.pieces[k] = p
 				}
 				if rd != nil { // pieces start on block boundaries (stripes are multiples of blocks)
-					for i := int64(0); i < int64(len(b)); i += chunk.BlockSize {
-						blk := b[i:min(i+chunk.BlockSize, int64(len(b)))]
-						rd.crc[(off+i)/chunk.BlockSize] = chunk.BlockCRC(blk)
-						rd.n[(off+i)/chunk.BlockSize] = int64(len(blk))
+					for i := int64(0); i < int64(len(b)); i += checksum.BlockSize {
+						blk := b[i:min(i+checksum.BlockSize, int64(len(b)))]
+						rd.crc[(off+i)/checksum.BlockSize] = checksum.BlockCRC(blk)
+						rd.n[(off+i)/checksum.BlockSize] = int64(len(blk))
 					}
 				}
 				m.mu.Unlock()

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"hash/crc32"
 
+	"github.com/sluice-fs/sluice/internal/checksum"
 	"github.com/sluice-fs/sluice/internal/placement"
 )
 
@@ -16,7 +17,7 @@ const (
 	// FormatVersion is the version of the on-disk layout described in doc.go.
 	FormatVersion = 1
 	// BlockSize is the unit of checksumming: one sidecar entry per block.
-	BlockSize = 64 << 10
+	BlockSize = checksum.BlockSize
 	// MaxChunkSize bounds a chunk's length (and so the sidecar's size).
 	MaxChunkSize = 1 << 40
 

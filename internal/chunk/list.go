@@ -2,14 +2,13 @@ package chunk
 
 import (
 	"cmp"
-	"encoding/binary"
 	"fmt"
-	"hash"
-	"hash/fnv"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
+
+	"github.com/sluice-fs/sluice/internal/checksum"
 )
 
 // Info is a chunk's length and a digest of its logical content.
@@ -38,7 +37,7 @@ func (s *Store) ChunkInfo(id ID) (info Info, found bool, err error) {
 	nblk := (h.length + BlockSize - 1) / BlockSize
 	raw := make([]byte, min(nblk, maxBatch)*entrySize)
 	ents := make([]entry, min(nblk, maxBatch))
-	d := NewDigester()
+	d := checksum.NewDigester()
 	for b0 := int64(0); b0 < nblk; b0 += maxBatch {
 		n := min(nblk-b0, maxBatch)
 		// Entries past the sidecar's end are holes.
@@ -64,33 +63,6 @@ func (s *Store) ChunkInfo(id ID) (info Info, found bool, err error) {
 	info.Digest = d.Sum64()
 	return info, true, nil
 }
-
-// Digester computes the content digest that ChunkInfo reports from a
-// chunk's logical bytes: give it each block's CRC32C (BlockCRC of the
-// block's bytes, holes read as zeros) and size, in order, up to the
-// chunk's length. A copy of a chunk can so be checked against the
-// original without reading either back (the migration of a file does).
-type Digester struct {
-	h   hash.Hash64
-	rec [8]byte
-}
-
-// NewDigester returns a Digester with nothing given yet.
-func NewDigester() *Digester { return &Digester{h: fnv.New64a()} }
-
-// Block adds the next block: its CRC32C and its size (BlockSize, or less
-// for the chunk's last).
-func (d *Digester) Block(crc uint32, size int64) {
-	binary.LittleEndian.PutUint32(d.rec[:], crc)
-	binary.LittleEndian.PutUint32(d.rec[4:], uint32(size))
-	d.h.Write(d.rec[:])
-}
-
-// Sum64 returns the digest of the blocks given.
-func (d *Digester) Sum64() uint64 { return d.h.Sum64() }
-
-// BlockCRC returns the CRC32C of a block's logical bytes.
-func BlockCRC(b []byte) uint32 { return crc(b) }
 
 // List returns up to limit chunks after `after` in (Ino, Slot) order (a
 // zero after: from the start), with their lengths and digests (see Stat),

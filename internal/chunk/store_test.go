@@ -13,6 +13,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/sluice-fs/sluice/internal/checksum"
 	"github.com/sluice-fs/sluice/internal/errs"
 	"github.com/sluice-fs/sluice/internal/placement"
 )
@@ -728,11 +729,12 @@ func TestListAndChunkInfo(t *testing.T) {
 	if ia != ib || ia.Len != int64(len(full)) {
 		t.Fatalf("same content, different info: %+v vs %+v", ia, ib)
 	}
-	// A Digester fed the logical bytes (as read) gives the same digest.
-	d := NewDigester()
+	// A checksum.Digester fed the logical bytes (as read) gives the same
+	// digest: what a client checks a copy by.
+	d := checksum.NewDigester()
 	for off := 0; off < len(full); off += BlockSize {
 		blk := full[off:min(off+BlockSize, len(full))]
-		d.Block(BlockCRC(blk), int64(len(blk)))
+		d.Block(checksum.BlockCRC(blk), int64(len(blk)))
 	}
 	if d.Sum64() != ia.Digest {
 		t.Fatalf("Digester over the bytes: %x, ChunkInfo: %x", d.Sum64(), ia.Digest)

@@ -35,6 +35,7 @@ var forbidden = map[string][]string{
 	"internal/wire":      {"internal/meta", "internal/kv", "internal/target", "internal/chunk", "client"},
 	"internal/placement": {"internal/wire", "internal/meta", "internal/kv", "internal/target", "internal/chunk", "client"},
 	"internal/errs":      {"internal/", "client"},
+	"internal/checksum":  {"internal/", "client"},
 }
 
 func root(t *testing.T) string {
