@@ -399,9 +399,10 @@ func (c *Client) copyRestore(ctx context.Context, ino uint64, rec *wire.HsmRecor
 }
 
 // copyObject writes rec's object to file ino's chunks, every block checked,
-// and syncs them. Each chunk is first cut to its size in the file (bytes a
-// refused write may have left past the end go; a restore that another
-// client runs too writes the same bytes, so no order of the two harms).
+// cuts each chunk to its size in the file (bytes a refused write may have
+// left past the end go) and syncs them. A restore that another client runs
+// too writes the same bytes and cuts at the same sizes, so no order of the
+// two harms.
 func (c *Client) copyObject(ctx context.Context, ino uint64, rec *wire.HsmRecord) error {
 	st, err := c.tierStore(ctx, rec.Backend)
 	if err != nil {
@@ -417,9 +418,6 @@ func (c *Client) copyObject(ctx context.Context, ino uint64, rec *wire.HsmRecord
 	}
 	defer f.Release(ctx, false)
 	size := int64(rec.Size)
-	if err := f.cutChunks(ctx, size); err != nil {
-		return err
-	}
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(restoreParallel)
 	for off := int64(0); off < size; off += restoreUnit {
@@ -433,6 +431,15 @@ func (c *Client) copyObject(ctx context.Context, ino uint64, rec *wire.HsmRecord
 		})
 	}
 	if err := g.Wait(); err != nil {
+		return err
+	}
+	// Every byte below the size is written now; cutting each chunk at its
+	// length in the file drops what a refused write may have left past it
+	// (and is a no-op where nothing is there). After the writes, not
+	// before: a cut of a missing chunk to a positive length would create
+	// it and sync it empty, a second sync per chunk; here the cut's sync
+	// covers the writes, and the file's sync finds nothing left to do.
+	if err := f.cutChunks(ctx, size); err != nil {
 		return err
 	}
 	f.mu.Lock()
