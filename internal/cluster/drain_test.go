@@ -16,8 +16,8 @@ import (
 // chains as syncing while it goes on serving (no chain has fewer serving
 // replicas at any step, and no extra chains are topped up meanwhile); the
 // drained replica leaves in the transaction that makes the new one
-// serving; a move whose target stops draining is abandoned, its new
-// replica leaving.
+// serving, also after a restart of the Manager mid-move; a move whose
+// target stops draining is abandoned, its new replica leaving.
 func TestDrainMakesBeforeBreaking(t *testing.T) {
 	ctx := context.Background()
 	db := kv.NewMemory()
@@ -102,6 +102,19 @@ func TestDrainMakesBeforeBreaking(t *testing.T) {
 		t.Fatal(err)
 	}
 	checkServing("after a pass while syncing")
+	// The metadata service restarts mid-move (a new Manager on the same
+	// DB): the moves are in the DB, and the new Manager finishes them.
+	m.Close()
+	if m, err = New(ctx, Options{DB: db, Logger: slog.New(slog.DiscardHandler)}); err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	m.mu.Lock()
+	moving := len(m.mu.st.moves)
+	m.mu.Unlock()
+	if moving != 2 {
+		t.Fatalf("after a restart: %d moves known, want 2", moving)
+	}
 	for _, req := range joined {
 		if err := m.SyncDone(ctx, &req); err != nil {
 			t.Fatal(err)
