@@ -2,7 +2,10 @@ package cluster
 
 import (
 	"context"
+	"fmt"
+	"slices"
 	"testing"
+	"time"
 
 	"github.com/sluice-fs/sluice/client"
 	"github.com/sluice-fs/sluice/internal/fsx"
@@ -43,4 +46,70 @@ func TestFsxReplicated(t *testing.T) {
 		t.Fatal("no replicated chunk was compared")
 	}
 	t.Logf("%d chunks identical on their replicas", n)
+}
+
+// TestFsxDrain runs the randomized exerciser on a 2-replica directory
+// while `sluice target drain` moves the replicas of a target it uses to
+// others (make before break: the new replica syncs while the writes go
+// on): every read of the exerciser matches its model, the drain finishes,
+// no chain keeps a replica on the target, and the replicas of every chain
+// hold the same chunks.
+func TestFsxDrain(t *testing.T) {
+	cl := proctest.StartCluster(t, binary, proctest.ClusterOptions{})
+	c := proctest.Client(t, cl.MetaAddrs())
+	ctx := context.Background()
+	if err := c.Mkdir(ctx, "/d", 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.SetLayout(ctx, "/d", client.Layout{StripeCount: 4, StripeSize: 64 << 10, Replicas: 2}); err != nil {
+		t.Fatal(err)
+	}
+	plan, err := fsx.PlanFromEnv(3000, 11)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fsxDone := make(chan error, 1)
+	go func() {
+		var err error
+		for _, seed := range plan.Seeds {
+			cfg := fsx.Config{Seed: seed, Ops: plan.Ops, MaxSize: 8 << 20, MaxIO: 4 << 20,
+				Boundaries: []int64{4 << 10, 64 << 10, 1 << 20}}
+			var st fsx.Stats
+			if st, err = fsx.Run(ctx, &fsx.Client{C: c, Dir: "/d", Ctx: ctx}, cfg); err != nil {
+				break
+			}
+			t.Logf("seed %d: %v", seed, st)
+		}
+		fsxDone <- err
+	}()
+	// Drain target 1 once the exerciser has written a while.
+	time.Sleep(2 * time.Second)
+	const drained = 1
+	out, derr := clusterCLI(cl, "target", "drain", fmt.Sprint(drained))
+	t.Logf("sluice target drain %d:\n%s", drained, out)
+	select {
+	case err := <-fsxDone:
+		fsxDone <- err
+		t.Logf("the exerciser ended before the drain did: the replicas moved under part of its run only")
+	default:
+		t.Logf("the drain ended while the exerciser ran")
+	}
+	if err := <-fsxDone; err != nil {
+		t.Fatalf("exerciser during the drain: %v", err)
+	}
+	if derr != nil {
+		t.Fatalf("sluice target drain: %v", derr)
+	}
+	ci, err := c.Cluster(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, ch := range ci.Chains {
+		if slices.ContainsFunc(ch.Replicas, func(r client.ReplicaInfo) bool { return r.Target == drained }) {
+			t.Errorf("chain %d still has a replica on target %d: %+v", ch.ID, drained, ch)
+		}
+	}
+	if n := settledReplicas(t, cl); n == 0 {
+		t.Fatal("no replicated chunk was compared")
+	}
 }
