@@ -47,15 +47,6 @@ func (m *StageCounts) Add(o StageCounts) {
 	m.Failed += o.Failed
 }
 
-// Sub returns m minus o, field by field (o counted before m).
-func (m StageCounts) Sub(o StageCounts) StageCounts {
-	return StageCounts{
-		Hits: m.Hits - o.Hits, Misses: m.Misses - o.Misses,
-		BytesAhead: m.BytesAhead - o.BytesAhead, BytesOnDemand: m.BytesOnDemand - o.BytesOnDemand,
-		Restored: m.Restored - o.Restored, RestoredBytes: m.RestoredBytes - o.RestoredBytes,
-		Failed: m.Failed - o.Failed,
-	}
-}
 
 // StageReportReq adds a stager's counts since its last acknowledged report
 // to Job's sums (deltas, so that a stager whose client moves to another
