@@ -47,7 +47,6 @@ func (m *StageCounts) Add(o StageCounts) {
 	m.Failed += o.Failed
 }
 
-
 // StageReportReq adds a stager's counts since its last acknowledged report
 // to Job's sums (deltas, so that a stager whose client moves to another
 // metadata service is not counted twice: each service exports what it
