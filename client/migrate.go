@@ -416,11 +416,7 @@ func (m *migration) pass(ctx context.Context, again bool) (int64, error) {
 		readers.Go(func() error {
 			// Only the first pass is capped: after the freeze, writers
 			// wait until the migration ends.
-			return m.readChunk(gctx, slot, !again, func(chunkLen int64) {
-				if rd != nil {
-					rd.length = chunkLen
-				}
-			}, func(off int64, b []byte) error {
+			chunkLen, err := m.readChunk(gctx, slot, !again, func(off int64, b []byte) error {
 				k := pieceKey{slot, off}
 				fileOff := m.old.FileOff(slot, off)
 				sum := xxhash.Sum64(b)
@@ -464,6 +460,10 @@ func (m *migration) pass(ctx context.Context, again bool) (int64, error) {
 				put(fileOff, buf)
 				return nil
 			})
+			if rd != nil {
+				rd.length = chunkLen
+			}
+			return err
 		})
 	}
 	rerr := readers.Wait()
@@ -489,8 +489,9 @@ func (m *migration) pass(ctx context.Context, again bool) (int64, error) {
 // readChunk reads old chunk slot in pieces that never cross a stripe,
 // calling fn with each (from several goroutines at once; b is fn's until
 // it returns): the first piece alone, which tells the chunk's length, then
-// the rest of the chunk as it was then, 4 pieces at a time.
-func (m *migration) readChunk(ctx context.Context, slot int, capped bool, length func(int64), fn func(off int64, b []byte) error) error {
+// the rest of the chunk as it was then, 4 pieces at a time. It returns
+// the chunk's length as that first piece found it (0 for none).
+func (m *migration) readChunk(ctx context.Context, slot int, capped bool, fn func(off int64, b []byte) error) (int64, error) {
 	stripe := int64(m.old.SlotStripeSize(slot))
 	piece := min(stripe, migratePiece)
 	data := m.old.DataID(m.ino)
@@ -522,11 +523,10 @@ func (m *migration) readChunk(ctx context.Context, slot int, capped bool, length
 	buf := make([]byte, size(0))
 	got, chunkLen, err := read(ctx, 0, buf)
 	if err != nil || got == 0 {
-		return err
+		return 0, err
 	}
-	length(chunkLen)
 	if err := fn(0, buf[:got]); err != nil {
-		return err
+		return chunkLen, err
 	}
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(4)
@@ -540,7 +540,7 @@ func (m *migration) readChunk(ctx context.Context, slot int, capped bool, length
 			return fn(off, buf[:got])
 		})
 	}
-	return g.Wait()
+	return chunkLen, g.Wait()
 }
 
 // write writes b at file offset off into the new layout's chunks.

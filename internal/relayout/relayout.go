@@ -205,8 +205,9 @@ func (r *Rebalancer) Pass(ctx context.Context, dryRun bool) (Report, error) {
 	if err != nil {
 		return rep, err
 	}
-	byChain := make(map[placement.ChainID]placement.Chain)
-	for _, c := range ChainTable(ci) {
+	chains := ChainTable(ci)
+	byChain := make(map[placement.ChainID]placement.Chain, len(chains))
+	for _, c := range chains {
 		byChain[c.ID] = c
 	}
 	members := make(map[string][]placement.TargetID)
@@ -258,10 +259,6 @@ func (r *Rebalancer) Pass(ctx context.Context, dryRun bool) (Report, error) {
 	for _, t := range ci.Targets {
 		fills = append(fills, placement.TargetFill{ID: placement.TargetID(t.ID), Capacity: t.Capacity,
 			Used: used[placement.TargetID(t.ID)], Eligible: t.Healthy && !t.Draining})
-	}
-	chains := make([]placement.Chain, 0, len(byChain))
-	for _, c := range byChain {
-		chains = append(chains, c)
 	}
 	rep.Moves = placement.RebalancePlan(placement.RebalanceInput{Targets: fills, Chains: chains, Pools: members,
 		Files: files, Band: r.o.Band, MaxBytes: r.o.MaxBytes})
