@@ -100,7 +100,7 @@ func (c *Conn) callLocal(ctx context.Context, op Op, body []byte, data [][]byte,
 		}
 	}
 	done := make(chan localResult, 1)
-	go func() {
+	s.runLocal(func() {
 		defer s.wg.Done()
 		req := &Request{Op: op, Body: body, Data: d, Remote: "local", Received: time.Now()}
 		var r localResult
@@ -113,7 +113,7 @@ func (c *Conn) callLocal(ctx context.Context, op Op, body []byte, data [][]byte,
 			PutBuf(d)
 		}
 		done <- r
-	}()
+	})
 	var r localResult
 	select {
 	case r = <-done:
@@ -151,6 +151,48 @@ func (c *Conn) callLocal(ctx context.Context, op Op, body []byte, data [][]byte,
 		}
 	}
 	return n, nil
+}
+
+// maxIdleLocal bounds the in-process workers that wait for the next call.
+const maxIdleLocal = 256
+
+// runLocal runs f on an idle in-process worker, or on a new one. Workers
+// outlive their calls (up to maxIdleLocal of them, until the server's
+// context ends), so their stacks grow once: a fresh goroutine per call
+// spent a tenth of `serve --mount`'s CPU growing its stack during a
+// create and unlink storm.
+func (s *Server) runLocal(f func()) {
+	select {
+	case s.localJobs() <- f:
+	default:
+		go s.localWorker(f)
+	}
+}
+
+func (s *Server) localJobs() chan func() {
+	s.localOnce.Do(func() { s.localQ = make(chan func()) })
+	return s.localQ
+}
+
+func (s *Server) localWorker(f func()) {
+	q := s.localJobs()
+	s.mu.Lock()
+	done := s.ctx.Done()
+	s.mu.Unlock()
+	for {
+		f()
+		if s.localIdle.Add(1) > maxIdleLocal {
+			s.localIdle.Add(-1)
+			return
+		}
+		select {
+		case f = <-q:
+			s.localIdle.Add(-1)
+		case <-done:
+			s.localIdle.Add(-1)
+			return
+		}
+	}
 }
 
 // releaseLocal waits for the result of a request its caller gave up on and

@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/sluice-fs/sluice/internal/errs"
@@ -55,6 +56,9 @@ type Server struct {
 	conns      map[net.Conn]struct{}
 	closing    bool
 	localAddrs []string // registered by ServeLocal
+	localOnce  sync.Once
+	localQ     chan func()  // idle in-process workers receive calls here
+	localIdle  atomic.Int32 // in-process workers waiting on localQ
 	ctx        context.Context
 	cancel     context.CancelFunc
 	wg         sync.WaitGroup

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"runtime"
 	"sync"
 	"syscall"
 	"testing"
@@ -264,4 +265,79 @@ func frameHeader(body, data uint32, flags uint16) []byte {
 	h := Header{BodyLen: body, DataLen: data, ID: 1, Op: OpLookup, Flags: flags}
 	h.Put(b)
 	return b
+}
+
+// TestLocalWorkers: in-process calls run on workers that outlive them: more
+// calls at once than maxIdleLocal all complete, at most maxIdleLocal workers
+// stay idle afterwards, sequential calls reuse them instead of starting
+// goroutines, and Shutdown ends them.
+func TestLocalWorkers(t *testing.T) {
+	srv := &Server{}
+	release := make(chan struct{})
+	var started sync.WaitGroup
+	srv.Handle(OpStatfs, func(ctx context.Context, req *Request) (Response, error) {
+		if len(req.Data) > 0 {
+			started.Done()
+			<-release
+		}
+		return Response{Msg: &StatfsResp{Inodes: uint64(len(req.Data))}}, nil
+	})
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	served := make(chan struct{})
+	go func() { defer close(served); srv.Serve(l) }()
+	srv.ServeLocal(l.Addr().String())
+	c := dial(t, l.Addr().String())
+	ctx := context.Background()
+
+	const n = maxIdleLocal + 44
+	started.Add(n)
+	errc := make(chan error, n)
+	for i := 0; i < n; i++ {
+		go func() {
+			var r StatfsResp
+			_, err := c.Call(ctx, OpStatfs, nil, [][]byte{[]byte("block")}, &r, nil)
+			if err == nil && r.Inodes != 5 {
+				err = fmt.Errorf("reply %+v", r)
+			}
+			errc <- err
+		}()
+	}
+	started.Wait() // every call runs at once: none waited for a worker
+	close(release)
+	for i := 0; i < n; i++ {
+		if err := <-errc; err != nil {
+			t.Fatal(err)
+		}
+	}
+	if idle := srv.localIdle.Load(); idle > maxIdleLocal {
+		t.Fatalf("%d idle workers, want at most %d", idle, maxIdleLocal)
+	}
+	// Wait until the workers that exceed the bound have gone, then check
+	// that sequential calls start no goroutines.
+	waitFor(t, func() bool { return srv.localIdle.Load() == maxIdleLocal })
+	before := runtime.NumGoroutine()
+	for i := 0; i < 200; i++ {
+		if _, err := c.Call(ctx, OpStatfs, nil, nil, &StatfsResp{}, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if after := runtime.NumGoroutine(); after > before {
+		t.Fatalf("goroutines grew from %d to %d over sequential calls", before, after)
+	}
+	srv.Close()
+	<-served
+	waitFor(t, func() bool { return srv.localIdle.Load() == 0 })
+}
+
+// waitFor polls cond until it holds, failing the test after 10 s.
+func waitFor(t *testing.T, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); !cond(); time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("condition not reached in 10 s")
+		}
+	}
 }
