@@ -19,25 +19,17 @@ type StageCounts struct {
 	Failed                    int64
 }
 
-// Sub returns s minus o, field by field.
-func (s StageCounts) Sub(o StageCounts) StageCounts {
-	return StageCounts{
-		Hits: s.Hits - o.Hits, Misses: s.Misses - o.Misses,
-		BytesAhead: s.BytesAhead - o.BytesAhead, BytesOnDemand: s.BytesOnDemand - o.BytesOnDemand,
-		Restored: s.Restored - o.Restored, RestoredBytes: s.RestoredBytes - o.RestoredBytes,
-		Failed: s.Failed - o.Failed,
-	}
-}
-
-// StageReport adds add, a stager's counts since its last successful
-// report, to job's staging metrics on the metadata service
-// (sluice_stage_*{job}). stager names the run; depth is its depth now
-// (0 when it has none); done says the run has ended. Counts must not be
-// negative.
-func (c *Client) StageReport(ctx context.Context, job, stager string, add StageCounts, depth int, done bool) error {
-	req := &wire.StageReportReq{Job: job, Stager: stager, Depth: uint32(max(depth, 0)), Done: done, Add: wire.StageCounts{
-		Hits: uint64(add.Hits), Misses: uint64(add.Misses), BytesAhead: uint64(add.BytesAhead), BytesOnDemand: uint64(add.BytesOnDemand),
-		Restored: uint64(add.Restored), RestoredBytes: uint64(add.RestoredBytes), Failed: uint64(add.Failed),
+// StageReport records total, a stager run's counts so far, in job's
+// staging metrics on the metadata service (sluice_stage_*{job}), which
+// keeps them in its KV. stager names the run (unique per run); depth is
+// its depth now (0 when it has none); done says the run has ended.
+// Reports are idempotent: the service keeps the larger of each count and
+// what the run reported before, so a report may be repeated (after a lost
+// answer) and an old one may arrive late. Counts must not be negative.
+func (c *Client) StageReport(ctx context.Context, job, stager string, total StageCounts, depth int, done bool) error {
+	req := &wire.StageReportReq{Job: job, Stager: stager, Depth: uint32(max(depth, 0)), Done: done, Totals: true, Add: wire.StageCounts{
+		Hits: uint64(total.Hits), Misses: uint64(total.Misses), BytesAhead: uint64(total.BytesAhead), BytesOnDemand: uint64(total.BytesOnDemand),
+		Restored: uint64(total.Restored), RestoredBytes: uint64(total.RestoredBytes), Failed: uint64(total.Failed),
 	}}
 	if err := c.metaCall(ctx, wire.OpStageReport, req, &wire.Empty{}); err != nil {
 		return fmt.Errorf("stage report of job %q: %w", job, err)

@@ -10,10 +10,11 @@ import (
 )
 
 // stageReporter sends a stager's counts to the metadata service, which
-// exports them as sluice_stage_*{job} (docs/tier.md): at most once per
-// every, and once more at the end, each time the counts since the last
-// report the service acknowledged (a report that fails is sent again with
-// the next). It is used from one goroutine. Staging never fails for want
+// keeps them and exports them as sluice_stage_*{job} (docs/tier.md): at
+// most once per every, and once more at the end, each time the run's
+// totals so far (the service keeps the larger of each count and what it
+// had, so a report whose answer was lost counts once). It is used from
+// one goroutine. Staging never fails for want
 // of metrics: the first failed report is printed, and staging goes on.
 type stageReporter struct {
 	c      *client.Client
@@ -21,7 +22,6 @@ type stageReporter struct {
 	job    string
 	name   string
 	every  time.Duration
-	sent   client.StageCounts
 	last   time.Time
 	warned bool
 }
@@ -37,8 +37,8 @@ func (e *Env) newStageReporter(job, name string, every time.Duration) *stageRepo
 	return &stageReporter{c: e.Client, stderr: e.Stderr, job: job, name: name, every: every}
 }
 
-// report sends cur, the run's totals so far, less what was sent, if every
-// has passed since the last report or done is set.
+// report sends cur, the run's totals so far, if every has passed since
+// the last report or done is set.
 func (r *stageReporter) report(ctx context.Context, cur client.StageCounts, depth int, done bool) {
 	if !done && time.Since(r.last) < r.every {
 		return
@@ -46,12 +46,10 @@ func (r *stageReporter) report(ctx context.Context, cur client.StageCounts, dept
 	r.last = time.Now()
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
 	defer cancel()
-	if err := r.c.StageReport(ctx, r.job, r.name, cur.Sub(r.sent), depth, done); err != nil {
+	if err := r.c.StageReport(ctx, r.job, r.name, cur, depth, done); err != nil {
 		if !r.warned {
 			fmt.Fprintf(r.stderr, "sluice: stage: staging metrics not reported (staging goes on): %v\n", err)
 			r.warned = true
 		}
-		return
 	}
-	r.sent = cur
 }

@@ -148,7 +148,6 @@ type Service struct {
 	flushMu    sync.Mutex // serializes counter flushes
 
 	places placeCache // the placement view creates reuse (layout.go)
-	stages stageTable // staging metrics reported by stagers (stage.go)
 
 	gcMu   sync.Mutex    // one garbage collection pass at a time
 	gcKick chan struct{} // buffered(1): a removal was queued

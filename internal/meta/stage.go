@@ -1,20 +1,38 @@
 package meta
 
 import (
+	"bytes"
 	"context"
+	"errors"
+	"fmt"
 	"sort"
-	"sync"
+	"strings"
 	"time"
 
 	"github.com/sluice-fs/sluice/internal/errs"
+	"github.com/sluice-fs/sluice/internal/kv"
 	"github.com/sluice-fs/sluice/internal/wire"
 )
 
 // Staging metrics (docs/tier.md, `sluice stage`): stagers are client
-// processes; each reports its counts since its last report (OpStageReport)
-// to the metadata service it talks to, which sums them per job, in memory
-// only (like any Prometheus counter, they restart from zero with the
-// process), and exports them (internal/metrics, sluice_stage_*).
+// processes; each reports its run's counts to the metadata service it
+// talks to (OpStageReport), which keeps them in the KV, so that they
+// survive a restart and are the same on every metadata service of a
+// cluster, and exports their sums per job (internal/metrics,
+// sluice_stage_*).
+//
+// Records ("J" keys, docs/format.md):
+//   - "J" + job + 0x00 + 's' + stager: a run's totals as it last reported
+//     them, its depth, whether it ended, and when it reported;
+//   - "J" + job + 0x00 + 'b': the job's base, the totals of the runs
+//     folded into it.
+//
+// A report carries the run's totals so far (StageReportReq.Totals): the
+// service records the larger of each count and what it had, so a report
+// repeated after a lost answer, or overtaken by a later one, counts once.
+// A run that ended, or has not reported for stageFold, is folded into its
+// job's base at the job's next report (a late repeat of its last report
+// within stageFold still finds its record and counts nothing twice).
 
 const (
 	// maxStageJobs bounds the jobs kept; reports of further jobs are
@@ -25,11 +43,15 @@ const (
 	// stageStale is how long a stager that stopped reporting without
 	// saying it ended still counts as running.
 	stageStale = 30 * time.Second
-	// maxStagersPerJob bounds the running stagers remembered per job.
+	// stageFold is how long a run's record outlives its last report
+	// before it is folded into its job's base.
+	stageFold = 10 * time.Minute
+	// maxStagersPerJob bounds the run records of a job: the oldest are
+	// folded first when a new run would exceed it.
 	maxStagersPerJob = 64
 )
 
-// StageStats are a job's staging sums on this metadata service.
+// StageStats are a job's staging sums.
 type StageStats struct {
 	Job     string
 	Counts  wire.StageCounts
@@ -37,77 +59,228 @@ type StageStats struct {
 	Depth   int // the largest depth of the running stagers
 }
 
-// stageTable holds the sums; the zero value is ready.
-type stageTable struct {
-	mu   sync.Mutex
-	jobs map[string]*stageJob // guarded by mu
+const pfxStage = 'J'
+
+var stagePrefix = []byte{pfxStage}
+
+func stageJobPrefix(job string) []byte {
+	k := append([]byte{pfxStage}, job...)
+	return append(k, 0)
+}
+func stageBaseKey(job string) []byte { return append(stageJobPrefix(job), 'b') }
+func stagerKey(job, stager string) []byte {
+	return append(append(stageJobPrefix(job), 's'), stager...)
 }
 
-type stageJob struct {
-	counts  wire.StageCounts
-	stagers map[string]stagerSeen // running stagers by name
+// stagerRecord is a run's record; stageBase uses only Counts.
+type stagerRecord struct {
+	Counts wire.StageCounts
+	Depth  uint32
+	Done   bool
+	At     int64 // unix ns of the last report
 }
 
-type stagerSeen struct {
-	at    time.Time
-	depth int
+const stageRecordVersion = 1
+
+func (r *stagerRecord) Encode(e *wire.Encoder) {
+	e.U8(stageRecordVersion)
+	r.Counts.Encode(e)
+	e.U32(r.Depth)
+	e.Bool(r.Done)
+	e.I64(r.At)
 }
 
-// StageReport adds a stager's report to its job's sums.
-func (s *Service) StageReport(_ context.Context, req *wire.StageReportReq) error {
+func (r *stagerRecord) Decode(d *wire.Decoder) {
+	d.U8() // the version, checked by decodeStager
+	r.Counts.Decode(d)
+	r.Depth = d.U32()
+	r.Done = d.Bool()
+	r.At = d.I64()
+}
+
+func decodeStager(key, v []byte) (stagerRecord, error) {
+	var r stagerRecord
+	if len(v) == 0 || v[0] != stageRecordVersion {
+		return r, errs.New(errs.Corruption, "meta: staging record %q: unknown version", key)
+	}
+	if err := wire.Unmarshal(v, &r); err != nil {
+		return r, errs.New(errs.Corruption, "meta: staging record %q: %v", key, err)
+	}
+	return r, nil
+}
+
+// maxCounts is the larger of a and b, count by count.
+func maxCounts(a, b wire.StageCounts) wire.StageCounts {
+	return wire.StageCounts{
+		Hits: max(a.Hits, b.Hits), Misses: max(a.Misses, b.Misses),
+		BytesAhead: max(a.BytesAhead, b.BytesAhead), BytesOnDemand: max(a.BytesOnDemand, b.BytesOnDemand),
+		Restored: max(a.Restored, b.Restored), RestoredBytes: max(a.RestoredBytes, b.RestoredBytes),
+		Failed: max(a.Failed, b.Failed),
+	}
+}
+
+// StageReport records a stager's report in its job's sums.
+func (s *Service) StageReport(ctx context.Context, req *wire.StageReportReq) error {
 	if len(req.Job) > MaxNameLen || len(req.Stager) > MaxNameLen {
 		return errs.New(errs.Invalid, "meta: stage report: job or stager name longer than %d bytes", MaxNameLen)
 	}
-	now := s.now()
-	t := &s.stages
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if t.jobs == nil {
-		t.jobs = map[string]*stageJob{}
+	if strings.IndexByte(req.Job, 0) >= 0 {
+		return errs.New(errs.Invalid, "meta: stage report: job name with a NUL byte")
 	}
-	job := req.Job
-	j := t.jobs[job]
-	if j == nil && len(t.jobs) >= maxStageJobs {
-		job = StageOtherJob
-		j = t.jobs[job]
-	}
-	if j == nil {
-		j = &stageJob{stagers: map[string]stagerSeen{}}
-		t.jobs[job] = j
-	}
-	j.counts.Add(req.Add)
-	for name, st := range j.stagers {
-		if now.Sub(st.at) > stageStale {
-			delete(j.stagers, name)
+	now := s.now().UnixNano()
+	err := s.update(ctx, func(tx kv.Txn) error {
+		job, stager := req.Job, req.Stager
+		if _, err := tx.Get(stageBaseKey(job)); errors.Is(err, kv.ErrNotFound) {
+			n, err := stageJobCount(tx)
+			if err != nil {
+				return err
+			}
+			if n >= maxStageJobs {
+				// Runs of different jobs may share a name: keep them apart.
+				job, stager = StageOtherJob, req.Job+"\x00"+req.Stager
+			}
+		} else if err != nil {
+			return err
 		}
-	}
-	if _, known := j.stagers[req.Stager]; req.Done {
-		delete(j.stagers, req.Stager)
-	} else if known || len(j.stagers) < maxStagersPerJob {
-		j.stagers[req.Stager] = stagerSeen{at: now, depth: int(req.Depth)}
+		base, err := getStager(tx, stageBaseKey(job))
+		if err != nil {
+			return err
+		}
+		key := stagerKey(job, stager)
+		rec, err := getStager(tx, key)
+		if err != nil {
+			return err
+		}
+		if req.Totals {
+			rec.Counts = maxCounts(rec.Counts, req.Add)
+		} else {
+			rec.Counts.Add(req.Add)
+		}
+		rec.Depth, rec.At = req.Depth, now
+		rec.Done = rec.Done || req.Done
+		tx.Set(key, wire.Marshal(&rec))
+		// Fold the job's runs that ended or went quiet, and the oldest
+		// beyond maxStagersPerJob, into the base.
+		type run struct {
+			key []byte
+			rec stagerRecord
+		}
+		var runs []run
+		pfx := append(stageJobPrefix(job), 's')
+		var derr error
+		err = tx.Scan(pfx, kv.PrefixEnd(pfx), 0, func(k, v []byte) bool {
+			if bytes.Equal(k, key) {
+				return true
+			}
+			r, err := decodeStager(k, v)
+			if err != nil {
+				derr = err
+				return false
+			}
+			runs = append(runs, run{bytes.Clone(k), r})
+			return true
+		})
+		if err == nil {
+			err = derr
+		}
+		if err != nil {
+			return err
+		}
+		sort.Slice(runs, func(a, b int) bool { return runs[a].rec.At < runs[b].rec.At })
+		for i, r := range runs {
+			quiet := time.Duration(now-r.rec.At) > stageFold
+			if quiet || len(runs)-i >= maxStagersPerJob {
+				base.Counts.Add(r.rec.Counts)
+				tx.Delete(r.key)
+			}
+		}
+		tx.Set(stageBaseKey(job), wire.Marshal(&base))
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("meta: stage report of job %q: %w", req.Job, err)
 	}
 	return nil
 }
 
-// StageStats returns the staging sums of every job that reported, by job.
-func (s *Service) StageStats() []StageStats {
-	now := s.now()
-	t := &s.stages
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	out := make([]StageStats, 0, len(t.jobs))
-	for job, j := range t.jobs {
-		st := StageStats{Job: job, Counts: j.counts}
-		for _, sg := range j.stagers {
-			if now.Sub(sg.at) <= stageStale {
-				st.Running++
-				st.Depth = max(st.Depth, sg.depth)
-			}
+func getStager(tx kv.Txn, key []byte) (stagerRecord, error) {
+	v, err := tx.Get(key)
+	if errors.Is(err, kv.ErrNotFound) {
+		return stagerRecord{}, nil
+	}
+	if err != nil {
+		return stagerRecord{}, err
+	}
+	return decodeStager(key, v)
+}
+
+// stageJobCount counts the jobs that have a base record.
+func stageJobCount(tx kv.Txn) (int, error) {
+	n := 0
+	err := tx.Scan(stagePrefix, kv.PrefixEnd(stagePrefix), 0, func(k, _ []byte) bool {
+		if len(k) >= 3 && k[len(k)-2] == 0 && k[len(k)-1] == 'b' {
+			n++
 		}
-		out = append(out, st)
+		return true
+	})
+	return n, err
+}
+
+// StageStats returns the staging sums of every job that reported, by job.
+// It reads them from the KV; on an error it logs it and returns nil.
+func (s *Service) StageStats() []StageStats {
+	out, err := s.stageStats(context.Background())
+	if err != nil {
+		s.log.Warn("staging metrics not read", "err", err)
+		return nil
+	}
+	return out
+}
+
+func (s *Service) stageStats(ctx context.Context) ([]StageStats, error) {
+	now := s.now().UnixNano()
+	var out []StageStats
+	err := s.db.View(ctx, func(tx kv.Txn) error {
+		out = out[:0]
+		byJob := map[string]*StageStats{}
+		var derr error
+		err := tx.Scan(stagePrefix, kv.PrefixEnd(stagePrefix), 0, func(k, v []byte) bool {
+			i := bytes.IndexByte(k[1:], 0)
+			if i < 0 || len(k) < i+3 {
+				derr = errs.New(errs.Corruption, "meta: staging record key %q", k)
+				return false
+			}
+			job := string(k[1 : 1+i])
+			r, err := decodeStager(k, v)
+			if err != nil {
+				derr = err
+				return false
+			}
+			st := byJob[job]
+			if st == nil {
+				st = &StageStats{Job: job}
+				byJob[job] = st
+			}
+			st.Counts.Add(r.Counts)
+			if k[1+i+1] == 's' && !r.Done && time.Duration(now-r.At) <= stageStale {
+				st.Running++
+				st.Depth = max(st.Depth, int(r.Depth))
+			}
+			return true
+		})
+		if err == nil {
+			err = derr
+		}
+		for _, st := range byJob {
+			out = append(out, *st)
+		}
+		return err
+	})
+	if err != nil {
+		return nil, err
 	}
 	sort.Slice(out, func(a, b int) bool { return out[a].Job < out[b].Job })
-	return out
+	return out, nil
 }
 
 func (s *Service) registerStage(srv *wire.Server) {

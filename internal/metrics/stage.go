@@ -18,7 +18,7 @@ var (
 	descStageFiles    = prometheus.NewDesc("sluice_stage_restored_files_total", "Files the stagers restored, by job.", []string{"job"}, nil)
 	descStageBytes    = prometheus.NewDesc("sluice_stage_restored_bytes_total", "Bytes of the files the stagers restored, by job.", []string{"job"}, nil)
 	descStageFailed   = prometheus.NewDesc("sluice_stage_failures_total", "Restores of the stagers that failed, by job.", []string{"job"}, nil)
-	descStageRunning  = prometheus.NewDesc("sluice_stage_running", "Stagers that reported to this metadata service in the last 30 s and have not ended, by job.", []string{"job"}, nil)
+	descStageRunning  = prometheus.NewDesc("sluice_stage_running", "Stagers that reported in the last 30 s and have not ended, by job (from the metadata KV: every metadata service sharing it exports the same).", []string{"job"}, nil)
 	descStageDepth    = prometheus.NewDesc("sluice_stage_depth", "The largest depth (files kept restored ahead of the readers) of the running stagers of a job.", []string{"job"}, nil)
 )
 

@@ -395,3 +395,21 @@ type oldHeartbeat struct{ ChainsVersion uint64 }
 
 func (m oldHeartbeat) Encode(e *Encoder) { e.U64(m.ChainsVersion) }
 func (m oldHeartbeat) Decode(*Decoder)   {}
+
+// TestStageTotalsAppended: a stage report from an older client (no
+// totals field) decodes as a delta; one from this version keeps it.
+func TestStageTotalsAppended(t *testing.T) {
+	m := StageReportReq{Job: "train", Stager: "a", Add: StageCounts{Hits: 3}, Depth: 8, Done: true, Totals: true}
+	b := Marshal(&m)
+	var got StageReportReq
+	if err := Unmarshal(b, &got); err != nil || got != m {
+		t.Fatalf("round trip: %+v, %v; want %+v", got, err, m)
+	}
+	got = StageReportReq{}
+	if err := Unmarshal(b[:len(b)-1], &got); err != nil {
+		t.Fatal(err)
+	}
+	if want := (StageReportReq{Job: "train", Stager: "a", Add: StageCounts{Hits: 3}, Depth: 8, Done: true}); got != want {
+		t.Fatalf("older report: %+v, want %+v", got, want)
+	}
+}

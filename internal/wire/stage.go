@@ -2,7 +2,8 @@ package wire
 
 // Staging metrics (docs/tier.md, `sluice stage`): a stager, a client
 // process, reports what it did to the metadata service it talks to, which
-// keeps the sums per job in memory and exports them as sluice_stage_*.
+// keeps them in the metadata KV and exports their sums per job as
+// sluice_stage_*.
 const OpStageReport Op = 60 // StageReportReq -> Empty
 
 // StageCounts are a stager's counters. Hits and Misses count the readers'
@@ -52,13 +53,18 @@ func (m *StageCounts) Add(o StageCounts) {
 // metadata service is not counted twice: each service exports what it
 // was told, and a cluster's total is their sum). Stager names the run
 // (unique per run), Depth is its current depth (follow mode; 0 else),
-// and Done says the run has ended.
+// and Done says the run has ended. With Totals, Add holds the run's totals
+// so far instead of a delta: the service keeps the larger of each count
+// and what it had for Stager, so a report repeated after a lost answer
+// counts once (clients of this version always send totals; a delta is
+// what older clients send, without the field).
 type StageReportReq struct {
 	Job    string
 	Stager string
 	Add    StageCounts
 	Depth  uint32
 	Done   bool
+	Totals bool
 }
 
 func (m *StageReportReq) Encode(e *Encoder) {
@@ -67,6 +73,7 @@ func (m *StageReportReq) Encode(e *Encoder) {
 	m.Add.Encode(e)
 	e.U32(m.Depth)
 	e.Bool(m.Done)
+	e.Bool(m.Totals)
 }
 
 func (m *StageReportReq) Decode(d *Decoder) {
@@ -75,4 +82,7 @@ func (m *StageReportReq) Decode(d *Decoder) {
 	m.Add.Decode(d)
 	m.Depth = d.U32()
 	m.Done = d.Bool()
+	if d.More() {
+		m.Totals = d.Bool()
+	}
 }

@@ -70,6 +70,14 @@ func TestStage(t *testing.T) {
 			t.Fatalf("staged %s with the backend stopped: %v", p, err)
 		}
 	}
+	// The staging metrics are kept in the metadata KV: a kill -9 of the
+	// server and a restart on the same data dir keep them.
+	fs.proc.Kill()
+	proctest.Start(t, binary, nil, readyLine, "serve", "--data-dir", fs.dataDir, "--listen", "127.0.0.1:0", "--http", admin)
+	if m2 := scrapeStage(t, admin, "prep"); m2["sluice_stage_restored_files_total"] != 3 ||
+		m2["sluice_stage_restored_bytes_total"] != m["sluice_stage_restored_bytes_total"] || m2["sluice_stage_running"] != 0 {
+		t.Errorf("metrics of job prep after a kill -9 and a restart: %v; before: %v", m2, m)
+	}
 }
 
 // TestStageFromProfile: a recording of one epoch reading released files
