@@ -39,6 +39,7 @@ const (
 	pfxHsm     = 'H' // "H" + u64 ino -> HSM record of an archived file (tier.go)
 	pfxTierDel = 'O' // "O" + u64 ino + u64 gen -> object to delete (tier.go)
 	pfxQos     = 'Q' // "Qc" + class byte -> weight, "Qj" + job -> limit (qos.go)
+	pfxStage   = 'J' // "J" + job + 0 + "s" + stager / "b": staging metrics (stage.go)
 	// 'p': recordings of the I/O profiler (profile.go).
 )
 

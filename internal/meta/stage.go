@@ -59,8 +59,6 @@ type StageStats struct {
 	Depth   int // the largest depth of the running stagers
 }
 
-const pfxStage = 'J'
-
 var stagePrefix = []byte{pfxStage}
 
 func stageJobPrefix(job string) []byte {
