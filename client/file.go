@@ -99,6 +99,8 @@ type File struct {
 	stg *stagedFile // under the absorb policy (stage.go); guarded by mu
 
 	handle uint32 // the File's number in the profiler's records (profile.go)
+
+	own ownChain // the file's state through the File's own changes (ownattr.go)
 }
 
 // Create creates or truncates the file at p (like os.Create).
@@ -415,12 +417,15 @@ func (f *File) commitSize(ctx context.Context, end int64) error {
 	f.commit.mu.Unlock()
 
 	var a wire.Attr
-	err := f.c.metaCall(ctx, wire.OpCommitWrite, &wire.CommitWriteReq{Ino: f.ino, End: uint64(want), Mtime: time.Now().UnixNano()}, &a)
+	ifMtime, ifSize := f.own.ifState()
+	err := f.c.metaCall(ctx, wire.OpCommitWrite, &wire.CommitWriteReq{Ino: f.ino, End: uint64(want), Mtime: time.Now().UnixNano(), IfMtime: ifMtime, IfSize: ifSize}, &a)
 	f.commit.mu.Lock()
 	if err == nil {
+		f.own.answer(ifMtime, &a)
 		f.commit.covered = max(f.commit.covered, upto)
 	} else {
 		f.commit.pending = max(f.commit.pending, want) // for a later flush to retry
+		f.own.brk()                                    // it may have been applied
 	}
 	f.commit.mu.Unlock()
 	return err
@@ -811,6 +816,7 @@ func (f *File) Truncate(ctx context.Context, size int64) error {
 		return opErr("truncate", f.name, err)
 	}
 	f.learn(&a)
+	f.own.brk()
 	f.size = size
 	f.truncs++
 	return nil

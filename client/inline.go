@@ -116,11 +116,14 @@ func (f *File) writeData(ctx context.Context, off int64, data []byte) (chunked b
 // the service took (fewer when the inline part ends before p does).
 func (f *File) writeInline(ctx context.Context, off int64, p []byte) (int, error) {
 	var r wire.WriteInlineResp
-	err := f.c.metaCall(ctx, wire.OpWriteInline, &wire.WriteInlineReq{Ino: f.ino, Off: uint64(off), Data: p, Mtime: time.Now().UnixNano()}, &r)
+	ifMtime, ifSize := f.own.ifState()
+	err := f.c.metaCall(ctx, wire.OpWriteInline, &wire.WriteInlineReq{Ino: f.ino, Off: uint64(off), Data: p, Mtime: time.Now().UnixNano(), IfMtime: ifMtime, IfSize: ifSize}, &r)
 	if err != nil {
+		f.own.brk() // it may have been applied
 		return 0, err
 	}
 	f.learn(&r.Attr)
+	f.own.answer(ifMtime, &r.Attr)
 	if int(r.Written) > len(p) {
 		return 0, errs.New(errs.Protocol, "client: the metadata service took %d bytes of a %d-byte inline write", r.Written, len(p))
 	}

@@ -411,6 +411,7 @@ func (c *Client) OpenInode(ctx context.Context, a InodeAttr, flag int) (*File, e
 	f.setLayout(a.layout)
 	f.home.Store(uint64(a.where))
 	f.sizeFresh = true
+	f.own.start(a.Mtime, a.Size)
 	if flag&O_TRUNC != 0 && f.writable() && a.Size > 0 {
 		if err := f.Truncate(ctx, 0); err != nil {
 			return nil, err

@@ -102,7 +102,7 @@ func (fs *fileSystem) drop(of *openFile) bool {
 // openFile (a reference taken and dropped again while the first was
 // sending the data), exactly one retires it: the table and nopen change
 // once, and only that caller releases the File.
-func (fs *fileSystem) retire(of *openFile) bool {
+func (fs *fileSystem) retire(of *openFile, flushed bool) bool {
 	fs.mu.Lock()
 	defer fs.mu.Unlock()
 	if of.refs > 0 || of.retired {
@@ -117,9 +117,17 @@ func (fs *fileSystem) retire(of *openFile) bool {
 		fs.nopen.Add(-1)
 	}
 	if of.written.Load() {
-		// Our own writes changed mtime and size: the next open cannot tell
-		// them from a change elsewhere, so it starts with a clean cache.
-		delete(fs.mu.seen, of.ino)
+		// Our own writes changed mtime and size. The kernel's pages hold
+		// what they wrote (writes go through its page cache to us): if
+		// every write reached the servers, the file as they left it is
+		// what the next open may keep; whether it is still so, the open
+		// tells by the mtime and size. Otherwise the next open starts
+		// with a clean cache.
+		if mtime, size, ok := of.f.OwnAttr(); ok && flushed {
+			fs.mu.seen[of.ino] = stamp{mtime, size}
+		} else {
+			delete(fs.mu.seen, of.ino)
+		}
 	}
 	return true
 }
@@ -135,6 +143,7 @@ func (fs *fileSystem) unref(of *openFile) {
 	// nothing to make durable: its release waits for nothing and needs no
 	// operation deadline (a timer per release of a file only read).
 	ctx := fs.ctx
+	flushed := true
 	if of.written.Load() || of.pinned.Load() {
 		var cancel context.CancelFunc
 		ctx, cancel = fs.op(nil, 0)
@@ -143,10 +152,11 @@ func (fs *fileSystem) unref(of *openFile) {
 		// open racing with this release shares the File instead of
 		// reading around data not yet sent.
 		if err := of.f.FlushContext(ctx); err != nil {
+			flushed = false
 			fs.log.Warn("fuse: release: writing back failed", "ino", of.ino, "err", err)
 		}
 	}
-	if !fs.retire(of) {
+	if !fs.retire(of, flushed) {
 		return
 	}
 	if err := of.f.Release(ctx, fs.opts.SyncOnClose); err != nil {

@@ -138,10 +138,10 @@ func TestRetireOnce(t *testing.T) {
 	if !fs.drop(a) {
 		t.Fatal("the operation's drop: want last")
 	}
-	if !fs.retire(a) {
+	if !fs.retire(a, true) {
 		t.Fatal("first retire: want true")
 	}
-	if fs.retire(a) {
+	if fs.retire(a, true) {
 		t.Error("second retire of the same open file: want false")
 	}
 	if n := fs.nopen.Load(); n != 1 {
@@ -157,7 +157,7 @@ func TestRetireOnce(t *testing.T) {
 		t.Fatal("drop of file 8's last reference: want last")
 	}
 	fs.ref(8)
-	if fs.retire(b) {
+	if fs.retire(b, true) {
 		t.Error("retire of a file referenced again: want false")
 	}
 	if fs.mu.files[8] != b || fs.nopen.Load() != 1 {

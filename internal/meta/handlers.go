@@ -142,7 +142,7 @@ func (s *Service) Register(srv *wire.Server) {
 		return &r, err
 	})
 	handle(srv, wire.OpCommitWrite, func(ctx context.Context, m *wire.CommitWriteReq) (wire.Message, error) {
-		r, err := s.CommitWrite(ctx, m.Ino, m.End, m.Mtime)
+		r, err := s.CommitWriteIf(ctx, m)
 		return &r, err
 	})
 	handle(srv, wire.OpWriteInline, func(ctx context.Context, m *wire.WriteInlineReq) (wire.Message, error) {

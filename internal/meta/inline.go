@@ -123,6 +123,7 @@ func (s *Service) WriteInline(ctx context.Context, req *wire.WriteInlineReq) (wi
 		if err := regularFile(n); err != nil {
 			return err
 		}
+		unchanged := unchangedSince(n, req.IfMtime, req.IfSize)
 		p := req.Data
 		if n.hasChunks() {
 			switch {
@@ -153,6 +154,9 @@ func (s *Service) WriteInline(ctx context.Context, req *wire.WriteInlineReq) (wi
 		}
 		r.Written = uint32(len(p))
 		r.Attr, err = attrOf(tx, req.Ino, n)
+		if unchanged {
+			r.Attr.Flags |= wire.AttrUnchanged
+		}
 		return err
 	})
 	if err != nil {

@@ -515,6 +515,14 @@ func (s *Service) setLayout(ctx context.Context, ino uint64, l placement.Layout)
 // the targets: size becomes max(size, end), mtime and ctime become mtime
 // (the server's clock if 0).
 func (s *Service) CommitWrite(ctx context.Context, ino, end uint64, mtime int64) (wire.Attr, error) {
+	return s.CommitWriteIf(ctx, &wire.CommitWriteReq{Ino: ino, End: end, Mtime: mtime})
+}
+
+// CommitWriteIf is CommitWrite of req; with req.IfMtime set, the answer
+// carries wire.AttrUnchanged if the file's mtime and size before the
+// commit were req.IfMtime and req.IfSize.
+func (s *Service) CommitWriteIf(ctx context.Context, req *wire.CommitWriteReq) (wire.Attr, error) {
+	ino, end, mtime := req.Ino, req.End, req.Mtime
 	if mtime == 0 {
 		mtime = s.nowNs()
 	}
@@ -533,17 +541,27 @@ func (s *Service) CommitWrite(ctx context.Context, ino, end uint64, mtime int64)
 		if err := hsmWrite(tx, ino, n); err != nil {
 			return err
 		}
+		unchanged := unchangedSince(n, req.IfMtime, req.IfSize)
 		n.Size = max(n.Size, end)
 		n.Flags |= inoChunks // SetChunks came first; this is belt and braces
 		n.Mtime, n.Ctime = mtime, mtime
 		tx.Set(inodeKey(ino), n.encode())
 		a, err = attrOf(tx, ino, n)
+		if unchanged {
+			a.Flags |= wire.AttrUnchanged
+		}
 		return err
 	})
 	if err != nil {
 		return wire.Attr{}, inoErr("commitwrite", ino, err)
 	}
 	return a, nil
+}
+
+// unchangedSince reports whether inode n still has the mtime and size a
+// change's If fields name (never when ifMtime is 0: no check asked).
+func unchangedSince(n *inode, ifMtime int64, ifSize uint64) bool {
+	return ifMtime != 0 && n.Mtime == ifMtime && n.Size == ifSize
 }
 
 // Cluster describes the file system: FSID, root inode, targets and the

@@ -479,6 +479,45 @@ func TestCommitWrite(t *testing.T) {
 	wantCode(t, "commit to missing", err, errs.NotFound)
 }
 
+// TestCommitWriteIf: a commit or an inline write whose If fields name the
+// file's mtime and size before it answers with wire.AttrUnchanged; one
+// after another client's change, or without If fields, does not.
+func TestCommitWriteIf(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s := newTestService(t, nil, nil)
+	f := mustCreate(t, s, RootIno, "f")
+	a, err := s.CommitWriteIf(ctx, &wire.CommitWriteReq{Ino: f.Ino, End: 100, Mtime: 5000, IfMtime: f.Mtime, IfSize: f.Size})
+	if err != nil || a.Flags&wire.AttrUnchanged == 0 || a.Size != 100 || a.Mtime != 5000 {
+		t.Fatalf("commit from the state at create: %+v, %v; want unchanged", a, err)
+	}
+	a, err = s.CommitWriteIf(ctx, &wire.CommitWriteReq{Ino: f.Ino, End: 200, Mtime: 6000, IfMtime: 5000, IfSize: 100})
+	if err != nil || a.Flags&wire.AttrUnchanged == 0 {
+		t.Fatalf("commit from the previous commit's state: %+v, %v; want unchanged", a, err)
+	}
+	if _, err := s.CommitWrite(ctx, f.Ino, 300, 7000); err != nil { // another client
+		t.Fatal(err)
+	}
+	a, err = s.CommitWriteIf(ctx, &wire.CommitWriteReq{Ino: f.Ino, End: 200, Mtime: 8000, IfMtime: 6000, IfSize: 200})
+	if err != nil || a.Flags&wire.AttrUnchanged != 0 || a.Size != 300 || a.Mtime != 8000 {
+		t.Fatalf("commit after another client's: %+v, %v; want changed, size 300", a, err)
+	}
+	a, err = s.CommitWriteIf(ctx, &wire.CommitWriteReq{Ino: f.Ino, End: 1, Mtime: 9000})
+	if err != nil || a.Flags&wire.AttrUnchanged != 0 {
+		t.Fatalf("commit without If fields: %+v, %v; want no AttrUnchanged", a, err)
+	}
+
+	g := mustCreateInline(t, s, RootIno, "g")
+	r, err := s.WriteInline(ctx, &wire.WriteInlineReq{Ino: g.Ino, Data: []byte("abc"), Mtime: 100, IfMtime: g.Mtime, IfSize: g.Size})
+	if err != nil || r.Attr.Flags&wire.AttrUnchanged == 0 || r.Attr.Size != 3 {
+		t.Fatalf("inline write from the state at create: %+v, %v; want unchanged", r, err)
+	}
+	r, err = s.WriteInline(ctx, &wire.WriteInlineReq{Ino: g.Ino, Off: 3, Data: []byte("d"), Mtime: 200, IfMtime: 99, IfSize: 3})
+	if err != nil || r.Attr.Flags&wire.AttrUnchanged != 0 || r.Attr.Size != 4 {
+		t.Fatalf("inline write naming another state: %+v, %v; want changed", r, err)
+	}
+}
+
 func TestLayouts(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()

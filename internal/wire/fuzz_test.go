@@ -413,3 +413,20 @@ func TestStageTotalsAppended(t *testing.T) {
 		t.Fatalf("older report: %+v, want %+v", got, want)
 	}
 }
+
+// TestIfFieldsAppended: commits and inline writes from older clients (no
+// If fields) decode with no check asked.
+func TestIfFieldsAppended(t *testing.T) {
+	c := CommitWriteReq{Ino: 7, End: 100, Mtime: 5, IfMtime: 4, IfSize: 3}
+	b := Marshal(&c)
+	var gc CommitWriteReq
+	if err := Unmarshal(b[:len(b)-16], &gc); err != nil || gc != (CommitWriteReq{Ino: 7, End: 100, Mtime: 5}) {
+		t.Fatalf("older commit: %+v, %v", gc, err)
+	}
+	w := WriteInlineReq{Ino: 7, Off: 1, Mtime: 5, Data: []byte("xy"), IfMtime: 4, IfSize: 3}
+	b = Marshal(&w)
+	var gw WriteInlineReq
+	if err := Unmarshal(b[:len(b)-16], &gw); err != nil || gw.IfMtime != 0 || gw.IfSize != 0 || string(gw.Data) != "xy" {
+		t.Fatalf("older inline write: %+v, %v", gw, err)
+	}
+}

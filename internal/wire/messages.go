@@ -319,6 +319,11 @@ const (
 	// AttrReleased: the file is released to the object tier: its bytes
 	// are in S3 only (OpHsmGet says where), none on the targets.
 	AttrReleased
+	// AttrUnchanged, in the answer to a change that carried If fields
+	// (CommitWriteReq, WriteInlineReq): the file's mtime and size before
+	// the change were the If fields, so nobody changed the file between
+	// the requester's previous change and this one.
+	AttrUnchanged
 )
 
 func (a *Attr) Encode(e *Encoder) {
@@ -992,24 +997,49 @@ func (m *SetLayoutReq) Decode(d *Decoder) {
 
 // CommitWriteReq tells the metadata service that data up to End is durable
 // on the targets: the size becomes max(size, End) and mtime/ctime Mtime.
+//
+// With IfMtime set (not 0), the answer carries AttrUnchanged if the file's
+// mtime and size before the commit were IfMtime and IfSize. (The two
+// fields came in 2026-11 without a protocol version change; older clients
+// send neither.)
 type CommitWriteReq struct {
-	Ino   uint64
-	End   uint64
-	Mtime int64
+	Ino     uint64
+	End     uint64
+	Mtime   int64
+	IfMtime int64
+	IfSize  uint64
 }
 
-func (m *CommitWriteReq) Encode(e *Encoder) { e.U64(m.Ino); e.U64(m.End); e.I64(m.Mtime) }
-func (m *CommitWriteReq) Decode(d *Decoder) { m.Ino = d.U64(); m.End = d.U64(); m.Mtime = d.I64() }
+func (m *CommitWriteReq) Encode(e *Encoder) {
+	e.U64(m.Ino)
+	e.U64(m.End)
+	e.I64(m.Mtime)
+	e.I64(m.IfMtime)
+	e.U64(m.IfSize)
+}
+
+func (m *CommitWriteReq) Decode(d *Decoder) {
+	m.Ino = d.U64()
+	m.End = d.U64()
+	m.Mtime = d.I64()
+	if d.More() {
+		m.IfMtime = d.I64()
+		m.IfSize = d.U64()
+	}
+}
 
 // WriteInlineReq writes Data at Off into a file's inline bytes. A file
 // without AttrChunks takes the whole write (its inline bytes grow, up to
 // the service's InlineMax, else errs.TooBig); a file with AttrChunks takes
 // only the part below its InlineLen, and the reply says how much.
+// IfMtime and IfSize are as in CommitWriteReq (trailing, optional).
 type WriteInlineReq struct {
-	Ino   uint64
-	Off   uint64
-	Mtime int64
-	Data  []byte
+	Ino     uint64
+	Off     uint64
+	Mtime   int64
+	Data    []byte
+	IfMtime int64
+	IfSize  uint64
 }
 
 func (m *WriteInlineReq) Encode(e *Encoder) {
@@ -1017,12 +1047,18 @@ func (m *WriteInlineReq) Encode(e *Encoder) {
 	e.U64(m.Off)
 	e.I64(m.Mtime)
 	e.Bytes(m.Data)
+	e.I64(m.IfMtime)
+	e.U64(m.IfSize)
 }
 func (m *WriteInlineReq) Decode(d *Decoder) {
 	m.Ino = d.U64()
 	m.Off = d.U64()
 	m.Mtime = d.I64()
 	m.Data = d.Bytes()
+	if d.More() {
+		m.IfMtime = d.I64()
+		m.IfSize = d.U64()
+	}
 }
 
 // WriteInlineResp says how many bytes of the write went inline (from its

@@ -1,0 +1,97 @@
+package fuse
+
+import (
+	"bytes"
+	"os"
+	"testing"
+)
+
+// TestOwnWritesKeepCache: a file written through a mount reads back
+// through it from the kernel's page cache (the targets serve none of it:
+// the pages hold what the mount's own writes sent), and a change through
+// another mount afterwards is seen at the next open (close-to-open): the
+// cache is kept only while the file's mtime and size are what the
+// mount's own last change left.
+func TestOwnWritesKeepCache(t *testing.T) {
+	requireFUSE(t)
+	s, admin := modelServer(t)
+	a := startMount(t, s.addr)
+	b := startMount(t, s.addr)
+	data := bytes.Repeat([]byte("0123456789abcdef"), 1<<16) // 1 MiB: in chunks, not inline
+	must(t, os.WriteFile(a.path("f"), data, 0o644))
+	before := targetReadBytes(t, admin)
+	got, err := os.ReadFile(a.path("f"))
+	must(t, err)
+	if !bytes.Equal(got, data) {
+		t.Fatal("read back through the writing mount: wrong bytes")
+	}
+	if n := targetReadBytes(t, admin) - before; n != 0 {
+		t.Errorf("reading back what the mount wrote read %d bytes from the targets, want 0 (its own pages)", n)
+	}
+
+	// The same size, other bytes, through the other mount.
+	other := bytes.Repeat([]byte("ZYXWVUTSRQPONMLK"), 1<<16)
+	must(t, os.WriteFile(b.path("f"), other, 0o644))
+	got, err = os.ReadFile(a.path("f"))
+	must(t, err)
+	if !bytes.Equal(got, other) {
+		t.Fatalf("first mount read its own old bytes after the other mount overwrote the file (close-to-open): %q...", got[:16])
+	}
+
+	// Written again through the first mount, read through both.
+	must(t, os.WriteFile(a.path("f"), data, 0o644))
+	for _, m := range []*mount{a, b} {
+		got, err = os.ReadFile(m.path("f"))
+		must(t, err)
+		if !bytes.Equal(got, data) {
+			t.Fatalf("%s read %q... after the first mount's rewrite", m.path("f"), got[:16])
+		}
+	}
+	a.stop()
+	b.stop()
+}
+
+// TestOwnWritesOtherWriter: a mount that writes a file while another
+// mount changes other bytes of it must not keep, after its close, the
+// pages it read before the other's change, even though its own commit
+// came last (so the file's mtime and size are its own): the answer to its
+// commit says the file was changed in between (wire.AttrUnchanged absent).
+func TestOwnWritesOtherWriter(t *testing.T) {
+	requireFUSE(t)
+	s, _ := modelServer(t)
+	a := startMount(t, s.addr)
+	b := startMount(t, s.addr)
+	data := bytes.Repeat([]byte("0123456789abcdef"), 1<<16) // 1 MiB: in chunks
+	must(t, os.WriteFile(a.path("f"), data, 0o644))
+
+	fa, err := os.OpenFile(a.path("f"), os.O_RDWR, 0)
+	must(t, err)
+	got := make([]byte, len(data))
+	if _, err := fa.ReadAt(got, 0); err != nil || !bytes.Equal(got, data) {
+		t.Fatalf("first read through a: %v", err)
+	}
+	fb, err := os.OpenFile(b.path("f"), os.O_RDWR, 0)
+	must(t, err)
+	other := bytes.Repeat([]byte("B"), 4096)
+	if _, err := fb.WriteAt(other, 0); err != nil {
+		t.Fatal(err)
+	}
+	must(t, fb.Close()) // b's commit
+	if _, err := fa.WriteAt([]byte("A"), 512<<10); err != nil {
+		t.Fatal(err)
+	}
+	must(t, fa.Close()) // a's commit, the last change of the file
+
+	want := bytes.Clone(data)
+	copy(want, other)
+	want[512<<10] = 'A'
+	for _, m := range []*mount{a, b} {
+		got, err := os.ReadFile(m.path("f"))
+		must(t, err)
+		if !bytes.Equal(got[:4096], want[:4096]) || !bytes.Equal(got, want) {
+			t.Errorf("%s: first bytes %q, want %q (the other mount's write)", m.path("f"), got[:8], want[:8])
+		}
+	}
+	a.stop()
+	b.stop()
+}
