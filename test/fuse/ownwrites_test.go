@@ -2,8 +2,12 @@ package fuse
 
 import (
 	"bytes"
+	"io"
+	"math/rand/v2"
 	"os"
+	"strconv"
 	"testing"
+	"time"
 )
 
 // TestOwnWritesKeepCache: a file written through a mount reads back
@@ -94,4 +98,74 @@ func TestOwnWritesOtherWriter(t *testing.T) {
 	}
 	a.stop()
 	b.stop()
+}
+
+// TestOwnWritesRandom: two mounts take turns changing one file (random
+// writes, sometimes a truncate, sometimes a read of the whole file first,
+// which fills the kernel's cache), each turn an open and a close; after
+// every turn a fresh open on each mount reads the whole file, which must
+// match the model byte for byte, whichever mount kept which pages.
+// SLUICE_OWNWRITES_SEED replays a seed.
+func TestOwnWritesRandom(t *testing.T) {
+	requireFUSE(t)
+	seed := uint64(time.Now().UnixNano())
+	if v := os.Getenv("SLUICE_OWNWRITES_SEED"); v != "" {
+		var err error
+		if seed, err = strconv.ParseUint(v, 10, 64); err != nil {
+			t.Fatalf("SLUICE_OWNWRITES_SEED=%q: %v", v, err)
+		}
+	}
+	t.Logf("seed %d (SLUICE_OWNWRITES_SEED=%d replays it)", seed, seed)
+	rng := rand.New(rand.NewPCG(seed, 13))
+	s, _ := modelServer(t)
+	mounts := []*mount{startMount(t, s.addr), startMount(t, s.addr)}
+	const maxSize = 3 << 20
+	var model []byte
+	must(t, os.WriteFile(mounts[0].path("f"), nil, 0o644))
+	for turn := range 120 {
+		m := mounts[rng.IntN(2)]
+		f, err := os.OpenFile(m.path("f"), os.O_RDWR, 0)
+		must(t, err)
+		if rng.IntN(2) == 0 {
+			got, err := io.ReadAll(f)
+			if err != nil || !bytes.Equal(got, model) {
+				t.Fatalf("turn %d, %s: read before writing: %d bytes, %v; want the model's %d", turn, m.path("f"), len(got), err, len(model))
+			}
+		}
+		switch k := rng.IntN(10); {
+		case k == 0:
+			n := rng.IntN(len(model) + 1)
+			must(t, f.Truncate(int64(n)))
+			model = model[:n]
+		default:
+			off := rng.IntN(maxSize - 1)
+			n := 1 + rng.IntN(min(maxSize-off, 300<<10))
+			b := make([]byte, n)
+			for i := range b {
+				b[i] = byte(rng.Uint32())
+			}
+			if _, err := f.WriteAt(b, int64(off)); err != nil {
+				t.Fatal(err)
+			}
+			if end := off + n; end > len(model) {
+				model = append(model, make([]byte, end-len(model))...)
+			}
+			copy(model[off:], b)
+		}
+		must(t, f.Close())
+		for _, r := range mounts {
+			got, err := os.ReadFile(r.path("f"))
+			if err != nil || !bytes.Equal(got, model) {
+				i := 0
+				for i < min(len(got), len(model)) && got[i] == model[i] {
+					i++
+				}
+				t.Fatalf("turn %d (written through %s): %s read %d bytes, %v; want %d, first difference at %d (seed %d)",
+					turn, m.path("f"), r.path("f"), len(got), err, len(model), i, seed)
+			}
+		}
+	}
+	for _, m := range mounts {
+		m.stop()
+	}
 }
