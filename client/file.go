@@ -811,12 +811,14 @@ func (f *File) Truncate(ctx context.Context, size int64) error {
 		}
 	}
 	now := time.Now().UnixNano()
-	req := &wire.SetAttrReq{Ino: f.ino, Valid: wire.SetSize | wire.SetMtime | wire.SetCtime, Size: uint64(size), Mtime: now, Ctime: now}
+	ifMtime, ifSize := f.own.ifState()
+	req := &wire.SetAttrReq{Ino: f.ino, Valid: wire.SetSize | wire.SetMtime | wire.SetCtime, Size: uint64(size), Mtime: now, Ctime: now, IfMtime: ifMtime, IfSize: ifSize}
 	if err := f.c.metaCall(ctx, wire.OpSetAttr, req, &a); err != nil {
+		f.own.brk() // it may have been applied
 		return opErr("truncate", f.name, err)
 	}
 	f.learn(&a)
-	f.own.brk()
+	f.own.answer(ifMtime, &a)
 	f.size = size
 	f.truncs++
 	return nil

@@ -507,6 +507,15 @@ func TestCommitWriteIf(t *testing.T) {
 		t.Fatalf("commit without If fields: %+v, %v; want no AttrUnchanged", a, err)
 	}
 
+	a, err = s.SetAttr(ctx, &wire.SetAttrReq{Ino: f.Ino, Valid: wire.SetSize | wire.SetMtime, Size: 10, Mtime: 9500, IfMtime: 9000, IfSize: 300})
+	if err != nil || a.Flags&wire.AttrUnchanged == 0 || a.Size != 10 {
+		t.Fatalf("truncate from the previous commit's state: %+v, %v; want unchanged", a, err)
+	}
+	a, err = s.SetAttr(ctx, &wire.SetAttrReq{Ino: f.Ino, Valid: wire.SetSize, Size: 5, IfMtime: 9000, IfSize: 300})
+	if err != nil || a.Flags&wire.AttrUnchanged != 0 {
+		t.Fatalf("truncate naming an older state: %+v, %v; want changed", a, err)
+	}
+
 	g := mustCreateInline(t, s, RootIno, "g")
 	r, err := s.WriteInline(ctx, &wire.WriteInlineReq{Ino: g.Ino, Data: []byte("abc"), Mtime: 100, IfMtime: g.Mtime, IfSize: g.Size})
 	if err != nil || r.Attr.Flags&wire.AttrUnchanged == 0 || r.Attr.Size != 3 {

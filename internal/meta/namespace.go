@@ -310,6 +310,7 @@ func (s *Service) SetAttr(ctx context.Context, req *wire.SetAttrReq) (wire.Attr,
 		if err != nil {
 			return err
 		}
+		unchanged := unchangedSince(n, req.IfMtime, req.IfSize)
 		v := req.Valid
 		if v&wire.SetSize != 0 {
 			switch {
@@ -384,6 +385,9 @@ func (s *Service) SetAttr(ctx context.Context, req *wire.SetAttrReq) (wire.Attr,
 		}
 		tx.Set(inodeKey(req.Ino), n.encode())
 		a, err = attrOf(tx, req.Ino, n)
+		if unchanged {
+			a.Flags |= wire.AttrUnchanged
+		}
 		return err
 	})
 	if err != nil {

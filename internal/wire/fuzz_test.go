@@ -423,6 +423,12 @@ func TestIfFieldsAppended(t *testing.T) {
 	if err := Unmarshal(b[:len(b)-16], &gc); err != nil || gc != (CommitWriteReq{Ino: 7, End: 100, Mtime: 5}) {
 		t.Fatalf("older commit: %+v, %v", gc, err)
 	}
+	sa := SetAttrReq{Ino: 7, Valid: SetSize, Size: 9, Cred: &Cred{Uid: 1}, IfMtime: 4, IfSize: 3}
+	b = Marshal(&sa)
+	var gs SetAttrReq
+	if err := Unmarshal(b[:len(b)-16], &gs); err != nil || gs.IfMtime != 0 || gs.IfSize != 0 || gs.Cred == nil || gs.Cred.Uid != 1 || gs.Size != 9 {
+		t.Fatalf("older setattr: %+v, %v", gs, err)
+	}
 	w := WriteInlineReq{Ino: 7, Off: 1, Mtime: 5, Data: []byte("xy"), IfMtime: 4, IfSize: 3}
 	b = Marshal(&w)
 	var gw WriteInlineReq

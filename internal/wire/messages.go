@@ -320,7 +320,7 @@ const (
 	// are in S3 only (OpHsmGet says where), none on the targets.
 	AttrReleased
 	// AttrUnchanged, in the answer to a change that carried If fields
-	// (CommitWriteReq, WriteInlineReq): the file's mtime and size before
+	// (CommitWriteReq, WriteInlineReq, SetAttrReq): the file's mtime and size before
 	// the change were the If fields, so nobody changed the file between
 	// the requester's previous change and this one.
 	AttrUnchanged
@@ -724,6 +724,10 @@ type SetAttrReq struct {
 	Mtime int64
 	Ctime int64
 	Cred  *Cred // who asks, for the audit trail; optional
+	// IfMtime and IfSize are as in CommitWriteReq (trailing, optional;
+	// a File's truncate sends them).
+	IfMtime int64
+	IfSize  uint64
 }
 
 func (m *SetAttrReq) Encode(e *Encoder) {
@@ -737,6 +741,8 @@ func (m *SetAttrReq) Encode(e *Encoder) {
 	e.I64(m.Mtime)
 	e.I64(m.Ctime)
 	encodeOptCred(e, m.Cred)
+	e.I64(m.IfMtime)
+	e.U64(m.IfSize)
 }
 func (m *SetAttrReq) Decode(d *Decoder) {
 	m.Ino = d.U64()
@@ -749,6 +755,10 @@ func (m *SetAttrReq) Decode(d *Decoder) {
 	m.Mtime = d.I64()
 	m.Ctime = d.I64()
 	m.Cred = decodeOptCred(d)
+	if d.More() {
+		m.IfMtime = d.I64()
+		m.IfSize = d.U64()
+	}
 }
 
 // CreateReq creates a regular file or node (OpCreate) or a directory

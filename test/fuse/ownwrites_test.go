@@ -33,6 +33,19 @@ func TestOwnWritesKeepCache(t *testing.T) {
 		t.Errorf("reading back what the mount wrote read %d bytes from the targets, want 0 (its own pages)", n)
 	}
 
+	// A rewrite (O_TRUNC of the existing file) keeps the pages too.
+	data2 := bytes.Repeat([]byte("fedcba9876543210"), 1<<16)
+	must(t, os.WriteFile(a.path("f"), data2, 0o644))
+	before = targetReadBytes(t, admin)
+	got, err = os.ReadFile(a.path("f"))
+	must(t, err)
+	if !bytes.Equal(got, data2) {
+		t.Fatal("read back a rewrite through the writing mount: wrong bytes")
+	}
+	if n := targetReadBytes(t, admin) - before; n != 0 {
+		t.Errorf("reading back a rewrite through the mount that wrote it read %d bytes from the targets, want 0", n)
+	}
+
 	// The same size, other bytes, through the other mount.
 	other := bytes.Repeat([]byte("ZYXWVUTSRQPONMLK"), 1<<16)
 	must(t, os.WriteFile(b.path("f"), other, 0o644))
@@ -124,7 +137,12 @@ func TestOwnWritesRandom(t *testing.T) {
 	must(t, os.WriteFile(mounts[0].path("f"), nil, 0o644))
 	for turn := range 120 {
 		m := mounts[rng.IntN(2)]
-		f, err := os.OpenFile(m.path("f"), os.O_RDWR, 0)
+		flag := os.O_RDWR
+		if rng.IntN(8) == 0 {
+			flag |= os.O_TRUNC // a rewrite
+			model = model[:0]
+		}
+		f, err := os.OpenFile(m.path("f"), flag, 0)
 		must(t, err)
 		if rng.IntN(2) == 0 {
 			got, err := io.ReadAll(f)
