@@ -21,35 +21,30 @@ func TestOwnWritesKeepCache(t *testing.T) {
 	s, admin := modelServer(t)
 	a := startMount(t, s.addr)
 	b := startMount(t, s.addr)
+	// writeReadBack writes p through a, reads it back through a and
+	// checks that the targets served none of it.
+	writeReadBack := func(what string, p []byte) {
+		t.Helper()
+		must(t, os.WriteFile(a.path("f"), p, 0o644))
+		before := targetReadBytes(t, admin)
+		got, err := os.ReadFile(a.path("f"))
+		must(t, err)
+		if !bytes.Equal(got, p) {
+			t.Fatalf("%s read back through the writing mount: wrong bytes", what)
+		}
+		if n := targetReadBytes(t, admin) - before; n != 0 {
+			t.Errorf("reading back %s through the mount that wrote it read %d bytes from the targets, want 0 (its own pages)", what, n)
+		}
+	}
 	data := bytes.Repeat([]byte("0123456789abcdef"), 1<<16) // 1 MiB: in chunks, not inline
-	must(t, os.WriteFile(a.path("f"), data, 0o644))
-	before := targetReadBytes(t, admin)
-	got, err := os.ReadFile(a.path("f"))
-	must(t, err)
-	if !bytes.Equal(got, data) {
-		t.Fatal("read back through the writing mount: wrong bytes")
-	}
-	if n := targetReadBytes(t, admin) - before; n != 0 {
-		t.Errorf("reading back what the mount wrote read %d bytes from the targets, want 0 (its own pages)", n)
-	}
-
+	writeReadBack("a new file", data)
 	// A rewrite (O_TRUNC of the existing file) keeps the pages too.
-	data2 := bytes.Repeat([]byte("fedcba9876543210"), 1<<16)
-	must(t, os.WriteFile(a.path("f"), data2, 0o644))
-	before = targetReadBytes(t, admin)
-	got, err = os.ReadFile(a.path("f"))
-	must(t, err)
-	if !bytes.Equal(got, data2) {
-		t.Fatal("read back a rewrite through the writing mount: wrong bytes")
-	}
-	if n := targetReadBytes(t, admin) - before; n != 0 {
-		t.Errorf("reading back a rewrite through the mount that wrote it read %d bytes from the targets, want 0", n)
-	}
+	writeReadBack("a rewrite", bytes.Repeat([]byte("fedcba9876543210"), 1<<16))
 
 	// The same size, other bytes, through the other mount.
 	other := bytes.Repeat([]byte("ZYXWVUTSRQPONMLK"), 1<<16)
 	must(t, os.WriteFile(b.path("f"), other, 0o644))
-	got, err = os.ReadFile(a.path("f"))
+	got, err := os.ReadFile(a.path("f"))
 	must(t, err)
 	if !bytes.Equal(got, other) {
 		t.Fatalf("first mount read its own old bytes after the other mount overwrote the file (close-to-open): %q...", got[:16])
