@@ -8,13 +8,13 @@ import (
 
 // ownChain follows the file's state through a File's own changes, the way
 // NFS's weak cache consistency does: each change of the file's mtime or
-// size (a size commit, an inline write) names the state the File last
-// knew (its If fields), and the metadata service says whether the file
-// was still in it (wire.AttrUnchanged). While every answer says so,
-// nobody else changed the file since the File was opened, and head is the
-// file's state after the File's latest change. One answer that does not
-// say so, or a change made without the check (a truncate), breaks the
-// chain for good.
+// size (a size commit, an inline write, a truncate) names the state the
+// File last knew (its If fields), and the metadata service says whether
+// the file was still in it (wire.AttrUnchanged). While every answer says
+// so, nobody else changed the file since the File was opened, and
+// (mtime, size) is the file's state after the File's latest change. One
+// answer that does not say so, or a change whose answer was lost (it may
+// have been applied), breaks the chain for good.
 type ownChain struct {
 	mu     sync.Mutex
 	mtime  int64
@@ -52,7 +52,7 @@ func (o *ownChain) answer(ifMtime int64, a *wire.Attr) {
 	o.mtime, o.size = a.Mtime, a.Size
 }
 
-// brk breaks the chain (a change made without the check).
+// brk breaks the chain (a change whose answer was lost).
 func (o *ownChain) brk() {
 	o.mu.Lock()
 	o.broken = true
