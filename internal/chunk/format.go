@@ -38,7 +38,9 @@ var (
 	zeroBlock   [BlockSize]byte
 )
 
-func crc(b []byte) uint32                 { return crc32.Checksum(b, castagnoli) }
+// crc is a block's CRC32C: checksum.BlockCRC, the one clients compute too
+// (ChunkInfo's digests are compared with theirs).
+func crc(b []byte) uint32                 { return checksum.BlockCRC(b) }
 func crcUpdate(c uint32, b []byte) uint32 { return crc32.Update(c, castagnoli, b) }
 
 // crcZeros extends c over n zero bytes.
