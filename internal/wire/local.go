@@ -163,19 +163,14 @@ const maxIdleLocal = 256
 // create and unlink storm.
 func (s *Server) runLocal(f func()) {
 	select {
-	case s.localJobs() <- f:
+	case s.localQ <- f:
 	default:
 		go s.localWorker(f)
 	}
 }
 
-func (s *Server) localJobs() chan func() {
-	s.localOnce.Do(func() { s.localQ = make(chan func()) })
-	return s.localQ
-}
-
 func (s *Server) localWorker(f func()) {
-	q := s.localJobs()
+	q := s.localQ
 	s.mu.Lock()
 	done := s.ctx.Done()
 	s.mu.Unlock()

@@ -55,9 +55,8 @@ type Server struct {
 	listeners  map[net.Listener]struct{}
 	conns      map[net.Conn]struct{}
 	closing    bool
-	localAddrs []string // registered by ServeLocal
-	localOnce  sync.Once
-	localQ     chan func()  // idle in-process workers receive calls here
+	localAddrs []string     // registered by ServeLocal
+	localQ     chan func()  // idle in-process workers receive calls here (made by init)
 	localIdle  atomic.Int32 // in-process workers waiting on localQ
 	ctx        context.Context
 	cancel     context.CancelFunc
@@ -93,6 +92,7 @@ func (s *Server) logger() *slog.Logger {
 func (s *Server) init() {
 	if s.ctx == nil {
 		s.ctx, s.cancel = context.WithCancel(context.Background())
+		s.localQ = make(chan func())
 		s.listeners = make(map[net.Listener]struct{})
 		s.conns = make(map[net.Conn]struct{})
 	}
