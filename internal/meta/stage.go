@@ -30,9 +30,10 @@ import (
 // A report carries the run's totals so far (StageReportReq.Totals): the
 // service records the larger of each count and what it had, so a report
 // repeated after a lost answer, or overtaken by a later one, counts once.
-// A run that ended, or has not reported for stageFold, is folded into its
-// job's base at the job's next report (a late repeat of its last report
-// within stageFold still finds its record and counts nothing twice).
+// A run whose last report is older than stageFold, ended or not, is
+// folded into its job's base at the job's next report (so a late repeat
+// of its last report within stageFold still finds its record and counts
+// nothing twice).
 
 const (
 	// maxStageJobs bounds the jobs kept; reports of further jobs are
@@ -128,7 +129,11 @@ func (s *Service) StageReport(ctx context.Context, req *wire.StageReportReq) err
 	now := s.now().UnixNano()
 	err := s.update(ctx, func(tx kv.Txn) error {
 		job, stager := req.Job, req.Stager
-		if _, err := tx.Get(stageBaseKey(job)); errors.Is(err, kv.ErrNotFound) {
+		base, known, err := getStager(tx, stageBaseKey(job))
+		if err != nil {
+			return err
+		}
+		if !known {
 			n, err := stageJobCount(tx)
 			if err != nil {
 				return err
@@ -136,16 +141,13 @@ func (s *Service) StageReport(ctx context.Context, req *wire.StageReportReq) err
 			if n >= maxStageJobs {
 				// Runs of different jobs may share a name: keep them apart.
 				job, stager = StageOtherJob, req.Job+"\x00"+req.Stager
+				if base, _, err = getStager(tx, stageBaseKey(job)); err != nil {
+					return err
+				}
 			}
-		} else if err != nil {
-			return err
-		}
-		base, err := getStager(tx, stageBaseKey(job))
-		if err != nil {
-			return err
 		}
 		key := stagerKey(job, stager)
-		rec, err := getStager(tx, key)
+		rec, _, err := getStager(tx, key)
 		if err != nil {
 			return err
 		}
@@ -157,8 +159,10 @@ func (s *Service) StageReport(ctx context.Context, req *wire.StageReportReq) err
 		rec.Depth, rec.At = req.Depth, now
 		rec.Done = rec.Done || req.Done
 		tx.Set(key, wire.Marshal(&rec))
-		// Fold the job's runs that ended or went quiet, and the oldest
-		// beyond maxStagersPerJob, into the base.
+		// Fold into the base the job's runs whose last report is older
+		// than stageFold (ended or not: a late repeat of an ended run's
+		// report must still find its record), and the oldest beyond
+		// maxStagersPerJob.
 		type run struct {
 			key []byte
 			rec stagerRecord
@@ -201,15 +205,18 @@ func (s *Service) StageReport(ctx context.Context, req *wire.StageReportReq) err
 	return nil
 }
 
-func getStager(tx kv.Txn, key []byte) (stagerRecord, error) {
+// getStager reads the record at key and whether there is one (a zero
+// record if not).
+func getStager(tx kv.Txn, key []byte) (stagerRecord, bool, error) {
 	v, err := tx.Get(key)
 	if errors.Is(err, kv.ErrNotFound) {
-		return stagerRecord{}, nil
+		return stagerRecord{}, false, nil
 	}
 	if err != nil {
-		return stagerRecord{}, err
+		return stagerRecord{}, false, err
 	}
-	return decodeStager(key, v)
+	r, err := decodeStager(key, v)
+	return r, err == nil, err
 }
 
 // stageJobCount counts the jobs that have a base record.
