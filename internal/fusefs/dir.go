@@ -24,6 +24,7 @@ type dirHandle struct {
 	base    uint64 // entry index (after "." and "..") of ents[0]
 	ents    []client.InodeDirEntry
 	cursor  string // continues the listing after the last entry fetched
+	gen     uint64 // the feed generation before the oldest page of ents was fetched
 	eof     bool   // nothing after the last entry fetched
 	started bool
 }
@@ -73,7 +74,7 @@ func (fs *fileSystem) readDir(intr <-chan struct{}, in *fuse.ReadIn, out *fuse.D
 		}
 		if a != nil {
 			attr := *a
-			fs.fillEntry(&attr, eo)
+			fs.fillEntry(d.gen, &attr, eo)
 		} // else node ID 0: the kernel takes the name only
 		return true
 	}
@@ -121,6 +122,9 @@ func (fs *fileSystem) readDir(intr <-chan struct{}, in *fuse.ReadIn, out *fuse.D
 // fetchLocked appends the next page of the listing to the window. d.mu is
 // held.
 func (fs *fileSystem) fetchLocked(ctx context.Context, d *dirHandle, plus bool) error {
+	if len(d.ents) == 0 {
+		d.gen = fs.gen()
+	}
 	for {
 		page, err := fs.c.ReadDirPage(ctx, d.ino, d.cursor, dirPageSize, plus)
 		if err != nil {

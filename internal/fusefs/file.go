@@ -290,6 +290,7 @@ func (fs *fileSystem) Create(_ <-chan struct{}, in *fuse.CreateIn, name string, 
 	if fs.reserved(in.NodeId, name) {
 		return fuse.EPERM
 	}
+	g := fs.gen()
 	ctx, cancel := fs.op(nil, 0)
 	defer cancel()
 	excl := in.Flags&syscall.O_EXCL != 0
@@ -301,7 +302,7 @@ func (fs *fileSystem) Create(_ <-chan struct{}, in *fuse.CreateIn, name string, 
 	if err != nil {
 		return fs.status(ctx, "create", err)
 	}
-	fs.fillEntry(&a, &out.EntryOut)
+	fs.fillEntry(g, &a, &out.EntryOut)
 	out.Fh, out.OpenFlags, out.BackingID = fh, oflags, backing
 	return fuse.OK
 }

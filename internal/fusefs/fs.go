@@ -54,6 +54,8 @@ type fileSystem struct {
 	// looked: regular files' attributes from a lookup, for the open of
 	// the same open(2) (looked.go).
 	looked lookedAttrs
+	// feed: following the metadata service's change feed (feed.go).
+	feed feedState
 
 	hmu     sync.RWMutex
 	handles map[uint64]*handle // by FUSE file handle; guarded by hmu
@@ -275,13 +277,16 @@ func (fs *fileSystem) tellKernel(a *client.InodeAttr) {
 	}
 }
 
-func (fs *fileSystem) fillEntry(a *client.InodeAttr, out *fuse.EntryOut) {
+// fillEntry fills a reply's entry from a; g is the feed generation when
+// the request began (fs.gen).
+func (fs *fileSystem) fillEntry(g uint64, a *client.InodeAttr, out *fuse.EntryOut) {
 	fs.adjust(a, false)
 	fs.tellKernel(a)
 	out.NodeId = a.Ino
 	out.Generation = 1 // inode numbers are never reused
-	out.SetEntryTimeout(fs.opts.EntryTimeout)
-	out.SetAttrTimeout(fs.opts.AttrTimeout)
+	t := fs.ttl(g)
+	out.SetEntryTimeout(t.entry)
+	out.SetAttrTimeout(t.attr)
 	fillAttr(a, &out.Attr)
 }
 
@@ -291,12 +296,13 @@ func (fs *fileSystem) Lookup(intr <-chan struct{}, h *fuse.InHeader, name string
 	}
 	ctx, cancel := fs.op(intr, h.Pid)
 	defer cancel()
+	g := fs.gen()
 	a, err := fs.c.LookupIno(ctx, h.NodeId, name)
 	if err != nil {
-		if errs.CodeOf(err) == errs.NotFound && fs.opts.NegativeTimeout > 0 {
+		if t := fs.ttl(g); errs.CodeOf(err) == errs.NotFound && t.neg > 0 {
 			// Node ID 0: "no such entry", cached for the entry timeout.
 			*out = fuse.EntryOut{}
-			out.SetEntryTimeout(fs.opts.NegativeTimeout)
+			out.SetEntryTimeout(t.neg)
 			return fuse.OK
 		}
 		return fs.status(ctx, "lookup", err)
@@ -304,12 +310,13 @@ func (fs *fileSystem) Lookup(intr <-chan struct{}, h *fuse.InHeader, name string
 	if a.IsRegular() {
 		fs.looked.put(a, h.Pid, time.Now())
 	}
-	fs.fillEntry(&a, out)
+	fs.fillEntry(g, &a, out)
 	return fuse.OK
 }
 
 func (fs *fileSystem) GetAttr(intr <-chan struct{}, in *fuse.GetAttrIn, out *fuse.AttrOut) fuse.Status {
-	if a, ttl, ok := fs.dirs.take(in.NodeId, fs.opts.AttrTimeout, time.Now()); ok {
+	g := fs.gen()
+	if a, ttl, ok := fs.dirs.take(in.NodeId, fs.ttl(g).attr, time.Now()); ok {
 		// A directory this mount just changed an entry in (dirattrs.go).
 		fs.adjust(&a, false)
 		fillAttr(&a, &out.Attr)
@@ -326,11 +333,12 @@ func (fs *fileSystem) GetAttr(intr <-chan struct{}, in *fuse.GetAttrIn, out *fus
 	fs.adjust(&a, pending)
 	fs.tellKernel(&a)
 	fillAttr(&a, &out.Attr)
-	out.SetTimeout(fs.opts.AttrTimeout)
+	out.SetTimeout(fs.ttl(g).attr)
 	return fuse.OK
 }
 
 func (fs *fileSystem) SetAttr(_ <-chan struct{}, in *fuse.SetAttrIn, out *fuse.AttrOut) fuse.Status {
+	g := fs.gen()
 	ctx, cancel := fs.op(nil, 0)
 	defer cancel()
 	ino := in.NodeId
@@ -406,7 +414,7 @@ func (fs *fileSystem) SetAttr(_ <-chan struct{}, in *fuse.SetAttrIn, out *fuse.A
 	fs.adjust(&a, false)
 	fs.tellKernel(&a)
 	fillAttr(&a, &out.Attr)
-	out.SetTimeout(fs.opts.AttrTimeout)
+	out.SetTimeout(fs.ttl(g).attr)
 	return fuse.OK
 }
 
@@ -414,13 +422,14 @@ func (fs *fileSystem) Mknod(_ <-chan struct{}, in *fuse.MknodIn, name string, ou
 	if fs.reserved(in.NodeId, name) {
 		return fuse.EPERM
 	}
+	g := fs.gen()
 	ctx, cancel := fs.op(nil, 0)
 	defer cancel()
 	a, err := fs.c.CreateIno(ctx, in.NodeId, name, in.Mode, in.Rdev, owner(&in.InHeader), true)
 	if err != nil {
 		return fs.status(ctx, "mknod", err)
 	}
-	fs.fillEntry(&a, out)
+	fs.fillEntry(g, &a, out)
 	return fuse.OK
 }
 
@@ -428,13 +437,14 @@ func (fs *fileSystem) Mkdir(_ <-chan struct{}, in *fuse.MkdirIn, name string, ou
 	if fs.reserved(in.NodeId, name) {
 		return fuse.EPERM
 	}
+	g := fs.gen()
 	ctx, cancel := fs.op(nil, 0)
 	defer cancel()
 	a, err := fs.c.MkdirIno(ctx, in.NodeId, name, in.Mode, owner(&in.InHeader))
 	if err != nil {
 		return fs.status(ctx, "mkdir", err)
 	}
-	fs.fillEntry(&a, out)
+	fs.fillEntry(g, &a, out)
 	return fuse.OK
 }
 
@@ -484,6 +494,7 @@ func (fs *fileSystem) Link(_ <-chan struct{}, in *fuse.LinkIn, name string, out 
 	if fs.reserved(in.NodeId, name) {
 		return fuse.EPERM
 	}
+	g := fs.gen()
 	ctx, cancel := fs.op(nil, 0)
 	defer cancel()
 	defer fs.changingDirs(in.NodeId)()
@@ -491,7 +502,7 @@ func (fs *fileSystem) Link(_ <-chan struct{}, in *fuse.LinkIn, name string, out 
 	if err != nil {
 		return fs.status(ctx, "link", err)
 	}
-	fs.fillEntry(&a, out)
+	fs.fillEntry(g, &a, out)
 	return fuse.OK
 }
 
@@ -499,6 +510,7 @@ func (fs *fileSystem) Symlink(_ <-chan struct{}, h *fuse.InHeader, target, name 
 	if fs.reserved(h.NodeId, name) {
 		return fuse.EPERM
 	}
+	g := fs.gen()
 	ctx, cancel := fs.op(nil, 0)
 	defer cancel()
 	defer fs.changingDirs(h.NodeId)()
@@ -506,7 +518,7 @@ func (fs *fileSystem) Symlink(_ <-chan struct{}, h *fuse.InHeader, target, name 
 	if err != nil {
 		return fs.status(ctx, "symlink", err)
 	}
-	fs.fillEntry(&a, out)
+	fs.fillEntry(g, &a, out)
 	return fuse.OK
 }
 

@@ -156,6 +156,9 @@ func Mount(ctx context.Context, c *client.Client, opts Options) (*Mounted, error
 		m.setReadAhead(opts.ReadAheadKB)
 	}
 	m.wg.Go(func() { m.heartbeat(mctx) })
+	if opts.WatchTimeout > 0 {
+		m.wg.Go(func() { fs.follow(mctx) })
+	}
 	return m, nil
 }
 
@@ -199,7 +202,7 @@ func (m *Mounted) unmount(ctx context.Context) error {
 	case <-ctx.Done():
 		err = fmt.Errorf("unmount %s: serving did not end: %w", m.mountpoint, ctx.Err())
 	}
-	m.cancel() // stop the heartbeat
+	m.cancel() // stop the heartbeat and the change feed
 	if err == nil {
 		m.wg.Wait()
 	}

@@ -25,6 +25,17 @@ type Options struct {
 	// how long it caches that a name does not exist (default 1 s; negative
 	// disables). They bound how stale another mount's changes can look.
 	EntryTimeout, AttrTimeout, NegativeTimeout time.Duration
+	// WatchTimeout is how long the kernel caches names, attributes and
+	// absent names while the mount follows the metadata service's change
+	// feed, which drops them from the kernel's caches when other clients
+	// change them (ADR 0022; default 30 s). It replaces each of the three
+	// timeouts above that is left at its default; negative: do not follow
+	// the feed. While the feed is down or incomplete (several metadata
+	// services over etcd), the short timeouts apply.
+	WatchTimeout time.Duration
+	// entrySet, attrSet and negSet: the timeouts were given (setDefaults).
+	entrySet, attrSet, negSet bool
+	defaulted                 bool // setDefaults ran (Run calls it, then Mount)
 	// OpTimeout bounds every operation: when the servers cannot be
 	// reached, an operation fails with ETIMEDOUT or EIO after at most this
 	// long (default 30 s) instead of hanging.
@@ -65,6 +76,9 @@ type Options struct {
 	Ready func()
 }
 
+// DefaultWatchTimeout is Options.WatchTimeout's default.
+const DefaultWatchTimeout = 30 * time.Second
+
 func (o *Options) setDefaults() error {
 	if o.Mountpoint == "" {
 		return errs.New(errs.Invalid, "mount: a mountpoint is required")
@@ -74,6 +88,11 @@ func (o *Options) setDefaults() error {
 			*d = v
 		}
 	}
+	if !o.defaulted {
+		o.entrySet, o.attrSet, o.negSet = o.EntryTimeout != 0, o.AttrTimeout != 0, o.NegativeTimeout != 0
+		o.defaulted = true
+	}
+	def(&o.WatchTimeout, DefaultWatchTimeout)
 	def(&o.EntryTimeout, time.Second)
 	def(&o.AttrTimeout, time.Second)
 	def(&o.NegativeTimeout, time.Second)

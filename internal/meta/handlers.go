@@ -12,6 +12,9 @@ import (
 // Each decodes its request body (a malformed one fails with errs.Protocol),
 // calls the Service method and replies with its result.
 func (s *Service) Register(srv *wire.Server) {
+	handle(srv, wire.OpWatch, func(ctx context.Context, m *wire.WatchReq) (wire.Message, error) {
+		return s.Watch(ctx, originOf(ctx), m), nil
+	})
 	handle(srv, wire.OpCluster, func(ctx context.Context, _ *wire.Empty) (wire.Message, error) {
 		r, err := s.Cluster(ctx)
 		return &r, err
@@ -221,7 +224,7 @@ func handle[Req any, P interface {
 		if err := wire.Unmarshal(r.Body, m); err != nil {
 			return wire.Response{}, fmt.Errorf("meta: op %d: %w", op, errs.New(errs.Protocol, "malformed request body: %v", err))
 		}
-		resp, err := fn(ctx, m)
+		resp, err := fn(withOrigin(ctx, r.Conn), m)
 		if err != nil {
 			return wire.Response{}, err
 		}

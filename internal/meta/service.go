@@ -61,6 +61,10 @@ type Options struct {
 	// layout changes, removals and renames are then not recorded. The
 	// trail already written stays and can still be listed and verified.
 	NoAudit bool
+	// SharedDB says other metadata services change DB too (an etcd
+	// engine): the change feed (OpWatch) then reports itself incomplete,
+	// and mounts do not lengthen their kernel caches on it.
+	SharedDB bool
 }
 
 // DefaultInlineMax is Options.InlineMax's default; MaxInlineMax bounds it
@@ -149,6 +153,8 @@ type Service struct {
 
 	places placeCache // the placement view creates reuse (layout.go)
 
+	feed *feed // the namespace change feed (feed.go)
+
 	gcMu   sync.Mutex    // one garbage collection pass at a time
 	gcKick chan struct{} // buffered(1): a removal was queued
 
@@ -179,6 +185,7 @@ func New(ctx context.Context, opts Options) (*Service, error) {
 
 		sealKick: make(chan struct{}, 1),
 		closed:   make(chan struct{}),
+		feed:     newFeed(!opts.SharedDB),
 	}
 	if err := s.format(ctx); err != nil {
 		return nil, err
@@ -346,8 +353,21 @@ func (s *Service) Sync(ctx context.Context) error {
 // if it gives up, update tries again a few times after a random pause so
 // that heavy contention on one directory does not surface as an error.
 func (s *Service) update(ctx context.Context, fn func(tx kv.Txn) error) error {
+	var ft *feedTxn
+	if s.feed.watched(time.Now()) {
+		// Note what the transaction changes for the feed's watchers; a
+		// retried function starts its notes again.
+		inner := fn
+		fn = func(tx kv.Txn) error {
+			ft = &feedTxn{Txn: tx}
+			return inner(ft)
+		}
+	}
 	for attempt := 0; ; attempt++ {
 		err := s.db.Update(ctx, fn)
+		if err == nil && ft != nil {
+			s.feed.publish(originOf(ctx), ft.changes)
+		}
 		if err == nil || attempt >= 10 || !errors.Is(err, errs.ErrConflict) {
 			return err
 		}

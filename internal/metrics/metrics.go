@@ -157,7 +157,7 @@ var opNames = map[wire.Op]string{
 	// Checkpoint absorb (ADR 0013) and the KV-cache store.
 	wire.OpAbsorbGet: "absorb_get", wire.OpAbsorbSet: "absorb_set", wire.OpStagedAdd: "staged_add",
 	wire.OpStagedDone: "staged_done", wire.OpStagedList: "staged_list",
-	wire.OpHsmClaim: "hsm_claim", wire.OpHsmRestored: "hsm_restored", wire.OpStageReport: "stage_report",
+	wire.OpHsmClaim: "hsm_claim", wire.OpHsmRestored: "hsm_restored", wire.OpStageReport: "stage_report", wire.OpWatch: "watch",
 	wire.OpKVCreate: "kv_create", wire.OpKVStat: "kv_stat", wire.OpKVPut: "kv_put", wire.OpKVGet: "kv_get",
 	wire.OpKVExists: "kv_exists", wire.OpKVDelete: "kv_delete", wire.OpKVList: "kv_list",
 }

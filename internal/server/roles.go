@@ -103,7 +103,7 @@ func RunMeta(ctx context.Context, opts MetaOptions) (err error) {
 		return err
 	}
 	closers.add(rt.Close)
-	ms, err := meta.New(ctx, meta.Options{DB: db, Targets: rt, Logger: log, InlineMax: opts.InlineMax, NoAudit: opts.NoAudit})
+	ms, err := meta.New(ctx, meta.Options{DB: db, Targets: rt, Logger: log, InlineMax: opts.InlineMax, NoAudit: opts.NoAudit, SharedDB: len(opts.Etcd) > 0})
 	if err != nil {
 		return fmt.Errorf("meta: start metadata service: %w", err)
 	}

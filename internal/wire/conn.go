@@ -19,6 +19,7 @@ type Conn struct {
 	nc     net.Conn // nil for an in-process connection
 	local  *Server  // the server of an in-process connection (see ServeLocal)
 	addr   string
+	id     uint64 // an in-process connection's Request.Conn
 	sendq  chan *call
 	nextID atomic.Uint64
 

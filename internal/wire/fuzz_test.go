@@ -31,6 +31,7 @@ func messages() []Message {
 		&MigrateReq{}, &MigrateResp{}, &TargetDrainReq{},
 		&ProfileSession{}, &ProfileSetReq{}, &ProfileListResp{}, &ProfileCheckReq{}, &ProfileAppendReq{}, &ProfileReadReq{}, &ProfileReadResp{},
 		&StageCounts{}, &StageReportReq{},
+		&Change{}, &WatchReq{}, &WatchResp{},
 	}
 }
 

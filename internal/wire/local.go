@@ -57,7 +57,7 @@ func localServer(addr string) *Server {
 }
 
 func dialLocal(s *Server, addr string) *Conn {
-	return &Conn{addr: addr, local: s, closed: make(chan struct{})}
+	return &Conn{addr: addr, local: s, id: connIDs.Add(1), closed: make(chan struct{})}
 }
 
 // begin admits one in-process request: it returns the handler for op (nil
@@ -102,7 +102,7 @@ func (c *Conn) callLocal(ctx context.Context, op Op, body []byte, data [][]byte,
 	done := make(chan localResult, 1)
 	s.runLocal(func() {
 		defer s.wg.Done()
-		req := &Request{Op: op, Body: body, Data: d, Remote: "local", Received: time.Now()}
+		req := &Request{Op: op, Body: body, Data: d, Remote: "local", Conn: c.id, Received: time.Now()}
 		var r localResult
 		if hf == nil {
 			r.err = errs.New(errs.NotSupported, "wire: unknown op %d", op)

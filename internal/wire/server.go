@@ -22,6 +22,11 @@ type Request struct {
 	Body   []byte
 	Data   []byte
 	Remote string
+	// Conn identifies the connection the request came on, unique among
+	// the connections of this process (TCP and in-process alike), so a
+	// service can tell one client's requests from another's (OpWatch
+	// leaves out the caller's own changes).
+	Conn uint64
 	// Received is when the whole frame had been read: the time until the
 	// handler starts is the request's queue wait.
 	Received time.Time
@@ -100,6 +105,9 @@ func (s *Server) init() {
 
 // ErrServerClosed is returned by Serve after Shutdown or Close.
 var ErrServerClosed = errors.New("wire: server closed")
+
+// connIDs numbers the connections of the process (Request.Conn).
+var connIDs atomic.Uint64
 
 // Serve accepts connections on l until Shutdown or Close.
 func (s *Server) Serve(l net.Listener) error {
@@ -194,6 +202,7 @@ type serverConn struct {
 	s        *Server
 	nc       net.Conn
 	remote   string
+	id       uint64 // Request.Conn
 	replies  chan *reply
 	done     chan struct{}
 	handlers sync.WaitGroup
@@ -231,7 +240,7 @@ func (s *Server) serveConn(nc net.Conn) {
 	}
 	nc.SetDeadline(time.Time{})
 
-	sc := &serverConn{s: s, nc: nc, remote: nc.RemoteAddr().String(), replies: make(chan *reply, 256), done: make(chan struct{})}
+	sc := &serverConn{s: s, nc: nc, remote: nc.RemoteAddr().String(), id: connIDs.Add(1), replies: make(chan *reply, 256), done: make(chan struct{})}
 	writerDone := make(chan struct{})
 	go func() { defer close(writerDone); sc.writeLoop() }()
 	sc.readLoop()
@@ -323,7 +332,7 @@ func (sc *serverConn) worker(first job, jobs <-chan job) {
 }
 
 func (sc *serverConn) serve(j job) {
-	req := &Request{Op: j.h.Op, Body: j.body, Data: j.data, Remote: sc.remote, Received: j.received}
+	req := &Request{Op: j.h.Op, Body: j.body, Data: j.data, Remote: sc.remote, Conn: sc.id, Received: j.received}
 	var resp Response
 	var err error
 	if j.hf == nil {

@@ -1,0 +1,117 @@
+package meta
+
+import (
+	"context"
+	"slices"
+	"testing"
+
+	"github.com/sluice-fs/sluice/internal/wire"
+)
+
+// TestFeed: the change feed reports the names and inodes that other
+// connections' transactions changed, leaves out the watcher's own, and
+// says so when a watcher missed changes.
+func TestFeed(t *testing.T) {
+	s := newTestService(t, nil, nil)
+	ctx := context.Background()
+	const me, other = 7, 9
+	byOther := withOrigin(ctx, other)
+	byMe := withOrigin(ctx, me)
+
+	// Nobody watches yet: nothing is recorded.
+	mustCreateInline(t, s, RootIno, "before")
+	if s.feed.watched(s.now()) {
+		t.Fatal("the feed records before anyone watched")
+	}
+	start := s.Watch(ctx, me, &wire.WatchReq{})
+	if start.Reset || start.Epoch == 0 || len(start.Changes) != 0 || !start.Complete {
+		t.Fatalf("first poll: %+v", start)
+	}
+	poll := func(cursor uint64) *wire.WatchResp {
+		t.Helper()
+		r := s.Watch(ctx, me, &wire.WatchReq{Epoch: start.Epoch, Cursor: cursor})
+		if r.Reset {
+			t.Fatalf("poll from %d: reset", cursor)
+		}
+		return r
+	}
+	has := func(r *wire.WatchResp, c wire.Change) bool { return slices.Contains(r.Changes, c) }
+
+	// Another connection's create: the name, the new inode, the directory.
+	a, err := s.Create(byOther, &wire.CreateReq{Parent: RootIno, Name: "f", Mode: 0o644, Exclusive: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := poll(start.Cursor)
+	for _, c := range []wire.Change{{Kind: wire.ChangeEntry, Ino: RootIno, Name: "f"}, {Kind: wire.ChangeInode, Ino: a.Ino}, {Kind: wire.ChangeInode, Ino: RootIno}} {
+		if !has(r, c) {
+			t.Errorf("create: %+v not among %+v", c, r.Changes)
+		}
+	}
+	if r.Cursor <= start.Cursor {
+		t.Fatalf("cursor did not move: %d -> %d", start.Cursor, r.Cursor)
+	}
+	cur := r.Cursor
+
+	// The watcher's own changes are left out; a poll that waits returns
+	// once another connection's change comes.
+	if _, err := s.Create(byMe, &wire.CreateReq{Parent: RootIno, Name: "mine", Mode: 0o644, Exclusive: true}); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan *wire.WatchResp)
+	go func() { done <- s.Watch(ctx, me, &wire.WatchReq{Epoch: start.Epoch, Cursor: cur, WaitMs: 10_000}) }()
+	if err := s.Rename(byOther, &wire.RenameReq{OldParent: RootIno, OldName: "f", NewParent: RootIno, NewName: "g"}); err != nil {
+		t.Fatal(err)
+	}
+	r = <-done
+	for _, c := range r.Changes {
+		if c.Name == "mine" {
+			t.Errorf("the watcher's own create was reported: %+v", r.Changes)
+		}
+	}
+	if !has(r, wire.Change{Kind: wire.ChangeEntry, Ino: RootIno, Name: "f"}) || !has(r, wire.Change{Kind: wire.ChangeEntry, Ino: RootIno, Name: "g"}) {
+		t.Errorf("rename: both names should be reported: %+v", r.Changes)
+	}
+	cur = r.Cursor
+
+	// A setattr and an unlink.
+	mode := uint32(0o600)
+	if _, err := s.SetAttr(byOther, &wire.SetAttrReq{Ino: a.Ino, Valid: wire.SetMode, Mode: mode}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Unlink(byOther, RootIno, "g"); err != nil {
+		t.Fatal(err)
+	}
+	r = poll(cur)
+	if !has(r, wire.Change{Kind: wire.ChangeInode, Ino: a.Ino}) || !has(r, wire.Change{Kind: wire.ChangeEntry, Ino: RootIno, Name: "g"}) {
+		t.Errorf("setattr and unlink: %+v", r.Changes)
+	}
+	cur = r.Cursor
+
+	// Another epoch (a restarted service) and a watcher further behind
+	// than the ring keeps are told they missed changes.
+	if r := s.Watch(ctx, me, &wire.WatchReq{Epoch: start.Epoch + 2, Cursor: cur}); !r.Reset || r.Epoch != start.Epoch {
+		t.Errorf("poll of another epoch: %+v", r)
+	}
+	many := make([]wire.Change, feedRing+1)
+	for i := range many {
+		many[i] = wire.Change{Kind: wire.ChangeInode, Ino: uint64(i)}
+	}
+	s.feed.publish(other, many)
+	if r := s.Watch(ctx, me, &wire.WatchReq{Epoch: start.Epoch, Cursor: cur}); !r.Reset {
+		t.Errorf("a watcher %d changes behind was not reset", len(many))
+	}
+}
+
+// TestFeedShared: a service whose engine other services share says its
+// feed is incomplete.
+func TestFeedShared(t *testing.T) {
+	s, err := New(context.Background(), Options{DB: openTestDB(t), Targets: newFakeTargets(1), SharedDB: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if r := s.Watch(context.Background(), 1, &wire.WatchReq{}); r.Complete {
+		t.Fatalf("a shared engine's feed says it is complete: %+v", r)
+	}
+}

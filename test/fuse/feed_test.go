@@ -1,0 +1,136 @@
+package fuse
+
+import (
+	"errors"
+	"os"
+	"testing"
+	"time"
+)
+
+// TestChangeFeedCachesLonger: while the feed is live, a mount with the
+// default timeouts lets the kernel keep a name it created past the short
+// timeout (1 s): a stat 1.5 s later asks the metadata service nothing. With
+// --watch-timeout -1s it asks again, as before the feed.
+func TestChangeFeedCachesLonger(t *testing.T) {
+	requireFUSE(t)
+	addr, admin := startServerAdmin(t)
+	for _, c := range []struct {
+		args  []string
+		asked bool
+	}{{nil, false}, {[]string{"--watch-timeout", "-1s"}, true}} {
+		m := startMount(t, addr, c.args...)
+		p := m.path("own")
+		writeFile(t, p, "x")
+		if _, err := os.Stat(p); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(1500 * time.Millisecond)
+		before := opCount(t, admin, "lookup") + opCount(t, admin, "getattr")
+		if _, err := os.Stat(p); err != nil {
+			t.Fatal(err)
+		}
+		asked := opCount(t, admin, "lookup")+opCount(t, admin, "getattr") > before
+		if asked != c.asked {
+			t.Errorf("mount %v: a stat 1.5 s after the create asked the metadata service: %v, want %v", c.args, asked, c.asked)
+		}
+		must(t, os.Remove(p))
+		m.stop()
+	}
+}
+
+// feedBound is how long the tests give another client's change to reach
+// a mount through the change feed. The kernel caches are set to an hour,
+// so only the feed can make a change visible within it.
+const feedBound = 10 * time.Second
+
+// seenWithin polls cond until it holds or feedBound passes.
+func seenWithin(cond func() bool) bool {
+	for end := time.Now().Add(feedBound); ; {
+		if cond() {
+			return true
+		}
+		if time.Now().After(end) {
+			return false
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// TestChangeFeed: a mount that follows the metadata service's change feed
+// (ADR 0022), with the kernel caching names, absent names and attributes
+// for an hour, sees every kind of change another mount makes within
+// feedBound: a new name it had cached as absent, a file's growth and mode,
+// a rename and a removal, a new directory's entries. A mount that does not
+// follow the feed, with the same hour of kernel caching, does not see the
+// new name: the feed is what shows it.
+func TestChangeFeed(t *testing.T) {
+	requireFUSE(t)
+	s := startServer(t, "", "")
+	hour := []string{"--entry-timeout", "1h", "--negative-timeout", "1h", "--attr-timeout", "1h"}
+	a := startMount(t, s.addr, append([]string{"--watch-timeout", "1h"}, hour...)...)
+	blind := startMount(t, s.addr, append([]string{"--watch-timeout", "-1s"}, hour...)...)
+	b := startMount(t, s.addr)
+	defer a.stop()
+	defer blind.stop()
+	defer b.stop()
+
+	exists := func(p string) bool { _, err := os.Stat(p); return err == nil }
+	absent := func(p string) bool { _, err := os.Stat(p); return errors.Is(err, os.ErrNotExist) }
+	size := func(p string) int64 {
+		st, err := os.Stat(p)
+		if err != nil {
+			return -1
+		}
+		return st.Size()
+	}
+
+	// Absent names, cached as absent by both watching mounts.
+	for _, m := range []*mount{a, blind} {
+		if !absent(m.path("f")) {
+			t.Fatalf("%s: f exists before it was created", m.dir)
+		}
+	}
+	writeFile(t, b.path("f"), "12345")
+	if !seenWithin(func() bool { return size(a.path("f")) == 5 }) {
+		t.Fatalf("the following mount did not see a new file within %v (stat: size %d)", feedBound, size(a.path("f")))
+	}
+	time.Sleep(time.Second) // what a 1 s timeout would have let through
+	if exists(blind.path("f")) {
+		t.Fatalf("the mount that does not follow the feed saw the new file: the test cannot tell the feed's work from the timeouts'")
+	}
+
+	// Attributes the kernel cached: growth and mode.
+	writeFile(t, b.path("f"), "1234567890")
+	if !seenWithin(func() bool { return size(a.path("f")) == 10 }) {
+		t.Fatalf("the following mount did not see the file grow within %v (size %d)", feedBound, size(a.path("f")))
+	}
+	must(t, os.Chmod(b.path("f"), 0o600))
+	if !seenWithin(func() bool { st, err := os.Stat(a.path("f")); return err == nil && st.Mode().Perm() == 0o600 }) {
+		t.Fatalf("the following mount did not see a chmod within %v", feedBound)
+	}
+
+	// A rename: the old name goes, the new one comes.
+	if !absent(a.path("g")) {
+		t.Fatal("g exists before the rename")
+	}
+	must(t, os.Rename(b.path("f"), b.path("g")))
+	if !seenWithin(func() bool { return absent(a.path("f")) && size(a.path("g")) == 10 }) {
+		t.Fatalf("the following mount did not see a rename within %v", feedBound)
+	}
+
+	// A removal.
+	must(t, os.Remove(b.path("g")))
+	if !seenWithin(func() bool { return absent(a.path("g")) }) {
+		t.Fatalf("the following mount did not see a removal within %v", feedBound)
+	}
+
+	// A new directory and a file in it, looked up before they existed.
+	if !absent(a.path("d/x")) {
+		t.Fatal("d/x exists before it was created")
+	}
+	must(t, os.Mkdir(b.path("d"), 0o755))
+	writeFile(t, b.path("d/x"), "x")
+	if !seenWithin(func() bool { return readFileOr(a.path("d/x")) == "x" }) {
+		t.Fatalf("the following mount did not see a new directory's file within %v: %s", feedBound, readFileOr(a.path("d/x")))
+	}
+}
