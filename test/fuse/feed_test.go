@@ -43,16 +43,20 @@ func TestChangeFeedCachesLonger(t *testing.T) {
 // so only the feed can make a change visible within it.
 const feedBound = 10 * time.Second
 
-// seenWithin polls cond until it holds or feedBound passes.
-func seenWithin(cond func() bool) bool {
-	for end := time.Now().Add(feedBound); ; {
+// seenWithin polls cond every 2 ms until it holds or feedBound passes,
+// and logs how long it took.
+func seenWithin(t *testing.T, what string, cond func() bool) bool {
+	t.Helper()
+	start := time.Now()
+	for end := start.Add(feedBound); ; {
 		if cond() {
+			t.Logf("%s: seen after %v", what, time.Since(start).Round(100*time.Microsecond))
 			return true
 		}
 		if time.Now().After(end) {
 			return false
 		}
-		time.Sleep(20 * time.Millisecond)
+		time.Sleep(2 * time.Millisecond)
 	}
 }
 
@@ -91,7 +95,7 @@ func TestChangeFeed(t *testing.T) {
 		}
 	}
 	writeFile(t, b.path("f"), "12345")
-	if !seenWithin(func() bool { return size(a.path("f")) == 5 }) {
+	if !seenWithin(t, "new file", func() bool { return size(a.path("f")) == 5 }) {
 		t.Fatalf("the following mount did not see a new file within %v (stat: size %d)", feedBound, size(a.path("f")))
 	}
 	time.Sleep(time.Second) // what a 1 s timeout would have let through
@@ -101,11 +105,11 @@ func TestChangeFeed(t *testing.T) {
 
 	// Attributes the kernel cached: growth and mode.
 	writeFile(t, b.path("f"), "1234567890")
-	if !seenWithin(func() bool { return size(a.path("f")) == 10 }) {
+	if !seenWithin(t, "growth", func() bool { return size(a.path("f")) == 10 }) {
 		t.Fatalf("the following mount did not see the file grow within %v (size %d)", feedBound, size(a.path("f")))
 	}
 	must(t, os.Chmod(b.path("f"), 0o600))
-	if !seenWithin(func() bool { st, err := os.Stat(a.path("f")); return err == nil && st.Mode().Perm() == 0o600 }) {
+	if !seenWithin(t, "chmod", func() bool { st, err := os.Stat(a.path("f")); return err == nil && st.Mode().Perm() == 0o600 }) {
 		t.Fatalf("the following mount did not see a chmod within %v", feedBound)
 	}
 
@@ -114,13 +118,13 @@ func TestChangeFeed(t *testing.T) {
 		t.Fatal("g exists before the rename")
 	}
 	must(t, os.Rename(b.path("f"), b.path("g")))
-	if !seenWithin(func() bool { return absent(a.path("f")) && size(a.path("g")) == 10 }) {
+	if !seenWithin(t, "rename", func() bool { return absent(a.path("f")) && size(a.path("g")) == 10 }) {
 		t.Fatalf("the following mount did not see a rename within %v", feedBound)
 	}
 
 	// A removal.
 	must(t, os.Remove(b.path("g")))
-	if !seenWithin(func() bool { return absent(a.path("g")) }) {
+	if !seenWithin(t, "removal", func() bool { return absent(a.path("g")) }) {
 		t.Fatalf("the following mount did not see a removal within %v", feedBound)
 	}
 
@@ -130,7 +134,7 @@ func TestChangeFeed(t *testing.T) {
 	}
 	must(t, os.Mkdir(b.path("d"), 0o755))
 	writeFile(t, b.path("d/x"), "x")
-	if !seenWithin(func() bool { return readFileOr(a.path("d/x")) == "x" }) {
+	if !seenWithin(t, "new directory's file", func() bool { return readFileOr(a.path("d/x")) == "x" }) {
 		t.Fatalf("the following mount did not see a new directory's file within %v: %s", feedBound, readFileOr(a.path("d/x")))
 	}
 }
