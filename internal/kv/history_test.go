@@ -83,3 +83,27 @@ func TestValidationIsExact(t *testing.T) {
 		t.Errorf("history not pruned: horizon %d, %d keys", mem.c.hist.horizon, mem.c.hist.size)
 	}
 }
+
+// TestReadCacheBigValues: the read cache keeps no value over
+// maxCachedValue, yet remembers that the key was written, so that a reader
+// of an older snapshot cannot put the value before it in its place.
+func TestReadCacheBigValues(t *testing.T) {
+	c := newReadCache(64)
+	big := make([]byte, maxCachedValue+1)
+	c.put([]byte("k"), big, true, 5)
+	if _, _, ok := c.get([]byte("k"), 5); ok {
+		t.Fatal("a big value was served from the cache")
+	}
+	c.fill([]byte("k"), []byte("older"), true, 4)
+	if _, _, ok := c.get([]byte("k"), 5); ok {
+		t.Fatal("a reader of an older snapshot replaced the big value's entry")
+	}
+	c.fill([]byte("f"), big, true, 6)
+	if _, _, ok := c.get([]byte("f"), 6); ok {
+		t.Fatal("a big value read was kept")
+	}
+	c.put([]byte("k"), []byte("small"), true, 7)
+	if v, found, ok := c.get([]byte("k"), 7); !ok || !found || string(v) != "small" {
+		t.Fatalf("small value after a big one: %q %v %v", v, found, ok)
+	}
+}

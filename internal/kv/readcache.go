@@ -43,8 +43,17 @@ type cacheShard struct {
 type cacheEntry struct {
 	value []byte // nil with found false: the key does not exist
 	found bool
-	gen   uint64
+	// big: the key holds a value over maxCachedValue, which the cache
+	// does not keep; readers go to pebble. The entry stays, so that a
+	// reader of an older snapshot cannot insert the value before it.
+	big bool
+	gen uint64
 }
+
+// maxCachedValue is the largest value the cache keeps: entries hold
+// inode records and names, and small files' bytes (inline data, up to
+// 64 KiB, would otherwise make the cache hold gigabytes).
+const maxCachedValue = 4 << 10
 
 const cacheShards = 64
 
@@ -71,7 +80,7 @@ func (c *readCache) get(key []byte, gen uint64) (value []byte, found, ok bool) {
 	s.mu.RLock()
 	e, hit := s.m[string(key)]
 	s.mu.RUnlock()
-	if !hit || e.gen > gen {
+	if !hit || e.gen > gen || e.big {
 		c.misses.Add(1)
 		return nil, false, false
 	}
@@ -96,6 +105,10 @@ func (c *readCache) fill(key, value []byte, found bool, gen uint64) {
 			return
 		}
 	}
+	if len(value) > maxCachedValue {
+		s.m[string(key)] = cacheEntry{found: found, big: true, gen: gen}
+		return
+	}
 	var v []byte
 	if found {
 		v = append(make([]byte, 0, len(value)), value...)
@@ -112,7 +125,11 @@ func (c *readCache) put(key, value []byte, found bool, gen uint64) {
 	if len(s.m) >= c.max {
 		s.resetLocked()
 	}
-	s.m[string(key)] = cacheEntry{value: value, found: found, gen: gen}
+	if len(value) > maxCachedValue {
+		s.m[string(key)] = cacheEntry{found: found, big: true, gen: gen}
+	} else {
+		s.m[string(key)] = cacheEntry{value: value, found: found, gen: gen}
+	}
 	s.maxGen = max(s.maxGen, gen)
 }
 

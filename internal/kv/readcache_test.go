@@ -32,6 +32,8 @@ func TestPebbleTinyReadCacheConformance(t *testing.T) {
 // TestPebbleReadCacheSnapshots has writers keep pairs of keys equal while
 // readers check, in one View, that both keys of a pair agree (no mixed
 // snapshots), and that every acknowledged write is seen by a later View.
+// Every other value of the second key is larger than the cache keeps, so
+// that kept and not-kept values of one key alternate.
 func TestPebbleReadCacheSnapshots(t *testing.T) {
 	for _, entries := range []int{64, 4096, -1} {
 		t.Run(fmt.Sprint("entries=", entries), func(t *testing.T) {
@@ -40,6 +42,14 @@ func TestPebbleReadCacheSnapshots(t *testing.T) {
 			const pairs = 40
 			key := func(p int, half string) []byte { return []byte(fmt.Sprintf("pair/%03d/%s", p, half)) }
 			u64 := func(v uint64) []byte { return binary.BigEndian.AppendUint64(nil, v) }
+			// big is v, padded past what the cache keeps when v is odd.
+			big := func(v uint64) []byte {
+				b := u64(v)
+				if v%2 == 1 {
+					b = append(b, make([]byte, 5<<10)...)
+				}
+				return b
+			}
 			var acked [pairs]atomic.Uint64 // highest value acknowledged per pair
 			var stop atomic.Bool
 			var wg sync.WaitGroup
@@ -59,7 +69,7 @@ func TestPebbleReadCacheSnapshots(t *testing.T) {
 							}
 							next = cur + 1
 							tx.Set(key(p, "a"), u64(next))
-							tx.Set(key(p, "b"), u64(next))
+							tx.Set(key(p, "b"), big(next))
 							return nil
 						})
 						if err != nil {
@@ -93,6 +103,9 @@ func TestPebbleReadCacheSnapshots(t *testing.T) {
 									return nil
 								}
 								va, vb := binary.BigEndian.Uint64(a), binary.BigEndian.Uint64(b)
+								if len(b) != len(big(vb)) {
+									return fmt.Errorf("pair %d: value %d is %d bytes long", p, vb, len(b))
+								}
 								if va != vb {
 									return fmt.Errorf("pair %d: mixed snapshot a=%d b=%d", p, va, vb)
 								}
