@@ -50,10 +50,11 @@ type cacheEntry struct {
 	gen uint64
 }
 
-// maxCachedValue is the largest value the cache keeps: entries hold
-// inode records and names, and small files' bytes (inline data, up to
-// 64 KiB, would otherwise make the cache hold gigabytes).
-const maxCachedValue = 4 << 10
+// maxCachedValue is the largest value the cache keeps: inode records,
+// names, and the bytes of files up to 4 KiB (inline data is a CRC32C and
+// the bytes). Inline data up to 64 KiB would otherwise let the cache hold
+// gigabytes.
+const maxCachedValue = 4<<10 + 4
 
 const cacheShards = 64
 

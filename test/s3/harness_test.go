@@ -92,7 +92,7 @@ func startGateway(t testing.TB, extra ...string) *gateway {
 func (g *gateway) start(extra ...string) *proc {
 	g.t.Helper()
 	args := append([]string{"serve", "--data-dir", g.dataDir, "--listen", "127.0.0.1:0", "--s3", "127.0.0.1:0",
-		"--s3-access-key", testAK, "--s3-secret-key", testSK, "--http", "127.0.0.1:19501"}, extra...)
+		"--s3-access-key", testAK, "--s3-secret-key", testSK}, extra...)
 	p, endpoint := startProc(g.t, nil, gatewayLine, args...)
 	g.procs = append(g.procs, p)
 	g.endpoint = endpoint
