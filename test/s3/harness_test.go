@@ -93,6 +93,9 @@ func (g *gateway) start(extra ...string) *proc {
 	g.t.Helper()
 	args := append([]string{"serve", "--data-dir", g.dataDir, "--listen", "127.0.0.1:0", "--s3", "127.0.0.1:0",
 		"--s3-access-key", testAK, "--s3-secret-key", testSK}, extra...)
+	// SLUICE_S3_SERVE_ARGS adds flags, e.g. "--http 127.0.0.1:9401" to
+	// profile a benchmark.
+	args = append(args, strings.Fields(os.Getenv("SLUICE_S3_SERVE_ARGS"))...)
 	p, endpoint := startProc(g.t, nil, gatewayLine, args...)
 	g.procs = append(g.procs, p)
 	g.endpoint = endpoint
