@@ -28,8 +28,9 @@ const feedRing = 1 << 16
 // feedMaxBatch bounds the changes of one WatchResp.
 const feedMaxBatch = 4096
 
-// feedIdle: a feed nobody polled for this long stops recording (until the
-// next poll), so that a service nobody watches pays nothing for it.
+// feedIdle: a feed nobody polled for this long stops recording, so that a
+// service nobody watches pays nothing for it. The next poll starts a new
+// epoch: a watcher of the old one is told it missed changes.
 const feedIdle = 2 * time.Minute
 
 type originKey struct{}
@@ -54,10 +55,11 @@ type feedEntry struct {
 
 // feed is the ring of recent changes. It is safe for concurrent use.
 type feed struct {
-	epoch    uint64
 	complete bool
+	idle     time.Duration // feedIdle; shorter in tests
 
 	mu       sync.Mutex
+	epoch    uint64
 	ring     []feedEntry // ring[seq % feedRing] holds change seq (seq >= 1)
 	next     uint64      // the sequence number of the next change
 	lastPoll time.Time   // when a watcher last polled; zero: never
@@ -65,14 +67,21 @@ type feed struct {
 }
 
 func newFeed(complete bool) *feed {
-	return &feed{epoch: rand.Uint64() | 1, complete: complete, next: 1, wake: make(chan struct{})}
+	return &feed{epoch: newEpoch(), complete: complete, idle: feedIdle, next: 1, wake: make(chan struct{})}
+}
+
+func newEpoch() uint64 { return rand.Uint64() | 1 }
+
+// watchedLocked reports whether changes are being recorded. f.mu is held.
+func (f *feed) watchedLocked(now time.Time) bool {
+	return !f.lastPoll.IsZero() && now.Sub(f.lastPoll) < f.idle
 }
 
 // watched reports whether changes are being recorded.
 func (f *feed) watched(now time.Time) bool {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	return !f.lastPoll.IsZero() && now.Sub(f.lastPoll) < feedIdle
+	return f.watchedLocked(now)
 }
 
 // publish appends one transaction's changes.
@@ -103,7 +112,12 @@ func (f *feed) poll(ctx context.Context, conn uint64, req *wire.WatchReq) *wire.
 	var deadline <-chan time.Time
 	for {
 		f.mu.Lock()
-		f.lastPoll = time.Now()
+		now := time.Now()
+		if !f.lastPoll.IsZero() && !f.watchedLocked(now) {
+			// Changes went unrecorded while nobody polled.
+			f.epoch = newEpoch()
+		}
+		f.lastPoll = now
 		resp := &wire.WatchResp{Epoch: f.epoch, Complete: f.complete}
 		switch {
 		case req.Epoch != f.epoch || req.Cursor > f.next:

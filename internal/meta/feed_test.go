@@ -4,6 +4,7 @@ import (
 	"context"
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/sluice-fs/sluice/internal/wire"
 )
@@ -93,6 +94,23 @@ func TestFeed(t *testing.T) {
 	if r := s.Watch(ctx, me, &wire.WatchReq{Epoch: start.Epoch + 2, Cursor: cur}); !r.Reset || r.Epoch != start.Epoch {
 		t.Errorf("poll of another epoch: %+v", r)
 	}
+	// A feed nobody polled for its idle time stopped recording: the next
+	// poll is told it missed changes.
+	s.feed.mu.Lock()
+	s.feed.idle = time.Millisecond
+	s.feed.mu.Unlock()
+	time.Sleep(5 * time.Millisecond)
+	if _, err := s.Create(byOther, &wire.CreateReq{Parent: RootIno, Name: "unrecorded", Mode: 0o644, Exclusive: true}); err != nil {
+		t.Fatal(err)
+	}
+	r = s.Watch(ctx, me, &wire.WatchReq{Epoch: start.Epoch, Cursor: cur})
+	if !r.Reset || r.Epoch == start.Epoch {
+		t.Errorf("a watcher back after the feed went idle was not reset: %+v", r)
+	}
+	s.feed.mu.Lock()
+	s.feed.idle = feedIdle
+	s.feed.mu.Unlock()
+	start.Epoch, cur = r.Epoch, r.Cursor
 	many := make([]wire.Change, feedRing+1)
 	for i := range many {
 		many[i] = wire.Change{Kind: wire.ChangeInode, Ino: uint64(i)}
