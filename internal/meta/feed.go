@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/binary"
 	"math/rand/v2"
+	"slices"
 	"sync"
 	"time"
 
@@ -63,11 +64,18 @@ type feed struct {
 	ring     []feedEntry // ring[seq % feedRing] holds change seq (seq >= 1)
 	next     uint64      // the sequence number of the next change
 	lastPoll time.Time   // when a watcher last polled; zero: never
-	wake     chan struct{}
+	// waiters are the polls waiting for a change, each woken (its channel
+	// closed and removed) by the first change another connection makes.
+	waiters []feedWaiter
+}
+
+type feedWaiter struct {
+	conn uint64
+	ch   chan struct{}
 }
 
 func newFeed(complete bool) *feed {
-	return &feed{epoch: newEpoch(), complete: complete, idle: feedIdle, next: 1, wake: make(chan struct{})}
+	return &feed{epoch: newEpoch(), complete: complete, idle: feedIdle, next: 1}
 }
 
 func newEpoch() uint64 { return rand.Uint64() | 1 }
@@ -97,8 +105,19 @@ func (f *feed) publish(origin uint64, cs []wire.Change) {
 		f.ring[f.next%feedRing] = feedEntry{origin, c}
 		f.next++
 	}
-	close(f.wake)
-	f.wake = make(chan struct{})
+	// Wake the waiters this change concerns; a poll's own changes leave
+	// it asleep (a mount creating files would otherwise wake its poll at
+	// every create).
+	kept := f.waiters[:0]
+	for _, w := range f.waiters {
+		if w.conn == origin && origin != 0 {
+			kept = append(kept, w)
+		} else {
+			close(w.ch)
+		}
+	}
+	clear(f.waiters[len(kept):])
+	f.waiters = kept
 	f.mu.Unlock()
 }
 
@@ -139,7 +158,11 @@ func (f *feed) poll(ctx context.Context, conn uint64, req *wire.WatchReq) *wire.
 			}
 		}
 		resp.Cursor = cur
-		wake := f.wake
+		var wake chan struct{}
+		if len(resp.Changes) == 0 && req.WaitMs > 0 {
+			wake = make(chan struct{})
+			f.waiters = append(f.waiters, feedWaiter{conn, wake})
+		}
 		f.mu.Unlock()
 		if len(resp.Changes) > 0 || req.WaitMs == 0 {
 			return resp
@@ -154,9 +177,23 @@ func (f *feed) poll(ctx context.Context, conn uint64, req *wire.WatchReq) *wire.
 		select {
 		case <-wake:
 		case <-deadline:
+			f.unwait(wake)
 			return resp
 		case <-ctx.Done():
+			f.unwait(wake)
 			return resp
+		}
+	}
+}
+
+// unwait removes a waiter that stopped waiting, if no change removed it.
+func (f *feed) unwait(ch chan struct{}) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for i, w := range f.waiters {
+		if w.ch == ch {
+			f.waiters = slices.Delete(f.waiters, i, i+1)
+			return
 		}
 	}
 }

@@ -65,6 +65,16 @@ func TestFeed(t *testing.T) {
 		t.Fatal(err)
 	}
 	r = <-done
+	// A short wait that no change ends leaves no waiter behind either.
+	if r := s.Watch(ctx, me, &wire.WatchReq{Epoch: start.Epoch, Cursor: r.Cursor, WaitMs: 1}); len(r.Changes) != 0 {
+		t.Errorf("changes after the rename: %+v", r.Changes)
+	}
+	s.feed.mu.Lock()
+	waiting := len(s.feed.waiters)
+	s.feed.mu.Unlock()
+	if waiting != 0 {
+		t.Errorf("%d waiters left after the polls returned", waiting)
+	}
 	for _, c := range r.Changes {
 		if c.Name == "mine" {
 			t.Errorf("the watcher's own create was reported: %+v", r.Changes)
