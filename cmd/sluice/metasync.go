@@ -62,7 +62,7 @@ func (v inlineSize) Set(s string) error {
 func inlineMaxFlag(cmd *cobra.Command, n *int) {
 	*n = 0 // meta.Options: the engine's default
 	cmd.Flags().Var(inlineSize{n}, "inline-max", "keep files' first bytes up to this size in the metadata service instead of chunks "+
-		"(small files then need no storage target I/O; default 64 KiB with the embedded engine, 16 KiB over etcd; 0: never)")
+		"(small files then need no storage target I/O; default 16 KiB; 0: never)")
 }
 
 // auditFlag registers --audit (default on): whether the metadata service

@@ -120,15 +120,6 @@ func OpenPebble(dir string, opts *PebbleOptions) (DB, error) {
 		// The commit log replaces pebble's WAL (see Durability).
 		DisableWAL: true,
 	}
-	// Values of 4 KiB and more (small files' bytes: inline data) go to
-	// blob files at flush, which compactions do not rewrite: without it an
-	// inline byte was written again by every compaction it went through
-	// (ADR 0009). Blob files with a fifth of their values dead are
-	// rewritten once 5 minutes old.
-	popts.Experimental.ValueSeparationPolicy = func() pebble.ValueSeparationPolicy {
-		return pebble.ValueSeparationPolicy{Enabled: true, MinimumSize: 4 << 10, MaxBlobReferenceDepth: 10,
-			RewriteMinimumAge: 5 * time.Minute, TargetGarbageRatio: 0.2}
-	}
 	pdb, err := pebble.Open(dir, popts)
 	if err != nil {
 		return nil, fmt.Errorf("kv: open pebble %s: %w", dir, err)

@@ -52,8 +52,8 @@ type cacheEntry struct {
 
 // maxCachedValue is the largest value the cache keeps: inode records,
 // names, and the bytes of files up to 4 KiB (inline data is a CRC32C and
-// the bytes). Inline data up to 64 KiB would otherwise let the cache hold
-// gigabytes.
+// the bytes). Larger inline data (16 KiB by default, up to 1 MiB) would
+// otherwise let the cache hold gigabytes.
 const maxCachedValue = 4<<10 + 4
 
 const cacheShards = 64

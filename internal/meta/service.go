@@ -55,8 +55,7 @@ type Options struct {
 	// (default 10s); removals queued by this Service start at once.
 	GCInterval time.Duration
 	// InlineMax is the most bytes of a file kept in the metadata (inline
-	// data, inline.go): 0 means DefaultInlineMax (SharedInlineMax with
-	// SharedDB), negative none.
+	// data, inline.go): 0 means DefaultInlineMax, negative none.
 	InlineMax int
 	// NoAudit turns the audit trail off (audit.go): permission, owner and
 	// layout changes, removals and renames are then not recorded. The
@@ -68,13 +67,11 @@ type Options struct {
 	SharedDB bool
 }
 
-// DefaultInlineMax is Options.InlineMax's default; SharedInlineMax its
-// default over a shared engine (etcd, whose whole database must stay
-// small); MaxInlineMax bounds it (an inline write rewrites a file's inline
-// bytes in one transaction). ADR 0009 measures the choice.
+// DefaultInlineMax is Options.InlineMax's default; MaxInlineMax bounds it
+// (an inline write rewrites a file's inline bytes in one transaction).
+// ADR 0009 measures the choice.
 const (
-	DefaultInlineMax = 64 << 10
-	SharedInlineMax  = 16 << 10
+	DefaultInlineMax = 16 << 10
 	MaxInlineMax     = 1 << 20
 )
 
@@ -92,8 +89,6 @@ func (o *Options) setDefaults() {
 		o.GCInterval = 10 * time.Second
 	}
 	switch {
-	case o.InlineMax == 0 && o.SharedDB:
-		o.InlineMax = SharedInlineMax
 	case o.InlineMax == 0:
 		o.InlineMax = DefaultInlineMax
 	case o.InlineMax < 0:
