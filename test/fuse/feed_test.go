@@ -2,7 +2,10 @@ package fuse
 
 import (
 	"errors"
+	"fmt"
+	"math/rand/v2"
 	"os"
+	"strconv"
 	"testing"
 	"time"
 )
@@ -136,5 +139,136 @@ func TestChangeFeed(t *testing.T) {
 	writeFile(t, b.path("d/x"), "x")
 	if !seenWithin(t, "new directory's file", func() bool { return readFileOr(a.path("d/x")) == "x" }) {
 		t.Fatalf("the following mount did not see a new directory's file within %v: %s", feedBound, readFileOr(a.path("d/x")))
+	}
+}
+
+// feedEntry is what the model of TestChangeFeedRandom says a name holds.
+type feedEntry struct {
+	size int64
+	mode os.FileMode
+}
+
+// TestChangeFeedRandom: two mounts whose kernels cache names, absent names
+// and attributes for an hour take turns changing a small namespace at
+// random: creating and rewriting files of random sizes, removing them,
+// renaming them within and across two directories (over existing names
+// too) and changing their modes. After every change the mount that made it
+// must show the model at once, and the other mount within feedBound:
+// every name present with its size and mode, every other name absent. The
+// seed is printed; SLUICE_FEED_SEED replays it, SLUICE_FEED_OPS sets the
+// number of changes (default 150).
+func TestChangeFeedRandom(t *testing.T) {
+	requireFUSE(t)
+	seed := uint64(time.Now().UnixNano())
+	if v := os.Getenv("SLUICE_FEED_SEED"); v != "" {
+		var err error
+		if seed, err = strconv.ParseUint(v, 10, 64); err != nil {
+			t.Fatalf("SLUICE_FEED_SEED=%q: %v", v, err)
+		}
+	}
+	ops := envInt(t, "SLUICE_FEED_OPS", 150)
+	t.Logf("seed %d (SLUICE_FEED_SEED=%d replays it)", seed, seed)
+	rng := rand.New(rand.NewPCG(seed, 22))
+	s := startServer(t, "", "")
+	hour := []string{"--watch-timeout", "1h", "--entry-timeout", "1h", "--negative-timeout", "1h", "--attr-timeout", "1h"}
+	mounts := []*mount{startMount(t, s.addr, hour...), startMount(t, s.addr, hour...)}
+	defer mounts[0].stop()
+	defer mounts[1].stop()
+	must(t, os.Mkdir(mounts[0].path("d"), 0o755))
+	var names []string
+	for i := range 6 {
+		names = append(names, fmt.Sprintf("n%d", i), fmt.Sprintf("d/n%d", i))
+	}
+	model := map[string]feedEntry{}
+	modes := []os.FileMode{0o600, 0o640, 0o644}
+
+	// differs returns what m shows differently from the model, or "".
+	differs := func(m *mount) string {
+		for _, n := range names {
+			st, err := os.Stat(m.path(n))
+			want, ok := model[n]
+			switch {
+			case !ok && errors.Is(err, os.ErrNotExist):
+			case !ok:
+				return fmt.Sprintf("%s: stat %v, %v; want absent", n, st, err)
+			case err != nil:
+				return fmt.Sprintf("%s: %v; want size %d mode %v", n, err, want.size, want.mode)
+			case st.Size() != want.size || st.Mode().Perm() != want.mode:
+				return fmt.Sprintf("%s: size %d mode %v; want size %d mode %v", n, st.Size(), st.Mode().Perm(), want.size, want.mode)
+			}
+		}
+		return ""
+	}
+	pick := func() string { return names[rng.IntN(len(names))] }
+	present := func() (string, bool) {
+		var have []string
+		for _, n := range names {
+			if _, ok := model[n]; ok {
+				have = append(have, n)
+			}
+		}
+		if len(have) == 0 {
+			return "", false
+		}
+		return have[rng.IntN(len(have))], true
+	}
+	for op := range ops {
+		k := rng.IntN(2)
+		m, other := mounts[k], mounts[1-k]
+		var what string
+		switch r := rng.IntN(10); {
+		case r < 4: // create or rewrite
+			n, size := pick(), int64(rng.IntN(3000))
+			mode := modes[rng.IntN(len(modes))]
+			if e, ok := model[n]; ok {
+				mode = e.mode // a rewrite keeps the mode
+			}
+			must(t, os.WriteFile(m.path(n), make([]byte, size), mode))
+			model[n] = feedEntry{size, mode}
+			what = fmt.Sprintf("write %s (%d bytes)", n, size)
+		case r < 6:
+			n, ok := present()
+			if !ok {
+				continue
+			}
+			must(t, os.Remove(m.path(n)))
+			delete(model, n)
+			what = "remove " + n
+		case r < 8:
+			from, ok := present()
+			if !ok {
+				continue
+			}
+			to := pick()
+			must(t, os.Rename(m.path(from), m.path(to)))
+			if from != to {
+				model[to] = model[from]
+				delete(model, from)
+			}
+			what = fmt.Sprintf("rename %s -> %s", from, to)
+		default:
+			n, ok := present()
+			if !ok {
+				continue
+			}
+			mode := modes[rng.IntN(len(modes))]
+			must(t, os.Chmod(m.path(n), mode))
+			e := model[n]
+			e.mode = mode
+			model[n] = e
+			what = fmt.Sprintf("chmod %s %v", n, mode)
+		}
+		if d := differs(m); d != "" {
+			t.Fatalf("seed %d, change %d (%s on mount %d): the same mount shows %s", seed, op, what, k, d)
+		}
+		var d string
+		for end := time.Now().Add(feedBound); ; time.Sleep(2 * time.Millisecond) {
+			if d = differs(other); d == "" || time.Now().After(end) {
+				break
+			}
+		}
+		if d != "" {
+			t.Fatalf("seed %d, change %d (%s on mount %d): the other mount still shows %s after %v", seed, op, what, k, d, feedBound)
+		}
 	}
 }
