@@ -32,8 +32,11 @@
 // # Caching and consistency
 //
 // The kernel caches entries and attributes for EntryTimeout and
-// AttrTimeout, and file pages across opens (FOPEN_KEEP_CACHE) while the
-// file's mtime and size are unchanged since this mount last opened it: a
-// file changed elsewhere (another mount, the S3 gateway) is re-read at the
-// next open (close-to-open consistency). See docs/fuse.md.
+// AttrTimeout, or for WatchTimeout while the mount follows the metadata
+// service's change feed, which drops from the kernel's caches what other
+// clients change (feed.go, ADR 0022); and file pages across opens
+// (FOPEN_KEEP_CACHE) while the file's mtime and size are unchanged since
+// this mount last opened it: a file changed elsewhere (another mount, the
+// S3 gateway) is re-read at the next open (close-to-open consistency). See
+// docs/fuse.md.
 package fusefs
