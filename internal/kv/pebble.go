@@ -111,7 +111,7 @@ func OpenPebble(dir string, opts *PebbleOptions) (DB, error) {
 		logger = slog.New(slog.DiscardHandler)
 	}
 	hook := &tableHookFS{FS: o.FS}
-	popts := &pebble.Options{
+	pdb, err := pebble.Open(dir, &pebble.Options{
 		CacheSize:          o.CacheSize,
 		MemTableSize:       o.MemTableSize,
 		FormatMajorVersion: pebble.FormatNewest,
@@ -119,8 +119,7 @@ func OpenPebble(dir string, opts *PebbleOptions) (DB, error) {
 		FS:                 hook,
 		// The commit log replaces pebble's WAL (see Durability).
 		DisableWAL: true,
-	}
-	pdb, err := pebble.Open(dir, popts)
+	})
 	if err != nil {
 		return nil, fmt.Errorf("kv: open pebble %s: %w", dir, err)
 	}
