@@ -122,8 +122,9 @@ func (f *feed) publish(origin uint64, cs []wire.Change) {
 }
 
 // poll answers a watch request from connection conn: the changes after
-// req.Cursor not made by conn, waiting up to req.WaitMs for one.
-func (f *feed) poll(ctx context.Context, conn uint64, req *wire.WatchReq) *wire.WatchResp {
+// req.Cursor not made by conn, waiting up to req.WaitMs for one, or until
+// ctx ends or closed is closed (the service closes).
+func (f *feed) poll(ctx context.Context, closed <-chan struct{}, conn uint64, req *wire.WatchReq) *wire.WatchResp {
 	max := int(req.Max)
 	if max <= 0 || max > feedMaxBatch {
 		max = feedMaxBatch
@@ -180,6 +181,9 @@ func (f *feed) poll(ctx context.Context, conn uint64, req *wire.WatchReq) *wire.
 			f.unwait(wake)
 			return resp
 		case <-ctx.Done():
+			f.unwait(wake)
+			return resp
+		case <-closed:
 			f.unwait(wake)
 			return resp
 		}
@@ -243,14 +247,5 @@ func (s *Service) Watch(ctx context.Context, conn uint64, req *wire.WatchReq) *w
 	if req.WaitMs > 10_000 {
 		req.WaitMs = 10_000
 	}
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	go func() {
-		select {
-		case <-s.closed:
-			cancel()
-		case <-ctx.Done():
-		}
-	}()
-	return s.feed.poll(ctx, conn, req)
+	return s.feed.poll(ctx, s.closed, conn, req)
 }
