@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/sluice-fs/sluice/internal/kv"
@@ -58,12 +59,15 @@ type feedEntry struct {
 type feed struct {
 	complete bool
 	idle     time.Duration // feedIdle; shorter in tests
+	// lastPoll is when a watcher last polled (Unix ns; 0: never). Every
+	// metadata transaction reads it (watched), so it is not under mu;
+	// polls write it under mu.
+	lastPoll atomic.Int64
 
-	mu       sync.Mutex
-	epoch    uint64
-	ring     []feedEntry // ring[seq % feedRing] holds change seq (seq >= 1)
-	next     uint64      // the sequence number of the next change
-	lastPoll time.Time   // when a watcher last polled; zero: never
+	mu    sync.Mutex
+	epoch uint64
+	ring  []feedEntry // ring[seq % feedRing] holds change seq (seq >= 1)
+	next  uint64      // the sequence number of the next change
 	// waiters are the polls waiting for a change, each woken (its channel
 	// closed and removed) by the first change another connection makes.
 	waiters []feedWaiter
@@ -80,16 +84,10 @@ func newFeed(complete bool) *feed {
 
 func newEpoch() uint64 { return rand.Uint64() | 1 }
 
-// watchedLocked reports whether changes are being recorded. f.mu is held.
-func (f *feed) watchedLocked(now time.Time) bool {
-	return !f.lastPoll.IsZero() && now.Sub(f.lastPoll) < f.idle
-}
-
 // watched reports whether changes are being recorded.
 func (f *feed) watched(now time.Time) bool {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return f.watchedLocked(now)
+	last := f.lastPoll.Load()
+	return last != 0 && now.UnixNano()-last < int64(f.idle)
 }
 
 // publish appends one transaction's changes.
@@ -133,11 +131,11 @@ func (f *feed) poll(ctx context.Context, closed <-chan struct{}, conn uint64, re
 	for {
 		f.mu.Lock()
 		now := time.Now()
-		if !f.lastPoll.IsZero() && !f.watchedLocked(now) {
+		if f.lastPoll.Load() != 0 && !f.watched(now) {
 			// Changes went unrecorded while nobody polled.
 			f.epoch = newEpoch()
 		}
-		f.lastPoll = now
+		f.lastPoll.Store(now.UnixNano())
 		resp := &wire.WatchResp{Epoch: f.epoch, Complete: f.complete}
 		switch {
 		case req.Epoch != f.epoch || req.Cursor > f.next:
