@@ -741,8 +741,7 @@ func (m *SetAttrReq) Encode(e *Encoder) {
 	e.I64(m.Mtime)
 	e.I64(m.Ctime)
 	encodeOptCred(e, m.Cred)
-	e.I64(m.IfMtime)
-	e.U64(m.IfSize)
+	encodeIf(e, m.IfMtime, m.IfSize)
 }
 func (m *SetAttrReq) Decode(d *Decoder) {
 	m.Ino = d.U64()
@@ -755,10 +754,22 @@ func (m *SetAttrReq) Decode(d *Decoder) {
 	m.Mtime = d.I64()
 	m.Ctime = d.I64()
 	m.Cred = decodeOptCred(d)
-	if d.More() {
-		m.IfMtime = d.I64()
-		m.IfSize = d.U64()
+	m.IfMtime, m.IfSize = decodeIf(d)
+}
+
+// encodeIf writes a change's If fields (CommitWriteReq), trailing.
+func encodeIf(e *Encoder, mtime int64, size uint64) {
+	e.I64(mtime)
+	e.U64(size)
+}
+
+// decodeIf reads the trailing If fields of a change: zero (no check)
+// from an older client that sent none.
+func decodeIf(d *Decoder) (mtime int64, size uint64) {
+	if !d.More() {
+		return 0, 0
 	}
+	return d.I64(), d.U64()
 }
 
 // CreateReq creates a regular file or node (OpCreate) or a directory
@@ -1024,18 +1035,14 @@ func (m *CommitWriteReq) Encode(e *Encoder) {
 	e.U64(m.Ino)
 	e.U64(m.End)
 	e.I64(m.Mtime)
-	e.I64(m.IfMtime)
-	e.U64(m.IfSize)
+	encodeIf(e, m.IfMtime, m.IfSize)
 }
 
 func (m *CommitWriteReq) Decode(d *Decoder) {
 	m.Ino = d.U64()
 	m.End = d.U64()
 	m.Mtime = d.I64()
-	if d.More() {
-		m.IfMtime = d.I64()
-		m.IfSize = d.U64()
-	}
+	m.IfMtime, m.IfSize = decodeIf(d)
 }
 
 // WriteInlineReq writes Data at Off into a file's inline bytes. A file
@@ -1057,18 +1064,14 @@ func (m *WriteInlineReq) Encode(e *Encoder) {
 	e.U64(m.Off)
 	e.I64(m.Mtime)
 	e.Bytes(m.Data)
-	e.I64(m.IfMtime)
-	e.U64(m.IfSize)
+	encodeIf(e, m.IfMtime, m.IfSize)
 }
 func (m *WriteInlineReq) Decode(d *Decoder) {
 	m.Ino = d.U64()
 	m.Off = d.U64()
 	m.Mtime = d.I64()
 	m.Data = d.Bytes()
-	if d.More() {
-		m.IfMtime = d.I64()
-		m.IfSize = d.U64()
-	}
+	m.IfMtime, m.IfSize = decodeIf(d)
 }
 
 // WriteInlineResp says how many bytes of the write went inline (from its
