@@ -135,6 +135,8 @@ func newBench(g *globals) *cobra.Command {
 	f.IntVar(&tc.Prefetch, "prefetch", tc.Prefetch, "training: batches a loader may read ahead")
 	f.DurationVar(&tc.Compute, "compute", tc.Compute, "training: compute time per batch")
 	f.IntVar(&tc.Steps, "steps", tc.Steps, "training: batches per accelerator")
+	f.StringVar(&tc.Dataset, "dataset", "", "training: read the files of this existing directory of each target (e.g. a data set released to the object tier) instead of writing a data set; --samples and --sample-size are then ignored")
+	f.IntVar(&tc.Epochs, "epochs", 0, "training: read the whole data set this many times (replaces --steps)")
 	f.BoolVar(&tc.FindMax, "find-max", false, "training: find the most accelerators kept at --min-util")
 	f.Float64Var(&tc.MinUtilization, "min-util", tc.MinUtilization, "training: utilization --find-max must keep")
 	f.IntVar(&cc.Writers, "ckpt-writers", cc.Writers, "checkpoint: writers (one shard each)")

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"path"
+	"slices"
 	"sync"
 	"time"
 )
@@ -32,6 +33,16 @@ type TrainingConfig struct {
 	MaxAccelerators int
 	Dir             string
 	Keep            bool
+	// Dataset, when set, is an existing directory whose regular files
+	// (sorted by name; Samples and SampleSize are ignored) are the data
+	// set: nothing is written or removed, and the samples are read
+	// without the stamp checks (they are someone else's files). It is how
+	// a data set released to the object tier is trained on.
+	Dataset string
+	// Epochs, when set, replaces Steps: each trial reads every sample
+	// of the data set Epochs times (each accelerator takes the batches
+	// of its share, rounded up).
+	Epochs int
 	// Progress as in Config: the phase is "train" (samples read).
 	Progress func(phase string, done, total int64)
 }
@@ -101,22 +112,43 @@ func Train(ctx context.Context, fsys FS, cfg TrainingConfig) (*TrainingResult, e
 		cfg.Prefetch < 1 || cfg.Steps < 1 || cfg.SampleSize.Min < 1 {
 		return nil, fmt.Errorf("bench: training: counts and sizes must be positive")
 	}
-	dir := path.Join(cfg.Dir, fmt.Sprintf("train-%d", time.Now().UnixNano()))
-	res := &TrainingResult{Params: fmt.Sprintf("samples=%d size=%s batch=%d readers=%d prefetch=%d compute=%v steps=%d",
-		cfg.Samples, cfg.SampleSize, cfg.BatchSize, cfg.ReaderThreads, cfg.Prefetch, cfg.Compute, cfg.Steps)}
-	start := time.Now()
-	if err := writeDataset(ctx, fsys, dir, cfg); err != nil {
-		fsys.RemoveAll(context.WithoutCancel(ctx), dir)
-		return nil, err
+	if cfg.Epochs < 0 {
+		return nil, fmt.Errorf("bench: training: epochs must not be negative")
 	}
-	res.DatasetSeconds = time.Since(start).Seconds()
-	defer func() {
-		if !cfg.Keep {
-			fsys.RemoveAll(context.WithoutCancel(ctx), dir)
+	var ds *dataset
+	if cfg.Dataset != "" {
+		var err error
+		if ds, err = openDataset(ctx, fsys, cfg.Dataset); err != nil {
+			return nil, err
 		}
-	}()
+		cfg.Samples = len(ds.names)
+	}
+	steps := fmt.Sprintf("steps=%d", cfg.Steps)
+	if cfg.Epochs > 0 {
+		steps = fmt.Sprintf("epochs=%d", cfg.Epochs)
+	}
+	res := &TrainingResult{Params: fmt.Sprintf("samples=%d size=%s batch=%d readers=%d prefetch=%d compute=%v %s",
+		cfg.Samples, cfg.SampleSize, cfg.BatchSize, cfg.ReaderThreads, cfg.Prefetch, cfg.Compute, steps)}
+	dir := cfg.Dataset
+	if ds != nil {
+		res.Params = fmt.Sprintf("dataset=%s (%d files, %s) batch=%d readers=%d prefetch=%d compute=%v %s",
+			cfg.Dataset, len(ds.names), Size(ds.bytes), cfg.BatchSize, cfg.ReaderThreads, cfg.Prefetch, cfg.Compute, steps)
+	} else {
+		dir = path.Join(cfg.Dir, fmt.Sprintf("train-%d", time.Now().UnixNano()))
+		start := time.Now()
+		if err := writeDataset(ctx, fsys, dir, cfg); err != nil {
+			fsys.RemoveAll(context.WithoutCancel(ctx), dir)
+			return nil, err
+		}
+		res.DatasetSeconds = time.Since(start).Seconds()
+		defer func() {
+			if !cfg.Keep {
+				fsys.RemoveAll(context.WithoutCancel(ctx), dir)
+			}
+		}()
+	}
 	if !cfg.FindMax {
-		t, err := trainOnce(ctx, fsys, dir, cfg, cfg.Accelerators)
+		t, err := trainOnce(ctx, fsys, dir, ds, cfg, cfg.Accelerators)
 		if err != nil {
 			return nil, err
 		}
@@ -124,7 +156,7 @@ func Train(ctx context.Context, fsys FS, cfg TrainingConfig) (*TrainingResult, e
 		return res, nil
 	}
 	trials, best, err := searchMax(cfg.MaxAccelerators, cfg.MinUtilization, func(n int) (TrainingTrial, error) {
-		return trainOnce(ctx, fsys, dir, cfg, n)
+		return trainOnce(ctx, fsys, dir, ds, cfg, n)
 	})
 	if err != nil {
 		return nil, err
@@ -190,6 +222,70 @@ func searchMax(maxN int, minUtil float64, trial func(n int) (TrainingTrial, erro
 
 func samplePath(dir string, i int) string { return path.Join(dir, fmt.Sprintf("sample.%07d", i)) }
 
+// dataset is an existing data set (TrainingConfig.Dataset): its files'
+// names, in name order, and sizes.
+type dataset struct {
+	names []string
+	sizes []int64
+	bytes int64
+}
+
+// openDataset lists the regular files of directory dir (not its
+// subdirectories) and their sizes.
+func openDataset(ctx context.Context, fsys FS, dir string) (*dataset, error) {
+	ents, err := fsys.ReadDir(ctx, dir)
+	if err != nil {
+		return nil, fmt.Errorf("bench: training: data set %s: %w", dir, err)
+	}
+	ds := &dataset{}
+	for _, e := range ents {
+		if !e.IsDir {
+			ds.names = append(ds.names, path.Join(dir, e.Name))
+		}
+	}
+	if len(ds.names) == 0 {
+		return nil, fmt.Errorf("bench: training: data set %s has no files", dir)
+	}
+	slices.Sort(ds.names)
+	ds.sizes = make([]int64, len(ds.names))
+	const lookups = 16
+	err = parallel(ctx, lookups, func(ctx context.Context, w int) error {
+		for i := w; i < len(ds.names); i += lookups {
+			n, err := fsys.Stat(ctx, ds.names[i])
+			if err != nil {
+				return fmt.Errorf("bench: training: data set: %w", err)
+			}
+			ds.sizes[i] = n
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	for _, n := range ds.sizes {
+		ds.bytes += n
+	}
+	return ds, nil
+}
+
+// readPlain reads a file of an existing data set whole.
+func readPlain(ctx context.Context, fsys FS, name string, size int64, buf []byte) error {
+	f, err := fsys.Open(ctx, name)
+	if err != nil {
+		return err
+	}
+	for off := int64(0); off < size; off += int64(len(buf)) {
+		if ctx.Err() != nil {
+			return closeErr(f, ctx.Err())
+		}
+		n := min(int64(len(buf)), size-off)
+		if err := readFull(f, buf[:n], off); err != nil {
+			return closeErr(f, fmt.Errorf("%s: %w", name, err))
+		}
+	}
+	return f.Close()
+}
+
 func writeDataset(ctx context.Context, fsys FS, dir string, cfg TrainingConfig) error {
 	if err := fsys.MkdirAll(ctx, dir); err != nil {
 		return fmt.Errorf("bench: training: create %s: %w", dir, err)
@@ -254,12 +350,31 @@ func readStamped(ctx context.Context, fsys FS, name string, w int, size int64, b
 	return f.Close()
 }
 
-// trainOnce runs n accelerators for cfg.Steps batches each.
-func trainOnce(ctx context.Context, fsys FS, dir string, cfg TrainingConfig, n int) (TrainingTrial, error) {
+// trainOnce runs n accelerators for cfg.Steps batches each (or the
+// batches of cfg.Epochs epochs), reading the data set written to dir or,
+// when ds is not nil, ds.
+func trainOnce(ctx context.Context, fsys FS, dir string, ds *dataset, cfg TrainingConfig, n int) (TrainingTrial, error) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	perm := rand.New(rand.NewPCG(uint64(n), 7)).Perm(cfg.Samples)
+	if cfg.Epochs > 0 {
+		cfg.Steps = epochSteps(cfg.Epochs, cfg.Samples, n, cfg.BatchSize)
+	}
 	perAcc := int64(cfg.Steps * cfg.BatchSize)
+	read := func(i int, buf []byte) (int64, error) {
+		if ds != nil {
+			return ds.sizes[i], readPlain(ctx, fsys, ds.names[i], ds.sizes[i], buf)
+		}
+		size := cfg.SampleSize.Of(i)
+		return size, readStamped(ctx, fsys, samplePath(dir, i), i, size, buf)
+	}
+	bufSize := min(cfg.SampleSize.Max, 4<<20)
+	if ds != nil {
+		bufSize = 4 << 20
+		if m := slices.Max(ds.sizes); m < bufSize {
+			bufSize = max(m, 1)
+		}
+	}
 	var (
 		mu    sync.Mutex
 		bytes int64
@@ -297,10 +412,10 @@ func trainOnce(ctx context.Context, fsys FS, dir string, cfg TrainingConfig, n i
 			var readers sync.WaitGroup
 			for range cfg.ReaderThreads {
 				readers.Go(func() {
-					buf := make([]byte, min(cfg.SampleSize.Max, 4<<20))
+					buf := make([]byte, bufSize)
 					for i := range jobs {
-						size := cfg.SampleSize.Of(i)
-						if err := readStamped(ctx, fsys, samplePath(dir, i), i, size, buf); err != nil {
+						size, err := read(i, buf)
+						if err != nil {
 							fail(fmt.Errorf("bench: training: %w", err))
 							return
 						}
@@ -371,6 +486,13 @@ func trainOnce(ctx context.Context, fsys FS, dir string, cfg TrainingConfig, n i
 		SamplesPerSec: samples / wall.Seconds(),
 		GiBps:         float64(bytes) / wall.Seconds() / (1 << 30),
 	}, nil
+}
+
+// epochSteps is the batches each of n accelerators takes for the data set
+// of samples to be read epochs times, rounded up.
+func epochSteps(epochs, samples, n, batch int) int {
+	per := n * batch
+	return max((epochs*samples+per-1)/per, 1)
 }
 
 // CheckpointConfig configures Checkpoint, shaped as a PyTorch DCP save:

@@ -1,14 +1,18 @@
 package bench
 
 import (
+	"bytes"
 	"context"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"math"
 	"os"
+	"path"
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 )
@@ -209,6 +213,96 @@ func TestTraining(t *testing.T) {
 	ents, _ := os.ReadDir(filepath.Join(root, "t"))
 	if len(ents) != 0 {
 		t.Fatalf("data set left behind: %v", ents)
+	}
+}
+
+// countFS counts the opens of each path.
+type countFS struct {
+	DirFS
+	mu    sync.Mutex
+	opens map[string]int
+}
+
+func (c *countFS) Open(ctx context.Context, p string) (File, error) {
+	c.mu.Lock()
+	c.opens[p]++
+	c.mu.Unlock()
+	return c.DirFS.Open(ctx, p)
+}
+
+// TestTrainingDataset trains on an existing directory (--dataset) for two
+// epochs: every file is read at least twice, whole, files of a
+// subdirectory are not samples, nothing is written or removed, and an
+// empty or missing data set is an error.
+func TestTrainingDataset(t *testing.T) {
+	t.Parallel()
+	root := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(root, "ds", "sub"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	want := map[string][]byte{}
+	for i := range 10 {
+		b := make([]byte, 500+i*700)
+		for k := range b {
+			b[k] = byte(i + k)
+		}
+		name := fmt.Sprintf("img-%02d.jpg", i)
+		want[name] = b
+		if err := os.WriteFile(filepath.Join(root, "ds", name), b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.WriteFile(filepath.Join(root, "ds", "sub", "not-a-sample"), []byte("x"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	fsys := &countFS{DirFS: DirFS{root}, opens: map[string]int{}}
+	cfg := TrainingConfig{Accelerators: 2, BatchSize: 3, ReaderThreads: 2, Compute: time.Millisecond, Epochs: 2, Dataset: "ds"}
+	res, err := Train(context.Background(), fsys, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// 2 epochs of 10 files: ceil(20 / (2 accelerators x 3)) = 4 batches
+	// each, 24 samples.
+	if got := res.SamplesPerSec * res.Seconds; got < 23.5 || got > 24.5 {
+		t.Errorf("read %.1f samples, want 24", got)
+	}
+	for name := range want {
+		if n := fsys.opens[path.Join("ds", name)]; n < 2 {
+			t.Errorf("%s opened %d times in 2 epochs", name, n)
+		}
+	}
+	if n := fsys.opens["ds/sub/not-a-sample"]; n != 0 {
+		t.Errorf("a file of a subdirectory was read %d times", n)
+	}
+	if !strings.Contains(res.Params, "dataset=ds (10 files") {
+		t.Errorf("params %q do not name the data set", res.Params)
+	}
+	for name, b := range want {
+		if got, err := os.ReadFile(filepath.Join(root, "ds", name)); err != nil || !bytes.Equal(got, b) {
+			t.Errorf("%s changed or gone: %v", name, err)
+		}
+	}
+	if err := os.MkdirAll(filepath.Join(root, "empty"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, dir := range []string{"empty", "missing"} {
+		cfg.Dataset = dir
+		if _, err := Train(context.Background(), DirFS{root}, cfg); err == nil {
+			t.Errorf("data set %q: no error", dir)
+		}
+	}
+}
+
+func TestEpochSteps(t *testing.T) {
+	for _, tc := range []struct{ epochs, samples, n, batch, want int }{
+		{1, 2000, 4, 32, 16}, // 2000 / 128 = 15.6
+		{2, 10, 2, 3, 4},
+		{1, 128, 4, 32, 1},
+		{1, 1, 8, 32, 1},
+	} {
+		if got := epochSteps(tc.epochs, tc.samples, tc.n, tc.batch); got != tc.want {
+			t.Errorf("epochSteps(%d, %d, %d, %d) = %d, want %d", tc.epochs, tc.samples, tc.n, tc.batch, got, tc.want)
+		}
 	}
 }
 
