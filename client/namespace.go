@@ -98,6 +98,9 @@ type Attr struct {
 	Mtime  time.Time
 	Ctime  time.Time
 	Layout Layout
+	// Released: the regular file was released to the object tier when
+	// the attributes were read (its bytes are in S3 only; docs/tier.md).
+	Released bool
 }
 
 func attrFrom(a *wire.Attr) *Attr {
@@ -105,6 +108,7 @@ func attrFrom(a *wire.Attr) *Attr {
 		Ino: a.Ino, Mode: modeFrom(a.Mode), Nlink: a.Nlink, Uid: a.Uid, Gid: a.Gid,
 		Size: int64(a.Size), Atime: time.Unix(0, a.Atime), Mtime: time.Unix(0, a.Mtime),
 		Ctime: time.Unix(0, a.Ctime), Layout: layoutFrom(a.Layout),
+		Released: a.Flags&wire.AttrReleased != 0,
 	}
 }
 

@@ -303,15 +303,18 @@ func (c *Client) runRestore(ctx context.Context, ino uint64) error {
 	lease := uint32(c.opts.TierRestoreLease / time.Millisecond)
 	busy := 20 * time.Millisecond
 	for {
-		rec, err := c.hsmGet(ctx, ino)
-		if err != nil {
-			return err
-		}
+		// One round trip claims the lease of whatever copy the file has
+		// now (gen 0) and answers with its record and attributes.
 		var claim wire.HsmClaim
-		if rec.State == wire.HsmReleased {
-			err = c.metaCall(ctx, wire.OpHsmClaim, &wire.HsmClaimReq{Ino: ino, Gen: rec.Gen, Owner: me, LeaseMs: lease}, &claim)
-		} else {
-			claim.State = rec.State
+		var rec wire.HsmRecord
+		var attr *wire.Attr
+		err := c.metaCall(ctx, wire.OpHsmClaim, &wire.HsmClaimReq{Ino: ino, Owner: me, LeaseMs: lease, Full: true}, &claim)
+		if err == nil {
+			if claim.Full != nil {
+				rec, attr = claim.Full.Record, &claim.Full.Attr
+			} else if rec, err = c.hsmGet(ctx, ino); err == nil && rec.Gen != claim.Gen { // an older service
+				err = errs.New(errs.Stale, "client: inode %d was archived again during its claim", ino)
+			}
 		}
 		wait := time.Duration(0)
 		switch {
@@ -321,14 +324,14 @@ func (c *Client) runRestore(ctx context.Context, ino uint64) error {
 		case err != nil:
 			return err
 		default:
-			if rec.State == wire.HsmReleased {
+			if claim.State == wire.HsmReleased {
 				c.restores.claims.Add(1)
 			}
 			switch nextRestoreStep(claim, me) {
 			case restoreFinished:
 				return nil
 			case restoreCopy:
-				return c.copyRestore(ctx, ino, &rec)
+				return c.copyRestore(ctx, ino, &rec, attr)
 			case restoreWait:
 				c.restores.waits.Add(1)
 				wait = restorePoll(claim)
@@ -348,7 +351,7 @@ var errLeaseLost = errs.New(errs.Stale, "client: the restore lease was taken ove
 // copyRestore copies the object of released file ino to its chunks while
 // renewing the lease, syncs them and commits (OpHsmRestored). On failure
 // it gives the lease up, so that another client may start at once.
-func (c *Client) copyRestore(ctx context.Context, ino uint64, rec *wire.HsmRecord) (err error) {
+func (c *Client) copyRestore(ctx context.Context, ino uint64, rec *wire.HsmRecord, attr *wire.Attr) (err error) {
 	me := c.restores.owner
 	lease := c.opts.TierRestoreLease
 	ctx, cancel := context.WithCancelCause(ctx)
@@ -383,7 +386,7 @@ func (c *Client) copyRestore(ctx context.Context, ino uint64, rec *wire.HsmRecor
 			}
 		}
 	})
-	err = c.copyObject(ctx, ino, rec)
+	err = c.copyObject(ctx, ino, rec, attr)
 	if cause := context.Cause(ctx); err != nil && cause != nil && cause != context.Canceled {
 		err = cause
 	}
@@ -403,16 +406,19 @@ func (c *Client) copyRestore(ctx context.Context, ino uint64, rec *wire.HsmRecor
 // left past the end go) and syncs them. A restore that another client runs
 // too writes the same bytes and cuts at the same sizes, so no order of the
 // two harms.
-func (c *Client) copyObject(ctx context.Context, ino uint64, rec *wire.HsmRecord) error {
+func (c *Client) copyObject(ctx context.Context, ino uint64, rec *wire.HsmRecord, a *wire.Attr) error {
 	st, err := c.tierStore(ctx, rec.Backend)
 	if err != nil {
 		return err
 	}
-	a, err := c.GetAttrIno(ctx, ino)
-	if err != nil {
+	var ia InodeAttr
+	if a != nil {
+		c.overlayStaged(a)
+		ia = inodeAttr(a)
+	} else if ia, err = c.GetAttrIno(ctx, ino); err != nil {
 		return err
 	}
-	f, err := c.OpenInode(ctx, a, O_RDONLY|oNoStage)
+	f, err := c.OpenInode(ctx, ia, O_RDONLY|oNoStage)
 	if err != nil {
 		return err
 	}
@@ -437,14 +443,19 @@ func (c *Client) copyObject(ctx context.Context, ino uint64, rec *wire.HsmRecord
 	// length in the file drops what a refused write may have left past it
 	// (and is a no-op where nothing is there). After the writes, not
 	// before: a cut of a missing chunk to a positive length would create
-	// it and sync it empty, a second sync per chunk; here the cut's sync
-	// covers the writes, and the file's sync finds nothing left to do.
+	// it and sync it empty, a second sync per chunk. A cut syncs its chunk
+	// on every replica, so it covers the writes: no chunk sync is left to
+	// send. Nor a metadata sync: the restore changed no metadata that must
+	// be durable before OpHsmRestored (the commit itself follows the
+	// service's durability window; if a power loss takes it, the file is
+	// released again, its copy still in the tier).
 	if err := f.cutChunks(ctx, size); err != nil {
 		return err
 	}
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return f.syncLocked(ctx)
+	f.werrMu.Lock()
+	clear(f.dirty)
+	f.werrMu.Unlock()
+	return nil
 }
 
 // restoreBeforeWrite restores the released file f (waiting for it, under

@@ -334,6 +334,14 @@ func (c *Client) HsmRestore(ctx context.Context, p string) (HsmInfo, error) {
 	return info, opErr("hsm restore", p, err)
 }
 
+// StageIno restores released file ino to the targets (or joins the
+// restore this client runs, or waits for another client's) and returns
+// once it is not released any more; a file that is not released returns
+// at once. It is RestoreIno without reading the HSM record afterwards.
+func (c *Client) StageIno(ctx context.Context, ino uint64) error {
+	return c.restore(ctx, ino)
+}
+
 // RestoreIno is HsmRestore of file ino: it runs the restore (or joins the
 // one this client runs, or waits for another client's) until the file is
 // no longer released.

@@ -50,10 +50,10 @@ func (e *Env) stageFollow(ctx context.Context, order []string, o StageOptions, j
 	}
 	var files []file
 	index := map[uint64]int{}
-	for _, p := range order {
-		fi, err := e.Client.Stat(ctx, p)
-		if err != nil {
-			fmt.Fprintf(e.Stderr, "sluice: %v\n", err)
+	for i, st := range e.statPaths(ctx, order) {
+		p, fi := order[i], st.fi
+		if st.err != nil {
+			fmt.Fprintf(e.Stderr, "sluice: %v\n", st.err)
 			res.Failed++
 			continue
 		}
@@ -61,11 +61,7 @@ func (e *Env) stageFollow(ctx context.Context, order []string, o StageOptions, j
 		if _, dup := index[ino]; dup || !fi.Mode().IsRegular() {
 			continue
 		}
-		info, err := e.Client.HsmStateIno(ctx, ino)
-		if err != nil {
-			return res, err
-		}
-		if info.State != "released" {
+		if !fi.Attr().Released {
 			res.NotReleased++
 			continue
 		}
@@ -162,7 +158,7 @@ func (e *Env) stageFollow(ctx context.Context, order []string, o StageOptions, j
 		for _, i := range next {
 			inFlight++
 			go func() {
-				_, err := e.Client.RestoreIno(ctx, files[i].ino)
+				err := e.Client.StageIno(ctx, files[i].ino)
 				mu.Lock()
 				if err != nil {
 					fmt.Fprintf(e.Stderr, "sluice: stage %s: %v\n", files[i].path, err)

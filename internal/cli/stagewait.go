@@ -17,7 +17,7 @@ import (
 // released again since it was staged) at most o.Parallel at once, again
 // after 1 s, then 2 s, ... up to 30 s between rounds while restores fail.
 // A file another client is restoring is waited for through its restore
-// lease (client.RestoreIno), not restored twice. When ctx ends or
+// lease (client.StageIno), not restored twice. When ctx ends or
 // o.WaitTimeout passes first, or a file is gone, it prints each file not
 // on the targets and fails. counts (the run's, reported by rep) grows by
 // the restores it runs.
@@ -50,7 +50,7 @@ func (e *Env) stageWait(ctx context.Context, paths []string, o StageOptions, rep
 				continue
 			}
 			g.Go(func() error {
-				_, err := e.Client.RestoreIno(wctx, f.ino)
+				err := e.Client.StageIno(wctx, f.ino)
 				mu.Lock()
 				defer mu.Unlock()
 				if err != nil {
@@ -84,13 +84,41 @@ type stagedFile struct {
 	size int64
 }
 
+// pathStat is what statPaths found at a path.
+type pathStat struct {
+	fi  *client.FileInfo
+	err error
+}
+
+// statLookups is how many path lookups statPaths keeps in flight.
+const statLookups = 16
+
+// statPaths looks up every path (following symlinks), statLookups at
+// once, and returns what it found in the order of paths. A file's
+// attributes say whether it is released, so a long list of files is
+// sorted into released and not without a request per file beyond its
+// lookup.
+func (e *Env) statPaths(ctx context.Context, paths []string) []pathStat {
+	out := make([]pathStat, len(paths))
+	var g errgroup.Group
+	g.SetLimit(statLookups)
+	for i, p := range paths {
+		g.Go(func() error {
+			out[i].fi, out[i].err = e.Client.Stat(ctx, p)
+			return nil
+		})
+	}
+	g.Wait()
+	return out
+}
+
 // notStaged returns the files of paths that are released, and the paths
 // whose state cannot be read because they are gone (or are not regular
-// files). Other errors count the file as released (tried again).
+// files). Other lookup errors count the file as released (tried again).
 func (e *Env) notStaged(ctx context.Context, paths []string) (released []stagedFile, gone []string) {
 	seen := map[uint64]bool{}
-	for _, p := range paths {
-		fi, err := e.Client.Stat(ctx, p)
+	for i, st := range e.statPaths(ctx, paths) {
+		p, fi, err := paths[i], st.fi, st.err
 		if err != nil {
 			if c := errs.CodeOf(err); c == errs.NotFound || c == errs.NotDir {
 				gone = append(gone, p)
@@ -108,8 +136,7 @@ func (e *Env) notStaged(ctx context.Context, paths []string) (released []stagedF
 			continue
 		}
 		seen[ino] = true
-		info, err := e.Client.HsmStateIno(ctx, ino)
-		if err != nil || info.State == "released" {
+		if fi.Attr().Released {
 			released = append(released, stagedFile{path: p, ino: ino, size: fi.Size()})
 		}
 	}

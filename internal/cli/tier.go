@@ -346,63 +346,75 @@ func (e *Env) Stage(ctx context.Context, paths []string, o StageOptions) error {
 
 // stageOrder restores the released files of paths in order, at most
 // o.Parallel at once and o.Rate bytes per second, counting them in counts
-// and reporting those through rep.
+// and reporting those through rep. Each file's lookup runs in its
+// restore's slot: one path lookup says whether it is released (its
+// attributes carry the flag) and its size, so that looking files up never
+// holds the restores back.
 func (e *Env) stageOrder(ctx context.Context, paths []string, o StageOptions, rep *stageReporter, counts *client.StageCounts) error {
 	var (
-		mu                     sync.Mutex // guards the counters and counts
+		mu                     sync.Mutex // guards the counters, counts and started
 		staged, skipped, fails int
 		bytes                  int64
+		started                int64 // bytes of the restores started, for the rate cap
 		g                      errgroup.Group
 	)
 	snapshot := func() client.StageCounts { mu.Lock(); defer mu.Unlock(); return *counts }
+	fail := func(err error) {
+		mu.Lock()
+		defer mu.Unlock()
+		fails++
+		counts.Failed++
+		fmt.Fprintf(e.Stderr, "sluice: %v\n", err)
+	}
 	g.SetLimit(max(o.Parallel, 1))
 	start := time.Now()
-	var started int64 // bytes of the restores started, for the rate cap
 	for _, p := range paths {
 		rep.report(ctx, snapshot(), 0, false)
-		info, err := e.Client.HsmState(ctx, p)
-		if err != nil {
-			fmt.Fprintf(e.Stderr, "sluice: %v\n", err)
-			mu.Lock()
-			fails++
-			counts.Failed++
-			mu.Unlock()
-			continue
+		if ctx.Err() != nil {
+			break
 		}
-		if info.State != "released" {
-			mu.Lock()
-			skipped++
-			mu.Unlock()
-			continue
-		}
-		if o.Rate > 0 {
-			// Start this file no earlier than the cap allows for the
-			// bytes started before it.
-			due := start.Add(time.Duration(float64(started) / float64(o.Rate) * float64(time.Second)))
-			if d := time.Until(due); d > 0 {
-				select {
-				case <-time.After(d):
-				case <-ctx.Done():
-					g.Wait()
-					return ctx.Err()
-				}
-			}
-		}
-		started += int64(info.Size)
 		g.Go(func() error {
-			_, err := e.Client.HsmRestore(ctx, p)
-			mu.Lock()
-			defer mu.Unlock()
+			fi, err := e.Client.Stat(ctx, p)
 			if err != nil {
-				fails++
-				counts.Failed++
-				fmt.Fprintf(e.Stderr, "sluice: %v\n", err)
+				fail(fmt.Errorf("stage: %w", err))
 				return nil
 			}
+			if !fi.Mode().IsRegular() {
+				fail(errs.New(errs.Invalid, "stage %s: not a regular file", p))
+				return nil
+			}
+			a, size := fi.Attr(), fi.Size()
+			if !a.Released {
+				mu.Lock()
+				skipped++
+				mu.Unlock()
+				return nil
+			}
+			if o.Rate > 0 {
+				// Start this file no earlier than the cap allows for
+				// the bytes started before it.
+				mu.Lock()
+				due := start.Add(time.Duration(float64(started) / float64(o.Rate) * float64(time.Second)))
+				started += size
+				mu.Unlock()
+				if d := time.Until(due); d > 0 {
+					select {
+					case <-time.After(d):
+					case <-ctx.Done():
+						return nil
+					}
+				}
+			}
+			if err := e.Client.StageIno(ctx, a.Ino); err != nil {
+				fail(fmt.Errorf("stage %s: %w", p, err))
+				return nil
+			}
+			mu.Lock()
+			defer mu.Unlock()
 			staged++
-			bytes += int64(info.Size)
+			bytes += size
 			counts.Restored++
-			counts.RestoredBytes += int64(info.Size)
+			counts.RestoredBytes += size
 			return nil
 		})
 	}

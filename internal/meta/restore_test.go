@@ -2,6 +2,7 @@ package meta
 
 import (
 	"context"
+	"reflect"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -140,8 +141,25 @@ func TestHsmClaimService(t *testing.T) {
 	if c, err := claim(1, 60000); err != nil || c.Owner != 1 || c.Epoch != 1 || c.LeftMs == 0 {
 		t.Fatalf("first claim: %+v, %v", c, err)
 	}
-	if c, err := claim(2, 60000); err != nil || c.Owner != 1 {
-		t.Fatalf("second client's claim: %+v, %v; want holder 1", c, err)
+	if c, err := claim(2, 60000); err != nil || c.Owner != 1 || c.Full != nil {
+		t.Fatalf("second client's claim: %+v, %v; want holder 1, nothing more", c, err)
+	}
+	// A claim asking for everything (gen 0: any copy) answers with the
+	// HSM record and the attributes, as OpHsmGet and OpGetAttr would.
+	full, err := s.HsmClaim(ctx, &wire.HsmClaimReq{Ino: f.Ino, Owner: 2, LeaseMs: 60000, Full: true})
+	if err != nil || full.Owner != 1 || full.Full == nil {
+		t.Fatalf("full claim: %+v, %v; want holder 1 and the record", full, err)
+	}
+	wantRec, err := s.HsmGet(ctx, f.Ino)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantAttr, err := s.GetAttr(ctx, f.Ino)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(full.Full.Record, wantRec) || !reflect.DeepEqual(full.Full.Attr, wantAttr) {
+		t.Fatalf("full claim: record %+v attr %+v; want %+v and %+v", full.Full.Record, full.Full.Attr, wantRec, wantAttr)
 	}
 	// The lease survives a release repeated meanwhile.
 	if _, err := s.HsmUpdate(ctx, &wire.HsmUpdateReq{Ino: f.Ino, Action: wire.HsmActRelease}); err != nil {

@@ -398,6 +398,13 @@ func (s *Service) HsmClaim(ctx context.Context, req *wire.HsmClaimReq) (wire.Hsm
 		if next.Owner != 0 && next.Expires > now {
 			r.LeftMs = uint32(min((next.Expires-now)/1e6, maxRestoreLease))
 		}
+		if req.Full {
+			a, err := attrOf(tx, req.Ino, n)
+			if err != nil {
+				return err
+			}
+			r.Full = &wire.HsmClaimFull{Record: rec, Attr: a}
+		}
 		return nil
 	})
 	if err != nil {

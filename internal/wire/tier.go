@@ -229,12 +229,16 @@ func (m *TierQueueResp) Decode(d *Decoder) { m.Items = decodeQueueItems(d) }
 // generation Gen (0: any). Owner is a random ID of the restoring client;
 // LeaseMs how long the lease lasts without a renewal (the service bounds
 // it). OpHsmRestored takes the same request: Owner's restore is done.
+// Full (appended later, sent only when set: an older service answers without it) asks the answer to
+// carry the file's HSM record and attributes too (HsmClaim.Full): a
+// restore needs both, and gets them in the claim's round trip.
 type HsmClaimReq struct {
 	Ino     uint64
 	Gen     uint64
 	Owner   uint64
 	LeaseMs uint32
 	Drop    bool
+	Full    bool
 }
 
 func (m *HsmClaimReq) Encode(e *Encoder) {
@@ -243,6 +247,9 @@ func (m *HsmClaimReq) Encode(e *Encoder) {
 	e.U64(m.Owner)
 	e.U32(m.LeaseMs)
 	e.Bool(m.Drop)
+	if m.Full {
+		e.Bool(true)
+	}
 }
 
 func (m *HsmClaimReq) Decode(d *Decoder) {
@@ -251,19 +258,29 @@ func (m *HsmClaimReq) Decode(d *Decoder) {
 	m.Owner = d.U64()
 	m.LeaseMs = d.U32()
 	m.Drop = d.Bool()
+	m.Full = d.More() && d.Bool()
 }
 
 // HsmClaim is the answer to an HsmClaimReq: the file's HSM state and the
 // restore lease after the request. The request's owner holds the lease
 // when Owner is its ID; Owner 0: nobody. Epoch counts the grants since the
 // file was released (a takeover has Epoch > 1); LeftMs is the lease's time
-// left on the service's clock.
+// left on the service's clock. Full is set when the request asked for it
+// (appended later): the file's HSM record and attributes as the
+// claim found them.
 type HsmClaim struct {
 	State  uint8
 	Gen    uint64
 	Owner  uint64
 	Epoch  uint64
 	LeftMs uint32
+	Full   *HsmClaimFull
+}
+
+// HsmClaimFull is what a claim with HsmClaimReq.Full adds to its answer.
+type HsmClaimFull struct {
+	Record HsmRecord
+	Attr   Attr
 }
 
 func (m *HsmClaim) Encode(e *Encoder) {
@@ -272,6 +289,10 @@ func (m *HsmClaim) Encode(e *Encoder) {
 	e.U64(m.Owner)
 	e.U64(m.Epoch)
 	e.U32(m.LeftMs)
+	if m.Full != nil {
+		m.Full.Record.Encode(e)
+		m.Full.Attr.Encode(e)
+	}
 }
 
 func (m *HsmClaim) Decode(d *Decoder) {
@@ -280,4 +301,10 @@ func (m *HsmClaim) Decode(d *Decoder) {
 	m.Owner = d.U64()
 	m.Epoch = d.U64()
 	m.LeftMs = d.U32()
+	m.Full = nil
+	if d.More() {
+		m.Full = &HsmClaimFull{}
+		m.Full.Record.Decode(d)
+		m.Full.Attr.Decode(d)
+	}
 }
