@@ -3,6 +3,7 @@ package tier
 import (
 	"cmp"
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"math/rand/v2"
@@ -15,7 +16,10 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/sync/errgroup"
+
 	"github.com/sluice-fs/sluice/client"
+	"github.com/sluice-fs/sluice/internal/bench"
 	"github.com/sluice-fs/sluice/internal/proctest"
 )
 
@@ -289,4 +293,129 @@ func stagerRecording(b *testing.B, c *client.Client) string {
 		return name != ""
 	})
 	return name
+}
+
+// BenchmarkStageTraining runs `sluice bench`'s training emulation (the
+// issue's "sluice bench training phase over a released dataset") on a data
+// set released to the object tier, beside the same files never released,
+// in one run against the same backend:
+//
+//	go test -run '^$' -bench StageTraining -benchtime 1x ./test/tier
+//
+// The data set is SLUICE_STAGE_BENCH_FILES files (default 2000) of 150
+// KiB; each case trains one epoch (`--epochs 1 --dataset DIR`), for each
+// rate of SLUICE_STAGE_TRAIN_RATES (accelerators:compute per batch of 32,
+// default "2:160ms,4:80ms,4:20ms": jobs that consume at most about 400,
+// 1600 and 6400 samples a second). Reported per rate: the accelerators'
+// utilization and the epoch's time in each case,
+//
+//	a. never released (mean of a run at the start and one at the end);
+//	b. released, epoch 1, restore on read only;
+//	d. released, epoch 2 with `stage --from-profile e1 --follow train`
+//	   started 1 s before the job (e1: epoch 1 recorded);
+//	f. released, `stage --from-profile e1 -P 8` run to the end first;
+//
+// and the ratios of b, d and f's utilization to a's.
+func BenchmarkStageTraining(b *testing.B) {
+	for range b.N {
+		benchStageTraining(b)
+	}
+}
+
+func benchStageTraining(b *testing.B) {
+	ctx := context.Background()
+	var be *backend
+	if os.Getenv("SLUICE_STAGE_BENCH_BACKEND") == "versitygw" {
+		be = startVersity(b)
+	} else {
+		be = startSluiceBackend(b)
+	}
+	fs := startFS(b)
+	addBackend(b, fs, be, "tr/")
+	c := newClient(b, fs.addr, 0)
+	n := envInt("SLUICE_STAGE_BENCH_FILES", 2000)
+	const size = 150 << 10
+	for _, dir := range []string{"/ds", "/plain"} {
+		if err := c.MkdirAll(ctx, dir, 0o755); err != nil {
+			b.Fatal(err)
+		}
+	}
+	var g errgroup.Group
+	g.SetLimit(8)
+	for i := range n {
+		g.Go(func() error {
+			d := randomData(uint64(i), size)
+			for _, dir := range []string{"/ds", "/plain"} {
+				if err := writeSluice(ctx, c, fmt.Sprintf("%s/s%05d", dir, i), d); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+	}
+	if err := g.Wait(); err != nil {
+		b.Fatal(err)
+	}
+	fs.mustCLI("hsm", "archive", "-r", "-P", "8", "/ds")
+	dsBytes := int64(n) * size
+	release := func() {
+		fs.mustCLI("hsm", "restore", "-r", "-P", "8", "/ds")
+		before := fs.chunkBytes()
+		fs.mustCLI("hsm", "release", "-r", "/ds")
+		waitFor(b, "the release's chunk removal", func() bool { return fs.chunkBytes() <= before-dsBytes*9/10 })
+	}
+	rates := cmp.Or(os.Getenv("SLUICE_STAGE_TRAIN_RATES"), "2:160ms,4:80ms,4:20ms")
+	for _, rate := range strings.Split(rates, ",") {
+		acc, compute, ok := strings.Cut(rate, ":")
+		if !ok {
+			b.Fatalf("SLUICE_STAGE_TRAIN_RATES: %q is not accelerators:compute", rate)
+		}
+		// train runs one epoch of `sluice bench` over dir as job.
+		train := func(dir, job string) bench.TrainingTrial {
+			cmd := exec.Command(binary, "bench", "--no-io500", "--no-checkpoint", "--json", "--accelerators", acc,
+				"--compute", compute, "--epochs", "1", "--dataset", dir)
+			cmd.Env = append(os.Environ(), "SLUICE_SERVER="+fs.addr, "SLUICE_QOS_JOB="+job)
+			out, err := cmd.Output()
+			if err != nil {
+				b.Fatalf("sluice bench --dataset %s: %v: %s", dir, err, out)
+			}
+			var res bench.Result
+			if err := json.Unmarshal(out, &res); err != nil || res.Training == nil {
+				b.Fatalf("sluice bench --json: %v: %s", err, out)
+			}
+			return res.Training.TrainingTrial
+		}
+		a1 := train("/plain", "plain")
+		release()
+		tb := train("/ds", "cold")
+		release()
+		fs.mustCLI("profile", "record", "--job", "train", "--name", "e1", "--dir", "/ds", "--duration", "1h", "--detach")
+		train("/ds", "train")
+		fs.mustCLI("profile", "stop", "e1")
+		release()
+		st, _ := startCLI(b, fs, "following job train", "stage", "--from-profile", "e1", "--follow", "train", "--follow-idle", "3s")
+		time.Sleep(time.Second)
+		td := train("/ds", "train")
+		<-st.Exited()
+		if code := st.Cmd.ProcessState.ExitCode(); code != 0 {
+			b.Fatalf("stage --follow: exit %d: %s", code, st.Logs())
+		}
+		hits := regexp.MustCompile(`readers' first reads: \d+ hits, \d+ misses`).FindString(st.Logs())
+		release()
+		t0 := time.Now()
+		fs.mustCLI("stage", "--from-profile", "e1", "-P", "8")
+		staging := time.Since(t0)
+		tf := train("/ds", "staged")
+		a2 := train("/plain", "plain")
+		fs.mustCLI("profile", "rm", "e1")
+		a := (a1.Utilization + a2.Utilization) / 2
+		name := strings.ReplaceAll(rate, ":", "x")
+		b.ReportMetric(a, name+"-a-util")
+		b.ReportMetric(tb.Utilization/a, name+"-b/a")
+		b.ReportMetric(td.Utilization/a, name+"-d/a")
+		b.ReportMetric(tf.Utilization/a, name+"-f/a")
+		b.Logf("%s accelerators x compute, %d files: utilization (epoch s) a %.1f%% (%.2fs, %.2fs), b %.1f%% (%.2fs) %.2f, d %.1f%% (%.2fs) %.2f [%s], f %.1f%% (%.2fs) %.2f after %v staging",
+			rate, n, 100*a1.Utilization, a1.Seconds, a2.Seconds, 100*tb.Utilization, tb.Seconds, tb.Utilization/a,
+			100*td.Utilization, td.Seconds, td.Utilization/a, hits, 100*tf.Utilization, tf.Seconds, tf.Utilization/a, staging.Round(time.Millisecond))
+	}
 }
