@@ -109,6 +109,7 @@ func (e *Env) stageFollow(ctx context.Context, order []string, o StageOptions, j
 	}
 	tick := time.NewTicker(o.followPoll())
 	defer tick.Stop()
+	pace := pacer{start: time.Now(), rate: o.Rate}
 	for {
 		// What the readers have read since the last look.
 		var err error
@@ -144,6 +145,17 @@ func (e *Env) stageFollow(ctx context.Context, order []string, o StageOptions, j
 		}
 		mu.Lock()
 		next := st.Next(parallel - inFlight)
+		if o.Rate > 0 {
+			// --rate: only the restores whose start the cap allows
+			// now; the rest wait for a later round.
+			now := time.Now()
+			k := 0
+			for k < len(next) && !pace.due().After(now) {
+				pace.started += files[next[k]].size
+				k++
+			}
+			next = next[:k]
+		}
 		for _, i := range next {
 			st.Started[i] = true
 		}

@@ -344,6 +344,23 @@ func (e *Env) Stage(ctx context.Context, paths []string, o StageOptions) error {
 	return err
 }
 
+// pacer spreads the starts of restores so that the bytes started stay
+// within rate bytes per second since start: a restore of n bytes may start
+// at due(), and then adds n to started.
+type pacer struct {
+	start   time.Time
+	rate    int64 // bytes per second; 0: no cap
+	started int64 // bytes of the restores started so far
+}
+
+// due returns when the next restore may start.
+func (p *pacer) due() time.Time {
+	if p.rate <= 0 {
+		return p.start
+	}
+	return p.start.Add(time.Duration(float64(p.started) / float64(p.rate) * float64(time.Second)))
+}
+
 // stageOrder restores the released files of paths in order, at most
 // o.Parallel at once and o.Rate bytes per second, counting them in counts
 // and reporting those through rep. Each file's lookup runs in its
@@ -352,10 +369,9 @@ func (e *Env) Stage(ctx context.Context, paths []string, o StageOptions) error {
 // holds the restores back.
 func (e *Env) stageOrder(ctx context.Context, paths []string, o StageOptions, rep *stageReporter, counts *client.StageCounts) error {
 	var (
-		mu                     sync.Mutex // guards the counters, counts and started
+		mu                     sync.Mutex // guards the counters, counts and pace
 		staged, skipped, fails int
 		bytes                  int64
-		started                int64 // bytes of the restores started, for the rate cap
 		g                      errgroup.Group
 	)
 	snapshot := func() client.StageCounts { mu.Lock(); defer mu.Unlock(); return *counts }
@@ -368,6 +384,7 @@ func (e *Env) stageOrder(ctx context.Context, paths []string, o StageOptions, re
 	}
 	g.SetLimit(max(o.Parallel, 1))
 	start := time.Now()
+	pace := pacer{start: start, rate: o.Rate}
 	for _, p := range paths {
 		rep.report(ctx, snapshot(), 0, false)
 		if ctx.Err() != nil {
@@ -394,8 +411,8 @@ func (e *Env) stageOrder(ctx context.Context, paths []string, o StageOptions, re
 				// Start this file no earlier than the cap allows for
 				// the bytes started before it.
 				mu.Lock()
-				due := start.Add(time.Duration(float64(started) / float64(o.Rate) * float64(time.Second)))
-				started += size
+				due := pace.due()
+				pace.started += size
 				mu.Unlock()
 				if d := time.Until(due); d > 0 {
 					select {
