@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"runtime/pprof"
 	"strings"
 	"syscall"
 
@@ -24,9 +25,21 @@ const DefaultAddr = "127.0.0.1:9400"
 // errUsage marks an error in how the command was called (exit code 2).
 var errUsage = errors.New("usage")
 
+// EnvCPUProfile names a file that any sluice command writes a Go CPU
+// profile of its whole run to (for `go tool pprof`): a diagnostic for the
+// client side of a command, as the admin port's /debug/pprof is for a
+// server.
+const EnvCPUProfile = "SLUICE_CPUPROFILE"
+
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	stopProfile, perr := startCPUProfile(os.Getenv(EnvCPUProfile))
+	if perr != nil {
+		fmt.Fprintf(os.Stderr, "sluice: $%s: %v\n", EnvCPUProfile, perr)
+		os.Exit(1)
+	}
 	err := newRoot().ExecuteContext(ctx)
+	stopProfile()
 	stop()
 	if err != nil {
 		msg := err.Error()
@@ -133,4 +146,24 @@ func minArgs(n int) cobra.PositionalArgs {
 		}
 		return nil
 	}
+}
+
+// startCPUProfile starts a CPU profile to file path (nothing when path is
+// empty) and returns what stops it.
+func startCPUProfile(path string) (func(), error) {
+	if path == "" {
+		return func() {}, nil
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, err
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return func() {
+		pprof.StopCPUProfile()
+		f.Close()
+	}, nil
 }
