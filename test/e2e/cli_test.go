@@ -6,6 +6,7 @@ import (
 	"io/fs"
 	"math/rand/v2"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -185,4 +186,35 @@ func TestCLILayout(t *testing.T) {
 	s.failCLI("targets", "layout", "set", "/wide", "--stripe-count", "99")
 	s.failCLI("stripe size", "layout", "set", "/wide", "--stripe-size", "1000")
 	s.failCLI("invalid size", "layout", "set", "/wide", "--stripe-size", "lots")
+}
+
+// TestCLICPUProfile: SLUICE_CPUPROFILE makes a command write a CPU profile
+// (gzip-compressed pprof) of its run, and a path it cannot create fails
+// the command before it does anything, naming the variable.
+func TestCLICPUProfile(t *testing.T) {
+	s := startServer(t, "")
+	prof := filepath.Join(t.TempDir(), "cp.prof")
+	src := filepath.Join(t.TempDir(), "f")
+	if err := os.WriteFile(src, make([]byte, 1<<20), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	run := func(profPath string, args ...string) ([]byte, error) {
+		cmd := exec.Command(binary, args...)
+		cmd.Env = append(os.Environ(), "SLUICE_SERVER="+s.addr, "SLUICE_CPUPROFILE="+profPath)
+		return cmd.CombinedOutput()
+	}
+	if out, err := run(prof, "cp", src, "sluice:/f"); err != nil {
+		t.Fatalf("sluice cp with a profile: %v: %s", err, out)
+	}
+	b, err := os.ReadFile(prof)
+	if err != nil || len(b) < 2 || b[0] != 0x1f || b[1] != 0x8b {
+		t.Fatalf("profile: %d bytes, %v; want a gzip-compressed pprof", len(b), err)
+	}
+	out, err := run(filepath.Join(t.TempDir(), "no", "such", "dir", "p"), "cp", src, "sluice:/g")
+	if err == nil || !strings.Contains(string(out), "SLUICE_CPUPROFILE") {
+		t.Fatalf("unwritable profile path: %v: %s; want a failure naming the variable", err, out)
+	}
+	if r := s.cli("stat", "/g"); r.code == 0 {
+		t.Errorf("the command ran although its profile could not be written")
+	}
 }
