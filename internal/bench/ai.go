@@ -268,8 +268,9 @@ func openDataset(ctx context.Context, fsys FS, dir string) (*dataset, error) {
 	return ds, nil
 }
 
-// readPlain reads a file of an existing data set whole.
-func readPlain(ctx context.Context, fsys FS, name string, size int64, buf []byte) error {
+// readWhole reads a file of size bytes whole in reads of len(buf) bytes,
+// handing each to check (when not nil) with its offset.
+func readWhole(ctx context.Context, fsys FS, name string, size int64, buf []byte, check func(p []byte, off int64) error) error {
 	f, err := fsys.Open(ctx, name)
 	if err != nil {
 		return err
@@ -281,6 +282,11 @@ func readPlain(ctx context.Context, fsys FS, name string, size int64, buf []byte
 		n := min(int64(len(buf)), size-off)
 		if err := readFull(f, buf[:n], off); err != nil {
 			return closeErr(f, fmt.Errorf("%s: %w", name, err))
+		}
+		if check != nil {
+			if err := check(buf[:n], off); err != nil {
+				return closeErr(f, err)
+			}
 		}
 	}
 	return f.Close()
@@ -329,25 +335,12 @@ func writeStamped(ctx context.Context, fsys FS, name string, w int, size int64, 
 
 // readStamped reads a file written by writeStamped and checks its stamps.
 func readStamped(ctx context.Context, fsys FS, name string, w int, size int64, buf []byte) error {
-	f, err := fsys.Open(ctx, name)
-	if err != nil {
-		return err
-	}
-	for off := int64(0); off < size; off += int64(len(buf)) {
-		if ctx.Err() != nil {
-			return closeErr(f, ctx.Err())
+	return readWhole(ctx, fsys, name, size, buf, func(p []byte, off int64) error {
+		if len(p) < stampSize {
+			return nil
 		}
-		n := min(int64(len(buf)), size-off)
-		if err := readFull(f, buf[:n], off); err != nil {
-			return closeErr(f, fmt.Errorf("%s: %w", name, err))
-		}
-		if n >= stampSize {
-			if err := checkStamp(buf, name, w, off); err != nil {
-				return closeErr(f, err)
-			}
-		}
-	}
-	return f.Close()
+		return checkStamp(p, name, w, off)
+	})
 }
 
 // trainOnce runs n accelerators for cfg.Steps batches each (or the
@@ -363,7 +356,7 @@ func trainOnce(ctx context.Context, fsys FS, dir string, ds *dataset, cfg Traini
 	perAcc := int64(cfg.Steps * cfg.BatchSize)
 	read := func(i int, buf []byte) (int64, error) {
 		if ds != nil {
-			return ds.sizes[i], readPlain(ctx, fsys, ds.names[i], ds.sizes[i], buf)
+			return ds.sizes[i], readWhole(ctx, fsys, ds.names[i], ds.sizes[i], buf, nil)
 		}
 		size := cfg.SampleSize.Of(i)
 		return size, readStamped(ctx, fsys, samplePath(dir, i), i, size, buf)

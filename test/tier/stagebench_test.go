@@ -60,8 +60,12 @@ func BenchmarkStageEpochs(b *testing.B) {
 	}
 }
 
-func benchStageEpochs(b *testing.B) {
-	ctx := context.Background()
+// stageBenchFS starts the file system of a staging benchmark with its
+// backend (a second `sluice serve --s3`; versitygw with
+// SLUICE_STAGE_BENCH_BACKEND=versitygw) registered under prefix, and
+// returns it with a client and the number of files to use
+// (SLUICE_STAGE_BENCH_FILES, default 2000).
+func stageBenchFS(b *testing.B, prefix string) (*fsServer, *client.Client, *backend, int) {
 	var be *backend
 	if os.Getenv("SLUICE_STAGE_BENCH_BACKEND") == "versitygw" {
 		be = startVersity(b)
@@ -69,9 +73,13 @@ func benchStageEpochs(b *testing.B) {
 		be = startSluiceBackend(b)
 	}
 	fs := startFS(b)
-	addBackend(b, fs, be, "ep/")
-	c := newClient(b, fs.addr, 0)
-	n := envInt("SLUICE_STAGE_BENCH_FILES", 2000)
+	addBackend(b, fs, be, prefix)
+	return fs, newClient(b, fs.addr, 0), be, envInt("SLUICE_STAGE_BENCH_FILES", 2000)
+}
+
+func benchStageEpochs(b *testing.B) {
+	ctx := context.Background()
+	fs, c, be, n := stageBenchFS(b, "ep/")
 	const size = 150 << 10
 	const readers = 16
 	paths := func(dir string) []string {
@@ -119,14 +127,7 @@ func benchStageEpochs(b *testing.B) {
 	order2 := shuffled(ds, 2)
 	dsBytes := int64(n) * size
 
-	// release makes /ds cold: every file restored first (a restore on read
-	// may still run), then released, and its chunks gone from the targets.
-	release := func() {
-		fs.mustCLI("hsm", "restore", "-r", "-P", "8", "/ds")
-		before := fs.chunkBytes()
-		fs.mustCLI("hsm", "release", "-r", "/ds")
-		waitFor(b, "the release's chunk removal", func() bool { return fs.chunkBytes() <= before-dsBytes*9/10 })
-	}
+	release := func() { releaseCold(b, fs, "/ds", dsBytes) }
 	// epochOpts reads order with a new client of job "train" (with o's
 	// options; joined to recording join, if not "") and returns files per
 	// second; epoch does so with the default options.
@@ -221,6 +222,17 @@ func benchStageEpochs(b *testing.B) {
 	b.Logf("released, stage --from-profile -P 8 to the end first (%v, %.0f files/s), then epoch 2: %.0f files/s (%.2f)",
 		stageTook.Round(time.Millisecond), float64(n)/stageTook.Seconds(), rf, rf/a)
 	b.ReportMetric(float64(n)/stageTook.Seconds(), "f-staging-files/s")
+}
+
+// releaseCold makes the archived tree dir (bytes in all) cold: every file
+// restored first (a restore on read may still run), then released, and its
+// chunks gone from the targets.
+func releaseCold(b *testing.B, fs *fsServer, dir string, bytes int64) {
+	b.Helper()
+	fs.mustCLI("hsm", "restore", "-r", "-P", "8", dir)
+	before := fs.chunkBytes()
+	fs.mustCLI("hsm", "release", "-r", dir)
+	waitFor(b, "the release's chunk removal", func() bool { return fs.chunkBytes() <= before-bytes*9/10 })
 }
 
 // shuffled returns a permutation of paths from seed.
@@ -324,16 +336,7 @@ func BenchmarkStageTraining(b *testing.B) {
 
 func benchStageTraining(b *testing.B) {
 	ctx := context.Background()
-	var be *backend
-	if os.Getenv("SLUICE_STAGE_BENCH_BACKEND") == "versitygw" {
-		be = startVersity(b)
-	} else {
-		be = startSluiceBackend(b)
-	}
-	fs := startFS(b)
-	addBackend(b, fs, be, "tr/")
-	c := newClient(b, fs.addr, 0)
-	n := envInt("SLUICE_STAGE_BENCH_FILES", 2000)
+	fs, c, _, n := stageBenchFS(b, "tr/")
 	const size = 150 << 10
 	for _, dir := range []string{"/ds", "/plain"} {
 		if err := c.MkdirAll(ctx, dir, 0o755); err != nil {
@@ -358,12 +361,7 @@ func benchStageTraining(b *testing.B) {
 	}
 	fs.mustCLI("hsm", "archive", "-r", "-P", "8", "/ds")
 	dsBytes := int64(n) * size
-	release := func() {
-		fs.mustCLI("hsm", "restore", "-r", "-P", "8", "/ds")
-		before := fs.chunkBytes()
-		fs.mustCLI("hsm", "release", "-r", "/ds")
-		waitFor(b, "the release's chunk removal", func() bool { return fs.chunkBytes() <= before-dsBytes*9/10 })
-	}
+	release := func() { releaseCold(b, fs, "/ds", dsBytes) }
 	rates := cmp.Or(os.Getenv("SLUICE_STAGE_TRAIN_RATES"), "2:160ms,4:80ms,4:20ms")
 	for _, rate := range strings.Split(rates, ",") {
 		acc, compute, ok := strings.Cut(rate, ":")
