@@ -106,6 +106,12 @@ type restoreJob struct {
 	// a command, or when one of those joins a queued read's restore.
 	urgent   chan struct{}
 	promoted bool // urgent closed; under restorer.mu
+	// pre is the whole object of copy preGen, fetched and checked by a
+	// reader of this client while the restore waited (restorer.offer):
+	// the restore writes it instead of fetching it again. Under
+	// restorer.mu.
+	pre    []byte
+	preGen uint64
 }
 
 // promote lets a queued job run without a read slot. Under restorer.mu.
@@ -143,6 +149,53 @@ type restorer struct {
 	jobs     map[uint64]*restoreJob // running or queued, by inode
 	lastFail map[uint64]time.Time   // when the last restore of an inode failed
 	waiting  int                    // jobs waiting for a read slot
+	preBytes int64                  // bytes of the jobs' pre, at most maxPreBytes
+	reused   atomic.Uint64          // restores that wrote a reader's bytes (RestoreStats.Reused)
+}
+
+// maxPreObject is the largest object a reader's fetch hands to a waiting
+// restore (restorer.offer), and maxPreBytes the most such bytes one
+// client holds for its queued restores: beyond them, a restore fetches
+// the object itself.
+const (
+	maxPreObject = 8 << 20
+	maxPreBytes  = 64 << 20
+)
+
+// offer gives the restore of ino that is queued or running the whole
+// object data of copy gen that a reader fetched and checked, if the job
+// has not taken bytes yet and the client's budget allows; data is never
+// changed afterwards.
+func (r *restorer) offer(ino, gen uint64, data []byte) {
+	if len(data) > maxPreObject {
+		return
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	j := r.jobs[ino]
+	if j == nil || j.pre != nil || r.preBytes+int64(len(data)) > maxPreBytes {
+		return
+	}
+	j.pre, j.preGen = data, gen
+	r.preBytes += int64(len(data))
+}
+
+// take returns (and forgets) the bytes a reader offered to the restore of
+// ino, if they are the whole object of copy gen, size bytes long.
+func (r *restorer) take(ino, gen uint64, size int64) []byte {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	j := r.jobs[ino]
+	if j == nil || j.pre == nil {
+		return nil
+	}
+	data, ok := j.pre, j.preGen == gen && int64(len(j.pre)) == size
+	r.preBytes -= int64(len(j.pre))
+	j.pre = nil
+	if !ok {
+		return nil
+	}
+	return data
 }
 
 // RestoreStats counts the restores of released files this client ran.
@@ -150,6 +203,9 @@ type RestoreStats struct {
 	Claims uint64 // answers to this client's claims of a restore lease (renewals not counted)
 	Waits  uint64 // of those, the ones that said another client holds the lease
 	Copied uint64 // restores whose bytes this client copied and committed
+	// Reused counts the restores that wrote the object a reader of this
+	// client had fetched while they waited, instead of fetching it again.
+	Reused uint64
 	Failed uint64 // restores that ended with an error
 	// Running and Waiting are the restores running now and, of those
 	// that reads started, the ones waiting for a slot.
@@ -162,7 +218,7 @@ func (c *Client) RestoreStats() RestoreStats {
 	r.mu.Lock()
 	running, waiting := len(r.jobs)-r.waiting, r.waiting
 	r.mu.Unlock()
-	return RestoreStats{Claims: r.claims.Load(), Waits: r.waits.Load(), Copied: r.copied.Load(), Failed: r.failed.Load(),
+	return RestoreStats{Claims: r.claims.Load(), Waits: r.waits.Load(), Copied: r.copied.Load(), Reused: r.reused.Load(), Failed: r.failed.Load(),
 		Running: running, Waiting: waiting}
 }
 
@@ -268,6 +324,8 @@ func (c *Client) startRestore(ino uint64, demand bool) *restoreJob {
 		}
 		r.mu.Lock()
 		delete(r.jobs, ino)
+		r.preBytes -= int64(len(j.pre))
+		j.pre = nil
 		if err != nil {
 			r.lastFail[ino] = time.Now()
 			r.failed.Add(1)
@@ -424,11 +482,20 @@ func (c *Client) copyObject(ctx context.Context, ino uint64, rec *wire.HsmRecord
 	}
 	defer f.Release(ctx, false)
 	size := int64(rec.Size)
+	// A reader of this client may have fetched and checked the whole
+	// object while the restore waited: write those bytes, fetch nothing.
+	pre := c.restores.take(ino, rec.Gen, size)
+	if pre != nil {
+		c.restores.reused.Add(1)
+	}
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(restoreParallel)
 	for off := int64(0); off < size; off += restoreUnit {
 		n := min(restoreUnit, size-off)
 		g.Go(func() error {
+			if pre != nil {
+				return f.writeChunks(gctx, off, pre[off:off+n])
+			}
 			buf := make([]byte, n)
 			if err := c.tierGet(gctx, st, rec, off, buf); err != nil {
 				return err

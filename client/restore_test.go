@@ -77,3 +77,52 @@ func TestReadFrom(t *testing.T) {
 		}
 	}
 }
+
+// TestRestorerOffer: a reader's whole object goes to the queued restore of
+// its inode, once, within the client's budget, and is taken only for the
+// same copy and size.
+func TestRestorerOffer(t *testing.T) {
+	var r restorer
+	r.init(2)
+	defer r.close()
+	obj := make([]byte, 150<<10)
+	r.jobs[1] = &restoreJob{}
+	r.jobs[2] = &restoreJob{}
+	r.offer(1, 7, obj)
+	r.offer(3, 7, obj) // no restore of inode 3: nothing kept
+	if r.preBytes != int64(len(obj)) {
+		t.Fatalf("kept %d bytes; want %d", r.preBytes, len(obj))
+	}
+	if got := r.take(1, 8, int64(len(obj))); got != nil {
+		t.Errorf("taken for another copy")
+	}
+	if r.preBytes != 0 || r.jobs[1].pre != nil {
+		t.Errorf("a mismatched take keeps %d bytes", r.preBytes)
+	}
+	r.offer(1, 7, obj)
+	if got := r.take(1, 7, int64(len(obj))+1); got != nil {
+		t.Errorf("taken for another size")
+	}
+	r.offer(1, 7, obj)
+	if got := r.take(1, 7, int64(len(obj))); len(got) != len(obj) {
+		t.Errorf("take of the offered copy: %d bytes", len(got))
+	}
+	if got := r.take(1, 7, int64(len(obj))); got != nil {
+		t.Errorf("taken twice")
+	}
+	// Too big an object, or beyond the budget: not kept.
+	r.offer(2, 7, make([]byte, maxPreObject+1))
+	if r.jobs[2].pre != nil {
+		t.Errorf("an object over %d bytes was kept", maxPreObject)
+	}
+	for ino := uint64(10); ino < 10+maxPreBytes/maxPreObject+1; ino++ {
+		r.jobs[ino] = &restoreJob{}
+		r.offer(ino, 1, make([]byte, maxPreObject))
+	}
+	if r.preBytes > maxPreBytes {
+		t.Errorf("kept %d bytes; budget %d", r.preBytes, maxPreBytes)
+	}
+	if r.preBytes != maxPreBytes {
+		t.Errorf("kept %d bytes; want the budget %d filled", r.preBytes, maxPreBytes)
+	}
+}

@@ -564,6 +564,12 @@ func TestReadRestoreSlots(t *testing.T) {
 	if !sawWaiting {
 		t.Errorf("no restore ever waited for a read slot with 8 readers and 2 slots")
 	}
+	// The restores that waited wrote the objects their readers had
+	// fetched (small files, fetched whole) instead of fetching them
+	// again (what they wrote is checked on the targets below).
+	if s := c.RestoreStats(); s.Reused == 0 {
+		t.Errorf("no restore wrote a reader's bytes: %+v", s)
+	}
 	checkOnTargets(t, fs, be, files)
 }
 
