@@ -796,31 +796,57 @@ func (f *File) Truncate(ctx context.Context, size int64) error {
 		return opErr("truncate", f.name, err)
 	}
 	f.learn(&a)
-	if a.Flags&wire.AttrReleased != 0 {
+	// A released file cut to 0 needs none of its bytes: the metadata
+	// service takes the cut without a restore unless a restore runs or
+	// the release's chunk removal is queued (errs.Busy); then, and for
+	// any other size, restore first (ADR 0016).
+	released := a.Flags&wire.AttrReleased != 0
+	if released && size > 0 {
 		if err := f.restoreBeforeWriteLocked(ctx); err != nil {
 			return opErr("truncate", f.name, err)
 		}
 		if err := f.c.metaCall(ctx, wire.OpGetAttr, &wire.InoReq{Ino: f.ino}, &a); err != nil {
 			return opErr("truncate", f.name, err)
 		}
+		released = false
 	}
+	err := f.cutLocked(ctx, &a, size)
+	if err != nil && released && errs.CodeOf(err) == errs.Busy {
+		if err := f.restoreBeforeWriteLocked(ctx); err != nil {
+			return opErr("truncate", f.name, err)
+		}
+		if err := f.c.metaCall(ctx, wire.OpGetAttr, &wire.InoReq{Ino: f.ino}, &a); err != nil {
+			return opErr("truncate", f.name, err)
+		}
+		err = f.cutLocked(ctx, &a, size)
+	}
+	if err != nil {
+		return opErr("truncate", f.name, err)
+	}
+	f.size = size
+	f.truncs++
+	return nil
+}
+
+// cutLocked cuts the file, whose attributes are a, to size: its chunks
+// first (a chunk of a failed restore of a released file too), then its
+// size in the metadata, which answers with the attributes after it into a.
+func (f *File) cutLocked(ctx context.Context, a *wire.Attr, size int64) error {
 	// A file without chunks has nothing on the targets to cut.
 	if size < int64(a.Size) && a.Flags&wire.AttrChunks != 0 && len(f.lay().Chains) > 0 {
 		if err := f.cutChunks(ctx, size); err != nil {
-			return opErr("truncate", f.name, err)
+			return err
 		}
 	}
 	now := time.Now().UnixNano()
 	ifMtime, ifSize := f.own.ifState()
 	req := &wire.SetAttrReq{Ino: f.ino, Valid: wire.SetSize | wire.SetMtime | wire.SetCtime, Size: uint64(size), Mtime: now, Ctime: now, IfMtime: ifMtime, IfSize: ifSize}
-	if err := f.c.metaCall(ctx, wire.OpSetAttr, req, &a); err != nil {
+	if err := f.c.metaCall(ctx, wire.OpSetAttr, req, a); err != nil {
 		f.own.brk() // it may have been applied
-		return opErr("truncate", f.name, err)
+		return err
 	}
-	f.learn(&a)
-	f.own.answer(ifMtime, &a)
-	f.size = size
-	f.truncs++
+	f.learn(a)
+	f.own.answer(ifMtime, a)
 	return nil
 }
 

@@ -133,6 +133,27 @@ func hsmOnWrite(cur wire.HsmRecord) (wire.HsmRecord, error) {
 	return cur, nil
 }
 
+// hsmOnTruncate is the state after a cut of a file's size to size: as
+// hsmOnWrite, except that a released file cut to size 0 needs none of its
+// old bytes, so it becomes dirty (its copy stays in the tier until an
+// archive replaces it) without being restored first; unless a client holds
+// its restore lease (that restore's chunk writes could land after the
+// cut) or its release's chunk removal is still queued (it would remove the
+// file's new chunks): then it is refused, and the client restores first.
+func hsmOnTruncate(cur wire.HsmRecord, lease restoreLease, removalQueued bool, size uint64) (wire.HsmRecord, error) {
+	if cur.State != wire.HsmReleased || size != 0 {
+		return hsmOnWrite(cur)
+	}
+	switch {
+	case lease.Owner != 0:
+		return cur, errs.New(errs.Busy, "file is released and being restored; truncate it once the restore is done")
+	case removalQueued:
+		return cur, errs.New(errs.Busy, "file is released and its release's chunk removal has not finished; try again")
+	}
+	cur.State = wire.HsmDirty
+	return cur, nil
+}
+
 // checkRecord validates an archive's record from a client.
 func checkRecord(r *wire.HsmRecord) error {
 	switch {

@@ -319,7 +319,7 @@ func (s *Service) SetAttr(ctx context.Context, req *wire.SetAttrReq) (wire.Attr,
 			case !n.isReg():
 				return errs.New(errs.Invalid, "cannot set the size of a file of type %#o", n.Mode&modeType)
 			}
-			if err := hsmWrite(tx, req.Ino, n); err != nil {
+			if err := hsmTruncate(tx, req.Ino, n, req.Size); err != nil {
 				return err
 			}
 			if err := truncateInline(tx, req.Ino, n, req.Size); err != nil {

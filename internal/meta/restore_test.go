@@ -193,3 +193,50 @@ func TestHsmClaimService(t *testing.T) {
 		t.Fatalf("after a write: %s, %v", wire.HsmStateName(r.State), err)
 	}
 }
+
+// TestHsmOnTruncate: a released file cut to size 0 becomes dirty without
+// a restore, unless a restore holds its lease or its release's chunk
+// removal is queued; every other cut is a write (hsmOnWrite).
+func TestHsmOnTruncate(t *testing.T) {
+	t.Parallel()
+	rel := testRecord(9, 1<<20, 1)
+	rel.State = wire.HsmReleased
+	arch := rel
+	arch.State = wire.HsmArchived
+	leased := restoreLease{Owner: 3, Gen: 9, Epoch: 1, Expires: 1}
+	dropped := restoreLease{Gen: 9, Epoch: 1}
+	tests := []struct {
+		name    string
+		rec     wire.HsmRecord
+		lease   restoreLease
+		queued  bool
+		size    uint64
+		want    uint8
+		wantErr errs.Code
+	}{
+		{"released, cut to 0", rel, restoreLease{}, false, 0, wire.HsmDirty, errs.OK},
+		{"released, cut to 0 after a dropped lease", rel, dropped, false, 0, wire.HsmDirty, errs.OK},
+		{"released, cut to 0 while a restore holds the lease", rel, leased, false, 0, 0, errs.Busy},
+		{"released, cut to 0 while the chunk removal is queued", rel, restoreLease{}, true, 0, 0, errs.Busy},
+		{"released, cut to 1", rel, restoreLease{}, false, 1, 0, errs.Busy},
+		{"archived, cut to 0", arch, restoreLease{}, false, 0, wire.HsmDirty, errs.OK},
+		{"resident, cut to 0", wire.HsmRecord{}, restoreLease{}, false, 0, wire.HsmResident, errs.OK},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			next, err := hsmOnTruncate(tt.rec, tt.lease, tt.queued, tt.size)
+			if tt.wantErr != errs.OK {
+				if errs.CodeOf(err) != tt.wantErr {
+					t.Fatalf("err = %v, want class %v", err, tt.wantErr)
+				}
+				return
+			}
+			if err != nil || next.State != tt.want {
+				t.Fatalf("state %s, %v; want %s", wire.HsmStateName(next.State), err, wire.HsmStateName(tt.want))
+			}
+			if next.Gen != tt.rec.Gen || next.Key != tt.rec.Key {
+				t.Errorf("the copy's record changed: %+v", next)
+			}
+		})
+	}
+}

@@ -137,6 +137,34 @@ func hsmWrite(tx kv.Txn, ino uint64, n *inode) error {
 	return nil
 }
 
+// hsmTruncate applies hsmOnTruncate to a regular file whose size is about
+// to be cut to size in tx.
+func hsmTruncate(tx kv.Txn, ino uint64, n *inode, size uint64) error {
+	if !n.isReg() || !n.mayHaveHsm() {
+		return nil
+	}
+	cur, lease, err := getHsmLease(tx, ino)
+	if err != nil || cur.State == wire.HsmResident {
+		return err
+	}
+	queued := false
+	if cur.State == wire.HsmReleased && size == 0 {
+		if _, err := tx.Get(garbageKey(n.Layout.DataID(ino))); err == nil {
+			queued = true
+		} else if !errors.Is(err, kv.ErrNotFound) {
+			return err
+		}
+	}
+	next, err := hsmOnTruncate(cur, lease, queued, size)
+	if err != nil {
+		return err
+	}
+	if next.State != cur.State {
+		putHsm(tx, ino, next, nil)
+	}
+	return nil
+}
+
 // hsmDropped queues the object of a file whose last link went.
 func hsmDropped(tx kv.Txn, ino uint64) error {
 	cur, err := getHsm(tx, ino)

@@ -281,6 +281,82 @@ func TestRestoreBeforeWrite(t *testing.T) {
 	}
 }
 
+// TestTruncateReleasedToZero: cutting a released file to size 0 (a
+// truncate, an O_TRUNC open through the library and through a mount)
+// needs none of its bytes, so it works with the backend stopped: the file
+// is empty and dirty, takes new bytes, reads them back and is archived
+// again once the backend is back. A cut made while the release's chunk
+// removal may still be queued falls back to a restore and is right too.
+func TestTruncateReleasedToZero(t *testing.T) {
+	requireFUSE(t)
+	ctx := context.Background()
+	be := startSluiceBackend(t)
+	fs := startFS(t)
+	addBackend(t, fs, be, "z/")
+	c := restoringClient(t, fs.addr, 2*time.Second)
+	releasedFiles(t, fs, c, map[string][]byte{
+		"/z/cut": randomData(91, 3<<20+5), "/z/otrunc": randomData(92, 150<<10), "/z/mount": randomData(93, 1<<20),
+	})
+	mp := mountFS(t, fs.addr, "--op-timeout", "60s")
+
+	be.proc.Pause(t)
+	if err := c.Truncate(ctx, "/z/cut", 0); err != nil {
+		t.Fatalf("truncate to 0 of a released file, backend stopped: %v", err)
+	}
+	fresh := []byte("new bytes after a cut to zero")
+	f, err := c.OpenFile(ctx, "/z/otrunc", client.O_RDWR|client.O_TRUNC, 0)
+	if err != nil {
+		t.Fatalf("O_TRUNC open of a released file, backend stopped: %v", err)
+	}
+	if _, err := f.WriteAt(fresh, 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(mp, "z", "mount"), fresh[:9], 0o644); err != nil {
+		t.Fatalf("O_TRUNC write through the mount, backend stopped: %v", err)
+	}
+	want := map[string][]byte{"/z/cut": {}, "/z/otrunc": fresh, "/z/mount": fresh[:9]}
+	for p, d := range want {
+		if sum, n, err := readSum(ctx, c, p); err != nil || sum != sha256.Sum256(d) {
+			t.Errorf("%s after the cut: %d bytes, %v; want %d new bytes", p, n, err, len(d))
+		}
+		if st := hsmState(t, fs, p); st != "dirty" {
+			t.Errorf("%s after the cut: %s, want dirty", p, st)
+		}
+	}
+	if got, err := os.ReadFile(filepath.Join(mp, "z", "otrunc")); err != nil || !bytes.Equal(got, fresh) {
+		t.Errorf("read through the mount: %q, %v", got, err)
+	}
+	if s := c.RestoreStats(); s.Claims != 0 {
+		t.Errorf("the cuts to zero claimed restores: %+v", s)
+	}
+	be.proc.Resume()
+	fs.mustCLI("hsm", "archive", "/z/otrunc")
+	if st := hsmState(t, fs, "/z/otrunc"); st != "archived" {
+		t.Errorf("archived again: %s", st)
+	}
+
+	// Released and cut at once: the chunk removal may still be queued,
+	// and the cut then restores first.
+	old := randomData(94, 2<<20)
+	if err := writeSluice(ctx, c, "/z/soon", old); err != nil {
+		t.Fatal(err)
+	}
+	fs.mustCLI("hsm", "archive", "/z/soon")
+	fs.mustCLI("hsm", "release", "/z/soon")
+	if err := c.Truncate(ctx, "/z/soon", 0); err != nil {
+		t.Fatalf("cut right after the release: %v", err)
+	}
+	if sum, n, err := readSum(ctx, c, "/z/soon"); err != nil || n != 0 || sum != sha256.Sum256(nil) {
+		t.Fatalf("after the cut right after the release: %d bytes, %v", n, err)
+	}
+	if st := hsmState(t, fs, "/z/soon"); st != "dirty" {
+		t.Errorf("after the cut right after the release: %s, want dirty", st)
+	}
+}
+
 // TestRestoreTakeover: a client (`sluice hsm restore`, its own process)
 // is killed with SIGKILL in the middle of a restore, holding the lease,
 // its chunks sized but not written; a reader on another client gets the
