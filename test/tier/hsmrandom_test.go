@@ -1,0 +1,240 @@
+package tier
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/minio/minio-go/v7"
+
+	"github.com/sluice-fs/sluice/client"
+	"github.com/sluice-fs/sluice/internal/errs"
+	"github.com/sluice-fs/sluice/internal/fsx"
+)
+
+// TestHsmRandom runs random sequences of writes, truncates (a third of
+// them to size 0), O_TRUNC rewrites, reads, archives, releases, restores
+// and checks of the bucket's copy on a few files through two clients that
+// restore on read, against a model of every file's bytes. After each read
+// the bytes must be the model's; whenever a file is archived or released
+// its object in the bucket must be the model's bytes too (the state never
+// claims a copy that is not the file). At the end every file is read by a
+// new client, and those not released again with the backend stopped. The
+// seed is printed; SLUICE_FSX_SEED and SLUICE_FSX_OPS replay or lengthen a
+// run (SLUICE_FSX_LONG=1: a million operations).
+func TestHsmRandom(t *testing.T) {
+	plan, err := fsx.PlanFromEnv(400, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	be := startSluiceBackend(t)
+	fs := startFS(t)
+	addBackend(t, fs, be, "rnd/")
+	c1 := restoringClient(t, fs.addr, 0)
+	c2 := restoringClient(t, fs.addr, 0)
+	s3c := be.s3(t)
+	for _, seed := range plan.Seeds {
+		t.Logf("seed %d, %d operations (replay: SLUICE_FSX_SEED=%d SLUICE_FSX_OPS=%d go test -run TestHsmRandom ./test/tier)", seed, plan.Ops, seed, plan.Ops)
+		hsmRandom(t, fs, be, s3c, []*client.Client{c1, c2}, seed, plan.Ops)
+	}
+}
+
+func hsmRandom(t *testing.T, fs *fsServer, be *backend, s3c *minio.Client, cs []*client.Client, seed uint64, ops int) {
+	ctx := context.Background()
+	rng := rand.New(rand.NewPCG(seed, seed^0x5eed))
+	dir := fmt.Sprintf("/rnd-%d", seed)
+	if err := cs[0].MkdirAll(ctx, dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	const nFiles = 4
+	model := make([][]byte, nFiles)
+	path := func(i int) string { return fmt.Sprintf("%s/f%d", dir, i) }
+	for i := range model {
+		model[i] = randomData(seed+uint64(i), 1<<20+rng.IntN(2<<20))
+		if err := writeSluice(ctx, cs[0], path(i), model[i]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	counts := map[string]int{}
+	var op string
+	fail := func(k int, format string, args ...any) {
+		t.Helper()
+		t.Fatalf("seed %d, operation %d (%s): %s", seed, k, op, fmt.Sprintf(format, args...))
+	}
+	state := func(k, i int) client.HsmInfo {
+		t.Helper()
+		info, err := cs[0].HsmState(ctx, path(i))
+		if err != nil {
+			fail(k, "hsm state: %v", err)
+		}
+		return info
+	}
+	write := func(k, i int, off int64, b []byte, flag int) {
+		t.Helper()
+		c := cs[rng.IntN(len(cs))]
+		f, err := c.OpenFile(ctx, path(i), client.O_RDWR|flag, 0)
+		if err != nil {
+			fail(k, "open: %v", err)
+		}
+		if _, err := f.WriteAt(b, off); err != nil {
+			f.Close()
+			fail(k, "write: %v", err)
+		}
+		if err := f.Close(); err != nil {
+			fail(k, "close: %v", err)
+		}
+	}
+	for k := range ops {
+		i := rng.IntN(nFiles)
+		m := model[i]
+		switch r := rng.IntN(100); {
+		case r < 20:
+			off := rng.Int64N(int64(len(m)) + 64<<10)
+			b := randomData(rng.Uint64(), 1+rng.IntN(256<<10))
+			op = fmt.Sprintf("write %s at %d, %d bytes", path(i), off, len(b))
+			write(k, i, off, b, 0)
+			if end := off + int64(len(b)); end > int64(len(m)) {
+				m = append(m, make([]byte, end-int64(len(m)))...)
+			}
+			copy(m[off:], b)
+		case r < 32:
+			size := int64(0)
+			switch rng.IntN(3) {
+			case 1:
+				size = rng.Int64N(int64(len(m)) + 1)
+			case 2:
+				size = int64(len(m)) + rng.Int64N(1<<20)
+			}
+			op = fmt.Sprintf("truncate %s from %d to %d", path(i), len(m), size)
+			if err := cs[rng.IntN(len(cs))].Truncate(ctx, path(i), size); err != nil {
+				fail(k, "%v", err)
+			}
+			if size <= int64(len(m)) {
+				m = m[:size]
+			} else {
+				m = append(m, make([]byte, size-int64(len(m)))...)
+			}
+		case r < 37:
+			b := randomData(rng.Uint64(), 1+rng.IntN(512<<10))
+			op = fmt.Sprintf("O_TRUNC rewrite of %s, %d bytes", path(i), len(b))
+			write(k, i, 0, b, client.O_TRUNC)
+			m = bytes.Clone(b)
+		case r < 62:
+			c := cs[rng.IntN(len(cs))]
+			op = fmt.Sprintf("read %s", path(i))
+			got, err := readAllSluice(ctx, c, path(i))
+			if err != nil {
+				fail(k, "%v", err)
+			}
+			if !bytes.Equal(got, m) {
+				fail(k, "read %d bytes, want the model's %d (first difference at %d)", len(got), len(m), firstDiff(got, m))
+			}
+		case r < 74:
+			op = fmt.Sprintf("archive %s", path(i))
+			if st := state(k, i).State; st == "released" || st == "archived" {
+				counts["archive skipped"]++
+				break
+			}
+			if _, err := cs[0].HsmArchive(ctx, path(i), ""); err != nil {
+				fail(k, "%v", err)
+			}
+		case r < 86:
+			// Archived first when it is not: files spend a good part of
+			// the run released.
+			op = fmt.Sprintf("release %s", path(i))
+			switch state(k, i).State {
+			case "released":
+				counts["release skipped"]++
+				continue
+			case "resident", "dirty":
+				if _, err := cs[0].HsmArchive(ctx, path(i), ""); err != nil {
+					fail(k, "archive: %v", err)
+				}
+			}
+			if _, err := cs[1].HsmRelease(ctx, path(i)); err != nil {
+				// Files kept inline are archived, never released.
+				if errs.CodeOf(err) != errs.Invalid || len(m) > 64<<10 {
+					fail(k, "%v", err)
+				}
+				counts["release refused (inline)"]++
+			}
+		case r < 94:
+			op = fmt.Sprintf("restore %s", path(i))
+			if _, err := cs[rng.IntN(len(cs))].HsmRestore(ctx, path(i)); err != nil {
+				fail(k, "%v", err)
+			}
+		default:
+			op = fmt.Sprintf("check the bucket's copy of %s", path(i))
+			info := state(k, i)
+			if info.State != "archived" && info.State != "released" {
+				counts["copy check skipped"]++
+				break
+			}
+			obj, err := s3c.GetObject(ctx, bucket, "rnd/"+info.Key, minio.GetObjectOptions{})
+			if err != nil {
+				fail(k, "get: %v", err)
+			}
+			got, err := io.ReadAll(obj)
+			obj.Close()
+			if err != nil {
+				fail(k, "get: %v", err)
+			}
+			if !bytes.Equal(got, m) {
+				fail(k, "%s file, its object holds %d bytes, not the file's %d (first difference at %d)", info.State, len(got), len(m), firstDiff(got, m))
+			}
+		}
+		model[i] = m
+		counts[op[:stringsIndexSpace(op)]]++
+	}
+	op = "final check"
+	fresh := newClient(t, fs.addr, 0)
+	var onTargets []int
+	for i, m := range model {
+		got, err := readAllSluice(ctx, fresh, path(i))
+		if err != nil || !bytes.Equal(got, m) {
+			fail(ops, "%s: %d bytes, %v; want the model's %d", path(i), len(got), err, len(m))
+		}
+		if state(ops, i).State != "released" {
+			onTargets = append(onTargets, i)
+		}
+	}
+	be.proc.Pause(t)
+	for _, i := range onTargets {
+		got, err := readAllSluice(ctx, newClient(t, fs.addr, 0), path(i))
+		if err != nil || !bytes.Equal(got, model[i]) {
+			fail(ops, "%s with the backend stopped: %d bytes, %v", path(i), len(got), err)
+		}
+	}
+	be.proc.Resume()
+	t.Logf("seed %d: %d operations: %v", seed, ops, counts)
+}
+
+// readAllSluice reads the file at p whole through c.
+func readAllSluice(ctx context.Context, c *client.Client, p string) ([]byte, error) {
+	f, err := c.Open(ctx, p)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	return io.ReadAll(f)
+}
+
+// firstDiff returns the first offset where a and b differ.
+func firstDiff(a, b []byte) int {
+	for i := range min(len(a), len(b)) {
+		if a[i] != b[i] {
+			return i
+		}
+	}
+	return min(len(a), len(b))
+}
+
+func stringsIndexSpace(s string) int {
+	if i := bytes.IndexByte([]byte(s), ' '); i >= 0 {
+		return i
+	}
+	return len(s)
+}
