@@ -82,6 +82,9 @@ func newMover(g *globals) *cobra.Command {
 			}
 			o.Limits.ArchiveBytes = n
 		}
+		if o.Limits.ReleaseRate < 0 {
+			return fmt.Errorf("%w: mover: --release-rate must not be negative", errUsage)
+		}
 		if !o.Once && o.Every <= 0 {
 			return fmt.Errorf("%w: mover: --every must be positive", errUsage)
 		}
@@ -95,6 +98,7 @@ func newMover(g *globals) *cobra.Command {
 	f.StringVar(&maxArchive, "max-archive", "", "bytes one pass archives at most (e.g. 10G; default no cap)")
 	f.StringVar(&archiveRate, "archive-rate", "", "bytes per second archives start at, at most (e.g. 200M; default no cap)")
 	f.IntVar(&o.Limits.Releases, "max-releases", mover.DefaultReleases, "files one pass releases at most (0: no cap)")
+	f.Float64Var(&o.Limits.ReleaseRate, "release-rate", 0, "files per second releases start at, at most (default no cap)")
 	f.IntVarP(&o.Parallel, "parallel", "P", 4, "archives and releases at once")
 	return cmd
 }

@@ -109,7 +109,7 @@ func (e *Env) stageFollow(ctx context.Context, order []string, o StageOptions, j
 	}
 	tick := time.NewTicker(o.followPoll())
 	defer tick.Stop()
-	pace := pacer{start: time.Now(), rate: o.Rate}
+	pace := mover.Pacer{Start: time.Now(), Rate: float64(o.Rate)}
 	for {
 		// What the readers have read since the last look.
 		var err error
@@ -150,8 +150,8 @@ func (e *Env) stageFollow(ctx context.Context, order []string, o StageOptions, j
 			// now; the rest wait for a later round.
 			now := time.Now()
 			k := 0
-			for k < len(next) && !pace.due().After(now) {
-				pace.started += files[next[k]].size
+			for k < len(next) && !pace.Due().After(now) {
+				pace.Add(float64(files[next[k]].size))
 				k++
 			}
 			next = next[:k]

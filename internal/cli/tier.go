@@ -15,6 +15,7 @@ import (
 
 	"github.com/sluice-fs/sluice/client"
 	"github.com/sluice-fs/sluice/internal/errs"
+	"github.com/sluice-fs/sluice/internal/mover"
 )
 
 // TierCreds says where `tier add` takes a backend's credentials from: the
@@ -344,23 +345,6 @@ func (e *Env) Stage(ctx context.Context, paths []string, o StageOptions) error {
 	return err
 }
 
-// pacer spreads the starts of restores so that the bytes started stay
-// within rate bytes per second since start: a restore of n bytes may start
-// at due(), and then adds n to started.
-type pacer struct {
-	start   time.Time
-	rate    int64 // bytes per second; 0: no cap
-	started int64 // bytes of the restores started so far
-}
-
-// due returns when the next restore may start.
-func (p *pacer) due() time.Time {
-	if p.rate <= 0 {
-		return p.start
-	}
-	return p.start.Add(time.Duration(float64(p.started) / float64(p.rate) * float64(time.Second)))
-}
-
 // stageOrder restores the released files of paths in order, at most
 // o.Parallel at once and o.Rate bytes per second, counting them in counts
 // and reporting those through rep. Each file's lookup runs in its
@@ -384,7 +368,7 @@ func (e *Env) stageOrder(ctx context.Context, paths []string, o StageOptions, re
 	}
 	g.SetLimit(max(o.Parallel, 1))
 	start := time.Now()
-	pace := pacer{start: start, rate: o.Rate}
+	pace := mover.Pacer{Start: start, Rate: float64(o.Rate)}
 	for _, p := range paths {
 		rep.report(ctx, snapshot(), 0, false)
 		if ctx.Err() != nil {
@@ -411,8 +395,8 @@ func (e *Env) stageOrder(ctx context.Context, paths []string, o StageOptions, re
 				// Start this file no earlier than the cap allows for
 				// the bytes started before it.
 				mu.Lock()
-				due := pace.due()
-				pace.started += size
+				due := pace.Due()
+				pace.Add(float64(size))
 				mu.Unlock()
 				if d := time.Until(due); d > 0 {
 					select {

@@ -233,18 +233,22 @@ func (m *Mover) apply(ctx context.Context, r *Report) {
 	var g errgroup.Group
 	g.SetLimit(m.o.Parallel)
 	start := time.Now()
-	var started int64 // bytes of the archives started, for Limits.ArchiveRate
+	// Each move starts no earlier than its kind's cap allows for the
+	// moves of that kind started before it.
+	archives := Pacer{Start: start, Rate: float64(m.o.Limits.ArchiveRate)}
+	releases := Pacer{Start: start, Rate: m.o.Limits.ReleaseRate}
 	for _, a := range r.Planned {
-		if a.Kind == Archive && m.o.Limits.ArchiveRate > 0 {
-			// Start this archive no earlier than the cap allows for the
-			// bytes started before it.
-			due := start.Add(time.Duration(float64(started) / float64(m.o.Limits.ArchiveRate) * float64(time.Second)))
+		pace, n := &archives, float64(a.File.Size)
+		if a.Kind == Release {
+			pace, n = &releases, 1
+		}
+		if d := time.Until(pace.Due()); d > 0 {
 			select {
-			case <-time.After(time.Until(due)):
+			case <-time.After(d):
 			case <-ctx.Done():
 			}
-			started += a.File.Size
 		}
+		pace.Add(n)
 		if ctx.Err() != nil {
 			break
 		}

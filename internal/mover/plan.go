@@ -46,6 +46,11 @@ type Limits struct {
 	// ArchiveRate bounds the bytes per second archives start at (the
 	// mover paces them; Plan ignores it). 0: no cap.
 	ArchiveRate int64
+	// ReleaseRate bounds the files per second releases start at (the
+	// mover paces them; Plan ignores it): each release queues its
+	// chunks' removal, and a pass's releases spread out so that the
+	// removals never come as one storm. 0: no cap.
+	ReleaseRate float64
 }
 
 // Kind is what an Action does.

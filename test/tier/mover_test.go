@@ -123,7 +123,9 @@ func testMover(t *testing.T, be *backend) {
 		t.Fatal(err)
 	}
 	before := fs.chunkBytes()
-	out = fs.mustCLI("mover", "--once")
+	// The second pass releases at most 50 files a second (three here:
+	// paced, not refused).
+	out = fs.mustCLI("mover", "--once", "--release-rate", "50")
 	t.Logf("second pass:\n%s", out)
 	expect("after the second pass", map[string]string{
 		"/cold/a":        "archived", // used within the hour
@@ -145,6 +147,9 @@ func testMover(t *testing.T, be *backend) {
 	}
 	if r := fs.cli("mover", "--once", "--archive-rate", "0"); r.code == 0 {
 		t.Error("sluice mover --archive-rate 0 succeeded")
+	}
+	if r := fs.cli("mover", "--once", "--release-rate", "-1"); r.code != 2 {
+		t.Errorf("sluice mover --release-rate -1: exit %d, want 2 (usage): %s", r.code, r.stderr)
 	}
 
 	for p, d := range files {
