@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/sluice-fs/sluice/client"
+	"github.com/sluice-fs/sluice/internal/cli"
 	"github.com/sluice-fs/sluice/internal/fusefs"
 	"github.com/sluice-fs/sluice/internal/server"
 	"github.com/sluice-fs/sluice/internal/target"
@@ -23,6 +24,7 @@ func newServe() *cobra.Command {
 	var stagingDir string
 	var mountClient client.Options
 	var s3f s3Flags
+	var moverArchiveRate string
 	cmd := &cobra.Command{
 		Use:   "serve",
 		Short: "Run a complete single-node Sluice: metadata service and storage targets",
@@ -42,6 +44,16 @@ func newServe() *cobra.Command {
 			// The default admin port may be taken by another sluice serve:
 			// then run without one. An explicit --http must work.
 			o.HTTPOptional = !cmd.Flags().Changed("http")
+			if moverArchiveRate != "" {
+				n, err := cli.ParseSize(moverArchiveRate)
+				if err != nil || n <= 0 {
+					return fmt.Errorf("%w: serve: --mover-archive-rate %q: want bytes per second, e.g. 200M", errUsage, moverArchiveRate)
+				}
+				o.MoverLimits.ArchiveRate = n
+			}
+			if o.MoverLimits.ReleaseRate < 0 {
+				return fmt.Errorf("%w: serve: --mover-release-rate must not be negative", errUsage)
+			}
 
 			run := server.Run
 			if mountpoint != "" {
@@ -71,6 +83,8 @@ func newServe() *cobra.Command {
 	inlineMaxFlag(cmd, &o.InlineMax)
 	auditFlag(cmd, &o.NoAudit)
 	f.DurationVar(&o.MoverEvery, "mover-every", 0, "run the object tier's mover in this process, a pass every this long (0: off; sluice tier policy, docs/tier.md)")
+	f.StringVar(&moverArchiveRate, "mover-archive-rate", "", "with --mover-every: bytes per second archives start at, at most (e.g. 200M; default no cap)")
+	f.Float64Var(&o.MoverLimits.ReleaseRate, "mover-release-rate", 0, "with --mover-every: files per second releases start at, at most (default no cap)")
 	rebalanceFlags(cmd, &o.Rebalance)
 	s3f.register(cmd, "s3", "")
 	return cmd

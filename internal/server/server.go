@@ -76,6 +76,9 @@ type Options struct {
 	// MoverEvery, if positive, runs the object tier's mover (package
 	// mover) in this process, a pass every MoverEvery.
 	MoverEvery time.Duration
+	// MoverLimits are the rate caps of that mover (its releases per pass
+	// are mover.DefaultReleases).
+	MoverLimits mover.Limits
 	// Rebalance runs the rebalancer (package relayout) in this process
 	// when its Every is positive.
 	Rebalance RebalanceOptions
@@ -226,7 +229,9 @@ func Run(ctx context.Context, opts Options) (err error) {
 			return fmt.Errorf("serve: tier mover: %w", err)
 		}
 		closers.add(mc.Close)
-		mv := mover.New(mc, mover.Options{Logger: log, Limits: mover.Limits{Releases: mover.DefaultReleases}})
+		limits := opts.MoverLimits
+		limits.Releases = mover.DefaultReleases
+		mv := mover.New(mc, mover.Options{Logger: log, Limits: limits})
 		mx.AddMover(mv)
 		closers.goRun(ctx, func(ctx context.Context) { mv.Run(ctx, opts.MoverEvery) })
 	}

@@ -3,9 +3,11 @@ package tier
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
+	"os/exec"
 	"regexp"
 	"slices"
 	"strings"
@@ -170,7 +172,8 @@ func TestServeMover(t *testing.T) {
 	ctx := context.Background()
 	be := startSluiceBackend(t)
 	admin := freeAddr(t)
-	fs := startFS(t, "--mover-every", "200ms", "--http", admin)
+	// With rate caps (high enough not to slow this test down).
+	fs := startFS(t, "--mover-every", "200ms", "--http", admin, "--mover-archive-rate", "1G", "--mover-release-rate", "100")
 	addBackend(t, fs, be, "s/")
 	c := newClient(t, fs.addr, 0)
 	if err := c.MkdirAll(ctx, "/w", 0o755); err != nil {
@@ -207,6 +210,24 @@ func TestServeMover(t *testing.T) {
 	if snap.Mover == nil || snap.Mover.Archived < 1 || snap.Mover.ArchivedBytes < float64(len(data)) || snap.Mover.Passes < 1 {
 		t.Errorf("dashboard snapshot mover: %+v", snap.Mover)
 	}
+	// A bad rate is a usage error before anything starts.
+	out, err := exec.Command(binary, "serve", "--data-dir", t.TempDir(), "--listen", "127.0.0.1:0", "--http", "", "--mover-every", "1s", "--mover-archive-rate", "fast").CombinedOutput()
+	if code := exitCode(err); code != 2 || !strings.Contains(string(out), "--mover-archive-rate") {
+		t.Errorf("serve --mover-archive-rate fast: exit %d: %s; want a usage error naming the flag", code, out)
+	}
+}
+
+// exitCode returns a finished command's exit code (0 for no error, -1 when
+// it did not run).
+func exitCode(err error) int {
+	if err == nil {
+		return 0
+	}
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		return ee.ExitCode()
+	}
+	return -1
 }
 
 func readAll(ctx context.Context, c *client.Client, p string) ([]byte, error) {
