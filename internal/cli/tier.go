@@ -421,6 +421,9 @@ func (e *Env) stageOrder(ctx context.Context, paths []string, o StageOptions, re
 	}
 	g.Wait()
 	fmt.Fprintf(e.Stdout, "staged %d files (%s) in %v; %d not released\n", staged, human(bytes), time.Since(start).Round(time.Millisecond), skipped)
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("stage: stopped before every file was tried: %w", err)
+	}
 	if fails > 0 {
 		return fmt.Errorf("stage: %d of %d files failed", fails, len(paths))
 	}
