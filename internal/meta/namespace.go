@@ -303,9 +303,9 @@ func (s *Service) GetAttr(ctx context.Context, ino uint64) (wire.Attr, error) {
 func (s *Service) SetAttr(ctx context.Context, req *wire.SetAttrReq) (wire.Attr, error) {
 	now := s.nowNs()
 	var a wire.Attr
-	audited := false
+	audited, cutReleased := false, false
 	err := s.update(ctx, func(tx kv.Txn) error {
-		audited = false
+		audited, cutReleased = false, false
 		n, err := getInode(tx, req.Ino)
 		if err != nil {
 			return err
@@ -319,7 +319,7 @@ func (s *Service) SetAttr(ctx context.Context, req *wire.SetAttrReq) (wire.Attr,
 			case !n.isReg():
 				return errs.New(errs.Invalid, "cannot set the size of a file of type %#o", n.Mode&modeType)
 			}
-			if err := hsmTruncate(tx, req.Ino, n, req.Size); err != nil {
+			if cutReleased, err = hsmTruncate(tx, req.Ino, n, req.Size); err != nil {
 				return err
 			}
 			if err := truncateInline(tx, req.Ino, n, req.Size); err != nil {
@@ -395,6 +395,9 @@ func (s *Service) SetAttr(ctx context.Context, req *wire.SetAttrReq) (wire.Attr,
 	}
 	if audited {
 		s.audited()
+	}
+	if cutReleased {
+		s.restores.cutToZero.Add(1)
 	}
 	return a, nil
 }

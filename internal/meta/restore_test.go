@@ -182,6 +182,11 @@ func TestHsmClaimService(t *testing.T) {
 	if err != nil || r.State != wire.HsmArchived {
 		t.Fatalf("commit by the new holder: %s, %v", wire.HsmStateName(r.State), err)
 	}
+	// Two leases granted (1's, then 2's takeover), one restore of 3 MiB;
+	// renewals, refusals and the refused commit are not counted.
+	if got, want := s.RestoreTotals(), (RestoreTotals{Leases: 2, Takeovers: 1, Restored: 1, RestoredBytes: 3 << 20}); got != want {
+		t.Errorf("restore totals %+v, want %+v", got, want)
+	}
 	if c, err := claim(3, 60000); err != nil || c.Owner != 0 || c.State != wire.HsmArchived {
 		t.Fatalf("claim after the restore: %+v, %v; want none", c, err)
 	}
@@ -238,5 +243,58 @@ func TestHsmOnTruncate(t *testing.T) {
 				t.Errorf("the copy's record changed: %+v", next)
 			}
 		})
+	}
+}
+
+// TestCutReleasedToZero: the service empties a released file cut to size
+// 0 and makes it dirty, once the release's chunk removal is done and while
+// no restore holds its lease, and counts it.
+func TestCutReleasedToZero(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s, err := New(ctx, Options{DB: openTestDB(t), Targets: newFakeTargets(4)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	if err := s.TierSet(ctx, &wire.TierSetReq{Backend: wire.TierBackend{Name: "b", Endpoint: "http://x", Bucket: "k"}}); err != nil {
+		t.Fatal(err)
+	}
+	f := mustCreate(t, s, RootIno, "f")
+	a, err := s.CommitWrite(ctx, f.Ino, 2<<20, 7)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.HsmUpdate(ctx, &wire.HsmUpdateReq{Ino: f.Ino, Action: wire.HsmActArchived, Record: testRecord(5, a.Size, a.Mtime)}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.HsmUpdate(ctx, &wire.HsmUpdateReq{Ino: f.Ino, Action: wire.HsmActRelease}); err != nil {
+		t.Fatal(err)
+	}
+	cut := func() (wire.Attr, error) {
+		return s.SetAttr(ctx, &wire.SetAttrReq{Ino: f.Ino, Valid: wire.SetSize, Size: 0})
+	}
+	_, err = cut()
+	wantCode(t, "cut before the chunk removal", err, errs.Busy)
+	if err := s.CollectGarbage(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.HsmClaim(ctx, &wire.HsmClaimReq{Ino: f.Ino, Owner: 9, LeaseMs: 60000}); err != nil {
+		t.Fatal(err)
+	}
+	_, err = cut()
+	wantCode(t, "cut while a restore holds the lease", err, errs.Busy)
+	if _, err := s.HsmClaim(ctx, &wire.HsmClaimReq{Ino: f.Ino, Owner: 9, Drop: true}); err != nil {
+		t.Fatal(err)
+	}
+	got, err := cut()
+	if err != nil || got.Size != 0 || got.Flags&wire.AttrReleased != 0 {
+		t.Fatalf("cut to 0: %+v, %v; want an empty file, not released", got, err)
+	}
+	if r, err := s.HsmGet(ctx, f.Ino); err != nil || r.State != wire.HsmDirty || r.Gen != 5 {
+		t.Fatalf("after the cut: %s gen %d, %v; want dirty, the copy's record kept", wire.HsmStateName(r.State), r.Gen, err)
+	}
+	if n := s.RestoreTotals().CutToZero; n != 1 {
+		t.Errorf("cuts to zero counted: %d, want 1", n)
 	}
 }

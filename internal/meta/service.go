@@ -156,6 +156,8 @@ type Service struct {
 
 	feed *feed // the namespace change feed (feed.go)
 
+	restores restoreCounters // RestoreTotals (tier.go)
+
 	gcMu   sync.Mutex    // one garbage collection pass at a time
 	gcKick chan struct{} // buffered(1): a removal was queued
 

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
+	"sync/atomic"
 
 	"github.com/sluice-fs/sluice/internal/errs"
 	"github.com/sluice-fs/sluice/internal/kv"
@@ -138,31 +139,32 @@ func hsmWrite(tx kv.Txn, ino uint64, n *inode) error {
 }
 
 // hsmTruncate applies hsmOnTruncate to a regular file whose size is about
-// to be cut to size in tx.
-func hsmTruncate(tx kv.Txn, ino uint64, n *inode, size uint64) error {
+// to be cut to size in tx. It reports whether the file was released (and
+// is now emptied without a restore).
+func hsmTruncate(tx kv.Txn, ino uint64, n *inode, size uint64) (released bool, err error) {
 	if !n.isReg() || !n.mayHaveHsm() {
-		return nil
+		return false, nil
 	}
 	cur, lease, err := getHsmLease(tx, ino)
 	if err != nil || cur.State == wire.HsmResident {
-		return err
+		return false, err
 	}
 	queued := false
 	if cur.State == wire.HsmReleased && size == 0 {
 		if _, err := tx.Get(garbageKey(n.Layout.DataID(ino))); err == nil {
 			queued = true
 		} else if !errors.Is(err, kv.ErrNotFound) {
-			return err
+			return false, err
 		}
 	}
 	next, err := hsmOnTruncate(cur, lease, queued, size)
 	if err != nil {
-		return err
+		return false, err
 	}
 	if next.State != cur.State {
 		putHsm(tx, ino, next, nil)
 	}
-	return nil
+	return cur.State == wire.HsmReleased, nil
 }
 
 // hsmDropped queues the object of a file whose last link went.
@@ -389,13 +391,38 @@ func (s *Service) HsmUpdate(ctx context.Context, req *wire.HsmUpdateReq) (wire.H
 	return r, nil
 }
 
+// RestoreTotals counts, since this service started, what it decided about
+// the restores of released files (exported as sluice_hsm_*).
+type RestoreTotals struct {
+	Leases    uint64 // restore leases granted (a new holder, not a renewal)
+	Takeovers uint64 // of those, the ones that took an expired lease over
+	Restored  uint64 // restores committed (released files made archived)
+	// RestoredBytes is the size of the files of those restores.
+	RestoredBytes uint64
+	// CutToZero counts released files cut to size 0 without a restore.
+	CutToZero uint64
+}
+
+type restoreCounters struct {
+	leases, takeovers, restored, restoredBytes, cutToZero atomic.Uint64
+}
+
+// RestoreTotals returns the restore counts so far.
+func (s *Service) RestoreTotals() RestoreTotals {
+	r := &s.restores
+	return RestoreTotals{Leases: r.leases.Load(), Takeovers: r.takeovers.Load(), Restored: r.restored.Load(),
+		RestoredBytes: r.restoredBytes.Load(), CutToZero: r.cutToZero.Load()}
+}
+
 // HsmClaim takes, renews or drops the restore lease of a released file
 // (restoreClaim). A lease is granted only once the release's chunk
 // removal is done (errs.Busy until then), so that the collector never
 // removes chunks a restore wrote.
 func (s *Service) HsmClaim(ctx context.Context, req *wire.HsmClaimReq) (wire.HsmClaim, error) {
 	var r wire.HsmClaim
+	var granted, takeover bool // counted once the transaction committed
 	err := s.update(ctx, func(tx kv.Txn) error {
+		granted, takeover = false, false
 		n, err := getInode(tx, req.Ino)
 		if err != nil {
 			return err
@@ -422,6 +449,9 @@ func (s *Service) HsmClaim(ctx context.Context, req *wire.HsmClaimReq) (wire.Hsm
 		if next != cur {
 			putHsmLease(tx, req.Ino, rec, next, nil)
 		}
+		if next.Owner != 0 && next.Owner == req.Owner && (cur.Owner != req.Owner || cur.Gen != next.Gen) {
+			granted, takeover = true, next.Epoch > 1
+		}
 		r = wire.HsmClaim{State: rec.State, Gen: rec.Gen, Owner: next.Owner, Epoch: next.Epoch}
 		if next.Owner != 0 && next.Expires > now {
 			r.LeftMs = uint32(min((next.Expires-now)/1e6, maxRestoreLease))
@@ -438,6 +468,12 @@ func (s *Service) HsmClaim(ctx context.Context, req *wire.HsmClaimReq) (wire.Hsm
 	if err != nil {
 		return wire.HsmClaim{}, inoErr("hsm claim", req.Ino, err)
 	}
+	if granted {
+		s.restores.leases.Add(1)
+		if takeover {
+			s.restores.takeovers.Add(1)
+		}
+	}
 	return r, nil
 }
 
@@ -446,7 +482,10 @@ func (s *Service) HsmClaim(ctx context.Context, req *wire.HsmClaimReq) (wire.Hsm
 // lease goes with the state change.
 func (s *Service) HsmRestored(ctx context.Context, req *wire.HsmClaimReq) (wire.HsmRecord, error) {
 	var r wire.HsmRecord
+	var restored uint64 // the file's size, once the transaction made it archived; 0: none
+	var done bool
 	err := s.update(ctx, func(tx kv.Txn) error {
+		done = false
 		n, err := getInode(tx, req.Ino)
 		if err != nil {
 			return err
@@ -465,10 +504,15 @@ func (s *Service) HsmRestored(ctx context.Context, req *wire.HsmClaimReq) (wire.
 		}
 		putHsm(tx, req.Ino, next, nil)
 		r = next
+		done, restored = cur.State == wire.HsmReleased && next.State != wire.HsmReleased, n.Size
 		return nil
 	})
 	if err != nil {
 		return wire.HsmRecord{}, inoErr("hsm restored", req.Ino, err)
+	}
+	if done {
+		s.restores.restored.Add(1)
+		s.restores.restoredBytes.Add(restored)
 	}
 	return r, nil
 }

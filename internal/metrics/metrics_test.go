@@ -168,3 +168,31 @@ func TestStageCollector(t *testing.T) {
 		t.Fatalf("got %v\nwant %v", got, want)
 	}
 }
+
+type fakeRestores meta.RestoreTotals
+
+func (f fakeRestores) RestoreTotals() meta.RestoreTotals { return meta.RestoreTotals(f) }
+
+// TestRestoreCollector: each restore count comes out as its own
+// sluice_hsm_* counter.
+func TestRestoreCollector(t *testing.T) {
+	m := New()
+	m.AddRestores(fakeRestores{Leases: 1, Takeovers: 2, Restored: 3, RestoredBytes: 4, CutToZero: 5})
+	fams, err := m.reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]float64{}
+	for _, f := range fams {
+		if strings.HasPrefix(f.GetName(), "sluice_hsm_") {
+			got[f.GetName()] = f.GetMetric()[0].GetCounter().GetValue()
+		}
+	}
+	want := map[string]float64{
+		"sluice_hsm_restore_leases_total": 1, "sluice_hsm_restore_takeovers_total": 2, "sluice_hsm_restores_total": 3,
+		"sluice_hsm_restored_bytes_total": 4, "sluice_hsm_released_truncates_total": 5,
+	}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("got %v\nwant %v", got, want)
+	}
+}

@@ -220,6 +220,7 @@ func Run(ctx context.Context, opts Options) (err error) {
 	ms.Register(srv)
 	mx.AddPools(rt)
 	mx.AddStage(ms)
+	mx.AddRestores(ms)
 	mx.Instrument(srv)
 
 	closers.goRun(ctx, func(ctx context.Context) { rt.Run(ctx) }, agent.Run, func(ctx context.Context) { ms.Run(ctx) })
