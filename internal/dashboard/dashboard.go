@@ -104,6 +104,16 @@ type StageJob struct {
 	Depth         float64 `json:"depth"`
 }
 
+// Restores are the restores of released files this metadata service
+// decided since it started (sluice_hsm_*).
+type Restores struct {
+	Leases        float64 `json:"leases"`
+	Takeovers     float64 `json:"takeovers"`
+	Restored      float64 `json:"restored"`
+	RestoredBytes float64 `json:"restored_bytes"`
+	CutToZero     float64 `json:"cut_to_zero"`
+}
+
 type Snapshot struct {
 	Time        time.Time            `json:"time"`
 	Targets     []Target             `json:"targets"`
@@ -111,6 +121,7 @@ type Snapshot struct {
 	Mover       *Mover               `json:"mover,omitempty"`
 	Rebalancer  *Rebalancer          `json:"rebalancer,omitempty"`
 	Stage       []StageJob           `json:"stage,omitempty"`
+	Restores    *Restores            `json:"restores,omitempty"`
 	Ops         []Op                 `json:"ops"`
 	Errors      float64              `json:"errors"`
 	Connections float64              `json:"connections"`
@@ -160,6 +171,12 @@ func Take(mx *metrics.Metrics) (*Snapshot, error) {
 		}
 		return j
 	}
+	restores := func() *Restores {
+		if s.Restores == nil {
+			s.Restores = &Restores{}
+		}
+		return s.Restores
+	}
 	rebalancer := func() *Rebalancer {
 		if s.Rebalancer == nil {
 			s.Rebalancer = &Rebalancer{}
@@ -182,6 +199,16 @@ func Take(mx *metrics.Metrics) (*Snapshot, error) {
 				rebalancer().LastSpread = v
 			case "sluice_rebalance_last_pass_seconds":
 				rebalancer().LastSeconds = v
+			case "sluice_hsm_restore_leases_total":
+				restores().Leases = v
+			case "sluice_hsm_restore_takeovers_total":
+				restores().Takeovers = v
+			case "sluice_hsm_restores_total":
+				restores().Restored = v
+			case "sluice_hsm_restored_bytes_total":
+				restores().RestoredBytes = v
+			case "sluice_hsm_released_truncates_total":
+				restores().CutToZero = v
 			case "sluice_mover_passes_total":
 				mover().Passes = v
 			case "sluice_mover_moved_files_total":
