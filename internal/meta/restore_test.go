@@ -108,22 +108,7 @@ func TestHsmClaimService(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	var skew atomic.Int64 // the service's clock is moved forward by hand
-	s, err := New(ctx, Options{DB: openTestDB(t), Targets: newFakeTargets(4), Now: func() time.Time { return time.Now().Add(time.Duration(skew.Load())) }})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { s.Close() })
-	if err := s.TierSet(ctx, &wire.TierSetReq{Backend: wire.TierBackend{Name: "b", Endpoint: "http://x", Bucket: "k"}}); err != nil {
-		t.Fatal(err)
-	}
-	f := mustCreate(t, s, RootIno, "f")
-	a, err := s.CommitWrite(ctx, f.Ino, 3<<20, 7)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := s.HsmUpdate(ctx, &wire.HsmUpdateReq{Ino: f.Ino, Action: wire.HsmActArchived, Record: testRecord(5, a.Size, a.Mtime)}); err != nil {
-		t.Fatal(err)
-	}
+	s, f := archivedFile(t, Options{Now: func() time.Time { return time.Now().Add(time.Duration(skew.Load())) }}, 3<<20)
 	claim := func(owner uint64, ms uint32) (wire.HsmClaim, error) {
 		return s.HsmClaim(ctx, &wire.HsmClaimReq{Ino: f.Ino, Gen: 5, Owner: owner, LeaseMs: ms})
 	}
@@ -133,7 +118,7 @@ func TestHsmClaimService(t *testing.T) {
 	if _, err := s.HsmUpdate(ctx, &wire.HsmUpdateReq{Ino: f.Ino, Action: wire.HsmActRelease}); err != nil {
 		t.Fatal(err)
 	}
-	_, err = claim(1, 60000)
+	_, err := claim(1, 60000)
 	wantCode(t, "claim before the collection", err, errs.Busy)
 	if err := s.CollectGarbage(ctx); err != nil {
 		t.Fatal(err)
@@ -252,22 +237,8 @@ func TestHsmOnTruncate(t *testing.T) {
 func TestCutReleasedToZero(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	s, err := New(ctx, Options{DB: openTestDB(t), Targets: newFakeTargets(4)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { s.Close() })
-	if err := s.TierSet(ctx, &wire.TierSetReq{Backend: wire.TierBackend{Name: "b", Endpoint: "http://x", Bucket: "k"}}); err != nil {
-		t.Fatal(err)
-	}
-	f := mustCreate(t, s, RootIno, "f")
-	a, err := s.CommitWrite(ctx, f.Ino, 2<<20, 7)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := s.HsmUpdate(ctx, &wire.HsmUpdateReq{Ino: f.Ino, Action: wire.HsmActArchived, Record: testRecord(5, a.Size, a.Mtime)}); err != nil {
-		t.Fatal(err)
-	}
+	s, f := archivedFile(t, Options{}, 2<<20)
+	var err error
 	if _, err := s.HsmUpdate(ctx, &wire.HsmUpdateReq{Ino: f.Ino, Action: wire.HsmActRelease}); err != nil {
 		t.Fatal(err)
 	}
@@ -297,4 +268,30 @@ func TestCutReleasedToZero(t *testing.T) {
 	if n := s.RestoreTotals().CutToZero; n != 1 {
 		t.Errorf("cuts to zero counted: %d, want 1", n)
 	}
+}
+
+// archivedFile starts a service with opts (its own database and 4 fake
+// targets), a tier backend "b" and a file "f" of size bytes archived as
+// copy generation 5.
+func archivedFile(t *testing.T, opts Options, size uint64) (*Service, wire.Attr) {
+	t.Helper()
+	ctx := context.Background()
+	opts.DB, opts.Targets = openTestDB(t), newFakeTargets(4)
+	s, err := New(ctx, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	if err := s.TierSet(ctx, &wire.TierSetReq{Backend: wire.TierBackend{Name: "b", Endpoint: "http://x", Bucket: "k"}}); err != nil {
+		t.Fatal(err)
+	}
+	f := mustCreate(t, s, RootIno, "f")
+	a, err := s.CommitWrite(ctx, f.Ino, size, 7)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.HsmUpdate(ctx, &wire.HsmUpdateReq{Ino: f.Ino, Action: wire.HsmActArchived, Record: testRecord(5, a.Size, a.Mtime)}); err != nil {
+		t.Fatal(err)
+	}
+	return s, a
 }
