@@ -21,7 +21,20 @@ func TestChangeFeedCachesLonger(t *testing.T) {
 		args  []string
 		asked bool
 	}{{nil, false}, {[]string{"--watch-timeout", "-1s"}, true}} {
+		polls := opCount(t, admin, "watch")
 		m := startMount(t, addr, c.args...)
+		if !c.asked {
+			// The long timeouts hold only once the feed is live: wait
+			// for the mount's first two polls (the first one starts its
+			// epoch), which a loaded machine may take a while to make.
+			deadline := time.Now().Add(feedBound)
+			for opCount(t, admin, "watch") < polls+2 {
+				if time.Now().After(deadline) {
+					t.Fatalf("mount %v: not two change-feed polls in %v", c.args, feedBound)
+				}
+				time.Sleep(10 * time.Millisecond)
+			}
+		}
 		p := m.path("own")
 		writeFile(t, p, "x")
 		if _, err := os.Stat(p); err != nil {
