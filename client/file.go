@@ -273,7 +273,7 @@ func (f *File) writeAt(ctx context.Context, p []byte, off int64) (int, error) {
 	if dataHome(f.home.Load()).released() {
 		// The metadata service refuses writes to a released file:
 		// restore it first (ADR 0016).
-		if err := f.restoreBeforeWriteLocked(ctx); err != nil {
+		if err := f.restoreBeforeWriteLocked(ctx, &wire.Attr{}); err != nil {
 			return 0, opErr("write", f.name, err)
 		}
 	}
@@ -802,23 +802,16 @@ func (f *File) Truncate(ctx context.Context, size int64) error {
 	// any other size, restore first (ADR 0016).
 	released := a.Flags&wire.AttrReleased != 0
 	if released && size > 0 {
-		if err := f.restoreBeforeWriteLocked(ctx); err != nil {
-			return opErr("truncate", f.name, err)
-		}
-		if err := f.c.metaCall(ctx, wire.OpGetAttr, &wire.InoReq{Ino: f.ino}, &a); err != nil {
+		if err := f.restoreBeforeWriteLocked(ctx, &a); err != nil {
 			return opErr("truncate", f.name, err)
 		}
 		released = false
 	}
 	err := f.cutLocked(ctx, &a, size)
 	if err != nil && released && errs.CodeOf(err) == errs.Busy {
-		if err := f.restoreBeforeWriteLocked(ctx); err != nil {
-			return opErr("truncate", f.name, err)
+		if err = f.restoreBeforeWriteLocked(ctx, &a); err == nil {
+			err = f.cutLocked(ctx, &a, size)
 		}
-		if err := f.c.metaCall(ctx, wire.OpGetAttr, &wire.InoReq{Ino: f.ino}, &a); err != nil {
-			return opErr("truncate", f.name, err)
-		}
-		err = f.cutLocked(ctx, &a, size)
 	}
 	if err != nil {
 		return opErr("truncate", f.name, err)

@@ -525,18 +525,18 @@ func (c *Client) copyObject(ctx context.Context, ino uint64, rec *wire.HsmRecord
 	return nil
 }
 
-// restoreBeforeWrite restores the released file f (waiting for it, under
-// ctx) and learns its attributes again; f.mu is held. A file still
-// released afterwards (released again meanwhile) fails with errReleased.
-func (f *File) restoreBeforeWriteLocked(ctx context.Context) error {
+// restoreBeforeWriteLocked restores the released file f (waiting for it,
+// under ctx) and learns its attributes again, which it leaves in a; f.mu
+// is held. A file still released afterwards (released again meanwhile)
+// fails with errReleased.
+func (f *File) restoreBeforeWriteLocked(ctx context.Context, a *wire.Attr) error {
 	if err := f.c.restore(ctx, f.ino); err != nil {
 		return err
 	}
-	var a wire.Attr
-	if err := f.c.metaCall(ctx, wire.OpGetAttr, &wire.InoReq{Ino: f.ino}, &a); err != nil {
+	if err := f.c.metaCall(ctx, wire.OpGetAttr, &wire.InoReq{Ino: f.ino}, a); err != nil {
 		return err
 	}
-	f.learn(&a)
+	f.learn(a)
 	if a.Flags&wire.AttrReleased != 0 {
 		return errReleased
 	}
