@@ -121,50 +121,49 @@ func mayBeTiered(n *inode) bool {
 // hsmWrite applies hsmOnWrite to a regular file about to change its
 // data or size in tx.
 func hsmWrite(tx kv.Txn, ino uint64, n *inode) error {
-	if !n.isReg() || !n.mayHaveHsm() {
-		return nil
-	}
-	cur, err := getHsm(tx, ino)
-	if err != nil || cur.State == wire.HsmResident {
-		return err
-	}
-	next, err := hsmOnWrite(cur)
-	if err != nil {
-		return err
-	}
-	if next.State != cur.State {
-		putHsm(tx, ino, next, nil)
-	}
-	return nil
+	_, err := hsmChange(tx, ino, n, func(cur wire.HsmRecord, _ restoreLease) (wire.HsmRecord, error) {
+		return hsmOnWrite(cur)
+	})
+	return err
 }
 
 // hsmTruncate applies hsmOnTruncate to a regular file whose size is about
 // to be cut to size in tx. It reports whether the file was released (and
 // is now emptied without a restore).
 func hsmTruncate(tx kv.Txn, ino uint64, n *inode, size uint64) (released bool, err error) {
+	cur, err := hsmChange(tx, ino, n, func(cur wire.HsmRecord, lease restoreLease) (wire.HsmRecord, error) {
+		queued := false
+		if cur.State == wire.HsmReleased && size == 0 {
+			if _, err := tx.Get(garbageKey(n.Layout.DataID(ino))); err == nil {
+				queued = true
+			} else if !errors.Is(err, kv.ErrNotFound) {
+				return cur, err
+			}
+		}
+		return hsmOnTruncate(cur, lease, queued, size)
+	})
+	return err == nil && cur.State == wire.HsmReleased, err
+}
+
+// hsmChange applies step to the HSM record (and restore lease) of regular
+// file n about to change in tx, storing the state step returns, and
+// returns the record as it was. Files without a record are left alone.
+func hsmChange(tx kv.Txn, ino uint64, n *inode, step func(wire.HsmRecord, restoreLease) (wire.HsmRecord, error)) (wire.HsmRecord, error) {
 	if !n.isReg() || !n.mayHaveHsm() {
-		return false, nil
+		return wire.HsmRecord{}, nil
 	}
 	cur, lease, err := getHsmLease(tx, ino)
 	if err != nil || cur.State == wire.HsmResident {
-		return false, err
+		return cur, err
 	}
-	queued := false
-	if cur.State == wire.HsmReleased && size == 0 {
-		if _, err := tx.Get(garbageKey(n.Layout.DataID(ino))); err == nil {
-			queued = true
-		} else if !errors.Is(err, kv.ErrNotFound) {
-			return false, err
-		}
-	}
-	next, err := hsmOnTruncate(cur, lease, queued, size)
+	next, err := step(cur, lease)
 	if err != nil {
-		return false, err
+		return cur, err
 	}
 	if next.State != cur.State {
 		putHsm(tx, ino, next, nil)
 	}
-	return cur.State == wire.HsmReleased, nil
+	return cur, nil
 }
 
 // hsmDropped queues the object of a file whose last link went.
