@@ -50,8 +50,10 @@ func (h dataHome) allChunks() bool { return h.chunks() && h.inlineLen() == 0 }
 // service returned. Replies may arrive out of order, so it never forgets
 // the freeze and, once frozen, keeps the smallest inline length seen:
 // after the freeze the length only shrinks, so the smallest is the newest.
-func (f *File) learn(a *wire.Attr) {
-	h := homeOf(a)
+func (f *File) learn(a *wire.Attr) { f.learnHome(homeOf(a)) }
+
+// learnHome is learn of a home already decoded (an InodeAttr's).
+func (f *File) learnHome(h dataHome) {
 	for {
 		old := dataHome(f.home.Load())
 		next := h

@@ -439,6 +439,27 @@ func (f *File) Seen(a InodeAttr) {
 	f.sizeFresh = int64(a.Size) <= f.size
 }
 
+// Reopened tells f, which may be shared by several opens (the FUSE mount
+// keeps one File per inode), that a new open found the file in state a,
+// changed since f last knew it (another client wrote or truncated it:
+// close-to-open). f forgets the bytes it cached (read-ahead, inline
+// bytes) and, unless it holds writes of its own not yet committed, takes
+// a's size as the file's, even a smaller one: a File that outlived the
+// previous open (a release the kernel had not yet sent) would otherwise
+// go on reading up to the size it knew, past the end another client cut.
+func (f *File) Reopened(a InodeAttr) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.dropCaches()
+	if len(f.buf) == 0 && len(f.sem) == 0 && f.flushing.Load() == 0 && f.stg == nil {
+		f.size = int64(a.Size)
+		f.truncs++ // a size from a GetAttr sent before this must not raise it
+		f.learnHome(a.where)
+		f.own.start(a.Mtime, a.Size)
+	}
+	f.sizeFresh = int64(a.Size) <= f.size
+}
+
 // KnownSize returns the file's size as this client knows it, including
 // data written through this File and not yet flushed.
 func (f *File) KnownSize() int64 {

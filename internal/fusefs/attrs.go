@@ -1,6 +1,9 @@
 package fusefs
 
-import "sync"
+import (
+	"sync"
+	"time"
+)
 
 // kernelStamps remembers, for each regular file, the mtime and size this
 // mount last gave the kernel in a reply (lookup, getattr, setattr, create,
@@ -15,6 +18,18 @@ import "sync"
 // the table can only be wrong if the file's mtime and size went back to
 // earlier values in between. A missing entry only costs the request.
 //
+// It also bounds the size the kernel may hold for the file (sizeBound):
+// the kernel drops the attributes of a reply to a request it sent before
+// an invalidation of the inode (FUSE_NOTIFY_INVAL_INODE, sent by the
+// change feed and by opens) reached it, and then keeps its older size.
+// Such a reply's size cannot be trusted to have replaced the one before,
+// so the bound only rises, until a reply far enough from any invalidation
+// (quietAfter), a setattr's (which the kernel always applies) or the
+// kernel forgetting the inode lowers it. An open that finds the file
+// smaller than the bound reads it around the kernel's page cache
+// (openCaching): a kernel that believes the file larger would otherwise
+// serve zeros or old bytes past the end another client cut.
+//
 // It is sharded by inode so that parallel lookups do not serialize on one
 // lock. It is safe for concurrent use.
 type kernelStamps struct {
@@ -23,22 +38,51 @@ type kernelStamps struct {
 
 const stampShards = 64
 
+// quietAfter is how long after an invalidation of an inode a reply's size
+// is trusted to be the kernel's: longer than a request waits in the
+// kernel's queue before the mount reads it, on a loaded machine.
+const quietAfter = 2 * time.Second
+
+type kstate struct {
+	st       stamp
+	told     bool   // st is what the kernel was last told
+	bound    uint64 // the largest size the kernel may hold
+	notified int64  // when the mount last invalidated the kernel's attributes (Unix ns)
+}
+
 type stampShard struct {
 	mu sync.Mutex
-	m  map[uint64]stamp // guarded by mu
+	m  map[uint64]kstate // guarded by mu
 }
 
 func (k *kernelStamps) shard(ino uint64) *stampShard { return &k.shards[ino%stampShards] }
 
-// put records that the kernel was given st for ino.
-func (k *kernelStamps) put(ino uint64, st stamp) {
+// update applies fn to ino's state, creating it if missing. s.mu is held
+// while fn runs.
+func (k *kernelStamps) update(ino uint64, fn func(*kstate)) {
 	s := k.shard(ino)
 	s.mu.Lock()
 	if s.m == nil || len(s.m) >= maxSeen/stampShards {
-		s.m = make(map[uint64]stamp) // full: forgetting costs requests only
+		s.m = make(map[uint64]kstate) // full: forgetting costs requests only
 	}
-	s.m[ino] = st
+	ks := s.m[ino]
+	fn(&ks)
+	s.m[ino] = ks
 	s.mu.Unlock()
+}
+
+// put records that the kernel was given st for ino at now, in a reply
+// the kernel applies unless an invalidation crossed it (certain: a
+// setattr's, which it always applies).
+func (k *kernelStamps) put(ino uint64, st stamp, now time.Time, certain bool) {
+	k.update(ino, func(ks *kstate) {
+		ks.st, ks.told = st, true
+		if certain || now.UnixNano()-ks.notified > int64(quietAfter) {
+			ks.bound = st.size
+		} else {
+			ks.bound = max(ks.bound, st.size)
+		}
+	})
 }
 
 // has reports whether the kernel was last given st for ino.
@@ -47,13 +91,69 @@ func (k *kernelStamps) has(ino uint64, st stamp) bool {
 	s.mu.Lock()
 	got, ok := s.m[ino]
 	s.mu.Unlock()
-	return ok && got == st
+	return ok && got.told && got.st == st
 }
 
-// drop forgets ino: the kernel dropped its attributes or its inode.
+// sizeBound returns the largest size the kernel may hold for ino; ok is
+// false if the table does not know.
+func (k *kernelStamps) sizeBound(ino uint64) (bound uint64, ok bool) {
+	s := k.shard(ino)
+	s.mu.Lock()
+	got, ok := s.m[ino]
+	s.mu.Unlock()
+	return got.bound, ok
+}
+
+// grew records that the kernel's size of ino may have grown to end (a
+// write through the mount: the kernel moves its size itself).
+func (k *kernelStamps) grew(ino uint64, end uint64) {
+	s := k.shard(ino)
+	s.mu.Lock()
+	ks, ok := s.m[ino]
+	if ok && ks.bound >= end {
+		s.mu.Unlock()
+		return
+	}
+	s.mu.Unlock()
+	k.update(ino, func(ks *kstate) { ks.bound = max(ks.bound, end) })
+}
+
+// invalidated records that the mount told the kernel to drop its
+// attributes of ino at now: what it was told is no longer what it has,
+// and replies crossing the invalidation may be dropped.
+func (k *kernelStamps) invalidated(ino uint64, now time.Time) {
+	s := k.shard(ino)
+	s.mu.Lock()
+	if ks, ok := s.m[ino]; ok {
+		ks.told, ks.notified = false, now.UnixNano()
+		s.m[ino] = ks
+	}
+	s.mu.Unlock()
+}
+
+// drop forgets ino: the kernel dropped its inode (FORGET).
 func (k *kernelStamps) drop(ino uint64) {
 	s := k.shard(ino)
 	s.mu.Lock()
 	delete(s.m, ino)
 	s.mu.Unlock()
+}
+
+// openCaching decides how an open serves the kernel's page cache, from
+// whether the file is unchanged since this mount last opened it (keep),
+// whether the open created it, the size the open found, and the bound on
+// the size the kernel may hold (known false: no bound). It returns
+// whether to keep the cached pages, to tell the kernel to drop its
+// attributes (they may predate the change), and to read and write this
+// open around the page cache (direct): the kernel may believe the file
+// larger than it is, and a cached read would then return bytes past its
+// end.
+func openCaching(keep, created, told bool, size, bound uint64, known bool) (keepPages, notify, direct bool) {
+	switch {
+	case keep:
+		return true, false, false
+	case created:
+		return false, false, false
+	}
+	return false, !told, !known || size < bound
 }

@@ -133,6 +133,7 @@ func (fs *fileSystem) invalidate(cs []client.Change) {
 		}
 		fs.dirs.drop(c.Ino)
 		fs.looked.drop(c.Ino)
+		fs.kstamps.invalidated(c.Ino, time.Now())
 		fs.srv.InodeNotify(c.Ino, -1, 0)
 	}
 }

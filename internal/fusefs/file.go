@@ -60,8 +60,7 @@ func (fs *fileSystem) ref(ino uint64) *openFile {
 // it if this mount has no handle on it, with a reference taken.
 func (fs *fileSystem) acquire(ctx context.Context, a client.InodeAttr) (*openFile, error) {
 	if of := fs.ref(a.Ino); of != nil {
-		of.mode.Store(a.Mode)
-		of.f.Seen(a) // this open's size, for its reads (close-to-open)
+		of.mode.Store(a.Mode) // openRegular tells the File this open's size
 		return of, nil
 	}
 	// Read-write whatever the open flags: the kernel has checked them, and
@@ -229,15 +228,35 @@ func (fs *fileSystem) openRegular(ctx context.Context, a client.InodeAttr, flags
 	}
 	fs.mu.seen[a.Ino] = st
 	fs.mu.Unlock()
-	var oflags uint32
 	if keep {
+		of.f.Seen(a) // this open's size, for its reads (close-to-open)
+	} else {
+		// Changed since this mount last knew it: the File, if an earlier
+		// open left it (or one is still open), must forget what it
+		// cached and, unless it holds unsent writes, take this size,
+		// also a smaller one.
+		of.f.Reopened(a)
+	}
+	bound, known := fs.kstamps.sizeBound(a.Ino)
+	keepPages, notify, direct := openCaching(keep, created, fs.kstamps.has(a.Ino, st), a.Size, bound, known)
+	var oflags uint32
+	if keepPages {
 		oflags |= fuse.FOPEN_KEEP_CACHE
-	} else if !created && !fs.kstamps.has(a.Ino, st) {
+	}
+	if notify {
 		// The kernel may hold attributes from before the change (a size
 		// from a lookup up to AttrTimeout ago): make it ask again. Not
 		// when what it was last told is what the open found (a lookup
 		// just before the open, as in every open of a path).
 		fs.notifyAttr(a.Ino)
+	}
+	if direct {
+		// The kernel may believe the file larger than the open found it
+		// (another client cut it, and the reply that told the kernel so
+		// may have been dropped: attrs.go): its cached reads would
+		// return bytes past the end. This open's reads and writes go to
+		// the mount, which knows the size.
+		oflags |= fuse.FOPEN_DIRECT_IO
 	}
 	if mode == modePassthrough {
 		oflags = fuse.FOPEN_PASSTHROUGH
@@ -335,6 +354,7 @@ func (fs *fileSystem) Write(_ <-chan struct{}, in *fuse.WriteIn, data []byte) (u
 		}
 	}
 	of.written.Store(true)
+	fs.kstamps.grew(of.ino, in.Offset+uint64(len(data))) // the kernel moves its size itself
 	n, err := of.f.WriteAtContext(ctx, data, int64(in.Offset))
 	if err != nil {
 		return uint32(n), fs.status(ctx, "write", err)

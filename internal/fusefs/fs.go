@@ -270,10 +270,11 @@ func fillAttr(a *client.InodeAttr, out *fuse.Attr) {
 	out.Blksize = blockSize
 }
 
-// tellKernel records the attributes of a reply to the kernel.
-func (fs *fileSystem) tellKernel(a *client.InodeAttr) {
+// tellKernel records the attributes of a reply to the kernel; certain:
+// the kernel applies them whatever crossed the reply (a setattr's).
+func (fs *fileSystem) tellKernel(a *client.InodeAttr, certain bool) {
 	if a.IsRegular() {
-		fs.kstamps.put(a.Ino, stamp{a.Mtime, a.Size})
+		fs.kstamps.put(a.Ino, stamp{a.Mtime, a.Size}, time.Now(), certain)
 	}
 }
 
@@ -281,7 +282,7 @@ func (fs *fileSystem) tellKernel(a *client.InodeAttr) {
 // the request began (fs.gen).
 func (fs *fileSystem) fillEntry(g uint64, a *client.InodeAttr, out *fuse.EntryOut) {
 	fs.adjust(a, false)
-	fs.tellKernel(a)
+	fs.tellKernel(a, false)
 	out.NodeId = a.Ino
 	out.Generation = 1 // inode numbers are never reused
 	t := fs.ttl(g)
@@ -331,7 +332,7 @@ func (fs *fileSystem) GetAttr(intr <-chan struct{}, in *fuse.GetAttrIn, out *fus
 		return fs.status(ctx, "getattr", err)
 	}
 	fs.adjust(&a, pending)
-	fs.tellKernel(&a)
+	fs.tellKernel(&a, false)
 	fillAttr(&a, &out.Attr)
 	out.SetTimeout(fs.ttl(g).attr)
 	return fuse.OK
@@ -412,7 +413,7 @@ func (fs *fileSystem) SetAttr(_ <-chan struct{}, in *fuse.SetAttrIn, out *fuse.A
 		return fs.status(ctx, "setattr", err)
 	}
 	fs.adjust(&a, false)
-	fs.tellKernel(&a)
+	fs.tellKernel(&a, true)
 	fillAttr(&a, &out.Attr)
 	out.SetTimeout(fs.ttl(g).attr)
 	return fuse.OK
@@ -626,7 +627,7 @@ func (fs *fileSystem) Forget(nodeid, nlookup uint64) { fs.kstamps.drop(nodeid) }
 
 // notifyAttr tells the kernel to drop its cached attributes of ino.
 func (fs *fileSystem) notifyAttr(ino uint64) {
-	fs.kstamps.drop(ino)
+	fs.kstamps.invalidated(ino, time.Now())
 	if fs.srv == nil {
 		return
 	}

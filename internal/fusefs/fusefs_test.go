@@ -66,28 +66,93 @@ func itoa(i int) string {
 func TestKernelStamps(t *testing.T) {
 	t.Parallel()
 	var k kernelStamps
+	now := time.Unix(1000, 0)
 	st := stamp{mtime: 5, size: 10}
 	if k.has(1, st) {
 		t.Error("an empty table has a stamp")
 	}
-	k.put(1, st)
+	if _, ok := k.sizeBound(1); ok {
+		t.Error("an empty table bounds a size")
+	}
+	k.put(1, st, now, false)
 	if !k.has(1, st) || k.has(1, stamp{5, 11}) || k.has(2, st) {
 		t.Error("has after put: want only the stamp put, of that inode")
 	}
-	k.put(1, stamp{6, 10})
+	k.put(1, stamp{6, 10}, now, false)
 	if k.has(1, st) {
 		t.Error("a later put does not replace the stamp")
 	}
-	k.drop(1)
+	if b, ok := k.sizeBound(1); !ok || b != 10 {
+		t.Errorf("bound after puts far from any invalidation = %d, %v; want 10", b, ok)
+	}
+	// An invalidation: what was told is no longer known, and a reply
+	// crossing it may have been dropped, so the bound only rises.
+	k.invalidated(1, now)
 	if k.has(1, stamp{6, 10}) {
-		t.Error("has after drop")
+		t.Error("has after an invalidation")
+	}
+	k.put(1, stamp{7, 4}, now.Add(quietAfter/2), false)
+	if b, _ := k.sizeBound(1); b != 10 {
+		t.Errorf("bound after a smaller size told just after an invalidation = %d, want 10 (the kernel may have dropped it)", b)
+	}
+	k.put(1, stamp{8, 30}, now.Add(quietAfter/2), false)
+	if b, _ := k.sizeBound(1); b != 30 {
+		t.Errorf("bound after a larger size told = %d, want 30", b)
+	}
+	k.put(1, stamp{9, 4}, now.Add(2*quietAfter), false)
+	if b, _ := k.sizeBound(1); b != 4 {
+		t.Errorf("bound after a reply far from the invalidation = %d, want 4", b)
+	}
+	k.invalidated(1, now.Add(2*quietAfter))
+	k.put(1, stamp{10, 2}, now.Add(2*quietAfter), true)
+	if b, _ := k.sizeBound(1); b != 2 || !k.has(1, stamp{10, 2}) {
+		t.Errorf("bound after a setattr's reply = %d, want 2 (the kernel always applies it)", b)
+	}
+	// A write through the mount moves the kernel's size itself.
+	k.grew(1, 100)
+	k.grew(1, 50)
+	if b, _ := k.sizeBound(1); b != 100 {
+		t.Errorf("bound after writes to 100 and 50 = %d, want 100", b)
+	}
+	k.grew(3, 7)
+	if b, ok := k.sizeBound(3); !ok || b != 7 {
+		t.Errorf("bound of an inode first seen in a write = %d, %v; want 7", b, ok)
+	}
+	k.drop(1)
+	if _, ok := k.sizeBound(1); ok || k.has(1, stamp{10, 2}) {
+		t.Error("the table knows an inode after drop")
 	}
 	// A full shard starts over instead of growing.
 	for i := range uint64(maxSeen/stampShards + 1) {
-		k.put(i*stampShards, st)
+		k.put(i*stampShards, st, now, false)
 	}
 	if n := len(k.shard(0).m); n > maxSeen/stampShards {
 		t.Errorf("shard holds %d stamps, more than %d", n, maxSeen/stampShards)
+	}
+}
+
+func TestOpenCaching(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		name                     string
+		keep, created, told      bool
+		size, bound              uint64
+		known                    bool
+		wantKeep, wantNot, wantD bool
+	}{
+		{"unchanged since the last open", true, false, false, 10, 99, true, true, false, false},
+		{"created by this open", false, true, false, 0, 50, true, false, false, false},
+		{"changed, the kernel told this state", false, false, true, 10, 10, true, false, false, false},
+		{"changed, the kernel holds older attributes", false, false, false, 10, 5, true, false, true, false},
+		{"grown: the kernel's size is smaller", false, false, false, 20, 10, true, false, true, false},
+		{"cut by another client", false, false, false, 10, 20, true, false, true, true},
+		{"cut, reply told but maybe dropped", false, false, true, 10, 20, true, false, false, true},
+		{"no bound known", false, false, false, 10, 0, false, false, true, true},
+	} {
+		k, n, d := openCaching(c.keep, c.created, c.told, c.size, c.bound, c.known)
+		if k != c.wantKeep || n != c.wantNot || d != c.wantD {
+			t.Errorf("%s: keep %v, notify %v, direct %v; want %v, %v, %v", c.name, k, n, d, c.wantKeep, c.wantNot, c.wantD)
+		}
 	}
 }
 

@@ -130,6 +130,9 @@ func Mount(ctx context.Context, c *client.Client, opts Options) (*Mounted, error
 	// The mount clears set-ID bits itself (setid.go): spares a GETXATTR
 	// before every write.
 	mo.ExtraCapabilities |= fuse.CAP_HANDLE_KILLPRIV_V2
+	// Shared mmap of an open read around the page cache (FOPEN_DIRECT_IO,
+	// attrs.go) works as of any other.
+	mo.ExtraCapabilities |= fuse.CAP_DIRECT_IO_ALLOW_MMAP
 	if opts.WritebackCache {
 		mo.ExtraCapabilities |= fuse.CAP_WRITEBACK_CACHE
 	}

@@ -6,8 +6,10 @@ import (
 	"math/rand/v2"
 	"os"
 	"strconv"
+	"syscall"
 	"testing"
 	"time"
+	"unsafe"
 )
 
 // TestOwnWritesKeepCache: a file written through a mount reads back
@@ -181,4 +183,88 @@ func TestOwnWritesRandom(t *testing.T) {
 	for _, m := range mounts {
 		m.stop()
 	}
+}
+
+// TestReopenAfterShrink: a mount whose File for a file outlives an open
+// (here a descriptor held open, as a release the kernel has not yet sent
+// does) must, at the next open after another mount shrank the file, read
+// the new size and no byte past it, and afterwards the bytes another
+// mount wrote at the same size (close-to-open), not what it read ahead
+// before.
+func TestReopenAfterShrink(t *testing.T) {
+	requireFUSE(t)
+	s, _ := modelServer(t)
+	a := startMount(t, s.addr)
+	b := startMount(t, s.addr)
+	data := make([]byte, 3<<20)
+	for i := range data {
+		data[i] = byte(i*7 + i>>12)
+	}
+	must(t, os.WriteFile(a.path("f"), data, 0o644))
+	held, err := os.Open(b.path("f"))
+	must(t, err)
+	defer held.Close()
+	got, err := io.ReadAll(held)
+	if err != nil || !bytes.Equal(got, data) {
+		t.Fatalf("first read through the second mount: %d bytes, %v", len(got), err)
+	}
+	for i, n := range []int{2<<20 + 12345, 700000, 4096, 0} {
+		f, err := os.OpenFile(a.path("f"), os.O_RDWR, 0)
+		must(t, err)
+		must(t, f.Truncate(int64(n)))
+		// Same size, other bytes at the start: a cached copy shows.
+		if n > 0 {
+			if _, err := f.WriteAt([]byte{byte(i + 1)}, 0); err != nil {
+				t.Fatal(err)
+			}
+		}
+		must(t, f.Close())
+		want := bytes.Clone(data[:n])
+		if n > 0 {
+			want[0] = byte(i + 1)
+		}
+		for round := range 2 {
+			got, err := os.ReadFile(b.path("f"))
+			if err != nil || !bytes.Equal(got, want) {
+				t.Fatalf("after the other mount cut the file to %d: read %d bytes (round %d), %v; first byte %v, want %v", n, len(got), round, err, got[:min(1, len(got))], want[:min(1, len(want))])
+			}
+		}
+		// O_DIRECT reads reach the mount without the kernel's size.
+		if got, err := readDirect(b.path("f"), len(data)); err != nil || !bytes.Equal(got, want) {
+			t.Fatalf("after the other mount cut the file to %d: O_DIRECT read %d bytes, %v", n, len(got), err)
+		}
+		// The descriptor held open through it all reads the new end too.
+		p := make([]byte, 8192)
+		k, _ := held.ReadAt(p, int64(n))
+		if k != 0 {
+			t.Fatalf("the descriptor held open read %d bytes past the new end %d", k, n)
+		}
+	}
+	a.stop()
+	b.stop()
+}
+
+// readDirect reads up to max bytes of path with O_DIRECT, in aligned
+// 64 KiB reads, until a short one.
+func readDirect(path string, max int) ([]byte, error) {
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_DIRECT, 0)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	const blk = 64 << 10
+	buf := make([]byte, blk+4096)
+	al := buf[4096-int(uintptr(unsafe.Pointer(&buf[0]))&4095):][:blk]
+	var out []byte
+	for len(out) < max+blk {
+		n, err := f.ReadAt(al, int64(len(out)))
+		out = append(out, al[:n]...)
+		if n < blk || err != nil {
+			if err == io.EOF {
+				err = nil
+			}
+			return out, err
+		}
+	}
+	return out, nil
 }
