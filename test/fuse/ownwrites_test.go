@@ -115,7 +115,8 @@ func TestOwnWritesOtherWriter(t *testing.T) {
 // which fills the kernel's cache), each turn an open and a close; after
 // every turn a fresh open on each mount reads the whole file, which must
 // match the model byte for byte, whichever mount kept which pages.
-// SLUICE_OWNWRITES_SEED replays a seed.
+// SLUICE_OWNWRITES_SEED replays a seed; SLUICE_OWNWRITES_TURNS runs more
+// turns (default 120).
 func TestOwnWritesRandom(t *testing.T) {
 	requireFUSE(t)
 	seed := uint64(time.Now().UnixNano())
@@ -125,14 +126,21 @@ func TestOwnWritesRandom(t *testing.T) {
 			t.Fatalf("SLUICE_OWNWRITES_SEED=%q: %v", v, err)
 		}
 	}
-	t.Logf("seed %d (SLUICE_OWNWRITES_SEED=%d replays it)", seed, seed)
+	turns := 120
+	if v := os.Getenv("SLUICE_OWNWRITES_TURNS"); v != "" {
+		var err error
+		if turns, err = strconv.Atoi(v); err != nil || turns < 1 {
+			t.Fatalf("SLUICE_OWNWRITES_TURNS=%q: want a positive number", v)
+		}
+	}
+	t.Logf("seed %d (SLUICE_OWNWRITES_SEED=%d replays it), %d turns", seed, seed, turns)
 	rng := rand.New(rand.NewPCG(seed, 13))
 	s, _ := modelServer(t)
 	mounts := []*mount{startMount(t, s.addr), startMount(t, s.addr)}
 	const maxSize = 3 << 20
 	var model []byte
 	must(t, os.WriteFile(mounts[0].path("f"), nil, 0o644))
-	for turn := range 120 {
+	for turn := range turns {
 		m := mounts[rng.IntN(2)]
 		flag := os.O_RDWR
 		if rng.IntN(8) == 0 {
