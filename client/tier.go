@@ -576,3 +576,23 @@ func (f *File) fetchBlocks(t *tierRead, fe *tierFetch) {
 		f.c.restores.offer(f.ino, rec.Gen, buf)
 	}
 }
+
+// RestoreTotals is what the metadata service answering decided about
+// restores of released files since it started (each service of a cluster
+// counts its own).
+type RestoreTotals struct {
+	Leases        uint64 // restore leases granted to a new holder
+	Takeovers     uint64 // of those, expired leases taken over
+	Restored      uint64 // restores committed: released files made archived
+	RestoredBytes uint64 // the size of their files
+	CutToZero     uint64 // released files cut to size 0 without a restore
+}
+
+// RestoreTotals returns the metadata service's restore counts.
+func (c *Client) RestoreTotals(ctx context.Context) (RestoreTotals, error) {
+	var r wire.HsmStats
+	if err := c.metaCall(ctx, wire.OpHsmStats, &wire.Empty{}, &r); err != nil {
+		return RestoreTotals{}, fmt.Errorf("restore totals: %w", err)
+	}
+	return RestoreTotals(r), nil
+}

@@ -105,6 +105,12 @@ func (e *Env) Status(ctx context.Context) error {
 			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", b.Name, b.Endpoint, b.Bucket, e.tierState(ctx, b.Name))
 		}
 	}
+	// Restores of released files the metadata service granted and
+	// committed (a service without the counts answers NotSupported).
+	if rt, err := e.Client.RestoreTotals(ctx); err == nil && (rt.Leases > 0 || rt.Restored > 0 || rt.CutToZero > 0) {
+		fmt.Fprintln(tw, "\nTIER RESTORES\tSTARTED\tTAKEN OVER\tDONE\tBYTES\tCUT TO 0")
+		fmt.Fprintf(tw, "since the metadata service started\t%d\t%d\t%d\t%s\t%d\n", rt.Leases, rt.Takeovers, rt.Restored, human(int64(rt.RestoredBytes)), rt.CutToZero)
+	}
 	// The tier mover's last pass over the whole tree, if one ran.
 	if b, err := e.Client.GetXattr(ctx, "/", mover.StatusXattr); err == nil {
 		if r, err := mover.ParsePassRecord(b); err == nil {

@@ -586,6 +586,10 @@ func (s *Service) registerTier(srv *wire.Server) {
 		r, err := s.HsmClaim(ctx, m)
 		return &r, err
 	})
+	handle(srv, wire.OpHsmStats, func(_ context.Context, _ *wire.Empty) (wire.Message, error) {
+		t := s.RestoreTotals()
+		return &wire.HsmStats{Leases: t.Leases, Takeovers: t.Takeovers, Restored: t.Restored, RestoredBytes: t.RestoredBytes, CutToZero: t.CutToZero}, nil
+	})
 	handle(srv, wire.OpHsmRestored, func(ctx context.Context, m *wire.HsmClaimReq) (wire.Message, error) {
 		r, err := s.HsmRestored(ctx, m)
 		return &r, err

@@ -68,6 +68,7 @@ const (
 	// Restores of released files (ADR 0016): a lease in the HSM record.
 	OpHsmClaim    Op = 54 // HsmClaimReq -> HsmClaim (take, renew or drop a released file's restore lease)
 	OpHsmRestored Op = 55 // HsmClaimReq -> HsmRecord (the lease holder's restore is on the targets: archived)
+	OpHsmStats    Op = 62 // Empty -> HsmStats (the service's restore counts since it started)
 )
 
 // Storage target operations (64-127).

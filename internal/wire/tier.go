@@ -308,3 +308,29 @@ func (m *HsmClaim) Decode(d *Decoder) {
 		m.Full.Attr.Decode(d)
 	}
 }
+
+// HsmStats is what a metadata service decided about restores since it
+// started (OpHsmStats; meta.RestoreTotals).
+type HsmStats struct {
+	Leases        uint64 // restore leases granted to a new holder
+	Takeovers     uint64 // of those, expired leases taken over
+	Restored      uint64 // restores committed
+	RestoredBytes uint64 // the size of their files
+	CutToZero     uint64 // released files cut to size 0 without a restore
+}
+
+func (m *HsmStats) Encode(e *Encoder) {
+	e.U64(m.Leases)
+	e.U64(m.Takeovers)
+	e.U64(m.Restored)
+	e.U64(m.RestoredBytes)
+	e.U64(m.CutToZero)
+}
+
+func (m *HsmStats) Decode(d *Decoder) {
+	m.Leases = d.U64()
+	m.Takeovers = d.U64()
+	m.Restored = d.U64()
+	m.RestoredBytes = d.U64()
+	m.CutToZero = d.U64()
+}

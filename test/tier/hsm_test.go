@@ -5,6 +5,8 @@ import (
 	"crypto/sha256"
 	"errors"
 	"io"
+	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -177,6 +179,16 @@ func testHSM(t *testing.T, be *backend, big bool) {
 	}
 	if fs.chunkBytes() < int64(len(files["/data/a"])+len(files["/data/sub/c"])) {
 		t.Fatalf("restored files are not on the targets: %d chunk bytes", fs.chunkBytes())
+	}
+	// The metadata service counts the restores; sluice status shows them.
+	rt, err := c.RestoreTotals(ctx)
+	if want := uint64(len(files["/data/a"]) + len(files["/data/sub/c"])); err != nil || rt.Restored < 2 || rt.Leases < rt.Restored || rt.RestoredBytes < want {
+		t.Fatalf("restore totals after restoring two files (%d bytes): %+v, %v", want, rt, err)
+	}
+	status := fs.mustCLI("status")
+	m := regexp.MustCompile(`TIER RESTORES.*\nsince the metadata service started\s+(\d+)\s+\d+\s+(\d+)\s`).FindStringSubmatch(status)
+	if m == nil || m[1] != strconv.FormatUint(rt.Leases, 10) || m[2] != strconv.FormatUint(rt.Restored, 10) {
+		t.Fatalf("status does not show the restore totals %+v: %q", rt, status)
 	}
 	be.proc.Pause(t) // restored files are read from the targets
 	for _, p := range []string{"/data/a", "/data/sub/c"} {
