@@ -262,6 +262,7 @@ func (fs *fileSystem) openRegular(ctx context.Context, a client.InodeAttr, flags
 		oflags = fuse.FOPEN_PASSTHROUGH
 	}
 	h := &handle{of: of, mode: mode, sync: flags&syscall.O_DSYNC != 0} // O_SYNC includes O_DSYNC
+	h.appendEnd = oflags&fuse.FOPEN_DIRECT_IO != 0 && flags&syscall.O_APPEND != 0
 	if flags&syscall.O_ACCMODE == syscall.O_RDONLY && !h.sync {
 		// Flush has nothing to do for a read-only descriptor (the data
 		// of other handles is sent at their own close): spare the
@@ -341,9 +342,14 @@ func (fs *fileSystem) Read(intr <-chan struct{}, in *fuse.ReadIn, buf []byte) (f
 }
 
 func (fs *fileSystem) Write(_ <-chan struct{}, in *fuse.WriteIn, data []byte) (uint32, fuse.Status) {
-	of := fs.fileHandle(in.Fh)
-	if of == nil {
+	h := fs.handle(in.Fh)
+	if h == nil || h.of == nil {
 		return 0, fuse.EBADF
+	}
+	of := h.of
+	off := in.Offset
+	if h.appendEnd {
+		off = uint64(of.f.KnownSize())
 	}
 	ctx, cancel := fs.op(nil, 0)
 	defer cancel()
@@ -355,7 +361,7 @@ func (fs *fileSystem) Write(_ <-chan struct{}, in *fuse.WriteIn, data []byte) (u
 	}
 	of.written.Store(true)
 	fs.kstamps.grew(of.ino, in.Offset+uint64(len(data))) // the kernel moves its size itself
-	n, err := of.f.WriteAtContext(ctx, data, int64(in.Offset))
+	n, err := of.f.WriteAtContext(ctx, data, int64(off))
 	if err != nil {
 		return uint32(n), fs.status(ctx, "write", err)
 	}

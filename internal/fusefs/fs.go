@@ -95,6 +95,11 @@ type handle struct {
 	// sync: opened with O_SYNC or O_DSYNC, so its close makes data and
 	// metadata durable.
 	sync bool
+	// appendEnd: opened with O_APPEND around the page cache because the
+	// kernel may believe the file larger than it is (attrs.go): its
+	// writes go to the end the mount knows, not the offset the kernel
+	// computed from its size.
+	appendEnd bool
 }
 
 func newFileSystem(ctx context.Context, c *client.Client, opts *Options) *fileSystem {

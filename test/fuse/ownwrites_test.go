@@ -276,3 +276,38 @@ func readDirect(path string, max int) ([]byte, error) {
 	}
 	return out, nil
 }
+
+// TestAppendAfterShrink: an O_APPEND write through a mount whose kernel
+// last saw the file larger (another mount cut it since) lands at the new
+// end, not at the end the kernel remembered.
+func TestAppendAfterShrink(t *testing.T) {
+	requireFUSE(t)
+	s, _ := modelServer(t)
+	a := startMount(t, s.addr)
+	b := startMount(t, s.addr)
+	data := bytes.Repeat([]byte("0123456789abcdef"), 1<<14) // 256 KiB
+	must(t, os.WriteFile(a.path("f"), data, 0o644))
+	if got, err := os.ReadFile(b.path("f")); err != nil || !bytes.Equal(got, data) {
+		t.Fatalf("first read through the second mount: %d bytes, %v", len(got), err)
+	}
+	for i, n := range []int{100000, 5000, 0} {
+		must(t, os.Truncate(a.path("f"), int64(n)))
+		f, err := os.OpenFile(b.path("f"), os.O_WRONLY|os.O_APPEND, 0)
+		must(t, err)
+		tail := []byte{'X', byte('0' + i)}
+		if _, err := f.Write(tail); err != nil {
+			t.Fatal(err)
+		}
+		must(t, f.Close())
+		want := append(bytes.Clone(data[:n]), tail...)
+		for _, m := range []*mount{a, b} {
+			got, err := os.ReadFile(m.path("f"))
+			if err != nil || !bytes.Equal(got, want) {
+				t.Fatalf("after a cut to %d and an append through the other mount, %s read %d bytes, %v; want %d", n, m.path("f"), len(got), err, len(want))
+			}
+		}
+		data = want
+	}
+	a.stop()
+	b.stop()
+}
