@@ -285,14 +285,14 @@ func (fs *fileSystem) Open(intr <-chan struct{}, in *fuse.OpenIn, out *fuse.Open
 	if !ok {
 		var err error
 		if a, err = fs.c.GetAttrIno(ctx, in.NodeId); err != nil {
-			return fs.status(ctx, "open", err)
+			return fs.inodeStatus(ctx, "open", err)
 		}
 	}
 	if in.Mode&fuse.OPEN_KILL_SUIDGID != 0 {
 		// O_TRUNC by a process without CAP_FSETID (setid.go).
 		changed, err := fs.killSetID(ctx, &a)
 		if err != nil {
-			return fs.status(ctx, "open", err)
+			return fs.inodeStatus(ctx, "open", err)
 		}
 		if changed {
 			fs.notifyAttr(a.Ino)
@@ -300,7 +300,7 @@ func (fs *fileSystem) Open(intr <-chan struct{}, in *fuse.OpenIn, out *fuse.Open
 	}
 	fh, oflags, backing, err := fs.openRegular(ctx, a, in.Flags, false)
 	if err != nil {
-		return fs.status(ctx, "open", err)
+		return fs.inodeStatus(ctx, "open", err)
 	}
 	out.Fh, out.OpenFlags, out.BackingID = fh, oflags, backing
 	return fuse.OK

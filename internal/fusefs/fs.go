@@ -202,6 +202,20 @@ func (fs *fileSystem) status(ctx context.Context, op string, err error) fuse.Sta
 	return fuse.Status(en)
 }
 
+// inodeStatus is status for an operation on an inode the kernel named by
+// its node ID: an inode the metadata service no longer has gives ESTALE,
+// not ENOENT. The kernel reached it through a cached name that another
+// client removed or renamed meanwhile (the change feed drops such names,
+// but after the fact); on ESTALE the kernel walks the path again with
+// fresh lookups, so that an open(O_CREAT), a stat or a truncate of the
+// name acts on what the name is now instead of failing with ENOENT.
+func (fs *fileSystem) inodeStatus(ctx context.Context, op string, err error) fuse.Status {
+	if err != nil && errs.CodeOf(err) == errs.NotFound && context.Cause(ctx) != errInterrupted && ctx.Err() == nil {
+		return fuse.Status(syscall.ESTALE)
+	}
+	return fs.status(ctx, op, err)
+}
+
 // reserved reports whether parent/name is the hidden orphan directory,
 // which no operation may touch.
 func (fs *fileSystem) reserved(parent uint64, name string) bool {
@@ -334,7 +348,7 @@ func (fs *fileSystem) GetAttr(intr <-chan struct{}, in *fuse.GetAttrIn, out *fus
 	pending := fs.pending(in.NodeId)
 	a, err := fs.c.GetAttrIno(ctx, in.NodeId)
 	if err != nil {
-		return fs.status(ctx, "getattr", err)
+		return fs.inodeStatus(ctx, "getattr", err)
 	}
 	fs.adjust(&a, pending)
 	fs.tellKernel(&a, false)
@@ -401,7 +415,7 @@ func (fs *fileSystem) SetAttr(_ <-chan struct{}, in *fuse.SetAttrIn, out *fuse.A
 		// futimens after write: the buffered data must not be committed
 		// after the new mtime, or the commit would overwrite it.
 		if err := of.f.FlushContext(ctx); err != nil {
-			return fs.status(ctx, "setattr", err)
+			return fs.inodeStatus(ctx, "setattr", err)
 		}
 	}
 	switch {
@@ -415,7 +429,7 @@ func (fs *fileSystem) SetAttr(_ <-chan struct{}, in *fuse.SetAttrIn, out *fuse.A
 		_, err = fs.killSetID(ctx, &a)
 	}
 	if err != nil {
-		return fs.status(ctx, "setattr", err)
+		return fs.inodeStatus(ctx, "setattr", err)
 	}
 	fs.adjust(&a, false)
 	fs.tellKernel(&a, true)
@@ -533,7 +547,7 @@ func (fs *fileSystem) Readlink(intr <-chan struct{}, h *fuse.InHeader) ([]byte, 
 	defer cancel()
 	s, err := fs.c.ReadlinkIno(ctx, h.NodeId)
 	if err != nil {
-		return nil, fs.status(ctx, "readlink", err)
+		return nil, fs.inodeStatus(ctx, "readlink", err)
 	}
 	return []byte(s), fuse.OK
 }

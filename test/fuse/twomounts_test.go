@@ -1,0 +1,251 @@
+package fuse
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io/fs"
+	"math/rand/v2"
+	"os"
+	"slices"
+	"strconv"
+	"testing"
+	"time"
+)
+
+// TestTwoMountsRandom: two mounts of one file system take turns changing a
+// directory of a few files: rewrites (O_TRUNC), overwrites, appends and
+// truncates of sizes around the inline limit (16 KiB) and the block size,
+// renames over other names, unlinks and creates; reads in between fill
+// both mounts' caches. After a change of an existing file's bytes, a new
+// open through either mount must read the model's bytes at once
+// (close-to-open); after a change of names, both mounts must show the
+// model's names and bytes within the change feed's bound (pollSettle).
+// The seed is logged; SLUICE_TWOMOUNTS_SEED replays it and
+// SLUICE_TWOMOUNTS_TURNS runs more turns (default 150).
+func TestTwoMountsRandom(t *testing.T) {
+	requireFUSE(t)
+	seed := uint64(time.Now().UnixNano())
+	if v := os.Getenv("SLUICE_TWOMOUNTS_SEED"); v != "" {
+		var err error
+		if seed, err = strconv.ParseUint(v, 10, 64); err != nil {
+			t.Fatalf("SLUICE_TWOMOUNTS_SEED=%q: %v", v, err)
+		}
+	}
+	turns := 150
+	if v := os.Getenv("SLUICE_TWOMOUNTS_TURNS"); v != "" {
+		var err error
+		if turns, err = strconv.Atoi(v); err != nil || turns < 1 {
+			t.Fatalf("SLUICE_TWOMOUNTS_TURNS=%q: want a positive number", v)
+		}
+	}
+	t.Logf("seed %d (SLUICE_TWOMOUNTS_SEED=%d replays it), %d turns", seed, seed, turns)
+	rng := rand.New(rand.NewPCG(seed, 29))
+	s, _ := modelServer(t)
+	mounts := []*mount{startMount(t, s.addr), startMount(t, s.addr)}
+	must(t, os.Mkdir(mounts[0].path("d"), 0o755))
+	model := map[string][]byte{}
+	names := []string{"a", "b", "c", "d", "e"}
+	size := func() int {
+		switch rng.IntN(4) {
+		case 0:
+			return rng.IntN(200)
+		case 1:
+			return 12<<10 + rng.IntN(8<<10) // around the inline limit
+		case 2:
+			return 60<<10 + rng.IntN(10<<10) // around a block
+		}
+		return rng.IntN(400 << 10)
+	}
+	fill := func(n int) []byte {
+		b := make([]byte, n)
+		for i := range b {
+			b[i] = byte(rng.Uint32())
+		}
+		return b
+	}
+	existing := func() (string, bool) {
+		var have []string
+		for _, n := range names {
+			if _, ok := model[n]; ok {
+				have = append(have, n)
+			}
+		}
+		if len(have) == 0 {
+			return "", false
+		}
+		return have[rng.IntN(len(have))], true
+	}
+	fail := func(turn int, what string, args ...any) {
+		t.Helper()
+		t.Fatalf("turn %d: %s (seed %d)", turn, fmt.Sprintf(what, args...), seed)
+	}
+	for turn := range turns {
+		m := mounts[rng.IntN(2)]
+		p := func(n string) string { return m.path("d", n) }
+		var changed string // an existing file's bytes changed in place
+		names0 := false    // the names changed
+		switch k := rng.IntN(20); {
+		case k < 5: // write a whole file, new or over an existing one (O_TRUNC)
+			n := names[rng.IntN(len(names))]
+			_, had := model[n]
+			b := fill(size())
+			must(t, os.WriteFile(p(n), b, 0o644))
+			model[n] = b
+			if had {
+				changed = n
+			} else {
+				names0 = true
+			}
+		case k < 9: // overwrite part of an existing file
+			n, ok := existing()
+			if !ok {
+				continue
+			}
+			old := model[n]
+			off := rng.IntN(len(old) + 1)
+			b := fill(1 + rng.IntN(70<<10))
+			f, err := os.OpenFile(p(n), os.O_RDWR, 0)
+			must(t, err)
+			if _, err := f.WriteAt(b, int64(off)); err != nil {
+				fail(turn, "write at %d of %s: %v", off, n, err)
+			}
+			must(t, f.Close())
+			if end := off + len(b); end > len(old) {
+				old = append(old, make([]byte, end-len(old))...)
+			}
+			copy(old[off:], b)
+			model[n], changed = old, n
+		case k < 11: // append
+			n, ok := existing()
+			if !ok {
+				continue
+			}
+			b := fill(1 + rng.IntN(20<<10))
+			f, err := os.OpenFile(p(n), os.O_WRONLY|os.O_APPEND, 0)
+			must(t, err)
+			if _, err := f.Write(b); err != nil {
+				fail(turn, "append to %s: %v", n, err)
+			}
+			must(t, f.Close())
+			model[n], changed = append(model[n], b...), n
+		case k < 14: // truncate, smaller or larger
+			n, ok := existing()
+			if !ok {
+				continue
+			}
+			sz := rng.IntN(len(model[n]) + 1)
+			if rng.IntN(3) == 0 {
+				sz = len(model[n]) + rng.IntN(30<<10)
+			}
+			must(t, os.Truncate(p(n), int64(sz)))
+			old := model[n]
+			if sz <= len(old) {
+				old = old[:sz]
+			} else {
+				old = append(old, make([]byte, sz-len(old))...)
+			}
+			model[n], changed = old, n
+		case k < 16: // rename over another name, or to a free one
+			n, ok := existing()
+			if !ok {
+				continue
+			}
+			to := names[rng.IntN(len(names))]
+			if to == n {
+				continue
+			}
+			must(t, os.Rename(p(n), p(to)))
+			model[to] = model[n]
+			delete(model, n)
+			names0 = true
+		case k < 18: // unlink
+			n, ok := existing()
+			if !ok {
+				continue
+			}
+			must(t, os.Remove(p(n)))
+			delete(model, n)
+			names0 = true
+		default: // read a file through either mount: fills its caches
+			n, ok := existing()
+			if !ok {
+				continue
+			}
+			if got, err := os.ReadFile(p(n)); err != nil || !bytes.Equal(got, model[n]) {
+				fail(turn, "read of %s through %s: %d bytes, %v; want %d", n, m.dir, len(got), err, len(model[n]))
+			}
+		}
+		if changed != "" {
+			// Close-to-open: both mounts read the new bytes at once.
+			for _, r := range mounts {
+				got, err := os.ReadFile(r.path("d", changed))
+				if err != nil || !bytes.Equal(got, model[changed]) {
+					fail(turn, "%s changed through %s: %s read %d bytes, %v; want %d, first difference at %d",
+						changed, m.dir, r.dir, len(got), err, len(model[changed]), firstDiff(got, model[changed]))
+				}
+			}
+		}
+		if names0 {
+			for _, r := range mounts {
+				if err := pollSettle(r.path("d"), model); err != nil {
+					fail(turn, "after a change of names through %s, %s: %v", m.dir, r.dir, err)
+				}
+			}
+		}
+	}
+	for _, m := range mounts {
+		m.stop()
+	}
+}
+
+// pollSettle waits until dir lists exactly model's names and every file
+// reads model's bytes, for up to the change feed's bound on this machine
+// (a poll is answered at once when changes wait; 3 s covers a loaded
+// one), and returns what still differs after it.
+func pollSettle(dir string, model map[string][]byte) error {
+	deadline := time.Now().Add(3 * time.Second)
+	for {
+		err := settled(dir, model)
+		if err == nil || time.Now().After(deadline) {
+			return err
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+func settled(dir string, model map[string][]byte) error {
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return err
+	}
+	var got, want []string
+	for _, e := range ents {
+		got = append(got, e.Name())
+	}
+	for n := range model {
+		want = append(want, n)
+	}
+	slices.Sort(want)
+	if !slices.Equal(got, want) {
+		return fmt.Errorf("lists %v, want %v", got, want)
+	}
+	for _, n := range want {
+		b, err := os.ReadFile(dir + "/" + n)
+		if errors.Is(err, fs.ErrNotExist) || (err == nil && !bytes.Equal(b, model[n])) {
+			return fmt.Errorf("%s reads %d bytes, %v; want %d, first difference at %d", n, len(b), err, len(model[n]), firstDiff(b, model[n]))
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func firstDiff(a, b []byte) int {
+	i := 0
+	for i < min(len(a), len(b)) && a[i] == b[i] {
+		i++
+	}
+	return i
+}
