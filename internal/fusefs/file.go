@@ -5,7 +5,6 @@ import (
 	"errors"
 	"io"
 	"syscall"
-	"time"
 
 	"github.com/hanwen/go-fuse/v2/fuse"
 
@@ -108,9 +107,6 @@ func (fs *fileSystem) retire(of *openFile, flushed bool) bool {
 		return false
 	}
 	of.retired = true
-	if of.written.Load() {
-		fs.looked.drop(of.ino)
-	}
 	if fs.mu.files[of.ino] == of {
 		delete(fs.mu.files, of.ino)
 		fs.nopen.Add(-1)
@@ -279,14 +275,14 @@ func (fs *fileSystem) Open(intr <-chan struct{}, in *fuse.OpenIn, out *fuse.Open
 	}
 	ctx, cancel := fs.op(intr, in.Pid)
 	defer cancel()
-	// The attributes of this open(2)'s lookup, if it made one (looked.go);
-	// else ask.
-	a, ok := fs.looked.take(in.NodeId, in.Pid, time.Now())
-	if !ok {
-		var err error
-		if a, err = fs.c.GetAttrIno(ctx, in.NodeId); err != nil {
-			return fs.inodeStatus(ctx, "open", err)
-		}
+	// Always ask (close-to-open): attributes from a lookup a moment ago
+	// may be from an earlier system call of the same thread (a stat, a
+	// rename's lookup) that another client's close followed. Taking those
+	// instead (ADR 0014 rule 4, removed) let TestTwoMountsRandom read a
+	// file's old bytes after the other mount's close.
+	a, err := fs.c.GetAttrIno(ctx, in.NodeId)
+	if err != nil {
+		return fs.inodeStatus(ctx, "open", err)
 	}
 	if in.Mode&fuse.OPEN_KILL_SUIDGID != 0 {
 		// O_TRUNC by a process without CAP_FSETID (setid.go).

@@ -51,9 +51,6 @@ type fileSystem struct {
 	kstamps kernelStamps
 	// dirs: directories' attributes sent with this mount's entry changes.
 	dirs dirAttrs
-	// looked: regular files' attributes from a lookup, for the open of
-	// the same open(2) (looked.go).
-	looked lookedAttrs
 	// feed: following the metadata service's change feed (feed.go).
 	feed feedState
 
@@ -327,9 +324,6 @@ func (fs *fileSystem) Lookup(intr <-chan struct{}, h *fuse.InHeader, name string
 		}
 		return fs.status(ctx, "lookup", err)
 	}
-	if a.IsRegular() {
-		fs.looked.put(a, h.Pid, time.Now())
-	}
 	fs.fillEntry(g, &a, out)
 	return fuse.OK
 }
@@ -363,7 +357,6 @@ func (fs *fileSystem) SetAttr(_ <-chan struct{}, in *fuse.SetAttrIn, out *fuse.A
 	defer cancel()
 	ino := in.NodeId
 	defer fs.changingDirs(ino)()
-	fs.looked.drop(ino)
 	of := fs.ref(ino)
 	if of != nil {
 		defer fs.unref(of)

@@ -16,7 +16,7 @@ import (
 // TestTwoMountsRandom: two mounts of one file system take turns changing a
 // directory of a few files: rewrites (O_TRUNC), overwrites, appends and
 // truncates of sizes around the inline limit (16 KiB) and the block size,
-// renames over other names, unlinks and creates; reads in between fill
+// hard links, renames over other names, unlinks and creates; reads in between fill
 // both mounts' caches. After a change of an existing file's bytes, a new
 // open through either mount must read the model's bytes at once
 // (close-to-open); after a change of names, both mounts must show the
@@ -44,7 +44,14 @@ func TestTwoMountsRandom(t *testing.T) {
 	s, _ := modelServer(t)
 	mounts := []*mount{startMount(t, s.addr), startMount(t, s.addr)}
 	must(t, os.Mkdir(mounts[0].path("d"), 0o755))
-	model := map[string][]byte{}
+	model := map[string]*[]byte{} // hard links share one
+	snapshot := func() map[string][]byte {
+		out := make(map[string][]byte, len(model))
+		for n, b := range model {
+			out[n] = *b
+		}
+		return out
+	}
 	names := []string{"a", "b", "c", "d", "e"}
 	size := func() int {
 		switch rng.IntN(4) {
@@ -76,6 +83,12 @@ func TestTwoMountsRandom(t *testing.T) {
 		}
 		return have[rng.IntN(len(have))], true
 	}
+	verbose := os.Getenv("SLUICE_TWOMOUNTS_VERBOSE") != ""
+	logf := func(format string, args ...any) {
+		if verbose {
+			t.Logf(format, args...)
+		}
+	}
 	fail := func(turn int, what string, args ...any) {
 		t.Helper()
 		t.Fatalf("turn %d: %s (seed %d)", turn, fmt.Sprintf(what, args...), seed)
@@ -88,21 +101,21 @@ func TestTwoMountsRandom(t *testing.T) {
 		switch k := rng.IntN(20); {
 		case k < 5: // write a whole file, new or over an existing one (O_TRUNC)
 			n := names[rng.IntN(len(names))]
-			_, had := model[n]
+			cur, had := model[n]
 			b := fill(size())
 			must(t, os.WriteFile(p(n), b, 0o644))
-			model[n] = b
+			logf("%d %s: write %s, %d bytes (existed %v)", turn, m.dir, n, len(b), had)
 			if had {
-				changed = n
+				*cur, changed = b, n
 			} else {
-				names0 = true
+				model[n], names0 = &b, true
 			}
 		case k < 9: // overwrite part of an existing file
 			n, ok := existing()
 			if !ok {
 				continue
 			}
-			old := model[n]
+			old := *model[n]
 			off := rng.IntN(len(old) + 1)
 			b := fill(1 + rng.IntN(70<<10))
 			f, err := os.OpenFile(p(n), os.O_RDWR, 0)
@@ -111,11 +124,12 @@ func TestTwoMountsRandom(t *testing.T) {
 				fail(turn, "write at %d of %s: %v", off, n, err)
 			}
 			must(t, f.Close())
+			logf("%d %s: overwrite %s at %d, %d bytes", turn, m.dir, n, off, len(b))
 			if end := off + len(b); end > len(old) {
 				old = append(old, make([]byte, end-len(old))...)
 			}
 			copy(old[off:], b)
-			model[n], changed = old, n
+			*model[n], changed = old, n
 		case k < 11: // append
 			n, ok := existing()
 			if !ok {
@@ -128,24 +142,38 @@ func TestTwoMountsRandom(t *testing.T) {
 				fail(turn, "append to %s: %v", n, err)
 			}
 			must(t, f.Close())
-			model[n], changed = append(model[n], b...), n
+			logf("%d %s: append %s, %d bytes", turn, m.dir, n, len(b))
+			*model[n], changed = append(*model[n], b...), n
 		case k < 14: // truncate, smaller or larger
 			n, ok := existing()
 			if !ok {
 				continue
 			}
-			sz := rng.IntN(len(model[n]) + 1)
+			sz := rng.IntN(len(*model[n]) + 1)
 			if rng.IntN(3) == 0 {
-				sz = len(model[n]) + rng.IntN(30<<10)
+				sz = len(*model[n]) + rng.IntN(30<<10)
 			}
 			must(t, os.Truncate(p(n), int64(sz)))
-			old := model[n]
+			logf("%d %s: truncate %s to %d", turn, m.dir, n, sz)
+			old := *model[n]
 			if sz <= len(old) {
 				old = old[:sz]
 			} else {
 				old = append(old, make([]byte, sz-len(old))...)
 			}
-			model[n], changed = old, n
+			*model[n], changed = old, n
+		case k == 14: // a hard link to a free name
+			n, ok := existing()
+			if !ok {
+				continue
+			}
+			to := names[rng.IntN(len(names))]
+			if _, taken := model[to]; taken {
+				continue
+			}
+			must(t, os.Link(p(n), p(to)))
+			logf("%d %s: link %s to %s", turn, m.dir, n, to)
+			model[to], names0 = model[n], true
 		case k < 16: // rename over another name, or to a free one
 			n, ok := existing()
 			if !ok {
@@ -156,6 +184,10 @@ func TestTwoMountsRandom(t *testing.T) {
 				continue
 			}
 			must(t, os.Rename(p(n), p(to)))
+			logf("%d %s: rename %s to %s", turn, m.dir, n, to)
+			if model[to] == model[n] {
+				continue // links to one file: rename does nothing (POSIX)
+			}
 			model[to] = model[n]
 			delete(model, n)
 			names0 = true
@@ -165,6 +197,7 @@ func TestTwoMountsRandom(t *testing.T) {
 				continue
 			}
 			must(t, os.Remove(p(n)))
+			logf("%d %s: unlink %s", turn, m.dir, n)
 			delete(model, n)
 			names0 = true
 		default: // read a file through either mount: fills its caches
@@ -172,23 +205,29 @@ func TestTwoMountsRandom(t *testing.T) {
 			if !ok {
 				continue
 			}
-			if got, err := os.ReadFile(p(n)); err != nil || !bytes.Equal(got, model[n]) {
-				fail(turn, "read of %s through %s: %d bytes, %v; want %d", n, m.dir, len(got), err, len(model[n]))
+			if got, err := os.ReadFile(p(n)); err != nil || !bytes.Equal(got, *model[n]) {
+				fail(turn, "read of %s through %s: %d bytes, %v; want %d", n, m.dir, len(got), err, len(*model[n]))
 			}
 		}
 		if changed != "" {
-			// Close-to-open: both mounts read the new bytes at once.
+			// Close-to-open: both mounts read the new bytes at once,
+			// through every name of the file.
 			for _, r := range mounts {
-				got, err := os.ReadFile(r.path("d", changed))
-				if err != nil || !bytes.Equal(got, model[changed]) {
-					fail(turn, "%s changed through %s: %s read %d bytes, %v; want %d, first difference at %d",
-						changed, m.dir, r.dir, len(got), err, len(model[changed]), firstDiff(got, model[changed]))
+				for n, b := range model {
+					if b != model[changed] {
+						continue
+					}
+					got, err := os.ReadFile(r.path("d", n))
+					if err != nil || !bytes.Equal(got, *b) {
+						fail(turn, "%s changed through %s: %s read %s: %d bytes, %v; want %d, first difference at %d",
+							changed, m.dir, r.dir, n, len(got), err, len(*b), firstDiff(got, *b))
+					}
 				}
 			}
 		}
 		if names0 {
 			for _, r := range mounts {
-				if err := pollSettle(r.path("d"), model); err != nil {
+				if err := pollSettle(r.path("d"), snapshot()); err != nil {
 					fail(turn, "after a change of names through %s, %s: %v", m.dir, r.dir, err)
 				}
 			}
