@@ -9,8 +9,11 @@ import (
 	"os"
 	"slices"
 	"strconv"
+	"syscall"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // TestTwoMountsRandom: two mounts of one file system take turns changing a
@@ -128,6 +131,29 @@ func TestTwoMountsRandom(t *testing.T) {
 			if end := off + len(b); end > len(old) {
 				old = append(old, make([]byte, end-len(old))...)
 			}
+			copy(old[off:], b)
+			*model[n], changed = old, n
+		case k == 9 && rng.IntN(2) == 0: // overwrite inside the file through a shared mapping
+			n, ok := existing()
+			if !ok || len(*model[n]) == 0 {
+				continue
+			}
+			old := *model[n]
+			off := rng.IntN(len(old))
+			b := fill(1 + rng.IntN(min(len(old)-off, 40<<10)))
+			f, err := os.OpenFile(p(n), os.O_RDWR, 0)
+			must(t, err)
+			mem, err := syscall.Mmap(int(f.Fd()), 0, len(old), syscall.PROT_READ|syscall.PROT_WRITE, syscall.MAP_SHARED)
+			if err != nil {
+				fail(turn, "mmap of %s (%d bytes): %v", n, len(old), err)
+			}
+			copy(mem[off:], b)
+			if err := unix.Msync(mem, unix.MS_SYNC); err != nil {
+				fail(turn, "msync of %s: %v", n, err)
+			}
+			must(t, syscall.Munmap(mem))
+			must(t, f.Close())
+			logf("%d %s: mmap write %s at %d, %d bytes", turn, m.dir, n, off, len(b))
 			copy(old[off:], b)
 			*model[n], changed = old, n
 		case k < 11: // append
