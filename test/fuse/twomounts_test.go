@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"math/rand/v2"
 	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"syscall"
@@ -24,10 +25,30 @@ import (
 // open through either mount must read the model's bytes at once
 // (close-to-open); after a change of names, both mounts must show the
 // model's names and bytes within the change feed's bound (pollSettle).
+// It runs with two `sluice mount` processes, and with the mount of a
+// `sluice serve --mount --passthrough` (whose reads of one-chunk files the
+// kernel serves from the chunk files) beside a `sluice mount` of it.
 // The seed is logged; SLUICE_TWOMOUNTS_SEED replays it and
 // SLUICE_TWOMOUNTS_TURNS runs more turns (default 150).
 func TestTwoMountsRandom(t *testing.T) {
 	requireFUSE(t)
+	t.Run("mounts", func(t *testing.T) {
+		s, _ := modelServer(t)
+		a, b := startMount(t, s.addr), startMount(t, s.addr)
+		twoMountsRandom(t, a.dir, b.dir)
+		a.stop()
+		b.stop()
+	})
+	t.Run("passthrough", func(t *testing.T) {
+		_, dir, _, addr := startServeMount(t, "--passthrough")
+		b := startMount(t, addr)
+		twoMountsRandom(t, dir, b.dir)
+		b.stop()
+	})
+}
+
+// twoMountsRandom runs the turns over two mount points of one file system.
+func twoMountsRandom(t *testing.T, dirs ...string) {
 	seed := uint64(time.Now().UnixNano())
 	if v := os.Getenv("SLUICE_TWOMOUNTS_SEED"); v != "" {
 		var err error
@@ -44,9 +65,10 @@ func TestTwoMountsRandom(t *testing.T) {
 	}
 	t.Logf("seed %d (SLUICE_TWOMOUNTS_SEED=%d replays it), %d turns", seed, seed, turns)
 	rng := rand.New(rand.NewPCG(seed, 29))
-	s, _ := modelServer(t)
-	mounts := []*mount{startMount(t, s.addr), startMount(t, s.addr)}
-	must(t, os.Mkdir(mounts[0].path("d"), 0o755))
+	type root string
+	mounts := []root{root(dirs[0]), root(dirs[1])}
+	rpath := func(r root, elem ...string) string { return filepath.Join(append([]string{string(r)}, elem...)...) }
+	must(t, os.Mkdir(rpath(mounts[0], "d"), 0o755))
 	model := map[string]*[]byte{} // hard links share one
 	snapshot := func() map[string][]byte {
 		out := make(map[string][]byte, len(model))
@@ -98,7 +120,7 @@ func TestTwoMountsRandom(t *testing.T) {
 	}
 	for turn := range turns {
 		m := mounts[rng.IntN(2)]
-		p := func(n string) string { return m.path("d", n) }
+		p := func(n string) string { return rpath(m, "d", n) }
 		var changed string // an existing file's bytes changed in place
 		names0 := false    // the names changed
 		switch k := rng.IntN(20); {
@@ -107,7 +129,7 @@ func TestTwoMountsRandom(t *testing.T) {
 			cur, had := model[n]
 			b := fill(size())
 			must(t, os.WriteFile(p(n), b, 0o644))
-			logf("%d %s: write %s, %d bytes (existed %v)", turn, m.dir, n, len(b), had)
+			logf("%d %s: write %s, %d bytes (existed %v)", turn, m, n, len(b), had)
 			if had {
 				*cur, changed = b, n
 			} else {
@@ -127,7 +149,7 @@ func TestTwoMountsRandom(t *testing.T) {
 				fail(turn, "write at %d of %s: %v", off, n, err)
 			}
 			must(t, f.Close())
-			logf("%d %s: overwrite %s at %d, %d bytes", turn, m.dir, n, off, len(b))
+			logf("%d %s: overwrite %s at %d, %d bytes", turn, m, n, off, len(b))
 			if end := off + len(b); end > len(old) {
 				old = append(old, make([]byte, end-len(old))...)
 			}
@@ -153,7 +175,7 @@ func TestTwoMountsRandom(t *testing.T) {
 			}
 			must(t, syscall.Munmap(mem))
 			must(t, f.Close())
-			logf("%d %s: mmap write %s at %d, %d bytes", turn, m.dir, n, off, len(b))
+			logf("%d %s: mmap write %s at %d, %d bytes", turn, m, n, off, len(b))
 			copy(old[off:], b)
 			*model[n], changed = old, n
 		case k < 11: // append
@@ -168,7 +190,7 @@ func TestTwoMountsRandom(t *testing.T) {
 				fail(turn, "append to %s: %v", n, err)
 			}
 			must(t, f.Close())
-			logf("%d %s: append %s, %d bytes", turn, m.dir, n, len(b))
+			logf("%d %s: append %s, %d bytes", turn, m, n, len(b))
 			*model[n], changed = append(*model[n], b...), n
 		case k < 14: // truncate, smaller or larger
 			n, ok := existing()
@@ -180,7 +202,7 @@ func TestTwoMountsRandom(t *testing.T) {
 				sz = len(*model[n]) + rng.IntN(30<<10)
 			}
 			must(t, os.Truncate(p(n), int64(sz)))
-			logf("%d %s: truncate %s to %d", turn, m.dir, n, sz)
+			logf("%d %s: truncate %s to %d", turn, m, n, sz)
 			old := *model[n]
 			if sz <= len(old) {
 				old = old[:sz]
@@ -198,7 +220,7 @@ func TestTwoMountsRandom(t *testing.T) {
 				continue
 			}
 			must(t, os.Link(p(n), p(to)))
-			logf("%d %s: link %s to %s", turn, m.dir, n, to)
+			logf("%d %s: link %s to %s", turn, m, n, to)
 			model[to], names0 = model[n], true
 		case k < 16: // rename over another name, or to a free one
 			n, ok := existing()
@@ -210,7 +232,7 @@ func TestTwoMountsRandom(t *testing.T) {
 				continue
 			}
 			must(t, os.Rename(p(n), p(to)))
-			logf("%d %s: rename %s to %s", turn, m.dir, n, to)
+			logf("%d %s: rename %s to %s", turn, m, n, to)
 			if model[to] == model[n] {
 				continue // links to one file: rename does nothing (POSIX)
 			}
@@ -223,7 +245,7 @@ func TestTwoMountsRandom(t *testing.T) {
 				continue
 			}
 			must(t, os.Remove(p(n)))
-			logf("%d %s: unlink %s", turn, m.dir, n)
+			logf("%d %s: unlink %s", turn, m, n)
 			delete(model, n)
 			names0 = true
 		default: // read a file through either mount: fills its caches
@@ -232,7 +254,7 @@ func TestTwoMountsRandom(t *testing.T) {
 				continue
 			}
 			if got, err := os.ReadFile(p(n)); err != nil || !bytes.Equal(got, *model[n]) {
-				fail(turn, "read of %s through %s: %d bytes, %v; want %d", n, m.dir, len(got), err, len(*model[n]))
+				fail(turn, "read of %s through %s: %d bytes, %v; want %d", n, m, len(got), err, len(*model[n]))
 			}
 		}
 		if changed != "" {
@@ -243,24 +265,21 @@ func TestTwoMountsRandom(t *testing.T) {
 					if b != model[changed] {
 						continue
 					}
-					got, err := os.ReadFile(r.path("d", n))
+					got, err := os.ReadFile(rpath(r, "d", n))
 					if err != nil || !bytes.Equal(got, *b) {
 						fail(turn, "%s changed through %s: %s read %s: %d bytes, %v; want %d, first difference at %d",
-							changed, m.dir, r.dir, n, len(got), err, len(*b), firstDiff(got, *b))
+							changed, m, r, n, len(got), err, len(*b), firstDiff(got, *b))
 					}
 				}
 			}
 		}
 		if names0 {
 			for _, r := range mounts {
-				if err := pollSettle(r.path("d"), snapshot()); err != nil {
-					fail(turn, "after a change of names through %s, %s: %v", m.dir, r.dir, err)
+				if err := pollSettle(rpath(r, "d"), snapshot()); err != nil {
+					fail(turn, "after a change of names through %s, %s: %v", m, r, err)
 				}
 			}
 		}
-	}
-	for _, m := range mounts {
-		m.stop()
 	}
 }
 
