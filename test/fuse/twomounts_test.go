@@ -305,7 +305,9 @@ func settled(dir string, model map[string][]byte) error {
 	}
 	var got, want []string
 	for _, e := range ents {
-		got = append(got, e.Name())
+		if e.Name() != ".sluice-s3" { // the S3 gateway's own (TestMountS3Random)
+			got = append(got, e.Name())
+		}
 	}
 	for n := range model {
 		want = append(want, n)
