@@ -6,12 +6,9 @@ import (
 	"errors"
 	"io"
 	"io/fs"
-	"math/rand/v2"
 	"os"
 	"path/filepath"
-	"strconv"
 	"testing"
-	"time"
 
 	"github.com/minio/minio-go/v7"
 	"github.com/minio/minio-go/v7/pkg/credentials"
@@ -29,22 +26,8 @@ import (
 // (default 120).
 func TestMountS3Random(t *testing.T) {
 	requireFUSE(t)
-	seed := uint64(time.Now().UnixNano())
-	if v := os.Getenv("SLUICE_MOUNTS3_SEED"); v != "" {
-		var err error
-		if seed, err = strconv.ParseUint(v, 10, 64); err != nil {
-			t.Fatalf("SLUICE_MOUNTS3_SEED=%q: %v", v, err)
-		}
-	}
-	turns := 120
-	if v := os.Getenv("SLUICE_MOUNTS3_TURNS"); v != "" {
-		var err error
-		if turns, err = strconv.Atoi(v); err != nil || turns < 1 {
-			t.Fatalf("SLUICE_MOUNTS3_TURNS=%q: want a positive number", v)
-		}
-	}
-	t.Logf("seed %d (SLUICE_MOUNTS3_SEED=%d replays it), %d turns", seed, seed, turns)
-	rng := rand.New(rand.NewPCG(seed, 31))
+	rt := newRandomTurns(t, "MOUNTS3", 120, 31)
+	seed, turns, rng := rt.seed, rt.turns, rt.rng
 	const key, secret = "AKIAMOUNTS3TEST", "mounts3-test-secret-key"
 	s3addr := freePort(t)
 	_, mnt, _, _ := startServeMount(t, "--s3", s3addr, "--s3-access-key", key, "--s3-secret-key", secret)
@@ -67,25 +50,8 @@ func TestMountS3Random(t *testing.T) {
 		}
 		return rng.IntN(1200 << 10) // past a 1 MiB block
 	}
-	fill := func(n int) []byte {
-		b := make([]byte, n)
-		for i := range b {
-			b[i] = byte(rng.Uint32())
-		}
-		return b
-	}
-	existing := func() (string, bool) {
-		var have []string
-		for _, n := range names {
-			if _, ok := model[n]; ok {
-				have = append(have, n)
-			}
-		}
-		if len(have) == 0 {
-			return "", false
-		}
-		return have[rng.IntN(len(have))], true
-	}
+	fill := rt.bytes
+	existing := func() (string, bool) { return oneOf(rt, names, model) }
 	fail := func(turn int, what string, args ...any) {
 		t.Helper()
 		t.Fatalf("turn %d: "+what+" (seed %d)", append(append([]any{turn}, args...), seed)...)

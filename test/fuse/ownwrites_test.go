@@ -3,12 +3,9 @@ package fuse
 import (
 	"bytes"
 	"io"
-	"math/rand/v2"
 	"os"
-	"strconv"
 	"syscall"
 	"testing"
-	"time"
 	"unsafe"
 )
 
@@ -119,22 +116,8 @@ func TestOwnWritesOtherWriter(t *testing.T) {
 // turns (default 120).
 func TestOwnWritesRandom(t *testing.T) {
 	requireFUSE(t)
-	seed := uint64(time.Now().UnixNano())
-	if v := os.Getenv("SLUICE_OWNWRITES_SEED"); v != "" {
-		var err error
-		if seed, err = strconv.ParseUint(v, 10, 64); err != nil {
-			t.Fatalf("SLUICE_OWNWRITES_SEED=%q: %v", v, err)
-		}
-	}
-	turns := 120
-	if v := os.Getenv("SLUICE_OWNWRITES_TURNS"); v != "" {
-		var err error
-		if turns, err = strconv.Atoi(v); err != nil || turns < 1 {
-			t.Fatalf("SLUICE_OWNWRITES_TURNS=%q: want a positive number", v)
-		}
-	}
-	t.Logf("seed %d (SLUICE_OWNWRITES_SEED=%d replays it), %d turns", seed, seed, turns)
-	rng := rand.New(rand.NewPCG(seed, 13))
+	rt := newRandomTurns(t, "OWNWRITES", 120, 13)
+	seed, turns, rng := rt.seed, rt.turns, rt.rng
 	s, _ := modelServer(t)
 	mounts := []*mount{startMount(t, s.addr), startMount(t, s.addr)}
 	const maxSize = 3 << 20

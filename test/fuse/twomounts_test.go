@@ -5,11 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"syscall"
 	"testing"
 	"time"
@@ -49,22 +47,8 @@ func TestTwoMountsRandom(t *testing.T) {
 
 // twoMountsRandom runs the turns over two mount points of one file system.
 func twoMountsRandom(t *testing.T, dirs ...string) {
-	seed := uint64(time.Now().UnixNano())
-	if v := os.Getenv("SLUICE_TWOMOUNTS_SEED"); v != "" {
-		var err error
-		if seed, err = strconv.ParseUint(v, 10, 64); err != nil {
-			t.Fatalf("SLUICE_TWOMOUNTS_SEED=%q: %v", v, err)
-		}
-	}
-	turns := 150
-	if v := os.Getenv("SLUICE_TWOMOUNTS_TURNS"); v != "" {
-		var err error
-		if turns, err = strconv.Atoi(v); err != nil || turns < 1 {
-			t.Fatalf("SLUICE_TWOMOUNTS_TURNS=%q: want a positive number", v)
-		}
-	}
-	t.Logf("seed %d (SLUICE_TWOMOUNTS_SEED=%d replays it), %d turns", seed, seed, turns)
-	rng := rand.New(rand.NewPCG(seed, 29))
+	rt := newRandomTurns(t, "TWOMOUNTS", 150, 29)
+	seed, turns, rng := rt.seed, rt.turns, rt.rng
 	type root string
 	mounts := []root{root(dirs[0]), root(dirs[1])}
 	rpath := func(r root, elem ...string) string { return filepath.Join(append([]string{string(r)}, elem...)...) }
@@ -89,25 +73,8 @@ func twoMountsRandom(t *testing.T, dirs ...string) {
 		}
 		return rng.IntN(400 << 10)
 	}
-	fill := func(n int) []byte {
-		b := make([]byte, n)
-		for i := range b {
-			b[i] = byte(rng.Uint32())
-		}
-		return b
-	}
-	existing := func() (string, bool) {
-		var have []string
-		for _, n := range names {
-			if _, ok := model[n]; ok {
-				have = append(have, n)
-			}
-		}
-		if len(have) == 0 {
-			return "", false
-		}
-		return have[rng.IntN(len(have))], true
-	}
+	fill := rt.bytes
+	existing := func() (string, bool) { return oneOf(rt, names, model) }
 	verbose := os.Getenv("SLUICE_TWOMOUNTS_VERBOSE") != ""
 	logf := func(format string, args ...any) {
 		if verbose {

@@ -4,11 +4,9 @@ import (
 	"bytes"
 	"fmt"
 	"io/fs"
-	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -24,22 +22,8 @@ import (
 // turns (default 150).
 func TestTwoMountsTree(t *testing.T) {
 	requireFUSE(t)
-	seed := uint64(time.Now().UnixNano())
-	if v := os.Getenv("SLUICE_TWOTREES_SEED"); v != "" {
-		var err error
-		if seed, err = strconv.ParseUint(v, 10, 64); err != nil {
-			t.Fatalf("SLUICE_TWOTREES_SEED=%q: %v", v, err)
-		}
-	}
-	turns := 150
-	if v := os.Getenv("SLUICE_TWOTREES_TURNS"); v != "" {
-		var err error
-		if turns, err = strconv.Atoi(v); err != nil || turns < 1 {
-			t.Fatalf("SLUICE_TWOTREES_TURNS=%q: want a positive number", v)
-		}
-	}
-	t.Logf("seed %d (SLUICE_TWOTREES_SEED=%d replays it), %d turns", seed, seed, turns)
-	rng := rand.New(rand.NewPCG(seed, 37))
+	rt := newRandomTurns(t, "TWOTREES", 150, 37)
+	seed, turns, rng := rt.seed, rt.turns, rt.rng
 	verbose := os.Getenv("SLUICE_TWOTREES_VERBOSE") != ""
 	s, _ := modelServer(t)
 	mounts := []*mount{startMount(t, s.addr), startMount(t, s.addr)}
