@@ -56,6 +56,8 @@ type File struct {
 	// truncs counts this File's truncates: a size learnt from a GetAttr
 	// sent before a truncate must not raise size after it.
 	truncs uint64
+	// writes counts this File's writes (SizeToken).
+	writes uint64
 	offset int64 // for Read, Write and Seek
 	closed bool
 
@@ -278,6 +280,7 @@ func (f *File) writeAt(ctx context.Context, p []byte, off int64) (int, error) {
 		}
 	}
 	f.dropCaches()
+	f.writes++
 	if f.stg != nil {
 		n, err := f.stg.write(f.ino, p, off)
 		f.size = max(f.size, off+int64(n))

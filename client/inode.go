@@ -447,17 +447,35 @@ func (f *File) Seen(a InodeAttr) {
 // a's size as the file's, even a smaller one: a File that outlived the
 // previous open (a release the kernel had not yet sent) would otherwise
 // go on reading up to the size it knew, past the end another client cut.
-func (f *File) Reopened(a InodeAttr) {
+//
+// since is f.SizeToken() taken before a was asked for (the zero token if f
+// did not exist then): the size is lowered only if f made no write or
+// truncate since, whose commit a might predate (a reader of this File's
+// own data would otherwise find it cut).
+func (f *File) Reopened(a InodeAttr, since SizeToken) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.dropCaches()
-	if len(f.buf) == 0 && len(f.sem) == 0 && f.flushing.Load() == 0 && f.stg == nil {
+	if since.ok && since.n == f.writes+f.truncs && len(f.buf) == 0 && len(f.sem) == 0 && f.flushing.Load() == 0 && f.stg == nil {
 		f.size = int64(a.Size)
 		f.truncs++ // a size from a GetAttr sent before this must not raise it
 		f.learnHome(a.where)
 		f.own.start(a.Mtime, a.Size)
 	}
 	f.sizeFresh = int64(a.Size) <= f.size
+}
+
+// SizeToken identifies the state of a File's own changes (Reopened).
+type SizeToken struct {
+	n  uint64
+	ok bool
+}
+
+// SizeToken returns the token of f's own writes and truncates so far.
+func (f *File) SizeToken() SizeToken {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return SizeToken{f.writes + f.truncs, true}
 }
 
 // KnownSize returns the file's size as this client knows it, including

@@ -44,4 +44,3 @@ func TestDirAttrs(t *testing.T) {
 		t.Fatalf("%d entries, over the bound of %d", n, maxDirAttrs)
 	}
 }
-

@@ -86,6 +86,21 @@ func (fs *fileSystem) acquire(ctx context.Context, a client.InodeAttr) (*openFil
 	return of, nil
 }
 
+// sizeToken returns the token of ino's File if it is open on this mount
+// (client.File.SizeToken), else the zero token.
+func (fs *fileSystem) sizeToken(ino uint64) client.SizeToken {
+	if fs.nopen.Load() == 0 {
+		return client.SizeToken{}
+	}
+	fs.mu.Lock()
+	of := fs.mu.files[ino]
+	fs.mu.Unlock()
+	if of == nil {
+		return client.SizeToken{}
+	}
+	return of.f.SizeToken()
+}
+
 // drop drops a reference and reports whether it was the last one.
 func (fs *fileSystem) drop(of *openFile) bool {
 	fs.mu.Lock()
@@ -193,7 +208,10 @@ func (fs *fileSystem) pinIfOpen(ctx context.Context, parent uint64, name string)
 // openRegular opens regular file a for a handle with the kernel's open
 // flags and returns the handle, the FOPEN flags and the backing ID of a
 // passthrough open.
-func (fs *fileSystem) openRegular(ctx context.Context, a client.InodeAttr, flags uint32, created bool) (uint64, uint32, int32, error) {
+//
+// since is the token of the File open on the inode, if one was, taken
+// before a was asked for (sizeToken).
+func (fs *fileSystem) openRegular(ctx context.Context, a client.InodeAttr, flags uint32, created bool, since client.SizeToken) (uint64, uint32, int32, error) {
 	of, err := fs.acquire(ctx, a)
 	if err != nil {
 		return 0, 0, 0, err
@@ -231,7 +249,7 @@ func (fs *fileSystem) openRegular(ctx context.Context, a client.InodeAttr, flags
 		// open left it (or one is still open), must forget what it
 		// cached and, unless it holds unsent writes, take this size,
 		// also a smaller one.
-		of.f.Reopened(a)
+		of.f.Reopened(a, since)
 	}
 	bound, known := fs.kstamps.sizeBound(a.Ino)
 	keepPages, notify, direct := openCaching(keep, created, fs.kstamps.has(a.Ino, st), a.Size, bound, known)
@@ -280,6 +298,7 @@ func (fs *fileSystem) Open(intr <-chan struct{}, in *fuse.OpenIn, out *fuse.Open
 	// rename's lookup) that another client's close followed. Taking those
 	// instead (ADR 0014 rule 4, removed) let TestTwoMountsRandom read a
 	// file's old bytes after the other mount's close.
+	since := fs.sizeToken(in.NodeId)
 	a, err := fs.c.GetAttrIno(ctx, in.NodeId)
 	if err != nil {
 		return fs.inodeStatus(ctx, "open", err)
@@ -294,7 +313,7 @@ func (fs *fileSystem) Open(intr <-chan struct{}, in *fuse.OpenIn, out *fuse.Open
 			fs.notifyAttr(a.Ino)
 		}
 	}
-	fh, oflags, backing, err := fs.openRegular(ctx, a, in.Flags, false)
+	fh, oflags, backing, err := fs.openRegular(ctx, a, in.Flags, false, since)
 	if err != nil {
 		return fs.inodeStatus(ctx, "open", err)
 	}
@@ -314,7 +333,7 @@ func (fs *fileSystem) Create(_ <-chan struct{}, in *fuse.CreateIn, name string, 
 	if err != nil {
 		return fs.status(ctx, "create", err)
 	}
-	fh, oflags, backing, err := fs.openRegular(ctx, a, in.Flags, true)
+	fh, oflags, backing, err := fs.openRegular(ctx, a, in.Flags, true, client.SizeToken{})
 	if err != nil {
 		return fs.status(ctx, "create", err)
 	}
