@@ -57,17 +57,22 @@ type stampShard struct {
 
 func (k *kernelStamps) shard(ino uint64) *stampShard { return &k.shards[ino%stampShards] }
 
+// setLocked stores ks for ino; s.mu is held.
+func (s *stampShard) setLocked(ino uint64, ks kstate) {
+	if s.m == nil || len(s.m) >= maxSeen/stampShards {
+		s.m = make(map[uint64]kstate) // full: forgetting costs requests only
+	}
+	s.m[ino] = ks
+}
+
 // update applies fn to ino's state, creating it if missing. s.mu is held
 // while fn runs.
 func (k *kernelStamps) update(ino uint64, fn func(*kstate)) {
 	s := k.shard(ino)
 	s.mu.Lock()
-	if s.m == nil || len(s.m) >= maxSeen/stampShards {
-		s.m = make(map[uint64]kstate) // full: forgetting costs requests only
-	}
 	ks := s.m[ino]
 	fn(&ks)
-	s.m[ino] = ks
+	s.setLocked(ino, ks)
 	s.mu.Unlock()
 }
 
@@ -85,37 +90,28 @@ func (k *kernelStamps) put(ino uint64, st stamp, now time.Time, certain bool) {
 	})
 }
 
-// has reports whether the kernel was last given st for ino.
-func (k *kernelStamps) has(ino uint64, st stamp) bool {
+// get returns what the table knows of ino: ok is false if nothing.
+func (k *kernelStamps) get(ino uint64) (ks kstate, ok bool) {
 	s := k.shard(ino)
 	s.mu.Lock()
-	got, ok := s.m[ino]
+	ks, ok = s.m[ino]
 	s.mu.Unlock()
-	return ok && got.told && got.st == st
+	return ks, ok
 }
 
-// sizeBound returns the largest size the kernel may hold for ino; ok is
-// false if the table does not know.
-func (k *kernelStamps) sizeBound(ino uint64) (bound uint64, ok bool) {
-	s := k.shard(ino)
-	s.mu.Lock()
-	got, ok := s.m[ino]
-	s.mu.Unlock()
-	return got.bound, ok
-}
+// toldOf reports whether the kernel was last given st.
+func (ks kstate) toldOf(st stamp) bool { return ks.told && ks.st == st }
 
 // grew records that the kernel's size of ino may have grown to end (a
 // write through the mount: the kernel moves its size itself).
 func (k *kernelStamps) grew(ino uint64, end uint64) {
 	s := k.shard(ino)
 	s.mu.Lock()
-	ks, ok := s.m[ino]
-	if ok && ks.bound >= end {
-		s.mu.Unlock()
-		return
+	if ks, ok := s.m[ino]; !ok || ks.bound < end {
+		ks.bound = end
+		s.setLocked(ino, ks)
 	}
 	s.mu.Unlock()
-	k.update(ino, func(ks *kstate) { ks.bound = max(ks.bound, end) })
 }
 
 // invalidated records that the mount told the kernel to drop its

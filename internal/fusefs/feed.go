@@ -132,7 +132,6 @@ func (fs *fileSystem) invalidate(cs []client.Change) {
 			continue
 		}
 		fs.dirs.drop(c.Ino)
-		fs.kstamps.invalidated(c.Ino, time.Now())
-		fs.srv.InodeNotify(c.Ino, -1, 0)
+		fs.notifyAttr(c.Ino)
 	}
 }

@@ -251,8 +251,8 @@ func (fs *fileSystem) openRegular(ctx context.Context, a client.InodeAttr, flags
 		// also a smaller one.
 		of.f.Reopened(a, since)
 	}
-	bound, known := fs.kstamps.sizeBound(a.Ino)
-	keepPages, notify, direct := openCaching(keep, created, fs.kstamps.has(a.Ino, st), a.Size, bound, known)
+	ks, known := fs.kstamps.get(a.Ino)
+	keepPages, notify, direct := openCaching(keep, created, ks.toldOf(st), a.Size, ks.bound, known)
 	var oflags uint32
 	if keepPages {
 		oflags |= fuse.FOPEN_KEEP_CACHE
