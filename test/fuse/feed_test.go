@@ -213,18 +213,7 @@ func TestChangeFeedRandom(t *testing.T) {
 		return ""
 	}
 	pick := func() string { return names[rng.IntN(len(names))] }
-	present := func() (string, bool) {
-		var have []string
-		for _, n := range names {
-			if _, ok := model[n]; ok {
-				have = append(have, n)
-			}
-		}
-		if len(have) == 0 {
-			return "", false
-		}
-		return have[rng.IntN(len(have))], true
-	}
+	present := func() (string, bool) { return oneOf(rng, names, model) }
 	for op := range ops {
 		k := rng.IntN(2)
 		m, other := mounts[k], mounts[1-k]

@@ -27,7 +27,7 @@ import (
 func TestMountS3Random(t *testing.T) {
 	requireFUSE(t)
 	rt := newRandomTurns(t, "MOUNTS3", 120, 31)
-	seed, turns, rng := rt.seed, rt.turns, rt.rng
+	turns, rng := rt.turns, rt.rng
 	const key, secret = "AKIAMOUNTS3TEST", "mounts3-test-secret-key"
 	s3addr := freePort(t)
 	_, mnt, _, _ := startServeMount(t, "--s3", s3addr, "--s3-access-key", key, "--s3-secret-key", secret)
@@ -39,23 +39,10 @@ func TestMountS3Random(t *testing.T) {
 	dir := filepath.Join(mnt, bucket)
 	model := map[string][]byte{}
 	names := []string{"a", "b", "c", "d"}
-	size := func() int {
-		switch rng.IntN(4) {
-		case 0:
-			return rng.IntN(200)
-		case 1:
-			return 12<<10 + rng.IntN(8<<10) // around the inline limit
-		case 2:
-			return 60<<10 + rng.IntN(10<<10)
-		}
-		return rng.IntN(1200 << 10) // past a 1 MiB block
-	}
+	size := func() int { return rt.size(1200 << 10) } // past a 1 MiB block too
 	fill := rt.bytes
-	existing := func() (string, bool) { return oneOf(rt, names, model) }
-	fail := func(turn int, what string, args ...any) {
-		t.Helper()
-		t.Fatalf("turn %d: "+what+" (seed %d)", append(append([]any{turn}, args...), seed)...)
-	}
+	existing := func() (string, bool) { return oneOf(rng, names, model) }
+	fail := func(turn int, format string, args ...any) { t.Helper(); rt.fail(t, turn, format, args...) }
 	get := func(n string) ([]byte, error) {
 		o, err := c.GetObject(ctx, bucket, n, minio.GetObjectOptions{})
 		if err != nil {

@@ -1,9 +1,9 @@
 package fuse
 
 import (
+	"fmt"
 	"math/rand/v2"
 	"os"
-	"slices"
 	"strconv"
 	"testing"
 	"time"
@@ -49,9 +49,29 @@ func (r *randomTurns) bytes(n int) []byte {
 	return b
 }
 
-// oneOf returns one of names that model holds, in a reproducible order,
-// or false if it holds none.
-func oneOf[V any](r *randomTurns, names []string, model map[string]V) (string, bool) {
+// size returns a file size: small, around the inline limit (16 KiB),
+// around a 64 KiB block, or anything below large.
+func (r *randomTurns) size(large int) int {
+	switch r.rng.IntN(4) {
+	case 0:
+		return r.rng.IntN(200)
+	case 1:
+		return 12<<10 + r.rng.IntN(8<<10)
+	case 2:
+		return 60<<10 + r.rng.IntN(10<<10)
+	}
+	return r.rng.IntN(large)
+}
+
+// fail ends t at turn, with the seed that replays it.
+func (r *randomTurns) fail(t *testing.T, turn int, format string, args ...any) {
+	t.Helper()
+	t.Fatalf("turn %d: %s (seed %d)", turn, fmt.Sprintf(format, args...), r.seed)
+}
+
+// oneOf returns one of names (in their order) that model holds, or false
+// if it holds none.
+func oneOf[V any](rng *rand.Rand, names []string, model map[string]V) (string, bool) {
 	var have []string
 	for _, n := range names {
 		if _, ok := model[n]; ok {
@@ -61,6 +81,19 @@ func oneOf[V any](r *randomTurns, names []string, model map[string]V) (string, b
 	if len(have) == 0 {
 		return "", false
 	}
-	slices.Sort(have)
-	return have[r.rng.IntN(len(have))], true
+	return have[rng.IntN(len(have))], true
+}
+
+// pollFor runs check until it succeeds or the change feed's bound on this
+// machine passes (a poll is answered at once when changes wait; 3 s covers
+// a loaded one), and returns its last error.
+func pollFor(check func() error) error {
+	deadline := time.Now().Add(3 * time.Second)
+	for {
+		err := check()
+		if err == nil || time.Now().After(deadline) {
+			return err
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
 }

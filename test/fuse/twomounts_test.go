@@ -10,7 +10,6 @@ import (
 	"slices"
 	"syscall"
 	"testing"
-	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -48,7 +47,7 @@ func TestTwoMountsRandom(t *testing.T) {
 // twoMountsRandom runs the turns over two mount points of one file system.
 func twoMountsRandom(t *testing.T, dirs ...string) {
 	rt := newRandomTurns(t, "TWOMOUNTS", 150, 29)
-	seed, turns, rng := rt.seed, rt.turns, rt.rng
+	turns, rng := rt.turns, rt.rng
 	type root string
 	mounts := []root{root(dirs[0]), root(dirs[1])}
 	rpath := func(r root, elem ...string) string { return filepath.Join(append([]string{string(r)}, elem...)...) }
@@ -62,29 +61,16 @@ func twoMountsRandom(t *testing.T, dirs ...string) {
 		return out
 	}
 	names := []string{"a", "b", "c", "d", "e"}
-	size := func() int {
-		switch rng.IntN(4) {
-		case 0:
-			return rng.IntN(200)
-		case 1:
-			return 12<<10 + rng.IntN(8<<10) // around the inline limit
-		case 2:
-			return 60<<10 + rng.IntN(10<<10) // around a block
-		}
-		return rng.IntN(400 << 10)
-	}
+	size := func() int { return rt.size(400 << 10) }
 	fill := rt.bytes
-	existing := func() (string, bool) { return oneOf(rt, names, model) }
+	existing := func() (string, bool) { return oneOf(rng, names, model) }
 	verbose := os.Getenv("SLUICE_TWOMOUNTS_VERBOSE") != ""
 	logf := func(format string, args ...any) {
 		if verbose {
 			t.Logf(format, args...)
 		}
 	}
-	fail := func(turn int, what string, args ...any) {
-		t.Helper()
-		t.Fatalf("turn %d: %s (seed %d)", turn, fmt.Sprintf(what, args...), seed)
-	}
+	fail := func(turn int, format string, args ...any) { t.Helper(); rt.fail(t, turn, format, args...) }
 	for turn := range turns {
 		m := mounts[rng.IntN(2)]
 		p := func(n string) string { return rpath(m, "d", n) }
@@ -255,14 +241,7 @@ func twoMountsRandom(t *testing.T, dirs ...string) {
 // (a poll is answered at once when changes wait; 3 s covers a loaded
 // one), and returns what still differs after it.
 func pollSettle(dir string, model map[string][]byte) error {
-	deadline := time.Now().Add(3 * time.Second)
-	for {
-		err := settled(dir, model)
-		if err == nil || time.Now().After(deadline) {
-			return err
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	return pollFor(func() error { return settled(dir, model) })
 }
 
 func settled(dir string, model map[string][]byte) error {

@@ -10,7 +10,6 @@ import (
 	"strings"
 	"syscall"
 	"testing"
-	"time"
 )
 
 // TestTwoMountsTree: two mounts take turns changing a small tree:
@@ -23,7 +22,7 @@ import (
 func TestTwoMountsTree(t *testing.T) {
 	requireFUSE(t)
 	rt := newRandomTurns(t, "TWOTREES", 150, 37)
-	seed, turns, rng := rt.seed, rt.turns, rt.rng
+	turns, rng := rt.turns, rt.rng
 	verbose := os.Getenv("SLUICE_TWOTREES_VERBOSE") != ""
 	s, _ := modelServer(t)
 	mounts := []*mount{startMount(t, s.addr), startMount(t, s.addr)}
@@ -58,10 +57,7 @@ func TestTwoMountsTree(t *testing.T) {
 		}
 		return dir + "/" + name
 	}
-	fail := func(turn int, what string, args ...any) {
-		t.Helper()
-		t.Fatalf("turn %d: "+what+" (seed %d)", append(append([]any{turn}, args...), seed)...)
-	}
+	fail := func(turn int, format string, args ...any) { t.Helper(); rt.fail(t, turn, format, args...) }
 	under := func(p, dir string) bool { return p == dir || strings.HasPrefix(p, dir+"/") }
 	for turn := range turns {
 		m := mounts[rng.IntN(2)]
@@ -174,14 +170,7 @@ func TestTwoMountsTree(t *testing.T) {
 // pollTree waits (up to the change feed's bound, as pollSettle) until the
 // tree under root is model, and returns what still differs.
 func pollTree(root string, model map[string][]byte) error {
-	deadline := time.Now().Add(3 * time.Second)
-	for {
-		err := sameModelTree(root, model)
-		if err == nil || time.Now().After(deadline) {
-			return err
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	return pollFor(func() error { return sameModelTree(root, model) })
 }
 
 func sameModelTree(root string, model map[string][]byte) error {
