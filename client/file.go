@@ -196,11 +196,13 @@ type dirtyChunks struct {
 }
 
 // withLayout runs fn with the file's layout. When a target answers that
-// the chunks moved (a migration froze or removed them), it asks the
-// metadata service for the layout and runs fn again: at once with a new
-// layout, after a pause while the layout is still the old one (the
-// migration has not committed or aborted yet), until ctx ends.
-func (f *File) withLayout(ctx context.Context, fn func(l placement.Layout) error) error {
+// the chunks moved (a migration or a release froze or removed them), it
+// asks the metadata service for the layout and runs fn again: at once with
+// a new layout, after a pause while the layout is still the old one (a
+// migration or a release has not committed or given up yet), until ctx
+// ends. A file found released (ADR 0023) is restored first when write is
+// set (its bytes are in the tier only); a read gets errNowReleased.
+func (f *File) withLayout(ctx context.Context, write bool, fn func(l placement.Layout) error) error {
 	pause := 5 * time.Millisecond
 	for {
 		l := f.lay()
@@ -208,11 +210,21 @@ func (f *File) withLayout(ctx context.Context, fn func(l placement.Layout) error
 		if errs.CodeOf(err) != errs.Moved {
 			return err
 		}
-		nl, lerr := f.c.getLayout(ctx, f.ino)
+		nl, released, lerr := f.c.layoutOf(ctx, f.ino)
 		if lerr != nil {
 			return errors.Join(err, lerr)
 		}
-		if sameChunks(nl, l) {
+		if released {
+			if !write {
+				return errNowReleased
+			}
+			if err := f.c.restore(ctx, f.ino); err != nil {
+				return err
+			}
+			if nl, _, lerr = f.c.layoutOf(ctx, f.ino); lerr != nil {
+				return lerr
+			}
+		} else if sameChunks(nl, l) {
 			select {
 			case <-time.After(pause):
 				pause = min(2*pause, 200*time.Millisecond)
@@ -224,6 +236,10 @@ func (f *File) withLayout(ctx context.Context, fn func(l placement.Layout) error
 		f.setLayout(nl)
 	}
 }
+
+// errNowReleased: a read found that the file was released since the File
+// learnt its layout (readChunks then reads from the tier).
+var errNowReleased = errs.New(errs.Moved, "client: the file was released to the object tier")
 
 // sameChunks reports whether two layouts name the same chunks.
 func sameChunks(a, b placement.Layout) bool {
@@ -437,7 +453,7 @@ func (f *File) commitSize(ctx context.Context, end int64) error {
 // cutChunks truncates each chunk of the file to its length in a file of
 // size bytes (creating missing ones), on every slot at once.
 func (f *File) cutChunks(ctx context.Context, size int64) error {
-	return f.withLayout(ctx, func(l placement.Layout) error {
+	return f.withLayout(ctx, true, func(l placement.Layout) error {
 		g, gctx := errgroup.WithContext(ctx)
 		data := l.DataID(f.ino)
 		for slot, ch := range l.Chains {
@@ -474,7 +490,7 @@ func extents(l placement.Layout, off, n int64) []placement.Extent {
 // writeChunks sends data for the file range at off to the targets, all
 // extents in parallel.
 func (f *File) writeChunks(ctx context.Context, off int64, data []byte) error {
-	return f.withLayout(ctx, func(l placement.Layout) error {
+	return f.withLayout(ctx, true, func(l placement.Layout) error {
 		g, ctx := errgroup.WithContext(ctx)
 		g.SetLimit(32)
 		id := l.DataID(f.ino)
@@ -721,27 +737,47 @@ func (f *File) readChunks(ctx context.Context, off int64, dst []byte) error {
 	if dataHome(f.home.Load()).released() {
 		return f.readReleased(ctx, off, dst)
 	}
-	var short atomic.Bool
-	if err := f.readTargets(ctx, off, dst, &short); err != nil || !short.Load() {
-		return err
+	for try := 0; ; try++ {
+		var short atomic.Bool
+		err := f.readTargets(ctx, off, dst, &short)
+		now := err == errNowReleased
+		if !now && (err != nil || !short.Load()) {
+			return err
+		}
+		// A chunk shorter than the range: a hole, or the file was
+		// released since this File learnt its attributes (its chunks
+		// frozen, maybe removed: errNowReleased).
+		var a wire.Attr
+		if err := f.c.metaCall(ctx, wire.OpGetAttr, &wire.InoReq{Ino: f.ino}, &a); err != nil {
+			return err
+		}
+		f.learn(&a)
+		f.learnLayout(&a)
+		switch {
+		case a.Flags&wire.AttrReleased != 0:
+			return f.readReleased(ctx, off, dst)
+		case !now:
+			return nil
+		case try > 0:
+			return errs.New(errs.Unavailable, "client: %s was released and restored while it was read; read again", f.name)
+		}
+		// Restored again meanwhile: read its new chunks.
 	}
-	// A chunk shorter than the range: a hole, or the file was released
-	// (its chunks removed) since this File learnt its attributes.
-	var a wire.Attr
-	if err := f.c.metaCall(ctx, wire.OpGetAttr, &wire.InoReq{Ino: f.ino}, &a); err != nil {
-		return err
+}
+
+// learnLayout takes the layout in attributes a, if they carry one, as the
+// file's (a restore or a cut of a released file to 0 moves it to another
+// data ID: ADR 0023).
+func (f *File) learnLayout(a *wire.Attr) {
+	if a.Layout.StripeSize != 0 && len(a.Layout.Chains) > 0 {
+		f.setLayout(a.Layout)
 	}
-	f.learn(&a)
-	if a.Flags&wire.AttrReleased != 0 {
-		return f.readReleased(ctx, off, dst)
-	}
-	return nil
 }
 
 // readTargets is readChunks from the targets; short says that a chunk
 // held fewer bytes than its extent asked for.
 func (f *File) readTargets(ctx context.Context, off int64, dst []byte, short *atomic.Bool) error {
-	return f.withLayout(ctx, func(l placement.Layout) error {
+	return f.withLayout(ctx, false, func(l placement.Layout) error {
 		id := l.DataID(f.ino)
 		ext := extents(l, off, int64(len(dst)))
 		read := func(ctx context.Context, e placement.Extent) error {
@@ -800,9 +836,8 @@ func (f *File) Truncate(ctx context.Context, size int64) error {
 	}
 	f.learn(&a)
 	// A released file cut to 0 needs none of its bytes: the metadata
-	// service takes the cut without a restore unless a restore runs or
-	// the release's chunk removal is queued (errs.Busy); then, and for
-	// any other size, restore first (ADR 0016).
+	// service takes the cut without a restore unless a restore runs
+	// (errs.Busy); then, and for any other size, restore first (ADR 0016).
 	released := a.Flags&wire.AttrReleased != 0
 	if released && size > 0 {
 		if err := f.restoreBeforeWriteLocked(ctx, &a); err != nil {
@@ -828,8 +863,10 @@ func (f *File) Truncate(ctx context.Context, size int64) error {
 // first (a chunk of a failed restore of a released file too), then its
 // size in the metadata, which answers with the attributes after it into a.
 func (f *File) cutLocked(ctx context.Context, a *wire.Attr, size int64) error {
-	// A file without chunks has nothing on the targets to cut.
-	if size < int64(a.Size) && a.Flags&wire.AttrChunks != 0 && len(f.lay().Chains) > 0 {
+	// A file without chunks has nothing on the targets to cut; a released
+	// one cut to 0 moves to a fresh data ID (its chunks are frozen, maybe
+	// gone: ADR 0023), which the answer's layout names.
+	if size < int64(a.Size) && a.Flags&wire.AttrChunks != 0 && a.Flags&wire.AttrReleased == 0 && len(f.lay().Chains) > 0 {
 		if err := f.cutChunks(ctx, size); err != nil {
 			return err
 		}
@@ -842,6 +879,7 @@ func (f *File) cutLocked(ctx context.Context, a *wire.Attr, size int64) error {
 		return err
 	}
 	f.learn(a)
+	f.learnLayout(a)
 	f.own.answer(ifMtime, a)
 	return nil
 }

@@ -460,6 +460,9 @@ func (f *File) Reopened(a InodeAttr, since SizeToken) {
 		f.size = int64(a.Size)
 		f.truncs++ // a size from a GetAttr sent before this must not raise it
 		f.learnHome(a.where)
+		if a.layout.StripeSize != 0 && len(a.layout.Chains) > 0 {
+			f.setLayout(a.layout) // a restore moves a file to another data ID
+		}
 		f.own.start(a.Mtime, a.Size)
 	}
 	f.sizeFresh = int64(a.Size) <= f.size

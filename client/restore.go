@@ -366,10 +366,11 @@ func (c *Client) runRestore(ctx context.Context, ino uint64) error {
 		var claim wire.HsmClaim
 		var rec wire.HsmRecord
 		var attr *wire.Attr
+		var data uint64 // the data ID the restore writes under (0: the file's)
 		err := c.metaCall(ctx, wire.OpHsmClaim, &wire.HsmClaimReq{Ino: ino, Owner: me, LeaseMs: lease, Full: true}, &claim)
 		if err == nil {
 			if claim.Full != nil {
-				rec, attr = claim.Full.Record, &claim.Full.Attr
+				rec, attr, data = claim.Full.Record, &claim.Full.Attr, claim.Full.Data
 			} else if rec, err = c.hsmGet(ctx, ino); err == nil && rec.Gen != claim.Gen { // an older service
 				err = errs.New(errs.Stale, "client: inode %d was archived again during its claim", ino)
 			}
@@ -389,7 +390,7 @@ func (c *Client) runRestore(ctx context.Context, ino uint64) error {
 			case restoreFinished:
 				return nil
 			case restoreCopy:
-				return c.copyRestore(ctx, ino, &rec, attr)
+				return c.copyRestore(ctx, ino, &rec, attr, data)
 			case restoreWait:
 				c.restores.waits.Add(1)
 				wait = restorePoll(claim)
@@ -406,10 +407,12 @@ func (c *Client) runRestore(ctx context.Context, ino uint64) error {
 // errLeaseLost stops a restore whose lease another client took over.
 var errLeaseLost = errs.New(errs.Stale, "client: the restore lease was taken over by another client")
 
-// copyRestore copies the object of released file ino to its chunks while
-// renewing the lease, syncs them and commits (OpHsmRestored). On failure
-// it gives the lease up, so that another client may start at once.
-func (c *Client) copyRestore(ctx context.Context, ino uint64, rec *wire.HsmRecord, attr *wire.Attr) (err error) {
+// copyRestore copies the object of released file ino to its chunks under
+// data ID data (the lease's: ADR 0023; 0: the file's own) while renewing
+// the lease, syncs them and commits (OpHsmRestored), which moves the file
+// to data. On failure it gives the lease up, so that another client may
+// start at once.
+func (c *Client) copyRestore(ctx context.Context, ino uint64, rec *wire.HsmRecord, attr *wire.Attr, data uint64) (err error) {
 	me := c.restores.owner
 	lease := c.opts.TierRestoreLease
 	ctx, cancel := context.WithCancelCause(ctx)
@@ -444,7 +447,7 @@ func (c *Client) copyRestore(ctx context.Context, ino uint64, rec *wire.HsmRecor
 			}
 		}
 	})
-	err = c.copyObject(ctx, ino, rec, attr)
+	err = c.copyObject(ctx, ino, rec, attr, data)
 	if cause := context.Cause(ctx); err != nil && cause != nil && cause != context.Canceled {
 		err = cause
 	}
@@ -459,12 +462,11 @@ func (c *Client) copyRestore(ctx context.Context, ino uint64, rec *wire.HsmRecor
 	return nil
 }
 
-// copyObject writes rec's object to file ino's chunks, every block checked,
-// cuts each chunk to its size in the file (bytes a refused write may have
-// left past the end go) and syncs them. A restore that another client runs
-// too writes the same bytes and cuts at the same sizes, so no order of the
-// two harms.
-func (c *Client) copyObject(ctx context.Context, ino uint64, rec *wire.HsmRecord, a *wire.Attr) error {
+// copyObject writes rec's object to file ino's chunks under data ID data
+// (0: the file's own), every block checked, cuts each chunk to its size in
+// the file and syncs them. Nobody else writes under the lease's data ID:
+// a client whose lease was taken over writes under its own.
+func (c *Client) copyObject(ctx context.Context, ino uint64, rec *wire.HsmRecord, a *wire.Attr, data uint64) error {
 	st, err := c.tierStore(ctx, rec.Backend)
 	if err != nil {
 		return err
@@ -475,6 +477,9 @@ func (c *Client) copyObject(ctx context.Context, ino uint64, rec *wire.HsmRecord
 		ia = inodeAttr(a)
 	} else if ia, err = c.GetAttrIno(ctx, ino); err != nil {
 		return err
+	}
+	if data != 0 {
+		ia.layout.Data = data
 	}
 	f, err := c.OpenInode(ctx, ia, O_RDONLY|oNoStage)
 	if err != nil {
@@ -537,6 +542,7 @@ func (f *File) restoreBeforeWriteLocked(ctx context.Context, a *wire.Attr) error
 		return err
 	}
 	f.learn(a)
+	f.learnLayout(a)
 	if a.Flags&wire.AttrReleased != 0 {
 		return errReleased
 	}
@@ -565,6 +571,7 @@ func (f *File) readReleased(ctx context.Context, off int64, dst []byte) error {
 			return err
 		}
 		f.learn(&a)
+		f.learnLayout(&a)
 		if a.Flags&wire.AttrReleased == 0 {
 			return f.readChunks(ctx, off, dst)
 		}

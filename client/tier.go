@@ -297,13 +297,16 @@ func (r ctxReaderAt) ReadAt(p []byte, off int64) (int, error) {
 // HsmRelease releases the archived file at p: its chunks are queued for
 // removal from the targets (the space comes back within the metadata
 // service's next collection pass); size, times, mode and xattrs stay, and
-// reads fetch the bytes from the tier. A dirty or resident file is refused.
+// reads fetch the bytes from the tier. A dirty or resident file is
+// refused, and so is one whose chunks differ from the copy (a write not
+// yet committed: errs.Busy); the chunks are read and compared first
+// (ADR 0023, release.go).
 func (c *Client) HsmRelease(ctx context.Context, p string) (HsmInfo, error) {
 	a, err := c.regular(ctx, p)
 	if err != nil {
 		return HsmInfo{}, opErr("hsm release", p, err)
 	}
-	r, err := c.hsmUpdate(ctx, a.Ino, wire.HsmActRelease, wire.HsmRecord{})
+	r, err := c.releaseIno(ctx, a.Ino)
 	return hsmInfo(&r), opErr("hsm release", p, err)
 }
 

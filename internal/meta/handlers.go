@@ -106,12 +106,12 @@ func (s *Service) Register(srv *wire.Server) {
 		return &wire.Empty{}, s.RemoveXattr(ctx, m.Ino, m.Name)
 	})
 	handle(srv, wire.OpGetLayout, func(ctx context.Context, m *wire.InoReq) (wire.Message, error) {
-		l, err := s.GetLayout(ctx, m.Ino)
+		l, released, err := s.layoutOf(ctx, m.Ino)
 		if err != nil {
 			return nil, err
 		}
 		pool, err := s.DirPool(ctx, m.Ino)
-		return &wire.LayoutMsg{Layout: l, Pool: pool}, err
+		return &wire.LayoutMsg{Layout: l, Pool: pool, Released: released}, err
 	})
 	handle(srv, wire.OpSetPool, func(ctx context.Context, m *wire.SetPoolReq) (wire.Message, error) {
 		return &wire.Empty{}, s.SetPool(ctx, m.Ino, m.Pool)

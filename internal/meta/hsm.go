@@ -137,18 +137,15 @@ func hsmOnWrite(cur wire.HsmRecord) (wire.HsmRecord, error) {
 // hsmOnWrite, except that a released file cut to size 0 needs none of its
 // old bytes, so it becomes dirty (its copy stays in the tier until an
 // archive replaces it) without being restored first; unless a client holds
-// its restore lease (that restore's chunk writes could land after the
-// cut) or its release's chunk removal is still queued (it would remove the
-// file's new chunks): then it is refused, and the client restores first.
-func hsmOnTruncate(cur wire.HsmRecord, lease restoreLease, removalQueued bool, size uint64) (wire.HsmRecord, error) {
+// its restore lease (that restore's commit would give the file its chunks
+// after the cut): then it is refused, and the client restores first. The
+// service moves a file so cut to a fresh data ID (hsmTruncate).
+func hsmOnTruncate(cur wire.HsmRecord, lease restoreLease, size uint64) (wire.HsmRecord, error) {
 	if cur.State != wire.HsmReleased || size != 0 {
 		return hsmOnWrite(cur)
 	}
-	switch {
-	case lease.Owner != 0:
+	if lease.Owner != 0 {
 		return cur, errs.New(errs.Busy, "file is released and being restored; truncate it once the restore is done")
-	case removalQueued:
-		return cur, errs.New(errs.Busy, "file is released and its release's chunk removal has not finished; try again")
 	}
 	cur.State = wire.HsmDirty
 	return cur, nil
@@ -180,7 +177,16 @@ type restoreLease struct {
 	Gen     uint64 // the copy being restored
 	Epoch   uint64 // grants since the release; > 1 after a takeover
 	Expires int64
+	// Data is the data ID the holder writes the chunks under (ADR 0023),
+	// fresh for each grant: the commit moves the file to it, and the
+	// chunks of a holder whose lease was taken over or dropped are
+	// collected. 0 in a lease granted before data IDs were (the holder
+	// writes under the file's own).
+	Data uint64
 }
+
+// errNeedDataID: restoreClaim grants a lease and needs a fresh data ID.
+var errNeedDataID = errs.New(errs.Internal, "meta: a restore lease needs a fresh data ID")
 
 // Lease lengths the service accepts (HsmClaimReq.LeaseMs is clamped).
 const (
@@ -194,7 +200,10 @@ const (
 // it expired (a takeover: the holder is presumed dead); its holder renews
 // it; anyone else gets the current holder back. A file that is not
 // released has no lease: there is nothing to restore.
-func restoreClaim(rec wire.HsmRecord, cur restoreLease, req *wire.HsmClaimReq, now int64) (restoreLease, error) {
+//
+// A new grant takes data ID fresh; with fresh 0 it fails with
+// errNeedDataID (the caller allocates one and asks again).
+func restoreClaim(rec wire.HsmRecord, cur restoreLease, req *wire.HsmClaimReq, now int64, fresh uint64) (restoreLease, error) {
 	if rec.State != wire.HsmReleased {
 		return restoreLease{}, nil
 	}
@@ -219,11 +228,14 @@ func restoreClaim(rec wire.HsmRecord, cur restoreLease, req *wire.HsmClaimReq, n
 		cur.Expires = now + lease // renewed (an expired lease nobody took is still ours)
 		return cur, nil
 	}
+	if fresh == 0 {
+		return cur, errNeedDataID
+	}
 	epoch := cur.Epoch
 	if cur.Gen != rec.Gen {
 		epoch = 0
 	}
-	return restoreLease{Owner: req.Owner, Gen: rec.Gen, Epoch: epoch + 1, Expires: now + lease}, nil
+	return restoreLease{Owner: req.Owner, Gen: rec.Gen, Epoch: epoch + 1, Expires: now + lease, Data: fresh}, nil
 }
 
 // restoreDone checks that owner may mark released file rec restored: it

@@ -141,9 +141,7 @@ func TestHsmService(t *testing.T) {
 	if err := archive(2, a.Size, 8); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.HsmUpdate(ctx, &wire.HsmUpdateReq{Ino: f.Ino, Action: wire.HsmActRelease}); err != nil {
-		t.Fatal(err)
-	}
+	releaseFile(t, s, f.Ino)
 	if a, err := s.GetAttr(ctx, f.Ino); err != nil || a.Flags&wire.AttrReleased == 0 || a.Size != 3<<20 {
 		t.Fatalf("released attributes: %+v, %v", a, err)
 	}

@@ -389,8 +389,17 @@ func chooseTargets(l placement.Layout, targets []targetInfo, ino uint64) (placem
 // GetLayout returns a regular file's layout, or a directory's default
 // layout (Options.DefaultLayout if it sets none; no targets).
 func (s *Service) GetLayout(ctx context.Context, ino uint64) (placement.Layout, error) {
+	l, _, err := s.layoutOf(ctx, ino)
+	return l, err
+}
+
+// layoutOf is GetLayout, saying also whether a regular file is released
+// to the object tier (read in the same transaction: ADR 0023).
+func (s *Service) layoutOf(ctx context.Context, ino uint64) (placement.Layout, bool, error) {
 	var l placement.Layout
+	var released bool
 	err := s.db.View(ctx, func(tx kv.Txn) error {
+		released = false
 		n, err := getInode(tx, ino)
 		if err != nil {
 			return err
@@ -398,6 +407,13 @@ func (s *Service) GetLayout(ctx context.Context, ino uint64) (placement.Layout, 
 		switch {
 		case n.isReg():
 			l = n.Layout
+			if mayBeTiered(n) {
+				h, err := getHsm(tx, ino)
+				if err != nil {
+					return err
+				}
+				released = h.State == wire.HsmReleased
+			}
 		case n.isDir():
 			l = n.Layout
 			if l.StripeSize == 0 {
@@ -409,9 +425,9 @@ func (s *Service) GetLayout(ctx context.Context, ino uint64) (placement.Layout, 
 		return nil
 	})
 	if err != nil {
-		return placement.Layout{}, inoErr("getlayout", ino, err)
+		return placement.Layout{}, false, inoErr("getlayout", ino, err)
 	}
-	return l, nil
+	return l, released, nil
 }
 
 // SetLayout sets a directory's default layout (new files and directories

@@ -228,6 +228,11 @@ func (s *Service) migrateBegin(ctx context.Context, req *wire.MigrateReq) (wire.
 				return errs.New(errs.Busy, "the file is released to the object tier; restore it (sluice hsm restore) before migrating it")
 			}
 		}
+		if fence, err := getReleaseFence(tx, req.Ino); err != nil {
+			return err
+		} else if fence != nil {
+			return errs.New(errs.Busy, "the file is being released to the object tier; migrate it after the release")
+		}
 		staged := false
 		p := inoKey(pfxStaged, req.Ino)
 		if err := tx.Scan(p, kv.PrefixEnd(p), 1, func(_, _ []byte) bool { staged = true; return false }); err != nil {

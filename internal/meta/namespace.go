@@ -213,7 +213,7 @@ func dropLink(tx kv.Txn, ino uint64, n *inode, now int64, fr *freeResult) error 
 	}
 	if n.isReg() && n.mayHaveHsm() {
 		// Its archived copy, if any, goes to the tier's delete queue.
-		if err := hsmDropped(tx, ino); err != nil {
+		if err := hsmDropped(tx, ino, n.Layout); err != nil {
 			return err
 		}
 	}
@@ -304,6 +304,8 @@ func (s *Service) SetAttr(ctx context.Context, req *wire.SetAttrReq) (wire.Attr,
 	now := s.nowNs()
 	var a wire.Attr
 	audited, cutReleased := false, false
+	var fresh uint64 // a data ID for a released file cut to 0, allocated when one is needed
+again:
 	err := s.update(ctx, func(tx kv.Txn) error {
 		audited, cutReleased = false, false
 		n, err := getInode(tx, req.Ino)
@@ -319,7 +321,7 @@ func (s *Service) SetAttr(ctx context.Context, req *wire.SetAttrReq) (wire.Attr,
 			case !n.isReg():
 				return errs.New(errs.Invalid, "cannot set the size of a file of type %#o", n.Mode&modeType)
 			}
-			if cutReleased, err = hsmTruncate(tx, req.Ino, n, req.Size); err != nil {
+			if cutReleased, err = hsmTruncate(tx, req.Ino, n, req.Size, fresh); err != nil {
 				return err
 			}
 			if err := truncateInline(tx, req.Ino, n, req.Size); err != nil {
@@ -390,6 +392,11 @@ func (s *Service) SetAttr(ctx context.Context, req *wire.SetAttrReq) (wire.Attr,
 		}
 		return err
 	})
+	if errors.Is(err, errNeedDataID) && fresh == 0 {
+		if fresh, err = s.allocIno(ctx); err == nil {
+			goto again
+		}
+	}
 	if err != nil {
 		return wire.Attr{}, inoErr("setattr", req.Ino, err)
 	}

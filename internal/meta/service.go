@@ -296,6 +296,9 @@ func (s *Service) Run(ctx context.Context) error {
 			if err := s.abortExpiredMigrations(ctx); err != nil && ctx.Err() == nil {
 				s.log.Warn("meta: aborting migrations whose lease ran out failed; will retry", "err", err)
 			}
+			if err := s.thawExpiredReleases(ctx); err != nil && ctx.Err() == nil {
+				s.log.Warn("meta: thawing releases whose lease ran out failed; will retry", "err", err)
+			}
 			continue
 		case <-t.C:
 		case <-s.gcKick:

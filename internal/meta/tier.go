@@ -10,6 +10,7 @@ import (
 
 	"github.com/sluice-fs/sluice/internal/errs"
 	"github.com/sluice-fs/sluice/internal/kv"
+	"github.com/sluice-fs/sluice/internal/placement"
 	"github.com/sluice-fs/sluice/internal/wire"
 )
 
@@ -50,7 +51,11 @@ func getHsm(tx kv.Txn, ino uint64) (wire.HsmRecord, error) {
 
 // hsmLeaseVersion is the version byte of an HSM record followed by a
 // restore lease (ADR 0016); records without one keep tierRecordVersion.
-const hsmLeaseVersion = 2
+// hsmLeaseDataVersion is that of one whose lease has a data ID (ADR 0023).
+const (
+	hsmLeaseVersion     = 2
+	hsmLeaseDataVersion = 3
+)
 
 // getHsmLease reads file ino's HSM record and its restore lease.
 func getHsmLease(tx kv.Txn, ino uint64) (wire.HsmRecord, restoreLease, error) {
@@ -67,10 +72,13 @@ func getHsmLease(tx kv.Txn, ino uint64) (wire.HsmRecord, restoreLease, error) {
 func decodeHsm(ino uint64, v []byte) (wire.HsmRecord, restoreLease, error) {
 	var r wire.HsmRecord
 	var l restoreLease
-	if len(v) > 0 && v[0] == hsmLeaseVersion {
+	if len(v) > 0 && (v[0] == hsmLeaseVersion || v[0] == hsmLeaseDataVersion) {
 		d := wire.Decoder{B: v[1:]}
 		r.Decode(&d)
 		l.Owner, l.Gen, l.Epoch, l.Expires = d.U64(), d.U64(), d.U64(), d.I64()
+		if v[0] == hsmLeaseDataVersion {
+			l.Data = d.U64()
+		}
 		if d.Err() != nil || d.More() {
 			return r, l, errs.New(errs.Corruption, "meta: inode %d HSM record with lease: bad encoding", ino)
 		}
@@ -92,12 +100,19 @@ func putHsmLease(tx kv.Txn, ino uint64, r wire.HsmRecord, l restoreLease, drop *
 	case r.State == wire.HsmResident:
 		tx.Delete(hsmKey(ino))
 	case r.State == wire.HsmReleased && l != (restoreLease{}):
-		e := wire.Encoder{B: []byte{hsmLeaseVersion}}
+		v := byte(hsmLeaseVersion)
+		if l.Data != 0 {
+			v = hsmLeaseDataVersion
+		}
+		e := wire.Encoder{B: []byte{v}}
 		r.Encode(&e)
 		e.U64(l.Owner)
 		e.U64(l.Gen)
 		e.U64(l.Epoch)
 		e.I64(l.Expires)
+		if l.Data != 0 {
+			e.U64(l.Data)
+		}
 		tx.Set(hsmKey(ino), e.B)
 	default:
 		tx.Set(hsmKey(ino), encodeTierRecord(&r))
@@ -130,17 +145,25 @@ func hsmWrite(tx kv.Txn, ino uint64, n *inode) error {
 // hsmTruncate applies hsmOnTruncate to a regular file whose size is about
 // to be cut to size in tx. It reports whether the file was released (and
 // is now emptied without a restore).
-func hsmTruncate(tx kv.Txn, ino uint64, n *inode, size uint64) (released bool, err error) {
+//
+// A released file cut to 0 moves to data ID fresh (ADR 0023): its old
+// chunks are frozen, and queued for removal (again: a file released before
+// the fences may still have some). With fresh 0 that fails with
+// errNeedDataID: the caller allocates one and runs the transaction again.
+func hsmTruncate(tx kv.Txn, ino uint64, n *inode, size uint64, fresh uint64) (released bool, err error) {
 	cur, err := hsmChange(tx, ino, n, func(cur wire.HsmRecord, lease restoreLease) (wire.HsmRecord, error) {
-		queued := false
-		if cur.State == wire.HsmReleased && size == 0 {
-			if _, err := tx.Get(garbageKey(n.Layout.DataID(ino))); err == nil {
-				queued = true
-			} else if !errors.Is(err, kv.ErrNotFound) {
-				return cur, err
-			}
+		next, err := hsmOnTruncate(cur, lease, size)
+		if err != nil || cur.State != wire.HsmReleased {
+			return next, err
 		}
-		return hsmOnTruncate(cur, lease, queued, size)
+		if len(n.Layout.Chains) > 0 {
+			if fresh == 0 {
+				return cur, errNeedDataID
+			}
+			tx.Set(garbageKey(n.Layout.DataID(ino)), appendLayout(nil, &n.Layout))
+			n.Layout.Data = fresh
+		}
+		return next, nil
 	})
 	return err == nil && cur.State == wire.HsmReleased, err
 }
@@ -167,13 +190,26 @@ func hsmChange(tx kv.Txn, ino uint64, n *inode, step func(wire.HsmRecord, restor
 }
 
 // hsmDropped queues the object of a file whose last link went.
-func hsmDropped(tx kv.Txn, ino uint64) error {
-	cur, err := getHsm(tx, ino)
+func hsmDropped(tx kv.Txn, ino uint64, l placement.Layout) error {
+	cur, lease, err := getHsmLease(tx, ino)
 	if err != nil || cur.State == wire.HsmResident {
 		return err
 	}
 	putHsm(tx, ino, wire.HsmRecord{}, dropObject(cur))
+	leaseGone(tx, lease, restoreLease{}, l)
 	return nil
+}
+
+// leaseGone queues for removal the chunks a restore lease's holder wrote
+// under its own data ID (ADR 0023) when lease cur gives way to next
+// without its restore committed (taken over, dropped, the file removed).
+// l is the file's layout; the chunks are in its chains.
+func leaseGone(tx kv.Txn, cur, next restoreLease, l placement.Layout) {
+	if cur.Data == 0 || cur.Data == next.Data || len(l.Chains) == 0 {
+		return
+	}
+	l.Data = cur.Data
+	tx.Set(garbageKey(cur.Data), appendLayout(nil, &l))
 }
 
 var backendName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$`)
@@ -316,8 +352,22 @@ func (s *Service) HsmGet(ctx context.Context, ino uint64) (wire.HsmRecord, error
 	return r, nil
 }
 
-// HsmUpdate applies one step of the HSM state machine (hsmStep).
+// HsmUpdate applies one step of the HSM state machine (hsmStep), or
+// freezes a file for its release or gives that up (release.go).
 func (s *Service) HsmUpdate(ctx context.Context, req *wire.HsmUpdateReq) (wire.HsmRecord, error) {
+	switch req.Action {
+	case wire.HsmActFreeze:
+		r, err := s.releaseFreeze(ctx, req.Ino)
+		if err != nil {
+			return r, inoErr("hsm freeze", req.Ino, err)
+		}
+		return r, nil
+	case wire.HsmActThaw:
+		if err := s.releaseThaw(ctx, req.Ino, req.Record.Gen); err != nil {
+			return wire.HsmRecord{}, inoErr("hsm thaw", req.Ino, err)
+		}
+		return wire.HsmRecord{}, nil
+	}
 	var r wire.HsmRecord
 	var queued bool
 	err := s.update(ctx, func(tx kv.Txn) error {
@@ -359,6 +409,16 @@ func (s *Service) HsmUpdate(ctx context.Context, req *wire.HsmUpdateReq) (wire.H
 			} else if rec != nil {
 				return errs.New(errs.Busy, "the file is being migrated to a new layout; release it after the migration")
 			}
+			// The chunks must be frozen, and were compared with this
+			// copy by the client (ADR 0023); the fences stay.
+			fence, err := getReleaseFence(tx, req.Ino)
+			if err != nil {
+				return err
+			}
+			if err := releaseCommitCheck(fence, cur, n.Layout); err != nil {
+				return err
+			}
+			tx.Delete(releaseKey(req.Ino))
 			// Same transaction: a released file never keeps chunks
 			// past the collector's next pass, even across a crash.
 			tx.Set(garbageKey(n.Layout.DataID(req.Ino)), appendLayout(nil, &n.Layout))
@@ -417,7 +477,24 @@ func (s *Service) RestoreTotals() RestoreTotals {
 // (restoreClaim). A lease is granted only once the release's chunk
 // removal is done (errs.Busy until then), so that the collector never
 // removes chunks a restore wrote.
+//
+// A new grant comes with a data ID of its own (HsmClaimFull.Data): the
+// first try has none, and one is allocated only when a grant needs it.
 func (s *Service) HsmClaim(ctx context.Context, req *wire.HsmClaimReq) (wire.HsmClaim, error) {
+	r, err := s.hsmClaim(ctx, req, 0)
+	if errors.Is(err, errNeedDataID) {
+		var fresh uint64
+		if fresh, err = s.allocIno(ctx); err == nil {
+			r, err = s.hsmClaim(ctx, req, fresh)
+		}
+	}
+	if err != nil {
+		return wire.HsmClaim{}, inoErr("hsm claim", req.Ino, err)
+	}
+	return r, nil
+}
+
+func (s *Service) hsmClaim(ctx context.Context, req *wire.HsmClaimReq, fresh uint64) (wire.HsmClaim, error) {
 	var r wire.HsmClaim
 	var granted, takeover bool // counted once the transaction committed
 	err := s.update(ctx, func(tx kv.Txn) error {
@@ -434,19 +511,13 @@ func (s *Service) HsmClaim(ctx context.Context, req *wire.HsmClaimReq) (wire.Hsm
 			return err
 		}
 		now := s.nowNs()
-		next, err := restoreClaim(rec, cur, req, now)
+		next, err := restoreClaim(rec, cur, req, now, fresh)
 		if err != nil {
 			return err
 		}
-		if next.Owner == req.Owner && cur.Owner != req.Owner {
-			if _, err := tx.Get(garbageKey(n.Layout.DataID(req.Ino))); err == nil {
-				return errs.New(errs.Busy, "the release's chunk removal has not finished; try again")
-			} else if !errors.Is(err, kv.ErrNotFound) {
-				return err
-			}
-		}
 		if next != cur {
 			putHsmLease(tx, req.Ino, rec, next, nil)
+			leaseGone(tx, cur, next, n.Layout)
 		}
 		if next.Owner != 0 && next.Owner == req.Owner && (cur.Owner != req.Owner || cur.Gen != next.Gen) {
 			granted, takeover = true, next.Epoch > 1
@@ -461,11 +532,14 @@ func (s *Service) HsmClaim(ctx context.Context, req *wire.HsmClaimReq) (wire.Hsm
 				return err
 			}
 			r.Full = &wire.HsmClaimFull{Record: rec, Attr: a}
+			if next.Owner == req.Owner {
+				r.Full.Data = next.Data
+			}
 		}
 		return nil
 	})
 	if err != nil {
-		return wire.HsmClaim{}, inoErr("hsm claim", req.Ino, err)
+		return wire.HsmClaim{}, err
 	}
 	if granted {
 		s.restores.leases.Add(1)
@@ -502,6 +576,12 @@ func (s *Service) HsmRestored(ctx context.Context, req *wire.HsmClaimReq) (wire.
 			return err
 		}
 		putHsm(tx, req.Ino, next, nil)
+		if cur.State == wire.HsmReleased && lease.Data != 0 {
+			// The restored chunks are under the lease's data ID: the
+			// file moves to it; the old chunks were queued at the release.
+			n.Layout.Data = lease.Data
+			tx.Set(inodeKey(req.Ino), n.encode())
+		}
 		r = next
 		done, restored = cur.State == wire.HsmReleased && next.State != wire.HsmReleased, n.Size
 		return nil

@@ -119,18 +119,31 @@ func (c *Cred) Encode(e *Encoder) { e.U32(c.Uid); e.U32(c.Gid) }
 func (c *Cred) Decode(d *Decoder) { c.Uid = d.U32(); c.Gid = d.U32() }
 
 // LayoutMsg carries a placement.Layout and, for a directory, the pool its
-// new files are placed in ("" for none; appended in version 2.3).
+// new files are placed in ("" for none; appended in version 2.3). Released
+// (appended later, sent only when set) says that a regular file is
+// released to the object tier: its chunks are frozen or gone, and a
+// writer restores it before writing (ADR 0023).
 type LayoutMsg struct {
 	placement.Layout
-	Pool string
+	Pool     string
+	Released bool
 }
 
-func (m *LayoutMsg) Encode(e *Encoder) { EncodeLayout(e, &m.Layout); e.String(m.Pool) }
+func (m *LayoutMsg) Encode(e *Encoder) {
+	EncodeLayout(e, &m.Layout)
+	e.String(m.Pool)
+	if m.Released {
+		e.Bool(true)
+	}
+}
+
 func (m *LayoutMsg) Decode(d *Decoder) {
 	DecodeLayout(d, &m.Layout)
+	m.Pool, m.Released = "", false
 	if d.More() {
 		m.Pool = d.String()
 	}
+	m.Released = d.More() && d.Bool()
 }
 
 // Pool change kinds (PoolChangeReq.Kind).

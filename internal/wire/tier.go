@@ -148,6 +148,8 @@ const (
 	HsmActArchived uint8 = 1
 	// HsmActRelease makes an archived file released and queues the
 	// removal of its chunks (the metadata service's garbage collector).
+	// A file with chunks must be frozen for its release first
+	// (HsmActFreeze), and its chunks compared with the copy (ADR 0023).
 	HsmActRelease uint8 = 2
 	// HsmActRestored makes a released file archived again once its bytes
 	// are back on the targets (Record.Gen must match).
@@ -165,6 +167,14 @@ const (
 	// size, mtime and checksums) becomes its record and its size and
 	// mtime become Record's.
 	HsmActImport uint8 = 6
+	// HsmActFreeze freezes the chunks of an archived file for its release
+	// (ADR 0023): writes to them fail with errs.Moved from then on, until
+	// the release commits (HsmActRelease), HsmActThaw, or the freeze's
+	// lease (meta.ReleaseLease) runs out. Sent again, it renews the lease.
+	// The answer is the file's record: a released file is left alone.
+	HsmActFreeze uint8 = 7
+	// HsmActThaw gives up a release frozen by HsmActFreeze.
+	HsmActThaw uint8 = 8
 )
 
 // HsmUpdateReq is one step of the HSM state machine on file Ino.
@@ -278,9 +288,13 @@ type HsmClaim struct {
 }
 
 // HsmClaimFull is what a claim with HsmClaimReq.Full adds to its answer.
+// Data (appended later; 0 from an older service) is the data ID under
+// which the lease's holder writes the restored chunks (ADR 0023): the
+// commit (OpHsmRestored) moves the file to it.
 type HsmClaimFull struct {
 	Record HsmRecord
 	Attr   Attr
+	Data   uint64
 }
 
 func (m *HsmClaim) Encode(e *Encoder) {
@@ -292,6 +306,9 @@ func (m *HsmClaim) Encode(e *Encoder) {
 	if m.Full != nil {
 		m.Full.Record.Encode(e)
 		m.Full.Attr.Encode(e)
+		if m.Full.Data != 0 {
+			e.U64(m.Full.Data)
+		}
 	}
 }
 
@@ -306,6 +323,9 @@ func (m *HsmClaim) Decode(d *Decoder) {
 		m.Full = &HsmClaimFull{}
 		m.Full.Record.Decode(d)
 		m.Full.Attr.Decode(d)
+		if d.More() {
+			m.Full.Data = d.U64()
+		}
 	}
 }
 

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"math/rand/v2"
+	"sync"
 	"testing"
 
 	"github.com/minio/minio-go/v7"
@@ -18,13 +19,19 @@ import (
 // TestHsmRandom runs random sequences of writes, truncates (a third of
 // them to size 0), O_TRUNC rewrites, reads, archives, releases, restores
 // and checks of the bucket's copy on a few files through two clients that
-// restore on read, against a model of every file's bytes. After each read
-// the bytes must be the model's; whenever a file is archived or released
-// its object in the bucket must be the model's bytes too (the state never
-// claims a copy that is not the file). At the end every file is read by a
-// new client, and those not released again with the backend stopped. The
-// seed is printed; SLUICE_FSX_SEED and SLUICE_FSX_OPS replay or lengthen a
-// run (SLUICE_FSX_LONG=1: a million operations).
+// restore on read, against a model of every file's bytes. A third client
+// keeps each file open across all of that and writes it now and then
+// (ADR 0023: its layout goes stale under releases, restores and cuts),
+// sometimes while another client releases the file: its write must land
+// (restoring the file when the release won) and leave the file dirty.
+// After each read the bytes must be the model's; whenever a file is
+// archived or released its object in the bucket must be the model's bytes
+// too (the state never claims a copy that is not the file). At the end
+// every file is read by a new client, and those not released again with
+// the backend stopped. The seed is printed; SLUICE_FSX_SEED and
+// SLUICE_FSX_OPS replay or lengthen a run (SLUICE_FSX_LONG=1: a million
+// operations); the races between the release and the writer are not
+// replayed exactly.
 func TestHsmRandom(t *testing.T) {
 	plan, err := fsx.PlanFromEnv(400, 1)
 	if err != nil {
@@ -35,14 +42,15 @@ func TestHsmRandom(t *testing.T) {
 	addBackend(t, fs, be, "rnd/")
 	c1 := restoringClient(t, fs.addr, 0)
 	c2 := restoringClient(t, fs.addr, 0)
+	holder := restoringClient(t, fs.addr, 0)
 	s3c := be.s3(t)
 	for _, seed := range plan.Seeds {
 		t.Logf("seed %d, %d operations (replay: SLUICE_FSX_SEED=%d SLUICE_FSX_OPS=%d go test -run TestHsmRandom ./test/tier)", seed, plan.Ops, seed, plan.Ops)
-		hsmRandom(t, fs, be, s3c, []*client.Client{c1, c2}, seed, plan.Ops)
+		hsmRandom(t, fs, be, s3c, []*client.Client{c1, c2}, holder, seed, plan.Ops)
 	}
 }
 
-func hsmRandom(t *testing.T, fs *fsServer, be *backend, s3c *minio.Client, cs []*client.Client, seed uint64, ops int) {
+func hsmRandom(t *testing.T, fs *fsServer, be *backend, s3c *minio.Client, cs []*client.Client, holder *client.Client, seed uint64, ops int) {
 	ctx := context.Background()
 	rng := rand.New(rand.NewPCG(seed, seed^0x5eed))
 	dir := fmt.Sprintf("/rnd-%d", seed)
@@ -87,6 +95,32 @@ func hsmRandom(t *testing.T, fs *fsServer, be *backend, s3c *minio.Client, cs []
 			fail(k, "close: %v", err)
 		}
 	}
+	// held[i]: file i as the holder keeps it open, across everything.
+	held := make([]*client.File, nFiles)
+	heldWrite := func(k, i int, off int64, b []byte) error {
+		t.Helper()
+		if held[i] == nil {
+			f, err := holder.OpenFile(ctx, path(i), client.O_RDWR, 0)
+			if err != nil {
+				fail(k, "holder's open: %v", err)
+			}
+			held[i] = f
+		}
+		if _, err := held[i].WriteAt(b, off); err != nil {
+			return fmt.Errorf("holder's write: %w", err)
+		}
+		if err := held[i].Sync(); err != nil {
+			return fmt.Errorf("holder's sync: %w", err)
+		}
+		return nil
+	}
+	defer func() {
+		for _, f := range held {
+			if f != nil {
+				f.Close()
+			}
+		}
+	}()
 	for k := range ops {
 		i := rng.IntN(nFiles)
 		m := model[i]
@@ -122,7 +156,7 @@ func hsmRandom(t *testing.T, fs *fsServer, be *backend, s3c *minio.Client, cs []
 			op = fmt.Sprintf("O_TRUNC rewrite of %s, %d bytes", path(i), len(b))
 			write(k, i, 0, b, client.O_TRUNC)
 			m = bytes.Clone(b)
-		case r < 62:
+		case r < 55:
 			c := cs[rng.IntN(len(cs))]
 			op = fmt.Sprintf("read %s", path(i))
 			got, err := readAllSluice(ctx, c, path(i))
@@ -131,6 +165,52 @@ func hsmRandom(t *testing.T, fs *fsServer, be *backend, s3c *minio.Client, cs []
 			}
 			if !bytes.Equal(got, m) {
 				fail(k, "read %d bytes, want the model's %d (first difference at %d)", len(got), len(m), firstDiff(got, m))
+			}
+		case r < 66:
+			// The holder writes through the File it keeps open; now and
+			// then another client releases the file at the same time.
+			off := rng.Int64N(int64(len(m)) + 64<<10)
+			b := randomData(rng.Uint64(), 1+rng.IntN(256<<10))
+			racing := r >= 61
+			op = fmt.Sprintf("held write of %s at %d, %d bytes", path(i), off, len(b))
+			before := state(k, i).State
+			if racing {
+				op = fmt.Sprintf("held-release race: write of %s at %d, %d bytes, beside its release", path(i), off, len(b))
+				if st := state(k, i).State; st == "resident" || st == "dirty" {
+					if _, err := cs[0].HsmArchive(ctx, path(i), ""); err != nil {
+						fail(k, "archive: %v", err)
+					}
+				}
+			}
+			var relErr error
+			var wg sync.WaitGroup
+			if racing {
+				wg.Go(func() { _, relErr = cs[1].HsmRelease(ctx, path(i)) })
+			}
+			werr := heldWrite(k, i, off, b)
+			wg.Wait()
+			if werr != nil {
+				fail(k, "%v (release beside it: %v)", werr, relErr)
+			}
+			if end := off + int64(len(b)); end > int64(len(m)) {
+				m = append(m, make([]byte, end-int64(len(m)))...)
+			}
+			copy(m[off:], b)
+			switch code := errs.CodeOf(relErr); {
+			case !racing:
+			case relErr == nil:
+				counts["race: release won"]++
+			case code == errs.Busy:
+				counts["race: release refused"]++
+			case code == errs.Invalid && len(m) <= 64<<10:
+				counts["race: release refused (inline)"]++
+			default:
+				fail(k, "release beside the write: %v", relErr)
+			}
+			// Whichever came first, the write's commit came after the
+			// archive: the copy is not the file any more.
+			if st := state(k, i).State; st != "dirty" && (racing || before != "resident") {
+				fail(k, "after the holder's write the file (%s before) is %s, want dirty", before, st)
 			}
 		case r < 74:
 			op = fmt.Sprintf("archive %s", path(i))
@@ -190,6 +270,14 @@ func hsmRandom(t *testing.T, fs *fsServer, be *backend, s3c *minio.Client, cs []
 		counts[op[:stringsIndexSpace(op)]]++
 	}
 	op = "final check"
+	for i, f := range held {
+		if f != nil {
+			if err := f.Close(); err != nil {
+				fail(ops, "holder's close of %s: %v", path(i), err)
+			}
+			held[i] = nil
+		}
+	}
 	fresh := newClient(t, fs.addr, 0)
 	var onTargets []int
 	for i, m := range model {
