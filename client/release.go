@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
 	"time"
 
 	"golang.org/x/sync/errgroup"
@@ -41,7 +40,7 @@ func (c *Client) releaseIno(ctx context.Context, ino uint64) (wire.HsmRecord, er
 	}
 	l, _, err := c.layoutOf(ctx, ino)
 	if err == nil {
-		err = c.whileFrozen(ctx, ino, func(ctx context.Context) error { return c.compareFrozen(ctx, ino, l, &rec) })
+		err = whileRenewing(ctx, releaseRenew, c.renewFreeze(ino), func(ctx context.Context) error { return c.compareFrozen(ctx, ino, l, &rec) })
 	}
 	if err == nil {
 		var r wire.HsmRecord
@@ -62,37 +61,15 @@ func (c *Client) releaseIno(ctx context.Context, ino uint64) (wire.HsmRecord, er
 // service's meta.ReleaseLease is 60 s).
 const releaseRenew = 20 * time.Second
 
-// whileFrozen runs fn while renewing file ino's freeze for its release; a
-// failed renewal cancels fn.
-func (c *Client) whileFrozen(ctx context.Context, ino uint64, fn func(context.Context) error) error {
-	ctx, cancel := context.WithCancelCause(ctx)
-	defer cancel(nil)
-	var wg sync.WaitGroup
-	defer wg.Wait()
-	defer cancel(nil)
-	wg.Go(func() {
-		t := time.NewTicker(releaseRenew)
-		defer t.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-t.C:
-			}
-			if r, err := c.hsmUpdate(ctx, ino, wire.HsmActFreeze, wire.HsmRecord{}); err != nil || r.State != wire.HsmArchived {
-				if err == nil {
-					err = errs.New(errs.Busy, "client: the file became %s during its release", wire.HsmStateName(r.State))
-				}
-				cancel(err)
-				return
-			}
+// renewFreeze renews file ino's freeze for its release (whileRenewing).
+func (c *Client) renewFreeze(ino uint64) func(context.Context) error {
+	return func(ctx context.Context) error {
+		r, err := c.hsmUpdate(ctx, ino, wire.HsmActFreeze, wire.HsmRecord{})
+		if err == nil && r.State != wire.HsmArchived {
+			err = errs.New(errs.Busy, "client: the file became %s during its release", wire.HsmStateName(r.State))
 		}
-	})
-	err := fn(ctx)
-	if cause := context.Cause(ctx); err != nil && cause != nil && cause != context.Canceled {
-		err = cause
+		return err
 	}
-	return err
 }
 
 // compareFrozen checks that the frozen chunks of file ino (layout l) hold

@@ -415,8 +415,6 @@ var errLeaseLost = errs.New(errs.Stale, "client: the restore lease was taken ove
 func (c *Client) copyRestore(ctx context.Context, ino uint64, rec *wire.HsmRecord, attr *wire.Attr, data uint64) (err error) {
 	me := c.restores.owner
 	lease := c.opts.TierRestoreLease
-	ctx, cancel := context.WithCancelCause(ctx)
-	defer cancel(nil)
 	defer func() {
 		if err != nil && !errors.Is(err, errLeaseLost) {
 			dctx, dcancel := context.WithTimeout(context.WithoutCancel(ctx), c.opts.TierTimeout)
@@ -424,33 +422,15 @@ func (c *Client) copyRestore(ctx context.Context, ino uint64, rec *wire.HsmRecor
 			dcancel()
 		}
 	}()
-	var renew sync.WaitGroup
-	defer renew.Wait()
-	defer cancel(nil) // stops the renewals before the wait above
-	renew.Go(func() {
-		t := time.NewTicker(lease / 3)
-		defer t.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-t.C:
-			}
-			var cl wire.HsmClaim
-			err := c.metaCall(ctx, wire.OpHsmClaim, &wire.HsmClaimReq{Ino: ino, Gen: rec.Gen, Owner: me, LeaseMs: uint32(lease / time.Millisecond)}, &cl)
-			if err == nil && nextRestoreStep(cl, me) != restoreCopy {
-				err = errLeaseLost
-			}
-			if err != nil && ctx.Err() == nil {
-				cancel(err)
-				return
-			}
+	renew := func(ctx context.Context) error {
+		var cl wire.HsmClaim
+		err := c.metaCall(ctx, wire.OpHsmClaim, &wire.HsmClaimReq{Ino: ino, Gen: rec.Gen, Owner: me, LeaseMs: uint32(lease / time.Millisecond)}, &cl)
+		if err == nil && nextRestoreStep(cl, me) != restoreCopy {
+			err = errLeaseLost
 		}
-	})
-	err = c.copyObject(ctx, ino, rec, attr, data)
-	if cause := context.Cause(ctx); err != nil && cause != nil && cause != context.Canceled {
-		err = cause
+		return err
 	}
+	err = whileRenewing(ctx, lease/3, renew, func(ctx context.Context) error { return c.copyObject(ctx, ino, rec, attr, data) })
 	if err != nil {
 		return fmt.Errorf("restore of released inode %d from backend %q: %w", ino, rec.Backend, err)
 	}
@@ -460,6 +440,37 @@ func (c *Client) copyRestore(ctx context.Context, ino uint64, rec *wire.HsmRecor
 	}
 	c.restores.copied.Add(1)
 	return nil
+}
+
+// whileRenewing runs fn while calling renew every period (a lease that
+// fn's work needs); a renewal that fails cancels fn, and its error is
+// returned instead of fn's.
+func whileRenewing(ctx context.Context, every time.Duration, renew, fn func(context.Context) error) error {
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	defer cancel(nil) // stops the renewals before the wait above
+	wg.Go(func() {
+		t := time.NewTicker(every)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			}
+			if err := renew(ctx); err != nil && ctx.Err() == nil {
+				cancel(err)
+				return
+			}
+		}
+	})
+	err := fn(ctx)
+	if cause := context.Cause(ctx); err != nil && cause != nil && cause != context.Canceled {
+		err = cause
+	}
+	return err
 }
 
 // copyObject writes rec's object to file ino's chunks under data ID data

@@ -392,28 +392,15 @@ func (s *Service) migrateAbort(ctx context.Context, ino, data uint64) error {
 // than migrateGrace ago: their migrators died or lost touch.
 func (s *Service) abortExpiredMigrations(ctx context.Context) error {
 	type expired struct{ ino, data uint64 }
-	var list []expired
-	var derr error
-	p := []byte{pfxMigrate}
 	now := s.nowNs()
-	err := s.db.View(ctx, func(tx kv.Txn) error {
-		list = list[:0]
-		return tx.Scan(p, kv.PrefixEnd(p), 0, func(k, v []byte) bool {
-			var m migration
-			if len(k) != 9 {
-				derr = errs.New(errs.Corruption, "meta: bad migration key %q", k)
-				return false
-			}
-			if derr = decodeMigration(v, &m); derr != nil {
-				return false
-			}
-			if m.State == migAborting || now > m.Deadline+int64(migrateGrace) {
-				list = append(list, expired{binary.BigEndian.Uint64(k[1:]), m.New.Data})
-			}
-			return true
-		})
+	list, err := scanDue(ctx, s.db, pfxMigrate, "migration", func(ino uint64, v []byte) (expired, bool, error) {
+		var m migration
+		if err := decodeMigration(v, &m); err != nil {
+			return expired{}, false, err
+		}
+		return expired{ino, m.New.Data}, m.State == migAborting || now > m.Deadline+int64(migrateGrace), nil
 	})
-	if err = errors.Join(err, derr); err != nil {
+	if err != nil {
 		return err
 	}
 	var failed []error
@@ -424,4 +411,34 @@ func (s *Service) abortExpiredMigrations(ctx context.Context) error {
 		}
 	}
 	return errors.Join(failed...)
+}
+
+// scanDue scans the records "pfx" + u64 ino (what names them in errors)
+// and returns what due makes of those it says are due.
+func scanDue[T any](ctx context.Context, db kv.DB, pfx byte, what string, due func(ino uint64, v []byte) (T, bool, error)) ([]T, error) {
+	var list []T
+	var derr error
+	p := []byte{pfx}
+	err := db.View(ctx, func(tx kv.Txn) error {
+		list = list[:0]
+		return tx.Scan(p, kv.PrefixEnd(p), 0, func(k, v []byte) bool {
+			if len(k) != 9 {
+				derr = errs.New(errs.Corruption, "meta: bad %s key %q", what, k)
+				return false
+			}
+			var x T
+			var ok bool
+			if x, ok, derr = due(binary.BigEndian.Uint64(k[1:]), v); derr != nil {
+				return false
+			}
+			if ok {
+				list = append(list, x)
+			}
+			return true
+		})
+	})
+	if err = errors.Join(err, derr); err != nil {
+		return nil, err
+	}
+	return list, nil
 }

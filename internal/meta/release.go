@@ -204,28 +204,15 @@ func (s *Service) releaseThaw(ctx context.Context, ino, gen uint64) error {
 // thawExpiredReleases thaws the releases whose lease ran out more than
 // migrateGrace ago (their clients died), and finishes those being thawed.
 func (s *Service) thawExpiredReleases(ctx context.Context) error {
-	var list []uint64
-	var derr error
-	p := []byte{pfxRelease}
 	now := s.nowNs()
-	err := s.db.View(ctx, func(tx kv.Txn) error {
-		list = list[:0]
-		return tx.Scan(p, kv.PrefixEnd(p), 0, func(k, v []byte) bool {
-			var r releaseFence
-			if len(k) != 9 {
-				derr = errs.New(errs.Corruption, "meta: bad release fence key %q", k)
-				return false
-			}
-			if derr = decodeReleaseFence(v, &r); derr != nil {
-				return false
-			}
-			if r.State == releaseThawing || now > r.Deadline+int64(migrateGrace) {
-				list = append(list, binary.BigEndian.Uint64(k[1:]))
-			}
-			return true
-		})
+	list, err := scanDue(ctx, s.db, pfxRelease, "release fence", func(ino uint64, v []byte) (uint64, bool, error) {
+		var r releaseFence
+		if err := decodeReleaseFence(v, &r); err != nil {
+			return 0, false, err
+		}
+		return ino, r.State == releaseThawing || now > r.Deadline+int64(migrateGrace), nil
 	})
-	if err = errors.Join(err, derr); err != nil {
+	if err != nil {
 		return err
 	}
 	var failed []error
