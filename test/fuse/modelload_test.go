@@ -20,6 +20,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluice-fs/sluice/client"
 	"github.com/sluice-fs/sluice/internal/proctest"
 )
 
@@ -237,9 +238,13 @@ func TestModelLoadShared(t *testing.T) {
 // TestBenchModelLoad measures issue 15's model-weight loading: a model of
 // .safetensors files (SLUICE_FUSE_BENCH_MODEL_MIB, default 2048) loaded
 // by mmap (every tensor read) and read whole in 4 MiB reads (torch.load's
-// pattern) through `sluice mount` and from a local ext4 directory, each
-// with a cold page cache (drop_caches; root), in the same run, as GB/s and
-// ratios; then 16 replicas loading it at once through one mount, with the
+// pattern) through `sluice mount`, through `sluice serve --mount` (the
+// mount in the targets' process) and through `sluice serve --mount
+// --passthrough` on a directory of stripe count 1, and from a local ext4
+// directory, each with a cold page cache (drop_caches; root), in the same
+// run, as GB/s and ratios (SLUICE_FUSE_BENCH_ROUNDS rounds, default 2: the
+// first passthrough round includes the check of every block at the first
+// open; later opens of the unchanged files skip it); then 16 replicas loading it at once through one mount, with the
 // bytes the targets served. SLUICE_FUSE_BENCH=1 runs it:
 //
 //	SLUICE_FUSE_BENCH=1 go test -run TestBenchModelLoad -v -timeout 1h ./test/fuse
@@ -249,6 +254,7 @@ func TestBenchModelLoad(t *testing.T) {
 		t.Skip("set SLUICE_FUSE_BENCH=1 to run the benchmarks")
 	}
 	mib := envInt(t, "SLUICE_FUSE_BENCH_MODEL_MIB", 2048)
+	rounds := envInt(t, "SLUICE_FUSE_BENCH_ROUNDS", 2)
 	const tensor = 16 << 20
 	files := max(1, mib/512)
 	perFile := max(1, mib/files/16)
@@ -257,6 +263,26 @@ func TestBenchModelLoad(t *testing.T) {
 	names, sums := writeModel(t, s, "/models/bench", files, perFile, tensor, local)
 	m := startMount(t, s.addr)
 	mnt := m.path("models", "bench")
+	// The same model through `sluice serve --mount` (the mount in the
+	// targets' process), with and without passthrough; the passthrough
+	// server's directory has one stripe, so every file is one chunk the
+	// kernel can read itself (docs/fuse.md, Passthrough).
+	roots := []struct{ name, dir string }{{"local", local}, {"sluice mount", mnt}}
+	for _, pt := range []bool{false, true} {
+		args, name := []string{}, "serve --mount"
+		if pt {
+			args, name = []string{"--passthrough"}, "serve --mount --passthrough"
+		}
+		_, mp, _, addr := startServeMount(t, args...)
+		srv := &server{t: t, addr: addr}
+		if pt {
+			c := srv.client()
+			must(t, c.MkdirAll(context.Background(), "/models/bench", 0o755))
+			must(t, c.SetLayout(context.Background(), "/models/bench", client.Layout{StripeCount: 1}))
+		}
+		writeModel(t, srv, "/models/bench", files, perFile, tensor, "")
+		roots = append(roots, struct{ name, dir string }{name, filepath.Join(mp, "models", "bench")})
+	}
 	size := int64(files * perFile * tensor)
 	rate := func(d time.Duration) float64 { return float64(size) / d.Seconds() / 1e9 }
 	for _, w := range []struct {
@@ -274,12 +300,22 @@ func TestBenchModelLoad(t *testing.T) {
 			return time.Since(start)
 		}},
 	} {
-		for round := range 2 {
-			dropCaches()
-			dl := w.load(local)
-			dropCaches()
-			ds := w.load(mnt)
-			t.Logf("%s, round %d: local %.2f GB/s, sluice mount %.2f GB/s: %.2f of local (%d MiB, cold)", w.name, round+1, rate(dl), rate(ds), dl.Seconds()/ds.Seconds(), size>>20)
+		for round := range rounds {
+			var dl time.Duration
+			for i, r := range roots {
+				dropCaches()
+				d := w.load(r.dir)
+				if i == 0 {
+					dl = d
+					t.Logf("%s, round %d: %s %.2f GB/s (%d MiB, cold)", w.name, round+1, r.name, rate(d), size>>20)
+					continue
+				}
+				note := ""
+				if r.name == "serve --mount --passthrough" && round == 0 && w.name == "safetensors mmap" {
+					note = " (the first open checks every block: ADR 0005)"
+				}
+				t.Logf("%s, round %d: %s %.2f GB/s: %.2f of local%s", w.name, round+1, r.name, rate(d), dl.Seconds()/d.Seconds(), note)
+			}
 		}
 	}
 	dropCaches()
