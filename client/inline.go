@@ -2,6 +2,8 @@ package client
 
 import (
 	"context"
+	"fmt"
+	"syscall"
 	"time"
 
 	"github.com/sluice-fs/sluice/internal/errs"
@@ -180,8 +182,9 @@ func (f *File) readData(ctx context.Context, off int64, dst []byte) error {
 // writes and truncates; it serves only bytes below the size the file had
 // when it was filled, so growth by another client is read afresh.
 type inlineCache struct {
-	data []byte // the file's bytes [0, len(data))
-	end  int64  // the file's size when filled
+	data  []byte // the file's bytes [0, len(data))
+	end   int64  // the file's size when filled
+	mtime int64  // and its modification time (Seen)
 	// chunks: bytes from len(data) on live in chunks (not served here);
 	// else they are zeros up to end.
 	chunks bool
@@ -232,7 +235,7 @@ func newInlineCache(a *wire.Attr, data []byte) *inlineCache {
 	if a.Flags&wire.AttrChunks != 0 && a.InlineLen == 0 {
 		return nil
 	}
-	return &inlineCache{data: data, end: int64(a.Size), chunks: a.Flags&wire.AttrChunks != 0}
+	return &inlineCache{data: data, end: int64(a.Size), mtime: a.Mtime, chunks: a.Flags&wire.AttrChunks != 0}
 }
 
 // OpenRead opens the regular file at p for reading, like Open, with one
@@ -270,9 +273,7 @@ func (c *Client) openRead(ctx context.Context, p, xattr string, follow bool) (*F
 	if len(r.Data) != int(r.Attr.InlineLen) {
 		return nil, InodeAttr{}, nil, opErr("open", p, errs.New(errs.Protocol, "client: the metadata service returned %d inline bytes of %d", len(r.Data), r.Attr.InlineLen))
 	}
-	if f.icache = newInlineCache(&r.Attr, r.Data); f.icache != nil {
-		f.icache.fresh = true
-	}
+	f.Prime(ctx, Opened{attr: r.Attr, data: r.Data, hsm: r.Hsm}, SizeToken{})
 	f.ctx = ctx
 	var x []byte
 	if r.HasXattr {
@@ -282,6 +283,68 @@ func (c *Client) openRead(ctx context.Context, p, xattr string, follow bool) (*F
 		}
 	}
 	return f, a, x, nil
+}
+
+// Opened is what an open learnt beside the attributes (OpenAttrIno): the
+// file's inline bytes and, for a released file, where its copy is. Prime
+// hands them to the File the open reads through.
+type Opened struct {
+	attr wire.Attr
+	data []byte
+	hsm  *wire.HsmRecord
+}
+
+// OpenAttrIno returns the attributes of inode ino for an open, with one
+// request to the metadata service that also returns a regular file's
+// inline bytes and, for a released file, its HSM record: after Prime, the
+// open's first read of a small or released file needs no other metadata
+// request.
+func (c *Client) OpenAttrIno(ctx context.Context, ino uint64) (InodeAttr, Opened, error) {
+	var r wire.ResolveReadResp
+	if err := c.metaCall(ctx, wire.OpOpenIno, &wire.InoReq{Ino: ino}, &r); err != nil {
+		return InodeAttr{}, Opened{}, fmt.Errorf("getattr inode %d: %w", ino, err)
+	}
+	if r.Attr.Mode&syscall.S_IFMT == syscall.S_IFREG && len(r.Data) != int(r.Attr.InlineLen) {
+		return InodeAttr{}, Opened{}, fmt.Errorf("getattr inode %d: %w", ino, errs.New(errs.Protocol, "client: the metadata service returned %d inline bytes of %d", len(r.Data), r.Attr.InlineLen))
+	}
+	return inodeAttr(&r.Attr), Opened{attr: r.Attr, data: r.Data, hsm: r.Hsm}, nil
+}
+
+// Prime gives f what an open of it learnt (OpenAttrIno), so that the
+// open's first read asks nothing more: the inline bytes, unless f already
+// caches some or changed the file since since was taken (f.SizeToken
+// before the open asked; the zero token if f did not exist then), and a
+// released file's HSM record, unless f has one.
+func (f *File) Prime(ctx context.Context, o Opened, since SizeToken) {
+	if o.attr.Ino != f.ino || o.attr.Mode&syscall.S_IFMT != syscall.S_IFREG {
+		return
+	}
+	f.mu.Lock()
+	if f.icache == nil && since.n == f.writes+f.truncs && len(f.buf) == 0 && f.flushing.Load() == 0 && f.stg == nil {
+		if f.icache = newInlineCache(&o.attr, o.data); f.icache != nil {
+			f.icache.fresh = true
+		}
+	}
+	f.mu.Unlock()
+	if o.hsm == nil || o.attr.Flags&wire.AttrReleased == 0 {
+		return
+	}
+	t := &f.tier
+	t.mu.Lock()
+	have := t.rec != nil
+	t.mu.Unlock()
+	if have {
+		return
+	}
+	st, err := f.c.tierStore(ctx, o.hsm.Backend)
+	if err != nil {
+		return // the first read asks again, and reports it
+	}
+	t.mu.Lock()
+	if t.rec == nil {
+		t.rec, t.st, t.blocks = o.hsm, st, make(map[int64]*tierFetch)
+	}
+	t.mu.Unlock()
 }
 
 // maxInlineRead is the length of the read that fills the inline cache:

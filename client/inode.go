@@ -433,10 +433,17 @@ func (c *Client) OpenInode(ctx context.Context, a InodeAttr, flag int) (*File, e
 // trusts it, as after an open; if the file grew, the next read past the
 // size asks the metadata service (which a truncate through f meanwhile
 // cannot be confused by), so a reader told the larger size reads it all.
+// Inline bytes f caches for another size or modification time are dropped.
 func (f *File) Seen(a InodeAttr) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.sizeFresh = int64(a.Size) <= f.size
+	if c := f.icache; c != nil && (int64(a.Size) != c.end || a.Mtime != c.mtime) {
+		// The inline bytes are of another state of the file (an open
+		// filled them, then another client changed it): a read through
+		// a descriptor held since must not mix them with newer bytes.
+		f.icache = nil
+	}
 }
 
 // Reopened tells f, which may be shared by several opens (the FUSE mount

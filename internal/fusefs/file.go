@@ -211,7 +211,7 @@ func (fs *fileSystem) pinIfOpen(ctx context.Context, parent uint64, name string)
 //
 // since is the token of the File open on the inode, if one was, taken
 // before a was asked for (sizeToken).
-func (fs *fileSystem) openRegular(ctx context.Context, a client.InodeAttr, flags uint32, created bool, since client.SizeToken) (uint64, uint32, int32, error) {
+func (fs *fileSystem) openRegular(ctx context.Context, a client.InodeAttr, flags uint32, created bool, since client.SizeToken, opened *client.Opened) (uint64, uint32, int32, error) {
 	of, err := fs.acquire(ctx, a)
 	if err != nil {
 		return 0, 0, 0, err
@@ -250,6 +250,9 @@ func (fs *fileSystem) openRegular(ctx context.Context, a client.InodeAttr, flags
 		// cached and, unless it holds unsent writes, take this size,
 		// also a smaller one.
 		of.f.Reopened(a, since)
+	}
+	if opened != nil && mode == modeCached && flags&syscall.O_ACCMODE == syscall.O_RDONLY && a.Size > 0 {
+		of.f.Prime(ctx, *opened, since)
 	}
 	ks, known := fs.kstamps.get(a.Ino)
 	keepPages, notify, direct := openCaching(keep, created, ks.toldOf(st), a.Size, ks.bound, known)
@@ -299,7 +302,9 @@ func (fs *fileSystem) Open(intr <-chan struct{}, in *fuse.OpenIn, out *fuse.Open
 	// instead (ADR 0014 rule 4, removed) let TestTwoMountsRandom read a
 	// file's old bytes after the other mount's close.
 	since := fs.sizeToken(in.NodeId)
-	a, err := fs.c.GetAttrIno(ctx, in.NodeId)
+	// With the attributes come a small file's bytes and a released file's
+	// HSM record: its first read needs no other metadata request.
+	a, opened, err := fs.c.OpenAttrIno(ctx, in.NodeId)
 	if err != nil {
 		return fs.inodeStatus(ctx, "open", err)
 	}
@@ -313,7 +318,7 @@ func (fs *fileSystem) Open(intr <-chan struct{}, in *fuse.OpenIn, out *fuse.Open
 			fs.notifyAttr(a.Ino)
 		}
 	}
-	fh, oflags, backing, err := fs.openRegular(ctx, a, in.Flags, false, since)
+	fh, oflags, backing, err := fs.openRegular(ctx, a, in.Flags, false, since, &opened)
 	if err != nil {
 		return fs.inodeStatus(ctx, "open", err)
 	}
@@ -333,7 +338,7 @@ func (fs *fileSystem) Create(_ <-chan struct{}, in *fuse.CreateIn, name string, 
 	if err != nil {
 		return fs.status(ctx, "create", err)
 	}
-	fh, oflags, backing, err := fs.openRegular(ctx, a, in.Flags, true, client.SizeToken{})
+	fh, oflags, backing, err := fs.openRegular(ctx, a, in.Flags, true, client.SizeToken{}, nil)
 	if err != nil {
 		return fs.status(ctx, "create", err)
 	}

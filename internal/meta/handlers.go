@@ -164,6 +164,10 @@ func (s *Service) Register(srv *wire.Server) {
 		r, err := s.ResolveRead(ctx, m.Path, m.Follow, m.Xattr)
 		return &r, err
 	})
+	handle(srv, wire.OpOpenIno, func(ctx context.Context, m *wire.InoReq) (wire.Message, error) {
+		r, err := s.OpenIno(ctx, m.Ino)
+		return &r, err
+	})
 	handle(srv, wire.OpSetChunks, func(ctx context.Context, m *wire.InoReq) (wire.Message, error) {
 		r, err := s.SetChunks(ctx, m.Ino)
 		return &r, err

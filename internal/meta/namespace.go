@@ -859,12 +859,8 @@ func (s *Service) ResolveRead(ctx context.Context, path string, follow bool, xat
 		if r.Attr, err = resolveTx(tx, path, follow); err != nil {
 			return err
 		}
-		if r.Attr.Mode&modeType == modeReg && r.Attr.InlineLen > 0 {
-			data, err := getInline(tx, r.Attr.Ino, r.Attr.InlineLen)
-			if err != nil {
-				return err
-			}
-			r.Data = append([]byte(nil), data...)
+		if err := readExtras(tx, &r); err != nil {
+			return err
 		}
 		if xattr != "" {
 			v, err := tx.Get(xattrKey(r.Attr.Ino, xattr))
@@ -881,6 +877,54 @@ func (s *Service) ResolveRead(ctx context.Context, path string, follow bool, xat
 		return wire.ResolveReadResp{}, fmt.Errorf("meta: resolve %q: %w", path, err)
 	}
 	return r, nil
+}
+
+// OpenIno returns the attributes of inode ino for an open (close-to-open:
+// every open asks), with what the open's first read would otherwise ask
+// for separately: a regular file's inline bytes and, for a released
+// file, its HSM record.
+func (s *Service) OpenIno(ctx context.Context, ino uint64) (wire.ResolveReadResp, error) {
+	var r wire.ResolveReadResp
+	err := s.db.View(ctx, func(tx kv.Txn) error {
+		r = wire.ResolveReadResp{}
+		n, err := getInode(tx, ino)
+		if err != nil {
+			return err
+		}
+		if r.Attr, err = attrOf(tx, ino, n); err != nil {
+			return err
+		}
+		return readExtras(tx, &r)
+	})
+	if err != nil {
+		return wire.ResolveReadResp{}, inoErr("getattr", ino, err)
+	}
+	return r, nil
+}
+
+// readExtras adds to r, whose Attr is set, a regular file's inline bytes
+// and, for a released file, its HSM record.
+func readExtras(tx kv.Txn, r *wire.ResolveReadResp) error {
+	if r.Attr.Mode&modeType != modeReg {
+		return nil
+	}
+	if r.Attr.InlineLen > 0 {
+		data, err := getInline(tx, r.Attr.Ino, r.Attr.InlineLen)
+		if err != nil {
+			return err
+		}
+		r.Data = append([]byte(nil), data...)
+	}
+	if r.Attr.Flags&wire.AttrReleased != 0 {
+		h, err := getHsm(tx, r.Attr.Ino)
+		if err != nil {
+			return err
+		}
+		if h.State == wire.HsmReleased {
+			r.Hsm = &h
+		}
+	}
+	return nil
 }
 
 func resolveTx(tx kv.Txn, path string, follow bool) (wire.Attr, error) {

@@ -148,7 +148,7 @@ var opNames = map[wire.Op]string{
 	wire.OpSetXattr: "setxattr", wire.OpListXattr: "listxattr", wire.OpRemoveXattr: "removexattr",
 	wire.OpGetLayout: "getlayout", wire.OpSetLayout: "setlayout", wire.OpCommitWrite: "commit_write",
 	wire.OpRegister: "register_target", wire.OpMetaSync: "meta_sync",
-	wire.OpWriteInline: "write_inline", wire.OpReadInline: "read_inline", wire.OpSetChunks: "set_chunks", wire.OpResolveRead: "resolve_read", wire.OpPutFile: "put_file",
+	wire.OpWriteInline: "write_inline", wire.OpReadInline: "read_inline", wire.OpSetChunks: "set_chunks", wire.OpResolveRead: "resolve_read", wire.OpOpenIno: "open_ino", wire.OpPutFile: "put_file",
 	wire.OpPoolList: "pool_list", wire.OpPoolChange: "pool_change", wire.OpSetPool: "set_pool",
 	wire.OpChunkWrite: "chunk_write", wire.OpChunkRead: "chunk_read", wire.OpChunkSync: "chunk_sync",
 	wire.OpChunkTruncate: "chunk_truncate", wire.OpChunkRemove: "chunk_remove", wire.OpTargetStat: "target_stat",
@@ -157,6 +157,7 @@ var opNames = map[wire.Op]string{
 	// Checkpoint absorb (ADR 0013) and the KV-cache store.
 	wire.OpAbsorbGet: "absorb_get", wire.OpAbsorbSet: "absorb_set", wire.OpStagedAdd: "staged_add",
 	wire.OpStagedDone: "staged_done", wire.OpStagedList: "staged_list",
+	wire.OpTierList: "tier_list", wire.OpHsmGet: "hsm_get", wire.OpHsmUpdate: "hsm_update",
 	wire.OpHsmClaim: "hsm_claim", wire.OpHsmRestored: "hsm_restored", wire.OpStageReport: "stage_report", wire.OpWatch: "watch",
 	wire.OpKVCreate: "kv_create", wire.OpKVStat: "kv_stat", wire.OpKVPut: "kv_put", wire.OpKVGet: "kv_get",
 	wire.OpKVExists: "kv_exists", wire.OpKVDelete: "kv_delete", wire.OpKVList: "kv_list",

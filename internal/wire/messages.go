@@ -43,6 +43,7 @@ const (
 	OpPoolChange  Op = 32 // PoolChangeReq -> Empty (create, add to, remove from or delete a pool)
 	OpSetPool     Op = 33 // SetPoolReq -> Empty (the pool of a directory's default layout)
 	OpPutFile     Op = 34 // PutFileReq -> EntryResp (a whole small file, inline, with its xattrs, created or replaced at once)
+	OpOpenIno     Op = 63 // InoReq -> ResolveReadResp (GetAttr for an open: with a regular file's inline bytes and, if released, its HSM record)
 
 	OpAuditList   Op = 43 // AuditListReq -> AuditListResp (the audit trail, sealed first)
 	OpAuditVerify Op = 44 // Empty -> AuditVerifyResp (checks the audit trail's hash chain)
@@ -655,6 +656,10 @@ type ResolveReadResp struct {
 	Data     []byte
 	HasXattr bool
 	Xattr    []byte
+	// Hsm is a released file's HSM record (where its copy is), so that
+	// its first read needs no OpHsmGet; nil otherwise. Appended: a reply
+	// of an older service has none.
+	Hsm *HsmRecord
 }
 
 func (m *ResolveReadResp) Encode(e *Encoder) {
@@ -662,6 +667,10 @@ func (m *ResolveReadResp) Encode(e *Encoder) {
 	e.Bytes(m.Data)
 	e.Bool(m.HasXattr)
 	e.Bytes(m.Xattr)
+	e.Bool(m.Hsm != nil)
+	if m.Hsm != nil {
+		m.Hsm.Encode(e)
+	}
 }
 
 func (m *ResolveReadResp) Decode(d *Decoder) {
@@ -669,6 +678,11 @@ func (m *ResolveReadResp) Decode(d *Decoder) {
 	m.Data = d.Bytes()
 	m.HasXattr = d.Bool()
 	m.Xattr = d.Bytes()
+	m.Hsm = nil
+	if d.More() && d.Bool() {
+		m.Hsm = new(HsmRecord)
+		m.Hsm.Decode(d)
+	}
 }
 
 // NameReq names an entry in a directory.

@@ -13,7 +13,8 @@ import (
 )
 
 // TestOpenAfterLookup: every open of a regular file through the mount
-// asks the metadata service for the file's attributes, also right after a
+// asks the metadata service for the file's attributes (with a small
+// file's bytes, so that its read asks nothing more), also right after a
 // lookup of the same file by the same thread (ADR 0014 rule 4, removed:
 // the lookup may be from an earlier system call that another client's
 // close followed); a file rewritten through another client between a stat
@@ -42,17 +43,23 @@ func TestOpenAfterLookup(t *testing.T) {
 	if _, err := os.Stat(m.path("d")); err != nil { // the directory's own lookup
 		t.Fatal(err)
 	}
-	before := opCount(t, admin, "getattr")
+	opens := func() int { return opCount(t, admin, "getattr") + opCount(t, admin, "open_ino") }
+	before, readsBefore := opens(), opCount(t, admin, "read_inline")
 	for i := range n {
 		b, err := os.ReadFile(m.path("d", fmt.Sprint("f", i)))
 		if err != nil || !bytes.Equal(b, content(i, 0)) {
 			t.Fatalf("read f%d: %d bytes, %v; want %d bytes", i, len(b), err, len(content(i, 0)))
 		}
 	}
-	got := opCount(t, admin, "getattr") - before
-	t.Logf("metadata getattr requests: %d for %d cold opens", got, n)
+	got, reads := opens()-before, opCount(t, admin, "read_inline")-readsBefore
+	t.Logf("metadata requests for %d cold opens and reads of small files: %d for the attributes, %d inline reads", n, got, reads)
 	if got < n {
 		t.Errorf("%d getattr requests for %d cold opens: an open took its attributes from a lookup instead of asking", got, n)
+	}
+	// The files' bytes are inline (ADR 0009) and came with the open's
+	// attributes (OpOpenIno): reading them asked nothing more.
+	if reads != 0 {
+		t.Errorf("%d inline read requests for %d cold reads of small files: the open's reply did not carry their bytes", reads, n)
 	}
 	// A stat, then a rewrite through another client, then an open by the
 	// same thread a few milliseconds later: the open reads the new bytes.
