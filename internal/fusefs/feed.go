@@ -65,6 +65,7 @@ func (fs *fileSystem) gen() uint64 { return fs.feed.gen.Load() }
 // follow polls the change feed until ctx ends, applying what other
 // clients changed to the kernel's caches.
 func (fs *fileSystem) follow(ctx context.Context) {
+	defer fs.complete.clear()
 	defer fs.feed.live.Store(false)
 	var epoch, cursor uint64
 	var prev []client.Change
@@ -80,6 +81,7 @@ func (fs *fileSystem) follow(ctx context.Context) {
 		cancel()
 		if err != nil {
 			fs.feed.live.Store(false)
+			fs.complete.clear() // changes may be missed meanwhile
 			if ctx.Err() != nil {
 				return
 			}
@@ -108,6 +110,7 @@ func (fs *fileSystem) follow(ctx context.Context) {
 			// Changes were missed: what the kernel cached before now is
 			// bounded by the long timeout only (ADR 0022).
 			fs.feed.gen.Add(1)
+			fs.complete.clear()
 			fs.log.Warn("fuse: the change feed lost changes (service restart or too far behind); entries cached before may be stale for up to the watch timeout", "timeout", fs.opts.WatchTimeout)
 		}
 		epoch, cursor = ch.Epoch, ch.Cursor
@@ -115,6 +118,9 @@ func (fs *fileSystem) follow(ctx context.Context) {
 			fs.invalidate(ch.Changes)
 		}
 		fs.feed.live.Store(ch.Complete)
+		if !ch.Complete {
+			fs.complete.clear()
+		}
 		if prev != nil {
 			fs.invalidate(prev)
 		}
@@ -128,6 +134,7 @@ func (fs *fileSystem) invalidate(cs []client.Change) {
 	fs.feed.gen.Add(1)
 	for _, c := range cs {
 		if c.Entry {
+			fs.complete.drop(c.Ino) // another client changed a name in it
 			fs.srv.EntryNotify(c.Ino, c.Name)
 			continue
 		}

@@ -335,6 +335,7 @@ func (fs *fileSystem) Create(_ <-chan struct{}, in *fuse.CreateIn, name string, 
 	defer cancel()
 	excl := in.Flags&syscall.O_EXCL != 0
 	a, err := fs.c.CreateIno(ctx, in.NodeId, name, syscall.S_IFREG|in.Mode&0o7777, 0, owner(&in.InHeader), excl)
+	fs.entryChanged(in.NodeId, name, true, err)
 	if err != nil {
 		return fs.status(ctx, "create", err)
 	}

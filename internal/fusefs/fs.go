@@ -53,6 +53,8 @@ type fileSystem struct {
 	dirs dirAttrs
 	// feed: following the metadata service's change feed (feed.go).
 	feed feedState
+	// complete: the names of directories this mount made (complete.go).
+	complete completeDirs
 
 	hmu     sync.RWMutex
 	handles map[uint64]*handle // by FUSE file handle; guarded by hmu
@@ -311,9 +313,18 @@ func (fs *fileSystem) Lookup(intr <-chan struct{}, h *fuse.InHeader, name string
 	if fs.reserved(h.NodeId, name) {
 		return fuse.ENOENT
 	}
+	g := fs.gen()
+	if fs.completeUsable() && fs.complete.absent(h.NodeId, name) {
+		// A directory this mount made, whose every name it knows.
+		if t := fs.ttl(g); t.neg > 0 {
+			*out = fuse.EntryOut{}
+			out.SetEntryTimeout(t.neg)
+			return fuse.OK
+		}
+		return fuse.ENOENT
+	}
 	ctx, cancel := fs.op(intr, h.Pid)
 	defer cancel()
-	g := fs.gen()
 	a, err := fs.c.LookupIno(ctx, h.NodeId, name)
 	if err != nil {
 		if t := fs.ttl(g); errs.CodeOf(err) == errs.NotFound && t.neg > 0 {
@@ -439,6 +450,7 @@ func (fs *fileSystem) Mknod(_ <-chan struct{}, in *fuse.MknodIn, name string, ou
 	ctx, cancel := fs.op(nil, 0)
 	defer cancel()
 	a, err := fs.c.CreateIno(ctx, in.NodeId, name, in.Mode, in.Rdev, owner(&in.InHeader), true)
+	fs.entryChanged(in.NodeId, name, true, err)
 	if err != nil {
 		return fs.status(ctx, "mknod", err)
 	}
@@ -453,9 +465,16 @@ func (fs *fileSystem) Mkdir(_ <-chan struct{}, in *fuse.MkdirIn, name string, ou
 	g := fs.gen()
 	ctx, cancel := fs.op(nil, 0)
 	defer cancel()
+	usable := fs.completeUsable()
 	a, err := fs.c.MkdirIno(ctx, in.NodeId, name, in.Mode, owner(&in.InHeader))
+	fs.entryChanged(in.NodeId, name, true, err)
 	if err != nil {
 		return fs.status(ctx, "mkdir", err)
+	}
+	if usable && fs.completeUsable() && fs.gen() == g {
+		// Empty, and the feed applied no change since the mkdir began
+		// (a change in it reported before this point would be lost).
+		fs.complete.made(a.Ino)
 	}
 	fs.fillEntry(g, &a, out)
 	return fuse.OK
@@ -467,10 +486,12 @@ func (fs *fileSystem) Unlink(_ <-chan struct{}, h *fuse.InHeader, name string) f
 	}
 	ctx, cancel := fs.op(nil, 0)
 	defer cancel()
-	if err := fs.pinIfOpen(ctx, h.NodeId, name); err != nil {
-		return fs.status(ctx, "unlink", err)
+	err := fs.pinIfOpen(ctx, h.NodeId, name)
+	if err == nil {
+		err = fs.c.UnlinkIno(client.WithCaller(ctx, owner(h)), h.NodeId, name)
 	}
-	return fs.status(ctx, "unlink", fs.c.UnlinkIno(client.WithCaller(ctx, owner(h)), h.NodeId, name))
+	fs.entryChanged(h.NodeId, name, false, err)
+	return fs.status(ctx, "unlink", err)
 }
 
 func (fs *fileSystem) Rmdir(_ <-chan struct{}, h *fuse.InHeader, name string) fuse.Status {
@@ -479,7 +500,9 @@ func (fs *fileSystem) Rmdir(_ <-chan struct{}, h *fuse.InHeader, name string) fu
 	}
 	ctx, cancel := fs.op(nil, 0)
 	defer cancel()
-	return fs.status(ctx, "rmdir", fs.c.RmdirIno(client.WithCaller(ctx, owner(h)), h.NodeId, name))
+	err := fs.c.RmdirIno(client.WithCaller(ctx, owner(h)), h.NodeId, name)
+	fs.entryChanged(h.NodeId, name, false, err)
+	return fs.status(ctx, "rmdir", err)
 }
 
 func (fs *fileSystem) Rename(_ <-chan struct{}, in *fuse.RenameIn, oldName, newName string) fuse.Status {
@@ -491,16 +514,23 @@ func (fs *fileSystem) Rename(_ <-chan struct{}, in *fuse.RenameIn, oldName, newN
 	}
 	ctx, cancel := fs.op(nil, 0)
 	defer cancel()
+	var err error
 	if in.Flags == 0 {
 		// The target, if it exists, loses a link: keep it alive if open.
-		if err := fs.pinIfOpen(ctx, in.Newdir, newName); err != nil {
-			return fs.status(ctx, "rename", err)
-		}
+		err = fs.pinIfOpen(ctx, in.Newdir, newName)
 	}
 	// Both directories change, and so does a renamed directory's ctime.
 	fs.dirs.clear()
 	defer fs.dirs.clear()
-	return fs.status(ctx, "rename", fs.c.RenameIno(client.WithCaller(ctx, owner(&in.InHeader)), in.NodeId, oldName, in.Newdir, newName, in.Flags))
+	if err == nil {
+		err = fs.c.RenameIno(client.WithCaller(ctx, owner(&in.InHeader)), in.NodeId, oldName, in.Newdir, newName, in.Flags)
+	}
+	if in.Flags&client.RenameExchange == 0 || err != nil {
+		// An exchange keeps both names.
+		fs.entryChanged(in.NodeId, oldName, false, err)
+		fs.entryChanged(in.Newdir, newName, true, err)
+	}
+	return fs.status(ctx, "rename", err)
 }
 
 func (fs *fileSystem) Link(_ <-chan struct{}, in *fuse.LinkIn, name string, out *fuse.EntryOut) fuse.Status {
@@ -512,6 +542,7 @@ func (fs *fileSystem) Link(_ <-chan struct{}, in *fuse.LinkIn, name string, out 
 	defer cancel()
 	defer fs.changingDirs(in.NodeId)()
 	a, err := fs.c.LinkIno(ctx, in.Oldnodeid, in.NodeId, name)
+	fs.entryChanged(in.NodeId, name, true, err)
 	if err != nil {
 		return fs.status(ctx, "link", err)
 	}
@@ -528,6 +559,7 @@ func (fs *fileSystem) Symlink(_ <-chan struct{}, h *fuse.InHeader, target, name 
 	defer cancel()
 	defer fs.changingDirs(h.NodeId)()
 	a, err := fs.c.SymlinkIno(ctx, h.NodeId, name, target, owner(h))
+	fs.entryChanged(h.NodeId, name, true, err)
 	if err != nil {
 		return fs.status(ctx, "symlink", err)
 	}
@@ -635,7 +667,10 @@ func (fs *fileSystem) FsyncDir(<-chan struct{}, *fuse.FsyncIn) fuse.Status {
 // Forget drops what the mount remembers of the attributes the kernel had
 // cached: it has dropped the inode. Node IDs are inode numbers, so there
 // is no other per-node state.
-func (fs *fileSystem) Forget(nodeid, nlookup uint64) { fs.kstamps.drop(nodeid) }
+func (fs *fileSystem) Forget(nodeid, nlookup uint64) {
+	fs.kstamps.drop(nodeid)
+	fs.complete.drop(nodeid) // a removed directory, or one out of the kernel's mind
+}
 
 // notifyAttr tells the kernel to drop its cached attributes of ino.
 func (fs *fileSystem) notifyAttr(ino uint64) {
