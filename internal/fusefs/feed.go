@@ -139,6 +139,10 @@ func (fs *fileSystem) invalidate(cs []client.Change) {
 			continue
 		}
 		fs.dirs.drop(c.Ino)
+		if of := fs.ref(c.Ino); of != nil {
+			of.pend.forget() // no more deferrals on attributes another client changed
+			fs.unref(of)
+		}
 		fs.notifyAttr(c.Ino)
 	}
 }

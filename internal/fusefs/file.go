@@ -279,6 +279,11 @@ func (fs *fileSystem) openRegular(ctx context.Context, a client.InodeAttr, flags
 		oflags = fuse.FOPEN_PASSTHROUGH
 	}
 	h := &handle{of: of, mode: mode, sync: flags&syscall.O_DSYNC != 0} // O_SYNC includes O_DSYNC
+	h.created, h.writable = created, flags&syscall.O_ACCMODE != syscall.O_RDONLY
+	if created && h.writable {
+		of.pend.remember(a)
+		of.creators.Add(1)
+	}
 	h.appendEnd = oflags&fuse.FOPEN_DIRECT_IO != 0 && flags&syscall.O_APPEND != 0
 	if flags&syscall.O_ACCMODE == syscall.O_RDONLY && !h.sync {
 		// Flush has nothing to do for a read-only descriptor (the data
@@ -374,6 +379,11 @@ func (fs *fileSystem) Write(_ <-chan struct{}, in *fuse.WriteIn, data []byte) (u
 	}
 	ctx, cancel := fs.op(nil, 0)
 	defer cancel()
+	// Held attribute changes go first: the write's commit sets the
+	// modification time after them, as it would have.
+	if err := fs.applyPending(ctx, of); err != nil {
+		return 0, fs.status(ctx, "write", err)
+	}
 	if in.WriteFlags&fuse.WRITE_KILL_SUIDGID != 0 {
 		// A process without CAP_FSETID (setid.go).
 		if err := fs.killSetIDOpen(ctx, of); err != nil {
@@ -401,6 +411,15 @@ func (fs *fileSystem) Flush(_ <-chan struct{}, in *fuse.FlushIn) fuse.Status {
 		return fuse.OK
 	}
 	of := h.of
+	if h.writable {
+		// Attribute changes held until the close (deferred.go).
+		ctx, cancel := fs.op(nil, 0)
+		err := fs.applyPending(ctx, of)
+		cancel()
+		if err != nil {
+			return fs.status(ctx, "flush", err)
+		}
+	}
 	if h.sync {
 		ctx, cancel := fs.op(nil, 0)
 		defer cancel()
@@ -423,6 +442,9 @@ func (fs *fileSystem) Fsync(_ <-chan struct{}, in *fuse.FsyncIn) fuse.Status {
 	}
 	ctx, cancel := fs.op(nil, 0)
 	defer cancel()
+	if err := fs.applyPending(ctx, of); err != nil {
+		return fs.status(ctx, "fsync", err)
+	}
 	return fs.status(ctx, "fsync", of.f.SyncContext(ctx))
 }
 
@@ -432,6 +454,17 @@ func (fs *fileSystem) Fsync(_ <-chan struct{}, in *fuse.FsyncIn) fuse.Status {
 // nothing is unsynced).
 func (fs *fileSystem) Release(_ <-chan struct{}, in *fuse.ReleaseIn) {
 	if h := fs.removeHandle(in.Fh); h != nil && h.of != nil {
+		if h.writable {
+			// Normally sent at the close already (FLUSH).
+			ctx, cancel := fs.op(nil, 0)
+			if h.created {
+				h.of.creators.Add(-1)
+			}
+			if err := fs.applyPending(ctx, h.of); err != nil {
+				fs.log.Warn("fuse: attribute changes held until the release failed", "ino", h.of.ino, "err", err)
+			}
+			cancel()
+		}
 		fs.endMode(h.of, h.mode)
 		fs.unref(h.of)
 		if h.sync {
@@ -453,7 +486,11 @@ func (fs *fileSystem) flushAll(ctx context.Context) {
 	}
 	fs.mu.Unlock()
 	for _, of := range open {
-		if err := of.f.FlushContext(ctx); err != nil {
+		err := fs.applyPending(ctx, of)
+		if err == nil {
+			err = of.f.FlushContext(ctx)
+		}
+		if err != nil {
 			fs.log.Warn("fuse: writing back before unmount failed", "ino", of.ino, "err", err)
 		}
 	}

@@ -84,6 +84,11 @@ type openFile struct {
 	// mode is the file's mode in the latest attributes this mount saw
 	// (setid.go).
 	mode atomic.Uint32
+	// pend: attribute changes held until the file's close (deferred.go).
+	pend pendingAttrs
+	// creators counts the open handles of creates of the file through
+	// this mount that may write (deferred.go).
+	creators atomic.Int32
 }
 
 // handle is an open file or directory.
@@ -99,6 +104,9 @@ type handle struct {
 	// writes go to the end the mount knows, not the offset the kernel
 	// computed from its size.
 	appendEnd bool
+	// created: the handle of the create that made the file; writable:
+	// opened for writing (deferred.go).
+	created, writable bool
 }
 
 func newFileSystem(ctx context.Context, c *client.Client, opts *Options) *fileSystem {
@@ -248,6 +256,7 @@ func (fs *fileSystem) adjust(a *client.InodeAttr, pending bool) {
 	if of == nil {
 		return
 	}
+	of.overlayPending(a)
 	of.mode.Store(a.Mode)
 	// The kernel is about to be told a.Size: reads up to it must not be
 	// cut at a smaller size the File trusts.
@@ -375,6 +384,15 @@ func (fs *fileSystem) SetAttr(_ <-chan struct{}, in *fuse.SetAttrIn, out *fuse.A
 	var a client.InodeAttr
 	var err error
 	have := false
+	if of != nil {
+		if ch, ok := setAttrChange(in); ok && fs.deferSetAttr(in, of, ch, out, g) {
+			return fuse.OK
+		}
+		// Held changes go first: this one may be ordered after them.
+		if err := fs.applyPending(ctx, of); err != nil {
+			return fs.inodeStatus(ctx, "setattr", err)
+		}
+	}
 	if size, ok := in.GetSize(); ok {
 		if of != nil {
 			// Through the open File, so that its buffered writes land first.
@@ -388,6 +406,40 @@ func (fs *fileSystem) SetAttr(_ <-chan struct{}, in *fuse.SetAttrIn, out *fuse.A
 			return fs.status(ctx, "truncate", err)
 		}
 	}
+	ch, _ := setAttrChange(in)
+	if ch.Valid&(client.AttrMtime|client.AttrMtimeNow) != 0 && of != nil {
+		// futimens after write: the buffered data must not be committed
+		// after the new mtime, or the commit would overwrite it.
+		if err := of.f.FlushContext(ctx); err != nil {
+			return fs.inodeStatus(ctx, "setattr", err)
+		}
+	}
+	switch {
+	case ch.Valid != 0:
+		a, err = fs.c.SetAttrIno(client.WithCaller(ctx, owner(&in.InHeader)), ino, ch)
+	case !have:
+		a, err = fs.c.GetAttrIno(ctx, ino)
+	}
+	if err == nil && in.Valid&fuse.FATTR_KILL_SUIDGID != 0 && a.IsRegular() {
+		// A chown, or a truncate by a process without CAP_FSETID.
+		_, err = fs.killSetID(ctx, &a)
+	}
+	if err != nil {
+		return fs.inodeStatus(ctx, "setattr", err)
+	}
+	if of != nil {
+		of.pend.remember(a)
+	}
+	fs.adjust(&a, false)
+	fs.tellKernel(&a, true)
+	fillAttr(&a, &out.Attr)
+	out.SetTimeout(fs.ttl(g).attr)
+	return fuse.OK
+}
+
+// setAttrChange returns the attribute changes of a SETATTR other than
+// the size, and whether there are any.
+func setAttrChange(in *fuse.SetAttrIn) (client.AttrChange, bool) {
 	var ch client.AttrChange
 	if mode, ok := in.GetMode(); ok {
 		ch.Valid |= client.AttrMode
@@ -415,31 +467,7 @@ func (fs *fileSystem) SetAttr(_ <-chan struct{}, in *fuse.SetAttrIn, out *fuse.A
 		ch.Valid |= client.AttrMtime
 		ch.Mtime = int64(in.Mtime)*1e9 + int64(in.Mtimensec)
 	}
-	if ch.Valid&(client.AttrMtime|client.AttrMtimeNow) != 0 && of != nil {
-		// futimens after write: the buffered data must not be committed
-		// after the new mtime, or the commit would overwrite it.
-		if err := of.f.FlushContext(ctx); err != nil {
-			return fs.inodeStatus(ctx, "setattr", err)
-		}
-	}
-	switch {
-	case ch.Valid != 0:
-		a, err = fs.c.SetAttrIno(client.WithCaller(ctx, owner(&in.InHeader)), ino, ch)
-	case !have:
-		a, err = fs.c.GetAttrIno(ctx, ino)
-	}
-	if err == nil && in.Valid&fuse.FATTR_KILL_SUIDGID != 0 && a.IsRegular() {
-		// A chown, or a truncate by a process without CAP_FSETID.
-		_, err = fs.killSetID(ctx, &a)
-	}
-	if err != nil {
-		return fs.inodeStatus(ctx, "setattr", err)
-	}
-	fs.adjust(&a, false)
-	fs.tellKernel(&a, true)
-	fillAttr(&a, &out.Attr)
-	out.SetTimeout(fs.ttl(g).attr)
-	return fuse.OK
+	return ch, ch.Valid != 0
 }
 
 func (fs *fileSystem) Mknod(_ <-chan struct{}, in *fuse.MknodIn, name string, out *fuse.EntryOut) fuse.Status {
