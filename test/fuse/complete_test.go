@@ -25,13 +25,7 @@ func TestCompleteDirs(t *testing.T) {
 	polls := opCount(t, admin, "watch")
 	m := startMount(t, addr)
 	defer m.stop()
-	deadline := time.Now().Add(feedBound)
-	for opCount(t, admin, "watch") < polls+2 { // the feed is live
-		if time.Now().After(deadline) {
-			t.Fatalf("not two change-feed polls in %v", feedBound)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	waitFeedLive(t, admin, polls)
 	d := m.path("made")
 	must(t, os.Mkdir(d, 0o755))
 	must(t, os.Mkdir(d+"/sub", 0o755))
@@ -76,7 +70,7 @@ func TestCompleteDirs(t *testing.T) {
 		}
 		return nil
 	}
-	deadline = time.Now().Add(feedBound)
+	deadline := time.Now().Add(feedBound)
 	for err := check(); err != nil; err = check() {
 		if time.Now().After(deadline) {
 			t.Fatalf("after %v: %v", feedBound, err)

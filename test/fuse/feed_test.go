@@ -24,16 +24,8 @@ func TestChangeFeedCachesLonger(t *testing.T) {
 		polls := opCount(t, admin, "watch")
 		m := startMount(t, addr, c.args...)
 		if !c.asked {
-			// The long timeouts hold only once the feed is live: wait
-			// for the mount's first two polls (the first one starts its
-			// epoch), which a loaded machine may take a while to make.
-			deadline := time.Now().Add(feedBound)
-			for opCount(t, admin, "watch") < polls+2 {
-				if time.Now().After(deadline) {
-					t.Fatalf("mount %v: not two change-feed polls in %v", c.args, feedBound)
-				}
-				time.Sleep(10 * time.Millisecond)
-			}
+			// The long timeouts hold only once the feed is live.
+			waitFeedLive(t, admin, polls)
 		}
 		p := m.path("own")
 		writeFile(t, p, "x")
@@ -51,6 +43,21 @@ func TestChangeFeedCachesLonger(t *testing.T) {
 		}
 		must(t, os.Remove(p))
 		m.stop()
+	}
+}
+
+// waitFeedLive waits for a new mount's first two change-feed polls (the
+// first one starts its epoch) after the server with admin port admin had
+// counted polls of them: the feed is then live. A loaded machine may take
+// a while to make them.
+func waitFeedLive(t *testing.T, admin string, polls int) {
+	t.Helper()
+	deadline := time.Now().Add(feedBound)
+	for opCount(t, admin, "watch") < polls+2 {
+		if time.Now().After(deadline) {
+			t.Fatalf("not two change-feed polls in %v", feedBound)
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 }
 
