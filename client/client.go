@@ -212,6 +212,10 @@ type Client struct {
 	tiers    tierStores                      // the object tier's backends (tier.go)
 	restores restorer                        // restores of released files (restore.go)
 	prof     *profiler                       // recordings of the client's job (profile.go); nil without a job
+
+	// noOpenIno: the metadata service answered OpOpenIno "not supported"
+	// (older): OpenAttrIno asks OpGetAttr instead.
+	noOpenIno atomic.Bool
 }
 
 // New connects to the metadata service at opts.Server and learns the

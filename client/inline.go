@@ -300,8 +300,18 @@ type Opened struct {
 // open's first read of a small or released file needs no other metadata
 // request.
 func (c *Client) OpenAttrIno(ctx context.Context, ino uint64) (InodeAttr, Opened, error) {
+	if c.noOpenIno.Load() {
+		a, err := c.GetAttrIno(ctx, ino)
+		return a, Opened{}, err
+	}
 	var r wire.ResolveReadResp
 	if err := c.metaCall(ctx, wire.OpOpenIno, &wire.InoReq{Ino: ino}, &r); err != nil {
+		if errs.CodeOf(err) == errs.NotSupported {
+			// A metadata service from before OpOpenIno (2026-11-28).
+			c.noOpenIno.Store(true)
+			a, err := c.GetAttrIno(ctx, ino)
+			return a, Opened{}, err
+		}
 		return InodeAttr{}, Opened{}, fmt.Errorf("getattr inode %d: %w", ino, err)
 	}
 	if r.Attr.Mode&syscall.S_IFMT == syscall.S_IFREG && len(r.Data) != int(r.Attr.InlineLen) {
