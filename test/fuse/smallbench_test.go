@@ -1,6 +1,7 @@
 package fuse
 
 import (
+	"cmp"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -31,6 +32,9 @@ import (
 //	SLUICE_FUSE_BENCH_ARGS    more flags for sluice serve (for example
 //	                          "--http 127.0.0.1:9401" to profile it)
 //	SLUICE_FUSE_BENCH_ONLY    a regexp: run only the jobs it matches
+//	SLUICE_FUSE_BENCH_WORKERS numbers of workers, comma-separated (default
+//	                          1,4; each above 1 runs in one directory and
+//	                          in a directory per worker)
 func TestBenchSmallFiles(t *testing.T) {
 	requireFUSE(t)
 	if os.Getenv("SLUICE_FUSE_BENCH") == "" {
@@ -85,11 +89,23 @@ func TestBenchSmallFiles(t *testing.T) {
 	// results[job name with workers][root] holds one figure per round.
 	results := map[string][][]float64{}
 	var order []string
+	type config struct {
+		workers int
+		dirs    bool // a directory per worker
+	}
+	var configs []config
+	for _, f := range strings.Split(cmp.Or(os.Getenv("SLUICE_FUSE_BENCH_WORKERS"), "1,4"), ",") {
+		w, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || w < 1 {
+			t.Fatalf("SLUICE_FUSE_BENCH_WORKERS=%q: want numbers of workers, like 1,4", os.Getenv("SLUICE_FUSE_BENCH_WORKERS"))
+		}
+		configs = append(configs, config{w, false})
+		if w > 1 {
+			configs = append(configs, config{w, true})
+		}
+	}
 	for round := range rounds {
-		for _, cfg := range []struct {
-			workers int
-			dirs    bool // a directory per worker
-		}{{1, false}, {4, false}, {4, true}} {
+		for _, cfg := range configs {
 			workers := cfg.workers
 			for k := range roots {
 				r := (k + round) % len(roots)
