@@ -3,6 +3,7 @@ package fusefs
 import (
 	"os"
 	"syscall"
+	"time"
 
 	"github.com/hanwen/go-fuse/v2/fuse"
 
@@ -44,6 +45,38 @@ type ioModes struct {
 	cached, passthrough int
 	backing             int32
 	backingFile         *os.File
+	// released is closed when passthrough drops to 0 (made when it
+	// rises from 0).
+	released chan struct{}
+}
+
+// passthroughReleaseWait is how long an open that cannot pass through
+// waits for the releases of the file's passthrough handles. The kernel
+// sends RELEASE after close(2) has returned, so a program that reads a
+// file and then opens it for writing would otherwise find it still open
+// for passthrough here, and fail with ETXTBSY (TestTwoMountsRandom, seed
+// 2611280402, found it).
+const passthroughReleaseWait = 2 * time.Second
+
+// awaitReleased waits, with of.modeMu held (and released meanwhile), until
+// m has no passthrough handle or passthroughReleaseWait has passed.
+func (of *openFile) awaitReleased(m *ioModes) {
+	deadline := time.Now().Add(passthroughReleaseWait)
+	for m.passthrough > 0 {
+		left := time.Until(deadline)
+		if left <= 0 {
+			return
+		}
+		ch := m.released
+		of.modeMu.Unlock()
+		t := time.NewTimer(left)
+		select {
+		case <-ch:
+		case <-t.C:
+		}
+		t.Stop()
+		of.modeMu.Lock()
+	}
 }
 
 // chooseMode picks the I/O mode of a new handle of of and counts it; for a
@@ -53,6 +86,9 @@ func (fs *fileSystem) chooseMode(of *openFile, a client.InodeAttr, flags uint32,
 	defer of.modeMu.Unlock()
 	m := &of.modes
 	readOnly := flags&syscall.O_ACCMODE == syscall.O_RDONLY
+	if m.passthrough > 0 && !(readOnly && !of.written.Load()) {
+		of.awaitReleased(m) // handles closed just before, their RELEASE not yet here
+	}
 	if m.passthrough > 0 {
 		if readOnly && !of.written.Load() {
 			m.passthrough++
@@ -79,6 +115,7 @@ func (fs *fileSystem) chooseMode(of *openFile, a client.InodeAttr, flags uint32,
 		return modeCached, 0, nil
 	}
 	m.backing, m.backingFile = id, f
+	m.released = make(chan struct{})
 	m.passthrough++
 	return modePassthrough, id, nil
 }
@@ -144,6 +181,7 @@ func (fs *fileSystem) endMode(of *openFile, mode ioMode) {
 			}
 			m.backingFile.Close()
 			m.backing, m.backingFile = 0, nil
+			close(m.released)
 		}
 	}
 }
