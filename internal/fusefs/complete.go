@@ -22,7 +22,9 @@ import "sync"
 // invalidation gets the short negative timeout. The tracking is dropped
 // whole whenever the feed stops, misses changes, or is not complete (a
 // cluster of several metadata services), and a directory's when any of
-// this mount's changes in it fails (the outcome is then not known).
+// this mount's changes in it fails (the outcome is then not known) and
+// when a name is renamed out of it (a rename onto another link of the
+// same inode keeps the source name, and the mount cannot tell).
 
 // maxCompleteNames bounds the names held for all tracked directories;
 // past it a new directory is not tracked (its lookups ask the service).

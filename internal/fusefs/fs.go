@@ -554,8 +554,11 @@ func (fs *fileSystem) Rename(_ <-chan struct{}, in *fuse.RenameIn, oldName, newN
 		err = fs.c.RenameIno(client.WithCaller(ctx, owner(&in.InHeader)), in.NodeId, oldName, in.Newdir, newName, in.Flags)
 	}
 	if in.Flags&client.RenameExchange == 0 || err != nil {
-		// An exchange keeps both names.
-		fs.entryChanged(in.NodeId, oldName, false, err)
+		// An exchange keeps both names. A rename onto another link of
+		// the same inode succeeds and keeps both names too (POSIX), and
+		// the mount cannot tell (the kernel skips it only when it knows
+		// both names): the source directory's names are no longer known.
+		fs.complete.drop(in.NodeId)
 		fs.entryChanged(in.Newdir, newName, true, err)
 	}
 	return fs.status(ctx, "rename", err)

@@ -51,6 +51,22 @@ func TestCompleteDirs(t *testing.T) {
 	if got := opCount(t, admin, "lookup") - before; got > 10 {
 		t.Errorf("%d metadata lookups for %d creates and 4 absent names in directories this mount made; want them answered by the mount", got, n)
 	}
+	// The rename out of "made" dropped its tracking (a rename onto
+	// another link of the same inode keeps the source name): its lookups
+	// ask again; "sub", the rename's target, is still known.
+	before = opCount(t, admin, "lookup")
+	if _, err := os.Lstat(d + "/sub/nope3"); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("lstat sub/nope3: %v", err)
+	}
+	if got := opCount(t, admin, "lookup") - before; got != 0 {
+		t.Errorf("a lookup in the rename's target directory asked the metadata service (%d)", got)
+	}
+	if _, err := os.Lstat(d + "/nope3"); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("lstat nope3: %v", err)
+	}
+	if opCount(t, admin, "lookup") == before {
+		t.Errorf("a lookup in the directory a name was renamed out of was answered by the mount")
+	}
 
 	// Another client adds and removes names there: seen within the bound.
 	c := proctest.Client(t, addr)
