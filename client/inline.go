@@ -330,7 +330,7 @@ func (f *File) Prime(ctx context.Context, o Opened, since SizeToken) {
 		return
 	}
 	f.mu.Lock()
-	if f.icache == nil && since.n == f.writes+f.truncs && len(f.buf) == 0 && f.flushing.Load() == 0 && f.stg == nil {
+	if f.icache == nil && f.unchangedSinceLocked(since) {
 		if f.icache = newInlineCache(&o.attr, o.data); f.icache != nil {
 			f.icache.fresh = true
 		}

@@ -463,7 +463,7 @@ func (f *File) Reopened(a InodeAttr, since SizeToken) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.dropCaches()
-	if since.ok && since.n == f.writes+f.truncs && len(f.buf) == 0 && len(f.sem) == 0 && f.flushing.Load() == 0 && f.stg == nil {
+	if since.ok && f.unchangedSinceLocked(since) {
 		f.size = int64(a.Size)
 		f.truncs++ // a size from a GetAttr sent before this must not raise it
 		f.learnHome(a.where)
@@ -473,6 +473,13 @@ func (f *File) Reopened(a InodeAttr, since SizeToken) {
 		f.own.start(a.Mtime, a.Size)
 	}
 	f.sizeFresh = int64(a.Size) <= f.size
+}
+
+// unchangedSinceLocked reports whether f made no write or truncate since
+// since was taken (the zero token: since f was made) and holds none in
+// flight. f.mu is held.
+func (f *File) unchangedSinceLocked(since SizeToken) bool {
+	return since.n == f.writes+f.truncs && len(f.buf) == 0 && len(f.sem) == 0 && f.flushing.Load() == 0 && f.stg == nil
 }
 
 // SizeToken identifies the state of a File's own changes (Reopened).

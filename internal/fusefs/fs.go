@@ -384,8 +384,9 @@ func (fs *fileSystem) SetAttr(_ <-chan struct{}, in *fuse.SetAttrIn, out *fuse.A
 	var a client.InodeAttr
 	var err error
 	have := false
+	ch, changes := setAttrChange(in)
 	if of != nil {
-		if ch, ok := setAttrChange(in); ok && fs.deferSetAttr(in, of, ch, out, g) {
+		if changes && fs.deferSetAttr(in, of, ch, out, g) {
 			return fuse.OK
 		}
 		// Held changes go first: this one may be ordered after them.
@@ -406,7 +407,6 @@ func (fs *fileSystem) SetAttr(_ <-chan struct{}, in *fuse.SetAttrIn, out *fuse.A
 			return fs.status(ctx, "truncate", err)
 		}
 	}
-	ch, _ := setAttrChange(in)
 	if ch.Valid&(client.AttrMtime|client.AttrMtimeNow) != 0 && of != nil {
 		// futimens after write: the buffered data must not be committed
 		// after the new mtime, or the commit would overwrite it.
