@@ -259,10 +259,22 @@ func (s *stager) adoptAll() error {
 		d.adopt = true
 		if err := s.adopt(d); err != nil {
 			d.lock.Close()
+			if errors.Is(err, fs.ErrNotExist) && isGone(d.path) {
+				// Another client starting beside this one adopted the
+				// area, drained it and removed it before this one got
+				// the lock: nothing is left to adopt.
+				continue
+			}
 			return err
 		}
 	}
 	return nil
+}
+
+// isGone reports whether the staging area at p no longer exists.
+func isGone(p string) bool {
+	_, err := os.Stat(p)
+	return errors.Is(err, fs.ErrNotExist)
 }
 
 func (s *stager) adopt(d *stageDir) error {
