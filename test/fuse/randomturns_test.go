@@ -85,10 +85,11 @@ func oneOf[V any](rng *rand.Rand, names []string, model map[string]V) (string, b
 }
 
 // pollFor runs check until it succeeds or the change feed's bound on this
-// machine passes (a poll is answered at once when changes wait; 3 s covers
-// a loaded one), and returns its last error.
+// machine passes (a poll is answered at once when changes wait; feedBound,
+// as TestChangeFeedRandom allows, covers a machine loaded by a whole CI run
+// beside), and returns its last error.
 func pollFor(check func() error) error {
-	deadline := time.Now().Add(3 * time.Second)
+	deadline := time.Now().Add(feedBound)
 	for {
 		err := check()
 		if err == nil || time.Now().After(deadline) {

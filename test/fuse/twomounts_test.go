@@ -228,7 +228,7 @@ func twoMountsRandom(t *testing.T, dirs ...string) {
 		}
 		if names0 {
 			for _, r := range mounts {
-				if err := pollSettle(rpath(r, "d"), snapshot()); err != nil {
+				if err := pollSettle(rpath(r, "d"), snapshot(), names...); err != nil {
 					fail(turn, "after a change of names through %s, %s: %v", m, r, err)
 				}
 			}
@@ -236,15 +236,30 @@ func twoMountsRandom(t *testing.T, dirs ...string) {
 	}
 }
 
-// pollSettle waits until dir lists exactly model's names and every file
-// reads model's bytes, for up to the change feed's bound on this machine
-// (a poll is answered at once when changes wait; 3 s covers a loaded
-// one), and returns what still differs after it.
-func pollSettle(dir string, model map[string][]byte) error {
-	return pollFor(func() error { return settled(dir, model) })
+// pollSettle waits until dir lists exactly model's names, every file
+// reads model's bytes and each of names that model lacks is absent when
+// looked up through the mount, for up to the change feed's bound on this
+// machine (pollFor), and returns what still differs after it.
+//
+// The lookups matter: the listing comes from the metadata service, but a
+// name another mount removed stays in this mount's kernel cache until the
+// feed's invalidation arrives. A turn that then creates the name here
+// opens the cached inode instead (O_CREAT of a name the kernel believes
+// exists), which is what this mount may do within the feed's bound (ADR
+// 0022) but not what the model expects of the next turn.
+func pollSettle(dir string, model map[string][]byte, names ...string) error {
+	return pollFor(func() error { return settled(dir, model, names...) })
 }
 
-func settled(dir string, model map[string][]byte) error {
+func settled(dir string, model map[string][]byte, names ...string) error {
+	for _, n := range names {
+		if _, ok := model[n]; ok {
+			continue
+		}
+		if _, err := os.Lstat(dir + "/" + n); !errors.Is(err, fs.ErrNotExist) {
+			return fmt.Errorf("%s, removed, is still seen through this mount: %v", n, err)
+		}
+	}
 	ents, err := os.ReadDir(dir)
 	if err != nil {
 		return err
