@@ -1,11 +1,18 @@
 package qos
 
 import (
+	"bufio"
 	"context"
 	"fmt"
+	"io"
 	"math"
 	"math/rand/v2"
+	"net/http"
+	"os"
+	"os/exec"
 	"slices"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -24,20 +31,138 @@ import (
 // reports p50 and p99 of both phases, the p99 ratio loaded/idle and the
 // writers' throughput. Run it once: go test -run XXX -bench Inference
 // -benchtime 1x ./test/qos.
+//
+// The reader runs in a process of its own (this test binary again,
+// TestReaderProcess), as an inference server runs on another machine than
+// the training job's writers: sharing one Go runtime with 8 busy writers
+// on 2 CPUs, its goroutine waits for the runtime's 10 ms time slices,
+// which says nothing about the storage. The "shared-process" rows keep
+// the reader beside the writers, as the first measurements did.
+// SLUICE_QOS_TRACE=FILE writes a 1 s Go execution trace of the server
+// taken while the loaded phase runs (go tool trace -pprof=sched FILE shows
+// where its goroutines waited for a CPU).
 func BenchmarkInference(b *testing.B) {
 	if testing.Short() {
 		b.Skip("starts servers")
 	}
 	for _, mode := range []struct {
-		name string
-		args []string
+		name   string
+		args   []string
+		shared bool
 	}{
-		{"qos=off", []string{"--qos-off"}},
-		{"qos=on/in-service=8", nil},
-		{"qos=on/in-service=2", []string{"--qos-in-service", "2"}},
-		{"qos=on/in-service=32", []string{"--qos-in-service", "32"}},
+		{"qos=off", []string{"--qos-off"}, false},
+		{"qos=on/in-service=8", nil, false},
+		{"qos=on/in-service=2", []string{"--qos-in-service", "2"}, false},
+		{"qos=on/in-service=32", []string{"--qos-in-service", "32"}, false},
+		{"qos=off/shared-process", []string{"--qos-off"}, true},
+		{"qos=on/in-service=8/shared-process", nil, true},
 	} {
-		b.Run(mode.name, func(b *testing.B) { benchInference(b, mode.args) })
+		b.Run(mode.name, func(b *testing.B) { benchInference(b, mode.args, mode.shared) })
+	}
+}
+
+// envReader names the server a TestReaderProcess child reads from.
+const envReader = "SLUICE_QOS_READER_ADDR"
+
+// TestReaderProcess is BenchmarkInference's reader when it runs as a
+// child process (envReader set; otherwise it skips at once): each line
+// on its standard input asks for one run of measurements, answered with
+// a line of the latencies in nanoseconds.
+func TestReaderProcess(t *testing.T) {
+	addr := os.Getenv(envReader)
+	if addr == "" {
+		t.Skip("the reader process of BenchmarkInference")
+	}
+	reader := newClient(t, addr, "infer", "interactive", -1)
+	measure := readerOf(t, reader)
+	in := bufio.NewScanner(os.Stdin)
+	for in.Scan() {
+		var line strings.Builder
+		for i, d := range measure() {
+			if i > 0 {
+				line.WriteByte(' ')
+			}
+			line.WriteString(strconv.FormatInt(int64(d), 10))
+		}
+		fmt.Println(line.String())
+	}
+}
+
+// readerOf opens /model through c and returns a function that makes
+// readsPerRun random reads of it and returns their latencies, sorted.
+func readerOf(tb testing.TB, c *client.Client) func() []time.Duration {
+	f, err := c.Open(context.Background(), "/model")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { f.Close() })
+	rng := rand.New(rand.NewPCG(1, 2))
+	buf := make([]byte, 1<<20)
+	return func() []time.Duration {
+		lat := make([]time.Duration, 0, readsPerRun)
+		for range readsPerRun {
+			n := int(math.Exp(rng.Float64()*math.Log(256))) * 4096 // 4 KiB .. 1 MiB, log-uniform
+			off := rng.Int64N((modelSize-int64(n))/4096) * 4096
+			start := time.Now()
+			if _, err := f.ReadAt(buf[:n], off); err != nil {
+				tb.Fatal(err)
+			}
+			lat = append(lat, time.Since(start))
+		}
+		slices.Sort(lat)
+		return lat
+	}
+}
+
+// readerProcess starts TestReaderProcess against addr and returns a
+// function that runs one measurement in it.
+func readerProcess(b *testing.B, addr string) func() []time.Duration {
+	cmd := exec.Command(os.Args[0], "-test.run=^TestReaderProcess$", "-test.v=false")
+	cmd.Env = append(os.Environ(), envReader+"="+addr)
+	cmd.Stderr = os.Stderr
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		b.Fatal(err)
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() {
+		stdin.Close() // the child's loop ends
+		done := make(chan struct{})
+		go func() { cmd.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(10 * time.Second):
+			cmd.Process.Kill() // by PID
+			<-done
+		}
+	})
+	out := bufio.NewScanner(stdout)
+	out.Buffer(nil, 1<<20)
+	return func() []time.Duration {
+		if _, err := io.WriteString(stdin, "measure\n"); err != nil {
+			b.Fatal(err)
+		}
+		if !out.Scan() {
+			b.Fatalf("the reader process answered nothing: %v", out.Err())
+		}
+		var lat []time.Duration
+		for _, f := range strings.Fields(out.Text()) {
+			ns, err := strconv.ParseInt(f, 10, 64)
+			if err != nil {
+				b.Fatalf("the reader process answered %q", out.Text())
+			}
+			lat = append(lat, time.Duration(ns))
+		}
+		if len(lat) != readsPerRun {
+			b.Fatalf("the reader process measured %d reads, want %d", len(lat), readsPerRun)
+		}
+		return lat
 	}
 }
 
@@ -49,35 +174,19 @@ const (
 	ckptPiece   = 1 << 20
 )
 
-func benchInference(b *testing.B, args []string) {
+func benchInference(b *testing.B, args []string, shared bool) {
 	s := startServer(b, args...)
 	setup := newClient(b, s.addr, "", "", 0)
 	writeFile(b, setup, "/model", modelSize)
 	if err := setup.Mkdir(context.Background(), "/ckpt", 0o755); err != nil {
 		b.Fatal(err)
 	}
-	reader := newClient(b, s.addr, "infer", "interactive", -1)
-	f, err := reader.Open(context.Background(), "/model")
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer f.Close()
-	rng := rand.New(rand.NewPCG(1, 2))
 	// measure returns the latencies of readsPerRun random reads.
-	measure := func() []time.Duration {
-		buf := make([]byte, 1<<20)
-		lat := make([]time.Duration, 0, readsPerRun)
-		for range readsPerRun {
-			n := int(math.Exp(rng.Float64()*math.Log(256))) * 4096 // 4 KiB .. 1 MiB, log-uniform
-			off := rng.Int64N((modelSize-int64(n))/4096) * 4096
-			start := time.Now()
-			if _, err := f.ReadAt(buf[:n], off); err != nil {
-				b.Fatal(err)
-			}
-			lat = append(lat, time.Since(start))
-		}
-		slices.Sort(lat)
-		return lat
+	var measure func() []time.Duration
+	if shared {
+		measure = readerOf(b, newClient(b, s.addr, "infer", "interactive", -1))
+	} else {
+		measure = readerProcess(b, s.addr)
 	}
 	var idle, loaded []time.Duration
 	var ckptRate float64
@@ -98,7 +207,21 @@ func benchInference(b *testing.B, args []string) {
 			time.Sleep(10 * time.Millisecond)
 		}
 		w0, t0 := written.Load(), time.Now()
+		traced := make(chan struct{})
+		if tf := os.Getenv("SLUICE_QOS_TRACE"); tf == "" {
+			close(traced)
+		} else {
+			go func() {
+				defer close(traced)
+				resp, err := http.Get("http://" + s.admin + "/debug/pprof/trace?seconds=1")
+				if err == nil {
+					b, _ := io.ReadAll(resp.Body)
+					os.WriteFile(tf, b, 0o644)
+				}
+			}()
+		}
 		loaded = measure()
+		<-traced
 		ckptRate = float64(written.Load()-w0) / time.Since(t0).Seconds()
 		stop()
 		wg.Wait()
