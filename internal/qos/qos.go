@@ -4,11 +4,13 @@
 // classes and round robin across the jobs of a class, and holds back a
 // job's requests while its token bucket is empty.
 //
-// Everything here is pure: time is passed in, nothing blocks, nothing does
-// I/O. A server wires it in front of its work (not done yet: see
-// docs/qos.md), calling Enqueue for each request and Next when it has
-// capacity, and sleeping for the wait Next returns when every queued
-// request is held back by its bucket.
+// The Scheduler is pure: time is passed in, nothing blocks, nothing does
+// I/O. A Gate (gate.go) is the thin part a server puts in front of its
+// work: it enqueues each request, lets the Scheduler's choices go while
+// fewer than its limit are in service, and sleeps for the wait Next
+// returns when every queued request is held back by its bucket. The
+// targets gate chunk reads and writes (cost: bytes), the metadata service
+// namespace operations (cost: 1 each).
 package qos
 
 import (

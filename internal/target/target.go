@@ -78,7 +78,7 @@ type Service struct {
 	ids     []placement.TargetID
 	opts    Options
 	cs      chainState
-	gate    *gate // QoS scheduling of chunk reads and writes (qos.go)
+	gate    gate // QoS scheduling of chunk reads and writes (qos.go)
 
 	closeOnce sync.Once
 	closeErr  error
@@ -163,7 +163,7 @@ func (s *Service) Stats(id placement.TargetID) (Stats, bool) {
 // wire.Server first: requests after Close fail with errs.Unavailable.
 func (s *Service) Close() error {
 	s.closeOnce.Do(func() {
-		s.gate.close()
+		s.gate.Close()
 		all := []error{s.closeChains()}
 		for _, id := range s.ids {
 			all = append(all, s.targets[id].store.Close())
