@@ -238,7 +238,7 @@ func New(ctx context.Context, opts Options) (*Client, error) {
 	if len(c.metaAddrs) == 0 {
 		return nil, errs.New(errs.Invalid, "client: no server address given")
 	}
-	c.meta = &pool{addr: c.metaAddrs[0], conns: make([]*wire.Conn, 1), dialTimeout: opts.DialTimeout}
+	c.meta = &pool{addr: c.metaAddrs[0], conns: make([]*wire.Conn, 1), dialTimeout: opts.DialTimeout, session: c.session()}
 	if err := c.refreshCluster(ctx); err != nil {
 		c.restores.close()
 		c.metaPool().close()
@@ -363,7 +363,7 @@ func (c *Client) nextMeta(failed *pool) {
 		return // another call moved on already
 	}
 	i := int(c.metaIdx.Add(1)) % len(c.metaAddrs)
-	c.meta = &pool{addr: c.metaAddrs[i], conns: make([]*wire.Conn, 1), dialTimeout: c.opts.DialTimeout}
+	c.meta = &pool{addr: c.metaAddrs[i], conns: make([]*wire.Conn, 1), dialTimeout: c.opts.DialTimeout, session: c.session()}
 	go failed.close()
 }
 
@@ -397,12 +397,23 @@ func (c *Client) targetConn(ctx context.Context, t placement.TargetID) (*wire.Co
 	return p.get(ctx)
 }
 
+// session is what the client declares on each connection to the metadata
+// service (OpSession), which schedules the connection's requests by it
+// (docs/qos.md); nil when the client has no QoS identity.
+func (c *Client) session() *wire.SessionReq {
+	if c.qos == (wire.QosTag{}) {
+		return nil
+	}
+	return &wire.SessionReq{Qos: c.qos}
+}
+
 // pool is a small set of connections to one address, used round-robin and
 // redialed when broken.
 type pool struct {
 	addr        string
 	dialTimeout time.Duration
 	next        atomic.Uint32
+	session     *wire.SessionReq // declared on each new connection, if set
 
 	mu    sync.Mutex
 	conns []*wire.Conn
@@ -424,6 +435,13 @@ func (p *pool) get(ctx context.Context) (*wire.Conn, error) {
 	cn, err := wire.Dial(dctx, p.addr)
 	if err != nil {
 		return nil, err
+	}
+	if p.session != nil {
+		// A service that predates OpSession does not schedule by it.
+		if _, err := cn.Call(dctx, wire.OpSession, p.session, nil, nil, nil); err != nil && errs.CodeOf(err) != errs.NotSupported {
+			cn.Close()
+			return nil, err
+		}
 	}
 	p.conns[i] = cn
 	return cn, nil

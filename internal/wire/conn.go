@@ -16,12 +16,15 @@ import (
 // Conn is the client end of a connection. Call is safe for concurrent use;
 // calls are multiplexed over the one TCP connection.
 type Conn struct {
-	nc     net.Conn // nil for an in-process connection
-	local  *Server  // the server of an in-process connection (see ServeLocal)
-	addr   string
-	id     uint64 // an in-process connection's Request.Conn
-	sendq  chan *call
-	nextID atomic.Uint64
+	nc    net.Conn // nil for an in-process connection
+	local *Server  // the server of an in-process connection (see ServeLocal)
+	addr  string
+	id    uint64 // an in-process connection's Request.Conn
+	// session is the server's state of an in-process connection
+	// (Request.Session).
+	session Session
+	sendq   chan *call
+	nextID  atomic.Uint64
 
 	mu      sync.Mutex
 	pending map[uint64]*call

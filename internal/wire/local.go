@@ -84,6 +84,13 @@ func (c *Conn) callLocal(ctx context.Context, op Op, body []byte, data [][]byte,
 	if err := c.Err(); err != nil {
 		return 0, err
 	}
+	if op == OpSession {
+		// The server's side of an in-process connection is this Conn.
+		if err := c.session.declare(body); err != nil {
+			return 0, &errs.Error{Code: errs.CodeOf(err), Msg: err.Error()}
+		}
+		return 0, nil
+	}
 	s := c.local
 	hf, err := s.begin(op)
 	if err != nil {
@@ -102,7 +109,7 @@ func (c *Conn) callLocal(ctx context.Context, op Op, body []byte, data [][]byte,
 	done := make(chan localResult, 1)
 	s.runLocal(func() {
 		defer s.wg.Done()
-		req := &Request{Op: op, Body: body, Data: d, Remote: "local", Conn: c.id, Received: time.Now()}
+		req := &Request{Op: op, Body: body, Data: d, Remote: "local", Conn: c.id, Received: time.Now(), Session: &c.session}
 		var r localResult
 		if hf == nil {
 			r.err = errs.New(errs.NotSupported, "wire: unknown op %d", op)

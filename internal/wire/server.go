@@ -30,6 +30,8 @@ type Request struct {
 	// Received is when the whole frame had been read: the time until the
 	// handler starts is the request's queue wait.
 	Received time.Time
+	// Session is what the connection's client declared (OpSession).
+	Session *Session
 }
 
 // Response is a handler's reply: an optional body message and data. If
@@ -206,6 +208,7 @@ type serverConn struct {
 	replies  chan *reply
 	done     chan struct{}
 	handlers sync.WaitGroup
+	session  Session // OpSession's declarations
 }
 
 func (s *Server) serveConn(nc net.Conn) {
@@ -284,6 +287,19 @@ func (sc *serverConn) readLoop() {
 				return
 			}
 		}
+		if h.Op == OpSession {
+			// Answered here, in order: the requests read after it see it.
+			if data != nil {
+				PutBuf(data)
+			}
+			err := sc.session.declare(body)
+			var resp Response
+			if err == nil {
+				resp.Msg = &Empty{}
+			}
+			sc.send(h, resp, err)
+			continue
+		}
 		s.mu.Lock()
 		hf := s.handlers[h.Op]
 		s.mu.Unlock()
@@ -332,7 +348,7 @@ func (sc *serverConn) worker(first job, jobs <-chan job) {
 }
 
 func (sc *serverConn) serve(j job) {
-	req := &Request{Op: j.h.Op, Body: j.body, Data: j.data, Remote: sc.remote, Conn: sc.id, Received: j.received}
+	req := &Request{Op: j.h.Op, Body: j.body, Data: j.data, Remote: sc.remote, Conn: sc.id, Received: j.received, Session: &sc.session}
 	var resp Response
 	var err error
 	if j.hf == nil {
