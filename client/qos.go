@@ -20,6 +20,9 @@ type QosSettings struct {
 	Weights map[string]uint32 // by class name, defaults included
 	Classes []string          // the class names, most urgent first
 	Jobs    []QosJobLimit     // sorted by job
+	// MetaJobs are the jobs' limits on the metadata service: Rate
+	// namespace requests per second, up to Burst at once. Sorted by job.
+	MetaJobs []QosJobLimit
 }
 
 // QosSettings reads the QoS settings.
@@ -36,6 +39,9 @@ func (c *Client) QosSettings(ctx context.Context) (QosSettings, error) {
 	}
 	for _, j := range r.Jobs {
 		out.Jobs = append(out.Jobs, QosJobLimit(j))
+	}
+	for _, j := range r.MetaJobs {
+		out.MetaJobs = append(out.MetaJobs, QosJobLimit(j))
 	}
 	return out, nil
 }
@@ -56,7 +62,14 @@ func (c *Client) SetQosJobLimit(ctx context.Context, job string, rate, burst uin
 	return c.qosSet(ctx, &wire.QosSetReq{Kind: wire.QosSetJob, Job: job, Rate: rate, Burst: burst})
 }
 
-// RemoveQosJobLimit lifts job's limit.
+// SetQosJobMetaLimit limits job to rate namespace requests per second, up
+// to burst at once, on the metadata service.
+func (c *Client) SetQosJobMetaLimit(ctx context.Context, job string, rate, burst uint64) error {
+	return c.qosSet(ctx, &wire.QosSetReq{Kind: wire.QosSetJobMeta, Job: job, Rate: rate, Burst: burst})
+}
+
+// RemoveQosJobLimit lifts job's limits (on the targets and on the metadata
+// service).
 func (c *Client) RemoveQosJobLimit(ctx context.Context, job string) error {
 	return c.qosSet(ctx, &wire.QosSetReq{Kind: wire.QosRemoveJob, Job: job})
 }

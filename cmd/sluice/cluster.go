@@ -65,6 +65,8 @@ func newMeta() *cobra.Command {
 	f.BoolVarP(&verbose, "verbose", "v", false, "log debug messages")
 	metaSyncFlags(cmd, &o.MetaSync, &o.MetaSyncWindow)
 	inlineMaxFlag(cmd, &o.InlineMax)
+	f.BoolVar(&o.QosOff, "qos-off", false, "serve namespace requests unscheduled, as they come (no QoS; for comparison)")
+	f.IntVar(&o.QosInService, "qos-in-service", 0, "namespace requests served at once under QoS (default 8)")
 	rebalanceFlags(cmd, &o.Rebalance)
 	auditFlag(cmd, &o.NoAudit)
 	cmd.AddCommand(newMetaMigrate())

@@ -13,21 +13,23 @@ import (
 func newQos(g *globals) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "qos",
-		Short: "Quality of service: class weights and job limits on the storage targets",
+		Short: "Quality of service: class weights and job limits on the storage targets and the metadata service",
 		Long: "Clients name a job and a priority class (--qos-job, --qos-class, or $SLUICE_QOS_JOB and\n" +
-			"$SLUICE_QOS_CLASS); a saturated target serves the classes interactive, training, checkpoint\n" +
-			"and background by weight, and each limited job at most at its rate. See docs/qos.md.",
+			"$SLUICE_QOS_CLASS); a saturated target or metadata service serves the classes interactive,\n" +
+			"training, checkpoint and background by weight, and each limited job at most at its rate. See docs/qos.md.",
 	}
 	var o cli.QosSetOptions
-	set := &cobra.Command{Use: "set", Short: "Set a class's weight (--class C --weight W) or a job's limit (--job J --rate R --burst B)", Args: exactArgs(0)}
+	set := &cobra.Command{Use: "set", Short: "Set a class's weight (--class C --weight W) or a job's limits (--job J --rate R --burst B, --meta-rate N --meta-burst M)", Args: exactArgs(0)}
 	set.Flags().StringVar(&o.Class, "class", "", "priority class: interactive, training, checkpoint or background")
 	set.Flags().Int64Var(&o.Weight, "weight", -1, "the class's weight (0 restores the default)")
 	set.Flags().StringVar(&o.Job, "job", "", "job name")
 	set.Flags().StringVar(&o.Rate, "rate", "", "the job's rate in bytes per second on each target (e.g. 100M)")
 	set.Flags().StringVar(&o.Burst, "burst", "", "the job's burst in bytes (default: one second of --rate)")
+	set.Flags().StringVar(&o.MetaRate, "meta-rate", "", "the job's rate in namespace requests per second on the metadata service")
+	set.Flags().StringVar(&o.MetaBurst, "meta-burst", "", "the job's burst in namespace requests (default: a tenth of a second of --meta-rate)")
 	set.RunE = g.run(func(ctx context.Context, e *cli.Env) error { return e.QosSet(ctx, o) })
 	var job string
-	rm := &cobra.Command{Use: "rm", Short: "Remove a job's limit (--job J)", Args: exactArgs(0)}
+	rm := &cobra.Command{Use: "rm", Short: "Remove a job's limits (--job J)", Args: exactArgs(0)}
 	rm.Flags().StringVar(&job, "job", "", "job name")
 	rm.RunE = g.run(func(ctx context.Context, e *cli.Env) error { return e.QosRemove(ctx, job) })
 	ls := &cobra.Command{Use: "ls", Short: "List the class weights and job limits", Args: exactArgs(0)}
@@ -39,8 +41,8 @@ func newQos(g *globals) *cobra.Command {
 // qosFlags adds --qos-job and --qos-class, the client's QoS identity; when
 // not given the client reads $SLUICE_QOS_JOB and $SLUICE_QOS_CLASS.
 func qosFlags(cmd *cobra.Command, job, class *string) {
-	cmd.Flags().StringVar(job, "qos-job", "", "job name the client's chunk I/O is scheduled and limited as (default $"+client.EnvQosJob+")")
-	cmd.Flags().StringVar(class, "qos-class", "", "priority class of the client's chunk I/O: interactive, training, checkpoint or background (default $"+client.EnvQosClass+", else training)")
+	cmd.Flags().StringVar(job, "qos-job", "", "job name the client's chunk I/O and namespace requests are scheduled and limited as (default $"+client.EnvQosJob+")")
+	cmd.Flags().StringVar(class, "qos-class", "", "priority class of the client's chunk I/O and namespace requests: interactive, training, checkpoint or background (default $"+client.EnvQosClass+", else training)")
 }
 
 // qosEnv passes a QoS identity given by flags to a child process.

@@ -23,6 +23,14 @@ func TestQosSetUsage(t *testing.T) {
 		{Job: "j", Weight: -1, Rate: "lots"},
 		{Job: "j", Weight: -1, Rate: "1M", Burst: "0"},
 		{Job: "j", Weight: -1, Rate: "0"},
+		{Class: "interactive", Weight: 3, MetaRate: "10"},
+		{Job: "j", Weight: -1, MetaBurst: "10"},
+		{Job: "j", Weight: -1, Rate: "1M", MetaBurst: "10"},
+		{Job: "j", Weight: -1, MetaRate: "0"},
+		{Job: "j", Weight: -1, MetaRate: "-5"},
+		{Job: "j", Weight: -1, MetaRate: "many"},
+		{Job: "j", Weight: -1, MetaRate: "10", MetaBurst: "0"},
+		{Job: "j", Weight: -1, MetaRate: "10", Rate: "lots"},
 	} {
 		if err := e.QosSet(context.Background(), o); !errors.Is(err, errs.ErrInvalid) {
 			t.Errorf("%+v: %v, want invalid", o, err)

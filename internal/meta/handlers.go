@@ -216,6 +216,7 @@ func (s *Service) Register(srv *wire.Server) {
 		}
 		return &wire.Empty{}, cm.SyncDone(ctx, m)
 	})
+	s.gateHandlers(srv)
 }
 
 // handle installs a handler that decodes a *Req body and calls fn.

@@ -17,21 +17,36 @@ import (
 
 // QoS settings (docs/qos.md, ADR 0015): "Qc" + class byte -> u32 weight
 // (big-endian), "Qj" + job name -> u64 rate, u64 burst (bytes per second,
-// bytes; big-endian). A class without a key has its default weight, a job
-// without one no limit. The targets get the settings with every heartbeat
-// reply (QosConfig) and apply them to their schedulers.
+// bytes; big-endian) on each target, "Qm" + job name -> u64 rate, u64
+// burst (requests per second, requests) on the metadata service. A class
+// without a key has its default weight, a job without one no limit. The
+// targets get the settings with every heartbeat reply (QosConfig) and
+// apply them to their schedulers; the metadata service applies them to
+// its own (qosgate.go).
 
 // maxQosJobs bounds the limited jobs, so that the settings fit in every
 // heartbeat reply.
 const maxQosJobs = 1024
 
 var (
-	qosClassPrefix = []byte{pfxQos, 'c'}
-	qosJobPrefix   = []byte{pfxQos, 'j'}
+	qosClassPrefix   = []byte{pfxQos, 'c'}
+	qosJobPrefix     = []byte{pfxQos, 'j'}
+	qosMetaJobPrefix = []byte{pfxQos, 'm'}
 )
 
 func qosClassKey(c qos.Class) []byte { return append(append([]byte(nil), qosClassPrefix...), byte(c)) }
 func qosJobKey(job string) []byte    { return append(append([]byte(nil), qosJobPrefix...), job...) }
+func qosMetaJobKey(job string) []byte {
+	return append(append([]byte(nil), qosMetaJobPrefix...), job...)
+}
+
+// qosLimit decodes a job's stored limit (what says which job for errors).
+func qosLimit(v []byte, what string) (rate, burst uint64, err error) {
+	if len(v) != 16 {
+		return 0, 0, errs.New(errs.Corruption, "meta: qos limit of %s: %d bytes", what, len(v))
+	}
+	return binary.BigEndian.Uint64(v), binary.BigEndian.Uint64(v[8:]), nil
+}
 
 func limitText(rate, burst uint64) string {
 	if rate == 0 {
@@ -52,11 +67,11 @@ func (s *Service) QosSet(ctx context.Context, req *wire.QosSetReq) error {
 			return errs.New(errs.Invalid, "meta: qos: class %d is not a class", req.Class)
 		}
 		e = &audit.Entry{Time: now, Op: audit.OpQos, Name: "class:" + c.String(), Who: who}
-	case wire.QosSetJob, wire.QosRemoveJob:
+	case wire.QosSetJob, wire.QosSetJobMeta, wire.QosRemoveJob:
 		if req.Job == "" || len(req.Job) > 255 {
 			return errs.New(errs.Invalid, "meta: qos: job name %q: want 1-255 bytes", req.Job)
 		}
-		if req.Kind == wire.QosSetJob && (req.Rate == 0 || req.Burst == 0) {
+		if req.Kind != wire.QosRemoveJob && (req.Rate == 0 || req.Burst == 0) {
 			return errs.New(errs.Invalid, "meta: qos: job %q needs a rate and a burst above 0 (remove the limit instead)", req.Job)
 		}
 		e = &audit.Entry{Time: now, Op: audit.OpQos, Name: "job:" + req.Job, Who: who}
@@ -81,16 +96,40 @@ func (s *Service) QosSet(ctx context.Context, req *wire.QosSetReq) error {
 				nw = float64(req.Weight)
 			}
 			e.Changes = []audit.Change{{Field: "weight", Old: strconv.FormatFloat(old, 'g', -1, 64), New: strconv.FormatFloat(nw, 'g', -1, 64)}}
+		case wire.QosRemoveJob:
+			found := false
+			for _, k := range []struct {
+				key   []byte
+				field string
+			}{{qosJobKey(req.Job), "limit"}, {qosMetaJobKey(req.Job), "meta-limit"}} {
+				v, err := tx.Get(k.key)
+				if errors.Is(err, kv.ErrNotFound) {
+					continue
+				} else if err != nil {
+					return err
+				}
+				rate, burst, err := qosLimit(v, fmt.Sprintf("job %q", req.Job))
+				if err != nil {
+					return err
+				}
+				found = true
+				tx.Delete(k.key)
+				e.Changes = append(e.Changes, audit.Change{Field: k.field, Old: limitText(rate, burst), New: "none"})
+			}
+			if !found {
+				return errs.New(errs.NotFound, "job %q has no limit", req.Job)
+			}
 		default:
+			key, prefix, field := qosJobKey(req.Job), qosJobPrefix, "limit"
+			if req.Kind == wire.QosSetJobMeta {
+				key, prefix, field = qosMetaJobKey(req.Job), qosMetaJobPrefix, "meta-limit"
+			}
 			var oldRate, oldBurst uint64
-			v, err := tx.Get(qosJobKey(req.Job))
+			v, err := tx.Get(key)
 			switch {
 			case errors.Is(err, kv.ErrNotFound):
-				if req.Kind == wire.QosRemoveJob {
-					return errs.New(errs.NotFound, "job %q has no limit", req.Job)
-				}
 				n := 0
-				if err := tx.Scan(qosJobPrefix, kv.PrefixEnd(qosJobPrefix), maxQosJobs, func(_, _ []byte) bool { n++; return true }); err != nil {
+				if err := tx.Scan(prefix, kv.PrefixEnd(prefix), maxQosJobs, func(_, _ []byte) bool { n++; return true }); err != nil {
 					return err
 				}
 				if n >= maxQosJobs {
@@ -98,18 +137,13 @@ func (s *Service) QosSet(ctx context.Context, req *wire.QosSetReq) error {
 				}
 			case err != nil:
 				return err
-			case len(v) == 16:
-				oldRate, oldBurst = binary.BigEndian.Uint64(v), binary.BigEndian.Uint64(v[8:])
 			default:
-				return errs.New(errs.Corruption, "meta: qos limit of job %q: %d bytes", req.Job, len(v))
+				if oldRate, oldBurst, err = qosLimit(v, fmt.Sprintf("job %q", req.Job)); err != nil {
+					return err
+				}
 			}
-			if req.Kind == wire.QosRemoveJob {
-				tx.Delete(qosJobKey(req.Job))
-				e.Changes = []audit.Change{{Field: "limit", Old: limitText(oldRate, oldBurst), New: "none"}}
-			} else {
-				tx.Set(qosJobKey(req.Job), binary.BigEndian.AppendUint64(binary.BigEndian.AppendUint64(nil, req.Rate), req.Burst))
-				e.Changes = []audit.Change{{Field: "limit", Old: limitText(oldRate, oldBurst), New: limitText(req.Rate, req.Burst)}}
-			}
+			tx.Set(key, binary.BigEndian.AppendUint64(binary.BigEndian.AppendUint64(nil, req.Rate), req.Burst))
+			e.Changes = []audit.Change{{Field: field, Old: limitText(oldRate, oldBurst), New: limitText(req.Rate, req.Burst)}}
 		}
 		return s.appendAudit(tx, e)
 	})
@@ -117,6 +151,7 @@ func (s *Service) QosSet(ctx context.Context, req *wire.QosSetReq) error {
 		return fmt.Errorf("meta: qos set: %w", err)
 	}
 	s.audited()
+	s.reloadQos(ctx)
 	return nil
 }
 
@@ -144,18 +179,25 @@ func (s *Service) QosList(ctx context.Context) (wire.QosConfig, error) {
 		if derr != nil {
 			return derr
 		}
-		err = tx.Scan(qosJobPrefix, kv.PrefixEnd(qosJobPrefix), 0, func(k, v []byte) bool {
-			if len(v) != 16 {
-				derr = errs.New(errs.Corruption, "meta: qos limit of job %q: %d bytes", k[2:], len(v))
-				return false
+		jobs := func(prefix []byte) ([]wire.QosJob, error) {
+			var out []wire.QosJob
+			var derr error
+			err := tx.Scan(prefix, kv.PrefixEnd(prefix), 0, func(k, v []byte) bool {
+				j := wire.QosJob{Job: string(k[len(prefix):])}
+				j.Rate, j.Burst, derr = qosLimit(v, fmt.Sprintf("job %q", j.Job))
+				out = append(out, j)
+				return derr == nil
+			})
+			if err == nil {
+				err = derr
 			}
-			r.Jobs = append(r.Jobs, wire.QosJob{Job: string(k[2:]), Rate: binary.BigEndian.Uint64(v), Burst: binary.BigEndian.Uint64(v[8:])})
-			return true
-		})
-		if err != nil {
+			return out, err
+		}
+		if r.Jobs, err = jobs(qosJobPrefix); err != nil {
 			return err
 		}
-		return derr
+		r.MetaJobs, err = jobs(qosMetaJobPrefix)
+		return err
 	})
 	if err != nil {
 		return wire.QosConfig{}, fmt.Errorf("meta: qos list: %w", err)

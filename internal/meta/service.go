@@ -1,6 +1,7 @@
 package meta
 
 import (
+	"cmp"
 	"context"
 	crand "crypto/rand"
 	"encoding/hex"
@@ -15,6 +16,7 @@ import (
 	"github.com/sluice-fs/sluice/internal/errs"
 	"github.com/sluice-fs/sluice/internal/kv"
 	"github.com/sluice-fs/sluice/internal/placement"
+	"github.com/sluice-fs/sluice/internal/qos"
 )
 
 // RootIno is the inode number of the root directory.
@@ -61,6 +63,11 @@ type Options struct {
 	// layout changes, removals and renames are then not recorded. The
 	// trail already written stays and can still be listed and verified.
 	NoAudit bool
+	// QosOff serves every namespace request at once, still counting them
+	// by class (qosgate.go); QosInService bounds those served at once
+	// otherwise (0: DefaultQosInService).
+	QosOff       bool
+	QosInService int
 	// SharedDB says other metadata services change DB too (an etcd
 	// engine): the change feed (OpWatch) then reports itself incomplete,
 	// and mounts do not lengthen their kernel caches on it.
@@ -115,6 +122,9 @@ func (o Options) Validate() error {
 	if o.InlineMax > MaxInlineMax {
 		return errs.New(errs.Invalid, "meta: Options.InlineMax %d is over the limit of %d", o.InlineMax, MaxInlineMax)
 	}
+	if o.QosInService < 0 {
+		return errs.New(errs.Invalid, "meta: Options.QosInService %d is negative", o.QosInService)
+	}
 	return nil
 }
 
@@ -156,6 +166,8 @@ type Service struct {
 
 	feed *feed // the namespace change feed (feed.go)
 
+	gate *qos.Gate // QoS scheduling of namespace requests (qosgate.go)
+
 	restores restoreCounters // RestoreTotals (tier.go)
 
 	gcMu   sync.Mutex    // one garbage collection pass at a time
@@ -189,10 +201,12 @@ func New(ctx context.Context, opts Options) (*Service, error) {
 		sealKick: make(chan struct{}, 1),
 		closed:   make(chan struct{}),
 		feed:     newFeed(!opts.SharedDB),
+		gate:     qos.NewGate(opts.QosOff, cmp.Or(opts.QosInService, DefaultQosInService)),
 	}
 	if err := s.format(ctx); err != nil {
 		return nil, err
 	}
+	s.reloadQos(ctx)
 	return s, nil
 }
 
@@ -299,6 +313,7 @@ func (s *Service) Run(ctx context.Context) error {
 			if err := s.thawExpiredReleases(ctx); err != nil && ctx.Err() == nil {
 				s.log.Warn("meta: thawing releases whose lease ran out failed; will retry", "err", err)
 			}
+			s.reloadQos(ctx)
 			continue
 		case <-t.C:
 		case <-s.gcKick:
@@ -333,6 +348,7 @@ func (s *Service) Close() error {
 		s.runMu.Unlock()
 		close(s.closed)
 		s.runWG.Wait()
+		s.gate.Close()
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
 		err = s.flushCounters(ctx, false)

@@ -44,6 +44,19 @@ func (c Class) String() string {
 	return fmt.Sprintf("class%d", uint8(c))
 }
 
+// FromWire maps the class byte of a wire QoS tag to a Class: 0 (the
+// sender named none) is Training, otherwise 1 + the Class; values past
+// Background are Background.
+func FromWire(c uint8) Class {
+	switch {
+	case c == 0:
+		return Training
+	case c > uint8(Background)+1:
+		return Background
+	}
+	return Class(c - 1)
+}
+
 // ParseClass reads a class name as String writes it.
 func ParseClass(s string) (Class, error) {
 	for i, n := range classNames {

@@ -56,6 +56,11 @@ type MetaOptions struct {
 	// InlineMax is meta.Options.InlineMax: the most bytes of a file kept
 	// in the metadata (0: the default, negative: none).
 	InlineMax int
+	// QosOff and QosInService are the metadata service's
+	// (meta.Options): namespace requests unscheduled, or how many are
+	// served at once (0: the default).
+	QosOff       bool
+	QosInService int
 	// Rebalance runs the rebalancer in this process when its Every is
 	// positive (run it on one metadata service of a cluster).
 	Rebalance RebalanceOptions
@@ -103,7 +108,7 @@ func RunMeta(ctx context.Context, opts MetaOptions) (err error) {
 		return err
 	}
 	closers.add(rt.Close)
-	ms, err := meta.New(ctx, meta.Options{DB: db, Targets: rt, Logger: log, InlineMax: opts.InlineMax, NoAudit: opts.NoAudit, SharedDB: len(opts.Etcd) > 0})
+	ms, err := meta.New(ctx, meta.Options{DB: db, Targets: rt, Logger: log, InlineMax: opts.InlineMax, NoAudit: opts.NoAudit, SharedDB: len(opts.Etcd) > 0, QosOff: opts.QosOff, QosInService: opts.QosInService})
 	if err != nil {
 		return fmt.Errorf("meta: start metadata service: %w", err)
 	}

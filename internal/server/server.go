@@ -82,9 +82,13 @@ type Options struct {
 	// Rebalance runs the rebalancer (package relayout) in this process
 	// when its Every is positive.
 	Rebalance RebalanceOptions
-	// QosOff and QosInService are the targets' (target.Options).
-	QosOff       bool
-	QosInService int
+	// QosOff turns the QoS scheduling of the targets and of the metadata
+	// service off (both still count by class); QosInService is the
+	// targets' bound on requests in service (target.Options),
+	// MetaQosInService the metadata service's (meta.Options).
+	QosOff           bool
+	QosInService     int
+	MetaQosInService int
 }
 
 // Validate checks the options.
@@ -208,7 +212,7 @@ func Run(ctx context.Context, opts Options) (err error) {
 	// the cluster manager.
 	local := &localMeta{rt: rt}
 	agent := target.NewAgent(targets, fsStamper{local, opts.DataDir}, target.AgentOptions{Node: cluster.LocalNode, Addr: addr, Incarnation: incarnation, Logger: log})
-	ms, err := meta.New(ctx, meta.Options{DB: db, Targets: rt, Logger: log, InlineMax: opts.InlineMax, NoAudit: opts.NoAudit})
+	ms, err := meta.New(ctx, meta.Options{DB: db, Targets: rt, Logger: log, InlineMax: opts.InlineMax, NoAudit: opts.NoAudit, QosOff: opts.QosOff, QosInService: opts.MetaQosInService})
 	if err != nil {
 		return fmt.Errorf("serve: start metadata service: %w", err)
 	}

@@ -34,15 +34,7 @@ type (
 )
 
 // classOf maps a wire tag's class to a qos.Class: none is training.
-func classOf(t wire.QosTag) qos.Class {
-	switch {
-	case t.Class == 0:
-		return qos.Training
-	case t.Class > uint8(qos.Background)+1:
-		return qos.Background
-	}
-	return qos.Class(t.Class - 1)
-}
+func classOf(t wire.QosTag) qos.Class { return qos.FromWire(t.Class) }
 
 // TagOf is the wire tag of a job and class.
 func TagOf(job string, c qos.Class) wire.QosTag { return wire.QosTag{Job: job, Class: uint8(c) + 1} }

@@ -357,6 +357,9 @@ func TestQosAppended(t *testing.T) {
 			oldRead{ChunkRef: ref, Off: 5, Len: 4096}, &ChunkReadReq{ChunkRef: ref, Off: 5, Len: 4096}},
 		{&HeartbeatResp{ChainsVersion: 8, Qos: &QosConfig{Weights: []uint32{8, 4}, Jobs: []QosJob{{Job: "a", Rate: 1, Burst: 2}}}},
 			oldHeartbeat{8}, &HeartbeatResp{ChainsVersion: 8}},
+		{&QosConfig{Weights: []uint32{8}, Jobs: []QosJob{{Job: "a", Rate: 1, Burst: 2}}, MetaJobs: []QosJob{{Job: "m", Rate: 3, Burst: 4}}},
+			oldQosConfig{Weights: []uint32{8}, Jobs: []QosJob{{Job: "a", Rate: 1, Burst: 2}}},
+			&QosConfig{Weights: []uint32{8}, Jobs: []QosJob{{Job: "a", Rate: 1, Burst: 2}}}},
 	} {
 		oldB := Marshal(tc.old)
 		got := newLike(tc.m)
@@ -393,6 +396,21 @@ func (m oldRead) Encode(e *Encoder) { m.ChunkRef.Encode(e); e.U64(m.Off); e.U32(
 func (m oldRead) Decode(*Decoder)   {}
 
 type oldHeartbeat struct{ ChainsVersion uint64 }
+
+// oldQosConfig is QosConfig before MetaJobs.
+type oldQosConfig struct {
+	Weights []uint32
+	Jobs    []QosJob
+}
+
+func (m oldQosConfig) Encode(e *Encoder) {
+	e.Uvarint(uint64(len(m.Weights)))
+	for _, w := range m.Weights {
+		e.U32(w)
+	}
+	encodeJobs(e, m.Jobs)
+}
+func (m oldQosConfig) Decode(*Decoder) {}
 
 func (m oldHeartbeat) Encode(e *Encoder) { e.U64(m.ChainsVersion) }
 func (m oldHeartbeat) Decode(*Decoder)   {}

@@ -28,10 +28,14 @@ func (m *QosJob) Decode(d *Decoder) { m.Job = d.String(); m.Rate = d.U64(); m.Bu
 
 // QosConfig is the QoS settings: the weights of the classes, indexed by
 // qos.Class (0: the default weight; fewer entries than classes leave the
-// rest at their default), and the limited jobs, sorted by name.
+// rest at their default), the jobs limited on the targets (bytes per
+// second and bytes), sorted by name, and the jobs limited on the metadata
+// service (MetaJobs: requests per second and requests; appended later,
+// absent from an older service's reply).
 type QosConfig struct {
-	Weights []uint32
-	Jobs    []QosJob
+	Weights  []uint32
+	Jobs     []QosJob
+	MetaJobs []QosJob
 }
 
 func (m *QosConfig) Encode(e *Encoder) {
@@ -39,33 +43,49 @@ func (m *QosConfig) Encode(e *Encoder) {
 	for _, w := range m.Weights {
 		e.U32(w)
 	}
-	e.Uvarint(uint64(len(m.Jobs)))
-	for i := range m.Jobs {
-		m.Jobs[i].Encode(e)
+	encodeJobs(e, m.Jobs)
+	encodeJobs(e, m.MetaJobs)
+}
+
+func encodeJobs(e *Encoder, jobs []QosJob) {
+	e.Uvarint(uint64(len(jobs)))
+	for i := range jobs {
+		jobs[i].Encode(e)
 	}
 }
 
+func decodeJobs(d *Decoder) []QosJob {
+	n := d.Count(17)
+	if n == 0 {
+		return nil
+	}
+	jobs := make([]QosJob, n)
+	for i := range jobs {
+		jobs[i].Decode(d)
+	}
+	return jobs
+}
+
 func (m *QosConfig) Decode(d *Decoder) {
-	m.Weights, m.Jobs = nil, nil
+	m.Weights, m.Jobs, m.MetaJobs = nil, nil, nil
 	if n := d.Count(4); n > 0 {
 		m.Weights = make([]uint32, n)
 		for i := range m.Weights {
 			m.Weights[i] = d.U32()
 		}
 	}
-	if n := d.Count(17); n > 0 {
-		m.Jobs = make([]QosJob, n)
-		for i := range m.Jobs {
-			m.Jobs[i].Decode(d)
-		}
+	m.Jobs = decodeJobs(d)
+	if d.More() {
+		m.MetaJobs = decodeJobs(d)
 	}
 }
 
 // Kinds of QoS change (QosSetReq.Kind).
 const (
-	QosSetWeight uint8 = 1 + iota // class Class gets weight Weight (0: the default)
-	QosSetJob                     // job Job gets the limit Rate, Burst
-	QosRemoveJob                  // job Job is no longer limited
+	QosSetWeight  uint8 = 1 + iota // class Class gets weight Weight (0: the default)
+	QosSetJob                      // job Job gets the limit Rate, Burst (bytes/s, bytes) on each target
+	QosRemoveJob                   // job Job is no longer limited (on the targets nor on the metadata service)
+	QosSetJobMeta                  // job Job gets the limit Rate, Burst (requests/s, requests) on the metadata service
 )
 
 // QosSetReq changes one QoS setting (OpQosSet). Class is a qos.Class (not

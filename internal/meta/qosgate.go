@@ -1,0 +1,92 @@
+package meta
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/sluice-fs/sluice/internal/qos"
+	"github.com/sluice-fs/sluice/internal/wire"
+)
+
+// DefaultQosInService is how many namespace requests the metadata service
+// serves at once when Options.QosInService does not say; the rest wait in
+// its QoS scheduler, ordered by class and limited per job (docs/qos.md).
+const DefaultQosInService = 8
+
+// scheduledOps are the requests the metadata service admits through its
+// QoS gate: the namespace operations that clients make for applications,
+// one unit of cost each. Not scheduled, so that a storm from clients can
+// never hold them back: cluster membership (register, heartbeats), the
+// change feed's long polls, syncs, the settings themselves (an
+// administrator limiting a storm must get through), and the system's own
+// movers (migration, tier, staging, profile shipping, audit).
+var scheduledOps = []wire.Op{
+	wire.OpResolve, wire.OpLookup, wire.OpGetAttr, wire.OpSetAttr,
+	wire.OpCreate, wire.OpMkdir, wire.OpSymlink, wire.OpReadlink,
+	wire.OpUnlink, wire.OpRmdir, wire.OpRename, wire.OpLink, wire.OpReadDir,
+	wire.OpGetXattr, wire.OpSetXattr, wire.OpListXattr, wire.OpRemoveXattr,
+	wire.OpGetLayout, wire.OpCommitWrite, wire.OpWriteInline, wire.OpReadInline,
+	wire.OpSetChunks, wire.OpResolveRead, wire.OpPutFile, wire.OpOpenIno,
+	wire.OpStatfs,
+}
+
+// gateHandlers puts the QoS gate in front of the handlers of scheduledOps
+// registered on srv: each request waits for a place in the class and job
+// its connection declared (OpSession; none is class training, job "").
+func (s *Service) gateHandlers(srv *wire.Server) {
+	for _, op := range scheduledOps {
+		h := srv.Handler(op)
+		if h == nil {
+			continue
+		}
+		srv.Handle(op, func(ctx context.Context, r *wire.Request) (wire.Response, error) {
+			tag := r.Session.Qos()
+			release, err := s.gate.Acquire(ctx, tag.Job, qos.FromWire(tag.Class), 1)
+			if err != nil {
+				return wire.Response{}, fmt.Errorf("meta: op %d: waiting for the QoS scheduler: %w", op, err)
+			}
+			defer release()
+			return h(ctx, r)
+		})
+	}
+}
+
+// metaConfigOf is the metadata service's scheduler configuration from the
+// settings: the classes' weights and the jobs' limits in requests.
+func metaConfigOf(m *wire.QosConfig) qos.Config {
+	var cfg qos.Config
+	for i, w := range m.Weights {
+		if i < len(cfg.Weights) {
+			cfg.Weights[i] = float64(w)
+		}
+	}
+	if len(m.MetaJobs) > 0 {
+		cfg.Jobs = make(map[string]qos.Limit, len(m.MetaJobs))
+		for _, j := range m.MetaJobs {
+			cfg.Jobs[j.Job] = qos.Limit{Rate: float64(j.Rate), Burst: float64(j.Burst)}
+		}
+	}
+	return cfg
+}
+
+// reloadQos applies the stored settings to the gate: at start, after a
+// change through this service, and every second (another service sharing
+// the database may have changed them). A failure keeps the settings in
+// force and is logged.
+func (s *Service) reloadQos(ctx context.Context) {
+	m, err := s.QosList(ctx)
+	if err == nil {
+		cfg := metaConfigOf(&m)
+		if err = cfg.Validate(); err == nil {
+			s.gate.Configure(cfg)
+			return
+		}
+	}
+	if ctx.Err() == nil {
+		s.log.Warn("meta: cannot load the QoS settings; the ones in force stay", "err", err)
+	}
+}
+
+// QosStats returns the counters of the scheduler in front of the namespace
+// requests (a class's ServedBytes count requests).
+func (s *Service) QosStats() qos.GateStats { return s.gate.Stats() }

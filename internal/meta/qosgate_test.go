@@ -1,0 +1,177 @@
+package meta
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/sluice-fs/sluice/internal/audit"
+	"github.com/sluice-fs/sluice/internal/errs"
+	"github.com/sluice-fs/sluice/internal/wire"
+)
+
+// TestQosMetaLimit: a job's limit on the metadata service is set, listed,
+// audited and applied to the scheduler at once; its connections'
+// namespace requests then go at most at its rate while another job's go
+// through, each counted under its declared class; removing the job's
+// limits lets its backlog through. Statfs is scheduled, the settings
+// themselves are not.
+func TestQosMetaLimit(t *testing.T) {
+	ctx := context.Background()
+	s, err := New(ctx, Options{DB: openTestDB(t), Targets: newFakeTargets(4), QosInService: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	srv := &wire.Server{}
+	s.Register(srv)
+	addr := serve(t, srv)
+	dial := func(job string, class uint8) *wire.Conn {
+		c, err := wire.Dial(ctx, addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+		if _, err := c.Call(ctx, wire.OpSession, &wire.SessionReq{Qos: wire.QosTag{Job: job, Class: class}}, nil, nil, nil); err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+	storm, infer, admin := dial("storm", 4), dial("infer", 1), dial("", 0)
+
+	const rate, burst = 20, 5
+	if _, err := admin.Call(ctx, wire.OpQosSet, &wire.QosSetReq{Kind: wire.QosSetJobMeta, Job: "storm", Rate: rate, Burst: burst}, nil, nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	if st := s.QosStats(); st.LimitedJobs != 1 {
+		t.Fatalf("%d limited jobs in the scheduler after the set, want 1", st.LimitedJobs)
+	}
+	var cfg wire.QosConfig
+	if _, err := admin.Call(ctx, wire.OpQosList, &wire.Empty{}, nil, &cfg, nil); err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(cfg.MetaJobs, []wire.QosJob{{Job: "storm", Rate: rate, Burst: burst}}) || len(cfg.Jobs) != 0 {
+		t.Fatalf("settings %+v, want storm's metadata limit only", cfg)
+	}
+
+	// The storm: 8 callers of stat (GetAttr of the root) and statfs.
+	start := time.Now()
+	var done atomic.Int64
+	var wg sync.WaitGroup
+	stormCtx, stop := context.WithCancel(ctx)
+	defer stop()
+	for i := range 8 {
+		wg.Go(func() {
+			for stormCtx.Err() == nil {
+				op, req, resp := wire.OpGetAttr, wire.Message(&wire.InoReq{Ino: RootIno}), wire.Message(&wire.Attr{})
+				if i%2 == 1 {
+					op, req, resp = wire.OpStatfs, &wire.Empty{}, &wire.StatfsResp{}
+				}
+				if _, err := storm.Call(ctx, op, req, nil, resp, nil); err != nil {
+					t.Error(err)
+					return
+				}
+				done.Add(1)
+			}
+		})
+	}
+	// While it is held back, the other job's requests are served, and so
+	// are the settings.
+	for done.Load() < burst {
+		time.Sleep(time.Millisecond)
+	}
+	for range 50 {
+		if _, err := infer.Call(ctx, wire.OpGetAttr, &wire.InoReq{Ino: RootIno}, nil, &wire.Attr{}, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := admin.Call(ctx, wire.OpQosList, &wire.Empty{}, nil, &wire.QosConfig{}, nil); err != nil {
+		t.Fatal(err)
+	}
+	n, elapsed := done.Load(), time.Since(start)
+	// The token bucket's bound: the burst, the rate since the start, and
+	// the requests in service when the limit was counted.
+	if bound := burst + int64(rate*elapsed.Seconds()) + 2; n > bound {
+		t.Errorf("the limited job made %d requests in %v, over its bound of %d", n, elapsed, bound)
+	}
+	st := s.QosStats()
+	if c := st.Classes["interactive"]; c.Served != 50 {
+		t.Errorf("interactive served %d, want the 50 requests of job infer", c.Served)
+	}
+	if c := st.Classes["background"]; c.Served < uint64(n) || c.Queued == 0 {
+		t.Errorf("background served %d (%d done) with %d queued; want the storm's, with a backlog", c.Served, n, c.Queued)
+	}
+	var jobs []string
+	for _, j := range st.Jobs {
+		jobs = append(jobs, j.Job)
+	}
+	if !slices.Contains(jobs, "storm") || !slices.Contains(jobs, "infer") {
+		t.Errorf("jobs counted: %v, want storm and infer", jobs)
+	}
+
+	// Lifting the limits lets the backlog through.
+	if _, err := admin.Call(ctx, wire.OpQosSet, &wire.QosSetReq{Kind: wire.QosRemoveJob, Job: "storm"}, nil, nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	before := done.Load()
+	for done.Load() < before+100 {
+		time.Sleep(time.Millisecond)
+	}
+	stop()
+	wg.Wait()
+	if _, err := admin.Call(ctx, wire.OpQosSet, &wire.QosSetReq{Kind: wire.QosRemoveJob, Job: "storm"}, nil, nil, nil); errs.CodeOf(err) != errs.NotFound {
+		t.Errorf("removing limits twice: %v, want not found", err)
+	}
+	_, got := listAudit(t, s, wire.AuditListReq{})
+	want := [][]audit.Change{
+		{{Field: "meta-limit", Old: "none", New: "rate=20 burst=5"}},
+		{{Field: "meta-limit", Old: "rate=20 burst=5", New: "none"}},
+	}
+	if len(got) != len(want) {
+		t.Fatalf("%d audit entries, want %d: %+v", len(got), len(want), got)
+	}
+	for i, w := range want {
+		if got[i].Name != "job:storm" || !slices.Equal(got[i].Changes, w) {
+			t.Errorf("audit entry %d = %+v, want %+v", i+1, got[i], w)
+		}
+	}
+}
+
+// TestQosMetaOff: with QoS off every request goes at once whatever the
+// limits, still counted by class.
+func TestQosMetaOff(t *testing.T) {
+	ctx := context.Background()
+	s, err := New(ctx, Options{DB: openTestDB(t), Targets: newFakeTargets(4), QosOff: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	if err := s.QosSet(ctx, &wire.QosSetReq{Kind: wire.QosSetJobMeta, Job: "storm", Rate: 1, Burst: 1}); err != nil {
+		t.Fatal(err)
+	}
+	srv := &wire.Server{}
+	s.Register(srv)
+	c, err := wire.Dial(ctx, serve(t, srv))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if _, err := c.Call(ctx, wire.OpSession, &wire.SessionReq{Qos: wire.QosTag{Job: "storm", Class: 3}}, nil, nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	for range 20 {
+		if _, err := c.Call(ctx, wire.OpGetAttr, &wire.InoReq{Ino: RootIno}, nil, &wire.Attr{}, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if st := s.QosStats(); st.On || st.Classes["checkpoint"].Served != 20 {
+		t.Errorf("stats %+v, want off with 20 checkpoint requests", st)
+	}
+	if err := s.QosSet(ctx, &wire.QosSetReq{Kind: wire.QosSetJobMeta, Job: "x", Rate: 1}); !errors.Is(err, errs.ErrInvalid) {
+		t.Errorf("a metadata limit without a burst: %v, want invalid", err)
+	}
+}
