@@ -15,6 +15,7 @@ import (
 	"net"
 	"net/http"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -23,6 +24,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/sluice-fs/sluice/internal/errs"
+	"github.com/sluice-fs/sluice/internal/qos"
 	"github.com/sluice-fs/sluice/internal/target"
 	"github.com/sluice-fs/sluice/internal/wire"
 )
@@ -225,7 +227,13 @@ func (c *conn) Close() error {
 // AddTargets exports the counters, fill levels and checksum failures of
 // svc's targets, read at each scrape.
 func (m *Metrics) AddTargets(svc *target.Service) {
-	m.reg.MustRegister(&targetCollector{svc: svc}, qosCollector{svc})
+	m.reg.MustRegister(&targetCollector{svc: svc}, qosCollector{targetQos, svc.QosStats})
+}
+
+// AddMetaQos exports the counters of the metadata service's QoS gate as
+// sluice_meta_qos_* (meta.Service.QosStats).
+func (m *Metrics) AddMetaQos(stats func() qos.GateStats) {
+	m.reg.MustRegister(qosCollector{metaQos, stats})
 }
 
 // CacheStatser is a component with a cache that counts its hits and
@@ -346,43 +354,60 @@ func (tc *targetCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 }
 
+// qosDescs are the metrics of one QoS gate (docs/qos.md): the targets'
+// (sluice_qos_*, cost in bytes) or the metadata service's
+// (sluice_meta_qos_*, cost in requests).
+type qosDescs struct {
+	queued, served, cost, wait, jobQueued, jobCost, limited *prometheus.Desc
+}
+
+func newQosDescs(prefix, what, costName, costHelp string) qosDescs {
+	return qosDescs{
+		queued:    prometheus.NewDesc(prefix+"_queued", what+" waiting in the QoS scheduler, by class.", []string{"class"}, nil),
+		served:    prometheus.NewDesc(prefix+"_served_total", what+" the QoS scheduler let through, by class.", []string{"class"}, nil),
+		cost:      prometheus.NewDesc(prefix+"_served_"+costName+"_total", costHelp+" let through, by class.", []string{"class"}, nil),
+		wait:      prometheus.NewDesc(prefix+"_wait_seconds", "Time "+strings.ToLower(what[:1])+what[1:]+" waited in the QoS scheduler, by class.", []string{"class"}, nil),
+		jobQueued: prometheus.NewDesc(prefix+"_job_queued", what+" waiting, by job (at most 32 jobs; the rest as _other).", []string{"job"}, nil),
+		jobCost:   prometheus.NewDesc(prefix+"_job_served_"+costName+"_total", costHelp+" let through, by job (at most 32 jobs; the rest as _other).", []string{"job"}, nil),
+		limited:   prometheus.NewDesc(prefix+"_limited_jobs", "Jobs with a rate limit in the QoS settings applied.", nil, nil),
+	}
+}
+
 var (
-	descQosQueued = prometheus.NewDesc("sluice_qos_queued", "Chunk reads and writes waiting in the targets' QoS scheduler, by class.", []string{"class"}, nil)
-	descQosServed = prometheus.NewDesc("sluice_qos_served_total", "Chunk reads and writes the QoS scheduler let through, by class.", []string{"class"}, nil)
-	descQosBytes  = prometheus.NewDesc("sluice_qos_served_bytes_total", "Bytes of the chunk reads and writes let through, by class.", []string{"class"}, nil)
-	descQosWait   = prometheus.NewDesc("sluice_qos_wait_seconds", "Time chunk reads and writes waited in the QoS scheduler, by class.", []string{"class"}, nil)
-	descQosJobQ   = prometheus.NewDesc("sluice_qos_job_queued", "Chunk reads and writes waiting, by job (at most 32 jobs; the rest as _other).", []string{"job"}, nil)
-	descQosLimits = prometheus.NewDesc("sluice_qos_limited_jobs", "Jobs with a rate limit in the QoS settings the targets apply.", nil, nil)
-	descQosJobB   = prometheus.NewDesc("sluice_qos_job_served_bytes_total", "Bytes let through, by job (at most 32 jobs; the rest as _other).", []string{"job"}, nil)
+	targetQos = newQosDescs("sluice_qos", "Chunk reads and writes", "bytes", "Bytes of the chunk reads and writes")
+	metaQos   = newQosDescs("sluice_meta_qos", "Namespace requests to the metadata service", "requests", "Namespace requests")
 )
 
-// qosCollector exports the targets' QoS scheduler counters (docs/qos.md).
-type qosCollector struct{ svc *target.Service }
+// qosCollector exports a QoS gate's counters.
+type qosCollector struct {
+	d     qosDescs
+	stats func() qos.GateStats
+}
 
-func (qosCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descQosQueued, descQosServed, descQosBytes, descQosWait, descQosJobQ, descQosJobB, descQosLimits} {
+func (qc qosCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{qc.d.queued, qc.d.served, qc.d.cost, qc.d.wait, qc.d.jobQueued, qc.d.jobCost, qc.d.limited} {
 		ch <- d
 	}
 }
 
 func (qc qosCollector) Collect(ch chan<- prometheus.Metric) {
-	st := qc.svc.QosStats()
-	ch <- prometheus.MustNewConstMetric(descQosLimits, prometheus.GaugeValue, float64(st.LimitedJobs))
+	st := qc.stats()
+	ch <- prometheus.MustNewConstMetric(qc.d.limited, prometheus.GaugeValue, float64(st.LimitedJobs))
 	for name, c := range st.Classes {
-		ch <- prometheus.MustNewConstMetric(descQosQueued, prometheus.GaugeValue, float64(c.Queued), name)
-		ch <- prometheus.MustNewConstMetric(descQosServed, prometheus.CounterValue, float64(c.Served), name)
-		ch <- prometheus.MustNewConstMetric(descQosBytes, prometheus.CounterValue, float64(c.ServedBytes), name)
-		buckets := make(map[float64]uint64, len(target.QosWaitBuckets))
+		ch <- prometheus.MustNewConstMetric(qc.d.queued, prometheus.GaugeValue, float64(c.Queued), name)
+		ch <- prometheus.MustNewConstMetric(qc.d.served, prometheus.CounterValue, float64(c.Served), name)
+		ch <- prometheus.MustNewConstMetric(qc.d.cost, prometheus.CounterValue, float64(c.ServedBytes), name)
+		buckets := make(map[float64]uint64, len(qos.WaitBuckets))
 		var cum uint64
-		for i, le := range target.QosWaitBuckets {
+		for i, le := range qos.WaitBuckets {
 			cum += c.WaitCounts[i]
 			buckets[le] = cum
 		}
-		cum += c.WaitCounts[len(target.QosWaitBuckets)]
-		ch <- prometheus.MustNewConstHistogram(descQosWait, cum, c.WaitSum, buckets, name)
+		cum += c.WaitCounts[len(qos.WaitBuckets)]
+		ch <- prometheus.MustNewConstHistogram(qc.d.wait, cum, c.WaitSum, buckets, name)
 	}
 	for _, j := range st.Jobs {
-		ch <- prometheus.MustNewConstMetric(descQosJobQ, prometheus.GaugeValue, float64(j.Queued), j.Job)
-		ch <- prometheus.MustNewConstMetric(descQosJobB, prometheus.CounterValue, float64(j.ServedBytes), j.Job)
+		ch <- prometheus.MustNewConstMetric(qc.d.jobQueued, prometheus.GaugeValue, float64(j.Queued), j.Job)
+		ch <- prometheus.MustNewConstMetric(qc.d.jobCost, prometheus.CounterValue, float64(j.ServedBytes), j.Job)
 	}
 }

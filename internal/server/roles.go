@@ -123,6 +123,7 @@ func RunMeta(ctx context.Context, opts MetaOptions) (err error) {
 	mx := metrics.New()
 	mx.AddPools(rt)
 	mx.AddStage(ms)
+	mx.AddMetaQos(ms.QosStats)
 	mx.Instrument(srv)
 	ln = mx.Listener(ln)
 	serveErr := closers.serve(srv, ln)

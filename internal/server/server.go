@@ -224,6 +224,7 @@ func Run(ctx context.Context, opts Options) (err error) {
 	ms.Register(srv)
 	mx.AddPools(rt)
 	mx.AddStage(ms)
+	mx.AddMetaQos(ms.QosStats)
 	mx.AddRestores(ms)
 	mx.Instrument(srv)
 

@@ -8,6 +8,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"fmt"
 	"math/rand/v2"
 	"net/http"
 	"os"
@@ -154,7 +155,7 @@ func TestJobLimit(t *testing.T) {
 	s.cli("qos", "set", "--job", "slow", "--rate", "1M", "--burst", "1M")
 	s.cli("qos", "set", "--class", "checkpoint", "--weight", "3")
 	ls := s.cli("qos", "ls")
-	if !regexp.MustCompile(`(?m)^slow\s+1048576\s+1048576$`).MatchString(ls) || !regexp.MustCompile(`(?m)^checkpoint\s+3$`).MatchString(ls) {
+	if !regexp.MustCompile(`(?m)^slow\s+1048576\s+1048576\s+-\s+-$`).MatchString(ls) || !regexp.MustCompile(`(?m)^checkpoint\s+3$`).MatchString(ls) {
 		t.Errorf("qos ls does not show the limit and weight set:\n%s", ls)
 	}
 	if audit := s.cli("audit", "ls"); !strings.Contains(audit, "qos") {
@@ -201,5 +202,78 @@ func TestJobLimit(t *testing.T) {
 	s.cli("qos", "rm", "--job", "slow")
 	if ls := s.cli("qos", "ls"); strings.Contains(ls, "slow") {
 		t.Errorf("qos ls still shows the removed limit:\n%s", ls)
+	}
+}
+
+// TestMetaJobLimit: a job's limit on the metadata service, set with
+// `sluice qos set --meta-rate`, is applied at once (its metric counts it),
+// shown by `sluice qos ls`, and holds the job's namespace requests to its
+// token bucket while another job's stats run unlimited beside it; both
+// are counted under their jobs and declared classes. `sluice qos rm`
+// lifts it.
+func TestMetaJobLimit(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a server")
+	}
+	s := startServer(t)
+	setup := newClient(t, s.addr, "", "", 0)
+	writeFile(t, setup, "/f", 10)
+	const rate, burst = 100, 10
+	s.cli("qos", "set", "--job", "slow", "--meta-rate", fmt.Sprint(rate), "--meta-burst", fmt.Sprint(burst))
+	if ls := s.cli("qos", "ls"); !regexp.MustCompile(`(?m)^slow\s+-\s+-\s+100\s+10$`).MatchString(ls) {
+		t.Errorf("qos ls does not show the metadata limit:\n%s", ls)
+	}
+	if got := s.metric("sluice_meta_qos_limited_jobs", ""); got != 1 {
+		t.Fatalf("sluice_meta_qos_limited_jobs = %v right after the set, want 1", got)
+	}
+	slow := newClient(t, s.addr, "slow", "background", -1)
+	fast := newClient(t, s.addr, "fast", "interactive", -1)
+	ctx, stop := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	stat := func(c *client.Client) {
+		for ctx.Err() == nil {
+			if _, err := c.Stat(ctx, "/f"); err != nil && ctx.Err() == nil {
+				t.Error(err)
+				return
+			}
+		}
+	}
+	start := time.Now()
+	base := s.metric("sluice_meta_qos_job_served_requests_total", `job="slow"`)
+	for range 8 {
+		wg.Go(func() { stat(slow) })
+	}
+	wg.Go(func() { stat(fast) })
+	// Run until the unlimited job made 2,000 requests: a count, not a
+	// duration.
+	deadline := time.Now().Add(2 * time.Minute)
+	for s.metric("sluice_meta_qos_job_served_requests_total", `job="fast"`) < 2000 {
+		if time.Now().After(deadline) {
+			stop()
+			wg.Wait()
+			t.Fatal("the unlimited job did not make 2,000 requests in 2 minutes")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	slowN := s.metric("sluice_meta_qos_job_served_requests_total", `job="slow"`) - base
+	elapsed := time.Since(start)
+	stop()
+	wg.Wait()
+	fastN := s.metric("sluice_meta_qos_job_served_requests_total", `job="fast"`)
+	t.Logf("in %v: slow %.0f requests, fast %.0f", elapsed, slowN, fastN)
+	// The bucket's bound: the burst, the rate over the time, and what was
+	// in service (8 places) when the counters were read.
+	if bound := burst + rate*elapsed.Seconds() + 8; slowN > bound || slowN == 0 {
+		t.Errorf("the limited job made %.0f requests in %v: want above 0 and at most %.0f", slowN, elapsed, bound)
+	}
+	if got := s.metric("sluice_meta_qos_served_total", `class="interactive"`); got < fastN {
+		t.Errorf("class interactive served %.0f requests, fewer than job fast's %.0f", got, fastN)
+	}
+	if got := s.metric("sluice_meta_qos_served_total", `class="background"`); got < slowN {
+		t.Errorf("class background served %.0f requests, fewer than job slow's %.0f", got, slowN)
+	}
+	s.cli("qos", "rm", "--job", "slow")
+	if got := s.metric("sluice_meta_qos_limited_jobs", ""); got != 0 {
+		t.Errorf("sluice_meta_qos_limited_jobs = %v after qos rm, want 0", got)
 	}
 }
