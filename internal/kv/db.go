@@ -180,6 +180,7 @@ func (d *db) Update(ctx context.Context, fn func(tx Txn) error) error {
 		if err := ctx.Err(); err != nil {
 			return fmt.Errorf("kv: update: %w", err)
 		}
+		committing(ctx)
 		if again, err := d.retry(d.c.commit(tx), attempt); !again {
 			return err
 		}
@@ -196,6 +197,25 @@ func (d *db) Update(ctx context.Context, fn func(tx Txn) error) error {
 				return fmt.Errorf("kv: update: %w", err)
 			}
 		}
+	}
+}
+
+// committingKey is the context key of WithCommitting's function.
+type committingKey struct{}
+
+// WithCommitting returns a context under which Update calls f each time a
+// transaction it runs has done its reads and is handed over to be
+// committed, before it waits for the commit (and, by the durability
+// policy, its sync). A scheduler admitting the callers uses it to let
+// others in while they wait (the metadata service's QoS gate); f may be
+// called more than once.
+func WithCommitting(ctx context.Context, f func()) context.Context {
+	return context.WithValue(ctx, committingKey{}, f)
+}
+
+func committing(ctx context.Context) {
+	if f, ok := ctx.Value(committingKey{}).(func()); ok {
+		f()
 	}
 }
 

@@ -215,6 +215,7 @@ func (d *etcdDB) Update(ctx context.Context, fn func(tx Txn) error) error {
 			if err := ctx.Err(); err != nil {
 				return fmt.Errorf("kv: update: %w", err)
 			}
+			committing(ctx)
 			err = d.commit(ctx, tx, r)
 		}
 		if again, err := d.retry(err, attempt); !again {

@@ -3,7 +3,9 @@ package meta
 import (
 	"context"
 	"fmt"
+	"sync"
 
+	"github.com/sluice-fs/sluice/internal/kv"
 	"github.com/sluice-fs/sluice/internal/qos"
 	"github.com/sluice-fs/sluice/internal/wire"
 )
@@ -45,8 +47,14 @@ func (s *Service) gateHandlers(srv *wire.Server) {
 			if err != nil {
 				return wire.Response{}, fmt.Errorf("meta: op %d: waiting for the QoS scheduler: %w", op, err)
 			}
-			defer release()
-			return h(ctx, r)
+			// The place is given back when the request's transaction
+			// waits for its commit (and sync): the waits of concurrent
+			// requests then share one group commit instead of taking
+			// every place.
+			var once sync.Once
+			done := func() { once.Do(release) }
+			defer done()
+			return h(kv.WithCommitting(ctx, done), r)
 		})
 	}
 }

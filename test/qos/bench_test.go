@@ -61,8 +61,12 @@ func BenchmarkInference(b *testing.B) {
 	}
 }
 
-// envReader names the server a TestReaderProcess child reads from.
-const envReader = "SLUICE_QOS_READER_ADDR"
+// envReader names the server a TestReaderProcess child reads from;
+// envReaderOp is "stat" for BenchmarkMetaStorm's stats, else reads.
+const (
+	envReader   = "SLUICE_QOS_READER_ADDR"
+	envReaderOp = "SLUICE_QOS_READER_OP"
+)
 
 // TestReaderProcess is BenchmarkInference's reader when it runs as a
 // child process (envReader set; otherwise it skips at once): each line
@@ -75,6 +79,9 @@ func TestReaderProcess(t *testing.T) {
 	}
 	reader := newClient(t, addr, "infer", "interactive", -1)
 	measure := readerOf(t, reader)
+	if os.Getenv(envReaderOp) == "stat" {
+		measure = statterOf(t, reader)
+	}
 	in := bufio.NewScanner(os.Stdin)
 	for in.Scan() {
 		var line strings.Builder
@@ -114,11 +121,28 @@ func readerOf(tb testing.TB, c *client.Client) func() []time.Duration {
 	}
 }
 
-// readerProcess starts TestReaderProcess against addr and returns a
-// function that runs one measurement in it.
-func readerProcess(b *testing.B, addr string) func() []time.Duration {
+// statterOf returns a function that stats /model through c readsPerRun
+// times and returns the latencies, sorted.
+func statterOf(tb testing.TB, c *client.Client) func() []time.Duration {
+	return func() []time.Duration {
+		lat := make([]time.Duration, 0, readsPerRun)
+		for range readsPerRun {
+			start := time.Now()
+			if _, err := c.Stat(context.Background(), "/model"); err != nil {
+				tb.Fatal(err)
+			}
+			lat = append(lat, time.Since(start))
+		}
+		slices.Sort(lat)
+		return lat
+	}
+}
+
+// readerProcess starts TestReaderProcess against addr (doing op: "read"
+// or "stat") and returns a function that runs one measurement in it.
+func readerProcess(b *testing.B, addr, op string) func() []time.Duration {
 	cmd := exec.Command(os.Args[0], "-test.run=^TestReaderProcess$", "-test.v=false")
-	cmd.Env = append(os.Environ(), envReader+"="+addr)
+	cmd.Env = append(os.Environ(), envReader+"="+addr, envReaderOp+"="+op)
 	cmd.Stderr = os.Stderr
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
@@ -186,7 +210,7 @@ func benchInference(b *testing.B, args []string, shared bool) {
 	if shared {
 		measure = readerOf(b, newClient(b, s.addr, "infer", "interactive", -1))
 	} else {
-		measure = readerProcess(b, s.addr)
+		measure = readerProcess(b, s.addr, "read")
 	}
 	var idle, loaded []time.Duration
 	var ckptRate float64
@@ -281,5 +305,100 @@ func checkpointWriter(ctx context.Context, tb testing.TB, c *client.Client, w in
 			}
 		}
 		prev = p
+	}
+}
+
+// BenchmarkMetaStorm is the metadata side of the demonstration: an
+// interactive client (its own process, job infer) stats a file, idle and
+// then while a background job (16 workers of one client) creates, stats
+// and removes files as fast as the metadata service lets it, against a
+// server with the metadata QoS off and on (at two bounds on the requests
+// in service). It reports the stat's p50 and p99 in both phases, the
+// storm's rate, and the mean wait of each class in the metadata service's
+// scheduler:
+//
+//	go test -run XXX -bench MetaStorm -benchtime 1x ./test/qos
+func BenchmarkMetaStorm(b *testing.B) {
+	if testing.Short() {
+		b.Skip("starts servers")
+	}
+	for _, mode := range []struct {
+		name string
+		args []string
+	}{
+		{"qos=off", []string{"--qos-off"}},
+		{"qos=on/in-service=8", nil},
+		{"qos=on/in-service=2", []string{"--meta-qos-in-service", "2"}},
+	} {
+		b.Run(mode.name, func(b *testing.B) { benchMetaStorm(b, mode.args) })
+	}
+}
+
+func benchMetaStorm(b *testing.B, args []string) {
+	const stormWorkers = 16
+	s := startServer(b, args...)
+	setup := newClient(b, s.addr, "", "", 0)
+	writeFile(b, setup, "/model", 4096)
+	if err := setup.Mkdir(context.Background(), "/storm", 0o755); err != nil {
+		b.Fatal(err)
+	}
+	measure := readerProcess(b, s.addr, "stat")
+	var idle, loaded []time.Duration
+	var stormRate float64
+	b.ResetTimer()
+	for range b.N {
+		measure() // warm
+		idle = measure()
+		storm := newClient(b, s.addr, "storm", "background", 0)
+		ctx, stop := context.WithCancel(context.Background())
+		var ops atomic.Int64
+		var wg sync.WaitGroup
+		for w := range stormWorkers {
+			wg.Go(func() {
+				for i := 0; ctx.Err() == nil; i++ {
+					p := fmt.Sprintf("/storm/w%d-%d", w, i)
+					f, err := storm.Create(ctx, p)
+					if err == nil {
+						err = f.Close()
+					}
+					if err == nil {
+						_, err = storm.Stat(ctx, p)
+					}
+					if err == nil {
+						err = storm.Remove(ctx, p)
+					}
+					if err != nil {
+						if ctx.Err() == nil {
+							b.Error(err)
+						}
+						return
+					}
+					ops.Add(3)
+				}
+			})
+		}
+		for ops.Load() < stormWorkers*30 {
+			time.Sleep(5 * time.Millisecond)
+		}
+		o0, t0 := ops.Load(), time.Now()
+		loaded = measure()
+		stormRate = float64(ops.Load()-o0) / time.Since(t0).Seconds()
+		stop()
+		wg.Wait()
+	}
+	b.StopTimer()
+	ms := func(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+	p := func(l []time.Duration, q float64) time.Duration { return l[int(q*float64(len(l)-1))] }
+	b.ReportMetric(ms(p(idle, 0.5)), "idle-p50-ms")
+	b.ReportMetric(ms(p(idle, 0.99)), "idle-p99-ms")
+	b.ReportMetric(ms(p(loaded, 0.5)), "load-p50-ms")
+	b.ReportMetric(ms(p(loaded, 0.99)), "load-p99-ms")
+	b.ReportMetric(ms(p(loaded, 0.99))/ms(p(idle, 0.99)), "p99-ratio")
+	b.ReportMetric(ms(p(loaded, 0.5))/ms(p(idle, 0.5)), "p50-ratio")
+	b.ReportMetric(stormRate, "storm-ops/s")
+	for _, c := range []string{"interactive", "background"} {
+		if n := s.metric("sluice_meta_qos_wait_seconds_count", `class="`+c+`"`); n > 0 {
+			b.ReportMetric(s.metric("sluice_meta_qos_wait_seconds_sum", `class="`+c+`"`)/n*1000, c+"-wait-ms")
+		}
 	}
 }

@@ -44,6 +44,8 @@ type server struct {
 func startServer(tb testing.TB, extra ...string) *server {
 	tb.Helper()
 	args := append([]string{"serve", "--data-dir", tb.TempDir(), "--listen", "127.0.0.1:0", "--http", "127.0.0.1:0"}, extra...)
+	// SLUICE_QOS_SERVE_ARGS adds flags (e.g. "--meta-sync always").
+	args = append(args, strings.Fields(os.Getenv("SLUICE_QOS_SERVE_ARGS"))...)
 	p, addr := proctest.Start(tb, binary, nil, readyLine, args...)
 	admin, err := p.WaitLine(adminLine, 10*time.Second)
 	if err != nil {
