@@ -214,6 +214,10 @@ func benchInference(b *testing.B, args []string, shared bool) {
 	}
 	var idle, loaded []time.Duration
 	var ckptRate float64
+	// The p99 of the chunk reads' time in the server's handler and of
+	// their wait between being read off the connection and the handler
+	// (bucket upper bounds): what of the reader's tail is the server's.
+	var serverP99, waitP99 float64
 	b.ResetTimer()
 	for range b.N {
 		measure() // warm connections and caches
@@ -230,6 +234,8 @@ func benchInference(b *testing.B, args []string, shared bool) {
 		for written.Load() < writers*8*ckptPiece {
 			time.Sleep(10 * time.Millisecond)
 		}
+		dur0 := s.buckets("sluice_op_duration_seconds", `op="chunk_read"`)
+		wait0 := s.buckets("sluice_op_queue_wait_seconds", `op="chunk_read"`)
 		w0, t0 := written.Load(), time.Now()
 		traced := make(chan struct{})
 		if tf := os.Getenv("SLUICE_QOS_TRACE"); tf == "" {
@@ -245,6 +251,8 @@ func benchInference(b *testing.B, args []string, shared bool) {
 			}()
 		}
 		loaded = measure()
+		serverP99 = quantileSince(dur0, s.buckets("sluice_op_duration_seconds", `op="chunk_read"`), 0.99)
+		waitP99 = quantileSince(wait0, s.buckets("sluice_op_queue_wait_seconds", `op="chunk_read"`), 0.99)
 		<-traced
 		ckptRate = float64(written.Load()-w0) / time.Since(t0).Seconds()
 		stop()
@@ -260,6 +268,8 @@ func benchInference(b *testing.B, args []string, shared bool) {
 	b.ReportMetric(ms(p(loaded, 0.99))/ms(p(idle, 0.99)), "p99-ratio")
 	b.ReportMetric(ms(p(loaded, 0.5))/ms(p(idle, 0.5)), "p50-ratio")
 	b.ReportMetric(ckptRate/(1<<20), "ckpt-MiB/s")
+	b.ReportMetric(serverP99*1000, "server-read-p99-ms")
+	b.ReportMetric(waitP99*1000, "server-wait-p99-ms")
 	// Where the reader's time went: the mean wait of its requests in the
 	// targets' schedulers (the rest is the network, the clients and the
 	// CPUs the processes share).

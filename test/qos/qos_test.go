@@ -14,6 +14,7 @@ import (
 	"os"
 	"os/exec"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -95,6 +96,55 @@ func (s *server) metric(name, match string) float64 {
 		sum += v
 	}
 	return sum
+}
+
+// buckets returns the cumulative counts of a histogram's buckets whose
+// labels contain match, summed over its other labels, by upper bound.
+func (s *server) buckets(name, match string) map[float64]float64 {
+	s.tb.Helper()
+	resp, err := http.Get("http://" + s.admin + "/metrics")
+	if err != nil {
+		s.tb.Fatal(err)
+	}
+	defer resp.Body.Close()
+	out := map[float64]float64{}
+	sc := bufio.NewScanner(resp.Body)
+	for sc.Scan() {
+		line := sc.Text()
+		if !strings.HasPrefix(line, name+"_bucket{") || !strings.Contains(line, match) {
+			continue
+		}
+		i := strings.Index(line, `le="`)
+		j := strings.Index(line[i+4:], `"`)
+		f := strings.Fields(line)
+		le, err1 := strconv.ParseFloat(line[i+4:i+4+j], 64)
+		v, err2 := strconv.ParseFloat(f[len(f)-1], 64)
+		if err1 != nil || err2 != nil {
+			s.tb.Fatalf("histogram line %q", line)
+		}
+		out[le] += v
+	}
+	return out
+}
+
+// quantileSince returns the upper bound of the bucket holding quantile q
+// of the observations made between two snapshots of buckets.
+func quantileSince(before, after map[float64]float64, q float64) float64 {
+	les := make([]float64, 0, len(after))
+	for le := range after {
+		les = append(les, le)
+	}
+	slices.Sort(les)
+	if len(les) == 0 {
+		return 0
+	}
+	total := after[les[len(les)-1]] - before[les[len(les)-1]]
+	for _, le := range les {
+		if after[le]-before[le] >= q*total {
+			return le
+		}
+	}
+	return les[len(les)-1]
 }
 
 // newClient connects a client with a QoS identity.
