@@ -26,6 +26,14 @@ type verifiedCache struct {
 	m  map[ID]fileStamp
 }
 
+// forget drops a removed chunk's stamp: its files may be recycled for
+// another chunk (recycle.go), whose stamp must not match by chance.
+func (v *verifiedCache) forget(id ID) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	delete(v.m, id)
+}
+
 // maxVerified bounds verifiedCache; when full it is cleared, which only
 // costs a re-verification.
 const maxVerified = 1 << 16
@@ -121,6 +129,9 @@ func (s *Store) OpenData(id ID) (*os.File, int64, error) {
 	// A descriptor of its own: the store closes its handles when it
 	// evicts them, the direct reader keeps this one as long as it needs.
 	dataPath, _ := s.Paths(id)
+	// Its files are never recycled now (recycle.go): the reader keeps the
+	// bytes it opened, as from an unlinked file.
+	s.free.opened(id)
 	f, err := os.Open(dataPath)
 	if err != nil {
 		return nil, 0, fmt.Errorf("chunk: open chunk %v on target %d: %w", id, s.opts.Target, ioErr(err))

@@ -68,6 +68,7 @@ type Store struct {
 	used        atomic.Int64
 	verified    verifiedCache // chunks OpenData checked
 	fences      fenceSet      // frozen chunks (fence.go)
+	free        freePool      // recycled chunk files (recycle.go)
 
 	flushes sync.WaitGroup // flushUnsynced runs, for Close
 
@@ -174,6 +175,9 @@ func Open(dir string, opts Options) (*Store, error) {
 	}
 	if err := s.makeDirs(); err != nil {
 		return nil, err
+	}
+	if err := s.free.init(filepath.Join(dir, "free")); err != nil {
+		return nil, fmt.Errorf("chunk: open target %d: %w", opts.Target, ioErr(err))
 	}
 	if err := s.loadFences(); err != nil {
 		return nil, err
@@ -562,10 +566,10 @@ func (s *Store) openFiles(h *handle, create bool) error {
 			return s.moved(h.id) // a frozen chunk is never created again
 		}
 		// The data file first: a sidecar always has its data file.
-		if h.data, err = os.OpenFile(dataPath, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o644); err != nil {
+		if h.data, err = s.createFile(dataPath, os.O_TRUNC); err != nil {
 			return fmt.Errorf("chunk: create chunk %v on target %d: %w", h.id, s.opts.Target, ioErr(err))
 		}
-		if h.sum, err = os.OpenFile(sumPath, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o644); err != nil {
+		if h.sum, err = s.createFile(sumPath, os.O_EXCL); err != nil {
 			h.data.Close()
 			os.Remove(dataPath)
 			return fmt.Errorf("chunk: create chunk %v on target %d: %w", h.id, s.opts.Target, ioErr(err))
@@ -732,10 +736,11 @@ func (s *Store) Remove(ino uint64, slots []uint32) error {
 		}
 		dataPath, sumPath := s.Paths(id)
 		// The sidecar first: without it the chunk does not exist, and
-		// Open removes a data file left behind.
-		err = os.Remove(sumPath)
+		// Open removes a data file left behind. Both go to the pool of
+		// recycled files when they may (recycle.go).
+		err = s.removeFile(id, sumPath)
 		if err == nil || errors.Is(err, fs.ErrNotExist) {
-			err = os.Remove(dataPath)
+			err = s.removeFile(id, dataPath)
 		}
 		if err != nil && !errors.Is(err, fs.ErrNotExist) {
 			s.unlock(h, true)
@@ -747,6 +752,8 @@ func (s *Store) Remove(ino uint64, slots []uint32) error {
 			os.Remove(s.undoPath(id))
 		}
 		h.gone = true
+		s.free.forget(id)
+		s.verified.forget(id)
 		s.chunks.Add(-1)
 		s.used.Add(-h.length)
 		s.mu.Lock()

@@ -1,0 +1,99 @@
+package chunk
+
+import (
+	"bytes"
+	"io"
+	"os"
+	"path/filepath"
+	"testing"
+)
+
+// TestRecycledFilesStartEmpty: a removed chunk's files go to the pool,
+// and a new chunk made from them holds only what was written to it: on
+// disk (its data file's size and its checksum entries) and when read.
+func TestRecycledFilesStartEmpty(t *testing.T) {
+	t.Parallel()
+	s := openStore(t, t.TempDir())
+	old := ID{Ino: 7, Slot: 1}
+	mustWrite(t, s, old, 0, pattern(1, 5*BlockSize+123), true)
+	if err := s.Remove(old.Ino, []uint32{old.Slot}); err != nil {
+		t.Fatal(err)
+	}
+	if n := s.free.size(); n != 2 {
+		t.Fatalf("%d files pooled after removing a chunk, want its 2", n)
+	}
+	id := ID{Ino: 8, Slot: 0}
+	mustWrite(t, s, id, 0, []byte("fresh"), true)
+	if n := s.free.size(); n != 0 {
+		t.Fatalf("%d files pooled after creating a chunk, want 0 (both taken)", n)
+	}
+	got, clen := mustRead(t, s, id, 0, 6*BlockSize)
+	if clen != 5 || string(got) != "fresh" {
+		t.Fatalf("new chunk: length %d, content %q", clen, got)
+	}
+	dataPath, sumPath := s.Paths(id)
+	if fi, err := os.Stat(dataPath); err != nil || fi.Size() != 5 {
+		t.Fatalf("new chunk's data file: %v, %v; want 5 bytes", fi, err)
+	}
+	if fi, err := os.Stat(sumPath); err != nil || fi.Size() != entrySize {
+		t.Fatalf("new chunk's checksum file: %v, %v; want one entry", fi, err)
+	}
+	// Its extension past the old length reads zeros, not the old bytes.
+	mustWrite(t, s, id, 4*BlockSize, []byte("end"), false)
+	got, clen = mustRead(t, s, id, 0, 6*BlockSize)
+	if clen != 4*BlockSize+3 || !isZero(got[5:4*BlockSize]) || string(got[4*BlockSize:]) != "end" {
+		t.Fatalf("extended chunk: length %d, old bytes back: %v", clen, !isZero(got[5:4*BlockSize]))
+	}
+	if _, _, _, chunks, _ := s.Stat(); chunks != 1 {
+		t.Errorf("%d chunks counted, want 1", chunks)
+	}
+}
+
+// TestDirectReaderKeepsRemovedChunk: the data file of a chunk that
+// OpenData handed out is not recycled when the chunk is removed: the
+// direct reader keeps reading the bytes it opened while new chunks are
+// made and written.
+func TestDirectReaderKeepsRemovedChunk(t *testing.T) {
+	t.Parallel()
+	s := openStore(t, t.TempDir())
+	id := ID{Ino: 9, Slot: 0}
+	want := pattern(2, 2*BlockSize)
+	mustWrite(t, s, id, 0, want, true)
+	f, n, err := s.OpenData(id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if err := s.Remove(id.Ino, []uint32{id.Slot}); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 4 {
+		mustWrite(t, s, ID{Ino: 10 + uint64(i)}, 0, pattern(3, 2*BlockSize), true)
+	}
+	got, err := io.ReadAll(io.NewSectionReader(f, 0, n))
+	if err != nil || !bytes.Equal(got, want) {
+		t.Fatalf("direct reader after the chunk's removal: %d bytes, %v; equal %v", len(got), err, bytes.Equal(got, want))
+	}
+}
+
+// TestOpenEmptiesPool: files under free/ at Open (a crash may have left
+// one untruncated) are removed, not reused.
+func TestOpenEmptiesPool(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	s := openStore(t, dir)
+	s.Close()
+	stale := filepath.Join(dir, "free", "zz")
+	if err := os.WriteFile(stale, pattern(4, 1000), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	s = openStore(t, dir)
+	if _, err := os.Stat(stale); !os.IsNotExist(err) {
+		t.Fatalf("a file left in the pool survived Open: %v", err)
+	}
+	id := ID{Ino: 11}
+	mustWrite(t, s, id, 0, []byte("a"), false)
+	if got, clen := mustRead(t, s, id, 0, 2000); clen != 1 || string(got) != "a" {
+		t.Fatalf("chunk after Open: length %d, content %q", clen, got)
+	}
+}
