@@ -13,6 +13,7 @@
 //	chunks/XX/IIIIIIIIIIIIIIII.SSSSSSSS.dat   chunk data
 //	chunks/XX/IIIIIIIIIIIIIIII.SSSSSSSS.sum   chunk checksum sidecar
 //	undo/IIIIIIIIIIIIIIII.SSSSSSSS            undo record of an in-place overwrite
+//	free/N                                    an empty file of a removed chunk, for the next chunk (recycle.go)
 //	fences/IIIIIIIIIIIIIIII.SSSSSSSS          fence of a frozen chunk (empty file)
 //
 // where I… is the inode number in 16 lowercase hex digits, S… the slot in
