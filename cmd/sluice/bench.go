@@ -142,6 +142,7 @@ func newBench(g *globals) *cobra.Command {
 	f.IntVar(&cc.Writers, "ckpt-writers", cc.Writers, "checkpoint: writers (one shard each)")
 	f.StringVar(&ckptShard, "ckpt-shard", bench.Size(cc.ShardSize).String(), "checkpoint: bytes per shard")
 	f.StringVar(&ckptSize, "ckpt-size", "", "checkpoint: total bytes, split over the writers (overrides --ckpt-shard)")
+	f.BoolVar(&cc.ColdRestore, "ckpt-cold-restore", false, "checkpoint: drop the machine's page cache before the restore (root only), so that it reads from the disks")
 	qosFlags(cmd, &g.qosJob, &g.qosClass)
 	f.StringVar(&g.stagingDir, "staging-dir", "", "sluice:PATH targets: stage files under a directory with the absorb policy here (docs/checkpoint.md)")
 	f.BoolVar(&jsonOut, "json", false, "print the results as JSON")

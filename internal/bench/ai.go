@@ -4,10 +4,13 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"os"
 	"path"
 	"slices"
 	"sync"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // TrainingConfig configures Train: an emulation of a training job in the
@@ -500,6 +503,10 @@ type CheckpointConfig struct {
 	Transfer  int64
 	Dir       string
 	Keep      bool
+	// ColdRestore drops the machine's page cache (sync, then
+	// /proc/sys/vm/drop_caches; root only) before the restore, so that
+	// the restore reads from the disks, as after a restart.
+	ColdRestore bool
 }
 
 // DefaultCheckpointConfig returns the CLI defaults.
@@ -525,6 +532,16 @@ type CheckpointResult struct {
 	RestoreGiBps   float64 `json:"restore_gibs"`
 	// Path is the checkpoint directory (removed unless Keep).
 	Path string `json:"path"`
+}
+
+// DropCaches writes back dirty pages and drops the page cache, dentries
+// and inodes of the whole machine (root only).
+func DropCaches() error {
+	unix.Sync()
+	if err := os.WriteFile("/proc/sys/vm/drop_caches", []byte("3"), 0); err != nil {
+		return fmt.Errorf("drop the page cache (needs root): %w", err)
+	}
+	return nil
 }
 
 // Checkpoint writes a checkpoint, makes it durable, and restores it.
@@ -590,6 +607,12 @@ func Checkpoint(ctx context.Context, fsys FS, cfg CheckpointConfig) (*Checkpoint
 	}
 	res.DurableSeconds = time.Since(start).Seconds()
 	res.WriteGiBps = float64(res.Bytes) / res.DurableSeconds / (1 << 30)
+	if cfg.ColdRestore {
+		if err := DropCaches(); err != nil {
+			return nil, fmt.Errorf("bench: checkpoint: cold restore: %w", err)
+		}
+		res.Params += " restore=cold"
+	}
 	start = time.Now()
 	err = parallel(ctx, cfg.Writers, func(ctx context.Context, w int) error {
 		return readStamped(ctx, fsys, shard(final, w), w, cfg.ShardSize, make([]byte, cfg.Transfer))
