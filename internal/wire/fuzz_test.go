@@ -27,7 +27,7 @@ func messages() []Message {
 		&TierBackend{}, &TierSetReq{}, &TierListResp{}, &HsmRecord{}, &HsmUpdateReq{}, &HsmClaimReq{}, &HsmClaim{}, &HsmStats{}, &TierQueueReq{}, &TierQueueResp{},
 		&PoolChangeReq{}, &PoolListResp{}, &SetPoolReq{},
 		&XattrPair{}, &PutFileReq{},
-		&QosTag{}, &QosJob{}, &QosConfig{}, &QosSetReq{},
+		&QosTag{}, &QosJob{}, &QosConfig{}, &QosSetReq{}, &SessionReq{},
 		&MigrateReq{}, &MigrateResp{}, &TargetDrainReq{},
 		&ProfileSession{}, &ProfileSetReq{}, &ProfileListResp{}, &ProfileCheckReq{}, &ProfileAppendReq{}, &ProfileReadReq{}, &ProfileReadResp{},
 		&StageCounts{}, &StageReportReq{},
