@@ -59,24 +59,6 @@ func (s *Service) gateHandlers(srv *wire.Server) {
 	}
 }
 
-// metaConfigOf is the metadata service's scheduler configuration from the
-// settings: the classes' weights and the jobs' limits in requests.
-func metaConfigOf(m *wire.QosConfig) qos.Config {
-	var cfg qos.Config
-	for i, w := range m.Weights {
-		if i < len(cfg.Weights) {
-			cfg.Weights[i] = float64(w)
-		}
-	}
-	if len(m.MetaJobs) > 0 {
-		cfg.Jobs = make(map[string]qos.Limit, len(m.MetaJobs))
-		for _, j := range m.MetaJobs {
-			cfg.Jobs[j.Job] = qos.Limit{Rate: float64(j.Rate), Burst: float64(j.Burst)}
-		}
-	}
-	return cfg
-}
-
 // reloadQos applies the stored settings to the gate: at start, after a
 // change through this service, and every second (another service sharing
 // the database may have changed them). A failure keeps the settings in
@@ -84,7 +66,7 @@ func metaConfigOf(m *wire.QosConfig) qos.Config {
 func (s *Service) reloadQos(ctx context.Context) {
 	m, err := s.QosList(ctx)
 	if err == nil {
-		cfg := metaConfigOf(&m)
+		cfg := m.Scheduler(true)
 		if err = cfg.Validate(); err == nil {
 			s.gate.Configure(cfg)
 			return

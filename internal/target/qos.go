@@ -39,22 +39,9 @@ func classOf(t wire.QosTag) qos.Class { return qos.FromWire(t.Class) }
 // TagOf is the wire tag of a job and class.
 func TagOf(job string, c qos.Class) wire.QosTag { return wire.QosTag{Job: job, Class: uint8(c) + 1} }
 
-// ConfigOf turns the wire settings into a scheduler configuration.
-func ConfigOf(m *wire.QosConfig) qos.Config {
-	var cfg qos.Config
-	for i, w := range m.Weights {
-		if i < len(cfg.Weights) {
-			cfg.Weights[i] = float64(w)
-		}
-	}
-	if len(m.Jobs) > 0 {
-		cfg.Jobs = make(map[string]qos.Limit, len(m.Jobs))
-		for _, j := range m.Jobs {
-			cfg.Jobs[j.Job] = qos.Limit{Rate: float64(j.Rate), Burst: float64(j.Burst)}
-		}
-	}
-	return cfg
-}
+// ConfigOf turns the wire settings into the targets' scheduler
+// configuration.
+func ConfigOf(m *wire.QosConfig) qos.Config { return m.Scheduler(false) }
 
 // gate admits chunk reads and writes through a qos.Gate, in the class and
 // job of their tag.

@@ -4,6 +4,8 @@ package wire
 // requests carry, and the settings `sluice qos` keeps in the metadata
 // service and the heartbeat reply delivers to the targets.
 
+import "github.com/sluice-fs/sluice/internal/qos"
+
 // QosTag is who a chunk request is for: a job name and a priority class.
 // Class is 0 when the sender gave none (an older client: the target counts
 // it as training), otherwise 1 + the qos.Class (interactive 1, training 2,
@@ -45,6 +47,29 @@ func (m *QosConfig) Encode(e *Encoder) {
 	}
 	encodeJobs(e, m.Jobs)
 	encodeJobs(e, m.MetaJobs)
+}
+
+// Scheduler returns the configuration of a scheduler from the settings:
+// the classes' weights and the jobs' limits on the targets (in bytes), or
+// with meta those on the metadata service (in requests).
+func (m *QosConfig) Scheduler(meta bool) qos.Config {
+	var cfg qos.Config
+	for i, w := range m.Weights {
+		if i < len(cfg.Weights) {
+			cfg.Weights[i] = float64(w)
+		}
+	}
+	jobs := m.Jobs
+	if meta {
+		jobs = m.MetaJobs
+	}
+	if len(jobs) > 0 {
+		cfg.Jobs = make(map[string]qos.Limit, len(jobs))
+		for _, j := range jobs {
+			cfg.Jobs[j.Job] = qos.Limit{Rate: float64(j.Rate), Burst: float64(j.Burst)}
+		}
+	}
+	return cfg
 }
 
 func encodeJobs(e *Encoder, jobs []QosJob) {

@@ -259,14 +259,7 @@ func benchInference(b *testing.B, args []string, shared bool) {
 		wg.Wait()
 	}
 	b.StopTimer()
-	ms := func(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
-	p := func(l []time.Duration, q float64) time.Duration { return l[int(q*float64(len(l)-1))] }
-	b.ReportMetric(ms(p(idle, 0.5)), "idle-p50-ms")
-	b.ReportMetric(ms(p(idle, 0.99)), "idle-p99-ms")
-	b.ReportMetric(ms(p(loaded, 0.5)), "load-p50-ms")
-	b.ReportMetric(ms(p(loaded, 0.99)), "load-p99-ms")
-	b.ReportMetric(ms(p(loaded, 0.99))/ms(p(idle, 0.99)), "p99-ratio")
-	b.ReportMetric(ms(p(loaded, 0.5))/ms(p(idle, 0.5)), "p50-ratio")
+	reportLatencies(b, idle, loaded)
 	b.ReportMetric(ckptRate/(1<<20), "ckpt-MiB/s")
 	b.ReportMetric(serverP99*1000, "server-read-p99-ms")
 	b.ReportMetric(waitP99*1000, "server-wait-p99-ms")
@@ -397,6 +390,18 @@ func benchMetaStorm(b *testing.B, args []string) {
 		wg.Wait()
 	}
 	b.StopTimer()
+	reportLatencies(b, idle, loaded)
+	b.ReportMetric(stormRate, "storm-ops/s")
+	for _, c := range []string{"interactive", "background"} {
+		if n := s.metric("sluice_meta_qos_wait_seconds_count", `class="`+c+`"`); n > 0 {
+			b.ReportMetric(s.metric("sluice_meta_qos_wait_seconds_sum", `class="`+c+`"`)/n*1000, c+"-wait-ms")
+		}
+	}
+}
+
+// reportLatencies reports the p50 and p99 of sorted latencies idle and
+// loaded, and their ratios.
+func reportLatencies(b *testing.B, idle, loaded []time.Duration) {
 	ms := func(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
 	p := func(l []time.Duration, q float64) time.Duration { return l[int(q*float64(len(l)-1))] }
 	b.ReportMetric(ms(p(idle, 0.5)), "idle-p50-ms")
@@ -405,10 +410,4 @@ func benchMetaStorm(b *testing.B, args []string) {
 	b.ReportMetric(ms(p(loaded, 0.99)), "load-p99-ms")
 	b.ReportMetric(ms(p(loaded, 0.99))/ms(p(idle, 0.99)), "p99-ratio")
 	b.ReportMetric(ms(p(loaded, 0.5))/ms(p(idle, 0.5)), "p50-ratio")
-	b.ReportMetric(stormRate, "storm-ops/s")
-	for _, c := range []string{"interactive", "background"} {
-		if n := s.metric("sluice_meta_qos_wait_seconds_count", `class="`+c+`"`); n > 0 {
-			b.ReportMetric(s.metric("sluice_meta_qos_wait_seconds_sum", `class="`+c+`"`)/n*1000, c+"-wait-ms")
-		}
-	}
 }
