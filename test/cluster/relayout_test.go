@@ -308,7 +308,7 @@ func TestRebalanceNewNode(t *testing.T) {
 	files := writeRandomFiles(t, c, 21, pathsIn(12, "/d", "/r", "/p"), 1<<20, 1<<20)
 	// A fourth node with two new targets.
 	proctest.Start(t, binary, nil, regexp.MustCompile(`sluice: serving on (\S+)`), "target", "--listen", "127.0.0.1:0",
-		"--meta", cl.MetaAddrs(), "--data-dir", t.TempDir(), "--node", "node4", "--targets", "2", "--fence", "1s")
+		"--meta", cl.MetaAddrs(), "--data-dir", t.TempDir(), "--node", "node4", "--targets", "2", "--fence", "1500ms")
 	var added []uint32
 	deadline := time.Now().Add(30 * time.Second)
 	for {
