@@ -2,7 +2,6 @@ package chunk
 
 import (
 	"errors"
-	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -175,20 +174,21 @@ func (s *Store) removeFile(id ID, path string) error {
 func (s *Store) createFile(path string, extra int) (*os.File, error) {
 	if name, ok := s.free.take(); ok {
 		err := unix.Renameat2(unix.AT_FDCWD, name, unix.AT_FDCWD, path, unix.RENAME_NOREPLACE)
-		if err == nil {
+		switch {
+		case err == nil:
 			f, err := os.OpenFile(path, os.O_RDWR, 0)
 			if err == nil {
 				return f, nil
 			}
 			os.Remove(path) // an empty file no one opened
 			return nil, err
+		case errors.Is(err, unix.EEXIST):
+			s.free.put(name) // the name exists (a file left behind): create as before
+		default:
+			// The pooled file cannot be used (gone, or not movable):
+			// drop it rather than hand it out again, and create as before.
+			os.Remove(name)
 		}
-		s.free.put(name)
-		if !errors.Is(err, unix.EEXIST) && !errors.Is(err, unix.ENOENT) {
-			return nil, fmt.Errorf("rename %s to %s: %w", name, path, err)
-		}
-		// The name exists (a file left behind), or the directory does
-		// not: create as before.
 	}
 	return os.OpenFile(path, os.O_RDWR|os.O_CREATE|extra, 0o644)
 }
