@@ -40,10 +40,10 @@ func qosMetaJobKey(job string) []byte {
 	return append(append([]byte(nil), qosMetaJobPrefix...), job...)
 }
 
-// qosLimit decodes a job's stored limit (what says which job for errors).
-func qosLimit(v []byte, what string) (rate, burst uint64, err error) {
+// qosLimit decodes job's stored limit.
+func qosLimit(v []byte, job string) (rate, burst uint64, err error) {
 	if len(v) != 16 {
-		return 0, 0, errs.New(errs.Corruption, "meta: qos limit of %s: %d bytes", what, len(v))
+		return 0, 0, errs.New(errs.Corruption, "meta: qos limit of job %q: %d bytes", job, len(v))
 	}
 	return binary.BigEndian.Uint64(v), binary.BigEndian.Uint64(v[8:]), nil
 }
@@ -108,7 +108,7 @@ func (s *Service) QosSet(ctx context.Context, req *wire.QosSetReq) error {
 				} else if err != nil {
 					return err
 				}
-				rate, burst, err := qosLimit(v, fmt.Sprintf("job %q", req.Job))
+				rate, burst, err := qosLimit(v, req.Job)
 				if err != nil {
 					return err
 				}
@@ -138,7 +138,7 @@ func (s *Service) QosSet(ctx context.Context, req *wire.QosSetReq) error {
 			case err != nil:
 				return err
 			default:
-				if oldRate, oldBurst, err = qosLimit(v, fmt.Sprintf("job %q", req.Job)); err != nil {
+				if oldRate, oldBurst, err = qosLimit(v, req.Job); err != nil {
 					return err
 				}
 			}
@@ -184,7 +184,7 @@ func (s *Service) QosList(ctx context.Context) (wire.QosConfig, error) {
 			var derr error
 			err := tx.Scan(prefix, kv.PrefixEnd(prefix), 0, func(k, v []byte) bool {
 				j := wire.QosJob{Job: string(k[len(prefix):])}
-				j.Rate, j.Burst, derr = qosLimit(v, fmt.Sprintf("job %q", j.Job))
+				j.Rate, j.Burst, derr = qosLimit(v, j.Job)
 				out = append(out, j)
 				return derr == nil
 			})
