@@ -14,6 +14,7 @@ import (
 	"github.com/sluice-fs/sluice/internal/errs"
 	"github.com/sluice-fs/sluice/internal/meta"
 	"github.com/sluice-fs/sluice/internal/placement"
+	"github.com/sluice-fs/sluice/internal/qos"
 	"github.com/sluice-fs/sluice/internal/target"
 	"github.com/sluice-fs/sluice/internal/wire"
 )
@@ -119,8 +120,8 @@ func TestQosMetrics(t *testing.T) {
 			continue
 		}
 		for _, mt := range f.GetMetric() {
-			if mt.GetHistogram() == nil || len(mt.GetHistogram().GetBucket()) != len(target.QosWaitBuckets) {
-				t.Errorf("wait metric %v is not a histogram of %d buckets", mt, len(target.QosWaitBuckets))
+			if mt.GetHistogram() == nil || len(mt.GetHistogram().GetBucket()) != len(qos.WaitBuckets) {
+				t.Errorf("wait metric %v is not a histogram of %d buckets", mt, len(qos.WaitBuckets))
 			}
 			for _, l := range mt.GetLabel() {
 				classes[l.GetValue()] = true

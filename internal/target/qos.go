@@ -14,24 +14,12 @@ import (
 // interactive read waits for at most that many requests ahead of it.
 const DefaultQosInService = 8
 
-// OtherJob is the name statistics of jobs past the first 32 go under.
-const OtherJob = qos.OtherJob
-
 // SystemResyncJob is the job of a chain's resync copies (class background).
 const SystemResyncJob = "sluice:resync"
 
-// QosWaitBuckets are the upper bounds, in seconds, of the wait-time
-// histogram of QosClassStats.
-var QosWaitBuckets = qos.WaitBuckets
-
-// QosClassStats, QosJobStats and QosStats are the counters of the
-// scheduler in front of the chunk reads and writes (a qos.Gate; a class's
-// ServedBytes are bytes).
-type (
-	QosClassStats = qos.ClassStats
-	QosJobStats   = qos.JobStats
-	QosStats      = qos.GateStats
-)
+// QosStats are the counters of the scheduler in front of the chunk reads
+// and writes (a qos.Gate; a class's ServedBytes are bytes).
+type QosStats = qos.GateStats
 
 // classOf maps a wire tag's class to a qos.Class: none is training.
 func classOf(t wire.QosTag) qos.Class { return qos.FromWire(t.Class) }
