@@ -238,7 +238,7 @@ func New(ctx context.Context, opts Options) (*Client, error) {
 	if len(c.metaAddrs) == 0 {
 		return nil, errs.New(errs.Invalid, "client: no server address given")
 	}
-	c.meta = &pool{addr: c.metaAddrs[0], conns: make([]*wire.Conn, 1), dialTimeout: opts.DialTimeout, session: c.session()}
+	c.meta = c.newMetaPool(c.metaAddrs[0])
 	if err := c.refreshCluster(ctx); err != nil {
 		c.restores.close()
 		c.metaPool().close()
@@ -363,7 +363,7 @@ func (c *Client) nextMeta(failed *pool) {
 		return // another call moved on already
 	}
 	i := int(c.metaIdx.Add(1)) % len(c.metaAddrs)
-	c.meta = &pool{addr: c.metaAddrs[i], conns: make([]*wire.Conn, 1), dialTimeout: c.opts.DialTimeout, session: c.session()}
+	c.meta = c.newMetaPool(c.metaAddrs[i])
 	go failed.close()
 }
 
@@ -397,14 +397,16 @@ func (c *Client) targetConn(ctx context.Context, t placement.TargetID) (*wire.Co
 	return p.get(ctx)
 }
 
-// session is what the client declares on each connection to the metadata
-// service (OpSession), which schedules the connection's requests by it
-// (docs/qos.md); nil when the client has no QoS identity.
-func (c *Client) session() *wire.SessionReq {
-	if c.qos == (wire.QosTag{}) {
-		return nil
+// newMetaPool returns the connection to the metadata service at addr. Each
+// new connection declares the client's QoS identity (OpSession), by which
+// the service schedules its requests (docs/qos.md); a client without one
+// declares nothing.
+func (c *Client) newMetaPool(addr string) *pool {
+	p := &pool{addr: addr, conns: make([]*wire.Conn, 1), dialTimeout: c.opts.DialTimeout}
+	if c.qos != (wire.QosTag{}) {
+		p.session = &wire.SessionReq{Qos: c.qos}
 	}
-	return &wire.SessionReq{Qos: c.qos}
+	return p
 }
 
 // pool is a small set of connections to one address, used round-robin and
