@@ -390,19 +390,22 @@ func (c *Client) targetConn(ctx context.Context, t placement.TargetID) (*wire.Co
 	}
 	p := c.pools[addr]
 	if p == nil {
-		p = &pool{addr: addr, conns: make([]*wire.Conn, c.opts.ConnsPerServer), dialTimeout: c.opts.DialTimeout}
+		p = c.newPool(addr, c.opts.ConnsPerServer)
 		c.pools[addr] = p
 	}
 	c.mu.Unlock()
 	return p.get(ctx)
 }
 
-// newMetaPool returns the connection to the metadata service at addr. Each
-// new connection declares the client's QoS identity (OpSession), by which
-// the service schedules its requests (docs/qos.md); a client without one
-// declares nothing.
-func (c *Client) newMetaPool(addr string) *pool {
-	p := &pool{addr: addr, conns: make([]*wire.Conn, 1), dialTimeout: c.opts.DialTimeout}
+// newMetaPool returns the connection to the metadata service at addr.
+func (c *Client) newMetaPool(addr string) *pool { return c.newPool(addr, 1) }
+
+// newPool returns a pool of n connections to addr. Each new connection
+// declares the client's QoS identity (OpSession), by which the metadata
+// service schedules its requests and a server keeps CPUs free for
+// interactive ones (docs/qos.md); a client without one declares nothing.
+func (c *Client) newPool(addr string, n int) *pool {
+	p := &pool{addr: addr, conns: make([]*wire.Conn, n), dialTimeout: c.opts.DialTimeout}
 	if c.qos != (wire.QosTag{}) {
 		p.session = &wire.SessionReq{Qos: c.qos}
 	}

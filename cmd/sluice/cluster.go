@@ -128,6 +128,7 @@ func newTarget(g *globals) *cobra.Command {
 	f.StringVar(&o.Node, "node", "", "node name (default: stored in the data dir, or a new random one)")
 	f.BoolVar(&o.QosOff, "qos-off", false, "serve chunk reads and writes unscheduled, as they come (no QoS; for comparison)")
 	f.IntVar(&o.QosInService, "qos-in-service", 0, "chunk reads and writes this node serves at once under QoS (default 8)")
+	qosReserveFlag(cmd, &o.QosCPUReserve)
 	f.DurationVar(&o.Fence, "fence", 2*time.Second, "refuse replicated-chain requests after this long without reaching a metadata service (keep it below the meta's --heartbeat-timeout)")
 	f.StringVar(&o.HTTP, "http", "", "admin HTTP address for /healthz, /metrics and /debug/pprof (empty: none)")
 	f.BoolVarP(&verbose, "verbose", "v", false, "log debug messages")

@@ -56,3 +56,10 @@ func qosEnv(job, class string) []string {
 	}
 	return env
 }
+
+// qosReserveFlag adds --qos-cpu-reserve: the CPUs a server keeps free of
+// checkpoint and background requests while interactive ones come.
+func qosReserveFlag(cmd *cobra.Command, n *int) {
+	cmd.Flags().IntVar(n, "qos-cpu-reserve", 1, "CPUs (Go Ps) kept free of checkpoint and background requests for a second after each interactive one, "+
+		"so that its frame is read at once (0: none; docs/qos.md)")
+}

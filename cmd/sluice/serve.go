@@ -80,6 +80,7 @@ func newServe() *cobra.Command {
 	f.BoolVar(&o.QosOff, "qos-off", false, "serve chunk reads and writes and namespace requests unscheduled, as they come (no QoS; for comparison)")
 	f.IntVar(&o.QosInService, "qos-in-service", 0, "chunk reads and writes a target serves at once under QoS (default 8)")
 	f.IntVar(&o.MetaQosInService, "meta-qos-in-service", 0, "namespace requests the metadata service serves at once under QoS (default 8)")
+	qosReserveFlag(cmd, &o.QosCPUReserve)
 	metaSyncFlags(cmd, &o.MetaSync, &o.MetaSyncWindow)
 	inlineMaxFlag(cmd, &o.InlineMax)
 	auditFlag(cmd, &o.NoAudit)

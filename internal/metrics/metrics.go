@@ -236,6 +236,23 @@ func (m *Metrics) AddMetaQos(stats func() qos.GateStats) {
 	m.reg.MustRegister(qosCollector{metaQos, stats})
 }
 
+// AddReserve exports a CPU reserve's counters (qos.Reserve):
+// sluice_qos_cpu_reserve_slots, sluice_qos_cpu_reserve_held_total and
+// sluice_qos_cpu_reserve_waited_total.
+func (m *Metrics) AddReserve(r *qos.Reserve) {
+	m.reg.MustRegister(
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "sluice_qos_cpu_reserve_slots", Help: "CPUs (Go Ps) that checkpoint and background requests may use while interactive ones come.",
+		}, func() float64 { return float64(r.Stats().Slots) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "sluice_qos_cpu_reserve_held_total", Help: "Checkpoint and background requests that took a CPU slot because interactive ones came.",
+		}, func() float64 { return float64(r.Stats().Held) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "sluice_qos_cpu_reserve_waited_total", Help: "Of those, the ones that waited for a slot before their body was read.",
+		}, func() float64 { return float64(r.Stats().Waited) }),
+	)
+}
+
 // CacheStatser is a component with a cache that counts its hits and
 // misses (the metadata engine's read cache: kv.DB from OpenPebble).
 type CacheStatser interface {

@@ -194,6 +194,8 @@ type TargetOptions struct {
 	// QosOff and QosInService are the targets' (target.Options).
 	QosOff       bool
 	QosInService int
+	// QosCPUReserve is Options.QosCPUReserve.
+	QosCPUReserve int
 }
 
 // RunTarget serves a storage node until ctx is done: it registers with the
@@ -277,6 +279,7 @@ func RunTarget(ctx context.Context, opts TargetOptions) (err error) {
 	closers.add(targets.Close)
 
 	srv := &wire.Server{Logger: log}
+	reserve := cpuReserve(srv, opts.QosCPUReserve, opts.QosOff)
 	targets.Register(srv)
 	kvs, err := kvcache.Open(opts.DataDir, ids)
 	if err != nil {
@@ -286,6 +289,9 @@ func RunTarget(ctx context.Context, opts TargetOptions) (err error) {
 	kvs.Register(srv)
 	mx := metrics.New()
 	mx.AddTargets(targets)
+	if reserve != nil {
+		mx.AddReserve(reserve)
+	}
 	mx.Instrument(srv)
 	ln = mx.Listener(ln)
 	serveErr := closers.serve(srv, ln)

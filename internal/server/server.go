@@ -89,6 +89,10 @@ type Options struct {
 	QosOff           bool
 	QosInService     int
 	MetaQosInService int
+	// QosCPUReserve is the number of CPUs (Go Ps) kept free of
+	// checkpoint and background requests while interactive ones come
+	// (qos.Reserve); 0: none.
+	QosCPUReserve int
 }
 
 // Validate checks the options.
@@ -176,6 +180,7 @@ func Run(ctx context.Context, opts Options) (err error) {
 	// service below contacts them. Metadata ops are registered later; no
 	// client connects before Ready.
 	srv := &wire.Server{Logger: log}
+	reserve := cpuReserve(srv, opts.QosCPUReserve, opts.QosOff)
 	targets.Register(srv)
 	kvs, err := kvcache.Open(opts.DataDir, ids)
 	if err != nil {
@@ -187,6 +192,9 @@ func Run(ctx context.Context, opts Options) (err error) {
 	// collector) and, once all are registered, the handlers.
 	mx := metrics.New()
 	mx.AddTargets(targets)
+	if reserve != nil {
+		mx.AddReserve(reserve)
+	}
 	if cs, ok := db.(metrics.CacheStatser); ok {
 		mx.AddCache("metadata_read", cs)
 	}

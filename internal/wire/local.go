@@ -106,9 +106,23 @@ func (c *Conn) callLocal(ctx context.Context, op Op, body []byte, data [][]byte,
 			n += copy(d[n:], b)
 		}
 	}
+	var release func()
+	if s.Admit != nil {
+		var ok bool
+		if release, ok = s.Admit(c.session.Qos(), ctx.Done()); !ok {
+			s.wg.Done()
+			if d != nil {
+				PutBuf(d)
+			}
+			return 0, ctxErr(ctx, c.addr)
+		}
+	}
 	done := make(chan localResult, 1)
 	s.runLocal(func() {
 		defer s.wg.Done()
+		if release != nil {
+			defer release()
+		}
 		req := &Request{Op: op, Body: body, Data: d, Remote: "local", Conn: c.id, Received: time.Now(), Session: &c.session}
 		var r localResult
 		if hf == nil {

@@ -56,6 +56,13 @@ type Server struct {
 	Logger *slog.Logger
 	// MaxInFlight bounds concurrent requests per connection (default 256).
 	MaxInFlight int
+	// Admit, if set, is asked before each request's body is read off a
+	// connection (not for OpSession), with what the connection declared
+	// (the zero tag if nothing). It may block; ok false (done was closed)
+	// drops the connection. A release it returns is called once the
+	// request's reply is queued. QoS uses it to keep CPUs free for
+	// interactive requests (qos.Reserve).
+	Admit func(tag QosTag, done <-chan struct{}) (release func(), ok bool)
 
 	mu         sync.Mutex
 	handlers   map[Op]HandlerFunc
@@ -275,8 +282,18 @@ func (sc *serverConn) readLoop() {
 			s.logger().Warn("closing connection on a malformed frame", "remote", sc.remote, "err", err)
 			return
 		}
+		var release func()
+		if s.Admit != nil && h.Op != OpSession {
+			var ok bool
+			if release, ok = s.Admit(sc.session.Qos(), s.ctx.Done()); !ok {
+				return
+			}
+		}
 		body := make([]byte, h.BodyLen)
 		if _, err := io.ReadFull(br, body); err != nil {
+			if release != nil {
+				release()
+			}
 			return
 		}
 		var data []byte
@@ -284,6 +301,9 @@ func (sc *serverConn) readLoop() {
 			data = GetBuf(int(h.DataLen))
 			if _, err := io.ReadFull(br, data); err != nil {
 				PutBuf(data)
+				if release != nil {
+					release()
+				}
 				return
 			}
 		}
@@ -303,7 +323,7 @@ func (sc *serverConn) readLoop() {
 		s.mu.Lock()
 		hf := s.handlers[h.Op]
 		s.mu.Unlock()
-		j := job{h: h, hf: hf, body: body, data: data, received: time.Now()}
+		j := job{h: h, hf: hf, body: body, data: data, received: time.Now(), release: release}
 		// Hand the request to an idle worker, or start one while fewer
 		// than maxIn run, or wait for one. Workers live as long as the
 		// connection, so their stacks grow once, not per request.
@@ -324,6 +344,9 @@ func (sc *serverConn) readLoop() {
 			if data != nil {
 				PutBuf(data)
 			}
+			if release != nil {
+				release()
+			}
 			return
 		}
 	}
@@ -335,6 +358,7 @@ type job struct {
 	hf         HandlerFunc
 	body, data []byte
 	received   time.Time
+	release    func() // Server.Admit's, or nil
 }
 
 // worker serves first, then further jobs until the connection's reader
@@ -360,6 +384,9 @@ func (sc *serverConn) serve(j job) {
 		PutBuf(j.data)
 	}
 	sc.send(j.h, resp, err)
+	if j.release != nil {
+		j.release()
+	}
 }
 
 // call runs a handler, turning a panic into an Internal error so that one

@@ -2,7 +2,9 @@ package wire
 
 import (
 	"context"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/sluice-fs/sluice/internal/errs"
 )
@@ -55,5 +57,81 @@ func testSession(t *testing.T, local bool) {
 	}
 	if got := ask(a); got != "infer/1" {
 		t.Errorf("after refused declarations: %q, want infer/1 still", got)
+	}
+}
+
+// TestAdmit: Server.Admit is asked before each request with what the
+// connection declared (not for OpSession itself); a request it holds back
+// is not served until Admit returns, and its release comes after the
+// reply.
+func TestAdmit(t *testing.T) { transports(t, testAdmit) }
+
+func testAdmit(t *testing.T, local bool) {
+	type admitted struct {
+		tag      QosTag
+		released chan struct{}
+	}
+	asked := make(chan admitted, 16)
+	gate := make(chan struct{}) // closed: let requests of class 3 through
+	var sessions atomic.Int32
+	_, addr := startEchoOn(t, local, func(s *Server) {
+		s.Handle(OpSession, func(ctx context.Context, req *Request) (Response, error) {
+			sessions.Add(1) // never called: the server answers OpSession itself
+			return Response{}, nil
+		})
+		s.Admit = func(tag QosTag, done <-chan struct{}) (func(), bool) {
+			a := admitted{tag, make(chan struct{})}
+			asked <- a
+			if tag.Class == 3 {
+				select {
+				case <-gate:
+				case <-done:
+					return nil, false
+				}
+			}
+			return func() { close(a.released) }, true
+		}
+	})
+	ctx := context.Background()
+	c := dial(t, addr)
+	lookup := func() error {
+		var a Attr
+		_, err := c.Call(ctx, OpLookup, &NameReq{Parent: 1, Name: "x"}, nil, &a, nil)
+		return err
+	}
+	if err := lookup(); err != nil {
+		t.Fatal(err)
+	}
+	a := <-asked
+	if a.tag != (QosTag{}) {
+		t.Errorf("undeclared connection: Admit got %+v, want the zero tag", a.tag)
+	}
+	<-a.released // after the reply
+	if _, err := c.Call(ctx, OpSession, &SessionReq{Qos: QosTag{Job: "ckpt", Class: 3}}, nil, nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	errc := make(chan error, 1)
+	go func() { errc <- lookup() }()
+	a = <-asked
+	if a.tag != (QosTag{Job: "ckpt", Class: 3}) {
+		t.Errorf("declared connection: Admit got %+v, want ckpt/3", a.tag)
+	}
+	select {
+	case err := <-errc:
+		t.Fatalf("a request Admit holds back was answered (%v)", err)
+	case <-time.After(50 * time.Millisecond):
+	}
+	close(gate)
+	if err := <-errc; err != nil {
+		t.Fatal(err)
+	}
+	<-a.released
+	if n := sessions.Load(); n != 0 {
+		t.Errorf("OpSession reached a handler %d times", n)
+	}
+	select {
+	case a := <-asked:
+		t.Errorf("Admit asked once more, for %+v (OpSession?)", a.tag)
+	default:
 	}
 }

@@ -24,9 +24,12 @@ func startEcho(t *testing.T) (*Server, string) {
 
 // startEchoOn is startEcho; with local, Dial of its address calls it in
 // process (ServeLocal).
-func startEchoOn(t *testing.T, local bool) (*Server, string) {
+func startEchoOn(t *testing.T, local bool, configure ...func(*Server)) (*Server, string) {
 	t.Helper()
 	srv := &Server{}
+	for _, f := range configure {
+		f(srv)
+	}
 	srv.Handle(OpChunkWrite, func(ctx context.Context, req *Request) (Response, error) {
 		var m ChunkWriteReq
 		if err := Unmarshal(req.Body, &m); err != nil {

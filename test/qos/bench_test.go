@@ -52,6 +52,7 @@ func BenchmarkInference(b *testing.B) {
 	}{
 		{"qos=off", []string{"--qos-off"}, false},
 		{"qos=on/in-service=8", nil, false},
+		{"qos=on/in-service=8/cpu-reserve=0", []string{"--qos-cpu-reserve", "0"}, false},
 		{"qos=on/in-service=2", []string{"--qos-in-service", "2"}, false},
 		{"qos=on/in-service=32", []string{"--qos-in-service", "32"}, false},
 		{"qos=off/shared-process", []string{"--qos-off"}, true},
