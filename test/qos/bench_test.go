@@ -332,6 +332,7 @@ func BenchmarkMetaStorm(b *testing.B) {
 	}{
 		{"qos=off", []string{"--qos-off"}},
 		{"qos=on/in-service=8", nil},
+		{"qos=on/in-service=8/cpu-reserve=0", []string{"--qos-cpu-reserve", "0"}},
 		{"qos=on/in-service=2", []string{"--meta-qos-in-service", "2"}},
 	} {
 		b.Run(mode.name, func(b *testing.B) { benchMetaStorm(b, mode.args) })
