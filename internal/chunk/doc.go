@@ -104,6 +104,11 @@
 // first prev.n bytes, those bytes are verified and are returned; bytes past
 // prev.n in that block are reported as corruption.
 //
+// A read that has to open its chunk (not in the open-chunk cache) asks
+// the kernel to start reading its range of .dat (posix_fadvise
+// WILLNEED) before it reads .sum, so that the two disk reads of a cold
+// chunk overlap.
+//
 // # Writes and crash safety
 //
 // A write step (at most 128 blocks; larger writes are several steps) is an

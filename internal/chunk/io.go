@@ -71,7 +71,7 @@ func (s *Store) ReadAt(id ID, off int64, p []byte) (n int, chunkLen int64, err e
 	if err := s.checkRange("read", id, off, 0); err != nil {
 		return 0, 0, err
 	}
-	h, err := s.lockChunk(id, false, false)
+	h, err := s.lockChunkFor(id, false, false, &span{off, int64(len(p))})
 	if err == errNoChunk {
 		if s.Frozen(id) {
 			return 0, 0, s.moved(id) // gone with its old layout: not a hole
