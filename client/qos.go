@@ -23,6 +23,10 @@ type QosSettings struct {
 	// MetaJobs are the jobs' limits on the metadata service: Rate
 	// namespace requests per second, up to Burst at once. Sorted by job.
 	MetaJobs []QosJobLimit
+	// ClusterJobs are the jobs' limits in the whole cluster: Rate bytes
+	// per second, up to Burst, over all storage nodes together. Sorted by
+	// job.
+	ClusterJobs []QosJobLimit
 }
 
 // QosSettings reads the QoS settings.
@@ -42,6 +46,9 @@ func (c *Client) QosSettings(ctx context.Context) (QosSettings, error) {
 	}
 	for _, j := range r.MetaJobs {
 		out.MetaJobs = append(out.MetaJobs, QosJobLimit(j))
+	}
+	for _, j := range r.ClusterJobs {
+		out.ClusterJobs = append(out.ClusterJobs, QosJobLimit(j))
 	}
 	return out, nil
 }
@@ -66,6 +73,13 @@ func (c *Client) SetQosJobLimit(ctx context.Context, job string, rate, burst uin
 // to burst at once, on the metadata service.
 func (c *Client) SetQosJobMetaLimit(ctx context.Context, job string, rate, burst uint64) error {
 	return c.qosSet(ctx, &wire.QosSetReq{Kind: wire.QosSetJobMeta, Job: job, Rate: rate, Burst: burst})
+}
+
+// SetQosJobClusterLimit limits job to rate bytes per second, up to burst,
+// in the whole cluster: the metadata service splits it among the storage
+// nodes by what the job asks of each (docs/qos.md).
+func (c *Client) SetQosJobClusterLimit(ctx context.Context, job string, rate, burst uint64) error {
+	return c.qosSet(ctx, &wire.QosSetReq{Kind: wire.QosSetJobCluster, Job: job, Rate: rate, Burst: burst})
 }
 
 // RemoveQosJobLimit lifts job's limits (on the targets and on the metadata

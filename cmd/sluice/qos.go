@@ -19,7 +19,7 @@ func newQos(g *globals) *cobra.Command {
 			"training, checkpoint and background by weight, and each limited job at most at its rate. See docs/qos.md.",
 	}
 	var o cli.QosSetOptions
-	set := &cobra.Command{Use: "set", Short: "Set a class's weight (--class C --weight W) or a job's limits (--job J --rate R --burst B, --meta-rate N --meta-burst M)", Args: exactArgs(0)}
+	set := &cobra.Command{Use: "set", Short: "Set a class's weight (--class C --weight W) or a job's limits (--job J --rate R --burst B, --meta-rate N --meta-burst M, --cluster-rate R --cluster-burst B)", Args: exactArgs(0)}
 	set.Flags().StringVar(&o.Class, "class", "", "priority class: interactive, training, checkpoint or background")
 	set.Flags().Int64Var(&o.Weight, "weight", -1, "the class's weight (0 restores the default)")
 	set.Flags().StringVar(&o.Job, "job", "", "job name")
@@ -27,6 +27,8 @@ func newQos(g *globals) *cobra.Command {
 	set.Flags().StringVar(&o.Burst, "burst", "", "the job's burst in bytes (default: one second of --rate)")
 	set.Flags().StringVar(&o.MetaRate, "meta-rate", "", "the job's rate in namespace requests per second on the metadata service")
 	set.Flags().StringVar(&o.MetaBurst, "meta-burst", "", "the job's burst in namespace requests (default: a tenth of a second of --meta-rate)")
+	set.Flags().StringVar(&o.ClusterRate, "cluster-rate", "", "the job's rate in bytes per second in the whole cluster, split among the storage nodes by demand (e.g. 1G)")
+	set.Flags().StringVar(&o.ClusterBurst, "cluster-burst", "", "the job's burst in bytes in the whole cluster (default: one second of --cluster-rate)")
 	set.RunE = g.run(func(ctx context.Context, e *cli.Env) error { return e.QosSet(ctx, o) })
 	var job string
 	rm := &cobra.Command{Use: "rm", Short: "Remove a job's limits (--job J)", Args: exactArgs(0)}

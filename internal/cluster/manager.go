@@ -359,7 +359,7 @@ func (r *Manager) Heartbeat(ctx context.Context, req *wire.HeartbeatReq) (wire.H
 		case !errors.Is(err, kv.ErrNotFound):
 			return err
 		}
-		tx.Set(nodeKey(req.Node), nodeRecord{Addr: req.Addr, Incarnation: req.Incarnation, LastSeen: now.UnixNano(), Stats: req.Targets, Resyncs: req.Resyncs}.encode())
+		tx.Set(nodeKey(req.Node), nodeRecord{Addr: req.Addr, Incarnation: req.Incarnation, LastSeen: now.UnixNano(), Stats: req.Targets, Resyncs: req.Resyncs, QosUse: req.QosUse}.encode())
 		restarted := prev.Incarnation != 0 && prev.Incarnation != req.Incarnation
 		revived := prev.LastSeen != 0 && !r.alive(prev, now)
 		ver = 0
@@ -409,7 +409,7 @@ func (r *Manager) Heartbeat(ctx context.Context, req *wire.HeartbeatReq) (wire.H
 		r.log.Info("cluster: replica back, syncing", "node", req.Node, "chain", c.String())
 	}
 	r.mu.Lock()
-	r.mu.st.nodes[req.Node] = nodeRecord{Addr: req.Addr, Incarnation: req.Incarnation, LastSeen: now.UnixNano(), Stats: req.Targets, Resyncs: req.Resyncs}
+	r.mu.st.nodes[req.Node] = nodeRecord{Addr: req.Addr, Incarnation: req.Incarnation, LastSeen: now.UnixNano(), Stats: req.Targets, Resyncs: req.Resyncs, QosUse: req.QosUse}
 	r.mu.ver++
 	if ver == 0 {
 		ver = r.mu.st.chainsVer
@@ -646,6 +646,26 @@ func (r *Manager) Nodes(ctx context.Context) []wire.NodeInfo {
 	r.mu.Unlock()
 	slices.SortFunc(out, func(a, b wire.NodeInfo) int { return cmp.Compare(a.Name, b.Name) })
 	return out
+}
+
+// QosUse returns, for every live node (sorted by name), what its jobs
+// asked of it lately, as its last heartbeat reported (from the cache,
+// which Refresh brings up to date with the other metadata services'
+// heartbeats).
+func (r *Manager) QosUse() (nodes []string, uses [][]wire.QosUse) {
+	now := r.now()
+	r.mu.Lock()
+	for name, n := range r.mu.st.nodes {
+		if r.alive(n, now) {
+			nodes = append(nodes, name)
+		}
+	}
+	slices.Sort(nodes)
+	for _, name := range nodes {
+		uses = append(uses, r.mu.st.nodes[name].QosUse)
+	}
+	r.mu.Unlock()
+	return nodes, uses
 }
 
 // Chains returns the cached chain table.

@@ -55,6 +55,7 @@ type nodeRecord struct {
 	LastSeen    int64 // unix ns, by the metadata service's clock
 	Stats       []wire.TargetStat
 	Resyncs     []wire.ResyncStat
+	QosUse      []wire.QosUse // what its jobs asked of it lately
 }
 
 // Cluster state keys (see doc.go).
@@ -97,7 +98,7 @@ func decodeTargetRecord(b []byte) (targetRecord, error) {
 // A node record is the wire encoding of a HeartbeatReq (with Node empty)
 // followed by i64 last seen.
 func (r nodeRecord) encode() []byte {
-	m := wire.HeartbeatReq{Addr: r.Addr, Incarnation: r.Incarnation, Targets: r.Stats, Resyncs: r.Resyncs}
+	m := wire.HeartbeatReq{Addr: r.Addr, Incarnation: r.Incarnation, Targets: r.Stats, Resyncs: r.Resyncs, QosUse: r.QosUse}
 	b := wire.Marshal(&m)
 	return binary.BigEndian.AppendUint64(b, uint64(r.LastSeen))
 }
@@ -111,7 +112,7 @@ func decodeNodeRecord(b []byte) (nodeRecord, error) {
 		return nodeRecord{}, errs.New(errs.Corruption, "cluster: bad node record: %v", err)
 	}
 	seen := int64(binary.BigEndian.Uint64(b[len(b)-8:]))
-	return nodeRecord{Addr: m.Addr, Incarnation: m.Incarnation, LastSeen: seen, Stats: m.Targets, Resyncs: m.Resyncs}, nil
+	return nodeRecord{Addr: m.Addr, Incarnation: m.Incarnation, LastSeen: seen, Stats: m.Targets, Resyncs: m.Resyncs, QosUse: m.QosUse}, nil
 }
 
 func encodeChain(c *placement.Chain) []byte {

@@ -206,7 +206,7 @@ func (s *Service) Register(srv *wire.Server) {
 		}
 		// The QoS settings ride on every reply: the targets apply them
 		// within a heartbeat of a change, with no version to track.
-		q, err := s.QosList(ctx)
+		q, err := s.QosFor(ctx, m.Node)
 		r.Qos = &q
 		return &r, err
 	})

@@ -5,7 +5,9 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/sluice-fs/sluice/internal/audit"
@@ -18,7 +20,9 @@ import (
 // QoS settings (docs/qos.md, ADR 0015): "Qc" + class byte -> u32 weight
 // (big-endian), "Qj" + job name -> u64 rate, u64 burst (bytes per second,
 // bytes; big-endian) on each target, "Qm" + job name -> u64 rate, u64
-// burst (requests per second, requests) on the metadata service. A class
+// burst (requests per second, requests) on the metadata service, "Qg" +
+// job name -> u64 rate, u64 burst (bytes per second, bytes) in the whole
+// cluster, split among the storage nodes by demand (QosFor). A class
 // without a key has its default weight, a job without one no limit. The
 // targets get the settings with every heartbeat reply (QosConfig) and
 // apply them to their schedulers; the metadata service applies them to
@@ -32,12 +36,16 @@ var (
 	qosClassPrefix   = []byte{pfxQos, 'c'}
 	qosJobPrefix     = []byte{pfxQos, 'j'}
 	qosMetaJobPrefix = []byte{pfxQos, 'm'}
+	qosClusterPrefix = []byte{pfxQos, 'g'}
 )
 
 func qosClassKey(c qos.Class) []byte { return append(append([]byte(nil), qosClassPrefix...), byte(c)) }
 func qosJobKey(job string) []byte    { return append(append([]byte(nil), qosJobPrefix...), job...) }
 func qosMetaJobKey(job string) []byte {
 	return append(append([]byte(nil), qosMetaJobPrefix...), job...)
+}
+func qosClusterJobKey(job string) []byte {
+	return append(append([]byte(nil), qosClusterPrefix...), job...)
 }
 
 // qosLimit decodes job's stored limit.
@@ -67,7 +75,7 @@ func (s *Service) QosSet(ctx context.Context, req *wire.QosSetReq) error {
 			return errs.New(errs.Invalid, "meta: qos: class %d is not a class", req.Class)
 		}
 		e = &audit.Entry{Time: now, Op: audit.OpQos, Name: "class:" + c.String(), Who: who}
-	case wire.QosSetJob, wire.QosSetJobMeta, wire.QosRemoveJob:
+	case wire.QosSetJob, wire.QosSetJobMeta, wire.QosSetJobCluster, wire.QosRemoveJob:
 		if req.Job == "" || len(req.Job) > 255 {
 			return errs.New(errs.Invalid, "meta: qos: job name %q: want 1-255 bytes", req.Job)
 		}
@@ -101,7 +109,7 @@ func (s *Service) QosSet(ctx context.Context, req *wire.QosSetReq) error {
 			for _, k := range []struct {
 				key   []byte
 				field string
-			}{{qosJobKey(req.Job), "limit"}, {qosMetaJobKey(req.Job), "meta-limit"}} {
+			}{{qosJobKey(req.Job), "limit"}, {qosMetaJobKey(req.Job), "meta-limit"}, {qosClusterJobKey(req.Job), "cluster-limit"}} {
 				v, err := tx.Get(k.key)
 				if errors.Is(err, kv.ErrNotFound) {
 					continue
@@ -121,8 +129,11 @@ func (s *Service) QosSet(ctx context.Context, req *wire.QosSetReq) error {
 			}
 		default:
 			key, prefix, field := qosJobKey(req.Job), qosJobPrefix, "limit"
-			if req.Kind == wire.QosSetJobMeta {
+			switch req.Kind {
+			case wire.QosSetJobMeta:
 				key, prefix, field = qosMetaJobKey(req.Job), qosMetaJobPrefix, "meta-limit"
+			case wire.QosSetJobCluster:
+				key, prefix, field = qosClusterJobKey(req.Job), qosClusterPrefix, "cluster-limit"
 			}
 			var oldRate, oldBurst uint64
 			v, err := tx.Get(key)
@@ -196,13 +207,75 @@ func (s *Service) QosList(ctx context.Context) (wire.QosConfig, error) {
 		if r.Jobs, err = jobs(qosJobPrefix); err != nil {
 			return err
 		}
-		r.MetaJobs, err = jobs(qosMetaJobPrefix)
+		if r.MetaJobs, err = jobs(qosMetaJobPrefix); err != nil {
+			return err
+		}
+		r.ClusterJobs, err = jobs(qosClusterPrefix)
 		return err
 	})
 	if err != nil {
 		return wire.QosConfig{}, fmt.Errorf("meta: qos list: %w", err)
 	}
 	return r, nil
+}
+
+// qosUser is implemented by Targets that know what the storage nodes'
+// jobs asked of them lately (cluster.Manager).
+type qosUser interface {
+	QosUse() (nodes []string, uses [][]wire.QosUse)
+}
+
+// QosFor returns the QoS settings for storage node node, as its
+// heartbeat's reply carries them: QosList's, with the node's share of
+// every cluster-wide limit in Jobs (nodeLimits).
+func (s *Service) QosFor(ctx context.Context, node string) (wire.QosConfig, error) {
+	q, err := s.QosList(ctx)
+	if err != nil || len(q.ClusterJobs) == 0 {
+		return q, err
+	}
+	var nodes []string
+	var uses [][]wire.QosUse
+	if qu, ok := s.targets.(qosUser); ok {
+		nodes, uses = qu.QosUse()
+	}
+	q.Jobs = nodeLimits(q.Jobs, q.ClusterJobs, node, nodes, uses)
+	return q, nil
+}
+
+// nodeLimits returns the limits node applies: the per-target limits jobs,
+// with each cluster-wide limit of cluster split among the live nodes
+// (nodes, with what their jobs asked of them in uses) by qos.SplitLimit,
+// node's share merged in (the smaller rate and burst where a job has
+// both). A node missing from nodes (its first heartbeat) counts as live
+// and asking nothing. Each share's burst is the cluster burst's
+// proportional part, at least 1. Sorted by job.
+func nodeLimits(jobs, cluster []wire.QosJob, node string, nodes []string, uses [][]wire.QosUse) []wire.QosJob {
+	me := slices.Index(nodes, node)
+	if me < 0 {
+		nodes = append(slices.Clone(nodes), node)
+		uses = append(slices.Clone(uses), nil)
+		me = len(nodes) - 1
+	}
+	out := slices.Clone(jobs)
+	for _, cj := range cluster {
+		demand := make([]float64, len(nodes))
+		for i, us := range uses {
+			for _, u := range us {
+				if u.Job == cj.Job {
+					demand[i] = float64(u.Demand)
+				}
+			}
+		}
+		share := qos.SplitLimit(float64(cj.Rate), demand)[me]
+		lim := wire.QosJob{Job: cj.Job, Rate: max(uint64(share), 1), Burst: max(uint64(float64(cj.Burst)*share/float64(cj.Rate)), 1)}
+		if i := slices.IndexFunc(out, func(j wire.QosJob) bool { return j.Job == cj.Job }); i >= 0 {
+			out[i].Rate, out[i].Burst = min(out[i].Rate, lim.Rate), min(out[i].Burst, lim.Burst)
+		} else {
+			out = append(out, lim)
+		}
+	}
+	slices.SortFunc(out, func(a, b wire.QosJob) int { return strings.Compare(a.Job, b.Job) })
+	return out
 }
 
 func (s *Service) registerQos(srv *wire.Server) {

@@ -35,6 +35,7 @@ type ClassStats struct {
 type JobStats struct {
 	Job         string
 	Queued      int
+	QueuedBytes uint64 // cost of the queued requests
 	ServedBytes uint64 // cost let through
 }
 
@@ -55,8 +56,9 @@ type waiter struct {
 }
 
 type jobCounters struct {
-	queued int
-	cost   uint64
+	queued     int
+	queuedCost uint64
+	cost       uint64
 }
 
 // Gate admits requests through a Scheduler, at most a fixed number in
@@ -147,7 +149,9 @@ func (g *Gate) Acquire(ctx context.Context, job string, class Class, cost int) (
 	g.mu.Lock()
 	g.mu.sched.Enqueue(Request{Job: job, Class: class, Cost: float64(cost), Value: w})
 	g.mu.classes[class].Queued++
-	g.jobLocked(job).queued++
+	j := g.jobLocked(job)
+	j.queued++
+	j.queuedCost += uint64(cost)
 	g.dispatchLocked(w.enq)
 	g.mu.Unlock()
 	select {
@@ -194,6 +198,7 @@ func (g *Gate) dispatchLocked(now time.Time) {
 		c.Queued--
 		j := g.jobLocked(r.Job)
 		j.queued--
+		j.queuedCost -= uint64(r.Cost)
 		if w.abandoned {
 			continue
 		}
@@ -234,7 +239,7 @@ func (g *Gate) Stats() GateStats {
 		st.Classes[Class(i).String()] = c
 	}
 	for job, j := range g.mu.jobs {
-		st.Jobs = append(st.Jobs, JobStats{Job: job, Queued: j.queued, ServedBytes: j.cost})
+		st.Jobs = append(st.Jobs, JobStats{Job: job, Queued: j.queued, QueuedBytes: j.queuedCost, ServedBytes: j.cost})
 	}
 	sort.Slice(st.Jobs, func(a, b int) bool { return st.Jobs[a].Job < st.Jobs[b].Job })
 	return st

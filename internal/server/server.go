@@ -356,7 +356,7 @@ func (l *localMeta) Heartbeat(ctx context.Context, req *wire.HeartbeatReq) (wire
 	if err != nil {
 		return r, err
 	}
-	q, err := l.ms.QosList(ctx)
+	q, err := l.ms.QosFor(ctx, req.Node)
 	r.Qos = &q
 	return r, err
 }

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/sluice-fs/sluice/internal/errs"
+	"github.com/sluice-fs/sluice/internal/qos"
 	"github.com/sluice-fs/sluice/internal/wire"
 )
 
@@ -38,6 +39,7 @@ type AgentOptions struct {
 type Agent struct {
 	svc  *Service
 	meta MetaAPI
+	use  qosUse // Beat's own
 	opts AgentOptions
 	log  *slog.Logger
 }
@@ -62,7 +64,8 @@ func (a *Agent) Beat(ctx context.Context) error {
 		rs = append(rs, wire.ResyncStat{Chain: r.Chain, Version: r.Version, From: r.From, To: r.To,
 			Looked: uint64(r.Looked), Copied: uint64(r.Copied), Total: uint64(r.Total)})
 	}
-	resp, err := a.meta.Heartbeat(ctx, &wire.HeartbeatReq{Node: a.opts.Node, Addr: a.opts.Addr, Incarnation: a.opts.Incarnation, Targets: a.svc.StatAll(), Resyncs: rs})
+	use := a.use.sample(a.svc.QosStats().Jobs, time.Now())
+	resp, err := a.meta.Heartbeat(ctx, &wire.HeartbeatReq{Node: a.opts.Node, Addr: a.opts.Addr, Incarnation: a.opts.Incarnation, Targets: a.svc.StatAll(), Resyncs: rs, QosUse: use})
 	if err != nil {
 		return err
 	}
@@ -207,3 +210,34 @@ func (r *RemoteMeta) SyncDone(ctx context.Context, req *wire.SyncDoneReq) error 
 }
 
 var _ MetaAPI = (*RemoteMeta)(nil)
+
+// qosUse turns the scheduler's per-job counters into what each job asked
+// of the node since the last sample (wire.QosUse): the bytes served per
+// second plus the bytes waiting (as if they were to go within a second),
+// for the split of cluster-wide limits.
+type qosUse struct {
+	at     time.Time
+	served map[string]uint64
+}
+
+func (u *qosUse) sample(jobs []qos.JobStats, now time.Time) []wire.QosUse {
+	dt := now.Sub(u.at).Seconds()
+	first := u.served == nil
+	prev := u.served
+	u.served, u.at = make(map[string]uint64, len(jobs)), now
+	var out []wire.QosUse
+	for _, j := range jobs {
+		u.served[j.Job] = j.ServedBytes
+		if j.Job == "" || j.Job == qos.OtherJob {
+			continue
+		}
+		var rate float64
+		if !first && dt > 0 && j.ServedBytes >= prev[j.Job] {
+			rate = float64(j.ServedBytes-prev[j.Job]) / dt
+		}
+		if d := uint64(rate) + j.QueuedBytes; d > 0 {
+			out = append(out, wire.QosUse{Job: j.Job, Demand: d})
+		}
+	}
+	return out
+}

@@ -287,7 +287,7 @@ func TestFSAppended(t *testing.T) {
 		fsLen int // FS values appended
 		after int // bytes appended after them (version 2.2 and later)
 	}{
-		{&HeartbeatReq{Node: "n1", Addr: "a:1", Incarnation: 5, Targets: stats, Resyncs: []ResyncStat{{Chain: 3}}}, 2, 0},
+		{&HeartbeatReq{Node: "n1", Addr: "a:1", Incarnation: 5, Targets: stats, Resyncs: []ResyncStat{{Chain: 3}}}, 2, 1},                                             // then QosUse (none)
 		{&ClusterInfo{FSID: "x", RootIno: 1, Targets: []TargetAddr{{ID: 1, Node: "n1", Capacity: 100, FS: 2049}, {ID: 2, Node: "n1", FS: 7}, {ID: 3}}}, 3, 4 + 1 + 3}, // then InlineMax, the draining flags
 		{&TargetStat{Target: 4, Capacity: 100, Free: 3, FS: 2049}, -1, 0},
 	} {
@@ -360,6 +360,14 @@ func TestQosAppended(t *testing.T) {
 		{&QosConfig{Weights: []uint32{8}, Jobs: []QosJob{{Job: "a", Rate: 1, Burst: 2}}, MetaJobs: []QosJob{{Job: "m", Rate: 3, Burst: 4}}},
 			oldQosConfig{Weights: []uint32{8}, Jobs: []QosJob{{Job: "a", Rate: 1, Burst: 2}}},
 			&QosConfig{Weights: []uint32{8}, Jobs: []QosJob{{Job: "a", Rate: 1, Burst: 2}}}},
+		// Version 2.5: ClusterJobs after MetaJobs.
+		{&QosConfig{Weights: []uint32{8}, Jobs: []QosJob{{Job: "a", Rate: 1, Burst: 2}}, MetaJobs: []QosJob{{Job: "m", Rate: 3, Burst: 4}}, ClusterJobs: []QosJob{{Job: "c", Rate: 5, Burst: 6}}},
+			oldQosConfig{Weights: []uint32{8}, Jobs: []QosJob{{Job: "a", Rate: 1, Burst: 2}}, MetaJobs: []QosJob{{Job: "m", Rate: 3, Burst: 4}}},
+			&QosConfig{Weights: []uint32{8}, Jobs: []QosJob{{Job: "a", Rate: 1, Burst: 2}}, MetaJobs: []QosJob{{Job: "m", Rate: 3, Burst: 4}}}},
+		// Version 2.5: a heartbeat's QosUse after the targets' FS.
+		{&HeartbeatReq{Node: "n", Addr: "a:1", Incarnation: 2, Targets: []TargetStat{{Target: 1}}, QosUse: []QosUse{{Job: "j", Demand: 7}}},
+			oldHeartbeatReq{HeartbeatReq{Node: "n", Addr: "a:1", Incarnation: 2, Targets: []TargetStat{{Target: 1}}}},
+			&HeartbeatReq{Node: "n", Addr: "a:1", Incarnation: 2, Targets: []TargetStat{{Target: 1}}, Resyncs: []ResyncStat{}}},
 	} {
 		oldB := Marshal(tc.old)
 		got := newLike(tc.m)
@@ -397,10 +405,12 @@ func (m oldRead) Decode(*Decoder)   {}
 
 type oldHeartbeat struct{ ChainsVersion uint64 }
 
-// oldQosConfig is QosConfig before MetaJobs.
+// oldQosConfig is QosConfig before MetaJobs (MetaJobs nil) or before
+// ClusterJobs.
 type oldQosConfig struct {
-	Weights []uint32
-	Jobs    []QosJob
+	Weights  []uint32
+	Jobs     []QosJob
+	MetaJobs []QosJob
 }
 
 func (m oldQosConfig) Encode(e *Encoder) {
@@ -409,8 +419,30 @@ func (m oldQosConfig) Encode(e *Encoder) {
 		e.U32(w)
 	}
 	encodeJobs(e, m.Jobs)
+	if m.MetaJobs != nil {
+		encodeJobs(e, m.MetaJobs)
+	}
 }
-func (m oldQosConfig) Decode(*Decoder) {}
+
+// oldHeartbeatReq is HeartbeatReq before QosUse.
+type oldHeartbeatReq struct{ HeartbeatReq }
+
+func (m oldHeartbeatReq) Encode(e *Encoder) {
+	e.String(m.Node)
+	e.String(m.Addr)
+	e.U64(m.Incarnation)
+	e.Uvarint(uint64(len(m.Targets)))
+	for i := range m.Targets {
+		m.Targets[i].encodeFields(e)
+	}
+	encodeResyncs(e, m.Resyncs)
+	e.Uvarint(uint64(len(m.Targets)))
+	for i := range m.Targets {
+		e.U64(m.Targets[i].FS)
+	}
+}
+func (m oldHeartbeatReq) Decode(*Decoder) {}
+func (m oldQosConfig) Decode(*Decoder)    {}
 
 func (m oldHeartbeat) Encode(e *Encoder) { e.U64(m.ChainsVersion) }
 func (m oldHeartbeat) Decode(*Decoder)   {}

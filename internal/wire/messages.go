@@ -1188,6 +1188,9 @@ type HeartbeatReq struct {
 	Incarnation uint64
 	Targets     []TargetStat
 	Resyncs     []ResyncStat
+	// QosUse (appended in version 2.5) is what the node's jobs asked of
+	// it lately, for the split of cluster-wide limits.
+	QosUse []QosUse
 }
 
 func (m *HeartbeatReq) Encode(e *Encoder) {
@@ -1204,6 +1207,7 @@ func (m *HeartbeatReq) Encode(e *Encoder) {
 	for i := range m.Targets {
 		e.U64(m.Targets[i].FS)
 	}
+	encodeQosUse(e, m.QosUse)
 }
 
 // ResyncStat is the progress of a resync a node runs: the tail From copies
@@ -1259,6 +1263,10 @@ func (m *HeartbeatReq) Decode(d *Decoder) {
 		for i := range fs {
 			m.Targets[i].FS = fs[i]
 		}
+	}
+	m.QosUse = nil
+	if d.More() {
+		m.QosUse = decodeQosUse(d)
 	}
 }
 

@@ -28,16 +28,49 @@ type QosJob struct {
 func (m *QosJob) Encode(e *Encoder) { e.String(m.Job); e.U64(m.Rate); e.U64(m.Burst) }
 func (m *QosJob) Decode(d *Decoder) { m.Job = d.String(); m.Rate = d.U64(); m.Burst = d.U64() }
 
+// QosUse is what a node's job asked of it lately: Demand bytes per
+// second (its served rate plus the bytes it has waiting).
+type QosUse struct {
+	Job    string
+	Demand uint64
+}
+
+func encodeQosUse(e *Encoder, us []QosUse) {
+	e.Uvarint(uint64(len(us)))
+	for _, u := range us {
+		e.String(u.Job)
+		e.U64(u.Demand)
+	}
+}
+
+func decodeQosUse(d *Decoder) []QosUse {
+	n := d.Count(9)
+	if n == 0 {
+		return nil
+	}
+	us := make([]QosUse, n)
+	for i := range us {
+		us[i].Job = d.String()
+		us[i].Demand = d.U64()
+	}
+	return us
+}
+
 // QosConfig is the QoS settings: the weights of the classes, indexed by
 // qos.Class (0: the default weight; fewer entries than classes leave the
 // rest at their default), the jobs limited on the targets (bytes per
 // second and bytes), sorted by name, and the jobs limited on the metadata
 // service (MetaJobs: requests per second and requests; appended later,
-// absent from an older service's reply).
+// absent from an older service's reply), and the jobs limited in the
+// whole cluster (ClusterJobs: bytes per second and bytes in all; appended
+// in version 2.5). In a heartbeat's reply Jobs already holds the node's
+// share of each cluster-wide limit (the smaller of it and the job's
+// per-target limit).
 type QosConfig struct {
-	Weights  []uint32
-	Jobs     []QosJob
-	MetaJobs []QosJob
+	Weights     []uint32
+	Jobs        []QosJob
+	MetaJobs    []QosJob
+	ClusterJobs []QosJob
 }
 
 func (m *QosConfig) Encode(e *Encoder) {
@@ -47,6 +80,7 @@ func (m *QosConfig) Encode(e *Encoder) {
 	}
 	encodeJobs(e, m.Jobs)
 	encodeJobs(e, m.MetaJobs)
+	encodeJobs(e, m.ClusterJobs)
 }
 
 // Scheduler returns the configuration of a scheduler from the settings:
@@ -92,7 +126,7 @@ func decodeJobs(d *Decoder) []QosJob {
 }
 
 func (m *QosConfig) Decode(d *Decoder) {
-	m.Weights, m.Jobs, m.MetaJobs = nil, nil, nil
+	m.Weights, m.Jobs, m.MetaJobs, m.ClusterJobs = nil, nil, nil, nil
 	if n := d.Count(4); n > 0 {
 		m.Weights = make([]uint32, n)
 		for i := range m.Weights {
@@ -103,14 +137,18 @@ func (m *QosConfig) Decode(d *Decoder) {
 	if d.More() {
 		m.MetaJobs = decodeJobs(d)
 	}
+	if d.More() {
+		m.ClusterJobs = decodeJobs(d)
+	}
 }
 
 // Kinds of QoS change (QosSetReq.Kind).
 const (
-	QosSetWeight  uint8 = 1 + iota // class Class gets weight Weight (0: the default)
-	QosSetJob                      // job Job gets the limit Rate, Burst (bytes/s, bytes) on each target
-	QosRemoveJob                   // job Job is no longer limited (on the targets nor on the metadata service)
-	QosSetJobMeta                  // job Job gets the limit Rate, Burst (requests/s, requests) on the metadata service
+	QosSetWeight     uint8 = 1 + iota // class Class gets weight Weight (0: the default)
+	QosSetJob                         // job Job gets the limit Rate, Burst (bytes/s, bytes) on each target
+	QosRemoveJob                      // job Job is no longer limited (on the targets nor on the metadata service)
+	QosSetJobMeta                     // job Job gets the limit Rate, Burst (requests/s, requests) on the metadata service
+	QosSetJobCluster                  // job Job gets the limit Rate, Burst (bytes/s, bytes) in the whole cluster
 )
 
 // QosSetReq changes one QoS setting (OpQosSet). Class is a qos.Class (not
