@@ -65,3 +65,10 @@ func qosReserveFlag(cmd *cobra.Command, n *int) {
 	cmd.Flags().IntVar(n, "qos-cpu-reserve", 1, "CPUs (Go Ps) kept free of checkpoint and background requests for a second after each interactive one, "+
 		"so that its frame is read at once (0: none; docs/qos.md)")
 }
+
+// precreateFlag adds --precreate: empty chunk files each target keeps
+// made ahead of need.
+func precreateFlag(cmd *cobra.Command, n *int) {
+	cmd.Flags().IntVar(n, "precreate", 0, "empty chunk files each target keeps made ahead of need (0 to 4096; 0: none), "+
+		"so that a burst of new small files renames them instead of creating files (docs/fuse.md)")
+}

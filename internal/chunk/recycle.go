@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"sync"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -34,6 +35,15 @@ import (
 //   - A pooled file takes its chunk name with RENAME_NOREPLACE: a name
 //     that exists (a data file a crash left behind) keeps the old path of
 //     creating the file.
+
+// Precreated files (Options.Precreate): a background goroutine keeps the
+// pool at a number of empty files made ahead of need, as Lustre's object
+// storage targets precreate objects for the metadata server: a burst of
+// new small files then costs a rename per file where it cost a create
+// (what removals give the pool, precreation gives a store that has had
+// none). Such files are made empty with O_EXCL under free/, so the
+// safety rules above hold for them as for recycled ones; the pool is
+// emptied at Open, so nothing about them needs to be durable.
 
 // maxFree bounds the pooled files of a store: empty files hold an inode
 // each and no blocks, so the pool costs at most this many inodes.
@@ -110,6 +120,82 @@ func (p *freePool) settle(name string, ok bool) {
 		p.names = append(p.names, name)
 	}
 }
+
+// reserveNew returns a new name in the pool for a file to precreate, or
+// false if the pool holds want files (with those being moved in), is
+// full, or is off.
+func (p *freePool) reserveNew(want int) (string, bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.off || p.dir == "" || len(p.names)+p.pending >= min(want, maxFree) {
+		return "", false
+	}
+	p.pending++
+	p.seq++
+	return filepath.Join(p.dir, "p"+strconv.FormatUint(p.seq, 36)), true
+}
+
+// precreateBatch is how many files precreate makes before it looks for
+// its stop again.
+const precreateBatch = 64
+
+// precreate keeps want empty files in the pool until the store closes:
+// it fills the pool, then looks every precreatePeriod whether new chunks
+// took files.
+func (s *Store) precreate(want int) {
+	defer close(s.precreateDone)
+	t := time.NewTicker(precreatePeriod)
+	defer t.Stop()
+	for {
+		more := true // the pool wants more files and they can be made
+		for made := 0; made < precreateBatch && more; made++ {
+			name, ok := s.free.reserveNew(want)
+			if !ok {
+				more = false
+				break
+			}
+			// unix.Open: an os.File would also try the network poller
+			// and set flags, three more system calls per file.
+			precreating.Lock()
+			fd, err := unix.Open(name, unix.O_CREAT|unix.O_EXCL|unix.O_WRONLY|unix.O_CLOEXEC, 0o644)
+			if err == nil {
+				err = unix.Close(fd)
+			}
+			precreating.Unlock()
+			if err != nil {
+				// A full disk or inode table: try again later.
+				os.Remove(name)
+				s.free.settle(name, false)
+				more = false
+				break
+			}
+			s.free.settle(name, true)
+			s.precreated.Add(1)
+		}
+		select {
+		case <-s.precreateStop:
+			return
+		default:
+		}
+		if more {
+			continue // not full yet: the next batch at once
+		}
+		select {
+		case <-s.precreateStop:
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// precreating lets one store of a process precreate at a time: stores
+// on one file system creating files at once contend for its inode
+// allocation (4 stores filling their pools together on one ext4 spent
+// 8x the system time of one creating as many).
+var precreating sync.Mutex
+
+// precreatePeriod is how often a full pool is looked at again.
+const precreatePeriod = 20 * time.Millisecond
 
 // forget drops what the pool remembers of a removed chunk.
 func (p *freePool) forget(id ID) {

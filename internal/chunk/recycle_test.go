@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 )
 
 // TestRecycledFilesStartEmpty: a removed chunk's files go to the pool,
@@ -142,5 +143,71 @@ func TestRecycleConcurrent(t *testing.T) {
 	}
 	if _, used, _, chunks, _ := s.Stat(); used != 0 || chunks != 0 {
 		t.Errorf("after every removal: %d chunks, %d bytes", chunks, used)
+	}
+}
+
+// TestPrecreate: a store with Options.Precreate fills its pool with empty
+// files in the background, new chunks take them (and start empty: they
+// hold only what was written to them), the pool is filled again, and
+// Close stops the filler; a store reopened without it starts with an
+// empty pool.
+func TestPrecreate(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	s, err := Open(dir, Options{Target: 1, Precreate: 40})
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitPool := func(want int) {
+		t.Helper()
+		deadline := time.Now().Add(30 * time.Second)
+		for {
+			if _, n := s.Precreated(); n == want {
+				return
+			}
+			if time.Now().After(deadline) {
+				_, n := s.Precreated()
+				t.Fatalf("pool holds %d files after 30 s, want %d", n, want)
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+	}
+	waitPool(40)
+	for i := range 10 {
+		id := ID{Ino: uint64(100 + i)}
+		mustWrite(t, s, id, 0, []byte(fmt.Sprint("chunk ", i)), i%2 == 0)
+	}
+	waitPool(40) // filled again
+	made, _ := s.Precreated()
+	if made < 60 {
+		t.Errorf("%d files precreated for a pool of 40 and 10 chunks (20 files) taken, want at least 60", made)
+	}
+	for i := range 10 {
+		id := ID{Ino: uint64(100 + i)}
+		got, clen := mustRead(t, s, id, 0, BlockSize)
+		if want := fmt.Sprint("chunk ", i); string(got) != want || clen != int64(len(want)) {
+			t.Fatalf("chunk %d reads %q (length %d), want %q", i, got, clen, want)
+		}
+		dataPath, _ := s.Paths(id)
+		if fi, err := os.Stat(dataPath); err != nil || fi.Size() != int64(len(fmt.Sprint("chunk ", i))) {
+			t.Fatalf("chunk %d's data file: %v, %v", i, fi, err)
+		}
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s2, err := Open(dir, Options{Target: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s2.Close()
+	if made, n := s2.Precreated(); made != 0 || n != 0 {
+		t.Errorf("reopened without Precreate: %d made, %d pooled; want none", made, n)
+	}
+	if ents, err := os.ReadDir(filepath.Join(dir, "free")); err != nil || len(ents) != 0 {
+		t.Errorf("free/ after reopening: %d entries, %v; want empty", len(ents), err)
+	}
+	if _, err := Open(t.TempDir(), Options{Target: 1, Precreate: maxFree + 1}); err == nil {
+		t.Error("Precreate above maxFree was accepted")
 	}
 }

@@ -41,6 +41,11 @@ type Options struct {
 	// MaxOpenChunks bounds the cache of open chunk files (two or three
 	// descriptors per chunk). 0 means DefaultMaxOpenChunks.
 	MaxOpenChunks int
+	// Precreate is the number of empty files the store keeps made ahead
+	// of need in its pool (recycle.go), by a background goroutine, so
+	// that new chunks take files instead of creating them (0: none; at
+	// most maxFree).
+	Precreate int
 }
 
 // DefaultMaxOpenChunks is the default size of the open-chunk cache.
@@ -50,6 +55,9 @@ const DefaultMaxOpenChunks = 1024
 func (o *Options) Validate() error {
 	if o.MaxOpenChunks < 0 {
 		return errs.New(errs.Invalid, "chunk: MaxOpenChunks %d is negative", o.MaxOpenChunks)
+	}
+	if o.Precreate < 0 || o.Precreate > maxFree {
+		return errs.New(errs.Invalid, "chunk: Precreate %d is not between 0 and %d", o.Precreate, maxFree)
 	}
 	return nil
 }
@@ -64,11 +72,15 @@ type Store struct {
 	log  *slog.Logger
 
 	corruptions atomic.Uint64
+	precreated  atomic.Uint64 // files precreate made
 	chunks      atomic.Int64
 	used        atomic.Int64
 	verified    verifiedCache // chunks OpenData checked
 	fences      fenceSet      // frozen chunks (fence.go)
 	free        freePool      // recycled chunk files (recycle.go)
+	// precreateStop ends precreate, which closes precreateDone (nil
+	// without Options.Precreate).
+	precreateStop, precreateDone chan struct{}
 
 	flushes sync.WaitGroup // flushUnsynced runs, for Close
 
@@ -195,6 +207,11 @@ func Open(dir string, opts Options) (*Store, error) {
 	if err := s.scan(); err != nil {
 		s.Close()
 		return nil, err
+	}
+	if opts.Precreate > 0 {
+		s.precreateStop = make(chan struct{})
+		s.precreateDone = make(chan struct{})
+		go s.precreate(opts.Precreate)
 	}
 	return s, nil
 }
@@ -802,6 +819,12 @@ func (s *Store) Stat() (capacity, used, free int64, chunks uint64, err error) {
 	return capacity, s.used.Load(), free, uint64(max(s.chunks.Load(), 0)), nil
 }
 
+// Precreated returns the number of empty files made ahead of need since
+// Open (Options.Precreate), and the number in the pool now.
+func (s *Store) Precreated() (made uint64, pooled int) {
+	return s.precreated.Load(), s.free.size()
+}
+
 // Corruptions returns the number of checksum failures seen since Open.
 func (s *Store) Corruptions() uint64 { return s.corruptions.Load() }
 
@@ -814,6 +837,9 @@ func (s *Store) Close() error {
 		return nil
 	}
 	s.mu.closed = true
+	if s.precreateStop != nil {
+		close(s.precreateStop)
+	}
 	var hs []*handle
 	for _, h := range s.mu.open {
 		hs = append(hs, h)
@@ -843,6 +869,9 @@ func (s *Store) Close() error {
 		}
 	}
 	s.flushes.Wait()
+	if s.precreateDone != nil {
+		<-s.precreateDone
+	}
 	s.mu.Lock()
 	evicted := len(s.mu.unsynced)
 	clear(s.mu.unsynced)

@@ -196,6 +196,9 @@ type TargetOptions struct {
 	QosInService int
 	// QosCPUReserve is Options.QosCPUReserve.
 	QosCPUReserve int
+	// Precreate is each target's number of empty chunk files made ahead
+	// of need (target.Options.Precreate; 0: none).
+	Precreate int
 }
 
 // RunTarget serves a storage node until ctx is done: it registers with the
@@ -271,7 +274,7 @@ func RunTarget(ctx context.Context, opts TargetOptions) (err error) {
 		return fmt.Errorf("target: register node %s: %w", node, err)
 	}
 	ids := append(have, reg.IDs...)
-	targets, err := target.OpenDir(opts.DataDir, ids, target.Options{Logger: log, QosOff: opts.QosOff, QosInService: opts.QosInService})
+	targets, err := target.OpenDir(opts.DataDir, ids, target.Options{Logger: log, QosOff: opts.QosOff, QosInService: opts.QosInService, Precreate: opts.Precreate})
 	if err != nil {
 		ln.Close()
 		return fmt.Errorf("target: open targets: %w", err)

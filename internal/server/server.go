@@ -93,6 +93,9 @@ type Options struct {
 	// checkpoint and background requests while interactive ones come
 	// (qos.Reserve); 0: none.
 	QosCPUReserve int
+	// Precreate is each target's number of empty chunk files made ahead
+	// of need (target.Options.Precreate; 0: none).
+	Precreate int
 }
 
 // Validate checks the options.
@@ -161,7 +164,7 @@ func Run(ctx context.Context, opts Options) (err error) {
 	if err != nil {
 		return err
 	}
-	targets, err := target.OpenDir(opts.DataDir, ids, target.Options{Logger: log, QosOff: opts.QosOff, QosInService: opts.QosInService})
+	targets, err := target.OpenDir(opts.DataDir, ids, target.Options{Logger: log, QosOff: opts.QosOff, QosInService: opts.QosInService, Precreate: opts.Precreate})
 	if err != nil {
 		return fmt.Errorf("serve: open targets: %w", err)
 	}

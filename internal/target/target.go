@@ -41,6 +41,9 @@ type Options struct {
 	// QosInService bounds the chunk reads and writes served at once while
 	// QoS is on (0: DefaultQosInService).
 	QosInService int
+	// Precreate is each store's number of empty chunk files made ahead of
+	// need (chunk.Options.Precreate; 0: none).
+	Precreate int
 }
 
 // Stats are a target's counters since the Service started.
@@ -117,7 +120,7 @@ func OpenDir(dataDir string, ids []placement.TargetID, opts Options) (*Service, 
 		return nil, err
 	}
 	for _, id := range ids {
-		st, err := chunk.Open(Dir(dataDir, id), chunk.Options{Target: id, Logger: opts.Logger, MaxOpenChunks: opts.MaxOpenChunks})
+		st, err := chunk.Open(Dir(dataDir, id), chunk.Options{Target: id, Logger: opts.Logger, MaxOpenChunks: opts.MaxOpenChunks, Precreate: opts.Precreate})
 		if err != nil {
 			return fail(fmt.Errorf("target: open target %d in %s: %w", id, dataDir, err))
 		}
