@@ -16,8 +16,36 @@ func cpuReserve(srv *wire.Server, reserve int, off bool) *qos.Reserve {
 		return nil
 	}
 	r := qos.NewReserve(qos.ReserveSlots(runtime.GOMAXPROCS(0), reserve), 0)
-	srv.Admit = func(tag wire.QosTag, done <-chan struct{}) (func(), bool) {
+	held := reservedOps()
+	srv.Admit = func(op wire.Op, tag wire.QosTag, done <-chan struct{}) (func(), bool) {
+		if int(op) >= len(held) || !held[op] {
+			return nil, true
+		}
 		return r.Admit(qos.FromWire(tag.Class), done)
 	}
 	return r
+}
+
+// reservedOps marks the ops the reserve may hold back: every request
+// that works (chunk reads, writes and syncs, whose writeback is CPU in
+// the syncing thread; namespace operations; KV-cache values), never one
+// that waits for something else or whose delay breaks a promise: the
+// change feed's long polls and metadata syncs (a request holding a slot
+// through them would hold back every other checkpoint and background
+// request meanwhile), lease renewals of migrations and restores (a late
+// renewal loses the lease), a migration's freeze and the fences it sets,
+// membership, and the QoS settings themselves (an administrator must get
+// through).
+func reservedOps() []bool {
+	held := make([]bool, 256)
+	for i := range held {
+		held[i] = true
+	}
+	for _, op := range []wire.Op{
+		wire.OpWatch, wire.OpMetaSync, wire.OpMigrate, wire.OpChunkFence, wire.OpHsmClaim,
+		wire.OpRegister, wire.OpHeartbeat, wire.OpSyncDone, wire.OpQosSet, wire.OpQosList, wire.OpSession,
+	} {
+		held[op] = false
+	}
+	return held
 }

@@ -109,7 +109,7 @@ func (c *Conn) callLocal(ctx context.Context, op Op, body []byte, data [][]byte,
 	var release func()
 	if s.Admit != nil {
 		var ok bool
-		if release, ok = s.Admit(c.session.Qos(), ctx.Done()); !ok {
+		if release, ok = s.Admit(op, c.session.Qos(), ctx.Done()); !ok {
 			s.wg.Done()
 			if d != nil {
 				PutBuf(d)

@@ -57,12 +57,12 @@ type Server struct {
 	// MaxInFlight bounds concurrent requests per connection (default 256).
 	MaxInFlight int
 	// Admit, if set, is asked before each request's body is read off a
-	// connection (not for OpSession), with what the connection declared
-	// (the zero tag if nothing). It may block; ok false (done was closed)
-	// drops the connection. A release it returns is called once the
-	// request's reply is queued. QoS uses it to keep CPUs free for
+	// connection (not for OpSession), with its op and what the connection
+	// declared (the zero tag if nothing). It may block; ok false (done was
+	// closed) drops the connection. A release it returns is called once
+	// the request's reply is queued. QoS uses it to keep CPUs free for
 	// interactive requests (qos.Reserve).
-	Admit func(tag QosTag, done <-chan struct{}) (release func(), ok bool)
+	Admit func(op Op, tag QosTag, done <-chan struct{}) (release func(), ok bool)
 
 	mu         sync.Mutex
 	handlers   map[Op]HandlerFunc
@@ -285,7 +285,7 @@ func (sc *serverConn) readLoop() {
 		var release func()
 		if s.Admit != nil && h.Op != OpSession {
 			var ok bool
-			if release, ok = s.Admit(sc.session.Qos(), s.ctx.Done()); !ok {
+			if release, ok = s.Admit(h.Op, sc.session.Qos(), s.ctx.Done()); !ok {
 				return
 			}
 		}

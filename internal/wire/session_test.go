@@ -79,7 +79,10 @@ func testAdmit(t *testing.T, local bool) {
 			sessions.Add(1) // never called: the server answers OpSession itself
 			return Response{}, nil
 		})
-		s.Admit = func(tag QosTag, done <-chan struct{}) (func(), bool) {
+		s.Admit = func(op Op, tag QosTag, done <-chan struct{}) (func(), bool) {
+			if op != OpLookup {
+				t.Errorf("Admit asked for op %d, want only lookups (%d)", op, OpLookup)
+			}
 			a := admitted{tag, make(chan struct{})}
 			asked <- a
 			if tag.Class == 3 {
