@@ -67,6 +67,7 @@ func newMeta() *cobra.Command {
 	inlineMaxFlag(cmd, &o.InlineMax)
 	f.BoolVar(&o.QosOff, "qos-off", false, "serve namespace requests unscheduled, as they come (no QoS; for comparison)")
 	f.IntVar(&o.QosInService, "qos-in-service", 0, "namespace requests served at once under QoS (default 8)")
+	qosReserveFlag(cmd, &o.QosCPUReserve)
 	rebalanceFlags(cmd, &o.Rebalance)
 	auditFlag(cmd, &o.NoAudit)
 	cmd.AddCommand(newMetaMigrate())

@@ -61,6 +61,8 @@ type MetaOptions struct {
 	// served at once (0: the default).
 	QosOff       bool
 	QosInService int
+	// QosCPUReserve is Options.QosCPUReserve.
+	QosCPUReserve int
 	// Rebalance runs the rebalancer in this process when its Every is
 	// positive (run it on one metadata service of a cluster).
 	Rebalance RebalanceOptions
@@ -119,8 +121,12 @@ func RunMeta(ctx context.Context, opts MetaOptions) (err error) {
 		return fmt.Errorf("meta: listen on %s: %w", opts.Listen, err)
 	}
 	srv := &wire.Server{Logger: log}
+	reserve := cpuReserve(srv, opts.QosCPUReserve, opts.QosOff)
 	ms.Register(srv)
 	mx := metrics.New()
+	if reserve != nil {
+		mx.AddReserve(reserve)
+	}
 	mx.AddPools(rt)
 	mx.AddStage(ms)
 	mx.AddMetaQos(ms.QosStats)

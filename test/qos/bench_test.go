@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/sluice-fs/sluice/client"
+	"github.com/sluice-fs/sluice/internal/proctest"
 )
 
 // BenchmarkInference is the demonstration issue 18 asks for: an
@@ -335,26 +336,48 @@ func BenchmarkMetaStorm(b *testing.B) {
 		{"qos=on/in-service=8/cpu-reserve=0", []string{"--qos-cpu-reserve", "0"}},
 		{"qos=on/in-service=2", []string{"--meta-qos-in-service", "2"}},
 	} {
-		b.Run(mode.name, func(b *testing.B) { benchMetaStorm(b, mode.args) })
+		b.Run(mode.name, func(b *testing.B) {
+			s := startServer(b, mode.args...)
+			benchMetaStorm(b, s.addr, s.metric)
+		})
+	}
+	// The same with etcd as the metadata engine (`sluice meta --etcd`, an
+	// embedded etcd server, one storage node): every read of a request is
+	// a round trip to etcd while it holds its place.
+	for _, mode := range []struct {
+		name string
+		args []string
+	}{
+		{"etcd/qos=off", []string{"--qos-off"}},
+		{"etcd/qos=on/in-service=8", nil},
+		{"etcd/qos=on/in-service=8/cpu-reserve=0", []string{"--qos-cpu-reserve", "0"}},
+		{"etcd/qos=on/in-service=32", []string{"--qos-in-service", "32"}},
+	} {
+		b.Run(mode.name, func(b *testing.B) {
+			cl := proctest.StartCluster(b, binary, proctest.ClusterOptions{Metas: 1, Nodes: 1, TargetsPerNode: 2, FirstMetaArgs: mode.args})
+			benchMetaStorm(b, cl.MetaAddrs(), nil)
+		})
 	}
 }
 
-func benchMetaStorm(b *testing.B, args []string) {
+// benchMetaStorm measures an interactive client's stats idle and beside a
+// background storm against the metadata service at addr; metric, if not
+// nil, reads the server's metrics.
+func benchMetaStorm(b *testing.B, addr string, metric func(name, match string) float64) {
 	const stormWorkers = 16
-	s := startServer(b, args...)
-	setup := newClient(b, s.addr, "", "", 0)
+	setup := newClient(b, addr, "", "", 0)
 	writeFile(b, setup, "/model", 4096)
 	if err := setup.Mkdir(context.Background(), "/storm", 0o755); err != nil {
 		b.Fatal(err)
 	}
-	measure := readerProcess(b, s.addr, "stat")
+	measure := readerProcess(b, addr, "stat")
 	var idle, loaded []time.Duration
 	var stormRate float64
 	b.ResetTimer()
 	for range b.N {
 		measure() // warm
 		idle = measure()
-		storm := newClient(b, s.addr, "storm", "background", 0)
+		storm := newClient(b, addr, "storm", "background", 0)
 		ctx, stop := context.WithCancel(context.Background())
 		var ops atomic.Int64
 		var wg sync.WaitGroup
@@ -394,9 +417,12 @@ func benchMetaStorm(b *testing.B, args []string) {
 	b.StopTimer()
 	reportLatencies(b, idle, loaded)
 	b.ReportMetric(stormRate, "storm-ops/s")
+	if metric == nil {
+		return
+	}
 	for _, c := range []string{"interactive", "background"} {
-		if n := s.metric("sluice_meta_qos_wait_seconds_count", `class="`+c+`"`); n > 0 {
-			b.ReportMetric(s.metric("sluice_meta_qos_wait_seconds_sum", `class="`+c+`"`)/n*1000, c+"-wait-ms")
+		if n := metric("sluice_meta_qos_wait_seconds_count", `class="`+c+`"`); n > 0 {
+			b.ReportMetric(metric("sluice_meta_qos_wait_seconds_sum", `class="`+c+`"`)/n*1000, c+"-wait-ms")
 		}
 	}
 }
