@@ -195,7 +195,7 @@ func (s *Store) precreate(want int) {
 var precreating sync.Mutex
 
 // precreatePeriod is how often a full pool is looked at again.
-const precreatePeriod = 20 * time.Millisecond
+const precreatePeriod = 100 * time.Millisecond
 
 // forget drops what the pool remembers of a removed chunk.
 func (p *freePool) forget(id ID) {

@@ -43,7 +43,9 @@ func (s *Service) gateHandlers(srv *wire.Server) {
 		}
 		srv.Handle(op, func(ctx context.Context, r *wire.Request) (wire.Response, error) {
 			tag := r.Session.Qos()
+			r.Hold.Yield() // the queue and the job's bucket are no work
 			release, err := s.gate.Acquire(ctx, tag.Job, qos.FromWire(tag.Class), 1)
+			r.Hold.Resume()
 			if err != nil {
 				return wire.Response{}, fmt.Errorf("meta: op %d: waiting for the QoS scheduler: %w", op, err)
 			}

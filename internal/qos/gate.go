@@ -9,7 +9,8 @@ import (
 
 // OtherJob is the name a Gate's statistics give the jobs past the first
 // MaxStatJobs-1, so that a client inventing job names cannot grow a
-// server's memory or its metrics' cardinality.
+// server's memory or its metrics' cardinality. Jobs with a limit always
+// keep their names (the settings bound their number).
 const OtherJob = "_other"
 
 // MaxStatJobs bounds the jobs a Gate keeps statistics for, OtherJob
@@ -115,7 +116,10 @@ func (g *Gate) jobLocked(job string) *jobCounters {
 		if _, ok := g.mu.jobs[OtherJob]; ok {
 			named--
 		}
-		if named >= MaxStatJobs-1 {
+		// A limited job keeps its name past the bound (the settings bound
+		// those): a node reports its demand for the split of
+		// cluster-wide limits from these counters.
+		if named >= MaxStatJobs-1 && !g.mu.sched.Limited(job) {
 			job = OtherJob
 			if j = g.mu.jobs[job]; j != nil {
 				return j

@@ -3,6 +3,7 @@ package qos
 import (
 	"context"
 	"errors"
+	"fmt"
 	"runtime"
 	"testing"
 )
@@ -98,5 +99,40 @@ func TestGateJobsBounded(t *testing.T) {
 	}
 	if other != 11*10 {
 		t.Errorf("other jobs' bytes %d, want %d", other, 11*10)
+	}
+}
+
+// TestGateLimitedJobsKeepNames: past the bound, a job with a limit is
+// still counted under its own name (a node reports its demand from these
+// counters), an unlimited one under OtherJob.
+func TestGateLimitedJobsKeepNames(t *testing.T) {
+	g := NewGate(false, 4)
+	g.Configure(Config{Jobs: map[string]Limit{"limited": {Rate: 1 << 30, Burst: 1 << 30}}})
+	for i := range MaxStatJobs + 5 {
+		rel, err := g.Acquire(context.Background(), fmt.Sprint("j", i), Training, 10)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rel()
+	}
+	for _, job := range []string{"limited", "unlimited"} {
+		rel, err := g.Acquire(context.Background(), job, Training, 7)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rel()
+	}
+	byJob := map[string]uint64{}
+	for _, j := range g.Stats().Jobs {
+		byJob[j.Job] = j.ServedBytes
+	}
+	if byJob["limited"] != 7 {
+		t.Errorf("the limited job's bytes under its name: %d, want 7", byJob["limited"])
+	}
+	if _, ok := byJob["unlimited"]; ok {
+		t.Error("an unlimited job past the bound kept its name")
+	}
+	if byJob[OtherJob] != 6*10+7 {
+		t.Errorf("other jobs' bytes %d, want %d", byJob[OtherJob], 6*10+7)
 	}
 }

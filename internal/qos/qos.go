@@ -194,7 +194,10 @@ func New(cfg Config) (*Scheduler, error) {
 }
 
 // Configure changes the weights and limits at runtime (sluice qos set).
-// Jobs whose limit changed start with a full bucket at their next request.
+// A job newly limited starts with a full bucket at its next request; a job
+// whose limit changed keeps its bucket's balance (no more than the new
+// burst), so that a limit that moves with every heartbeat (a node's share
+// of a cluster-wide limit) does not hand out a fresh burst each time.
 // cfg must be valid (Config.Validate).
 func (s *Scheduler) Configure(cfg Config) {
 	for i := range s.classes {
@@ -208,8 +211,9 @@ func (s *Scheduler) Configure(cfg Config) {
 	s.limits = make(map[string]Limit, len(cfg.Jobs))
 	for job, l := range cfg.Jobs {
 		s.limits[job] = l
-		if old[job] != l {
-			delete(s.buckets, job)
+		if b := s.buckets[job]; b != nil && old[job] != l {
+			b.Limit = l
+			b.tokens = math.Min(b.tokens, l.Burst)
 		}
 	}
 	for job := range s.buckets {
@@ -217,6 +221,12 @@ func (s *Scheduler) Configure(cfg Config) {
 			delete(s.buckets, job)
 		}
 	}
+}
+
+// Limited reports whether job has a limit.
+func (s *Scheduler) Limited(job string) bool {
+	l, ok := s.limits[job]
+	return ok && l.Rate > 0
 }
 
 // Len is the number of queued requests.

@@ -190,6 +190,34 @@ func TestConfigure(t *testing.T) {
 	}
 }
 
+// TestConfigureKeepsBalance: a limit that changes (a node's share of a
+// cluster-wide limit moves with every heartbeat) keeps the bucket's
+// balance, at most the new burst: an empty bucket stays empty, so the
+// change hands out no burst.
+func TestConfigureKeepsBalance(t *testing.T) {
+	s := mustNew(t, Config{Jobs: map[string]Limit{"j": {Rate: 10, Burst: 10}}})
+	for range 3 {
+		s.Enqueue(Request{Job: "j", Class: Training, Cost: 10})
+	}
+	drain(t, s, 1, t0) // the burst spent
+	s.Configure(Config{Jobs: map[string]Limit{"j": {Rate: 20, Burst: 20}}})
+	if _, ok, wait := s.Next(t0); ok || wait != 500*time.Millisecond {
+		t.Fatalf("after a rate change: went %v, wait %v; want held back 0.5 s (10 tokens at the new 20/s)", ok, wait)
+	}
+	// A balance above a smaller new burst is cut to it.
+	s2 := mustNew(t, Config{Jobs: map[string]Limit{"j": {Rate: 1, Burst: 100}}})
+	s2.Enqueue(Request{Job: "j", Class: Training, Cost: 1})
+	drain(t, s2, 1, t0) // bucket made full (100), 1 spent
+	s2.Configure(Config{Jobs: map[string]Limit{"j": {Rate: 1, Burst: 5}}})
+	for range 6 {
+		s2.Enqueue(Request{Job: "j", Class: Training, Cost: 1})
+	}
+	drain(t, s2, 5, t0)
+	if _, ok, _ := s2.Next(t0); ok {
+		t.Fatal("a balance above the new burst was kept")
+	}
+}
+
 func TestValidate(t *testing.T) {
 	bad := []Config{
 		{Weights: [numClasses]float64{-1}},

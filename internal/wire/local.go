@@ -106,24 +106,26 @@ func (c *Conn) callLocal(ctx context.Context, op Op, body []byte, data [][]byte,
 			n += copy(d[n:], b)
 		}
 	}
-	var release func()
+	var hold *Hold
 	if s.Admit != nil {
-		var ok bool
-		if release, ok = s.Admit(op, c.session.Qos(), ctx.Done()); !ok {
+		tag := c.session.Qos()
+		release, ok := s.Admit(op, tag, ctx.Done())
+		if !ok {
 			s.wg.Done()
 			if d != nil {
 				PutBuf(d)
 			}
 			return 0, ctxErr(ctx, c.addr)
 		}
+		if release != nil {
+			hold = &Hold{release: release, admit: func() (func(), bool) { return s.Admit(op, tag, s.ctx.Done()) }}
+		}
 	}
 	done := make(chan localResult, 1)
 	s.runLocal(func() {
 		defer s.wg.Done()
-		if release != nil {
-			defer release()
-		}
-		req := &Request{Op: op, Body: body, Data: d, Remote: "local", Conn: c.id, Received: time.Now(), Session: &c.session}
+		defer hold.end()
+		req := &Request{Op: op, Body: body, Data: d, Remote: "local", Conn: c.id, Received: time.Now(), Session: &c.session, Hold: hold}
 		var r localResult
 		if hf == nil {
 			r.err = errs.New(errs.NotSupported, "wire: unknown op %d", op)

@@ -8,6 +8,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"os"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -32,7 +33,49 @@ type Request struct {
 	Received time.Time
 	// Session is what the connection's client declared (OpSession).
 	Session *Session
+	// Hold is the CPU-reserve slot the request holds (Server.Admit), nil
+	// if none.
+	Hold *Hold
 }
+
+// Hold is a request's slot of Server.Admit. A handler about to wait for
+// something other than its own work (a QoS gate's queue or token bucket)
+// gives it back with Yield, so that the wait holds back no other request,
+// and takes one again with Resume before it works. Only the request's
+// handler calls them; a nil Hold holds nothing.
+type Hold struct {
+	release func()                // nil while yielded
+	admit   func() (func(), bool) // takes a slot again
+}
+
+// Yield gives the slot back.
+func (h *Hold) Yield() {
+	if h != nil && h.release != nil {
+		h.release()
+		h.release = nil
+	}
+}
+
+// Resume takes a slot again after Yield (it may wait for one).
+func (h *Hold) Resume() {
+	if h != nil && h.release == nil && h.admit != nil {
+		h.release, _ = h.admit()
+	}
+}
+
+// end gives the slot back for good.
+func (h *Hold) end() {
+	if h != nil {
+		h.Yield()
+		h.admit = nil
+	}
+}
+
+// slotReadTimeout bounds how long a request holding a slot may take to
+// arrive whole: a client stopped in the middle of a frame (suspended, or
+// cut off) must not keep the slot. Past it the slot is given back and the
+// frame read on without one.
+const slotReadTimeout = 100 * time.Millisecond
 
 // Response is a handler's reply: an optional body message and data. If
 // Release is set it is called once the data has been written (or dropped),
@@ -282,30 +325,34 @@ func (sc *serverConn) readLoop() {
 			s.logger().Warn("closing connection on a malformed frame", "remote", sc.remote, "err", err)
 			return
 		}
-		var release func()
+		var hold *Hold
 		if s.Admit != nil && h.Op != OpSession {
-			var ok bool
-			if release, ok = s.Admit(h.Op, sc.session.Qos(), s.ctx.Done()); !ok {
+			op, tag := h.Op, sc.session.Qos()
+			release, ok := s.Admit(op, tag, s.ctx.Done())
+			if !ok {
 				return
+			}
+			if release != nil {
+				hold = &Hold{release: release, admit: func() (func(), bool) { return s.Admit(op, tag, s.ctx.Done()) }}
+				sc.nc.SetReadDeadline(time.Now().Add(slotReadTimeout))
 			}
 		}
 		body := make([]byte, h.BodyLen)
-		if _, err := io.ReadFull(br, body); err != nil {
-			if release != nil {
-				release()
-			}
+		if err := sc.readHolding(br, body, hold); err != nil {
+			hold.end()
 			return
 		}
 		var data []byte
 		if h.DataLen > 0 {
 			data = GetBuf(int(h.DataLen))
-			if _, err := io.ReadFull(br, data); err != nil {
+			if err := sc.readHolding(br, data, hold); err != nil {
 				PutBuf(data)
-				if release != nil {
-					release()
-				}
+				hold.end()
 				return
 			}
+		}
+		if hold != nil {
+			sc.nc.SetReadDeadline(time.Time{})
 		}
 		if h.Op == OpSession {
 			// Answered here, in order: the requests read after it see it.
@@ -323,7 +370,7 @@ func (sc *serverConn) readLoop() {
 		s.mu.Lock()
 		hf := s.handlers[h.Op]
 		s.mu.Unlock()
-		j := job{h: h, hf: hf, body: body, data: data, received: time.Now(), release: release}
+		j := job{h: h, hf: hf, body: body, data: data, received: time.Now(), hold: hold}
 		// Hand the request to an idle worker, or start one while fewer
 		// than maxIn run, or wait for one. Workers live as long as the
 		// connection, so their stacks grow once, not per request.
@@ -344,11 +391,29 @@ func (sc *serverConn) readLoop() {
 			if data != nil {
 				PutBuf(data)
 			}
-			if release != nil {
-				release()
-			}
+			hold.end()
 			return
 		}
+	}
+}
+
+// readHolding reads len(buf) bytes of a frame. While the request holds a
+// slot (hold not nil and not yielded) the connection has a read deadline;
+// when it passes, the slot is given back and the read goes on without it
+// (and without a deadline).
+func (sc *serverConn) readHolding(br *bufio.Reader, buf []byte, hold *Hold) error {
+	n := 0
+	for {
+		k, err := io.ReadFull(br, buf[n:])
+		n += k
+		if err == nil {
+			return nil
+		}
+		if hold == nil || hold.release == nil || !errors.Is(err, os.ErrDeadlineExceeded) {
+			return err
+		}
+		hold.Yield()
+		sc.nc.SetReadDeadline(time.Time{})
 	}
 }
 
@@ -358,7 +423,7 @@ type job struct {
 	hf         HandlerFunc
 	body, data []byte
 	received   time.Time
-	release    func() // Server.Admit's, or nil
+	hold       *Hold // Server.Admit's slot, or nil
 }
 
 // worker serves first, then further jobs until the connection's reader
@@ -372,7 +437,7 @@ func (sc *serverConn) worker(first job, jobs <-chan job) {
 }
 
 func (sc *serverConn) serve(j job) {
-	req := &Request{Op: j.h.Op, Body: j.body, Data: j.data, Remote: sc.remote, Conn: sc.id, Received: j.received, Session: &sc.session}
+	req := &Request{Op: j.h.Op, Body: j.body, Data: j.data, Remote: sc.remote, Conn: sc.id, Received: j.received, Session: &sc.session, Hold: j.hold}
 	var resp Response
 	var err error
 	if j.hf == nil {
@@ -384,9 +449,7 @@ func (sc *serverConn) serve(j job) {
 		PutBuf(j.data)
 	}
 	sc.send(j.h, resp, err)
-	if j.release != nil {
-		j.release()
-	}
+	j.hold.end()
 }
 
 // call runs a handler, turning a panic into an Internal error so that one

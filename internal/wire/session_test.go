@@ -2,6 +2,8 @@ package wire
 
 import (
 	"context"
+	"io"
+	"net"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -136,5 +138,96 @@ func testAdmit(t *testing.T, local bool) {
 	case a := <-asked:
 		t.Errorf("Admit asked once more, for %+v (OpSession?)", a.tag)
 	default:
+	}
+}
+
+// TestAdmitStalledFrame: a request that took a slot and whose client
+// stops in the middle of the frame gives the slot back (a suspended
+// client must not keep it), and is still answered once the rest arrives.
+func TestAdmitStalledFrame(t *testing.T) {
+	var taken, released atomic.Int32
+	_, addr := startEchoOn(t, false, func(s *Server) {
+		s.Admit = func(op Op, tag QosTag, done <-chan struct{}) (func(), bool) {
+			taken.Add(1)
+			return func() { released.Add(1) }, true
+		}
+	})
+	nc, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	if _, err := nc.Write(helloBytes()); err != nil {
+		t.Fatal(err)
+	}
+	hello := make([]byte, helloSize)
+	if _, err := io.ReadFull(nc, hello); err != nil {
+		t.Fatal(err)
+	}
+	body := Marshal(&NameReq{Parent: 1, Name: "stalled"})
+	if _, err := nc.Write(append(frameHeader(uint32(len(body)), 0, 0), body[:2]...)); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for released.Load() == 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("a request stalled in its frame kept its slot for 30 s (taken %d)", taken.Load())
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if _, err := nc.Write(body[2:]); err != nil {
+		t.Fatal(err)
+	}
+	nc.SetReadDeadline(time.Now().Add(10 * time.Second))
+	hb := make([]byte, HeaderSize)
+	if _, err := io.ReadFull(nc, hb); err != nil {
+		t.Fatalf("no reply once the frame was whole: %v", err)
+	}
+	h, err := ParseHeader(hb)
+	if err != nil || h.Status != 0 || h.Flags&flagResponse == 0 {
+		t.Fatalf("reply %+v, %v; want a successful response", h, err)
+	}
+	if r := released.Load(); r != 1 {
+		t.Errorf("slot released %d times, want once", r)
+	}
+}
+
+// TestHoldYieldResume: a handler gives its slot back while it waits
+// (Yield) and takes one again (Resume); the slot is released once at
+// the end.
+func TestHoldYieldResume(t *testing.T) { transports(t, testHoldYieldResume) }
+
+func testHoldYieldResume(t *testing.T, local bool) {
+	var taken, released atomic.Int32
+	type seen struct{ afterYield, afterResume int32 }
+	got := make(chan seen, 1)
+	_, addr := startEchoOn(t, local, func(s *Server) {
+		s.Admit = func(op Op, tag QosTag, done <-chan struct{}) (func(), bool) {
+			taken.Add(1)
+			return func() { released.Add(1) }, true
+		}
+		s.Handle(OpReadlink, func(ctx context.Context, req *Request) (Response, error) {
+			req.Hold.Yield()
+			a := released.Load()
+			req.Hold.Resume()
+			got <- seen{a, taken.Load()}
+			return Response{Msg: &StringResp{S: "x"}}, nil
+		})
+	})
+	c := dial(t, addr)
+	var r StringResp
+	if _, err := c.Call(context.Background(), OpReadlink, &InoReq{Ino: 1}, nil, &r, nil); err != nil {
+		t.Fatal(err)
+	}
+	s := <-got
+	if s.afterYield != 1 || s.afterResume != 2 {
+		t.Errorf("after Yield %d released, after Resume %d taken; want 1 and 2", s.afterYield, s.afterResume)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for released.Load() != 2 && time.Now().Before(deadline) {
+		time.Sleep(time.Millisecond)
+	}
+	if n := released.Load(); n != 2 {
+		t.Errorf("released %d times in all, want 2 (the Yield and the end)", n)
 	}
 }

@@ -103,9 +103,10 @@ func TestClusterJobLimit(t *testing.T) {
 	if e < 40<<20 {
 		t.Fatalf("the per-target-limited job read only %d MiB in 2 minutes", e>>20)
 	}
-	// Two nodes: the per-target limit lets about twice the cluster one.
-	if w == 0 || float64(w) > 0.8*float64(e) {
-		t.Errorf("the cluster-limited job read %d bytes beside the per-target-limited job's %d: want above 0 and under 0.8 of it", w, e)
+	// Two nodes: the per-target limit lets about twice the cluster one
+	// (0.5; the bursts and the first heartbeats' floors add a little).
+	if w == 0 || float64(w) > 0.7*float64(e) {
+		t.Errorf("the cluster-limited job read %d bytes beside the per-target-limited job's %d: want above 0 and under 0.7 of it", w, e)
 	}
 
 	cli("qos", "rm", "--job", "whole")
