@@ -43,9 +43,7 @@ func (s *Service) gateHandlers(srv *wire.Server) {
 		}
 		srv.Handle(op, func(ctx context.Context, r *wire.Request) (wire.Response, error) {
 			tag := r.Session.Qos()
-			r.Hold.Yield() // the queue and the job's bucket are no work
 			release, err := s.gate.Acquire(ctx, tag.Job, qos.FromWire(tag.Class), 1)
-			r.Hold.Resume()
 			if err != nil {
 				return wire.Response{}, fmt.Errorf("meta: op %d: waiting for the QoS scheduler: %w", op, err)
 			}
@@ -82,3 +80,6 @@ func (s *Service) reloadQos(ctx context.Context) {
 // QosStats returns the counters of the scheduler in front of the namespace
 // requests (a class's ServedBytes count requests).
 func (s *Service) QosStats() qos.GateStats { return s.gate.Stats() }
+
+// QosLimited reports whether job has a limit on the metadata service.
+func (s *Service) QosLimited(job string) bool { return s.gate.Limited(job) }

@@ -233,6 +233,13 @@ func (g *Gate) Close() {
 	}
 }
 
+// Limited reports whether job has a limit in the settings applied.
+func (g *Gate) Limited(job string) bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.mu.sched.Limited(job)
+}
+
 // Stats returns the Gate's counters.
 func (g *Gate) Stats() GateStats {
 	g.mu.Lock()

@@ -2,6 +2,7 @@ package server
 
 import (
 	"runtime"
+	"sync"
 
 	"github.com/sluice-fs/sluice/internal/qos"
 	"github.com/sluice-fs/sluice/internal/wire"
@@ -10,20 +11,60 @@ import (
 // cpuReserve makes srv keep reserve of the process's Ps free of
 // checkpoint and background requests while interactive ones come
 // (qos.Reserve, docs/qos.md). It does nothing when reserve is 0 or QoS
-// is off.
-func cpuReserve(srv *wire.Server, reserve int, off bool) *qos.Reserve {
+// is off. Jobs with a limit (see limiters) take no slot: their buckets
+// bound their work already, and a request sleeping on its bucket must not
+// hold the slot that every other checkpoint and background job needs.
+func cpuReserve(srv *wire.Server, reserve int, off bool) *reserveHook {
 	if off || reserve <= 0 {
 		return nil
 	}
-	r := qos.NewReserve(qos.ReserveSlots(runtime.GOMAXPROCS(0), reserve), 0)
+	h := &reserveHook{Reserve: qos.NewReserve(qos.ReserveSlots(runtime.GOMAXPROCS(0), reserve), 0)}
 	held := reservedOps()
 	srv.Admit = func(op wire.Op, tag wire.QosTag, done <-chan struct{}) (func(), bool) {
-		if int(op) >= len(held) || !held[op] {
+		if int(op) >= len(held) || !held[op] || (tag.Job != "" && h.limited(tag.Job)) {
 			return nil, true
 		}
-		return r.Admit(qos.FromWire(tag.Class), done)
+		return h.Admit(qos.FromWire(tag.Class), done)
 	}
-	return r
+	return h
+}
+
+// reserveHook is a server's CPU reserve and the services whose job limits
+// exempt a job from it.
+type reserveHook struct {
+	*qos.Reserve
+	mu       sync.Mutex
+	limiters []func(job string) bool
+}
+
+// limitedBy adds a service's test for a job's limit (nil h: no reserve).
+func (h *reserveHook) limitedBy(f func(job string) bool) {
+	if h == nil {
+		return
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.limiters = append(h.limiters, f)
+}
+
+func (h *reserveHook) limited(job string) bool {
+	h.mu.Lock()
+	fs := h.limiters
+	h.mu.Unlock()
+	for _, f := range fs {
+		if f(job) {
+			return true
+		}
+	}
+	return false
+}
+
+// reserve returns the qos.Reserve, nil without one.
+func (h *reserveHook) reserve() *qos.Reserve {
+	if h == nil {
+		return nil
+	}
+	return h.Reserve
 }
 
 // reservedOps marks the ops the reserve may hold back: every request

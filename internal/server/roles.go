@@ -122,10 +122,11 @@ func RunMeta(ctx context.Context, opts MetaOptions) (err error) {
 	}
 	srv := &wire.Server{Logger: log}
 	reserve := cpuReserve(srv, opts.QosCPUReserve, opts.QosOff)
+	reserve.limitedBy(ms.QosLimited)
 	ms.Register(srv)
 	mx := metrics.New()
 	if reserve != nil {
-		mx.AddReserve(reserve)
+		mx.AddReserve(reserve.reserve())
 	}
 	mx.AddPools(rt)
 	mx.AddStage(ms)
@@ -289,6 +290,7 @@ func RunTarget(ctx context.Context, opts TargetOptions) (err error) {
 
 	srv := &wire.Server{Logger: log}
 	reserve := cpuReserve(srv, opts.QosCPUReserve, opts.QosOff)
+	reserve.limitedBy(targets.QosLimited)
 	targets.Register(srv)
 	kvs, err := kvcache.Open(opts.DataDir, ids)
 	if err != nil {
@@ -299,7 +301,7 @@ func RunTarget(ctx context.Context, opts TargetOptions) (err error) {
 	mx := metrics.New()
 	mx.AddTargets(targets)
 	if reserve != nil {
-		mx.AddReserve(reserve)
+		mx.AddReserve(reserve.reserve())
 	}
 	mx.Instrument(srv)
 	ln = mx.Listener(ln)

@@ -184,6 +184,7 @@ func Run(ctx context.Context, opts Options) (err error) {
 	// client connects before Ready.
 	srv := &wire.Server{Logger: log}
 	reserve := cpuReserve(srv, opts.QosCPUReserve, opts.QosOff)
+	reserve.limitedBy(targets.QosLimited)
 	targets.Register(srv)
 	kvs, err := kvcache.Open(opts.DataDir, ids)
 	if err != nil {
@@ -196,7 +197,7 @@ func Run(ctx context.Context, opts Options) (err error) {
 	mx := metrics.New()
 	mx.AddTargets(targets)
 	if reserve != nil {
-		mx.AddReserve(reserve)
+		mx.AddReserve(reserve.reserve())
 	}
 	if cs, ok := db.(metrics.CacheStatser); ok {
 		mx.AddCache("metadata_read", cs)
@@ -227,6 +228,7 @@ func Run(ctx context.Context, opts Options) (err error) {
 	if err != nil {
 		return fmt.Errorf("serve: start metadata service: %w", err)
 	}
+	reserve.limitedBy(ms.QosLimited)
 	local.ms = ms
 	if err := agent.Beat(ctx); err != nil {
 		return fmt.Errorf("serve: %w", err)

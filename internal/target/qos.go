@@ -61,3 +61,7 @@ func (s *Service) ConfigureQos(cfg qos.Config) error {
 
 // QosStats returns the scheduler's counters.
 func (s *Service) QosStats() QosStats { return s.gate.Stats() }
+
+// QosLimited reports whether job has a limit on the chunk reads and
+// writes.
+func (s *Service) QosLimited(job string) bool { return s.gate.Limited(job) }

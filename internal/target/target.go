@@ -244,9 +244,7 @@ func (s *Service) handleWrite(ctx context.Context, req *wire.Request) (wire.Resp
 		// Only the local write is scheduled, not the forwarding to the next
 		// replica: a request in service never waits for another node's
 		// scheduler, so two nodes' gates cannot wait on each other.
-		req.Hold.Yield() // the queue and the job's bucket are no work
 		release, err := s.gate.acquire(ctx, m.Qos, len(req.Data))
-		req.Hold.Resume()
 		if err != nil {
 			return err
 		}
@@ -289,9 +287,7 @@ func (s *Service) handleRead(ctx context.Context, req *wire.Request) (wire.Respo
 			s.cs.locks.lock(k)()
 		}
 	}
-	req.Hold.Yield()
 	release, err := s.gate.acquire(ctx, m.Qos, int(m.Len))
-	req.Hold.Resume()
 	if err != nil {
 		return wire.Response{}, h.fail(err)
 	}

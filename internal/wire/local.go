@@ -106,10 +106,9 @@ func (c *Conn) callLocal(ctx context.Context, op Op, body []byte, data [][]byte,
 			n += copy(d[n:], b)
 		}
 	}
-	var hold *Hold
+	var hold *slot
 	if s.Admit != nil {
-		tag := c.session.Qos()
-		release, ok := s.Admit(op, tag, ctx.Done())
+		release, ok := s.Admit(op, c.session.Qos(), ctx.Done())
 		if !ok {
 			s.wg.Done()
 			if d != nil {
@@ -117,15 +116,13 @@ func (c *Conn) callLocal(ctx context.Context, op Op, body []byte, data [][]byte,
 			}
 			return 0, ctxErr(ctx, c.addr)
 		}
-		if release != nil {
-			hold = &Hold{release: release, admit: func() (func(), bool) { return s.Admit(op, tag, s.ctx.Done()) }}
-		}
+		hold = &slot{release}
 	}
 	done := make(chan localResult, 1)
 	s.runLocal(func() {
 		defer s.wg.Done()
-		defer hold.end()
-		req := &Request{Op: op, Body: body, Data: d, Remote: "local", Conn: c.id, Received: time.Now(), Session: &c.session, Hold: hold}
+		defer hold.free()
+		req := &Request{Op: op, Body: body, Data: d, Remote: "local", Conn: c.id, Received: time.Now(), Session: &c.session}
 		var r localResult
 		if hf == nil {
 			r.err = errs.New(errs.NotSupported, "wire: unknown op %d", op)

@@ -33,41 +33,16 @@ type Request struct {
 	Received time.Time
 	// Session is what the connection's client declared (OpSession).
 	Session *Session
-	// Hold is the CPU-reserve slot the request holds (Server.Admit), nil
-	// if none.
-	Hold *Hold
 }
 
-// Hold is a request's slot of Server.Admit. A handler about to wait for
-// something other than its own work (a QoS gate's queue or token bucket)
-// gives it back with Yield, so that the wait holds back no other request,
-// and takes one again with Resume before it works. Only the request's
-// handler calls them; a nil Hold holds nothing.
-type Hold struct {
-	release func()                // nil while yielded
-	admit   func() (func(), bool) // takes a slot again
-}
+// slot is a request's place given by Server.Admit, nil if none.
+type slot struct{ release func() }
 
-// Yield gives the slot back.
-func (h *Hold) Yield() {
-	if h != nil && h.release != nil {
-		h.release()
-		h.release = nil
-	}
-}
-
-// Resume takes a slot again after Yield (it may wait for one).
-func (h *Hold) Resume() {
-	if h != nil && h.release == nil && h.admit != nil {
-		h.release, _ = h.admit()
-	}
-}
-
-// end gives the slot back for good.
-func (h *Hold) end() {
-	if h != nil {
-		h.Yield()
-		h.admit = nil
+// free gives the place back; it may be called again.
+func (sl *slot) free() {
+	if sl != nil && sl.release != nil {
+		sl.release()
+		sl.release = nil
 	}
 }
 
@@ -325,21 +300,20 @@ func (sc *serverConn) readLoop() {
 			s.logger().Warn("closing connection on a malformed frame", "remote", sc.remote, "err", err)
 			return
 		}
-		var hold *Hold
+		var hold *slot
 		if s.Admit != nil && h.Op != OpSession {
-			op, tag := h.Op, sc.session.Qos()
-			release, ok := s.Admit(op, tag, s.ctx.Done())
+			release, ok := s.Admit(h.Op, sc.session.Qos(), s.ctx.Done())
 			if !ok {
 				return
 			}
 			if release != nil {
-				hold = &Hold{release: release, admit: func() (func(), bool) { return s.Admit(op, tag, s.ctx.Done()) }}
+				hold = &slot{release}
 				sc.nc.SetReadDeadline(time.Now().Add(slotReadTimeout))
 			}
 		}
 		body := make([]byte, h.BodyLen)
 		if err := sc.readHolding(br, body, hold); err != nil {
-			hold.end()
+			hold.free()
 			return
 		}
 		var data []byte
@@ -347,7 +321,7 @@ func (sc *serverConn) readLoop() {
 			data = GetBuf(int(h.DataLen))
 			if err := sc.readHolding(br, data, hold); err != nil {
 				PutBuf(data)
-				hold.end()
+				hold.free()
 				return
 			}
 		}
@@ -391,7 +365,7 @@ func (sc *serverConn) readLoop() {
 			if data != nil {
 				PutBuf(data)
 			}
-			hold.end()
+			hold.free()
 			return
 		}
 	}
@@ -401,7 +375,7 @@ func (sc *serverConn) readLoop() {
 // slot (hold not nil and not yielded) the connection has a read deadline;
 // when it passes, the slot is given back and the read goes on without it
 // (and without a deadline).
-func (sc *serverConn) readHolding(br *bufio.Reader, buf []byte, hold *Hold) error {
+func (sc *serverConn) readHolding(br *bufio.Reader, buf []byte, hold *slot) error {
 	n := 0
 	for {
 		k, err := io.ReadFull(br, buf[n:])
@@ -412,7 +386,7 @@ func (sc *serverConn) readHolding(br *bufio.Reader, buf []byte, hold *Hold) erro
 		if hold == nil || hold.release == nil || !errors.Is(err, os.ErrDeadlineExceeded) {
 			return err
 		}
-		hold.Yield()
+		hold.free()
 		sc.nc.SetReadDeadline(time.Time{})
 	}
 }
@@ -423,7 +397,7 @@ type job struct {
 	hf         HandlerFunc
 	body, data []byte
 	received   time.Time
-	hold       *Hold // Server.Admit's slot, or nil
+	hold       *slot // Server.Admit's, or nil
 }
 
 // worker serves first, then further jobs until the connection's reader
@@ -437,7 +411,7 @@ func (sc *serverConn) worker(first job, jobs <-chan job) {
 }
 
 func (sc *serverConn) serve(j job) {
-	req := &Request{Op: j.h.Op, Body: j.body, Data: j.data, Remote: sc.remote, Conn: sc.id, Received: j.received, Session: &sc.session, Hold: j.hold}
+	req := &Request{Op: j.h.Op, Body: j.body, Data: j.data, Remote: sc.remote, Conn: sc.id, Received: j.received, Session: &sc.session}
 	var resp Response
 	var err error
 	if j.hf == nil {
@@ -449,7 +423,7 @@ func (sc *serverConn) serve(j job) {
 		PutBuf(j.data)
 	}
 	sc.send(j.h, resp, err)
-	j.hold.end()
+	j.hold.free()
 }
 
 // call runs a handler, turning a panic into an Internal error so that one

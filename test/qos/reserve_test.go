@@ -11,9 +11,9 @@ import (
 
 // TestCPUReserve: while an interactive client reads, a checkpoint
 // client's requests go through the server's CPU reserve (its metrics
-// count holds), a training client's do not hold anything, and every byte
-// the checkpoint writer wrote reads back; with --qos-cpu-reserve 0 the
-// server has no reserve at all.
+// count holds), a training client's and a limited job's do not hold
+// anything, and every byte the checkpoint writer wrote reads back; with
+// --qos-cpu-reserve 0 the server has no reserve at all.
 func TestCPUReserve(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts servers")
@@ -80,6 +80,23 @@ func TestCPUReserve(t *testing.T) {
 	f.Close()
 	if got := s.metric("sluice_qos_cpu_reserve_held_total", ""); got != held {
 		t.Errorf("training requests went through the reserve: held %v -> %v", held, got)
+	}
+	// A job with a limit takes no slot: its bucket bounds it already,
+	// and one of its requests sleeping on the bucket must not hold the
+	// slot other jobs need.
+	s.cli("qos", "set", "--job", "ckpt", "--rate", "1G")
+	deadline = time.Now().Add(20 * time.Second)
+	for s.metric("sluice_qos_limited_jobs", "") != 1 {
+		if time.Now().After(deadline) {
+			t.Fatal("the targets never applied the job limit")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	held = s.metric("sluice_qos_cpu_reserve_held_total", "")
+	writeShard(k)
+	k++
+	if got := s.metric("sluice_qos_cpu_reserve_held_total", ""); got != held {
+		t.Errorf("a limited job's requests went through the reserve: held %v -> %v", held, got)
 	}
 	stop()
 	wg.Wait()
