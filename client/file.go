@@ -715,7 +715,10 @@ func (f *File) readAt(ctx context.Context, p []byte, off int64) (int, error) {
 	var err error
 	if f.icache.covers(off, n) {
 		f.icache.read(p[:n], off)
-	} else if f.c.opts.ReadAhead > 0 && f.ra.sequential(off) {
+	} else if f.c.opts.ReadAhead > 0 && f.ra.sequential(off) && !dataHome(f.home.Load()).released() {
+		// (A released file's reads have the tier's own read-ahead of
+		// whole segments, tierRead: a window on top would only copy
+		// every byte once more.)
 		err = f.ra.read(ctx, f, p[:n], off)
 	} else {
 		f.ra.drop()
