@@ -715,10 +715,14 @@ func (f *File) readAt(ctx context.Context, p []byte, off int64) (int, error) {
 	var err error
 	if f.icache.covers(off, n) {
 		f.icache.read(p[:n], off)
-	} else if f.c.opts.ReadAhead > 0 && f.ra.sequential(off) && !dataHome(f.home.Load()).released() {
-		// (A released file's reads have the tier's own read-ahead of
-		// whole segments, tierRead: a window on top would only copy
-		// every byte once more.)
+	} else if f.c.opts.ReadAhead > 0 && f.ra.sequential(off) && !dataHome(f.home.Load()).released() && int64(n) < raBlockSize(f) {
+		// The window copies every byte once more: a released file's
+		// reads have the tier's own read-ahead of whole segments
+		// (tierRead), and a read of at least a window block goes
+		// straight into the caller's buffer, with its chunks read in
+		// parallel (a restore of 8 shards read 4 MiB at a time, cold:
+		// 0.60-0.79 of the local directory's speed through the window,
+		// 0.86-0.90 without).
 		err = f.ra.read(ctx, f, p[:n], off)
 	} else {
 		f.ra.drop()
@@ -930,10 +934,15 @@ func (r *readAhead) drop() {
 	r.blocks = nil
 }
 
+// raBlockSize is the size of the read-ahead window's blocks for f.
+func raBlockSize(f *File) int64 {
+	return max(int64(f.c.opts.ReadAhead)/4, int64(f.lay().StripeSize))
+}
+
 // read serves dst at off from the window, extending it as the reader moves.
 func (r *readAhead) read(ctx context.Context, f *File, dst []byte, off int64) error {
 	window := int64(f.c.opts.ReadAhead)
-	blockSize := max(window/4, int64(f.lay().StripeSize))
+	blockSize := raBlockSize(f)
 	// Drop blocks entirely before off.
 	for len(r.blocks) > 0 && r.blocks[0].off+int64(len(r.blocks[0].buf)) <= off {
 		b := r.blocks[0]
