@@ -1,9 +1,7 @@
 package qos
 
 import (
-	"bytes"
 	"context"
-	"os/exec"
 	"regexp"
 	"strings"
 	"sync"
@@ -29,14 +27,7 @@ func TestClusterJobLimit(t *testing.T) {
 	addr := cl.MetaAddrs()
 	cli := func(args ...string) string {
 		t.Helper()
-		cmd := exec.Command(binary, args...)
-		cmd.Env = append(cmd.Environ(), "SLUICE_SERVER="+addr)
-		var out, errb bytes.Buffer
-		cmd.Stdout, cmd.Stderr = &out, &errb
-		if err := cmd.Run(); err != nil {
-			t.Fatalf("sluice %s: %v\n%s", strings.Join(args, " "), err, errb.String())
-		}
-		return out.String()
+		return runCLI(t, addr, args...)
 	}
 	ctx := context.Background()
 	setup := newClient(t, addr, "", "", 0)

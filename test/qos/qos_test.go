@@ -59,12 +59,19 @@ func startServer(tb testing.TB, extra ...string) *server {
 // cli runs `sluice ARGS...` against the server and returns its stdout.
 func (s *server) cli(args ...string) string {
 	s.tb.Helper()
+	return runCLI(s.tb, s.addr, args...)
+}
+
+// runCLI runs `sluice ARGS...` against the metadata service at addr and
+// returns its stdout.
+func runCLI(tb testing.TB, addr string, args ...string) string {
+	tb.Helper()
 	cmd := exec.Command(binary, args...)
-	cmd.Env = append(os.Environ(), "SLUICE_SERVER="+s.addr)
+	cmd.Env = append(os.Environ(), "SLUICE_SERVER="+addr)
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
 	if err := cmd.Run(); err != nil {
-		s.tb.Fatalf("sluice %s: %v\n%s", strings.Join(args, " "), err, errb.String())
+		tb.Fatalf("sluice %s: %v\n%s", strings.Join(args, " "), err, errb.String())
 	}
 	return out.String()
 }
