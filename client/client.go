@@ -41,8 +41,9 @@ type Options struct {
 	WriteBuffer int
 	// WritesInFlight bounds the flushes of one file in flight (default 8).
 	WritesInFlight int
-	// ReadAhead is the sequential read-ahead window of a file (default 16 MiB);
-	// negative disables read-ahead.
+	// ReadAhead is the sequential read-ahead window of a file (default 16 MiB,
+	// in blocks of a quarter of it); negative disables read-ahead. Reads of
+	// at least a block, and reads of released files, do not use it.
 	ReadAhead int
 	// ConnsPerServer is the number of TCP connections to each data server
 	// address (default 4): one connection's goroutines bound its throughput.
