@@ -156,12 +156,10 @@ func (s *Store) precreate(want int) {
 			}
 			// unix.Open: an os.File would also try the network poller
 			// and set flags, three more system calls per file.
-			precreating.Lock()
 			fd, err := unix.Open(name, unix.O_CREAT|unix.O_EXCL|unix.O_WRONLY|unix.O_CLOEXEC, 0o644)
 			if err == nil {
 				err = unix.Close(fd)
 			}
-			precreating.Unlock()
 			if err != nil {
 				// A full disk or inode table: try again later.
 				os.Remove(name)
@@ -187,12 +185,6 @@ func (s *Store) precreate(want int) {
 		}
 	}
 }
-
-// precreating lets one store of a process precreate at a time: stores
-// on one file system creating files at once contend for its inode
-// allocation (4 stores filling their pools together on one ext4 spent
-// 8x the system time of one creating as many).
-var precreating sync.Mutex
 
 // precreatePeriod is how often a full pool is looked at again.
 const precreatePeriod = 100 * time.Millisecond

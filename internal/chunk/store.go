@@ -379,12 +379,13 @@ func (s *Store) chunkLength(id ID, sum *os.File) (int64, error) {
 	return 0, nil
 }
 
-// acquire returns the open handle of chunk id, opening (with create:
-// creating) the chunk if it is not open. The caller must lock the handle,
-// check gone, and release it. A missing chunk gives errNoChunk.
 // span is a byte range of a chunk that a read is about to read.
 type span struct{ off, n int64 }
 
+// acquire returns the open handle of chunk id, opening (with create:
+// creating; for a read of span read: starting its data's read-ahead) the
+// chunk if it is not open. The caller must lock the handle, check gone,
+// and release it. A missing chunk gives errNoChunk.
 func (s *Store) acquire(id ID, create bool, read *span) (*handle, error) {
 	for {
 		s.mu.Lock()

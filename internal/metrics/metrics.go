@@ -238,8 +238,11 @@ func (m *Metrics) AddMetaQos(stats func() qos.GateStats) {
 
 // AddReserve exports a CPU reserve's counters (qos.Reserve):
 // sluice_qos_cpu_reserve_slots, sluice_qos_cpu_reserve_held_total and
-// sluice_qos_cpu_reserve_waited_total.
+// sluice_qos_cpu_reserve_waited_total. A nil r (no reserve) exports none.
 func (m *Metrics) AddReserve(r *qos.Reserve) {
+	if r == nil {
+		return
+	}
 	m.reg.MustRegister(
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "sluice_qos_cpu_reserve_slots", Help: "CPUs (Go Ps) that checkpoint and background requests may use while interactive ones come.",

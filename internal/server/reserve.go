@@ -21,10 +21,16 @@ func cpuReserve(srv *wire.Server, reserve int, off bool) *reserveHook {
 	h := &reserveHook{Reserve: qos.NewReserve(qos.ReserveSlots(runtime.GOMAXPROCS(0), reserve), 0)}
 	held := reservedOps()
 	srv.Admit = func(op wire.Op, tag wire.QosTag, done <-chan struct{}) (func(), bool) {
-		if int(op) >= len(held) || !held[op] || (tag.Job != "" && h.limited(tag.Job)) {
+		if int(op) >= len(held) || !held[op] {
 			return nil, true
 		}
-		return h.Admit(qos.FromWire(tag.Class), done)
+		c := qos.FromWire(tag.Class)
+		// The limits are looked up (under the gates' locks) only for the
+		// classes the reserve holds back.
+		if qos.Throttled(c) && tag.Job != "" && h.limited(tag.Job) {
+			return nil, true
+		}
+		return h.Admit(c, done)
 	}
 	return h
 }

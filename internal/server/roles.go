@@ -125,9 +125,7 @@ func RunMeta(ctx context.Context, opts MetaOptions) (err error) {
 	reserve.limitedBy(ms.QosLimited)
 	ms.Register(srv)
 	mx := metrics.New()
-	if reserve != nil {
-		mx.AddReserve(reserve.reserve())
-	}
+	mx.AddReserve(reserve.reserve())
 	mx.AddPools(rt)
 	mx.AddStage(ms)
 	mx.AddMetaQos(ms.QosStats)
@@ -300,9 +298,7 @@ func RunTarget(ctx context.Context, opts TargetOptions) (err error) {
 	kvs.Register(srv)
 	mx := metrics.New()
 	mx.AddTargets(targets)
-	if reserve != nil {
-		mx.AddReserve(reserve.reserve())
-	}
+	mx.AddReserve(reserve.reserve())
 	mx.Instrument(srv)
 	ln = mx.Listener(ln)
 	serveErr := closers.serve(srv, ln)

@@ -196,9 +196,7 @@ func Run(ctx context.Context, opts Options) (err error) {
 	// collector) and, once all are registered, the handlers.
 	mx := metrics.New()
 	mx.AddTargets(targets)
-	if reserve != nil {
-		mx.AddReserve(reserve.reserve())
-	}
+	mx.AddReserve(reserve.reserve())
 	if cs, ok := db.(metrics.CacheStatser); ok {
 		mx.AddCache("metadata_read", cs)
 	}

@@ -116,7 +116,9 @@ func (c *Conn) callLocal(ctx context.Context, op Op, body []byte, data [][]byte,
 			}
 			return 0, ctxErr(ctx, c.addr)
 		}
-		hold = &slot{release}
+		if release != nil {
+			hold = &slot{release}
+		}
 	}
 	done := make(chan localResult, 1)
 	s.runLocal(func() {
