@@ -252,13 +252,12 @@ func (s *Service) QosFor(ctx context.Context, node string) (wire.QosConfig, erro
 func nodeLimits(jobs, cluster []wire.QosJob, node string, nodes []string, uses [][]wire.QosUse) []wire.QosJob {
 	me := slices.Index(nodes, node)
 	if me < 0 {
-		nodes = append(slices.Clone(nodes), node)
-		uses = append(slices.Clone(uses), nil)
-		me = len(nodes) - 1
+		uses = append(slices.Clone(uses), nil) // node's, asking nothing
+		me = len(uses) - 1
 	}
 	out := slices.Clone(jobs)
 	for _, cj := range cluster {
-		demand := make([]float64, len(nodes))
+		demand := make([]float64, len(uses))
 		for i, us := range uses {
 			for _, u := range us {
 				if u.Job == cj.Job {
