@@ -461,7 +461,7 @@ func (f *File) cutChunks(ctx context.Context, size int64) error {
 			g.Go(func() error {
 				_, err := f.c.chunkCall(gctx, chunkReq{chain: ch, write: true, op: wire.OpChunkTruncate,
 					msg: func(t placement.TargetID, ref wire.ChainRef) wire.Message {
-						return &wire.ChunkTruncateReq{ChunkRef: wire.ChunkRef{Target: t, ChainRef: ref, Ino: data, Slot: uint32(slot)}, Size: csize}
+						return &wire.ChunkTruncateReq{ChunkRef: wire.ChunkRef{Target: t, ChainRef: ref, Ino: data, Slot: uint32(slot)}, Size: csize, Qos: f.c.qos}
 					}})
 				return err
 			})
@@ -572,7 +572,7 @@ func (f *File) syncLocked(ctx context.Context) error {
 		g.Go(func() error {
 			_, err := f.c.chunkCall(gctx, chunkReq{chain: k.chain, write: true, op: wire.OpChunkSync,
 				msg: func(t placement.TargetID, ref wire.ChainRef) wire.Message {
-					return &wire.ChunkSyncReq{Target: t, ChainRef: ref, Ino: k.data, Slots: list}
+					return &wire.ChunkSyncReq{ChunkSetReq: wire.ChunkSetReq{Target: t, ChainRef: ref, Ino: k.data, Slots: list}, Qos: f.c.qos}
 				}})
 			return err
 		})

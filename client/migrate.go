@@ -571,14 +571,14 @@ func (m *migration) finish(ctx context.Context) error {
 		g.Go(func() error {
 			_, err := m.c.chunkCall(gctx, chunkReq{chain: ch, write: true, op: wire.OpChunkTruncate,
 				msg: func(t placement.TargetID, ref wire.ChainRef) wire.Message {
-					return &wire.ChunkTruncateReq{ChunkRef: wire.ChunkRef{Target: t, ChainRef: ref, Ino: data, Slot: uint32(slot)}, Size: size}
+					return &wire.ChunkTruncateReq{ChunkRef: wire.ChunkRef{Target: t, ChainRef: ref, Ino: data, Slot: uint32(slot)}, Size: size, Qos: m.c.qos}
 				}})
 			if err != nil {
 				return fmt.Errorf("cut the copy's slot %d: %w", slot, err)
 			}
 			_, err = m.c.chunkCall(gctx, chunkReq{chain: ch, write: true, op: wire.OpChunkSync,
 				msg: func(t placement.TargetID, ref wire.ChainRef) wire.Message {
-					return &wire.ChunkSyncReq{Target: t, ChainRef: ref, Ino: data, Slots: []uint32{uint32(slot)}}
+					return &wire.ChunkSyncReq{ChunkSetReq: wire.ChunkSetReq{Target: t, ChainRef: ref, Ino: data, Slots: []uint32{uint32(slot)}}, Qos: m.c.qos}
 				}})
 			if err != nil {
 				return fmt.Errorf("sync the copy's slot %d: %w", slot, err)

@@ -14,6 +14,7 @@ import (
 	"github.com/sluice-fs/sluice/internal/errs"
 	"github.com/sluice-fs/sluice/internal/kv"
 	"github.com/sluice-fs/sluice/internal/placement"
+	"github.com/sluice-fs/sluice/internal/qos"
 	"github.com/sluice-fs/sluice/internal/wire"
 )
 
@@ -772,11 +773,17 @@ func (r *Manager) route(chain placement.ChainID) (placement.TargetID, string, wi
 	return head, t.Addr, wire.ChainRef{Chain: chain, ChainVer: c.Version}, nil
 }
 
+// SystemFreeJob is the QoS job of the removal of freed files' chunks
+// (class background): the targets schedule it behind applications' work.
+const SystemFreeJob = "sluice:free"
+
+var freeTag = wire.QosTag{Job: SystemFreeJob, Class: uint8(qos.Background) + 1}
+
 // RemoveChunks sends OpChunkRemove to the chain's head, which passes it
-// along the chain. A stale chain version makes it reload and try again.
+// along the chain, in the background class (SystemFreeJob). A stale chain version makes it reload and try again.
 func (r *Manager) RemoveChunks(ctx context.Context, chain placement.ChainID, ino uint64, slots []uint32) error {
 	err := r.callHead(ctx, chain, wire.OpChunkRemove, func(head placement.TargetID, ref wire.ChainRef) wire.Message {
-		return &wire.ChunkRemoveReq{Target: head, ChainRef: ref, Ino: ino, Slots: slots}
+		return &wire.ChunkRemoveReq{ChunkSetReq: wire.ChunkSetReq{Target: head, ChainRef: ref, Ino: ino, Slots: slots}, Qos: freeTag}
 	})
 	if err != nil {
 		return fmt.Errorf("cluster: remove chunks of inode %d in chain %d: %w", ino, chain, err)

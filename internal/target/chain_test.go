@@ -144,7 +144,7 @@ func TestChainReplication(t *testing.T) {
 	c.StartSync(3) // back, syncing: takes writes, serves no reads
 	c.TakeOffline(3)
 	m.publish(c, envs)
-	rm := &wire.ChunkRemoveReq{Target: 1, ChainRef: ref(), Ino: 9, Slots: []uint32{0}}
+	rm := &wire.ChunkRemoveReq{ChunkSetReq: wire.ChunkSetReq{Target: 1, ChainRef: ref(), Ino: 9, Slots: []uint32{0}}}
 	if _, err := conns[0].Call(ctx, wire.OpChunkRemove, rm, nil, nil, nil); err != nil {
 		t.Fatal(err)
 	}

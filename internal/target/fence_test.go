@@ -48,10 +48,10 @@ func TestFenceOverLoopback(t *testing.T) {
 	if got, clen, err := read(ctx, c, ref, 0, len(p)); err != nil || clen != uint64(len(p)) || !bytes.Equal(got, p) {
 		t.Fatalf("read of a frozen chunk: %d bytes, length %d, %v", len(got), clen, err)
 	}
-	if _, err := c.Call(ctx, wire.OpChunkSync, &wire.ChunkSyncReq{Target: 2, Ino: 99, Slots: []uint32{1, 4}}, nil, nil, nil); err != nil {
+	if _, err := c.Call(ctx, wire.OpChunkSync, &wire.ChunkSyncReq{ChunkSetReq: wire.ChunkSetReq{Target: 2, Ino: 99, Slots: []uint32{1, 4}}}, nil, nil, nil); err != nil {
 		t.Fatalf("sync of frozen chunks: %v", err)
 	}
-	if _, err := c.Call(ctx, wire.OpChunkRemove, &wire.ChunkRemoveReq{Target: 2, Ino: 99, Slots: []uint32{1}}, nil, nil, nil); err != nil {
+	if _, err := c.Call(ctx, wire.OpChunkRemove, &wire.ChunkRemoveReq{ChunkSetReq: wire.ChunkSetReq{Target: 2, Ino: 99, Slots: []uint32{1}}}, nil, nil, nil); err != nil {
 		t.Fatal(err)
 	}
 	_, _, err = read(ctx, c, ref, 0, 10)

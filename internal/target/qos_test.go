@@ -3,6 +3,9 @@ package target
 import (
 	"context"
 	"testing"
+	"time"
+
+	"github.com/sluice-fs/sluice/internal/chunk"
 
 	"github.com/sluice-fs/sluice/internal/qos"
 	"github.com/sluice-fs/sluice/internal/wire"
@@ -47,5 +50,83 @@ func TestQosTagsCounted(t *testing.T) {
 	}
 	if n := e.svc.QosStats().LimitedJobs; n != 1 {
 		t.Errorf("%d limited jobs after one limit was applied", n)
+	}
+}
+
+// TestQosChunkSetOpsScheduled: chunk syncs, truncates and removes pass the
+// scheduler in the class and job they carry (charged no bytes), an
+// untagged one (an older sender) as training; a limited job whose bucket
+// is in debt waits with them until it refills.
+func TestQosChunkSetOpsScheduled(t *testing.T) {
+	e := start(t, 1)
+	c := dial(t, e.addr)
+	ctx := context.Background()
+	ref := wire.ChunkRef{Target: 1, Ino: 7, Slot: 0}
+	ckpt := TagOf("ckpt", qos.Checkpoint)
+	if _, err := c.Call(ctx, wire.OpChunkWrite, &wire.ChunkWriteReq{ChunkRef: ref, Qos: ckpt}, [][]byte{data(1, 8192)}, nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	set := wire.ChunkSetReq{Target: 1, Ino: 7, Slots: []uint32{0}}
+	before := e.svc.QosStats()
+	if _, err := c.Call(ctx, wire.OpChunkSync, &wire.ChunkSyncReq{ChunkSetReq: set, Qos: ckpt}, nil, nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Call(ctx, wire.OpChunkTruncate, &wire.ChunkTruncateReq{ChunkRef: ref, Size: 4096, Qos: TagOf("gc", qos.Background)}, nil, nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	// An older sender's sync: the body without the tag.
+	if _, err := c.Call(ctx, wire.OpChunkSync, &set, nil, nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	after := e.svc.QosStats()
+	served := func(st QosStats, class string) uint64 { return st.Classes[class].Served }
+	for class, want := range map[string]uint64{"checkpoint": 1, "background": 1, "training": 1, "interactive": 0} {
+		if got := served(after, class) - served(before, class); got != want {
+			t.Errorf("class %s: %d requests served by the sync, truncate and untagged sync, want %d", class, got, want)
+		}
+		if got := after.Classes[class].ServedBytes - before.Classes[class].ServedBytes; got != 0 {
+			t.Errorf("class %s charged %d bytes for syncs and truncates", class, got)
+		}
+	}
+
+	// Job "slow" may have 1000 bytes a second: a 4 KiB write puts it
+	// 3 KiB in debt, and its remove then waits about 3 s for the bucket.
+	if err := e.svc.ConfigureQos(qos.Config{Jobs: map[string]qos.Limit{"slow": {Rate: 1000, Burst: 1000}}}); err != nil {
+		t.Fatal(err)
+	}
+	slow := TagOf("slow", qos.Training)
+	if _, err := c.Call(ctx, wire.OpChunkWrite, &wire.ChunkWriteReq{ChunkRef: ref, Qos: slow}, [][]byte{data(2, 4096)}, nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() {
+		_, err := c.Call(ctx, wire.OpChunkRemove, &wire.ChunkRemoveReq{ChunkSetReq: set, Qos: slow}, nil, nil, nil)
+		done <- err
+	}()
+	queued := func() bool {
+		for _, j := range e.svc.QosStats().Jobs {
+			if j.Job == "slow" && j.Queued == 1 {
+				return true
+			}
+		}
+		return false
+	}
+	for deadline := time.Now().Add(10 * time.Second); !queued(); time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the remove of a job in debt did not queue in the scheduler")
+		}
+	}
+	if _, found, err := e.svc.targets[1].store.ChunkInfo(chunk.ID{Ino: 7, Slot: 0}); err != nil || !found {
+		t.Fatalf("the chunk went before the job's bucket allowed its removal (found %v, %v)", found, err)
+	}
+	// Lift the limit: the remove goes.
+	if err := e.svc.ConfigureQos(qos.Config{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if _, found, err := e.svc.targets[1].store.ChunkInfo(chunk.ID{Ino: 7, Slot: 0}); err != nil || found {
+		t.Fatalf("the chunk is still there after its removal (found %v, %v)", found, err)
 	}
 }

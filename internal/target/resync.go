@@ -165,7 +165,8 @@ func (s *Service) resync(ctx context.Context, c placement.Chain, src, dst placem
 		unlock := s.cs.locks.lock(chunkKey{src, c.ID, id.Ino, id.Slot})
 		_, found, err := st.ChunkInfo(id)
 		if err == nil && !found {
-			err = call(wire.OpChunkRemove, &wire.ChunkRemoveReq{Target: dst, ChainRef: ref, Ino: id.Ino, Slots: []uint32{id.Slot}}, nil, nil)
+			rm := &wire.ChunkRemoveReq{ChunkSetReq: wire.ChunkSetReq{Target: dst, ChainRef: ref, Ino: id.Ino, Slots: []uint32{id.Slot}}, Qos: TagOf(SystemResyncJob, qos.Background)}
+			err = call(wire.OpChunkRemove, rm, nil, nil)
 		}
 		unlock()
 		if err != nil {
@@ -215,11 +216,11 @@ func (s *Service) copyChunk(ctx context.Context, st *chunk.Store, c placement.Ch
 			return fmt.Errorf("copy chunk %v to replica %d: %w", id, dst, err)
 		}
 	}
-	tr := &wire.ChunkTruncateReq{ChunkRef: wire.ChunkRef{Target: dst, ChainRef: ref, Ino: id.Ino, Slot: id.Slot}, Size: uint64(in.Len)}
+	tr := &wire.ChunkTruncateReq{ChunkRef: wire.ChunkRef{Target: dst, ChainRef: ref, Ino: id.Ino, Slot: id.Slot}, Size: uint64(in.Len), Qos: bg}
 	if err := call(wire.OpChunkTruncate, tr, nil, nil); err != nil {
 		return fmt.Errorf("truncate chunk %v on replica %d: %w", id, dst, err)
 	}
-	sy := &wire.ChunkSyncReq{Target: dst, ChainRef: ref, Ino: id.Ino, Slots: []uint32{id.Slot}}
+	sy := &wire.ChunkSyncReq{ChunkSetReq: wire.ChunkSetReq{Target: dst, ChainRef: ref, Ino: id.Ino, Slots: []uint32{id.Slot}}, Qos: bg}
 	if err := call(wire.OpChunkSync, sy, nil, nil); err != nil {
 		return fmt.Errorf("sync chunk %v on replica %d: %w", id, dst, err)
 	}

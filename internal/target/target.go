@@ -324,7 +324,16 @@ func (s *Service) handleSync(ctx context.Context, req *wire.Request) (wire.Respo
 	for i, slot := range m.Slots {
 		ids[i] = chunk.ID{Ino: m.Ino, Slot: slot}
 	}
-	if err := st.Sync(ids...); err != nil {
+	// Only the local sync is scheduled (as a write): it is charged no
+	// bytes (they were charged when written) but holds a place while
+	// the disk works, in its class's turn.
+	release, err := s.gate.acquire(ctx, m.Qos, 0)
+	if err != nil {
+		return wire.Response{}, h.fail(err)
+	}
+	err = st.Sync(ids...)
+	release()
+	if err != nil {
 		return wire.Response{}, h.fail(err)
 	}
 	if c != nil && m.Flags&wire.FlagResync == 0 {
@@ -350,6 +359,11 @@ func (s *Service) handleTruncate(ctx context.Context, req *wire.Request) (wire.R
 	}
 	fw := m
 	err = s.applyChunk(ctx, h, m.ChunkRef, wire.OpChunkTruncate, &fw, &fw.ChunkRef, nil, func(st *chunk.Store, id chunk.ID) error {
+		release, err := s.gate.acquire(ctx, m.Qos, 0)
+		if err != nil {
+			return err
+		}
+		defer release()
 		return st.Truncate(id, int64(m.Size))
 	})
 	if err != nil {
@@ -378,7 +392,13 @@ func (s *Service) handleRemove(ctx context.Context, req *wire.Request) (wire.Res
 			defer s.cs.locks.lock(chunkKey{m.Target, c.ID, m.Ino, slot})()
 		}
 	}
-	if err := st.Remove(m.Ino, m.Slots); err != nil {
+	release, err := s.gate.acquire(ctx, m.Qos, 0)
+	if err != nil {
+		return wire.Response{}, h.fail(err)
+	}
+	err = st.Remove(m.Ino, m.Slots)
+	release()
+	if err != nil {
 		return wire.Response{}, h.fail(err)
 	}
 	if c != nil && m.Flags&wire.FlagResync == 0 {
@@ -452,7 +472,7 @@ func (s *Service) applyChunk(ctx context.Context, h *hosted, ref wire.ChunkRef, 
 }
 
 // forwardSet passes a sync or remove request along the chain.
-func (s *Service) forwardSet(ctx context.Context, c *placement.Chain, op wire.Op, m wire.ChunkSetReq) error {
+func (s *Service) forwardSet(ctx context.Context, c *placement.Chain, op wire.Op, m wire.TaggedChunkSetReq) error {
 	target := m.Target
 	m.Flags |= wire.FlagForwarded
 	return s.forward(ctx, c, target, op, func(next placement.TargetID) wire.Message {

@@ -131,7 +131,7 @@ func TestOperationsOverLoopback(t *testing.T) {
 	if err := write(ctx, c, ref, 1000, p, false); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := c.Call(ctx, wire.OpChunkSync, &wire.ChunkSyncReq{Target: 2, Ino: 1234, Slots: []uint32{1, 5}}, nil, nil, nil); err != nil {
+	if _, err := c.Call(ctx, wire.OpChunkSync, &wire.ChunkSyncReq{ChunkSetReq: wire.ChunkSetReq{Target: 2, Ino: 1234, Slots: []uint32{1, 5}}}, nil, nil, nil); err != nil {
 		t.Fatalf("sync: %v", err)
 	}
 	got, clen, err := read(ctx, c, ref, 0, 400_000)
@@ -161,7 +161,7 @@ func TestOperationsOverLoopback(t *testing.T) {
 		t.Fatalf("stat: %+v", st)
 	}
 
-	if _, err := c.Call(ctx, wire.OpChunkRemove, &wire.ChunkRemoveReq{Target: 2, Ino: 1234, Slots: []uint32{0, 1}}, nil, nil, nil); err != nil {
+	if _, err := c.Call(ctx, wire.OpChunkRemove, &wire.ChunkRemoveReq{ChunkSetReq: wire.ChunkSetReq{Target: 2, Ino: 1234, Slots: []uint32{0, 1}}}, nil, nil, nil); err != nil {
 		t.Fatalf("remove: %v", err)
 	}
 	if st, _ = stat(ctx, c, 2); st.Chunks != 0 || st.Used != 0 {

@@ -30,7 +30,7 @@ func TestOverwriteThenTruncateOnChain(t *testing.T) {
 			}
 		}
 		if withSync {
-			req := &wire.ChunkSyncReq{Target: 1, ChainRef: wire.ChainRef{Chain: c.ID, ChainVer: c.Version}, Ino: ino, Slots: []uint32{0}}
+			req := &wire.ChunkSyncReq{ChunkSetReq: wire.ChunkSetReq{Target: 1, ChainRef: wire.ChainRef{Chain: c.ID, ChainVer: c.Version}, Ino: ino, Slots: []uint32{0}}}
 			if _, err := conns[0].Call(ctx, wire.OpChunkSync, req, nil, nil, nil); err != nil {
 				t.Fatal(err)
 			}

@@ -1421,11 +1421,32 @@ type ChunkSetReq struct {
 	Slots []uint32
 }
 
+// TaggedChunkSetReq is a ChunkSetReq with the QoS tag (appended in
+// version 2.6; absent from an older sender, then class training and no
+// job) that the targets schedule the request's local work by.
+type TaggedChunkSetReq struct {
+	ChunkSetReq
+	Qos QosTag
+}
+
+func (m *TaggedChunkSetReq) Encode(e *Encoder) {
+	m.ChunkSetReq.Encode(e)
+	m.Qos.Encode(e)
+}
+
+func (m *TaggedChunkSetReq) Decode(d *Decoder) {
+	m.ChunkSetReq.Decode(d)
+	m.Qos = QosTag{}
+	if d.More() {
+		m.Qos.Decode(d)
+	}
+}
+
 // ChunkSyncReq and ChunkRemoveReq are the bodies of OpChunkSync and
 // OpChunkRemove.
 type (
-	ChunkSyncReq   = ChunkSetReq
-	ChunkRemoveReq = ChunkSetReq
+	ChunkSyncReq   = TaggedChunkSetReq
+	ChunkRemoveReq = TaggedChunkSetReq
 )
 
 func (m *ChunkSetReq) Encode(e *Encoder) {
@@ -1448,14 +1469,28 @@ func (m *ChunkSetReq) Decode(d *Decoder) {
 	}
 }
 
-// ChunkTruncateReq sets a chunk's length (durably).
+// ChunkTruncateReq sets a chunk's length (durably). Qos (appended in
+// version 2.6) is as in TaggedChunkSetReq.
 type ChunkTruncateReq struct {
 	ChunkRef
 	Size uint64
+	Qos  QosTag
 }
 
-func (m *ChunkTruncateReq) Encode(e *Encoder) { m.ChunkRef.Encode(e); e.U64(m.Size) }
-func (m *ChunkTruncateReq) Decode(d *Decoder) { m.ChunkRef.Decode(d); m.Size = d.U64() }
+func (m *ChunkTruncateReq) Encode(e *Encoder) {
+	m.ChunkRef.Encode(e)
+	e.U64(m.Size)
+	m.Qos.Encode(e)
+}
+
+func (m *ChunkTruncateReq) Decode(d *Decoder) {
+	m.ChunkRef.Decode(d)
+	m.Size = d.U64()
+	m.Qos = QosTag{}
+	if d.More() {
+		m.Qos.Decode(d)
+	}
+}
 
 // TargetReq names a target.
 type TargetReq struct{ Target placement.TargetID }
