@@ -3,6 +3,7 @@ package meta
 import (
 	"context"
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
 	"sync"
@@ -161,6 +162,65 @@ func BenchmarkUnlink(b *testing.B) {
 			})
 			if err != nil {
 				b.Fatal(err)
+			}
+		})
+	}
+}
+
+// BenchmarkReadDirCost measures what a page of a directory listing costs
+// beside a lookup, each a request over a loopback connection to the
+// metadata service: the per-entry cost that its QoS gate charges a listing
+// in lookups (readDirCost, qosgate.go). It reports entries per lookup: how
+// many listed entries cost what one lookup request does.
+func BenchmarkReadDirCost(b *testing.B) {
+	const files, page = 4096, 512
+	s := newPebbleService(b)
+	d := mustMkdir(b, s, RootIno, "d")
+	benchCreate(b, s, d.Ino, "f", files, 16)
+	srv := &wire.Server{}
+	s.Register(srv)
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	go srv.Serve(l)
+	b.Cleanup(func() { srv.Close() })
+	ctx := context.Background()
+	c, err := wire.Dial(ctx, l.Addr().String())
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { c.Close() })
+	var lookup float64
+	b.Run("lookup", func(b *testing.B) {
+		var a wire.Attr
+		for i := range b.N {
+			if _, err := c.Call(ctx, wire.OpLookup, &wire.NameReq{Parent: d.Ino, Name: fmt.Sprintf("f%d", i%files)}, nil, &a, nil); err != nil {
+				b.Fatal(err)
+			}
+		}
+		lookup = float64(b.Elapsed().Nanoseconds()) / float64(b.N)
+	})
+	for _, plus := range []bool{false, true} {
+		b.Run(fmt.Sprintf("readdir%d/plus=%v", page, plus), func(b *testing.B) {
+			cursor := ""
+			entries := 0
+			for range b.N {
+				var r wire.ReadDirResp
+				if _, err := c.Call(ctx, wire.OpReadDir, &wire.ReadDirReq{Ino: d.Ino, Cursor: cursor, Limit: page, Plus: plus}, nil, &r, nil); err != nil {
+					b.Fatal(err)
+				}
+				entries += len(r.Entries)
+				cursor = r.Cursor
+				if r.EOF {
+					cursor = ""
+				}
+			}
+			perPage := float64(b.Elapsed().Nanoseconds()) / float64(b.N)
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(entries), "ns/entry")
+			if lookup > 0 {
+				// A page costs a request (as a lookup) plus its entries.
+				b.ReportMetric(float64(entries)/float64(b.N)/max(perPage/lookup-1, 1e-9), "entries/lookup")
 			}
 		})
 	}

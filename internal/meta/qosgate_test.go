@@ -3,6 +3,7 @@ package meta
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -173,5 +174,97 @@ func TestQosMetaOff(t *testing.T) {
 	}
 	if err := s.QosSet(ctx, &wire.QosSetReq{Kind: wire.QosSetJobMeta, Job: "x", Rate: 1}); !errors.Is(err, errs.ErrInvalid) {
 		t.Errorf("a metadata limit without a burst: %v, want invalid", err)
+	}
+}
+
+// TestQosMetaReadDirCharged: a listing is charged for its entries (one
+// request and one more per readDirPerLookup names, or per
+// readDirPlusPerLookup names with attributes): a limited job that lists a
+// big directory owes the rest, and its next request waits for its bucket.
+func TestQosMetaReadDirCharged(t *testing.T) {
+	ctx := context.Background()
+	s, err := New(ctx, Options{DB: openTestDB(t), Targets: newFakeTargets(4)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	const files = 256
+	d := mustMkdir(t, s, RootIno, "d")
+	for i := range files {
+		mustCreateInline(t, s, d.Ino, fmt.Sprintf("f%03d", i))
+	}
+	srv := &wire.Server{}
+	s.Register(srv)
+	c, err := wire.Dial(ctx, serve(t, srv))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	if _, err := c.Call(ctx, wire.OpSession, &wire.SessionReq{Qos: wire.QosTag{Job: "ls", Class: 2}}, nil, nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	served := func() uint64 {
+		for _, j := range s.QosStats().Jobs {
+			if j.Job == "ls" {
+				return j.ServedBytes
+			}
+		}
+		return 0
+	}
+	for _, plus := range []bool{false, true} {
+		before := served()
+		var page wire.ReadDirResp
+		if _, err := c.Call(ctx, wire.OpReadDir, &wire.ReadDirReq{Ino: d.Ino, Limit: 1024, Plus: plus}, nil, &page, nil); err != nil {
+			t.Fatal(err)
+		}
+		if len(page.Entries) != files {
+			t.Fatalf("listed %d entries, want %d", len(page.Entries), files)
+		}
+		per := readDirPerLookup
+		if plus {
+			per = readDirPlusPerLookup
+		}
+		if got, want := served()-before, uint64(1+files/per); got != want {
+			t.Errorf("a listing of %d entries (plus %v) cost %d, want %d", files, plus, got, want)
+		}
+	}
+
+	// 1 request a second, burst 10: a listing with attributes (17)
+	// leaves the job 7 in debt; a stat then waits 8 s for the bucket
+	// (here, until the limit is lifted).
+	if err := s.QosSet(ctx, &wire.QosSetReq{Kind: wire.QosSetJobMeta, Job: "ls", Rate: 1, Burst: 10}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Call(ctx, wire.OpReadDir, &wire.ReadDirReq{Ino: d.Ino, Limit: 1024, Plus: true}, nil, &wire.ReadDirResp{}, nil); err != nil {
+		t.Fatal(err)
+	}
+	statted := make(chan error, 1)
+	go func() {
+		_, err := c.Call(ctx, wire.OpGetAttr, &wire.InoReq{Ino: RootIno}, nil, &wire.Attr{}, nil)
+		statted <- err
+	}()
+	queued := func() bool {
+		for _, j := range s.QosStats().Jobs {
+			if j.Job == "ls" && j.Queued == 1 {
+				return true
+			}
+		}
+		return false
+	}
+	for deadline := time.Now().Add(5 * time.Second); !queued(); time.Sleep(2 * time.Millisecond) {
+		select {
+		case err := <-statted:
+			t.Fatalf("the stat after a listing that overdrew the bucket went at once (%v)", err)
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the stat never queued")
+		}
+	}
+	if err := s.QosSet(ctx, &wire.QosSetReq{Kind: wire.QosRemoveJob, Job: "ls"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-statted; err != nil {
+		t.Fatal(err)
 	}
 }

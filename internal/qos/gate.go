@@ -175,6 +175,25 @@ func (g *Gate) Acquire(ctx context.Context, job string, class Class, cost int) (
 	}
 }
 
+// Charge bills extra cost to a request of job and class that Acquire let
+// through (Scheduler.Charge): a listing charged for its entries once it
+// knows how many. Its counters count the extra as served.
+func (g *Gate) Charge(job string, class Class, extra int) {
+	if extra <= 0 {
+		return
+	}
+	if class >= numClasses {
+		class = Background
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.mu.classes[class].ServedBytes += uint64(extra)
+	g.jobLocked(job).cost += uint64(extra)
+	if !g.off {
+		g.mu.sched.Charge(job, class, float64(extra), time.Now())
+	}
+}
+
 func (g *Gate) release() {
 	g.mu.Lock()
 	defer g.mu.Unlock()

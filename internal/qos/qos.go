@@ -341,3 +341,24 @@ func (s *Scheduler) Next(now time.Time) (r Request, ok bool, wait time.Duration)
 	}
 	return r, true, 0
 }
+
+// Charge bills extra cost to a request of job and class already
+// dispatched, for work whose cost is known only once it is done (a
+// directory listing's entries): the job's bucket pays it (going into debt
+// if it must) and the class's virtual finish tag moves by extra/weight,
+// so that the class's and the job's next requests wait for it as if the
+// request had asked for it at first. A non-positive extra changes nothing.
+func (s *Scheduler) Charge(job string, class Class, extra float64, now time.Time) {
+	if extra <= 0 || math.IsNaN(extra) || math.IsInf(extra, 0) {
+		return
+	}
+	if class >= numClasses {
+		class = Background
+	}
+	c := &s.classes[class]
+	c.finish = math.Max(c.finish, s.vtime) + extra/c.weight
+	s.served[class] += extra
+	if b := s.bucket(job, now); b != nil {
+		b.Take(now, extra)
+	}
+}

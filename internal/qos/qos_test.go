@@ -240,3 +240,56 @@ func TestValidate(t *testing.T) {
 		t.Errorf("ParseClass(urgent) = %v", err)
 	}
 }
+
+// TestChargeAfterDispatch: cost billed after a request ran (a listing's
+// entries) counts as if asked for at first: against the class's share and
+// against the job's bucket.
+func TestChargeAfterDispatch(t *testing.T) {
+	s := mustNew(t, Config{Weights: [numClasses]float64{1, 1, 1, 1}})
+	for range 2000 {
+		s.Enqueue(Request{Job: "ls", Class: Training, Cost: 1})
+		s.Enqueue(Request{Job: "stat", Class: Interactive, Cost: 1})
+	}
+	counts := map[Class]int{}
+	for range 1100 {
+		r, ok, _ := s.Next(t0)
+		if !ok {
+			t.Fatal("nothing to dispatch")
+		}
+		counts[r.Class]++
+		if r.Class == Training {
+			s.Charge(r.Job, r.Class, 9, t0) // each listing cost 10 in all
+		}
+	}
+	// Equal weights, equal cost: the listings get a tenth of the
+	// requests the stats get.
+	if got := float64(counts[Training]) / float64(counts[Interactive]); math.Abs(got-0.1) > 0.01 {
+		t.Errorf("listings:stats dispatched %d:%d (%.3f), want about 0.1", counts[Training], counts[Interactive], got)
+	}
+	if got := s.Served()[Training]; got != float64(counts[Training])*10 {
+		t.Errorf("training served %v, want %d", got, counts[Training]*10)
+	}
+
+	// A job of 10 per second (burst 10) charged 19 after a request of 1
+	// owes 10: its next request of 1 waits 1.1 s.
+	s = mustNew(t, Config{Jobs: map[string]Limit{"ls": {Rate: 10, Burst: 10}}})
+	s.Enqueue(Request{Job: "ls", Class: Training, Cost: 1})
+	s.Enqueue(Request{Job: "ls", Class: Training, Cost: 1})
+	if _, ok, _ := s.Next(t0); !ok {
+		t.Fatal("a full bucket held back a request")
+	}
+	s.Charge("ls", Training, 19, t0)
+	if _, ok, wait := s.Next(t0); ok || wait != 1100*time.Millisecond {
+		t.Errorf("after the charge: dispatched %v, wait %v, want held back 1.1s", ok, wait)
+	}
+	if _, ok, _ := s.Next(t0.Add(1100 * time.Millisecond)); !ok {
+		t.Error("the bucket did not refill")
+	}
+	for _, bad := range []float64{0, -5, math.NaN(), math.Inf(1)} {
+		before := s.Served()
+		s.Charge("ls", Training, bad, t0)
+		if s.Served() != before {
+			t.Errorf("charge %v changed the served cost", bad)
+		}
+	}
+}
