@@ -37,6 +37,22 @@ type chunkReq struct {
 	into []byte
 }
 
+// cost is what the targets' schedulers charge r: the bytes of a chunk
+// read or write (a pacer waits for them), nothing for the rest.
+func (r *chunkReq) cost() int {
+	switch r.op {
+	case wire.OpChunkWrite:
+		n := 0
+		for _, d := range r.data {
+			n += len(d)
+		}
+		return n
+	case wire.OpChunkRead:
+		return len(r.into)
+	}
+	return 0
+}
+
 // route picks the target for a request to chain id, and the chain ref.
 // attempt rotates reads over the serving replicas.
 func (c *Client) route(id placement.ChainID, write bool, attempt int) (placement.TargetID, wire.ChainRef, error) {
@@ -71,6 +87,11 @@ func (c *Client) chunkCall(ctx context.Context, r chunkReq) (int, error) {
 	var deadline time.Time
 	for attempt := 0; ; attempt++ {
 		t, ref, err := c.route(r.chain, r.write, attempt)
+		if err == nil && c.pace != nil {
+			// Outside the attempt's timeout: a wait for the job's
+			// bucket is not a replica's silence.
+			err = c.pace.wait(ctx, c.targetAddr(t), r.cost())
+		}
 		var n int
 		if err == nil {
 			cctx, cancel := ctx, context.CancelFunc(func() {})

@@ -103,6 +103,11 @@ type Options struct {
 	// renewal (default 15 s; renewed every third of it): when a client
 	// dies mid-restore, another takes the restore over after it.
 	TierRestoreLease time.Duration
+	// QosNoPace turns off pacing at the client: by default a client with
+	// a job name (Job) reads the QoS settings every QosPacePoll and holds
+	// its job's chunk reads and writes until the job's token buckets
+	// allow them, instead of queueing them at the targets (docs/qos.md).
+	QosNoPace bool
 	// ProfilePoll is how often a client with a job name (Job) asks whether
 	// its job is being recorded by the I/O profiler (default 1 s; `sluice
 	// profile record`, docs/profile.md).
@@ -213,6 +218,7 @@ type Client struct {
 	tiers    tierStores                      // the object tier's backends (tier.go)
 	restores restorer                        // restores of released files (restore.go)
 	prof     *profiler                       // recordings of the client's job (profile.go); nil without a job
+	pace     *pacer                          // the job's token buckets at the client (pace.go); nil without a job
 
 	// noOpenIno: the metadata service answered OpOpenIno "not supported"
 	// (older): OpenAttrIno asks OpGetAttr instead.
@@ -256,6 +262,10 @@ func New(ctx context.Context, opts Options) (*Client, error) {
 	if tag.Job != "" {
 		c.prof = newProfiler(c, tag.Job, opts.ProfilePoll)
 		c.prof.start()
+		if !opts.QosNoPace {
+			c.pace = newPacer(c, tag.Job)
+			c.pace.start()
+		}
 	}
 	return c, nil
 }
@@ -304,6 +314,9 @@ func (c *Client) Close() error {
 	c.restores.close()
 	if c.prof != nil {
 		c.prof.close()
+	}
+	if c.pace != nil {
+		c.pace.close()
 	}
 	c.mu.Lock()
 	if c.closed {
@@ -369,6 +382,13 @@ func (c *Client) nextMeta(failed *pool) {
 }
 
 // targetConn returns a connection to the server holding target t.
+// targetAddr is the address of target t as last known ("" if unknown).
+func (c *Client) targetAddr(t placement.TargetID) string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.targets[t]
+}
+
 func (c *Client) targetConn(ctx context.Context, t placement.TargetID) (*wire.Conn, error) {
 	c.mu.Lock()
 	addr, ok := c.targets[t]

@@ -140,6 +140,14 @@ func (b *Bucket) Ready(now time.Time, cost float64) (bool, time.Duration) {
 	return false, time.Duration(math.Ceil((need - b.tokens) / b.Rate * float64(time.Second)))
 }
 
+// SetLimit changes the bucket's limit at now, keeping its balance (no
+// more than the new burst).
+func (b *Bucket) SetLimit(l Limit, now time.Time) {
+	b.refill(now)
+	b.Limit = l
+	b.tokens = math.Min(b.tokens, l.Burst)
+}
+
 // Take spends cost tokens (the balance may go below zero).
 func (b *Bucket) Take(now time.Time, cost float64) {
 	if b.Rate == 0 {

@@ -1,0 +1,203 @@
+package client
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"github.com/sluice-fs/sluice/internal/qos"
+	"github.com/sluice-fs/sluice/internal/wire"
+)
+
+// QosPacePoll is how often a client with a job name reads the QoS
+// settings, to pace its job's chunk reads and writes (pacer).
+const QosPacePoll = 2 * time.Second
+
+// pacer holds a limited job's chunk reads and writes at the client, so
+// that they wait here for their token buckets instead of in the targets'
+// schedulers, where each queued write holds its bytes in the server's
+// memory and every queued request a connection's slot (docs/qos.md,
+// "Pacing at the client"). It mirrors the targets' buckets from the
+// settings it polls: one bucket per target process (the job's per-node
+// limit) and one for the whole cluster (its cluster-wide limit). The
+// targets still enforce the limits: a pacer that is stale or missing
+// costs only the queueing it would have saved.
+type pacer struct {
+	c    *Client
+	job  string
+	stop chan struct{}
+	done chan struct{}
+
+	mu      sync.Mutex
+	node    qos.Limit              // per target process; Rate 0: none
+	cluster qos.Limit              // over all targets; Rate 0: none
+	nodes   map[string]*qos.Bucket // by target address
+	all     *qos.Bucket
+	waited  time.Duration // total time requests waited here (for tests and metrics)
+}
+
+func newPacer(c *Client, job string) *pacer {
+	return &pacer{c: c, job: job, stop: make(chan struct{}), done: make(chan struct{}), nodes: map[string]*qos.Bucket{}}
+}
+
+// start reads the settings now and then every QosPacePoll until close.
+func (p *pacer) start() {
+	p.poll()
+	go func() {
+		defer close(p.done)
+		t := time.NewTicker(QosPacePoll)
+		defer t.Stop()
+		for {
+			select {
+			case <-p.stop:
+				return
+			case <-t.C:
+				p.poll()
+			}
+		}
+	}()
+}
+
+func (p *pacer) close() {
+	close(p.stop)
+	<-p.done
+}
+
+// poll reads the settings and applies the job's limits; a failure keeps
+// the limits in force.
+func (p *pacer) poll() {
+	ctx, cancel := context.WithTimeout(context.Background(), QosPacePoll)
+	defer cancel()
+	var cfg wire.QosConfig
+	if err := p.c.metaCall(ctx, wire.OpQosList, &wire.Empty{}, &cfg); err != nil {
+		return
+	}
+	node, cluster := jobLimits(&cfg, p.job)
+	p.configure(node, cluster, time.Now())
+}
+
+// jobLimits returns job's per-node and cluster-wide limits in cfg (zero
+// Limits where it has none).
+func jobLimits(cfg *wire.QosConfig, job string) (node, cluster qos.Limit) {
+	for _, j := range cfg.Jobs {
+		if j.Job == job {
+			node = qos.Limit{Rate: float64(j.Rate), Burst: float64(j.Burst)}
+		}
+	}
+	for _, j := range cfg.ClusterJobs {
+		if j.Job == job {
+			cluster = qos.Limit{Rate: float64(j.Rate), Burst: float64(j.Burst)}
+		}
+	}
+	return node, cluster
+}
+
+// configure applies limits: a bucket whose limit changed keeps its
+// balance (up to the new burst), as the targets' do; one whose limit went
+// away is dropped.
+func (p *pacer) configure(node, cluster qos.Limit, now time.Time) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if node != p.node {
+		p.node = node
+		for addr, b := range p.nodes {
+			if node.Rate == 0 {
+				delete(p.nodes, addr)
+				continue
+			}
+			b.SetLimit(node, now)
+		}
+	}
+	if cluster != p.cluster {
+		p.cluster = cluster
+		switch {
+		case cluster.Rate == 0:
+			p.all = nil
+		case p.all == nil:
+			p.all = qos.NewBucket(cluster, now)
+		default:
+			p.all.SetLimit(cluster, now)
+		}
+	}
+}
+
+// admit decides whether a request of cost bytes to the target process at
+// addr may go at now: if so it spends the tokens and returns 0, else it
+// returns how long to wait before asking again.
+func (p *pacer) admit(addr string, cost int, now time.Time) time.Duration {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var nb *qos.Bucket
+	if p.node.Rate > 0 {
+		if nb = p.nodes[addr]; nb == nil {
+			nb = qos.NewBucket(p.node, now)
+			p.nodes[addr] = nb
+		}
+	}
+	wait := time.Duration(0)
+	for _, b := range []*qos.Bucket{nb, p.all} {
+		if b == nil {
+			continue
+		}
+		if ok, w := b.Ready(now, float64(cost)); !ok {
+			wait = max(wait, w)
+		}
+	}
+	if wait > 0 {
+		return wait
+	}
+	for _, b := range []*qos.Bucket{nb, p.all} {
+		if b != nil {
+			b.Take(now, float64(cost))
+		}
+	}
+	return 0
+}
+
+// wait holds a request of cost bytes to addr until its buckets allow it,
+// or ctx ends.
+func (p *pacer) wait(ctx context.Context, addr string, cost int) error {
+	if p == nil || cost <= 0 {
+		return nil
+	}
+	var t *time.Timer
+	start := time.Time{}
+	for {
+		now := time.Now()
+		d := p.admit(addr, cost, now)
+		if d == 0 {
+			if !start.IsZero() {
+				p.mu.Lock()
+				p.waited += now.Sub(start)
+				p.mu.Unlock()
+			}
+			return nil
+		}
+		if start.IsZero() {
+			start = now
+		}
+		if t == nil {
+			t = time.NewTimer(d)
+			defer t.Stop()
+		} else {
+			t.Reset(d)
+		}
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+// PacedWait is how long this client's chunk reads and writes have waited
+// at the client for its job's token buckets (zero without a job, or with
+// Options.QosNoPace).
+func (c *Client) PacedWait() time.Duration {
+	if c.pace == nil {
+		return 0
+	}
+	c.pace.mu.Lock()
+	defer c.pace.mu.Unlock()
+	return c.pace.waited
+}

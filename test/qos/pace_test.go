@@ -1,0 +1,75 @@
+package qos
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/sluice-fs/sluice/client"
+)
+
+// TestClientPacing: a limited job's client holds its chunk reads at the
+// client until the job's token bucket allows them, so the targets'
+// scheduler queues few of them (each queued write would hold its bytes
+// in the server's memory), where a client with pacing off
+// (Options.QosNoPace) leaves them queued there; both get the job's rate.
+// Each client runs 16 readers of 1 MiB until the targets have served it
+// 6 MiB more: a count, not a duration.
+func TestClientPacing(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a server")
+	}
+	s := startServer(t)
+	setup := newClient(t, s.addr, "", "", 0)
+	const size = 16 << 20
+	writeFile(t, setup, "/data", size)
+	s.cli("qos", "set", "--job", "slow", "--rate", "1M", "--burst", "1M")
+	deadline := time.Now().Add(20 * time.Second)
+	for s.metric("sluice_qos_limited_jobs", "") != 1 {
+		if time.Now().After(deadline) {
+			t.Fatal("the targets never applied the job limit (sluice_qos_limited_jobs != 1)")
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	run := func(noPace bool) (maxQueued float64, waited time.Duration) {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		c, err := client.New(ctx, client.Options{Server: s.addr, Job: "slow", Class: "training", ReadAhead: -1, QosNoPace: noPace})
+		cancel()
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		served := func() float64 { return s.metric("sluice_qos_job_served_bytes_total", `job="slow"`) }
+		start := served()
+		ctx, stop := context.WithCancel(context.Background())
+		var wg sync.WaitGroup
+		for range 16 {
+			wg.Go(func() { readLoop(ctx, t, c, "/data", size) })
+		}
+		deadline := time.Now().Add(2 * time.Minute)
+		for served() < start+6<<20 {
+			maxQueued = max(maxQueued, s.metric("sluice_qos_job_queued", `job="slow"`))
+			if time.Now().After(deadline) {
+				t.Error("the limited job was not served 6 MiB in 2 minutes")
+				break
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+		stop()
+		wg.Wait()
+		return maxQueued, c.PacedWait()
+	}
+	pacedQ, pacedWait := run(false)
+	unpacedQ, unpacedWait := run(true)
+	t.Logf("most requests of the job queued at the targets: paced %v (waited %v at the client), unpaced %v (waited %v)", pacedQ, pacedWait, unpacedQ, unpacedWait)
+	if pacedWait == 0 || unpacedWait != 0 {
+		t.Errorf("time waited at the client: paced %v, unpaced %v; want some, none", pacedWait, unpacedWait)
+	}
+	// Without pacing, the 16 readers' requests wait at the targets; with
+	// it at most a few (the client's and the targets' buckets are not in
+	// step to the microsecond).
+	if unpacedQ < 8 || pacedQ > 4 {
+		t.Errorf("most queued at the targets: paced %v, unpaced %v; want at most 4 and at least 8", pacedQ, unpacedQ)
+	}
+}
