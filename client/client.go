@@ -103,6 +103,12 @@ type Options struct {
 	// renewal (default 15 s; renewed every third of it): when a client
 	// dies mid-restore, another takes the restore over after it.
 	TierRestoreLease time.Duration
+	// DirectRead reads the chunks of unreplicated chains held by a storage
+	// service on this machine straight from their files, checking every
+	// block's checksum in the client (ADR 0025); other reads, and any
+	// block it cannot verify, go through the network. False means the
+	// environment variable SLUICE_DIRECT_READ (1: on).
+	DirectRead bool
 	// QosNoPace turns off pacing at the client: by default a client with
 	// a job name (Job) reads the QoS settings every QosPacePoll and holds
 	// its job's chunk reads and writes until the job's token buckets
@@ -146,6 +152,9 @@ func (o *Options) qosTag() (wire.QosTag, error) {
 func (o *Options) setDefaults() error {
 	if o.Server == "" {
 		return errs.New(errs.Invalid, "client: no server address given")
+	}
+	if !o.DirectRead && os.Getenv(EnvDirectRead) == "1" {
+		o.DirectRead = true
 	}
 	if o.Uid == nil {
 		u := uint32(os.Getuid())
@@ -220,6 +229,12 @@ type Client struct {
 	prof     *profiler                       // recordings of the client's job (profile.go); nil without a job
 	pace     *pacer                          // the job's token buckets at the client (pace.go); nil without a job
 
+	// Direct reads (direct.go), with Options.DirectRead.
+	boot        string // this machine's kernel boot ID
+	dmu         sync.Mutex
+	dpeers      map[string]*directPeer // by storage service address; guarded by dmu
+	directBytes atomic.Uint64
+
 	// noOpenIno: the metadata service answered OpOpenIno "not supported"
 	// (older): OpenAttrIno asks OpGetAttr instead.
 	noOpenIno atomic.Bool
@@ -235,7 +250,10 @@ func New(ctx context.Context, opts Options) (*Client, error) {
 	if err != nil {
 		return nil, err
 	}
-	c := &Client{opts: opts, pools: make(map[string]*pool), qos: tag}
+	c := &Client{opts: opts, pools: make(map[string]*pool), qos: tag, dpeers: map[string]*directPeer{}}
+	if opts.DirectRead {
+		c.boot = wire.BootID()
+	}
 	c.restores.init(c.opts.TierReadRestores)
 	for a := range strings.SplitSeq(opts.Server, ",") {
 		if a = strings.TrimSpace(a); a != "" {
@@ -318,6 +336,7 @@ func (c *Client) Close() error {
 	if c.pace != nil {
 		c.pace.close()
 	}
+	c.closeDirectPeers()
 	c.mu.Lock()
 	if c.closed {
 		c.mu.Unlock()

@@ -15,6 +15,7 @@ import (
 
 	"golang.org/x/sync/errgroup"
 
+	"github.com/sluice-fs/sluice/internal/chunk"
 	"github.com/sluice-fs/sluice/internal/errs"
 	"github.com/sluice-fs/sluice/internal/placement"
 	"github.com/sluice-fs/sluice/internal/profile"
@@ -93,6 +94,11 @@ type File struct {
 	// Guarded by mu.
 	sizeFresh bool
 	tier      tierRead // reads of a released file (tier.go)
+
+	// dmu guards direct: the chunks' files this File reads directly
+	// (direct.go).
+	dmu    sync.Mutex
+	direct map[directKey]*chunk.DirectReader
 
 	// home is where the file's bytes live as this File last learnt it (a
 	// dataHome; inline.go).
@@ -615,6 +621,7 @@ func (f *File) close() error {
 	}
 	f.closed = true
 	f.dropCaches()
+	f.closeDirect()
 	return opErr("close", f.name, err)
 }
 
@@ -789,6 +796,15 @@ func (f *File) readTargets(ctx context.Context, off int64, dst []byte, short *at
 		ext := extents(l, off, int64(len(dst)))
 		read := func(ctx context.Context, e placement.Extent) error {
 			piece := dst[e.FileOff-off : e.FileOff-off+e.Len]
+			if f.c.opts.DirectRead && e.Chain < placement.FirstReplicatedChain {
+				if got, ok := f.readDirect(ctx, placement.TargetID(e.Chain), id, uint32(e.Slot), e.ChunkOff, piece); ok {
+					if got < len(piece) {
+						short.Store(true)
+					}
+					clear(piece[got:])
+					return nil
+				}
+			}
 			var resp wire.ChunkReadResp
 			got, err := f.c.chunkCall(ctx, chunkReq{chain: e.Chain, op: wire.OpChunkRead, resp: &resp, into: piece,
 				msg: func(t placement.TargetID, ref wire.ChainRef) wire.Message {

@@ -68,6 +68,11 @@ func qosReserveFlag(cmd *cobra.Command, n *int) {
 
 // precreateFlag adds --precreate: empty chunk files each target keeps
 // made ahead of need.
+func noDirectReadsFlag(cmd *cobra.Command, off *bool) {
+	cmd.Flags().BoolVar(off, "no-direct-reads", false, "do not hand unreplicated chunks' files to clients on this machine "+
+		"(DATA/direct.sock; clients that ask, SLUICE_DIRECT_READ=1, then read them through the network; docs/adr/0025-direct-reads.md)")
+}
+
 func precreateFlag(cmd *cobra.Command, n *int) {
 	cmd.Flags().IntVar(n, "precreate", 0, "empty chunk files each target keeps made ahead of need (0 to 4096; 0: none), "+
 		"so that a burst of new small files renames them instead of creating files (docs/fuse.md)")

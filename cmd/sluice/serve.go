@@ -82,6 +82,7 @@ func newServe() *cobra.Command {
 	f.IntVar(&o.MetaQosInService, "meta-qos-in-service", 0, "namespace requests the metadata service serves at once under QoS (default 8)")
 	qosReserveFlag(cmd, &o.QosCPUReserve)
 	precreateFlag(cmd, &o.Precreate)
+	noDirectReadsFlag(cmd, &o.NoDirectReads)
 	metaSyncFlags(cmd, &o.MetaSync, &o.MetaSyncWindow)
 	inlineMaxFlag(cmd, &o.InlineMax)
 	auditFlag(cmd, &o.NoAudit)

@@ -204,6 +204,8 @@ type TargetOptions struct {
 	// Precreate is each target's number of empty chunk files made ahead
 	// of need (target.Options.Precreate; 0: none).
 	Precreate int
+	// NoDirectReads is Options.NoDirectReads.
+	NoDirectReads bool
 }
 
 // RunTarget serves a storage node until ctx is done: it registers with the
@@ -290,6 +292,7 @@ func RunTarget(ctx context.Context, opts TargetOptions) (err error) {
 	reserve := cpuReserve(srv, opts.QosCPUReserve, opts.QosOff)
 	reserve.limitedBy(targets.QosLimited)
 	targets.Register(srv)
+	startDirect(targets, opts.DataDir, opts.NoDirectReads, log, &closers)
 	kvs, err := kvcache.Open(opts.DataDir, ids)
 	if err != nil {
 		return fmt.Errorf("open the KV-cache stores: %w", err)
@@ -425,4 +428,19 @@ func MigrateToEtcd(ctx context.Context, dataDir string, etcd []string, prefix st
 		return n, fmt.Errorf("migrate: %w (empty the etcd prefix %q before trying again)", err, prefix)
 	}
 	return n, nil
+}
+
+// startDirect serves direct reads on DATA/direct.sock unless off. A
+// socket that cannot be made (a path too long for a Unix socket, say) is
+// logged: clients then read through the network as without it.
+func startDirect(targets *target.Service, dataDir string, off bool, log *slog.Logger, closers *cleanup) {
+	if off {
+		return
+	}
+	stop, err := targets.ServeDirect(filepath.Join(dataDir, "direct.sock"))
+	if err != nil {
+		log.Warn("running without direct reads", "err", err)
+		return
+	}
+	closers.add(func() error { stop(); return nil })
 }

@@ -96,6 +96,9 @@ type Options struct {
 	// Precreate is each target's number of empty chunk files made ahead
 	// of need (target.Options.Precreate; 0: none).
 	Precreate int
+	// NoDirectReads: do not hand the unreplicated chunks' files to
+	// clients on this machine (DATA/direct.sock; ADR 0025).
+	NoDirectReads bool
 }
 
 // Validate checks the options.
@@ -186,6 +189,7 @@ func Run(ctx context.Context, opts Options) (err error) {
 	reserve := cpuReserve(srv, opts.QosCPUReserve, opts.QosOff)
 	reserve.limitedBy(targets.QosLimited)
 	targets.Register(srv)
+	startDirect(targets, opts.DataDir, opts.NoDirectReads, log, &closers)
 	kvs, err := kvcache.Open(opts.DataDir, ids)
 	if err != nil {
 		return fmt.Errorf("open the KV-cache stores: %w", err)

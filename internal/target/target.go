@@ -82,6 +82,7 @@ type Service struct {
 	opts    Options
 	cs      chainState
 	gate    gate // QoS scheduling of chunk reads and writes (qos.go)
+	direct  atomic.Pointer[direct] // the Unix socket of direct reads (direct.go), or nil
 
 	closeOnce sync.Once
 	closeErr  error
@@ -187,6 +188,7 @@ func (s *Service) Register(srv *wire.Server) {
 	srv.Handle(wire.OpTargetStat, s.handleStat)
 	srv.Handle(wire.OpChunkList, s.handleList)
 	srv.Handle(wire.OpChunkInfo, s.handleInfo)
+	srv.Handle(wire.OpDirectInfo, s.handleDirectInfo)
 }
 
 func (o Options) logger() *slog.Logger {

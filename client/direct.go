@@ -1,0 +1,226 @@
+package client
+
+import (
+	"context"
+	"net"
+	"os"
+	"sync"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/sluice-fs/sluice/internal/chunk"
+	"github.com/sluice-fs/sluice/internal/errs"
+	"github.com/sluice-fs/sluice/internal/placement"
+	"github.com/sluice-fs/sluice/internal/wire"
+)
+
+// Direct reads (docs/adr/0025-direct-reads.md): with Options.DirectRead, a
+// client on the machine of a storage service reads the chunks of
+// unreplicated chains from their files, with descriptors the service
+// passes over its Unix socket (DATA/direct.sock), and checks every block
+// against its checksum itself: no request, no copy through the server.
+// Anything it cannot verify, and every other read, goes through the
+// network as before.
+
+// EnvDirectRead, set to 1, turns direct reads on for clients whose
+// Options do not (a contract: scripts and job launchers set it).
+const EnvDirectRead = "SLUICE_DIRECT_READ"
+
+// directRetry is how long a client waits before it asks a storage service
+// for its socket again after the socket failed (a restarted service makes
+// a new one).
+const directRetry = 10 * time.Second
+
+// directPeer is the Unix socket of one storage service (by address).
+type directPeer struct {
+	mu       sync.Mutex
+	conn     *net.UnixConn // nil: none now
+	failedAt time.Time     // when the socket was last found unusable
+	tried    bool
+}
+
+// directKey names a chunk a File reads directly.
+type directKey struct {
+	target placement.TargetID
+	data   uint64
+	slot   uint32
+}
+
+// directPeerFor returns the socket of target t's service, asking the
+// service for it the first time (and again directRetry after a failure);
+// nil when direct reads are not possible.
+func (c *Client) directPeerFor(ctx context.Context, t placement.TargetID) *directPeer {
+	addr := c.targetAddr(t)
+	if addr == "" {
+		return nil
+	}
+	c.dmu.Lock()
+	p := c.dpeers[addr]
+	if p == nil {
+		p = &directPeer{}
+		c.dpeers[addr] = p
+	}
+	c.dmu.Unlock()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.conn != nil {
+		return p
+	}
+	if p.tried && time.Since(p.failedAt) < directRetry {
+		return nil
+	}
+	p.tried, p.failedAt = true, time.Now()
+	conn, err := c.targetConn(ctx, t)
+	if err != nil {
+		return nil
+	}
+	var info wire.DirectInfoResp
+	if _, err := conn.Call(ctx, wire.OpDirectInfo, &wire.Empty{}, nil, &info, nil); err != nil {
+		return nil // an older service, or none now
+	}
+	if info.Socket == "" || info.Boot == "" || info.Boot != c.boot {
+		return nil // another machine (or no socket)
+	}
+	uc, err := net.DialUnix("unixpacket", nil, &net.UnixAddr{Name: info.Socket, Net: "unixpacket"})
+	if err != nil {
+		return nil // another mount namespace, or not ours to use
+	}
+	p.conn = uc
+	return p
+}
+
+// open asks the service for chunk (t, data, slot)'s files.
+func (p *directPeer) open(t placement.TargetID, data uint64, slot uint32) (*chunk.DirectReader, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.conn == nil {
+		return nil, errs.New(errs.Unavailable, "client: no direct socket")
+	}
+	fail := func(err error) (*chunk.DirectReader, error) {
+		p.conn.Close()
+		p.conn, p.failedAt = nil, time.Now()
+		return nil, err
+	}
+	if _, _, err := p.conn.WriteMsgUnix(wire.Marshal(&wire.DirectOpenReq{Target: t, Ino: data, Slot: slot}), nil, nil); err != nil {
+		return fail(err)
+	}
+	buf := make([]byte, 4096)
+	oob := make([]byte, unix.CmsgSpace(2*4))
+	n, oobn, _, _, err := p.conn.ReadMsgUnix(buf, oob)
+	if err != nil {
+		return fail(err)
+	}
+	files, ferr := receivedFiles(oob[:oobn])
+	var resp wire.DirectOpenResp
+	if err := wire.Unmarshal(buf[:n], &resp); err != nil || ferr != nil || (resp.Code == 0) != (len(files) == 2) {
+		for _, f := range files {
+			f.Close()
+		}
+		return fail(errs.New(errs.Protocol, "client: malformed direct-read answer (%v, %v, %d descriptors)", err, ferr, len(files)))
+	}
+	if resp.Code != 0 {
+		return nil, errs.New(errs.Code(resp.Code), "%s", resp.Msg)
+	}
+	return chunk.NewDirectReader(files[0], files[1]), nil
+}
+
+// receivedFiles returns the descriptors passed in a message's control
+// data.
+func receivedFiles(oob []byte) ([]*os.File, error) {
+	msgs, err := unix.ParseSocketControlMessage(oob)
+	if err != nil {
+		return nil, err
+	}
+	var files []*os.File
+	for _, m := range msgs {
+		fds, err := unix.ParseUnixRights(&m)
+		if err != nil {
+			continue
+		}
+		for _, fd := range fds {
+			unix.CloseOnExec(fd)
+			files = append(files, os.NewFile(uintptr(fd), "chunk"))
+		}
+	}
+	return files, nil
+}
+
+// readDirect reads p at off of chunk (t, data, slot) from its files: the
+// bytes the chunk holds there (fewer than len(p) where it ends) and true,
+// or false when the read must go through the network.
+func (f *File) readDirect(ctx context.Context, t placement.TargetID, data uint64, slot uint32, off int64, p []byte) (int, bool) {
+	k := directKey{t, data, slot}
+	f.dmu.Lock()
+	r := f.direct[k]
+	f.dmu.Unlock()
+	if r == nil {
+		peer := f.c.directPeerFor(ctx, t)
+		if peer == nil {
+			return 0, false
+		}
+		var err error
+		if r, err = peer.open(t, data, slot); err != nil {
+			return 0, false // a missing chunk, or no socket: the targets answer
+		}
+		f.dmu.Lock()
+		if f.direct == nil {
+			f.direct = map[directKey]*chunk.DirectReader{}
+		}
+		if old := f.direct[k]; old != nil {
+			r.Close() // another read opened it meanwhile
+			r = old
+		} else {
+			f.direct[k] = r
+		}
+		f.dmu.Unlock()
+	}
+	if f.c.pace != nil {
+		if err := f.c.pace.wait(ctx, f.c.targetAddr(t), len(p)); err != nil {
+			return 0, false
+		}
+	}
+	n, _, err := r.ReadAt(p, off)
+	if err != nil {
+		// Removed, or a block that only the store can judge: forget
+		// the files (a later read opens the chunk's files anew).
+		f.dmu.Lock()
+		if f.direct[k] == r {
+			delete(f.direct, k)
+			r.Close()
+		}
+		f.dmu.Unlock()
+		return 0, false
+	}
+	f.c.directBytes.Add(uint64(n))
+	return n, true
+}
+
+// closeDirect closes the chunks' files of the File's direct reads.
+func (f *File) closeDirect() {
+	f.dmu.Lock()
+	defer f.dmu.Unlock()
+	for k, r := range f.direct {
+		r.Close()
+		delete(f.direct, k)
+	}
+}
+
+// DirectReadBytes is how many bytes this client read straight from chunk
+// files (Options.DirectRead).
+func (c *Client) DirectReadBytes() uint64 { return c.directBytes.Load() }
+
+// closeDirectPeers closes the client's direct sockets.
+func (c *Client) closeDirectPeers() {
+	c.dmu.Lock()
+	defer c.dmu.Unlock()
+	for _, p := range c.dpeers {
+		p.mu.Lock()
+		if p.conn != nil {
+			p.conn.Close()
+			p.conn = nil
+		}
+		p.mu.Unlock()
+	}
+}
+

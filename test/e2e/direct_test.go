@@ -1,0 +1,213 @@
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sluice-fs/sluice/client"
+	"github.com/sluice-fs/sluice/internal/errs"
+	"github.com/sluice-fs/sluice/internal/fsx"
+	"github.com/sluice-fs/sluice/internal/fsx/fsxtest"
+	"github.com/sluice-fs/sluice/internal/proctest"
+)
+
+// directClient connects a client that reads chunks straight from their
+// files (Options.DirectRead, ADR 0025).
+func directClient(t testing.TB, addr string) *client.Client {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	c, err := client.New(ctx, client.Options{Server: addr, DirectRead: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+// TestFsxDirectRead runs the data-integrity exerciser with direct reads:
+// every read of an unreplicated chunk goes to its files (verified in the
+// client), the writes through the server, and the bytes must be the
+// model's after every operation. It fails if no byte was read directly.
+func TestFsxDirectRead(t *testing.T) {
+	s := startServer(t, "")
+	c := directClient(t, s.addr)
+	fsxtest.Run(t, c, fsxLayouts, 1500, []uint64{3, 14}, func(dir string) fsx.Target {
+		return &fsx.Client{C: c, Dir: dir, Ctx: context.Background()}
+	})
+	if c.DirectReadBytes() == 0 {
+		t.Fatal("no byte was read directly")
+	}
+	t.Logf("%d bytes read directly", c.DirectReadBytes())
+}
+
+// TestDirectRead: a direct reader sees another client's overwrite of a
+// file it holds open, reads a file that shrank and grew again as the
+// server does, never returns a block that fails its checksum (a byte
+// flipped in the chunk file on disk gives the same error as without direct
+// reads), and reads nothing directly when the server offers no socket.
+func TestDirectRead(t *testing.T) {
+	ctx := context.Background()
+	s := startServer(t, "")
+	w := s.client()
+	d := directClient(t, s.addr)
+	r := rand.New(rand.NewPCG(25, 1))
+	data := make([]byte, 3<<20+12345)
+	for i := range data {
+		data[i] = byte(r.Uint32())
+	}
+	if err := w.MkdirAll(ctx, "/one", 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.SetLayout(ctx, "/one", client.Layout{StripeCount: 1}); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []string{"/striped", "/one/f"} {
+		if err := proctest.WriteFile(ctx, w, p, data); err != nil {
+			t.Fatal(err)
+		}
+		f, err := d.Open(ctx, p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := make([]byte, len(data))
+		if _, err := f.ReadAt(got, 0); err != nil && err != io.EOF {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(got, data) {
+			t.Fatalf("%s: direct read differs from what was written", p)
+		}
+		// Another client overwrites a range in place; the open File
+		// reads the new bytes.
+		patch := bytes.Repeat([]byte{0xAB}, 100000)
+		wf, err := w.OpenFile(ctx, p, os.O_RDWR, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := wf.WriteAt(patch, 1<<20+7); err != nil {
+			t.Fatal(err)
+		}
+		if err := wf.Close(); err != nil {
+			t.Fatal(err)
+		}
+		copy(data[1<<20+7:], patch)
+		if _, err := f.ReadAt(got, 0); err != nil && err != io.EOF {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(got, data) {
+			t.Fatalf("%s: after another client's overwrite, the open File read other bytes", p)
+		}
+		f.Close()
+		// Shrink and grow again through the other client.
+		if err := w.Truncate(ctx, p, 5000); err != nil {
+			t.Fatal(err)
+		}
+		if err := w.Truncate(ctx, p, int64(len(data))); err != nil {
+			t.Fatal(err)
+		}
+		f, err = d.Open(ctx, p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := f.ReadAt(got, 0); err != nil && err != io.EOF {
+			t.Fatal(err)
+		}
+		f.Close()
+		if !bytes.Equal(got[:5000], data[:5000]) || !bytes.Equal(got[5000:], make([]byte, len(data)-5000)) {
+			t.Fatalf("%s: after a cut to 5000 and a growth, read other bytes than the first 5000 and zeros", p)
+		}
+		copy(data, got) // the file's content now
+	}
+	if d.DirectReadBytes() < uint64(4*len(data)) {
+		t.Fatalf("read %d bytes directly, want at least %d", d.DirectReadBytes(), 4*len(data))
+	}
+
+	// A byte flipped on disk in /one/f's chunk: both clients fail the
+	// same way, and the direct one returns none of the bad bytes.
+	a, err := w.Stat(ctx, "/one/f")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dat := chunkFile(t, s.dataDir, a.Attr().Ino)
+	fh, err := os.OpenFile(dat, os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := []byte{0}
+	if _, err := fh.ReadAt(b, 1000); err != nil {
+		t.Fatal(err)
+	}
+	b[0] ^= 0x40
+	if _, err := fh.WriteAt(b, 1000); err != nil {
+		t.Fatal(err)
+	}
+	fh.Close()
+	for _, c := range []*client.Client{w, d} {
+		f, err := c.Open(ctx, "/one/f")
+		if err != nil {
+			t.Fatal(err)
+		}
+		buf := make([]byte, 4096)
+		_, err = f.ReadAt(buf, 0)
+		f.Close()
+		if errs.CodeOf(err) != errs.Corruption {
+			t.Errorf("read of a corrupt block: %v, want a corruption error", err)
+		}
+	}
+
+	// A server without the socket: the client reads through the network.
+	s2 := startServer(t, "", "--no-direct-reads")
+	w2, d2 := s2.client(), directClient(t, s2.addr)
+	if err := proctest.WriteFile(ctx, w2, "/x", data); err != nil {
+		t.Fatal(err)
+	}
+	f, err := d2.Open(ctx, "/x")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := make([]byte, len(data))
+	if _, err := f.ReadAt(got, 0); err != nil && err != io.EOF {
+		t.Fatal(err)
+	}
+	f.Close()
+	if !bytes.Equal(got, data) || d2.DirectReadBytes() != 0 {
+		t.Fatalf("without a socket: bytes equal %v, %d read directly", bytes.Equal(got, data), d2.DirectReadBytes())
+	}
+	if _, err := os.Stat(filepath.Join(s2.dataDir, "direct.sock")); !os.IsNotExist(err) {
+		t.Errorf("--no-direct-reads left a socket: %v", err)
+	}
+}
+
+// chunkFile returns the data file of the first chunk of inode ino under a
+// server's data directory.
+func chunkFile(t *testing.T, dataDir string, ino uint64) string {
+	t.Helper()
+	var found string
+	filepath.WalkDir(filepath.Join(dataDir, "targets"), func(p string, e os.DirEntry, err error) error {
+		if err == nil && found == "" && strings.HasSuffix(p, ".00000000.dat") && strings.HasPrefix(filepath.Base(p), hex16(ino)) {
+			found = p
+		}
+		return nil
+	})
+	if found == "" {
+		t.Fatalf("no chunk file of inode %d", ino)
+	}
+	return found
+}
+
+func hex16(v uint64) string {
+	const digits = "0123456789abcdef"
+	b := make([]byte, 16)
+	for i := 15; i >= 0; i-- {
+		b[i] = digits[v&15]
+		v >>= 4
+	}
+	return string(b)
+}
