@@ -223,4 +223,3 @@ func (c *Client) closeDirectPeers() {
 		p.mu.Unlock()
 	}
 }
-

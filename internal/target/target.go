@@ -81,7 +81,7 @@ type Service struct {
 	ids     []placement.TargetID
 	opts    Options
 	cs      chainState
-	gate    gate // QoS scheduling of chunk reads and writes (qos.go)
+	gate    gate                   // QoS scheduling of chunk reads and writes (qos.go)
 	direct  atomic.Pointer[direct] // the Unix socket of direct reads (direct.go), or nil
 
 	closeOnce sync.Once
