@@ -211,3 +211,105 @@ func hex16(v uint64) string {
 	}
 	return string(b)
 }
+
+// TestDirectReadRacesWriter: while another client overwrites whole 64 KiB
+// blocks of a file (each block filled with one byte value per write) and
+// now and then cuts the file and writes it again, a direct reader reads
+// ranges of it, also across blocks: no block it returns may mix two writes
+// (a torn block is what reading the files without the checks would show).
+func TestDirectReadRacesWriter(t *testing.T) {
+	ctx := context.Background()
+	s := startServer(t, "")
+	w := s.client()
+	d := directClient(t, s.addr)
+	const blk, nblk = 64 << 10, 48
+	if err := w.MkdirAll(ctx, "/r", 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.SetLayout(ctx, "/r", client.Layout{StripeCount: 1}); err != nil {
+		t.Fatal(err)
+	}
+	if err := proctest.WriteFile(ctx, w, "/r/f", bytes.Repeat([]byte{1}, blk*nblk)); err != nil {
+		t.Fatal(err)
+	}
+	seed := rand.Uint64()
+	t.Logf("seed %d", seed)
+	done := make(chan error, 1)
+	go func() {
+		r := rand.New(rand.NewPCG(seed, 1))
+		f, err := w.OpenFile(ctx, "/r/f", os.O_RDWR, 0)
+		if err != nil {
+			done <- err
+			return
+		}
+		defer f.Close()
+		buf := make([]byte, blk)
+		for i := range 2000 {
+			if i%200 == 199 {
+				// Cut at a block boundary, then fill the file again.
+				if err := f.Truncate(ctx, int64(r.IntN(nblk))*blk); err != nil {
+					done <- err
+					return
+				}
+				if _, err := f.WriteAt(bytes.Repeat([]byte{byte(i%250 + 2)}, blk*nblk), 0); err != nil {
+					done <- err
+					return
+				}
+			} else {
+				for k := range buf {
+					buf[k] = byte(i%250 + 2)
+				}
+				if _, err := f.WriteAt(buf, int64(r.IntN(nblk))*blk); err != nil {
+					done <- err
+					return
+				}
+			}
+			if err := f.Sync(); err != nil { // the bytes reach the targets now
+				done <- err
+				return
+			}
+		}
+		done <- nil
+	}()
+	r := rand.New(rand.NewPCG(seed, 2))
+	buf := make([]byte, 3*blk)
+	reads := 0
+	for {
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Fatal(err)
+			}
+			if d.DirectReadBytes() == 0 {
+				t.Fatal("no byte was read directly")
+			}
+			t.Logf("%d reads, %d bytes directly", reads, d.DirectReadBytes())
+			return
+		default:
+		}
+		f, err := d.Open(ctx, "/r/f")
+		if err != nil {
+			t.Fatal(err)
+		}
+		for range 20 {
+			off := int64(r.IntN(nblk*blk - len(buf)))
+			n, err := f.ReadAt(buf, off)
+			if err != nil && err != io.EOF {
+				t.Fatal(err)
+			}
+			reads++
+			// Every whole or partial block in the range holds one value
+			// (zeros past a cut count as one).
+			for lo := 0; lo < n; {
+				hi := min(n, int((off+int64(lo))/blk+1)*blk-int(off))
+				for k := lo + 1; k < hi; k++ {
+					if buf[k] != buf[lo] {
+						t.Fatalf("block at file offset %d mixes values %d and %d (read at %d, seed %d)", (off+int64(lo))/blk*blk, buf[lo], buf[k], off, seed)
+					}
+				}
+				lo = hi
+			}
+		}
+		f.Close()
+	}
+}
