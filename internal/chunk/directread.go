@@ -148,32 +148,15 @@ func (d *DirectReader) read(sc *scratch, off int64, p []byte) error {
 		}
 		ents[i] = e
 	}
-	if err := readFull(d.data, p, off); err != nil {
-		return fmt.Errorf("chunk: direct read: %w", ioErr(err))
-	}
-	for i, e := range ents {
-		bs := (b0 + int64(i)) * BlockSize
-		lo, hi := max(off, bs), min(end, bs+BlockSize)
-		dst := p[lo-off : hi-off]
-		inOff, inEnd := lo-bs, hi-bs
-		if !e.hasData() {
-			clear(dst)
-			continue
-		}
-		v := int64(e.cur.n)
-		if inOff == 0 && inEnd >= v && crc(dst[:v]) == e.cur.crc {
-			clear(dst[v:])
-			continue
-		}
-		blk := sc.block[:v]
-		if err := readFull(d.data, blk, bs); err != nil {
+	read := func(b []byte, at int64) error {
+		if err := readFull(d.data, b, at); err != nil {
 			return fmt.Errorf("chunk: direct read: %w", ioErr(err))
 		}
-		if crc(blk) != e.cur.crc {
-			return ErrDirectUnverified
-		}
-		c := copy(dst, blk[min(inOff, v):min(inEnd, v)])
-		clear(dst[c:])
+		return nil
 	}
-	return nil
+	// No fallback to a block's previous state: only the store may judge
+	// what a crash left.
+	return fillBlocks(read, sc, off, p, ents, func(int64, entry, []byte, int64) (int64, error) {
+		return 0, ErrDirectUnverified
+	})
 }

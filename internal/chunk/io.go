@@ -109,10 +109,45 @@ func (s *Store) readLocked(h *handle, sc *scratch, off int64, p []byte) error {
 	if err := s.readEntries(h, b0, sc.oldRaw[:], ents); err != nil {
 		return err
 	}
-	// One pread for the whole range; partial blocks are re-read whole below.
-	if err := readFull(h.data, p, off); err != nil {
-		return fmt.Errorf("chunk: read chunk %v on target %d at offset %d: %w", h.id, s.opts.Target, off, ioErr(err))
+	read := func(b []byte, at int64) error {
+		if err := readFull(h.data, b, at); err != nil {
+			return fmt.Errorf("chunk: read chunk %v on target %d at offset %d: %w", h.id, s.opts.Target, at, ioErr(err))
+		}
+		return nil
 	}
+	return fillBlocks(read, sc, off, p, ents, func(blk int64, e entry, b []byte, inEnd int64) (int64, error) {
+		// The last durable state of the block, after a power loss that
+		// kept a newer entry but not its data, still vouches for its
+		// own prefix. Bytes past it cannot be verified.
+		bs, v := blk*BlockSize, int64(len(b))
+		if e.prev.n == 0 || int64(e.prev.n) > v || crc(b[:e.prev.n]) != e.prev.crc {
+			return 0, s.corrupt(h.id, blk, bs, fmt.Sprintf("checksum mismatch over bytes %d..%d", bs, bs+v))
+		}
+		valid := int64(e.prev.n)
+		if inEnd > valid {
+			return 0, s.corrupt(h.id, blk, bs+valid, fmt.Sprintf("bytes %d..%d of an interrupted write cannot be verified", bs+valid, bs+v))
+		}
+		return valid, nil
+	})
+}
+
+// fillBlocks reads the chunk range at off into p, where ents are the
+// entries of its blocks, and makes it the chunk's content: holes and zero
+// blocks become zeros, and so do bytes past a block's valid length; every
+// block with data is checked against its current entry's CRC32C. A block
+// read only in part, or whose bytes do not match, is read again whole
+// (its valid prefix) and checked on its own; if it still does not match,
+// mismatch (given the block, its entry, its bytes and where the range
+// ends in it) returns how many of its bytes are valid, or an error. Both
+// the store's reads and direct reads (directread.go) follow these rules.
+func fillBlocks(read func(b []byte, off int64) error, sc *scratch, off int64, p []byte, ents []entry,
+	mismatch func(blk int64, e entry, b []byte, inEnd int64) (int64, error)) error {
+	// One pread for the whole range; partial blocks are re-read whole below.
+	if err := read(p, off); err != nil {
+		return err
+	}
+	end := off + int64(len(p))
+	b0 := off / BlockSize
 	for i, e := range ents {
 		blk := b0 + int64(i)
 		bs := blk * BlockSize
@@ -128,23 +163,15 @@ func (s *Store) readLocked(h *handle, sc *scratch, off int64, p []byte) error {
 			clear(dst[v:])
 			continue
 		}
-		// A partial block, or a mismatch: verify the block's valid prefix
-		// on its own.
 		blkBuf := sc.block[:v]
-		if err := readFull(h.data, blkBuf, bs); err != nil {
-			return fmt.Errorf("chunk: read chunk %v on target %d at offset %d: %w", h.id, s.opts.Target, bs, ioErr(err))
+		if err := read(blkBuf, bs); err != nil {
+			return err
 		}
 		valid := v
 		if crc(blkBuf) != e.cur.crc {
-			// The last durable state of the block, after a power loss
-			// that kept a newer entry but not its data, still vouches for
-			// its own prefix. Bytes past it cannot be verified.
-			if e.prev.n == 0 || int64(e.prev.n) > v || crc(blkBuf[:e.prev.n]) != e.prev.crc {
-				return s.corrupt(h.id, blk, bs, fmt.Sprintf("checksum mismatch over bytes %d..%d", bs, bs+v))
-			}
-			valid = int64(e.prev.n)
-			if inEnd > valid {
-				return s.corrupt(h.id, blk, bs+valid, fmt.Sprintf("bytes %d..%d of an interrupted write cannot be verified", bs+valid, bs+v))
+			var err error
+			if valid, err = mismatch(blk, e, blkBuf, inEnd); err != nil {
+				return err
 			}
 		}
 		c := copy(dst, blkBuf[min(inOff, valid):min(inEnd, valid)])
