@@ -25,13 +25,7 @@ func TestClientPacing(t *testing.T) {
 	const size = 16 << 20
 	writeFile(t, setup, "/data", size)
 	s.cli("qos", "set", "--job", "slow", "--rate", "1M", "--burst", "1M")
-	deadline := time.Now().Add(20 * time.Second)
-	for s.metric("sluice_qos_limited_jobs", "") != 1 {
-		if time.Now().After(deadline) {
-			t.Fatal("the targets never applied the job limit (sluice_qos_limited_jobs != 1)")
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	s.waitLimited(1)
 	run := func(noPace bool) (maxQueued float64, waited time.Duration) {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		c, err := client.New(ctx, client.Options{Server: s.addr, Job: "slow", Class: "training", ReadAhead: -1, QosNoPace: noPace})

@@ -105,6 +105,19 @@ func (s *server) metric(name, match string) float64 {
 	return sum
 }
 
+// waitLimited waits until the targets apply n job limits: they get the
+// settings with a heartbeat (1 s).
+func (s *server) waitLimited(n float64) {
+	s.tb.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for s.metric("sluice_qos_limited_jobs", "") != n {
+		if time.Now().After(deadline) {
+			s.tb.Fatalf("the targets never applied the job limits (sluice_qos_limited_jobs != %v)", n)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
 // buckets returns the cumulative counts of a histogram's buckets whose
 // labels contain match, summed over its other labels, by upper bound.
 func (s *server) buckets(name, match string) map[float64]float64 {
@@ -220,14 +233,7 @@ func TestJobLimit(t *testing.T) {
 	if audit := s.cli("audit", "ls"); !strings.Contains(audit, "qos") {
 		t.Errorf("audit ls shows no qos change:\n%s", audit)
 	}
-	// The targets get the settings with a heartbeat (1 s).
-	deadline := time.Now().Add(20 * time.Second)
-	for s.metric("sluice_qos_limited_jobs", "") != 1 {
-		if time.Now().After(deadline) {
-			t.Fatal("the targets never applied the job limit (sluice_qos_limited_jobs != 1)")
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	s.waitLimited(1)
 
 	slow := newClient(t, s.addr, "slow", "training", -1)
 	fast := newClient(t, s.addr, "fast", "training", -1)
@@ -237,7 +243,7 @@ func TestJobLimit(t *testing.T) {
 	wg.Go(func() { readLoop(ctx, t, fast, "/data", size) })
 	// Run until the unlimited job has read 32 times the limited one's
 	// burst on all targets: a count, not a duration.
-	deadline = time.Now().Add(2 * time.Minute)
+	deadline := time.Now().Add(2 * time.Minute)
 	for s.metric("sluice_qos_job_served_bytes_total", `job="fast"`) < 4*32<<20 {
 		if time.Now().After(deadline) {
 			stop()

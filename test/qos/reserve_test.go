@@ -85,13 +85,7 @@ func TestCPUReserve(t *testing.T) {
 	// and one of its requests sleeping on the bucket must not hold the
 	// slot other jobs need.
 	s.cli("qos", "set", "--job", "ckpt", "--rate", "1G")
-	deadline = time.Now().Add(20 * time.Second)
-	for s.metric("sluice_qos_limited_jobs", "") != 1 {
-		if time.Now().After(deadline) {
-			t.Fatal("the targets never applied the job limit")
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	s.waitLimited(1)
 	held = s.metric("sluice_qos_cpu_reserve_held_total", "")
 	writeShard(k)
 	k++
