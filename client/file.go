@@ -97,8 +97,12 @@ type File struct {
 
 	// dmu guards direct: the chunks' files this File reads directly
 	// (direct.go).
-	dmu    sync.Mutex
-	direct map[directKey]*chunk.DirectReader
+	dmu        sync.Mutex
+	direct     map[directKey]*chunk.DirectReader
+	directSeen map[directKey]bool // chunks read before (directMinChunk)
+	// openSize is the file's size when it was (re)opened: readDirect's
+	// guess of a chunk's size, read without mu (which some reads hold).
+	openSize atomic.Int64
 
 	// home is where the file's bytes live as this File last learnt it (a
 	// dataHome; inline.go).
@@ -167,6 +171,7 @@ func (c *Client) OpenFile(ctx context.Context, p string, flag int, perm fs.FileM
 		dirty: make(map[dirtyChunks]map[uint32]bool),
 	}
 	f.setLayout(a.Layout)
+	f.openSize.Store(int64(a.Size))
 	f.home.Store(uint64(homeOf(a)))
 	if flag&O_TRUNC != 0 && flag&(O_WRONLY|O_RDWR) != 0 && a.Size > 0 {
 		if err := f.Truncate(ctx, 0); err != nil {
@@ -797,7 +802,7 @@ func (f *File) readTargets(ctx context.Context, off int64, dst []byte, short *at
 		read := func(ctx context.Context, e placement.Extent) error {
 			piece := dst[e.FileOff-off : e.FileOff-off+e.Len]
 			if f.c.opts.DirectRead && e.Chain < placement.FirstReplicatedChain {
-				if got, ok := f.readDirect(ctx, placement.TargetID(e.Chain), id, uint32(e.Slot), e.ChunkOff, piece); ok {
+				if got, ok := f.readDirect(ctx, placement.TargetID(e.Chain), id, uint32(e.Slot), e.ChunkOff, piece, l.ChunkSize(e.Slot, f.openSize.Load())); ok {
 					if got < len(piece) {
 						short.Store(true)
 					}

@@ -409,6 +409,7 @@ func (c *Client) OpenInode(ctx context.Context, a InodeAttr, flag int) (*File, e
 		dirty: make(map[dirtyChunks]map[uint32]bool),
 	}
 	f.setLayout(a.layout)
+	f.openSize.Store(int64(a.Size))
 	f.home.Store(uint64(a.where))
 	f.sizeFresh = true
 	f.own.start(a.Mtime, a.Size)
@@ -463,6 +464,7 @@ func (f *File) Reopened(a InodeAttr, since SizeToken) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.dropCaches()
+	f.openSize.Store(int64(a.Size))
 	if since.ok && f.unchangedSinceLocked(since) {
 		f.size = int64(a.Size)
 		f.truncs++ // a size from a GetAttr sent before this must not raise it

@@ -342,3 +342,7 @@ func (c *Conn) failWith(cl *call, err error) {
 	}
 	c.fail(e)
 }
+
+// InProcess reports whether c calls a server in this process (ServeLocal)
+// rather than over a socket.
+func (c *Conn) InProcess() bool { return c.local != nil }
