@@ -5,6 +5,7 @@ import (
 	"net"
 	"os"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -43,11 +44,62 @@ const directRetry = 10 * time.Second
 const directMinChunk = 16 << 10
 
 // directPeer is the Unix socket of one storage service (by address).
+//
+// The store keeps the files of the chunks it handed out from being
+// recycled for other chunks only while its process lives (ADR 0024): a
+// restarted service knows nothing of the descriptors clients hold. So
+// each peer keeps a second, idle connection that it only reads, which
+// ends when the service's process does; gen then moves on, and every
+// chunk opened under the old gen is dropped at its next read (the check
+// runs before and after each read, so a read that overlapped the end is
+// dropped too). A new process takes far longer to start and remove a
+// chunk than the end of the old one takes to reach the client.
 type directPeer struct {
+	gen atomic.Uint64 // moves on when the service's process is gone
+
 	mu       sync.Mutex
-	conn     *net.UnixConn // nil: none now
+	conn     *net.UnixConn // requests; nil: none now
+	watch    *net.UnixConn // idle: ends with the service's process
 	failedAt time.Time     // when the socket was last found unusable
 	tried    bool
+}
+
+// directFile is a chunk a File reads directly, opened under a peer's gen.
+type directFile struct {
+	r    *chunk.DirectReader
+	peer *directPeer
+	gen  uint64
+}
+
+// live reports whether the service that opened d's files still runs.
+func (d *directFile) live() bool { return d.peer.gen.Load() == d.gen }
+
+// lostLocked closes the peer's connections and moves its gen on. p.mu
+// must be held.
+func (p *directPeer) lostLocked() {
+	p.gen.Add(1)
+	for _, c := range []*net.UnixConn{p.conn, p.watch} {
+		if c != nil {
+			c.Close()
+		}
+	}
+	p.conn, p.watch, p.failedAt = nil, nil, time.Now()
+}
+
+// watchEnd waits for the service to close w (its process ended, or it
+// stopped serving direct reads, or the client closed w).
+func (p *directPeer) watchEnd(w *net.UnixConn) {
+	var b [1]byte
+	for {
+		if _, _, _, _, err := w.ReadMsgUnix(b[:], nil); err != nil {
+			break
+		}
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.watch == w {
+		p.lostLocked()
+	}
 }
 
 // directKey names a chunk a File reads directly.
@@ -98,25 +150,32 @@ func (c *Client) directPeerFor(ctx context.Context, t placement.TargetID) *direc
 	if info.Socket == "" || info.Boot == "" || info.Boot != c.boot {
 		return nil // another machine (or no socket)
 	}
-	uc, err := net.DialUnix("unixpacket", nil, &net.UnixAddr{Name: info.Socket, Net: "unixpacket"})
+	sock := &net.UnixAddr{Name: info.Socket, Net: "unixpacket"}
+	uc, err := net.DialUnix("unixpacket", nil, sock)
 	if err != nil {
 		return nil // another mount namespace, or not ours to use
 	}
-	p.conn = uc
+	w, err := net.DialUnix("unixpacket", nil, sock)
+	if err != nil {
+		uc.Close()
+		return nil
+	}
+	p.conn, p.watch = uc, w
+	go p.watchEnd(w)
 	return p
 }
 
-// open asks the service for chunk (t, data, slot)'s files.
-func (p *directPeer) open(t placement.TargetID, data uint64, slot uint32) (*chunk.DirectReader, error) {
+// open asks the service for chunk (t, data, slot)'s files; the reader
+// belongs to the peer's gen it returns.
+func (p *directPeer) open(t placement.TargetID, data uint64, slot uint32) (*chunk.DirectReader, uint64, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.conn == nil {
-		return nil, errs.New(errs.Unavailable, "client: no direct socket")
+		return nil, 0, errs.New(errs.Unavailable, "client: no direct socket")
 	}
-	fail := func(err error) (*chunk.DirectReader, error) {
-		p.conn.Close()
-		p.conn, p.failedAt = nil, time.Now()
-		return nil, err
+	fail := func(err error) (*chunk.DirectReader, uint64, error) {
+		p.lostLocked()
+		return nil, 0, err
 	}
 	if _, _, err := p.conn.WriteMsgUnix(wire.Marshal(&wire.DirectOpenReq{Target: t, Ino: data, Slot: slot}), nil, nil); err != nil {
 		return fail(err)
@@ -136,9 +195,9 @@ func (p *directPeer) open(t placement.TargetID, data uint64, slot uint32) (*chun
 		return fail(errs.New(errs.Protocol, "client: malformed direct-read answer (%v, %v, %d descriptors)", err, ferr, len(files)))
 	}
 	if resp.Code != 0 {
-		return nil, errs.New(errs.Code(resp.Code), "%s", resp.Msg)
+		return nil, 0, errs.New(errs.Code(resp.Code), "%s", resp.Msg)
 	}
-	return chunk.NewDirectReader(files[0], files[1]), nil
+	return chunk.NewDirectReader(files[0], files[1]), p.gen.Load(), nil
 }
 
 // receivedFiles returns the descriptors passed in a message's control
@@ -169,9 +228,13 @@ func receivedFiles(oob []byte) ([]*os.File, error) {
 func (f *File) readDirect(ctx context.Context, t placement.TargetID, data uint64, slot uint32, off int64, p []byte, chunkSize int64) (int, bool) {
 	k := directKey{t, data, slot}
 	f.dmu.Lock()
-	r := f.direct[k]
+	d := f.direct[k]
 	f.dmu.Unlock()
-	if r == nil {
+	if d != nil && !d.live() {
+		f.dropDirect(k, d)
+		d = nil
+	}
+	if d == nil {
 		f.dmu.Lock()
 		if f.directSeen == nil {
 			f.directSeen = map[directKey]bool{}
@@ -186,19 +249,20 @@ func (f *File) readDirect(ctx context.Context, t placement.TargetID, data uint64
 		if peer == nil {
 			return 0, false
 		}
-		var err error
-		if r, err = peer.open(t, data, slot); err != nil {
+		r, gen, err := peer.open(t, data, slot)
+		if err != nil {
 			return 0, false // a missing chunk, or no socket: the targets answer
 		}
+		d = &directFile{r: r, peer: peer, gen: gen}
 		f.dmu.Lock()
 		if f.direct == nil {
-			f.direct = map[directKey]*chunk.DirectReader{}
+			f.direct = map[directKey]*directFile{}
 		}
 		if old := f.direct[k]; old != nil {
 			r.Close() // another read opened it meanwhile
-			r = old
+			d = old
 		} else {
-			f.direct[k] = r
+			f.direct[k] = d
 		}
 		f.dmu.Unlock()
 	}
@@ -207,28 +271,34 @@ func (f *File) readDirect(ctx context.Context, t placement.TargetID, data uint64
 			return 0, false
 		}
 	}
-	n, _, err := r.ReadAt(p, off)
-	if err != nil {
-		// Removed, or a block that only the store can judge: forget
-		// the files (a later read opens the chunk's files anew).
-		f.dmu.Lock()
-		if f.direct[k] == r {
-			delete(f.direct, k)
-			r.Close()
-		}
-		f.dmu.Unlock()
+	n, _, err := d.r.ReadAt(p, off)
+	if err != nil || !d.live() {
+		// Removed, a block that only the store can judge, or the
+		// service's process ended (its successor may recycle the files):
+		// forget the files (a later read opens the chunk's files anew).
+		f.dropDirect(k, d)
 		return 0, false
 	}
 	f.c.directBytes.Add(uint64(n))
 	return n, true
 }
 
+// dropDirect forgets and closes the files of chunk k if d still holds them.
+func (f *File) dropDirect(k directKey, d *directFile) {
+	f.dmu.Lock()
+	defer f.dmu.Unlock()
+	if f.direct[k] == d {
+		delete(f.direct, k)
+		d.r.Close()
+	}
+}
+
 // closeDirect closes the chunks' files of the File's direct reads.
 func (f *File) closeDirect() {
 	f.dmu.Lock()
 	defer f.dmu.Unlock()
-	for k, r := range f.direct {
-		r.Close()
+	for k, d := range f.direct {
+		d.r.Close()
 		delete(f.direct, k)
 	}
 }
@@ -243,10 +313,7 @@ func (c *Client) closeDirectPeers() {
 	defer c.dmu.Unlock()
 	for _, p := range c.dpeers {
 		p.mu.Lock()
-		if p.conn != nil {
-			p.conn.Close()
-			p.conn = nil
-		}
+		p.lostLocked()
 		p.mu.Unlock()
 	}
 }

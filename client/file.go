@@ -15,7 +15,6 @@ import (
 
 	"golang.org/x/sync/errgroup"
 
-	"github.com/sluice-fs/sluice/internal/chunk"
 	"github.com/sluice-fs/sluice/internal/errs"
 	"github.com/sluice-fs/sluice/internal/placement"
 	"github.com/sluice-fs/sluice/internal/profile"
@@ -98,7 +97,7 @@ type File struct {
 	// dmu guards direct: the chunks' files this File reads directly
 	// (direct.go).
 	dmu        sync.Mutex
-	direct     map[directKey]*chunk.DirectReader
+	direct     map[directKey]*directFile
 	directSeen map[directKey]bool // chunks read before (directMinChunk)
 	// openSize is the file's size when it was (re)opened: readDirect's
 	// guess of a chunk's size, read without mu (which some reads hold).

@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -314,5 +315,66 @@ func TestDirectReadRacesWriter(t *testing.T) {
 			}
 		}
 		f.Close()
+	}
+}
+
+// TestDirectReadServerRestart: a File keeps the files of a chunk it read
+// directly; the storage service is killed (kill -9) and restarted, the
+// file removed and its chunk's files recycled by the new process for
+// another file's chunk. The old File must never read the other file's
+// bytes through the descriptors it holds (the new process does not know
+// of them; the client drops them when the old process's socket ends).
+func TestDirectReadServerRestart(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	s := startServer(t, dir)
+	w := s.client()
+	if err := w.SetLayout(ctx, "/", client.Layout{StripeCount: 1}); err != nil {
+		t.Fatal(err)
+	}
+	old := make([]byte, 1<<20)
+	r := rand.New(rand.NewPCG(7, 7))
+	for i := range old {
+		old[i] = byte(r.Uint32())
+	}
+	if err := proctest.WriteFile(ctx, w, "/f", old); err != nil {
+		t.Fatal(err)
+	}
+	d := directClient(t, s.addr)
+	f, err := d.Open(ctx, "/f")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	buf := make([]byte, len(old))
+	if _, err := f.ReadAt(buf, 0); err != nil && err != io.EOF {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(buf, old) || d.DirectReadBytes() == 0 {
+		t.Fatalf("first read: equal %v, %d bytes directly", bytes.Equal(buf, old), d.DirectReadBytes())
+	}
+	s.kill()
+	s2 := startServer(t, dir, "--listen", s.addr)
+	w2 := s2.client()
+	// Remove /f and write files of 0xEE until the new process has reused
+	// the removed chunk's files (the pool of removed files, ADR 0024).
+	if err := w2.Remove(ctx, "/f"); err != nil {
+		t.Fatal(err)
+	}
+	other := bytes.Repeat([]byte{0xEE}, len(old))
+	for i := range 20 {
+		time.Sleep(50 * time.Millisecond) // the removal of /f's chunks runs behind
+		if err := proctest.WriteFile(ctx, w2, "/g"+strconv.Itoa(i), other); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for range 3 {
+		clear(buf)
+		_, err := f.ReadAt(buf, 0)
+		for off := 0; off < len(buf); off += 64 << 10 {
+			if bytes.Equal(buf[off:off+64<<10], other[:64<<10]) {
+				t.Fatalf("the File of a removed file read another file's bytes at %d (err %v)", off, err)
+			}
+		}
 	}
 }
