@@ -89,12 +89,10 @@ func (p *directPeer) lostLocked() {
 // watchEnd waits for the service to close w (its process ended, or it
 // stopped serving direct reads, or the client closed w).
 func (p *directPeer) watchEnd(w *net.UnixConn) {
+	// The service never writes on it: any return (an error, or the
+	// zero-length read that ends a SOCK_SEQPACKET connection) is the end.
 	var b [1]byte
-	for {
-		if _, _, _, _, err := w.ReadMsgUnix(b[:], nil); err != nil {
-			break
-		}
-	}
+	w.ReadMsgUnix(b[:], nil)
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.watch == w {
