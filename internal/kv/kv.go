@@ -208,7 +208,8 @@ type DB interface {
 
 // Txn is one transaction. It is not safe for concurrent use.
 type Txn interface {
-	// Get returns the value of key, or ErrNotFound.
+	// Get returns the value of key, or ErrNotFound. The value is a copy
+	// that the caller may keep and change.
 	Get(key []byte) ([]byte, error)
 
 	// Scan calls fn for each key in [start, end) in ascending order, until

@@ -913,7 +913,7 @@ func readExtras(tx kv.Txn, r *wire.ResolveReadResp) error {
 		if err != nil {
 			return err
 		}
-		r.Data = append([]byte(nil), data...)
+		r.Data = data // getInline's bytes are the caller's (kv.Txn.Get)
 	}
 	if r.Attr.Flags&wire.AttrReleased != 0 {
 		h, err := getHsm(tx, r.Attr.Ino)

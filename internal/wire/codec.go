@@ -37,8 +37,12 @@ func (e *Encoder) String(v string) {
 // return zero values, and Err reports it. Decoding never panics on any input
 // and never allocates more than the input's length.
 type Decoder struct {
-	B   []byte
-	err error
+	B []byte
+	// Owned says that B belongs to the message decoded from it alone (a
+	// response body read into a buffer of its own): Bytes then returns
+	// slices of B instead of copies.
+	Owned bool
+	err   error
 }
 
 func (d *Decoder) fail() {
@@ -122,8 +126,11 @@ func (d *Decoder) Len() int {
 // Bytes returns a copy of a length-prefixed byte string.
 func (d *Decoder) Bytes() []byte {
 	b := d.take(d.Len())
-	if b == nil {
+	if len(b) == 0 {
 		return nil
+	}
+	if d.Owned {
+		return b // take limits its capacity: an append copies
 	}
 	return append([]byte(nil), b...)
 }

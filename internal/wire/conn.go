@@ -212,7 +212,7 @@ func (c *Conn) Call(ctx context.Context, op Op, req Message, data [][]byte, resp
 		return 0, &errs.Error{Code: cl.status, Msg: string(cl.respBody)}
 	}
 	if resp != nil {
-		if err := Unmarshal(cl.respBody, resp); err != nil {
+		if err := unmarshalOwned(cl.respBody, resp); err != nil {
 			return 0, fmt.Errorf("wire: response to op %d from %s: %w", op, c.addr, err)
 		}
 	}

@@ -109,6 +109,14 @@ func Unmarshal(b []byte, m Message) error {
 	return d.Err()
 }
 
+// unmarshalOwned is Unmarshal of a b that nothing else uses or reuses (a
+// response body): the byte fields of m are slices of b, not copies.
+func unmarshalOwned(b []byte, m Message) error {
+	d := Decoder{B: b, Owned: true}
+	m.Decode(&d)
+	return d.Err()
+}
+
 // Buffer pool for bulk data, by power-of-two size class from 4 KiB to MaxData.
 const minClass = 12
 

@@ -14,7 +14,8 @@ import (
 // loopback socket: `sluice serve --mount` and `--s3` run the mount and the
 // gateway beside the servers they use, and each of their requests would
 // otherwise cost four socket system calls and two thread wake-ups. The
-// request and response bodies still go through Marshal and Unmarshal, and
+// request and response bodies still go through Marshal and Unmarshal (a
+// response's byte fields are slices of its encoded body, as over TCP), and
 // data is copied once each way, so handlers and callers see exactly what
 // they see over TCP: buffers they may keep or reuse, a handler context
 // that outlives the caller's, and errors with the same codes and texts.
@@ -168,7 +169,7 @@ func (c *Conn) callLocal(ctx context.Context, op Op, body []byte, data [][]byte,
 		return 0, errs.New(errs.Protocol, "wire: %s sent %d data bytes for a %d-byte buffer", c.addr, len(r.resp.Data), n)
 	}
 	if resp != nil {
-		if err := Unmarshal(rb, resp); err != nil {
+		if err := unmarshalOwned(rb, resp); err != nil {
 			return 0, fmt.Errorf("wire: response to op %d from %s: %w", op, c.addr, err)
 		}
 	}
