@@ -160,13 +160,13 @@ func (g *Gateway) now() time.Time { return g.opts.Now() }
 // http.ErrServerClosed after Shutdown, like http.Server.Serve.
 func (g *Gateway) Serve(ln net.Listener) error {
 	srv := g.server()
-	return srv.Serve(ln)
+	return srv.Serve(tailListener{ln})
 }
 
 // ServeTLS is Serve with TLS, from a certificate and key in PEM files.
 func (g *Gateway) ServeTLS(ln net.Listener, certFile, keyFile string) error {
 	srv := g.server()
-	return srv.ServeTLS(ln, certFile, keyFile)
+	return srv.ServeTLS(tailListener{ln}, certFile, keyFile)
 }
 
 func (g *Gateway) server() *http.Server {
