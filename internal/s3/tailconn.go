@@ -41,7 +41,7 @@ type tailConn struct {
 	net.Conn
 
 	mu    sync.Mutex
-	held  []byte      // the write held back; empty if none
+	held  []byte // the write held back; empty if none
 	hbuf  [holdMax]byte
 	bufs  net.Buffers // the two buffers of a joined write
 	timer *time.Timer // sends a write held back for holdFor
