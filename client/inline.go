@@ -292,7 +292,15 @@ type Opened struct {
 	attr wire.Attr
 	data []byte
 	hsm  *wire.HsmRecord
+	// feedEpoch and feedCursor: the change feed's position before the
+	// attributes were read (zeros if unknown).
+	feedEpoch, feedCursor uint64
 }
+
+// FeedPosition returns the change feed's epoch and cursor (Watch) before
+// the open's attributes were read: they reflect every change of that
+// epoch before the cursor. Zeros if the service did not say.
+func (o Opened) FeedPosition() (epoch, cursor uint64) { return o.feedEpoch, o.feedCursor }
 
 // OpenAttrIno returns the attributes of inode ino for an open, with one
 // request to the metadata service that also returns a regular file's
@@ -317,7 +325,7 @@ func (c *Client) OpenAttrIno(ctx context.Context, ino uint64) (InodeAttr, Opened
 	if r.Attr.Mode&syscall.S_IFMT == syscall.S_IFREG && len(r.Data) != int(r.Attr.InlineLen) {
 		return InodeAttr{}, Opened{}, fmt.Errorf("getattr inode %d: %w", ino, errs.New(errs.Protocol, "client: the metadata service returned %d inline bytes of %d", len(r.Data), r.Attr.InlineLen))
 	}
-	return inodeAttr(&r.Attr), Opened{attr: r.Attr, data: r.Data, hsm: r.Hsm}, nil
+	return inodeAttr(&r.Attr), Opened{attr: r.Attr, data: r.Data, hsm: r.Hsm, feedEpoch: r.FeedEpoch, feedCursor: r.FeedCursor}, nil
 }
 
 // Prime gives f what an open of it learnt (OpenAttrIno), so that the

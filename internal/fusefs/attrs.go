@@ -48,6 +48,10 @@ type kstate struct {
 	told     bool   // st is what the kernel was last told
 	bound    uint64 // the largest size the kernel may hold
 	notified int64  // when the mount last invalidated the kernel's attributes (Unix ns)
+	// feedEpoch and feedCursor: an open invalidated the kernel's
+	// attributes after reading ones that reflect every change of the
+	// change feed's epoch before the cursor (fresh).
+	feedEpoch, feedCursor uint64
 }
 
 type stampShard struct {
@@ -125,6 +129,32 @@ func (k *kernelStamps) invalidated(ino uint64, now time.Time) {
 		s.m[ino] = ks
 	}
 	s.mu.Unlock()
+}
+
+// fresh records that the mount invalidated the kernel's attributes of ino
+// after reading attributes that reflect every change of feed epoch epoch
+// before cursor (an open, OpenAttrIno): whatever the kernel asks for after
+// that is at least as new, so the feed need not invalidate them again for
+// those changes (covers). An invalidation the feed sends anyway could
+// cross the kernel's next GETATTR, whose reply the kernel then drops
+// (kernelStamps), keeping a size from before the open: a read right
+// after the open would stop at the old end of a file that grew.
+func (k *kernelStamps) fresh(ino, epoch, cursor uint64) {
+	if epoch == 0 {
+		return
+	}
+	k.update(ino, func(ks *kstate) {
+		if ks.feedEpoch != epoch || ks.feedCursor < cursor {
+			ks.feedEpoch, ks.feedCursor = epoch, cursor
+		}
+	})
+}
+
+// covers reports whether the kernel's attributes of ino are known to
+// reflect every change of feed epoch epoch before cursor (fresh).
+func (k *kernelStamps) covers(ino, epoch, cursor uint64) bool {
+	ks, ok := k.get(ino)
+	return ok && epoch != 0 && ks.feedEpoch == epoch && cursor <= ks.feedCursor
 }
 
 // drop forgets ino: the kernel dropped its inode (FORGET).

@@ -68,7 +68,8 @@ func (fs *fileSystem) follow(ctx context.Context) {
 	defer fs.complete.clear()
 	defer fs.feed.live.Store(false)
 	var epoch, cursor uint64
-	var prev []client.Change
+	var prev []client.Change // the batch before, applied again
+	var prevEpoch, prevCursor uint64
 	backoff := 100 * time.Millisecond
 	warned := false
 	for ctx.Err() == nil {
@@ -94,7 +95,7 @@ func (fs *fileSystem) follow(ctx context.Context) {
 				warned = true
 			}
 			if prev != nil {
-				fs.invalidate(prev)
+				fs.invalidate(prev, prevEpoch, prevCursor)
 				prev = nil
 			}
 			select {
@@ -115,23 +116,26 @@ func (fs *fileSystem) follow(ctx context.Context) {
 		}
 		epoch, cursor = ch.Epoch, ch.Cursor
 		if len(ch.Changes) > 0 {
-			fs.invalidate(ch.Changes)
+			fs.invalidate(ch.Changes, epoch, cursor)
 		}
 		fs.feed.live.Store(ch.Complete)
 		if !ch.Complete {
 			fs.complete.clear()
 		}
 		if prev != nil {
-			fs.invalidate(prev)
+			fs.invalidate(prev, prevEpoch, prevCursor)
 		}
-		prev = ch.Changes
+		prev, prevEpoch, prevCursor = ch.Changes, epoch, cursor
 	}
 }
 
 // invalidate drops what the mount and the kernel cached of the changed
-// names and inodes.
-func (fs *fileSystem) invalidate(cs []client.Change) {
+// names and inodes, changes of feed epoch epoch before cursor. It does not
+// invalidate the kernel's attributes of an inode again where an open did
+// after those changes (kernelStamps.covers), nor twice in one batch.
+func (fs *fileSystem) invalidate(cs []client.Change, epoch, cursor uint64) {
 	fs.feed.gen.Add(1)
+	var done map[uint64]bool // inodes whose attributes this call invalidated
 	for _, c := range cs {
 		if c.Entry {
 			fs.complete.drop(c.Ino) // another client changed a name in it
@@ -143,6 +147,13 @@ func (fs *fileSystem) invalidate(cs []client.Change) {
 			of.pend.forget() // no more deferrals on attributes another client changed
 			fs.unref(of)
 		}
+		if done[c.Ino] || fs.kstamps.covers(c.Ino, epoch, cursor) {
+			continue
+		}
+		if done == nil {
+			done = make(map[uint64]bool)
+		}
+		done[c.Ino] = true
 		fs.notifyAttr(c.Ino)
 	}
 }

@@ -266,6 +266,10 @@ func (fs *fileSystem) openRegular(ctx context.Context, a client.InodeAttr, flags
 		// when what it was last told is what the open found (a lookup
 		// just before the open, as in every open of a path).
 		fs.notifyAttr(a.Ino)
+		if opened != nil {
+			epoch, cursor := opened.FeedPosition()
+			fs.kstamps.fresh(a.Ino, epoch, cursor)
+		}
 	}
 	if direct {
 		// The kernel may believe the file larger than the open found it

@@ -63,6 +63,52 @@ func itoa(i int) string {
 	return string(b)
 }
 
+// TestKernelStampsFeedCovers: the feed skips its invalidation of an
+// inode's attributes only for changes an open's invalidation came after:
+// of the same epoch, before the cursor the open's attributes reflect.
+func TestKernelStampsFeedCovers(t *testing.T) {
+	t.Parallel()
+	var k kernelStamps
+	if k.covers(1, 7, 10) {
+		t.Error("an empty table covers changes")
+	}
+	k.fresh(1, 0, 50) // no position (an older service, or no watcher)
+	if k.covers(1, 0, 10) || k.covers(1, 7, 10) {
+		t.Error("a zero position covers changes")
+	}
+	k.fresh(1, 7, 50)
+	for _, c := range []struct {
+		ino, epoch, cursor uint64
+		want               bool
+	}{
+		{1, 7, 10, true},  // an earlier batch
+		{1, 7, 50, true},  // the batch that ends where the open read
+		{1, 7, 51, false}, // a batch with a change after the open read
+		{1, 8, 10, false}, // another epoch: the service restarted
+		{2, 7, 10, false}, // another inode
+	} {
+		if got := k.covers(c.ino, c.epoch, c.cursor); got != c.want {
+			t.Errorf("covers(%d, %d, %d) = %v, want %v", c.ino, c.epoch, c.cursor, got, c.want)
+		}
+	}
+	k.fresh(1, 7, 40) // an older open's position answered late
+	if !k.covers(1, 7, 50) {
+		t.Error("an older position lowered the cursor")
+	}
+	k.fresh(1, 8, 5) // a new epoch replaces the old one
+	if k.covers(1, 7, 10) || !k.covers(1, 8, 5) {
+		t.Error("a new epoch's position did not replace the old one")
+	}
+	k.invalidated(1, time.Unix(1000, 0)) // the mount's own invalidation keeps it
+	if !k.covers(1, 8, 5) {
+		t.Error("an invalidation dropped the position")
+	}
+	k.drop(1)
+	if k.covers(1, 8, 5) {
+		t.Error("a forgotten inode still covers changes")
+	}
+}
+
 func TestKernelStamps(t *testing.T) {
 	t.Parallel()
 	var k kernelStamps

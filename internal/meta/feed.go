@@ -90,6 +90,19 @@ func (f *feed) watched(now time.Time) bool {
 	return last != 0 && now.UnixNano()-last < int64(f.idle)
 }
 
+// position returns the feed's epoch and the sequence number of its next
+// change, or zeros while nobody watches (the next poll starts a new
+// epoch). A change is published after it committed: a read that starts
+// after position returned sees every change before the cursor.
+func (f *feed) position(now time.Time) (epoch, cursor uint64) {
+	if !f.watched(now) {
+		return 0, 0
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.epoch, f.next
+}
+
 // publish appends one transaction's changes.
 func (f *feed) publish(origin uint64, cs []wire.Change) {
 	if len(cs) == 0 {

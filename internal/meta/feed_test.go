@@ -143,3 +143,40 @@ func TestFeedShared(t *testing.T) {
 		t.Fatalf("a shared engine's feed says it is complete: %+v", r)
 	}
 }
+
+// TestOpenInoFeedPosition: OpenIno says where the feed stood before it read
+// the attributes, so that a mount can tell which changes they reflect: none
+// while nobody watches; with a watcher, a cursor past every change made
+// before the open and short of the changes after it.
+func TestOpenInoFeedPosition(t *testing.T) {
+	s := newTestService(t, nil, nil)
+	ctx := context.Background()
+	byOther := withOrigin(ctx, 9)
+	a, err := s.Create(byOther, &wire.CreateReq{Parent: RootIno, Name: "f", Mode: 0o644, Exclusive: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := s.OpenIno(ctx, a.Ino)
+	if err != nil || r.FeedEpoch != 0 || r.FeedCursor != 0 {
+		t.Fatalf("open with nobody watching: position %d/%d, %v; want none", r.FeedEpoch, r.FeedCursor, err)
+	}
+	start := s.Watch(ctx, 7, &wire.WatchReq{})
+	if _, err := s.SetAttr(byOther, &wire.SetAttrReq{Ino: a.Ino, Valid: wire.SetSize, Size: 5}); err != nil {
+		t.Fatal(err)
+	}
+	r, err = s.OpenIno(ctx, a.Ino)
+	if err != nil || r.FeedEpoch != start.Epoch || r.Attr.Size != 5 {
+		t.Fatalf("open: epoch %d (feed %d), size %d, %v", r.FeedEpoch, start.Epoch, r.Attr.Size, err)
+	}
+	before := s.Watch(ctx, 7, &wire.WatchReq{Epoch: start.Epoch, Cursor: start.Cursor})
+	if len(before.Changes) == 0 || before.Cursor > r.FeedCursor {
+		t.Fatalf("the truncate's changes end at %d (%+v), past the open's cursor %d", before.Cursor, before.Changes, r.FeedCursor)
+	}
+	if _, err := s.SetAttr(byOther, &wire.SetAttrReq{Ino: a.Ino, Valid: wire.SetSize, Size: 9}); err != nil {
+		t.Fatal(err)
+	}
+	after := s.Watch(ctx, 7, &wire.WatchReq{Epoch: start.Epoch, Cursor: before.Cursor})
+	if len(after.Changes) == 0 || after.Cursor <= r.FeedCursor {
+		t.Fatalf("a change after the open ends at %d, not past the open's cursor %d", after.Cursor, r.FeedCursor)
+	}
+}

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/sluice-fs/sluice/internal/audit"
 	"github.com/sluice-fs/sluice/internal/errs"
@@ -885,8 +886,11 @@ func (s *Service) ResolveRead(ctx context.Context, path string, follow bool, xat
 // file, its HSM record.
 func (s *Service) OpenIno(ctx context.Context, ino uint64) (wire.ResolveReadResp, error) {
 	var r wire.ResolveReadResp
+	// The feed's position before the read: every change published before
+	// it committed before the read's snapshot.
+	epoch, cursor := s.feed.position(time.Now())
 	err := s.db.View(ctx, func(tx kv.Txn) error {
-		r = wire.ResolveReadResp{}
+		r = wire.ResolveReadResp{FeedEpoch: epoch, FeedCursor: cursor}
 		n, err := getInode(tx, ino)
 		if err != nil {
 			return err

@@ -489,18 +489,25 @@ func TestIfFieldsAppended(t *testing.T) {
 }
 
 // TestResolveReadHsmAppended: a ResolveReadResp from an older service (no
-// HSM record after the xattr) decodes with no record; one with a record
-// keeps it.
+// HSM record after the xattr, or no feed position after it) decodes with
+// no record and a zero position; one with them keeps them.
 func TestResolveReadHsmAppended(t *testing.T) {
 	r := ResolveReadResp{Attr: Attr{Ino: 7, Size: 3}, Data: []byte("abc"), HasXattr: true, Xattr: []byte("x")}
 	b := Marshal(&r)
+	// The zero record flag and the two zero varints of the position.
 	var old ResolveReadResp
-	if err := Unmarshal(b[:len(b)-1], &old); err != nil || old.Hsm != nil || string(old.Data) != "abc" || string(old.Xattr) != "x" {
+	if err := Unmarshal(b[:len(b)-3], &old); err != nil || old.Hsm != nil || string(old.Data) != "abc" || string(old.Xattr) != "x" {
 		t.Fatalf("older reply: %+v, %v", old, err)
 	}
 	r.Hsm = &HsmRecord{State: HsmReleased, Backend: "cold", Key: "k", Size: 3, Gen: 9}
+	r.FeedEpoch, r.FeedCursor = 1<<40+1, 300
+	b = Marshal(&r)
 	var got ResolveReadResp
-	if err := Unmarshal(Marshal(&r), &got); err != nil || got.Hsm == nil || got.Hsm.Backend != "cold" || got.Hsm.Gen != 9 {
-		t.Fatalf("reply with a record: %+v, %v", got, err)
+	if err := Unmarshal(b, &got); err != nil || got.Hsm == nil || got.Hsm.Backend != "cold" || got.Hsm.Gen != 9 || got.FeedEpoch != r.FeedEpoch || got.FeedCursor != 300 {
+		t.Fatalf("reply with a record and a position: %+v, %v", got, err)
+	}
+	var noPos ResolveReadResp
+	if err := Unmarshal(b[:len(b)-len(binary.AppendUvarint(binary.AppendUvarint(nil, r.FeedEpoch), r.FeedCursor))], &noPos); err != nil || noPos.Hsm == nil || noPos.FeedEpoch != 0 || noPos.FeedCursor != 0 {
+		t.Fatalf("reply with a record, without a position: %+v, %v", noPos, err)
 	}
 }

@@ -660,6 +660,11 @@ type ResolveReadResp struct {
 	// its first read needs no OpHsmGet; nil otherwise. Appended: a reply
 	// of an older service has none.
 	Hsm *HsmRecord
+	// FeedEpoch and FeedCursor (OpOpenIno; appended, zero from an older
+	// service or when nobody watches the change feed) are the change
+	// feed's position before the attributes were read: they reflect
+	// every change of the feed's epoch before FeedCursor (ADR 0022).
+	FeedEpoch, FeedCursor uint64
 }
 
 func (m *ResolveReadResp) Encode(e *Encoder) {
@@ -671,6 +676,8 @@ func (m *ResolveReadResp) Encode(e *Encoder) {
 	if m.Hsm != nil {
 		m.Hsm.Encode(e)
 	}
+	e.Uvarint(m.FeedEpoch)
+	e.Uvarint(m.FeedCursor)
 }
 
 func (m *ResolveReadResp) Decode(d *Decoder) {
@@ -682,6 +689,11 @@ func (m *ResolveReadResp) Decode(d *Decoder) {
 	if d.More() && d.Bool() {
 		m.Hsm = new(HsmRecord)
 		m.Hsm.Decode(d)
+	}
+	m.FeedEpoch, m.FeedCursor = 0, 0
+	if d.More() {
+		m.FeedEpoch = d.Uvarint()
+		m.FeedCursor = d.Uvarint()
 	}
 }
 

@@ -267,6 +267,37 @@ func TestTwoMounts(t *testing.T) {
 	b.stop()
 }
 
+// TestTwoMountsGrowth repeats the step of TestTwoMounts that a loaded
+// machine broke now and then: one mount makes a file longer, the other,
+// whose kernel holds the shorter size, opens it and reads it whole without
+// a stat first (close-to-open). The second mount follows the change feed,
+// whose invalidations of the file's attributes arrive at any time; one
+// that crossed the kernel's GETATTR after the open made the kernel drop
+// the new size, and the read stopped at the old end (kernelStamps.fresh).
+func TestTwoMountsGrowth(t *testing.T) {
+	requireFUSE(t)
+	s := startServer(t, "", "")
+	a, b := startMount(t, s.addr), startMount(t, s.addr)
+	want := "v"
+	writeFile(t, a.path("grows"), want)
+	for i := range 300 {
+		if got := readFile(t, b.path("grows")); got != want {
+			t.Fatalf("turn %d: second mount read %q before the change, want %q", i, got, want)
+		}
+		want += fmt.Sprintf(" %d", i)
+		writeFile(t, a.path("grows"), want)
+		f, err := os.Open(b.path("grows"))
+		must(t, err)
+		got, err := io.ReadAll(f)
+		f.Close()
+		if err != nil || string(got) != want {
+			t.Fatalf("turn %d: second mount read %d bytes (%v) right after the file grew to %d (close-to-open)", i, len(got), err, len(want))
+		}
+	}
+	a.stop()
+	b.stop()
+}
+
 func readFileOr(p string) string {
 	b, err := os.ReadFile(p)
 	if err != nil {
