@@ -35,6 +35,9 @@ type chunkReq struct {
 	data [][]byte
 	resp wire.Message
 	into []byte
+	// paced: the first attempt's bytes already waited for the job's
+	// buckets (a direct read of the same target that fell back).
+	paced bool
 }
 
 // cost is what the targets' schedulers charge r: the bytes of a chunk
@@ -87,7 +90,7 @@ func (c *Client) chunkCall(ctx context.Context, r chunkReq) (int, error) {
 	var deadline time.Time
 	for attempt := 0; ; attempt++ {
 		t, ref, err := c.route(r.chain, r.write, attempt)
-		if err == nil && c.pace != nil {
+		if err == nil && c.pace != nil && !(r.paced && attempt == 0) {
 			// Outside the attempt's timeout: a wait for the job's
 			// bucket is not a replica's silence.
 			err = c.pace.wait(ctx, c.targetAddr(t), r.cost())

@@ -221,9 +221,11 @@ func receivedFiles(oob []byte) ([]*os.File, error) {
 
 // readDirect reads p at off of chunk (t, data, slot) from its files: the
 // bytes the chunk holds there (fewer than len(p) where it ends) and true,
-// or false when the read must go through the network. chunkSize is what
-// the chunk holds by the file's size as the File knows it.
-func (f *File) readDirect(ctx context.Context, t placement.TargetID, data uint64, slot uint32, off int64, p []byte, chunkSize int64) (int, bool) {
+// or false when the read must go through the network; paced says that the
+// read's bytes already waited for the job's buckets (the network read
+// that follows must not wait for them again). chunkSize is what the chunk
+// holds by the file's size as the File knows it.
+func (f *File) readDirect(ctx context.Context, t placement.TargetID, data uint64, slot uint32, off int64, p []byte, chunkSize int64) (n int, ok, paced bool) {
 	k := directKey{t, data, slot}
 	f.dmu.Lock()
 	d := f.direct[k]
@@ -241,15 +243,15 @@ func (f *File) readDirect(ctx context.Context, t placement.TargetID, data uint64
 		f.directSeen[k] = true
 		f.dmu.Unlock()
 		if first && chunkSize < directMinChunk {
-			return 0, false
+			return 0, false, false
 		}
 		peer := f.c.directPeerFor(ctx, t)
 		if peer == nil {
-			return 0, false
+			return 0, false, false
 		}
 		r, gen, err := peer.open(t, data, slot)
 		if err != nil {
-			return 0, false // a missing chunk, or no socket: the targets answer
+			return 0, false, false // a missing chunk, or no socket: the targets answer
 		}
 		d = &directFile{r: r, peer: peer, gen: gen}
 		f.dmu.Lock()
@@ -266,8 +268,9 @@ func (f *File) readDirect(ctx context.Context, t placement.TargetID, data uint64
 	}
 	if f.c.pace != nil {
 		if err := f.c.pace.wait(ctx, f.c.targetAddr(t), len(p)); err != nil {
-			return 0, false
+			return 0, false, false
 		}
+		paced = true
 	}
 	n, _, err := d.r.ReadAt(p, off)
 	if err != nil || !d.live() {
@@ -275,10 +278,10 @@ func (f *File) readDirect(ctx context.Context, t placement.TargetID, data uint64
 		// service's process ended (its successor may recycle the files):
 		// forget the files (a later read opens the chunk's files anew).
 		f.dropDirect(k, d)
-		return 0, false
+		return 0, false, paced
 	}
 	f.c.directBytes.Add(uint64(n))
-	return n, true
+	return n, true, paced
 }
 
 // dropDirect forgets and closes the files of chunk k if d still holds them.

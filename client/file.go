@@ -800,17 +800,20 @@ func (f *File) readTargets(ctx context.Context, off int64, dst []byte, short *at
 		ext := extents(l, off, int64(len(dst)))
 		read := func(ctx context.Context, e placement.Extent) error {
 			piece := dst[e.FileOff-off : e.FileOff-off+e.Len]
+			paced := false
 			if f.c.opts.DirectRead && e.Chain < placement.FirstReplicatedChain {
-				if got, ok := f.readDirect(ctx, placement.TargetID(e.Chain), id, uint32(e.Slot), e.ChunkOff, piece, l.ChunkSize(e.Slot, f.openSize.Load())); ok {
+				got, ok, p := f.readDirect(ctx, placement.TargetID(e.Chain), id, uint32(e.Slot), e.ChunkOff, piece, l.ChunkSize(e.Slot, f.openSize.Load()))
+				if ok {
 					if got < len(piece) {
 						short.Store(true)
 					}
 					clear(piece[got:])
 					return nil
 				}
+				paced = p
 			}
 			var resp wire.ChunkReadResp
-			got, err := f.c.chunkCall(ctx, chunkReq{chain: e.Chain, op: wire.OpChunkRead, resp: &resp, into: piece,
+			got, err := f.c.chunkCall(ctx, chunkReq{chain: e.Chain, op: wire.OpChunkRead, resp: &resp, into: piece, paced: paced,
 				msg: func(t placement.TargetID, ref wire.ChainRef) wire.Message {
 					return &wire.ChunkReadReq{ChunkRef: wire.ChunkRef{Target: t, ChainRef: ref, Ino: id, Slot: uint32(e.Slot)}, Off: uint64(e.ChunkOff), Len: uint32(e.Len), Qos: f.c.qos}
 				}})
