@@ -11,8 +11,8 @@ import (
 // write system calls, the full buffer and then the rest when the response
 // ends, and reaches the client in two segments, which it reads with two
 // read system calls. The gateway's connections hold back one small write
-// and send it with the next one (writev), so such a response costs one
-// write and one read. The write held back goes out at the latest when the
+// and send it with the next one if that is small too, so such a response
+// costs one write and one read. The write held back goes out at the latest when the
 // connection is read (the server reads the next request only after it
 // finished the response), closed, or holdFor after it was written (a
 // handler that writes part of a response and then waits).
@@ -42,8 +42,7 @@ type tailConn struct {
 
 	mu    sync.Mutex
 	held  []byte // the write held back; empty if none
-	hbuf  [holdMax]byte
-	bufs  net.Buffers // the two buffers of a joined write
+	hbuf  [2 * holdMax]byte
 	timer *time.Timer // sends a write held back for holdFor
 	err   error       // the error of the last write, returned for writes held back
 }
@@ -59,8 +58,11 @@ func newTailConn(c net.Conn) *tailConn {
 	return t
 }
 
-// Write holds p back if it is small and nothing is held, or sends what is
-// held and p with one system call.
+// Write holds p back if it is small and nothing is held; if something is
+// held, it sends that with p in one system call when p is small too, or
+// first when p is large. (A large write joined to the held bytes with
+// writev made 1 MiB GETs 15-20% slower: the client got nothing until the
+// whole megabyte was in the socket.)
 func (t *tailConn) Write(p []byte) (int, error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -78,19 +80,24 @@ func (t *tailConn) Write(p []byte) (int, error) {
 		return len(p), nil
 	}
 	t.timer.Stop()
-	t.bufs = append(t.bufs[:0], t.held, p)
-	held := len(t.held)
-	bufs := t.bufs // WriteTo consumes the slice it is given
-	n, err := bufs.WriteTo(t.Conn)
-	t.held = t.held[:0]
-	t.err = err
-	t.bufs[0], t.bufs[1] = nil, nil
-	if err != nil {
-		// The bytes held back were acknowledged to the writer before;
-		// report what of p was sent.
-		return max(0, int(n)-held), err
+	if len(p) <= holdMax {
+		held := len(t.held)
+		t.held = append(t.held, p...) // within hbuf: 2*holdMax bytes
+		n, err := t.Conn.Write(t.held)
+		t.held, t.err = t.held[:0], err
+		if err != nil {
+			// The bytes held back were acknowledged to the writer
+			// before; report what of p was sent.
+			return max(0, n-held), err
+		}
+		return len(p), nil
 	}
-	return len(p), nil
+	if t.flushLocked(); t.err != nil {
+		return 0, t.err
+	}
+	n, err := t.Conn.Write(p)
+	t.err = err
+	return n, err
 }
 
 // flushLocked sends the write held back, if any.
