@@ -358,6 +358,16 @@ func (c *Client) Close() error {
 // have been carried out: its repeat can then fail (EEXIST for an exclusive
 // create, ENOENT for an unlink).
 func (c *Client) metaCall(ctx context.Context, op wire.Op, req, resp wire.Message) error {
+	if c.pace != nil && wire.MetaScheduled(op) {
+		if err := c.pace.waitMeta(ctx, 1); err != nil {
+			return err
+		}
+		defer func() {
+			if page, ok := resp.(*wire.ReadDirResp); ok {
+				c.pace.chargeMeta(page.QosCost()-1, time.Now())
+			}
+		}()
+	}
 	if r := c.recorder(); r != nil {
 		return c.metaRecorded(ctx, r, op, req, resp)
 	}

@@ -10,7 +10,8 @@ import (
 )
 
 // QosPacePoll is how often a client with a job name reads the QoS
-// settings, to pace its job's chunk reads and writes (pacer).
+// settings, to pace its job's chunk reads and writes and its namespace
+// requests (pacer).
 const QosPacePoll = 2 * time.Second
 
 // pacer holds a limited job's chunk reads and writes at the client, so
@@ -19,9 +20,11 @@ const QosPacePoll = 2 * time.Second
 // memory and every queued request a connection's slot (docs/qos.md,
 // "Pacing at the client"). It mirrors the targets' buckets from the
 // settings it polls: one bucket per target process (the job's per-node
-// limit) and one for the whole cluster (its cluster-wide limit). The
-// targets still enforce the limits: a pacer that is stale or missing
-// costs only the queueing it would have saved.
+// limit) and one for the whole cluster (its cluster-wide limit); and the
+// metadata service's (the job's limit in namespace requests), for the
+// requests that service schedules at the costs it charges
+// (wire.MetaScheduled). The servers still enforce the limits: a pacer
+// that is stale or missing costs only the queueing it would have saved.
 type pacer struct {
 	c    *Client
 	job  string
@@ -31,8 +34,10 @@ type pacer struct {
 	mu      sync.Mutex
 	node    qos.Limit              // per target process; Rate 0: none
 	cluster qos.Limit              // over all targets; Rate 0: none
+	meta    qos.Limit              // namespace requests to the metadata service; Rate 0: none
 	nodes   map[string]*qos.Bucket // by target address
 	all     *qos.Bucket
+	metaB   *qos.Bucket // nil without a meta limit
 	waited  time.Duration // total time requests waited here (for tests and metrics)
 }
 
@@ -72,32 +77,45 @@ func (p *pacer) poll() {
 	if err := p.c.metaCall(ctx, wire.OpQosList, &wire.Empty{}, &cfg); err != nil {
 		return
 	}
-	node, cluster := jobLimits(&cfg, p.job)
-	p.configure(node, cluster, time.Now())
+	l := jobLimits(&cfg, p.job)
+	p.configure(l, time.Now())
 }
 
-// jobLimits returns job's per-node and cluster-wide limits in cfg (zero
-// Limits where it has none).
-func jobLimits(cfg *wire.QosConfig, job string) (node, cluster qos.Limit) {
+// limits are a job's limits in the QoS settings (zero Limits where it has
+// none).
+type limits struct {
+	node, cluster qos.Limit // bytes of chunk reads and writes
+	meta          qos.Limit // namespace requests
+}
+
+// jobLimits returns job's limits in cfg.
+func jobLimits(cfg *wire.QosConfig, job string) limits {
+	var l limits
 	for _, j := range cfg.Jobs {
 		if j.Job == job {
-			node = qos.Limit{Rate: float64(j.Rate), Burst: float64(j.Burst)}
+			l.node = qos.Limit{Rate: float64(j.Rate), Burst: float64(j.Burst)}
 		}
 	}
 	for _, j := range cfg.ClusterJobs {
 		if j.Job == job {
-			cluster = qos.Limit{Rate: float64(j.Rate), Burst: float64(j.Burst)}
+			l.cluster = qos.Limit{Rate: float64(j.Rate), Burst: float64(j.Burst)}
 		}
 	}
-	return node, cluster
+	for _, j := range cfg.MetaJobs {
+		if j.Job == job {
+			l.meta = qos.Limit{Rate: float64(j.Rate), Burst: float64(j.Burst)}
+		}
+	}
+	return l
 }
 
 // configure applies limits: a bucket whose limit changed keeps its
 // balance (up to the new burst), as the targets' do; one whose limit went
 // away is dropped.
-func (p *pacer) configure(node, cluster qos.Limit, now time.Time) {
+func (p *pacer) configure(l limits, now time.Time) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	node, cluster := l.node, l.cluster
 	if node != p.node {
 		p.node = node
 		for addr, b := range p.nodes {
@@ -118,6 +136,45 @@ func (p *pacer) configure(node, cluster qos.Limit, now time.Time) {
 		default:
 			p.all.SetLimit(cluster, now)
 		}
+	}
+	if l.meta != p.meta {
+		p.meta = l.meta
+		switch {
+		case l.meta.Rate == 0:
+			p.metaB = nil
+		case p.metaB == nil:
+			p.metaB = qos.NewBucket(l.meta, now)
+		default:
+			p.metaB.SetLimit(l.meta, now)
+		}
+	}
+}
+
+// admitMeta is admit for a namespace request of cost requests.
+func (p *pacer) admitMeta(cost int, now time.Time) time.Duration {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.metaB == nil {
+		return 0
+	}
+	if ok, w := p.metaB.Ready(now, float64(cost)); !ok {
+		return w
+	}
+	p.metaB.Take(now, float64(cost))
+	return 0
+}
+
+// chargeMeta spends extra tokens of the meta bucket without waiting: what
+// a request turned out to cost beyond what it waited for (a listing's
+// entries), as the metadata service charges it.
+func (p *pacer) chargeMeta(extra int, now time.Time) {
+	if p == nil || extra <= 0 {
+		return
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.metaB != nil {
+		p.metaB.Take(now, float64(extra))
 	}
 }
 
@@ -160,11 +217,26 @@ func (p *pacer) wait(ctx context.Context, addr string, cost int) error {
 	if p == nil || cost <= 0 {
 		return nil
 	}
+	return p.waitFor(ctx, func(now time.Time) time.Duration { return p.admit(addr, cost, now) })
+}
+
+// waitMeta holds a namespace request of cost requests until the job's
+// bucket on the metadata service allows it, or ctx ends.
+func (p *pacer) waitMeta(ctx context.Context, cost int) error {
+	if p == nil || cost <= 0 {
+		return nil
+	}
+	return p.waitFor(ctx, func(now time.Time) time.Duration { return p.admitMeta(cost, now) })
+}
+
+// waitFor waits until admit, asked again after each wait it returns,
+// returns 0, or ctx ends.
+func (p *pacer) waitFor(ctx context.Context, admit func(now time.Time) time.Duration) error {
 	var t *time.Timer
 	start := time.Time{}
 	for {
 		now := time.Now()
-		d := p.admit(addr, cost, now)
+		d := admit(now)
 		if d == 0 {
 			if !start.IsZero() {
 				p.mu.Lock()
@@ -190,9 +262,9 @@ func (p *pacer) wait(ctx context.Context, addr string, cost int) error {
 	}
 }
 
-// PacedWait is how long this client's chunk reads and writes have waited
-// at the client for its job's token buckets (zero without a job, or with
-// Options.QosNoPace).
+// PacedWait is how long this client's chunk reads and writes and its
+// namespace requests have waited at the client for its job's token buckets
+// (zero without a job, or with Options.QosNoPace).
 func (c *Client) PacedWait() time.Duration {
 	if c.pace == nil {
 		return 0

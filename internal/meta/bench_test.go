@@ -170,7 +170,7 @@ func BenchmarkUnlink(b *testing.B) {
 // BenchmarkReadDirCost measures what a page of a directory listing costs
 // beside a lookup, each a request over a loopback connection to the
 // metadata service: the per-entry cost that its QoS gate charges a listing
-// in lookups (readDirCost, qosgate.go). It reports entries per lookup: how
+// in lookups (wire.ReadDirResp.QosCost, wire/qosmeta.go). It reports entries per lookup: how
 // many listed entries cost what one lookup request does.
 func BenchmarkReadDirCost(b *testing.B) {
 	const files, page = 4096, 512

@@ -178,8 +178,8 @@ func TestQosMetaOff(t *testing.T) {
 }
 
 // TestQosMetaReadDirCharged: a listing is charged for its entries (one
-// request and one more per readDirPerLookup names, or per
-// readDirPlusPerLookup names with attributes): a limited job that lists a
+// request and one more per wire.ReadDirPerLookup names, or per
+// wire.ReadDirPlusPerLookup names with attributes): a limited job that lists a
 // big directory owes the rest, and its next request waits for its bucket.
 func TestQosMetaReadDirCharged(t *testing.T) {
 	ctx := context.Background()
@@ -220,9 +220,9 @@ func TestQosMetaReadDirCharged(t *testing.T) {
 		if len(page.Entries) != files {
 			t.Fatalf("listed %d entries, want %d", len(page.Entries), files)
 		}
-		per := readDirPerLookup
+		per := wire.ReadDirPerLookup
 		if plus {
-			per = readDirPlusPerLookup
+			per = wire.ReadDirPlusPerLookup
 		}
 		if got, want := served()-before, uint64(1+files/per); got != want {
 			t.Errorf("a listing of %d entries (plus %v) cost %d, want %d", files, plus, got, want)

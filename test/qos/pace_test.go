@@ -67,3 +67,72 @@ func TestClientPacing(t *testing.T) {
 		t.Errorf("most queued at the targets: paced %v, unpaced %v; want at most 4 and at least 8", pacedQ, unpacedQ)
 	}
 }
+
+// TestClientPacingMeta is TestClientPacing for namespace requests: a job
+// limited on the metadata service (--meta-rate) holds its stats at the
+// client, so that service's QoS scheduler queues few of them, where a
+// client with pacing off leaves its 16 workers' requests queued there.
+// Each client runs until the service has served the job 40 requests more:
+// a count, not a duration.
+func TestClientPacingMeta(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a server")
+	}
+	s := startServer(t)
+	setup := newClient(t, s.addr, "", "", 0)
+	writeFile(t, setup, "/f", 1)
+	s.cli("qos", "set", "--job", "slowmeta", "--meta-rate", "20", "--meta-burst", "2")
+	deadline := time.Now().Add(20 * time.Second)
+	for s.metric("sluice_meta_qos_limited_jobs", "") != 1 {
+		if time.Now().After(deadline) {
+			t.Fatal("the metadata service never applied the job's limit")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	run := func(noPace bool) (maxQueued float64, waited time.Duration) {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		c, err := client.New(ctx, client.Options{Server: s.addr, Job: "slowmeta", Class: "training", QosNoPace: noPace})
+		cancel()
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		served := func() float64 {
+			return s.metric("sluice_meta_qos_job_served_requests_total", `job="slowmeta"`)
+		}
+		start := served()
+		ctx, stop := context.WithCancel(context.Background())
+		var wg sync.WaitGroup
+		for range 16 {
+			wg.Go(func() {
+				for ctx.Err() == nil {
+					if _, err := c.Stat(ctx, "/f"); err != nil && ctx.Err() == nil {
+						t.Error(err)
+						return
+					}
+				}
+			})
+		}
+		deadline := time.Now().Add(2 * time.Minute)
+		for served() < start+40 {
+			maxQueued = max(maxQueued, s.metric("sluice_meta_qos_job_queued", `job="slowmeta"`))
+			if time.Now().After(deadline) {
+				t.Error("the limited job was not served 40 requests in 2 minutes")
+				break
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+		stop()
+		wg.Wait()
+		return maxQueued, c.PacedWait()
+	}
+	pacedQ, pacedWait := run(false)
+	unpacedQ, unpacedWait := run(true)
+	t.Logf("most stats of the job queued at the metadata service: paced %v (waited %v at the client), unpaced %v (waited %v)", pacedQ, pacedWait, unpacedQ, unpacedWait)
+	if pacedWait == 0 || unpacedWait != 0 {
+		t.Errorf("time waited at the client: paced %v, unpaced %v; want some, none", pacedWait, unpacedWait)
+	}
+	if unpacedQ < 8 || pacedQ > 4 {
+		t.Errorf("most queued at the metadata service: paced %v, unpaced %v; want at most 4 and at least 8", pacedQ, unpacedQ)
+	}
+}
