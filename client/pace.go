@@ -37,7 +37,7 @@ type pacer struct {
 	meta    qos.Limit              // namespace requests to the metadata service; Rate 0: none
 	nodes   map[string]*qos.Bucket // by target address
 	all     *qos.Bucket
-	metaB   *qos.Bucket // nil without a meta limit
+	metaB   *qos.Bucket   // nil without a meta limit
 	waited  time.Duration // total time requests waited here (for tests and metrics)
 }
 
