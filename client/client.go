@@ -269,6 +269,12 @@ func New(ctx context.Context, opts Options) (*Client, error) {
 		c.metaPool().close()
 		return nil, fmt.Errorf("client: connect to %s: %w", opts.Server, err)
 	}
+	if tag.Job != "" && !opts.QosNoPace {
+		// Before anything that starts goroutines: every metadata call
+		// reads c.pace (namespace requests are paced too).
+		c.pace = newPacer(c, tag.Job)
+		c.pace.start()
+	}
 	if opts.StagingDir != "" {
 		s, err := openStager(c, opts.StagingDir)
 		if err != nil {
@@ -280,10 +286,6 @@ func New(ctx context.Context, opts Options) (*Client, error) {
 	if tag.Job != "" {
 		c.prof = newProfiler(c, tag.Job, opts.ProfilePoll)
 		c.prof.start()
-		if !opts.QosNoPace {
-			c.pace = newPacer(c, tag.Job)
-			c.pace.start()
-		}
 	}
 	return c, nil
 }
