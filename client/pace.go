@@ -90,20 +90,16 @@ type limits struct {
 
 // jobLimits returns job's limits in cfg.
 func jobLimits(cfg *wire.QosConfig, job string) limits {
-	var l limits
-	for _, j := range cfg.Jobs {
+	return limits{node: jobLimit(cfg.Jobs, job), cluster: jobLimit(cfg.ClusterJobs, job), meta: jobLimit(cfg.MetaJobs, job)}
+}
+
+// jobLimit returns job's limit among jobs (the last one listed; zero if
+// none).
+func jobLimit(jobs []wire.QosJob, job string) qos.Limit {
+	var l qos.Limit
+	for _, j := range jobs {
 		if j.Job == job {
-			l.node = qos.Limit{Rate: float64(j.Rate), Burst: float64(j.Burst)}
-		}
-	}
-	for _, j := range cfg.ClusterJobs {
-		if j.Job == job {
-			l.cluster = qos.Limit{Rate: float64(j.Rate), Burst: float64(j.Burst)}
-		}
-	}
-	for _, j := range cfg.MetaJobs {
-		if j.Job == job {
-			l.meta = qos.Limit{Rate: float64(j.Rate), Burst: float64(j.Burst)}
+			l = qos.Limit{Rate: float64(j.Rate), Burst: float64(j.Burst)}
 		}
 	}
 	return l
@@ -128,40 +124,32 @@ func (p *pacer) configure(l limits, now time.Time) {
 	}
 	if cluster != p.cluster {
 		p.cluster = cluster
-		switch {
-		case cluster.Rate == 0:
-			p.all = nil
-		case p.all == nil:
-			p.all = qos.NewBucket(cluster, now)
-		default:
-			p.all.SetLimit(cluster, now)
-		}
+		p.all = setBucket(p.all, cluster, now)
 	}
 	if l.meta != p.meta {
 		p.meta = l.meta
-		switch {
-		case l.meta.Rate == 0:
-			p.metaB = nil
-		case p.metaB == nil:
-			p.metaB = qos.NewBucket(l.meta, now)
-		default:
-			p.metaB.SetLimit(l.meta, now)
-		}
+		p.metaB = setBucket(p.metaB, l.meta, now)
 	}
+}
+
+// setBucket returns b with limit l from now: nil without a rate, a new
+// full bucket if b is nil, else b keeping its balance.
+func setBucket(b *qos.Bucket, l qos.Limit, now time.Time) *qos.Bucket {
+	switch {
+	case l.Rate == 0:
+		return nil
+	case b == nil:
+		return qos.NewBucket(l, now)
+	}
+	b.SetLimit(l, now)
+	return b
 }
 
 // admitMeta is admit for a namespace request of cost requests.
 func (p *pacer) admitMeta(cost int, now time.Time) time.Duration {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.metaB == nil {
-		return 0
-	}
-	if ok, w := p.metaB.Ready(now, float64(cost)); !ok {
-		return w
-	}
-	p.metaB.Take(now, float64(cost))
-	return 0
+	return take(now, cost, p.metaB)
 }
 
 // chargeMeta spends extra tokens of the meta bucket without waiting: what
@@ -191,8 +179,15 @@ func (p *pacer) admit(addr string, cost int, now time.Time) time.Duration {
 			p.nodes[addr] = nb
 		}
 	}
+	return take(now, cost, nb, p.all)
+}
+
+// take spends cost tokens of every bucket (nil ones never limit) and
+// returns 0 if all of them allow the request at now; else it spends none
+// and returns how long to wait before asking again.
+func take(now time.Time, cost int, buckets ...*qos.Bucket) time.Duration {
 	wait := time.Duration(0)
-	for _, b := range []*qos.Bucket{nb, p.all} {
+	for _, b := range buckets {
 		if b == nil {
 			continue
 		}
@@ -203,7 +198,7 @@ func (p *pacer) admit(addr string, cost int, now time.Time) time.Duration {
 	if wait > 0 {
 		return wait
 	}
-	for _, b := range []*qos.Bucket{nb, p.all} {
+	for _, b := range buckets {
 		if b != nil {
 			b.Take(now, float64(cost))
 		}
