@@ -2,6 +2,7 @@ package qos
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"testing"
 	"time"
@@ -26,33 +27,10 @@ func TestClientPacing(t *testing.T) {
 	writeFile(t, setup, "/data", size)
 	s.cli("qos", "set", "--job", "slow", "--rate", "1M", "--burst", "1M")
 	s.waitLimited(1)
+	opts := client.Options{Server: s.addr, Job: "slow", Class: "training", ReadAhead: -1}
 	run := func(noPace bool) (maxQueued float64, waited time.Duration) {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		c, err := client.New(ctx, client.Options{Server: s.addr, Job: "slow", Class: "training", ReadAhead: -1, QosNoPace: noPace})
-		cancel()
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer c.Close()
-		served := func() float64 { return s.metric("sluice_qos_job_served_bytes_total", `job="slow"`) }
-		start := served()
-		ctx, stop := context.WithCancel(context.Background())
-		var wg sync.WaitGroup
-		for range 16 {
-			wg.Go(func() { readLoop(ctx, t, c, "/data", size) })
-		}
-		deadline := time.Now().Add(2 * time.Minute)
-		for served() < start+6<<20 {
-			maxQueued = max(maxQueued, s.metric("sluice_qos_job_queued", `job="slow"`))
-			if time.Now().After(deadline) {
-				t.Error("the limited job was not served 6 MiB in 2 minutes")
-				break
-			}
-			time.Sleep(20 * time.Millisecond)
-		}
-		stop()
-		wg.Wait()
-		return maxQueued, c.PacedWait()
+		return s.pacedRun(t, opts, noPace, gateMetrics{"sluice_qos_job_served_bytes_total", "sluice_qos_job_queued"}, 6<<20,
+			func(ctx context.Context, c *client.Client) { readLoop(ctx, t, c, "/data", size) })
 	}
 	pacedQ, pacedWait := run(false)
 	unpacedQ, unpacedWait := run(true)
@@ -82,29 +60,11 @@ func TestClientPacingMeta(t *testing.T) {
 	setup := newClient(t, s.addr, "", "", 0)
 	writeFile(t, setup, "/f", 1)
 	s.cli("qos", "set", "--job", "slowmeta", "--meta-rate", "20", "--meta-burst", "2")
-	deadline := time.Now().Add(20 * time.Second)
-	for s.metric("sluice_meta_qos_limited_jobs", "") != 1 {
-		if time.Now().After(deadline) {
-			t.Fatal("the metadata service never applied the job's limit")
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	s.waitMetric("sluice_meta_qos_limited_jobs", 1, "the metadata service never applied the job's limit")
+	opts := client.Options{Server: s.addr, Job: "slowmeta", Class: "training"}
 	run := func(noPace bool) (maxQueued float64, waited time.Duration) {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		c, err := client.New(ctx, client.Options{Server: s.addr, Job: "slowmeta", Class: "training", QosNoPace: noPace})
-		cancel()
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer c.Close()
-		served := func() float64 {
-			return s.metric("sluice_meta_qos_job_served_requests_total", `job="slowmeta"`)
-		}
-		start := served()
-		ctx, stop := context.WithCancel(context.Background())
-		var wg sync.WaitGroup
-		for range 16 {
-			wg.Go(func() {
+		return s.pacedRun(t, opts, noPace, gateMetrics{"sluice_meta_qos_job_served_requests_total", "sluice_meta_qos_job_queued"}, 40,
+			func(ctx context.Context, c *client.Client) {
 				for ctx.Err() == nil {
 					if _, err := c.Stat(ctx, "/f"); err != nil && ctx.Err() == nil {
 						t.Error(err)
@@ -112,19 +72,6 @@ func TestClientPacingMeta(t *testing.T) {
 					}
 				}
 			})
-		}
-		deadline := time.Now().Add(2 * time.Minute)
-		for served() < start+40 {
-			maxQueued = max(maxQueued, s.metric("sluice_meta_qos_job_queued", `job="slowmeta"`))
-			if time.Now().After(deadline) {
-				t.Error("the limited job was not served 40 requests in 2 minutes")
-				break
-			}
-			time.Sleep(20 * time.Millisecond)
-		}
-		stop()
-		wg.Wait()
-		return maxQueued, c.PacedWait()
 	}
 	pacedQ, pacedWait := run(false)
 	unpacedQ, unpacedWait := run(true)
@@ -135,4 +82,44 @@ func TestClientPacingMeta(t *testing.T) {
 	if unpacedQ < 8 || pacedQ > 4 {
 		t.Errorf("most queued at the metadata service: paced %v, unpaced %v; want at most 4 and at least 8", pacedQ, unpacedQ)
 	}
+}
+
+// gateMetrics name a QoS gate's per-job metrics: what it served (bytes or
+// requests) and how many requests wait in it.
+type gateMetrics struct{ served, queued string }
+
+// pacedRun runs 16 workers of a client with opts (pacing off with noPace)
+// until the gate has served opts.Job need more, sampling every 20 ms how
+// many of the job's requests wait in it: a count, not a duration. It
+// returns the most that waited and how long the client held requests.
+func (s *server) pacedRun(t *testing.T, opts client.Options, noPace bool, m gateMetrics, need float64, work func(context.Context, *client.Client)) (maxQueued float64, waited time.Duration) {
+	t.Helper()
+	opts.QosNoPace = noPace
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	c, err := client.New(ctx, opts)
+	cancel()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	job := fmt.Sprintf("job=%q", opts.Job)
+	served := func() float64 { return s.metric(m.served, job) }
+	start := served()
+	ctx, stop := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	for range 16 {
+		wg.Go(func() { work(ctx, c) })
+	}
+	deadline := time.Now().Add(2 * time.Minute)
+	for served() < start+need {
+		maxQueued = max(maxQueued, s.metric(m.queued, job))
+		if time.Now().After(deadline) {
+			t.Errorf("the limited job was not served %v more in 2 minutes (%s)", need, m.served)
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	stop()
+	wg.Wait()
+	return maxQueued, c.PacedWait()
 }

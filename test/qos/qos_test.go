@@ -109,10 +109,17 @@ func (s *server) metric(name, match string) float64 {
 // settings with a heartbeat (1 s).
 func (s *server) waitLimited(n float64) {
 	s.tb.Helper()
+	s.waitMetric("sluice_qos_limited_jobs", n, "the targets never applied the job limits")
+}
+
+// waitMetric waits up to 20 s until metric name (summed over its labels)
+// is n, and fails with why if it never is.
+func (s *server) waitMetric(name string, n float64, why string) {
+	s.tb.Helper()
 	deadline := time.Now().Add(20 * time.Second)
-	for s.metric("sluice_qos_limited_jobs", "") != n {
+	for s.metric(name, "") != n {
 		if time.Now().After(deadline) {
-			s.tb.Fatalf("the targets never applied the job limits (sluice_qos_limited_jobs != %v)", n)
+			s.tb.Fatalf("%s (%s != %v)", why, name, n)
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
