@@ -15,15 +15,29 @@ const LongOps = 1_000_000
 // operations, to stop right after a failing one); otherwise the fixed
 // seeds and one fresh seed (printed) run SLUICE_FSX_OPS operations each
 // (default: the caller's), or LongOps with SLUICE_FSX_LONG=1.
+// SLUICE_FSX_LAYOUT=I runs the test's layout number I alone (from 0, in
+// the order its log lines list them), so that a long run of one layout
+// can be replayed or finished on its own.
 type Plan struct {
-	Seeds []uint64
-	Ops   int
+	Seeds  []uint64
+	Ops    int
+	Layout int // the one layout to run, or -1 for all
 }
+
+// Runs reports whether the plan runs the layout numbered i.
+func (p Plan) Runs(i int) bool { return p.Layout < 0 || p.Layout == i }
 
 // PlanFromEnv returns the plan for a test whose own default is ops
 // operations on each of the fixed seeds.
 func PlanFromEnv(ops int, fixed ...uint64) (Plan, error) {
-	p := Plan{Ops: ops}
+	p := Plan{Ops: ops, Layout: -1}
+	if v := os.Getenv("SLUICE_FSX_LAYOUT"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 0 {
+			return p, fmt.Errorf("SLUICE_FSX_LAYOUT=%q: want a layout number from 0", v)
+		}
+		p.Layout = n
+	}
 	if os.Getenv("SLUICE_FSX_LONG") == "1" {
 		p.Ops = LongOps
 	}

@@ -14,16 +14,23 @@ import (
 // Run makes a directory /fsx-N for each layout through c, sets its layout,
 // and runs the exerciser on the target that target returns for it (the
 // directory's Sluice path) with each seed of the plan taken from the
-// environment (fsx.PlanFromEnv with ops and the fixed seeds). Every run
-// is logged with its seed; the first failure ends the test.
+// environment (fsx.PlanFromEnv with ops and the fixed seeds; all layouts,
+// or the one SLUICE_FSX_LAYOUT numbers). Every run is logged with its
+// layout's number and its seed; the first failure ends the test.
 func Run(t testing.TB, c *client.Client, layouts []client.Layout, ops int, fixed []uint64, target func(dir string) fsx.Target) {
 	t.Helper()
 	plan, err := fsx.PlanFromEnv(ops, fixed...)
 	if err != nil {
 		t.Fatal(err)
 	}
+	if plan.Layout >= len(layouts) {
+		t.Fatalf("SLUICE_FSX_LAYOUT=%d: this test has layouts 0-%d", plan.Layout, len(layouts)-1)
+	}
 	ctx := context.Background()
 	for li, lay := range layouts {
+		if !plan.Runs(li) {
+			continue
+		}
 		dir := fmt.Sprintf("/fsx-%d", li)
 		if err := c.Mkdir(ctx, dir, 0o755); err != nil {
 			t.Fatal(err)
@@ -36,9 +43,9 @@ func Run(t testing.TB, c *client.Client, layouts []client.Layout, ops int, fixed
 				Boundaries: []int64{4 << 10, 64 << 10, 1 << 20, max(lay.StripeSize, 64<<10)}}
 			st, err := fsx.Run(ctx, target(dir), cfg)
 			if err != nil {
-				t.Fatalf("layout %+v: %v", lay, err)
+				t.Fatalf("layout %d %+v: %v", li, lay, err)
 			}
-			t.Logf("layout stripe count %d size %d replicas %d components %d, seed %d: %v", lay.StripeCount, lay.StripeSize, max(lay.Replicas, 1), len(lay.Components), seed, st)
+			t.Logf("layout %d: stripe count %d size %d replicas %d components %d, seed %d: %v", li, lay.StripeCount, lay.StripeSize, max(lay.Replicas, 1), len(lay.Components), seed, st)
 		}
 	}
 }
