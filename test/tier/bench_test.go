@@ -1,13 +1,16 @@
 package tier
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"sort"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -84,8 +87,10 @@ func BenchmarkTier(b *testing.B) {
 	canMount := os.Geteuid() == 0 && fuseErr == nil
 	// mountRead reads files through a new mount (nothing in its page cache).
 	mountRead := func(b *testing.B, paths []string, readers int) (time.Duration, int64) {
-		mp := mountFS(b, fs.addr, "--no-restore-on-read")
+		mp, pid := mountFSProc(b, fs.addr, "--no-restore-on-read")
 		var total atomic.Int64
+		cpu := startCPU(map[string]int{"serve": fs.proc.Cmd.Process.Pid, "backend": be.proc.Cmd.Process.Pid, "mount": pid, "bench": os.Getpid()})
+		defer func() { b.Logf("mount read of %d files: CPU per file: %s", len(paths), cpu.per(len(paths))) }()
 		t0 := time.Now()
 		if err := parallelEach(paths, readers, func(p string) error {
 			f, err := os.Open(filepath.Join(mp, p))
@@ -150,6 +155,7 @@ func BenchmarkTier(b *testing.B) {
 		var ts, td time.Duration
 		for range b.N {
 			cc := newClient(b, fs.addr, 0)
+			cpu := startCPU(map[string]int{"serve": fs.proc.Cmd.Process.Pid, "backend": be.proc.Cmd.Process.Pid, "bench": os.Getpid()})
 			t0 := time.Now()
 			if err := parallelEach(smallKeys, 16, func(p string) error {
 				n, err := readStream(ctx, cc, p)
@@ -161,6 +167,8 @@ func BenchmarkTier(b *testing.B) {
 				b.Fatal(err)
 			}
 			ts += time.Since(t0)
+			b.Logf("library read of %d files: CPU per file: %s", nSmall, cpu.per(nSmall))
+			cpu = startCPU(map[string]int{"backend": be.proc.Cmd.Process.Pid, "bench": os.Getpid()})
 			t0 = time.Now()
 			if err := parallelEach(smallKeys, 16, func(p string) error {
 				return rangedGet(ctx, s3c, "bench"+p, smallSize, smallSize, 1)
@@ -168,6 +176,7 @@ func BenchmarkTier(b *testing.B) {
 				b.Fatal(err)
 			}
 			td += time.Since(t0)
+			b.Logf("direct GETs of %d objects: CPU per object: %s", nSmall, cpu.per(nSmall))
 		}
 		report(b, fmt.Sprintf("cold read of %d released 150 KiB files, 16 readers", nSmall), total*int64(b.N), ts, td)
 		if canMount {
@@ -302,4 +311,53 @@ func parallelEach(items []string, n int, fn func(string) error) error {
 		g.Go(func() error { return fn(it) })
 	}
 	return g.Wait()
+}
+
+// cpuMeter is the CPU time (user and system) of named processes since it
+// started: where a benchmark's machine time went, process by process.
+type cpuMeter struct {
+	pids  map[string]int
+	start map[string]time.Duration
+}
+
+func startCPU(pids map[string]int) *cpuMeter {
+	m := &cpuMeter{pids: pids, start: make(map[string]time.Duration)}
+	for name, pid := range pids {
+		m.start[name] = procCPU(pid)
+	}
+	return m
+}
+
+// per formats each process's CPU time since the start divided by n.
+func (m *cpuMeter) per(n int) string {
+	names := make([]string, 0, len(m.pids))
+	for name := range m.pids {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	var out []string
+	var sum time.Duration
+	for _, name := range names {
+		d := (procCPU(m.pids[name]) - m.start[name]) / time.Duration(max(n, 1))
+		sum += d
+		out = append(out, fmt.Sprintf("%s %v", name, d.Round(time.Microsecond)))
+	}
+	return strings.Join(out, ", ") + fmt.Sprintf("; all %v", sum.Round(time.Microsecond))
+}
+
+// procCPU is a process's user and system CPU time from /proc (0 when it
+// cannot be read: the figure is a diagnostic, not an assertion).
+func procCPU(pid int) time.Duration {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0
+	}
+	// Fields after the command name (which may hold spaces) in ")".
+	f := strings.Fields(string(b[bytes.LastIndexByte(b, ')')+1:]))
+	if len(f) < 13 {
+		return 0
+	}
+	ut, _ := strconv.ParseInt(f[11], 10, 64)
+	st, _ := strconv.ParseInt(f[12], 10, 64)
+	return time.Duration(ut+st) * time.Second / 100 // USER_HZ
 }

@@ -62,9 +62,20 @@ func TestMountRead(t *testing.T) {
 // and returns the mountpoint once mounted; the test's end stops it
 // (SIGTERM, then SIGKILL by PID) and detaches what is left.
 func mountFS(t testing.TB, addr string, args ...string) string {
+	mp, _ := mountFSProc(t, addr, args...)
+	return mp
+}
+
+// mountFSProc is mountFS, also returning the mount's process ID.
+// SLUICE_TIER_MOUNT_CPUPROFILE names a file the mount writes its CPU
+// profile to (a diagnostic for the benchmarks).
+func mountFSProc(t testing.TB, addr string, args ...string) (string, int) {
 	t.Helper()
 	mp := t.TempDir()
 	cmd := exec.Command(binary, append(append([]string{"mount", "--server", addr}, args...), mp)...)
+	if prof := os.Getenv("SLUICE_TIER_MOUNT_CPUPROFILE"); prof != "" {
+		cmd.Env = append(os.Environ(), "SLUICE_CPUPROFILE="+prof)
+	}
 	var logs syncLog
 	cmd.Stdout, cmd.Stderr = &logs, &logs
 	if err := cmd.Start(); err != nil {
@@ -97,7 +108,7 @@ func mountFS(t testing.TB, addr string, args ...string) string {
 		}
 		return mounted(mp)
 	})
-	return mp
+	return mp, cmd.Process.Pid
 }
 
 func mounted(dir string) bool {
