@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"runtime/debug"
 	"runtime/pprof"
 	"strings"
 	"syscall"
@@ -58,6 +59,24 @@ func main() {
 	}
 }
 
+// annotGC is the annotation that marks a command as a long-running server
+// or mount process ("server"), whose garbage collector serverGC tunes.
+const annotGC = "gc"
+
+// serverGCPercent is the garbage collector's target (GOGC) of the
+// processes marked annotGC, unless GOGC is set in the environment: a new
+// collection starts once the heap has grown by 4x its live size since
+// the last one, instead of Go's default 1x (ADR 0026).
+const serverGCPercent = 400
+
+// serverGC sets the collector of a server process to serverGCPercent,
+// unless the environment sets GOGC.
+func serverGC() {
+	if _, set := os.LookupEnv("GOGC"); !set {
+		debug.SetGCPercent(serverGCPercent)
+	}
+}
+
 // globals are the flags every client command shares.
 type globals struct {
 	server     string
@@ -73,6 +92,11 @@ func newRoot() *cobra.Command {
 		Short:         "Sluice: a parallel file system for AI training and inference",
 		SilenceUsage:  true,
 		SilenceErrors: true,
+	}
+	root.PersistentPreRun = func(cmd *cobra.Command, _ []string) {
+		if cmd.Annotations[annotGC] == "server" {
+			serverGC()
+		}
 	}
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
 		return fmt.Errorf("%w: %s: %v", errUsage, c.CommandPath(), err)
