@@ -26,8 +26,9 @@ func newBench(g *globals) *cobra.Command {
 		procs                                  int
 	)
 	cmd := &cobra.Command{
-		Use:   "bench [DIR | sluice:PATH]...",
-		Short: "Benchmark file systems: IO500 phases, AI training emulation, checkpoint",
+		Use:         "bench [DIR | sluice:PATH]...",
+		Annotations: map[string]string{annotGC: "program"},
+		Short:       "Benchmark file systems: IO500 phases, AI training emulation, checkpoint",
 		Long: "bench runs phases modelled on IO500 (ior-easy, ior-hard, mdtest-easy, mdtest-hard,\n" +
 			"find), a training emulation in the spirit of MLPerf Storage and a checkpoint/restore\n" +
 			"on each target in turn: a local directory (a Sluice mount, a local disk, any file\n" +

@@ -83,10 +83,11 @@ func newBenchWorker(g *globals) *cobra.Command {
 	var target, runDir, cfgJSON string
 	var first, last int
 	cmd := &cobra.Command{
-		Use:    "bench-worker",
-		Short:  "Run IO500 workers for sluice bench --procs (internal)",
-		Hidden: true,
-		Args:   cobra.NoArgs,
+		Use:         "bench-worker",
+		Annotations: map[string]string{annotGC: "program"},
+		Short:       "Run IO500 workers for sluice bench --procs (internal)",
+		Hidden:      true,
+		Args:        cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			var cfg bench.Config
 			if err := json.Unmarshal([]byte(cfgJSON), &cfg); err != nil {

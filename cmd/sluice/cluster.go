@@ -39,9 +39,8 @@ func newMeta() *cobra.Command {
 	var etcd string
 	var verbose bool
 	cmd := &cobra.Command{
-		Use:         "meta",
-		Annotations: map[string]string{annotGC: "server"},
-		Short:       "Run a metadata service of a multi-node cluster",
+		Use:   "meta",
+		Short: "Run a metadata service of a multi-node cluster",
 		Long: "meta runs a metadata service. With --etcd it stores the namespace and the\n" +
 			"cluster state in etcd, and several meta processes can share it (clients use any\n" +
 			"of them); without, it uses the embedded engine in --data-dir (one service only).\n" +
@@ -107,9 +106,8 @@ func newTarget(g *globals) *cobra.Command {
 	var metaAddrs string
 	var verbose bool
 	cmd := &cobra.Command{
-		Use:         "target",
-		Annotations: map[string]string{annotGC: "server"},
-		Short:       "Run a storage node of a multi-node cluster",
+		Use:   "target",
+		Short: "Run a storage node of a multi-node cluster",
 		Long: "target runs a storage node: it serves the chunk stores of its targets\n" +
 			"(subdirectories of --data-dir, one per disk in production), registers with the\n" +
 			"metadata services named by --meta and heart-beats to them. On the first start it\n" +

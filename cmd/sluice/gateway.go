@@ -120,9 +120,8 @@ func newGateway(g *globals) *cobra.Command {
 	var s s3Flags
 	var verbose bool
 	cmd := &cobra.Command{
-		Use:         "gateway",
-		Annotations: map[string]string{annotGC: "server"},
-		Short:       "Serve the S3 API for a Sluice file system",
+		Use:   "gateway",
+		Short: "Serve the S3 API for a Sluice file system",
 		Long: "gateway serves an S3-compatible API over the file system at --server: buckets are\n" +
 			"top-level directories and keys are paths below them (see docs/s3.md). It prints\n" +
 			"\"sluice: s3 gateway on URL\" when ready. Credentials come from --s3-access-key and\n" +

@@ -59,22 +59,27 @@ func main() {
 	}
 }
 
-// annotGC is the annotation that marks a command as a long-running server
-// or mount process ("server"), whose garbage collector serverGC tunes.
+// annotGC is the annotation that marks a command whose process stands
+// for a user's program ("program": sluice bench and its workers, which
+// measure what an application linking the client library gets): it
+// keeps Go's default collector. Every other command is one of Sluice's
+// own processes, whose collector serverGC tunes.
 const annotGC = "gc"
 
-// serverGCPercent is the garbage collector's target (GOGC) of the
-// processes marked annotGC, unless GOGC is set in the environment: a new
-// collection starts once the heap has grown by 4x its live size since
-// the last one, instead of Go's default 1x (ADR 0026).
+// serverGCPercent is the garbage collector's target (GOGC) of Sluice's
+// own processes unless GOGC is set in the environment: a new collection
+// starts once the heap has grown by 4x its live size since the last one,
+// instead of Go's default 1x (ADR 0026).
 const serverGCPercent = 400
 
-// serverGC sets the collector of a server process to serverGCPercent,
-// unless the environment sets GOGC.
-func serverGC() {
-	if _, set := os.LookupEnv("GOGC"); !set {
-		debug.SetGCPercent(serverGCPercent)
+// gcPercent returns the collector's target for a command annotated
+// annot, or false where the process keeps what Go chose: GOGC set in the
+// environment (envSet), or a command that stands for a user's program.
+func gcPercent(annot string, envSet bool) (int, bool) {
+	if envSet || annot == "program" {
+		return 0, false
 	}
+	return serverGCPercent, true
 }
 
 // globals are the flags every client command shares.
@@ -94,8 +99,9 @@ func newRoot() *cobra.Command {
 		SilenceErrors: true,
 	}
 	root.PersistentPreRun = func(cmd *cobra.Command, _ []string) {
-		if cmd.Annotations[annotGC] == "server" {
-			serverGC()
+		_, envSet := os.LookupEnv("GOGC")
+		if p, ok := gcPercent(cmd.Annotations[annotGC], envSet); ok {
+			debug.SetGCPercent(p)
 		}
 	}
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {

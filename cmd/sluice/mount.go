@@ -25,9 +25,8 @@ func newMount(g *globals) *cobra.Command {
 	var background, allowOther, verbose bool
 	var logFile string
 	cmd := &cobra.Command{
-		Use:         "mount [flags] MOUNTPOINT",
-		Annotations: map[string]string{annotGC: "server"},
-		Short:       "Mount the file system on a directory with FUSE",
+		Use:   "mount [flags] MOUNTPOINT",
+		Short: "Mount the file system on a directory with FUSE",
 		Long: "mount serves the file system at MOUNTPOINT through FUSE until it is unmounted\n" +
 			"(sluice umount MOUNTPOINT) or the process gets SIGINT or SIGTERM, which unmount\n" +
 			"cleanly. It runs in the foreground unless -d is given. As root it mounts\n" +

@@ -59,9 +59,8 @@ func newMover(g *globals) *cobra.Command {
 	var o cli.MoverOptions
 	var maxArchive, archiveRate string
 	cmd := &cobra.Command{
-		Use:         "mover [--once] [--every D] [--root DIR]",
-		Annotations: map[string]string{annotGC: "server"},
-		Short:       "Run the object tier's mover: archive and release files as their directories' policies say",
+		Use:   "mover [--once] [--every D] [--root DIR]",
+		Short: "Run the object tier's mover: archive and release files as their directories' policies say",
 		Long: "Run the object tier's mover: walk the tree, and archive and release files as their\n" +
 			"directories' tier policies say (sluice tier policy). With --once it makes one pass and\n" +
 			"prints each move; otherwise it makes a pass every --every until stopped. Any number of\n" +

@@ -26,9 +26,8 @@ func newServe() *cobra.Command {
 	var s3f s3Flags
 	var moverArchiveRate string
 	cmd := &cobra.Command{
-		Use:         "serve",
-		Annotations: map[string]string{annotGC: "server"},
-		Short:       "Run a complete single-node Sluice: metadata service and storage targets",
+		Use:   "serve",
+		Short: "Run a complete single-node Sluice: metadata service and storage targets",
 		Long: "serve runs the metadata service (on the embedded pebble engine) and several\n" +
 			"storage targets (each a subdirectory of the data dir) in one process, behind\n" +
 			"one TCP listener. It prints \"sluice: serving on ADDR\" when ready and shuts\n" +
