@@ -1,8 +1,6 @@
 package e2e
 
 import (
-	"io"
-	"net/http"
 	"os"
 	"regexp"
 	"strconv"
@@ -43,19 +41,11 @@ func serverGOGC(t *testing.T, env []string) int {
 	if err != nil {
 		t.Fatal(err)
 	}
-	resp, err := http.Get("http://" + admin + "/metrics")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(resp.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	m := regexp.MustCompile(`(?m)^go_gc_gogc_percent (\d+)$`).FindSubmatch(body)
+	body := proctest.Metrics(t, admin)
+	m := regexp.MustCompile(`(?m)^go_gc_gogc_percent (\d+)$`).FindStringSubmatch(body)
 	if m == nil {
 		t.Fatalf("no go_gc_gogc_percent in the metrics")
 	}
-	n, _ := strconv.Atoi(string(m[1]))
+	n, _ := strconv.Atoi(m[1])
 	return n
 }

@@ -4,8 +4,6 @@ import (
 	"context"
 	"crypto/sha256"
 	"fmt"
-	"io"
-	"net/http"
 	"os"
 	"regexp"
 	"strings"
@@ -333,18 +331,10 @@ func TestStageWait(t *testing.T) {
 // port's /metrics, by metric name.
 func scrapeStage(t testing.TB, admin, job string) map[string]float64 {
 	t.Helper()
-	resp, err := http.Get("http://" + admin + "/metrics")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(resp.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
+	body := proctest.Metrics(t, admin)
 	out := map[string]float64{}
 	re := regexp.MustCompile(`(?m)^(sluice_stage_\w+)\{job="` + regexp.QuoteMeta(job) + `"\} (\S+)$`)
-	for _, m := range re.FindAllStringSubmatch(string(body), -1) {
+	for _, m := range re.FindAllStringSubmatch(body, -1) {
 		var v float64
 		if _, err := fmt.Sscan(m[2], &v); err != nil {
 			t.Fatalf("%s: %q: %v", m[1], m[2], err)
