@@ -1,9 +1,15 @@
 package proctest
 
 import (
+	"bytes"
+	"fmt"
 	"io"
 	"net/http"
+	"os"
+	"strconv"
+	"strings"
 	"testing"
+	"time"
 )
 
 // Metrics returns the text of a server's /metrics page at admin (the
@@ -24,4 +30,31 @@ func Metrics(tb testing.TB, admin string) string {
 		tb.Fatalf("GET http://%s/metrics: %s", admin, resp.Status)
 	}
 	return string(body)
+}
+
+// CPUTime returns the CPU time (user and system) process pid has used so
+// far, from /proc/PID/stat, and false where it cannot be read (benchmarks
+// report it; nothing asserts on it).
+func CPUTime(pid int) (time.Duration, bool) {
+	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0, false
+	}
+	// The fields after the command name, which is in parentheses and may
+	// hold spaces: state is the first, utime and stime the 12th and 13th,
+	// in clock ticks (USER_HZ, 100 on Linux).
+	i := bytes.LastIndexByte(stat, ')')
+	if i < 0 {
+		return 0, false
+	}
+	f := strings.Fields(string(stat[i+1:]))
+	if len(f) < 13 {
+		return 0, false
+	}
+	ut, err1 := strconv.ParseInt(f[11], 10, 64)
+	st, err2 := strconv.ParseInt(f[12], 10, 64)
+	if err1 != nil || err2 != nil {
+		return 0, false
+	}
+	return time.Duration(ut+st) * 10 * time.Millisecond, true
 }

@@ -6,9 +6,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"os"
-	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -162,32 +159,12 @@ func send(hc *http.Client, req *http.Request) error {
 }
 
 // cpuTime returns the CPU time (user and system) used so far by this
-// process and by process pid, read from /proc (false where there is none).
+// process and by process pid (false where there is none).
 func cpuTime(pid int) (time.Duration, bool) {
 	var ru syscall.Rusage
 	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
 		return 0, false
 	}
-	self := time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return 0, false
-	}
-	// The fields after the command name, which is in parentheses:
-	// state is the first, utime and stime the 12th and 13th, in clock
-	// ticks (USER_HZ, 100 on Linux).
-	i := bytes.LastIndexByte(stat, ')')
-	if i < 0 {
-		return 0, false
-	}
-	f := strings.Fields(string(stat[i+1:]))
-	if len(f) < 13 {
-		return 0, false
-	}
-	ut, err1 := strconv.ParseInt(f[11], 10, 64)
-	st, err2 := strconv.ParseInt(f[12], 10, 64)
-	if err1 != nil || err2 != nil {
-		return 0, false
-	}
-	return self + time.Duration(ut+st)*10*time.Millisecond, true
+	d, ok := proctest.CPUTime(pid)
+	return time.Duration(ru.Utime.Nano()+ru.Stime.Nano()) + d, ok
 }

@@ -1,7 +1,6 @@
 package tier
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"io"
@@ -20,6 +19,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/sluice-fs/sluice/client"
+	"github.com/sluice-fs/sluice/internal/proctest"
 )
 
 // BenchmarkTier measures the object tier beside baselines taken in the same
@@ -345,19 +345,9 @@ func (m *cpuMeter) per(n int) string {
 	return strings.Join(out, ", ") + fmt.Sprintf("; all %v", sum.Round(time.Microsecond))
 }
 
-// procCPU is a process's user and system CPU time from /proc (0 when it
-// cannot be read: the figure is a diagnostic, not an assertion).
+// procCPU is a process's user and system CPU time (0 when it cannot be
+// read: the figure is a diagnostic, not an assertion).
 func procCPU(pid int) time.Duration {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return 0
-	}
-	// Fields after the command name (which may hold spaces) in ")".
-	f := strings.Fields(string(b[bytes.LastIndexByte(b, ')')+1:]))
-	if len(f) < 13 {
-		return 0
-	}
-	ut, _ := strconv.ParseInt(f[11], 10, 64)
-	st, _ := strconv.ParseInt(f[12], 10, 64)
-	return time.Duration(ut+st) * time.Second / 100 // USER_HZ
+	d, _ := proctest.CPUTime(pid)
+	return d
 }
