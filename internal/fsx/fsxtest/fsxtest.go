@@ -28,15 +28,17 @@ func Run(t testing.TB, c *client.Client, layouts []client.Layout, ops int, fixed
 	}
 	ctx := context.Background()
 	for li, lay := range layouts {
-		if !plan.Runs(li) {
-			continue
-		}
+		// Every layout's directory is made, also where the plan skips
+		// the layout: the caller may check them afterwards.
 		dir := fmt.Sprintf("/fsx-%d", li)
 		if err := c.Mkdir(ctx, dir, 0o755); err != nil {
 			t.Fatal(err)
 		}
 		if err := c.SetLayout(ctx, dir, lay); err != nil {
 			t.Fatal(err)
+		}
+		if !plan.Runs(li) {
+			continue
 		}
 		for _, seed := range plan.Seeds {
 			cfg := fsx.Config{Seed: seed, Ops: plan.Ops, MaxSize: 8 << 20, MaxIO: 4 << 20,
