@@ -1,7 +1,6 @@
 package fuse
 
 import (
-	"bufio"
 	"context"
 	bin "encoding/binary"
 	"encoding/json"
@@ -9,7 +8,6 @@ import (
 	"hash/crc32"
 	"io"
 	"math/rand/v2"
-	"net/http"
 	"os"
 	"path/filepath"
 	"sort"
@@ -110,15 +108,8 @@ func readWhole(p string) (int64, error) {
 // its admin port's metrics.
 func targetReadBytes(t testing.TB, admin string) int64 {
 	t.Helper()
-	resp, err := http.Get("http://" + admin + "/metrics")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
 	var total float64
-	sc := bufio.NewScanner(resp.Body)
-	for sc.Scan() {
-		l := sc.Text()
+	for _, l := range strings.Split(proctest.Metrics(t, admin), "\n") {
 		if strings.HasPrefix(l, "sluice_target_read_bytes_total{") {
 			v, err := strconv.ParseFloat(l[strings.LastIndexByte(l, ' ')+1:], 64)
 			if err != nil {
