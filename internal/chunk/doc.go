@@ -17,7 +17,10 @@
 //	fences/IIIIIIIIIIIIIIII.SSSSSSSS          fence of a frozen chunk (empty file)
 //
 // where I… is the inode number in 16 lowercase hex digits, S… the slot in
-// 8, and XX = ino & 0xff in 2 (256 directories, made at format time).
+// 8, and XX = ino & 0xff in 2 (256 directories, made at format time). On
+// ext2/3/4 the store's directory and chunks/ carry FS_TOPDIR_FL, an
+// allocator hint that spreads their subdirectories over the file system's
+// block groups (spread.go); no format rule depends on it.
 //
 // FORMAT (written to FORMAT.tmp, fsynced, renamed, directory fsynced):
 //

@@ -287,10 +287,18 @@ func (s *Store) checkFormat() error {
 }
 
 func (s *Store) makeDirs() error {
+	// The store's directory and chunks/ spread their new subdirectories
+	// over the file system's block groups (spread.go).
+	if _, err := spreadSubdirs(s.dir); err != nil {
+		s.log.Warn("chunk: cannot mark the store directory for spread placement", "dir", s.dir, "err", err)
+	}
 	for _, d := range []string{"chunks", "undo"} {
 		if err := os.MkdirAll(filepath.Join(s.dir, d), 0o755); err != nil {
 			return fmt.Errorf("chunk: open target %d: %w", s.opts.Target, ioErr(err))
 		}
+	}
+	if _, err := spreadSubdirs(filepath.Join(s.dir, "chunks")); err != nil {
+		s.log.Warn("chunk: cannot mark the chunk directory for spread placement", "dir", filepath.Join(s.dir, "chunks"), "err", err)
 	}
 	for i := range 256 {
 		if err := os.MkdirAll(filepath.Join(s.dir, "chunks", fmt.Sprintf("%02x", i)), 0o755); err != nil {
