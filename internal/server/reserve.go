@@ -81,8 +81,15 @@ func (h *reserveHook) reserve() *qos.Reserve {
 // through them would hold back every other checkpoint and background
 // request meanwhile), lease renewals of migrations and restores (a late
 // renewal loses the lease), a migration's freeze and the fences it sets,
-// membership, and the QoS settings themselves (an administrator must get
-// through).
+// membership (a client's cluster map included: a client asks for it when
+// it starts and after a failover), the QoS settings themselves (an
+// administrator must get through), and the I/O profiler's control
+// requests: a client's check for a running recording, every ProfilePoll
+// (one second) whatever its class — held, a checkpoint client's check
+// counted as a checkpoint request while nothing of its job ran
+// (TestCPUReserve failed on it once) — and the administrator's start,
+// stop, list and read. The records a client ships (OpProfileAppend) are
+// its job's work and stay held with it.
 func reservedOps() []bool {
 	held := make([]bool, 256)
 	for i := range held {
@@ -91,6 +98,7 @@ func reservedOps() []bool {
 	for _, op := range []wire.Op{
 		wire.OpWatch, wire.OpMetaSync, wire.OpMigrate, wire.OpChunkFence, wire.OpHsmClaim,
 		wire.OpRegister, wire.OpHeartbeat, wire.OpSyncDone, wire.OpQosSet, wire.OpQosList, wire.OpSession,
+		wire.OpCluster, wire.OpProfileCheck, wire.OpProfileSet, wire.OpProfileList, wire.OpProfileRead,
 	} {
 		held[op] = false
 	}

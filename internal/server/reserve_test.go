@@ -13,12 +13,12 @@ import (
 // renewal loses the lease).
 func TestReservedOps(t *testing.T) {
 	held := reservedOps()
-	for _, op := range []wire.Op{wire.OpChunkRead, wire.OpChunkWrite, wire.OpChunkSync, wire.OpLookup, wire.OpCreate, wire.OpUnlink, wire.OpOpenIno, wire.OpKVPut} {
+	for _, op := range []wire.Op{wire.OpChunkRead, wire.OpChunkWrite, wire.OpChunkSync, wire.OpLookup, wire.OpCreate, wire.OpUnlink, wire.OpOpenIno, wire.OpKVPut, wire.OpProfileAppend} {
 		if !held[op] {
 			t.Errorf("op %d is not held back", op)
 		}
 	}
-	for _, op := range []wire.Op{wire.OpWatch, wire.OpMetaSync, wire.OpMigrate, wire.OpHsmClaim, wire.OpChunkFence, wire.OpHeartbeat, wire.OpRegister, wire.OpSession, wire.OpQosSet} {
+	for _, op := range []wire.Op{wire.OpWatch, wire.OpMetaSync, wire.OpMigrate, wire.OpHsmClaim, wire.OpChunkFence, wire.OpHeartbeat, wire.OpRegister, wire.OpSession, wire.OpQosSet, wire.OpQosList, wire.OpCluster, wire.OpProfileCheck, wire.OpProfileSet, wire.OpProfileList, wire.OpProfileRead} {
 		if held[op] {
 			t.Errorf("op %d is held back", op)
 		}

@@ -65,11 +65,7 @@ func TestCPUReserve(t *testing.T) {
 		writeShard(k)
 		k++
 	}
-	// A training client's requests pass by. The checkpoint client is
-	// closed first: every QosPacePoll its pacer asks the service for the
-	// QoS settings, a checkpoint-class request that the reserve may hold
-	// like any other of its requests (a run failed with held 12 -> 13 here).
-	ckpt.Close()
+	// A training client's requests pass by.
 	held := s.metric("sluice_qos_cpu_reserve_held_total", "")
 	train := newClient(t, s.addr, "train", "training", -1)
 	writeFile(t, train, "/train", 4<<20)
@@ -88,7 +84,6 @@ func TestCPUReserve(t *testing.T) {
 	// A job with a limit takes no slot: its bucket bounds it already,
 	// and one of its requests sleeping on the bucket must not hold the
 	// slot other jobs need.
-	ckpt = newClient(t, s.addr, "ckpt", "checkpoint", 0)
 	s.cli("qos", "set", "--job", "ckpt", "--rate", "1G")
 	s.waitLimited(1)
 	held = s.metric("sluice_qos_cpu_reserve_held_total", "")
@@ -121,4 +116,36 @@ func TestCPUReserve(t *testing.T) {
 	if got := off.metric("sluice_qos_cpu_reserve_slots", ""); got != 0 {
 		t.Errorf("with --qos-cpu-reserve 0: sluice_qos_cpu_reserve_slots = %v, want none", got)
 	}
+}
+
+// TestCPUReserveIdleClient: a checkpoint client that does nothing beside
+// an interactive reader takes no reserve slot, though it asks the
+// service every second whether a profile recording runs for its job
+// (those checks, like the QoS settings it polls, are control requests the
+// reserve lets by).
+func TestCPUReserveIdleClient(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts servers")
+	}
+	s := startServer(t)
+	setup := newClient(t, s.addr, "", "", 0)
+	const size = 4 << 20
+	writeFile(t, setup, "/data", size)
+	reader := newClient(t, s.addr, "infer", "interactive", -1)
+	ctx, stop := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	wg.Go(func() { readLoop(ctx, t, reader, "/data", size) })
+	defer func() {
+		stop()
+		wg.Wait()
+	}()
+	held := s.metric("sluice_qos_cpu_reserve_held_total", "")
+	idle := newClient(t, s.addr, "ckpt-idle", "checkpoint", 0)
+	// Three profile checks (client.Options.ProfilePoll, one second) and a
+	// QoS poll (client.QosPacePoll, two seconds) at least.
+	time.Sleep(3500 * time.Millisecond)
+	if got := s.metric("sluice_qos_cpu_reserve_held_total", ""); got != held {
+		t.Errorf("an idle checkpoint client's requests went through the reserve: held %v -> %v", held, got)
+	}
+	idle.Close()
 }
