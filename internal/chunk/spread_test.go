@@ -65,3 +65,29 @@ func TestSpreadDirs(t *testing.T) {
 		t.Fatalf("after reopening: read %d bytes, chunk length %d; want the %d bytes written", len(got), n, len(want))
 	}
 }
+
+// TestSpreadUnsupported: on a file system without the flag (tmpfs)
+// spreadSubdirs reports false and no error, and a store opens there as
+// anywhere else.
+func TestSpreadUnsupported(t *testing.T) {
+	var st unix.Statfs_t
+	if err := unix.Statfs("/dev/shm", &st); err != nil || st.Type != unix.TMPFS_MAGIC {
+		t.Skip("no tmpfs at /dev/shm")
+	}
+	dir, err := os.MkdirTemp("/dev/shm", "sluice-spread-")
+	if err != nil {
+		t.Skip(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	ok, err := spreadSubdirs(dir)
+	if ok || err != nil {
+		t.Fatalf("spreadSubdirs on tmpfs = %v, %v; want false, nil", ok, err)
+	}
+	s := openStore(t, filepath.Join(dir, "store"))
+	id := ID{Ino: 7, Slot: 0}
+	want := pattern(2, 5000)
+	mustWrite(t, s, id, 0, want, true)
+	if got, _ := mustRead(t, s, id, 0, len(want)); string(got) != string(want) {
+		t.Fatal("a store on tmpfs reads back other bytes than it wrote")
+	}
+}
