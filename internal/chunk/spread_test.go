@@ -8,6 +8,17 @@ import (
 	"golang.org/x/sys/unix"
 )
 
+// skipMissing skips the test for want of something this machine lacks,
+// and fails it under CI=true instead, as proctest.SkipMissing does (which
+// this package's tests cannot import: proctest imports chunk).
+func skipMissing(t *testing.T, format string, args ...any) {
+	t.Helper()
+	if os.Getenv("CI") == "true" {
+		t.Fatalf(format+" (CI=true: .ci/run's machine must have it)", args...)
+	}
+	t.Skipf(format, args...)
+}
+
 func dirFlags(t *testing.T, dir string) (uint32, error) {
 	t.Helper()
 	f, err := os.Open(dir)
@@ -29,10 +40,7 @@ func TestSpreadDirs(t *testing.T) {
 	}
 	if !ok {
 		// The flag is ext2/3/4's; CI's temporary directory is on ext4.
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("the file system of %s has no FS_TOPDIR_FL (CI=true: expected ext4)", probe)
-		}
-		t.Skipf("the file system of %s has no FS_TOPDIR_FL", probe)
+		skipMissing(t, "the file system of %s has no FS_TOPDIR_FL", probe)
 	}
 	if fl, err := dirFlags(t, probe); err != nil || fl&fsTopdirFL == 0 {
 		t.Fatalf("flags of %s after spreadSubdirs: %#x, %v; want FS_TOPDIR_FL set", probe, fl, err)
@@ -72,11 +80,11 @@ func TestSpreadDirs(t *testing.T) {
 func TestSpreadUnsupported(t *testing.T) {
 	var st unix.Statfs_t
 	if err := unix.Statfs("/dev/shm", &st); err != nil || st.Type != unix.TMPFS_MAGIC {
-		t.Skip("no tmpfs at /dev/shm")
+		skipMissing(t, "no tmpfs at /dev/shm")
 	}
 	dir, err := os.MkdirTemp("/dev/shm", "sluice-spread-")
 	if err != nil {
-		t.Skip(err)
+		skipMissing(t, "no directory on /dev/shm: %v", err)
 	}
 	t.Cleanup(func() { os.RemoveAll(dir) })
 	ok, err := spreadSubdirs(dir)
