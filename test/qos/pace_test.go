@@ -22,9 +22,8 @@ func TestClientPacing(t *testing.T) {
 		t.Skip("starts a server")
 	}
 	s := startServer(t)
-	setup := newClient(t, s.addr, "", "", 0)
 	const size = 16 << 20
-	writeFile(t, setup, "/data", size)
+	s.putFile("/data", size)
 	s.cli("qos", "set", "--job", "slow", "--rate", "1M", "--burst", "1M")
 	s.waitLimited(1)
 	opts := client.Options{Server: s.addr, Job: "slow", Class: "training", ReadAhead: -1}
@@ -57,8 +56,7 @@ func TestClientPacingMeta(t *testing.T) {
 		t.Skip("starts a server")
 	}
 	s := startServer(t)
-	setup := newClient(t, s.addr, "", "", 0)
-	writeFile(t, setup, "/f", 1)
+	s.putFile("/f", 1)
 	s.cli("qos", "set", "--job", "slowmeta", "--meta-rate", "20", "--meta-burst", "2")
 	s.waitMetric("sluice_meta_qos_limited_jobs", 1, "the metadata service never applied the job's limit")
 	opts := client.Options{Server: s.addr, Job: "slowmeta", Class: "training"}

@@ -187,6 +187,13 @@ func newClient(tb testing.TB, addr, job, class string, readAhead int) *client.Cl
 	return c
 }
 
+// putFile writes size bytes at p through a client of its own that names
+// no job: the set-up of a test, outside every job's accounts.
+func (s *server) putFile(p string, size int) {
+	s.tb.Helper()
+	writeFile(s.tb, newClient(s.tb, s.addr, "", "", 0), p, size)
+}
+
 func writeFile(tb testing.TB, c *client.Client, p string, size int) {
 	tb.Helper()
 	buf := make([]byte, size)
@@ -227,9 +234,8 @@ func TestJobLimit(t *testing.T) {
 		t.Skip("starts a server")
 	}
 	s := startServer(t)
-	setup := newClient(t, s.addr, "", "", 0)
 	const size = 16 << 20
-	writeFile(t, setup, "/data", size)
+	s.putFile("/data", size)
 
 	s.cli("qos", "set", "--job", "slow", "--rate", "1M", "--burst", "1M")
 	s.cli("qos", "set", "--class", "checkpoint", "--weight", "3")
@@ -288,8 +294,7 @@ func TestMetaJobLimit(t *testing.T) {
 		t.Skip("starts a server")
 	}
 	s := startServer(t)
-	setup := newClient(t, s.addr, "", "", 0)
-	writeFile(t, setup, "/f", 10)
+	s.putFile("/f", 10)
 	const rate, burst = 100, 10
 	s.cli("qos", "set", "--job", "slow", "--meta-rate", fmt.Sprint(rate), "--meta-burst", fmt.Sprint(burst))
 	if ls := s.cli("qos", "ls"); !regexp.MustCompile(`(?m)^slow\s+-\s+-\s+100\s+10$`).MatchString(ls) {

@@ -128,9 +128,8 @@ func TestCPUReserveIdleClient(t *testing.T) {
 		t.Skip("starts servers")
 	}
 	s := startServer(t)
-	setup := newClient(t, s.addr, "", "", 0)
 	const size = 4 << 20
-	writeFile(t, setup, "/data", size)
+	s.putFile("/data", size)
 	reader := newClient(t, s.addr, "infer", "interactive", -1)
 	ctx, stop := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
