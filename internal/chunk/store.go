@@ -346,7 +346,7 @@ func (s *Store) scan() error {
 				s.log.Warn("chunk: ignoring unknown file", "file", filepath.Join(dir, name))
 				continue
 			}
-			f, err := os.Open(filepath.Join(dir, name))
+			f, err := openNoAtime(filepath.Join(dir, name), os.O_RDONLY)
 			if err != nil {
 				return fmt.Errorf("chunk: scan chunk %v on target %d: %w", id, s.opts.Target, ioErr(err))
 			}
@@ -370,8 +370,13 @@ func (s *Store) chunkLength(id ID, sum *os.File) (int64, error) {
 	if err != nil {
 		return 0, fmt.Errorf("chunk: stat chunk %v on target %d: %w", id, s.opts.Target, ioErr(err))
 	}
+	return s.chunkLengthOf(id, sum, fi.Size())
+}
+
+// chunkLengthOf is chunkLength for a sidecar of sumSize bytes.
+func (s *Store) chunkLengthOf(id ID, sum *os.File, sumSize int64) (int64, error) {
 	var b [entrySize]byte
-	for n := fi.Size() / entrySize; n > 0; n-- {
+	for n := sumSize / entrySize; n > 0; n-- {
 		blk := n - 1
 		if _, err := sum.ReadAt(b[:], blk*entrySize); err != nil {
 			return 0, fmt.Errorf("chunk: read checksums of chunk %v on target %d: %w", id, s.opts.Target, ioErr(err))
@@ -590,6 +595,20 @@ func (s *Store) flushUnsynced() {
 	s.flushes.Done()
 }
 
+// openNoAtime opens an existing chunk file without updating its access
+// time (O_NOATIME): with relatime, the first read of a chunk written
+// since would otherwise dirty its inode, an inode write for nothing (no
+// one reads a chunk file's atime). The flag needs the file's owner (or
+// CAP_FOWNER): a store whose files belong to another user opens them
+// without it.
+func openNoAtime(path string, flag int) (*os.File, error) {
+	f, err := os.OpenFile(path, flag|syscall.O_NOATIME, 0o644)
+	if errors.Is(err, fs.ErrPermission) {
+		f, err = os.OpenFile(path, flag, 0o644)
+	}
+	return f, err
+}
+
 // openFiles opens (or, with create, makes) h's files. For a read of span
 // read it asks the kernel to start reading that range of the data file
 // before it reads the sidecar: a chunk opened cold then costs the
@@ -597,7 +616,7 @@ func (s *Store) flushUnsynced() {
 // two in turn.
 func (s *Store) openFiles(h *handle, create bool, read *span) error {
 	dataPath, sumPath := s.Paths(h.id)
-	sum, err := os.OpenFile(sumPath, os.O_RDWR, 0)
+	sum, err := openNoAtime(sumPath, os.O_RDWR)
 	if errors.Is(err, fs.ErrNotExist) {
 		if !create {
 			return errNoChunk
@@ -622,7 +641,7 @@ func (s *Store) openFiles(h *handle, create bool, read *span) error {
 		return fmt.Errorf("chunk: open chunk %v on target %d: %w", h.id, s.opts.Target, ioErr(err))
 	}
 	h.sum = sum
-	if h.data, err = os.OpenFile(dataPath, os.O_RDWR|os.O_CREATE, 0o644); err != nil {
+	if h.data, err = openNoAtime(dataPath, os.O_RDWR|os.O_CREATE); err != nil {
 		sum.Close()
 		return fmt.Errorf("chunk: open chunk %v on target %d: %w", h.id, s.opts.Target, ioErr(err))
 	}
@@ -635,14 +654,14 @@ func (s *Store) openFiles(h *handle, create bool, read *span) error {
 		h.sum.Close()
 		return err
 	}
-	if h.length, err = s.chunkLength(h.id, sum); err != nil {
-		return fail(err)
-	}
 	fi, err := sum.Stat()
 	if err != nil {
 		return fail(fmt.Errorf("chunk: stat chunk %v on target %d: %w", h.id, s.opts.Target, ioErr(err)))
 	}
 	h.sumSize = fi.Size()
+	if h.length, err = s.chunkLengthOf(h.id, sum, h.sumSize); err != nil {
+		return fail(err)
+	}
 	if fi, err = h.data.Stat(); err != nil {
 		return fail(fmt.Errorf("chunk: stat chunk %v on target %d: %w", h.id, s.opts.Target, ioErr(err)))
 	}

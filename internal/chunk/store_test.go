@@ -12,6 +12,9 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/sluice-fs/sluice/internal/checksum"
 	"github.com/sluice-fs/sluice/internal/errs"
@@ -769,5 +772,42 @@ func TestListAndChunkInfo(t *testing.T) {
 	}
 	if !slices.Equal(got, want) {
 		t.Fatalf("List = %v, want %v", got, want)
+	}
+}
+
+// TestReadKeepsAtime checks that reading a chunk leaves its files' access
+// times alone (openNoAtime): with relatime, the first read after a write
+// would otherwise update them and dirty both inodes.
+func TestReadKeepsAtime(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	s := openStore(t, dir)
+	id := ID{Ino: 7, Slot: 0}
+	p := pattern(7, 70000)
+	mustWrite(t, s, id, 0, p, false)
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	// An access time older than the modification time: relatime updates
+	// it at the next read.
+	old := time.Now().Add(-48 * time.Hour)
+	dataPath, sumPath := s.Paths(id)
+	for _, f := range []string{dataPath, sumPath} {
+		if err := os.Chtimes(f, old, time.Now()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s = openStore(t, dir)
+	if got, clen := mustRead(t, s, id, 0, len(p)); clen != int64(len(p)) || !bytes.Equal(got, p) {
+		t.Fatalf("read back: length %d, want %d; equal %v", clen, len(p), bytes.Equal(got, p))
+	}
+	for _, f := range []string{dataPath, sumPath} {
+		var st unix.Stat_t
+		if err := unix.Stat(f, &st); err != nil {
+			t.Fatal(err)
+		}
+		if st.Atim.Sec != old.Unix() {
+			t.Errorf("%s: access time %v after a read, want %v (unchanged)", f, time.Unix(st.Atim.Unix()), old)
+		}
 	}
 }
