@@ -67,7 +67,9 @@ func stampOf(data, sum *os.File) (fileStamp, error) {
 // checksum mismatch errs.Corruption. Writes made to the chunk after
 // OpenData returns are visible through the file, unchecked.
 func (s *Store) OpenData(id ID) (*os.File, int64, error) {
-	h, err := s.lockChunk(id, false, false)
+	// Opened cold, the data's read starts with the open (as for ReadAt):
+	// the check below reads it all.
+	h, err := s.lockChunkFor(id, false, false, &span{0, maxBatch * BlockSize})
 	if err != nil {
 		return nil, 0, err
 	}
@@ -112,7 +114,14 @@ func (s *Store) OpenData(id ID) (*os.File, int64, error) {
 	known := s.verified.m[id] == st
 	s.verified.mu.Unlock()
 	if !known {
-		buf := make([]byte, min(h.length, maxBatch*BlockSize))
+		var buf []byte
+		if n := min(h.length, maxBatch*BlockSize); n <= verifyPooled {
+			bp := verifyBufs.Get().(*[]byte)
+			defer verifyBufs.Put(bp)
+			buf = (*bp)[:n]
+		} else {
+			buf = make([]byte, n)
+		}
 		for off := int64(0); off < h.length; off += int64(len(buf)) {
 			if err := s.readLocked(h, sc, off, buf[:min(int64(len(buf)), h.length-off)]); err != nil {
 				return nil, 0, err
@@ -132,9 +141,15 @@ func (s *Store) OpenData(id ID) (*os.File, int64, error) {
 	// Its files are never recycled now (recycle.go): the reader keeps the
 	// bytes it opened, as from an unlinked file.
 	s.free.opened(id)
-	f, err := os.Open(dataPath)
+	f, err := openNoAtime(dataPath, os.O_RDONLY)
 	if err != nil {
 		return nil, 0, fmt.Errorf("chunk: open chunk %v on target %d: %w", id, s.opts.Target, ioErr(err))
 	}
 	return f, h.length, nil
 }
+
+// verifyPooled is the largest chunk whose check at OpenData reads into a
+// pooled buffer (verifyBufs) rather than a new one.
+const verifyPooled = 16 * BlockSize
+
+var verifyBufs = sync.Pool{New: func() any { b := make([]byte, verifyPooled); return &b }}
