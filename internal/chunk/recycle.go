@@ -254,7 +254,7 @@ func (s *Store) createFile(path string, extra int) (*os.File, error) {
 		err := unix.Renameat2(unix.AT_FDCWD, name, unix.AT_FDCWD, path, unix.RENAME_NOREPLACE)
 		switch {
 		case err == nil:
-			f, err := os.OpenFile(path, os.O_RDWR, 0)
+			f, err := openNoAtime(path, os.O_RDWR)
 			if err == nil {
 				return f, nil
 			}
@@ -268,5 +268,5 @@ func (s *Store) createFile(path string, extra int) (*os.File, error) {
 			os.Remove(name)
 		}
 	}
-	return os.OpenFile(path, os.O_RDWR|os.O_CREATE|extra, 0o644)
+	return openNoAtime(path, os.O_RDWR|os.O_CREATE|extra)
 }

@@ -595,12 +595,12 @@ func (s *Store) flushUnsynced() {
 	s.flushes.Done()
 }
 
-// openNoAtime opens an existing chunk file without updating its access
-// time (O_NOATIME): with relatime, the first read of a chunk written
-// since would otherwise dirty its inode, an inode write for nothing (no
-// one reads a chunk file's atime). The flag needs the file's owner (or
-// CAP_FOWNER): a store whose files belong to another user opens them
-// without it.
+// openNoAtime opens (with O_CREATE in flag, creates) a chunk file whose
+// reads do not update its access time (O_NOATIME): with relatime, the
+// first read of a chunk written since would otherwise dirty its inode, an
+// inode write for nothing (no one reads a chunk file's atime). The flag
+// needs the file's owner (or CAP_FOWNER): a store whose files belong to
+// another user opens them without it.
 func openNoAtime(path string, flag int) (*os.File, error) {
 	f, err := os.OpenFile(path, flag|syscall.O_NOATIME, 0o644)
 	if errors.Is(err, fs.ErrPermission) {
