@@ -801,7 +801,19 @@ func TestReadKeepsAtime(t *testing.T) {
 	if got, clen := mustRead(t, s, id, 0, len(p)); clen != int64(len(p)) || !bytes.Equal(got, p) {
 		t.Fatalf("read back: length %d, want %d; equal %v", clen, len(p), bytes.Equal(got, p))
 	}
-	for _, f := range []string{dataPath, sumPath} {
+	// A new chunk read through the descriptors that created it.
+	id2 := ID{Ino: 8, Slot: 0}
+	mustWrite(t, s, id2, 0, p, false)
+	dataPath2, sumPath2 := s.Paths(id2)
+	for _, f := range []string{dataPath2, sumPath2} {
+		if err := os.Chtimes(f, old, time.Now()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got, _ := mustRead(t, s, id2, 0, len(p)); !bytes.Equal(got, p) {
+		t.Fatal("new chunk read back wrong")
+	}
+	for _, f := range []string{dataPath, sumPath, dataPath2, sumPath2} {
 		var st unix.Stat_t
 		if err := unix.Stat(f, &st); err != nil {
 			t.Fatal(err)
