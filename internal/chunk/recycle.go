@@ -154,9 +154,8 @@ func (s *Store) precreate(want int) {
 				more = false
 				break
 			}
-			// unix.Open: an os.File would also try the network poller
-			// and set flags, three more system calls per file.
-			fd, err := unix.Open(name, unix.O_CREAT|unix.O_EXCL|unix.O_WRONLY|unix.O_CLOEXEC, 0o644)
+			// openFD, not an os.File: see openNoAtime.
+			fd, err := openFD(name, unix.O_CREAT|unix.O_EXCL|unix.O_WRONLY)
 			if err == nil {
 				err = unix.Close(fd)
 			}
