@@ -70,6 +70,42 @@ class PathTensorDataset(Dataset):
         return out
 
 
+class MemoryDataset(Dataset):
+    """No storage at all: each sample is a copy of the right length of
+    one buffer held in memory (what a read from the page cache costs at
+    least, without its system calls). An epoch over it is what the
+    DataLoader itself costs: the floor of any storage. (Samples held
+    whole by the parent are no floor: every fork copies the parent's page
+    tables, and each worker's touches of the objects copy their pages.)"""
+
+    def __init__(self, sizes):
+        self.sizes = sizes
+        self.blob = os.urandom(max(sizes))
+
+    def __len__(self):
+        return len(self.sizes)
+
+    def __getitem__(self, i):
+        return self.blob[:self.sizes[i]]
+
+
+class MemoryTensorDataset(MemoryDataset):
+    """The same, each batch copied into one tensor in shared memory as
+    PathTensorDataset and FileDataset(output="tensor") do."""
+
+    def __getitems__(self, idx):
+        sizes = [self.sizes[i] for i in idx]
+        arena = torch.empty(sum(sizes), dtype=torch.uint8).share_memory_()
+        a = arena.numpy()
+        blob = memoryview(self.blob)
+        out, off = [], 0
+        for n in sizes:
+            a[off:off + n] = blob[:n]
+            out.append(arena[off:off + n])
+            off += n
+        return out
+
+
 def read_posix(paths, sizes, threads):
     def one(k):
         buf = bytearray(sizes[k])
@@ -176,6 +212,9 @@ def main():
         ps = [os.path.join(d, r) for r in rel]
         loaders.append((f"loader_{name}", PathDataset(ps)))
         loaders.append((f"loader_{name}_tensor", PathTensorDataset(ps, sizes)))
+    # The DataLoader's own cost, with no storage behind it.
+    loaders.append(("loader_memory", MemoryDataset(sizes)))
+    loaders.append(("loader_memory_tensor", MemoryTensorDataset(sizes)))
     for _ in range(max(a.rounds - 1, 1)):
         for name, ds in loaders:
             drop_caches(drops)
