@@ -109,6 +109,12 @@ type Options struct {
 	// block it cannot verify, go through the network. False means the
 	// environment variable SLUICE_DIRECT_READ (1: on).
 	DirectRead bool
+	// DirectReadMaxChunks bounds the chunks whose files the client holds
+	// open for direct reads, across all its Files (two descriptors each):
+	// past it, the least recently read chunk's files are closed (its File
+	// opens them again at its next read). Default: a quarter of the
+	// process's descriptor limit, at most 4,096 chunks.
+	DirectReadMaxChunks int
 	// QosNoPace turns off pacing at the client: by default a client with
 	// a job name (Job) reads the QoS settings every QosPacePoll and holds
 	// its job's chunk reads and writes until the job's token buckets
@@ -155,6 +161,9 @@ func (o *Options) setDefaults() error {
 	}
 	if !o.DirectRead && os.Getenv(EnvDirectRead) == "1" {
 		o.DirectRead = true
+	}
+	if o.DirectReadMaxChunks <= 0 {
+		o.DirectReadMaxChunks = defaultDirectMaxChunks()
 	}
 	if o.Uid == nil {
 		u := uint32(os.Getuid())
@@ -233,6 +242,7 @@ type Client struct {
 	boot        string // this machine's kernel boot ID
 	dmu         sync.Mutex
 	dpeers      map[string]*directPeer // by storage service address; guarded by dmu
+	dlru        directLRU              // the chunks held open for direct reads
 	directBytes atomic.Uint64
 
 	// noOpenIno: the metadata service answered OpOpenIno "not supported"
@@ -251,6 +261,7 @@ func New(ctx context.Context, opts Options) (*Client, error) {
 		return nil, err
 	}
 	c := &Client{opts: opts, pools: make(map[string]*pool), qos: tag, dpeers: map[string]*directPeer{}}
+	c.dlru.max = opts.DirectReadMaxChunks
 	if opts.DirectRead {
 		c.boot = wire.BootID()
 	}

@@ -1,6 +1,7 @@
 package client
 
 import (
+	"container/list"
 	"context"
 	"net"
 	"os"
@@ -69,7 +70,77 @@ type directFile struct {
 	r    *chunk.DirectReader
 	peer *directPeer
 	gen  uint64
+	f    *File
+	k    directKey
+	elem *list.Element // in the client's directLRU; guarded by its mu
 }
+
+// directLRU bounds the chunks whose files a client holds open for direct
+// reads, across its Files (Options.DirectReadMaxChunks): a File kept open
+// for every sample of a data set (the Python client's file sets) would
+// otherwise hold two descriptors per sample until the process ran out.
+// Lock order: a File's dmu, then mu.
+type directLRU struct {
+	mu   sync.Mutex
+	max  int
+	list list.List // *directFile, the most recently read first
+}
+
+// defaultDirectMaxChunks is a quarter of the process's descriptor limit
+// in chunks (two descriptors each), between 16 and 4,096.
+func defaultDirectMaxChunks() int {
+	var rl unix.Rlimit
+	if err := unix.Getrlimit(unix.RLIMIT_NOFILE, &rl); err != nil || rl.Cur == unix.RLIM_INFINITY {
+		return 4096
+	}
+	return int(min(max(rl.Cur/8, 16), 4096))
+}
+
+// added enters d, just opened, and returns the chunks to close to stay
+// within the bound (the least recently read).
+func (l *directLRU) added(d *directFile) []*directFile {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	d.elem = l.list.PushFront(d)
+	var out []*directFile
+	for l.list.Len() > max(l.max, 1) {
+		e := l.list.Back()
+		v := l.list.Remove(e).(*directFile)
+		v.elem = nil
+		out = append(out, v)
+	}
+	return out
+}
+
+// used marks d as read just now.
+func (l *directLRU) used(d *directFile) {
+	l.mu.Lock()
+	if d.elem != nil {
+		l.list.MoveToFront(d.elem)
+	}
+	l.mu.Unlock()
+}
+
+// forget takes d out (its File closed it).
+func (l *directLRU) forget(d *directFile) {
+	l.mu.Lock()
+	if d.elem != nil {
+		l.list.Remove(d.elem)
+		d.elem = nil
+	}
+	l.mu.Unlock()
+}
+
+// held is the number of chunks held open.
+func (l *directLRU) held() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.list.Len()
+}
+
+// DirectReadChunksHeld is the number of chunks whose files the client
+// holds open for direct reads now (at most Options.DirectReadMaxChunks).
+func (c *Client) DirectReadChunksHeld() int { return c.dlru.held() }
 
 // live reports whether the service that opened d's files still runs.
 func (d *directFile) live() bool { return d.peer.gen.Load() == d.gen }
@@ -253,7 +324,8 @@ func (f *File) readDirect(ctx context.Context, t placement.TargetID, data uint64
 		if err != nil {
 			return 0, false, false // a missing chunk, or no socket: the targets answer
 		}
-		d = &directFile{r: r, peer: peer, gen: gen}
+		d = &directFile{r: r, peer: peer, gen: gen, f: f, k: k}
+		var victims []*directFile
 		f.dmu.Lock()
 		if f.direct == nil {
 			f.direct = map[directKey]*directFile{}
@@ -263,8 +335,14 @@ func (f *File) readDirect(ctx context.Context, t placement.TargetID, data uint64
 			d = old
 		} else {
 			f.direct[k] = d
+			victims = f.c.dlru.added(d)
 		}
 		f.dmu.Unlock()
+		for _, v := range victims {
+			v.f.dropDirect(v.k, v)
+		}
+	} else {
+		f.c.dlru.used(d)
 	}
 	if f.c.pace != nil {
 		if err := f.c.pace.wait(ctx, f.c.targetAddr(t), len(p)); err != nil {
@@ -290,6 +368,7 @@ func (f *File) dropDirect(k directKey, d *directFile) {
 	defer f.dmu.Unlock()
 	if f.direct[k] == d {
 		delete(f.direct, k)
+		f.c.dlru.forget(d)
 		d.r.Close()
 	}
 }
@@ -299,6 +378,7 @@ func (f *File) closeDirect() {
 	f.dmu.Lock()
 	defer f.dmu.Unlock()
 	for k, d := range f.direct {
+		f.c.dlru.forget(d)
 		d.r.Close()
 		delete(f.direct, k)
 	}

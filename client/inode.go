@@ -559,6 +559,7 @@ func (f *File) release(ctx context.Context, durable bool) error {
 	}
 	f.closed = true
 	f.dropCaches()
+	f.closeDirect()
 	return opErr("close", f.name, err)
 }
 

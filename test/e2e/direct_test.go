@@ -3,12 +3,14 @@ package e2e
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"io"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -376,5 +378,114 @@ func TestDirectReadServerRestart(t *testing.T) {
 				t.Fatalf("the File of a removed file read another file's bytes at %d (err %v)", off, err)
 			}
 		}
+	}
+}
+
+// chunkFDs counts the descriptors this process holds on chunk files.
+func chunkFDs(t *testing.T) int {
+	t.Helper()
+	ents, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, e := range ents {
+		if l, err := os.Readlink(filepath.Join("/proc/self/fd", e.Name())); err == nil && strings.Contains(l, "/chunks/") {
+			n++
+		}
+	}
+	return n
+}
+
+// TestDirectReadBoundsChunks: a client holding many Files open (a Python
+// file set keeps one per sample) holds the files of at most
+// DirectReadMaxChunks chunks for direct reads, closing the least recently
+// read; evicted chunks are opened again at their next read, with the
+// right bytes. (Without the bound it held two descriptors per file read
+// until the process ran out.)
+func TestDirectReadBoundsChunks(t *testing.T) {
+	ctx := context.Background()
+	s := startServer(t, "")
+	w := s.client()
+	const files, bound = 40, 8
+	c, err := client.New(ctx, client.Options{Server: s.addr, DirectRead: true, DirectReadMaxChunks: bound})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	content := func(i int) []byte { return bytes.Repeat([]byte{byte(i), 0x5a, byte(i * 7)}, 64<<10/3+1) }
+	for i := range files {
+		if err := proctest.WriteFile(ctx, w, "/f"+strconv.Itoa(i), content(i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	open := make([]*client.File, files)
+	for i := range open {
+		f, err := c.Open(ctx, "/f"+strconv.Itoa(i))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer f.Close()
+		open[i] = f
+	}
+	readAll := func(round int) {
+		before := c.DirectReadBytes()
+		for i, f := range open {
+			got := make([]byte, len(content(i)))
+			if _, err := f.ReadAt(got, 0); err != nil && err != io.EOF {
+				t.Fatal(err)
+			}
+			if !bytes.Equal(got, content(i)) {
+				t.Fatalf("round %d: /f%d read other bytes", round, i)
+			}
+			if held := c.DirectReadChunksHeld(); held > bound {
+				t.Fatalf("round %d: %d chunks held open for direct reads, bound %d", round, held, bound)
+			}
+		}
+		if got, want := c.DirectReadBytes()-before, uint64(files*len(content(0))); got < want {
+			t.Fatalf("round %d: %d bytes read directly, want all %d", round, got, want)
+		}
+		if n := chunkFDs(t); n > 2*bound {
+			t.Fatalf("round %d: %d descriptors of chunk files open, bound %d chunks", round, n, bound)
+		}
+	}
+	readAll(1)
+	readAll(2) // every chunk read again: the evicted ones are opened anew
+	// Readers at once: chunks are closed under reads of other Files (and
+	// of their own), which then read them again or through the server.
+	var wg sync.WaitGroup
+	errc := make(chan error, 4)
+	for g := range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			r := rand.New(rand.NewPCG(uint64(g), 9))
+			got := make([]byte, len(content(0)))
+			for range 200 {
+				i := r.IntN(files)
+				if _, err := open[i].ReadAt(got, 0); err != nil && err != io.EOF {
+					errc <- err
+					return
+				}
+				if !bytes.Equal(got, content(i)) {
+					errc <- fmt.Errorf("/f%d read other bytes beside other readers", i)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errc)
+	for err := range errc {
+		t.Fatal(err)
+	}
+	if held := c.DirectReadChunksHeld(); held > bound {
+		t.Fatalf("%d chunks held open for direct reads after concurrent reads, bound %d", held, bound)
+	}
+	for _, f := range open {
+		f.Close()
+	}
+	if held, n := c.DirectReadChunksHeld(), chunkFDs(t); held != 0 || n != 0 {
+		t.Fatalf("after every File closed: %d chunks held, %d chunk descriptors open", held, n)
 	}
 }
