@@ -55,15 +55,25 @@ const directMinChunk = 16 << 10
 // runs before and after each read, so a read that overlapped the end is
 // dropped too). A new process takes far longer to start and remove a
 // chunk than the end of the old one takes to reach the client.
+//
+// Requests go over up to directConns connections at once, one request
+// each at a time: a cold chunk's open on the service waits for the disk,
+// and one connection made the reads of a batch wait for each other's.
 type directPeer struct {
-	gen atomic.Uint64 // moves on when the service's process is gone
+	gen  atomic.Uint64 // moves on when the service's process is gone
+	sem  chan struct{} // a slot per request in flight
+	addr *net.UnixAddr
 
 	mu       sync.Mutex
-	conn     *net.UnixConn // requests; nil: none now
-	watch    *net.UnixConn // idle: ends with the service's process
-	failedAt time.Time     // when the socket was last found unusable
+	idle     []*net.UnixConn // request connections not in use
+	watch    *net.UnixConn   // idle: ends with the service's process; nil: unusable now
+	failedAt time.Time       // when the socket was last found unusable
 	tried    bool
 }
+
+// directConns is the most requests a client has in flight to one
+// service's socket.
+const directConns = 8
 
 // directFile is a chunk a File reads directly, opened under a peer's gen.
 type directFile struct {
@@ -145,16 +155,69 @@ func (c *Client) DirectReadChunksHeld() int { return c.dlru.held() }
 // live reports whether the service that opened d's files still runs.
 func (d *directFile) live() bool { return d.peer.gen.Load() == d.gen }
 
-// lostLocked closes the peer's connections and moves its gen on. p.mu
+// lostLocked closes the peer's connections and moves its gen on (the
+// connections of requests in flight are closed when they come back). p.mu
 // must be held.
 func (p *directPeer) lostLocked() {
 	p.gen.Add(1)
-	for _, c := range []*net.UnixConn{p.conn, p.watch} {
-		if c != nil {
-			c.Close()
-		}
+	for _, c := range p.idle {
+		c.Close()
 	}
-	p.conn, p.watch, p.failedAt = nil, nil, time.Now()
+	if p.watch != nil {
+		p.watch.Close()
+	}
+	p.idle, p.watch, p.failedAt = nil, nil, time.Now()
+}
+
+// getConn returns a connection for one request, and the gen it was taken
+// under; it waits while directConns requests are in flight.
+func (p *directPeer) getConn() (*net.UnixConn, uint64, error) {
+	p.sem <- struct{}{}
+	p.mu.Lock()
+	if p.watch == nil {
+		p.mu.Unlock()
+		<-p.sem
+		return nil, 0, errs.New(errs.Unavailable, "client: no direct socket")
+	}
+	gen := p.gen.Load()
+	if n := len(p.idle); n > 0 {
+		c := p.idle[n-1]
+		p.idle = p.idle[:n-1]
+		p.mu.Unlock()
+		return c, gen, nil
+	}
+	p.mu.Unlock()
+	c, err := net.DialUnix("unixpacket", nil, p.addr)
+	if err != nil {
+		<-p.sem
+		p.lost(gen)
+		return nil, 0, err
+	}
+	return c, gen, nil
+}
+
+// putConn gives back a connection taken under gen: kept for the next
+// request if the peer is still that gen, else closed; nil: it failed.
+func (p *directPeer) putConn(c *net.UnixConn, gen uint64) {
+	p.mu.Lock()
+	if c != nil && p.watch != nil && p.gen.Load() == gen {
+		p.idle = append(p.idle, c)
+		c = nil
+	}
+	p.mu.Unlock()
+	if c != nil {
+		c.Close()
+	}
+	<-p.sem
+}
+
+// lost gives the peer up if it is still at gen.
+func (p *directPeer) lost(gen uint64) {
+	p.mu.Lock()
+	if p.watch != nil && p.gen.Load() == gen {
+		p.lostLocked()
+	}
+	p.mu.Unlock()
 }
 
 // watchEnd waits for the service to close w (its process ended, or it
@@ -189,13 +252,13 @@ func (c *Client) directPeerFor(ctx context.Context, t placement.TargetID) *direc
 	c.dmu.Lock()
 	p := c.dpeers[addr]
 	if p == nil {
-		p = &directPeer{}
+		p = &directPeer{sem: make(chan struct{}, directConns)}
 		c.dpeers[addr] = p
 	}
 	c.dmu.Unlock()
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.conn != nil {
+	if p.watch != nil {
 		return p
 	}
 	if p.tried && time.Since(p.failedAt) < directRetry {
@@ -229,7 +292,7 @@ func (c *Client) directPeerFor(ctx context.Context, t placement.TargetID) *direc
 		uc.Close()
 		return nil
 	}
-	p.conn, p.watch = uc, w
+	p.addr, p.idle, p.watch = sock, append(p.idle, uc), w
 	go p.watchEnd(w)
 	return p
 }
@@ -237,21 +300,22 @@ func (c *Client) directPeerFor(ctx context.Context, t placement.TargetID) *direc
 // open asks the service for chunk (t, data, slot)'s files; the reader
 // belongs to the peer's gen it returns.
 func (p *directPeer) open(t placement.TargetID, data uint64, slot uint32) (*chunk.DirectReader, uint64, error) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.conn == nil {
-		return nil, 0, errs.New(errs.Unavailable, "client: no direct socket")
-	}
-	fail := func(err error) (*chunk.DirectReader, uint64, error) {
-		p.lostLocked()
+	conn, gen, err := p.getConn()
+	if err != nil {
 		return nil, 0, err
 	}
-	if _, _, err := p.conn.WriteMsgUnix(wire.Marshal(&wire.DirectOpenReq{Target: t, Ino: data, Slot: slot}), nil, nil); err != nil {
+	fail := func(err error) (*chunk.DirectReader, uint64, error) {
+		p.putConn(nil, gen)
+		conn.Close()
+		p.lost(gen)
+		return nil, 0, err
+	}
+	if _, _, err := conn.WriteMsgUnix(wire.Marshal(&wire.DirectOpenReq{Target: t, Ino: data, Slot: slot}), nil, nil); err != nil {
 		return fail(err)
 	}
 	buf := make([]byte, 4096)
 	oob := make([]byte, unix.CmsgSpace(2*4))
-	n, oobn, _, _, err := p.conn.ReadMsgUnix(buf, oob)
+	n, oobn, _, _, err := conn.ReadMsgUnix(buf, oob)
 	if err != nil {
 		return fail(err)
 	}
@@ -263,10 +327,11 @@ func (p *directPeer) open(t placement.TargetID, data uint64, slot uint32) (*chun
 		}
 		return fail(errs.New(errs.Protocol, "client: malformed direct-read answer (%v, %v, %d descriptors)", err, ferr, len(files)))
 	}
+	p.putConn(conn, gen)
 	if resp.Code != 0 {
 		return nil, 0, errs.New(errs.Code(resp.Code), "%s", resp.Msg)
 	}
-	return chunk.NewDirectReader(files[0], files[1]), p.gen.Load(), nil
+	return chunk.NewDirectReader(files[0], files[1]), gen, nil
 }
 
 // receivedFiles returns the descriptors passed in a message's control

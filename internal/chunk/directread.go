@@ -47,10 +47,10 @@ func (s *Store) OpenDirect(id ID) (data, sum *os.File, err error) {
 	defer s.unlock(h, false)
 	s.free.opened(id)
 	dataPath, sumPath := s.Paths(id)
-	if data, err = os.Open(dataPath); err != nil {
+	if data, err = openNoAtime(dataPath, os.O_RDONLY); err != nil {
 		return nil, nil, fmt.Errorf("chunk: open chunk %v on target %d: %w", id, s.opts.Target, ioErr(err))
 	}
-	if sum, err = os.Open(sumPath); err != nil {
+	if sum, err = openNoAtime(sumPath, os.O_RDONLY); err != nil {
 		data.Close()
 		return nil, nil, fmt.Errorf("chunk: open chunk %v on target %d: %w", id, s.opts.Target, ioErr(err))
 	}
