@@ -331,6 +331,59 @@ func TestFileset(t *testing.T) {
 	}
 }
 
+// TestFilesetListing: a file set from paths that share a directory lists
+// it only while the names wanted are dense there (listUpTo), and looks up
+// the rest: a sparse random batch, every name, and names that are
+// prefixes of each other (the listing starts just before the first name)
+// all open with their own bytes.
+func TestFilesetListing(t *testing.T) {
+	_, addr := serve(t)
+	r := rand.New(rand.NewPCG(11, 12))
+	files := map[string][]byte{}
+	var names []string
+	for i := range 600 {
+		names = append(names, fmt.Sprintf("/dir/%04d", i))
+	}
+	names = append(names, "/dir/p", "/dir/pq", "/dir/pqr", "/dir/0")
+	for _, p := range names {
+		files[p] = randBytes(r, 1+r.IntN(3000))
+	}
+	writeFiles(t, addr, files)
+	l := New()
+	h := connect(t, l, addr, 0)
+	check := func(what string, paths []string) {
+		t.Helper()
+		fs, errs, err := l.FilesetFromPaths(h, paths, 16)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer l.Free(fs)
+		reqs := make([]IndexReadReq, len(paths))
+		for i, p := range paths {
+			if errs[i] != nil {
+				t.Fatalf("%s: %s: %v", what, p, errs[i])
+			}
+			reqs[i] = IndexReadReq{Index: i, Buf: make([]byte, 4000)}
+		}
+		if failed, err := l.FilesetRead(fs, reqs, 8); failed != 0 {
+			t.Fatalf("%s: %d reads failed: %v", what, failed, err)
+		}
+		for i, rr := range reqs {
+			if !bytes.Equal(rr.Buf[:rr.N], files[paths[i]]) {
+				t.Fatalf("%s: %s read %d bytes, not its %d", what, paths[i], rr.N, len(files[paths[i]]))
+			}
+		}
+	}
+	var sparse []string
+	for _, i := range r.Perm(600)[:40] {
+		sparse = append(sparse, names[i])
+	}
+	check("a sparse random batch", sparse)
+	check("every name", names)
+	check("prefixes", append([]string{"/dir/pqr", "/dir/p", "/dir/pq", "/dir/0"}, names[100:120]...))
+	check("a dense run", names[300:400])
+}
+
 // TestTimeout: a server that stops answering (SIGSTOP) makes calls fail
 // with ETIMEDOUT after the client's timeout instead of hanging.
 func TestTimeout(t *testing.T) {
