@@ -51,6 +51,29 @@ func TestFsxDirectRead(t *testing.T) {
 	t.Logf("%d bytes read directly", c.DirectReadBytes())
 }
 
+// TestFsxDirectReadEvicting is TestFsxDirectRead with a client that may
+// hold the files of only two chunks open (DirectReadMaxChunks): chunks are
+// closed under the exerciser's reads all the time and opened again.
+func TestFsxDirectReadEvicting(t *testing.T) {
+	s := startServer(t, "")
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	c, err := client.New(ctx, client.Options{Server: s.addr, DirectRead: true, DirectReadMaxChunks: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	fsxtest.Run(t, c, fsxLayouts, 1500, []uint64{5, 17}, func(dir string) fsx.Target {
+		return &fsx.Client{C: c, Dir: dir, Ctx: context.Background()}
+	})
+	if c.DirectReadBytes() == 0 {
+		t.Fatal("no byte was read directly")
+	}
+	if held := c.DirectReadChunksHeld(); held > 2 {
+		t.Fatalf("%d chunks held open for direct reads, bound 2", held)
+	}
+}
+
 // TestDirectRead: a direct reader sees another client's overwrite of a
 // file it holds open, reads a file that shrank and grew again as the
 // server does, never returns a block that fails its checksum (a byte
