@@ -73,11 +73,12 @@ class PathTensorDataset(Dataset):
 class MemoryDataset(Dataset):
     """No storage at all: each sample is a copy of the right length of
     one buffer held in memory (what a read from the page cache costs at
-    least, without its system calls). An epoch over it is what the
-    DataLoader itself costs, near the floor of any storage (a local
-    directory came out ahead of it in some runs on the 2-core VM). Samples
-    held whole by the parent were slower still: every fork copies the
-    parent's page tables, and the workers' touches copy the objects' pages."""
+    least, without its system calls). An epoch over it is the
+    DataLoader's own work with nothing to read; not a floor (with bytes a
+    local directory came out ahead of it on the 2-core VM: workers that
+    never wait take the CPU from the main process). Samples held whole by
+    the parent were slower still: every fork copies the parent's page
+    tables, and the workers' touches copy the objects' pages."""
 
     def __init__(self, sizes):
         self.sizes = sizes

@@ -227,8 +227,8 @@ func BenchmarkSamples(b *testing.B) {
 		if l, n := med["loader_local"+k], med["loader_native"+k]; l > 0 && n > 0 {
 			fmt.Fprintf(&sb, "DataLoader%s native / local dir: %.2f\n", k, l/n)
 		}
-		// The DataLoader's own cost, no storage behind it (not a strict
-		// floor: a local directory came out ahead of it in some runs).
+		// The DataLoader's own work, no storage behind it (not a floor:
+		// with bytes a local directory came out ahead of it).
 		if m, mm := med["loader_memory"+k], med["loader_mount"+k]; m > 0 && mm > 0 {
 			fmt.Fprintf(&sb, "DataLoader%s no storage / mount: %.2fx; native / no storage: %.2f\n", k, mm/m, m/med["loader_native"+k])
 		}
