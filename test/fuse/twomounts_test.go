@@ -22,7 +22,8 @@ import (
 // open through either mount must read the model's bytes at once
 // (close-to-open); after a change of names, both mounts must show the
 // model's names and bytes within the change feed's bound (pollSettle).
-// It runs with two `sluice mount` processes, and with the mount of a
+// It runs with two `sluice mount` processes (also both with
+// --direct-read), and with the mount of a
 // `sluice serve --mount --passthrough` (whose reads of one-chunk files the
 // kernel serves from the chunk files) beside a `sluice mount` of it.
 // The seed is logged; SLUICE_TWOMOUNTS_SEED replays it and
@@ -32,6 +33,15 @@ func TestTwoMountsRandom(t *testing.T) {
 	t.Run("mounts", func(t *testing.T) {
 		s, _ := modelServer(t)
 		a, b := startMount(t, s.addr), startMount(t, s.addr)
+		twoMountsRandom(t, a.dir, b.dir)
+		a.stop()
+		b.stop()
+	})
+	t.Run("direct", func(t *testing.T) {
+		// Both mounts read chunks from their files on this machine
+		// (ADR 0025), beside each other's writes.
+		s, _ := modelServer(t)
+		a, b := startMount(t, s.addr, "--direct-read"), startMount(t, s.addr, "--direct-read")
 		twoMountsRandom(t, a.dir, b.dir)
 		a.stop()
 		b.stop()
