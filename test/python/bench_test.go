@@ -144,6 +144,10 @@ func BenchmarkSamples(b *testing.B) {
 		mp2 := b.TempDir()
 		startTCPMount(b, addr, mp2)
 		pyArgs = append(pyArgs, "--mount", "tcpmount="+filepath.Join(mp2, "bench", "d"))
+		// The same with direct reads (ADR 0025), in the same run.
+		mp3 := b.TempDir()
+		startTCPMount(b, addr, mp3, "--direct-read")
+		pyArgs = append(pyArgs, "--mount", "tcpdirect="+filepath.Join(mp3, "bench", "d"))
 	}
 	b.ResetTimer()
 	pctx, cancel := context.WithTimeout(ctx, 30*time.Minute)
@@ -211,16 +215,20 @@ func BenchmarkSamples(b *testing.B) {
 	row("mount, python, 1 thread", "mount_1thread", "mount_16threads")
 	row("sluice mount (TCP), python, 16 threads", "tcpmount_16threads", "mount_16threads")
 	row("sluice mount (TCP), python, 1 thread", "tcpmount_1thread", "mount_16threads")
+	row("sluice mount --direct-read, python, 16 threads", "tcpdirect_16threads", "tcpmount_16threads")
+	row("sluice mount --direct-read, python, 1 thread", "tcpdirect_1thread", "tcpmount_1thread")
 	row("local dir, python, 16 threads", "local_16threads", "mount_16threads")
 	row("local dir, python, 1 thread", "local_1thread", "mount_16threads")
 	row("DataLoader 4 workers, native, bytes", "loader_native", "loader_mount")
 	row("DataLoader 4 workers, mount, bytes", "loader_mount", "")
 	row("DataLoader 4 workers, sluice mount (TCP), bytes", "loader_tcpmount", "loader_mount")
+	row("DataLoader 4 workers, sluice mount --direct-read, bytes", "loader_tcpdirect", "loader_tcpmount")
 	row("DataLoader 4 workers, local dir, bytes", "loader_local", "loader_mount")
 	row("DataLoader 4 workers, no storage (memory), bytes", "loader_memory", "loader_mount")
 	row("DataLoader 4 workers, native, tensors", "loader_native_tensor", "loader_mount_tensor")
 	row("DataLoader 4 workers, mount, tensors", "loader_mount_tensor", "")
 	row("DataLoader 4 workers, sluice mount (TCP), tensors", "loader_tcpmount_tensor", "loader_mount_tensor")
+	row("DataLoader 4 workers, sluice mount --direct-read, tensors", "loader_tcpdirect_tensor", "loader_tcpmount_tensor")
 	row("DataLoader 4 workers, local dir, tensors", "loader_local_tensor", "loader_mount_tensor")
 	row("DataLoader 4 workers, no storage (memory), tensors", "loader_memory_tensor", "loader_mount_tensor")
 	for _, k := range []string{"", "_tensor"} {
@@ -247,9 +255,9 @@ func BenchmarkSamples(b *testing.B) {
 
 // startTCPMount runs `sluice mount --server addr mp` and waits until mp is
 // mounted; the process is stopped (and mp unmounted) when b ends.
-func startTCPMount(b *testing.B, addr, mp string) {
+func startTCPMount(b *testing.B, addr, mp string, args ...string) {
 	b.Helper()
-	cmd := exec.Command(binary, "mount", "--server", addr, mp)
+	cmd := exec.Command(binary, append(append([]string{"mount", "--server", addr}, args...), mp)...)
 	var logs strings.Builder
 	cmd.Stdout, cmd.Stderr = &logs, &logs
 	if err := cmd.Start(); err != nil {
