@@ -280,11 +280,21 @@ func New(ctx context.Context, opts Options) (*Client, error) {
 		c.metaPool().close()
 		return nil, fmt.Errorf("client: connect to %s: %w", opts.Server, err)
 	}
-	if tag.Job != "" && !opts.QosNoPace {
-		// Before anything that starts goroutines: every metadata call
-		// reads c.pace (namespace requests are paced too).
-		c.pace = newPacer(c, tag.Job)
+	// The pacer and the profiler are set before anything starts a
+	// goroutine: every metadata call reads c.pace (namespace requests are
+	// paced too) and c.prof (its recorder). (The profiler was set last, so
+	// the pacer's first poll could race with it.)
+	if tag.Job != "" {
+		c.prof = newProfiler(c, tag.Job, opts.ProfilePoll)
+		if !opts.QosNoPace {
+			c.pace = newPacer(c, tag.Job)
+		}
+	}
+	if c.pace != nil {
 		c.pace.start()
+	}
+	if c.prof != nil {
+		c.prof.start()
 	}
 	if opts.StagingDir != "" {
 		s, err := openStager(c, opts.StagingDir)
@@ -293,10 +303,6 @@ func New(ctx context.Context, opts Options) (*Client, error) {
 			return nil, err
 		}
 		c.stg = s
-	}
-	if tag.Job != "" {
-		c.prof = newProfiler(c, tag.Job, opts.ProfilePoll)
-		c.prof.start()
 	}
 	return c, nil
 }
