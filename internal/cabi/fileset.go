@@ -77,15 +77,18 @@ func (l *Lib) FilesetFromPaths(h int64, paths []string, inflight int) (int64, []
 		d := dirs[i]
 		idx := byDir[d]
 		want := make(map[string][]int, len(idx))
-		last := ""
-		for _, j := range idx {
+		first, last := "", ""
+		for k, j := range idx {
 			name := path.Base(path.Clean("/" + paths[j]))
 			want[name] = append(want[name], j)
-			last = max(last, name)
+			if k == 0 {
+				first = name
+			}
+			first, last = min(first, name), max(last, name)
 		}
 		var miss []int
 		err := cn.do("readdir", d, 0, func(ctx context.Context) error {
-			found, err := listUpTo(ctx, cn.c, d, last, want)
+			found, err := listUpTo(ctx, cn.c, d, first, last, want)
 			if err != nil {
 				return err
 			}
@@ -125,8 +128,8 @@ func (l *Lib) FilesetFromPaths(h int64, paths []string, inflight int) (int64, []
 // about as long as 64 lookups).
 const listWorth = 16
 
-// listUpTo lists directory d with attributes from the first name in want
-// up to name last and returns the attributes of the entries named in want
+// listUpTo lists directory d with attributes from name first up to name
+// last (the least and greatest in want) and returns the attributes of the entries named in want
 // that it saw. Its pages start small and grow while they hold at least
 // one wanted name per listWorth entries; when the names are sparser it
 // stops (a random batch of a large directory), and the caller looks up the
@@ -136,14 +139,10 @@ const listWorth = 16
 // directory from its start to its last name, 6,470-15,980 with this
 // rule, 11,400-18,900 looking every name up; a file set of all 20,000
 // paths opened in 0.17-0.19 s, 0.80-0.95 s looking every name up.)
-func listUpTo(ctx context.Context, c *client.Client, d, last string, want map[string][]int) (map[string]client.InodeAttr, error) {
+func listUpTo(ctx context.Context, c *client.Client, d, first, last string, want map[string][]int) (map[string]client.InodeAttr, error) {
 	fi, err := c.Stat(ctx, d)
 	if err != nil {
 		return nil, err
-	}
-	first := last
-	for name := range want {
-		first = min(first, name)
 	}
 	found := make(map[string]client.InodeAttr, len(want))
 	cursor := first[:len(first)-1] // sorts before first, and nothing else wanted does

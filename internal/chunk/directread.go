@@ -84,21 +84,14 @@ func (d *DirectReader) ReadAt(p []byte, off int64) (n int, chunkLen int64, err e
 	if off < 0 || off > MaxChunkSize {
 		return 0, 0, errs.New(errs.Invalid, "chunk: direct read at offset %d", off)
 	}
-	// Through the descriptor's reference count, not Fd(): the client may
-	// close the reader while this read runs (a bound on the chunks it holds
-	// open), and a bare descriptor number could by then name another file.
-	var st syscall.Stat_t
-	rc, err := d.sum.SyscallConn()
+	// os.File.Stat, not fstat of Fd(): the client may close the reader
+	// while this read runs (a bound on the chunks it holds open), and a
+	// bare descriptor number could by then name another file.
+	fi, err := d.sum.Stat()
 	if err != nil {
 		return 0, 0, fmt.Errorf("chunk: direct read: %w", ioErr(err))
 	}
-	var serr error
-	if err := rc.Control(func(fd uintptr) { serr = syscall.Fstat(int(fd), &st) }); err != nil {
-		return 0, 0, fmt.Errorf("chunk: direct read: %w", ioErr(err))
-	}
-	if serr != nil {
-		return 0, 0, fmt.Errorf("chunk: direct read: %w", ioErr(serr))
-	}
+	st := fi.Sys().(*syscall.Stat_t)
 	if st.Nlink == 0 {
 		return 0, 0, ErrDirectGone
 	}
