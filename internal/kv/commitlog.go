@@ -46,8 +46,8 @@ const (
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
 // commitLog appends records to the newest segment and syncs it. One
-// goroutine (the committer) calls append and rotate; sync may be called by
-// any goroutine at any time.
+// goroutine at a time (whichever processes a commit group: see committer)
+// calls append and rotate; sync may be called by any goroutine at any time.
 //
 // Lock order: mu, then errMu.
 type commitLog struct {
@@ -296,7 +296,7 @@ func (l *commitLog) append(payload []byte) error {
 	binary.LittleEndian.PutUint32(b[4:8], uint32(len(payload)))
 	copy(b[recordHeaderSize:], payload)
 	binary.LittleEndian.PutUint32(b[0:4], crc32.Update(crc32.Checksum(b[4:8], castagnoli), castagnoli, payload))
-	// cur changes only in rotate, on this goroutine.
+	// cur changes only in rotate, called by the same processor of groups.
 	if _, err := l.mu.cur.Write(b); err != nil {
 		// A part of the record may be in the file: nothing may follow it,
 		// unless it is cut off again. A full disk then fails this commit

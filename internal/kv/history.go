@@ -15,7 +15,8 @@ const maxHistoryKeys = 1 << 16
 // history remembers which keys the recent groups wrote and in which
 // generation. Validation uses it as a filter: a transaction none of whose
 // reads touches a key written after its snapshot is valid without reading
-// the store. Only the committer goroutine uses it.
+// the store. Only the goroutine processing a commit group uses it (one at
+// a time: see committer).
 type history struct {
 	latest *btree.BTreeG[keyGen] // per key, the last generation that wrote it
 	groups []histGroup           // oldest first

@@ -53,8 +53,9 @@
 //     it saw, and each Scan's range up to the last key it visited (to the
 //     range's end if it ran out) with the entries it saw there.
 //  2. When the function returns nil, a transaction with writes is handed to
-//     the engine's one committer goroutine; a read-only one is done (it is
-//     serializable at its snapshot).
+//     the engine's committer, which processes one group at a time (on the
+//     goroutine of the transaction that found it idle, or on its own); a
+//     read-only one is done (it is serializable at its snapshot).
 //  3. The committer takes all pending transactions as a group, validates
 //     them one by one against the committed state plus the writes of those
 //     accepted before them in the group, and puts the accepted ones' writes
