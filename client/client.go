@@ -248,6 +248,9 @@ type Client struct {
 	// noOpenIno: the metadata service answered OpOpenIno "not supported"
 	// (older): OpenAttrIno asks OpGetAttr instead.
 	noOpenIno atomic.Bool
+	// noWriteInlineAttr: the metadata service answered OpWriteInlineAttr
+	// "not supported" (older): FlushAttr sends two requests.
+	noWriteInlineAttr atomic.Bool
 }
 
 // New connects to the metadata service at opts.Server and learns the

@@ -3,10 +3,12 @@ package client
 import (
 	"context"
 	"fmt"
+	"io/fs"
 	"syscall"
 	"time"
 
 	"github.com/sluice-fs/sluice/internal/errs"
+	"github.com/sluice-fs/sluice/internal/profile"
 	"github.com/sluice-fs/sluice/internal/wire"
 )
 
@@ -132,6 +134,89 @@ func (f *File) writeInline(ctx context.Context, off int64, p []byte) (int, error
 		return 0, errs.New(errs.Protocol, "client: the metadata service took %d bytes of a %d-byte inline write", r.Written, len(p))
 	}
 	return int(r.Written), nil
+}
+
+// FlushAttr sends the File's buffered data and then the attribute change
+// ch (mode, owner, group, times: no size), as FlushContext followed by
+// Client.SetAttrIno would, and returns the file's attributes after the
+// change. When what is buffered is the file's only write in flight and
+// lands in its inline bytes, both go in one metadata request and one
+// transaction (OpWriteInlineAttr): the close of a small file whose times,
+// owner and mode a program restored before closing it (tar -x).
+func (f *File) FlushAttr(ctx context.Context, ch AttrChange) (InodeAttr, error) {
+	var a InodeAttr
+	one := false
+	_, err := f.recorded(ctx, profile.OpSync, 0, 0, func(ctx context.Context) (int, error) {
+		var err error
+		a, one, err = f.flushAttr(ctx, ch)
+		return 0, err
+	})
+	if err != nil || one {
+		return a, err
+	}
+	return f.c.SetAttrIno(ctx, f.ino, ch)
+}
+
+// flushAttr flushes the File and reports whether ch went with the data.
+func (f *File) flushAttr(ctx context.Context, ch AttrChange) (InodeAttr, bool, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.closed {
+		return InodeAttr{}, false, opErr("flush", f.name, fs.ErrClosed)
+	}
+	h := dataHome(f.home.Load())
+	if f.stg == nil && len(f.buf) > 0 && !h.chunks() && !h.released() && f.bufEndLocked() <= f.c.inlineMax() &&
+		f.flushing.Load() == 0 && ch.Valid&^(AttrMode|AttrUid|AttrGid|AttrAtime|AttrMtime) == 0 && !f.c.noWriteInlineAttr.Load() && f.writeErr() == nil {
+		// Nothing else in flight, and f.mu keeps new writes out: the
+		// buffer is the file's last change, sent here and now.
+		a, err := f.writeInlineAttr(ctx, f.bufOff, f.buf, ch)
+		switch errs.CodeOf(err) {
+		case errs.NotSupported:
+			f.c.noWriteInlineAttr.Store(true) // a service from before 2026-12-01
+		case errs.TooBig:
+			// The file has chunks now, or the service keeps less
+			// inline than this client thought: nothing was changed.
+		default:
+			wire.PutBuf(f.buf)
+			f.buf = nil
+			if err != nil {
+				f.werrMu.Lock()
+				if f.werr == nil {
+					f.werr = err
+				}
+				f.werrMu.Unlock()
+				return InodeAttr{}, false, opErr("flush", f.name, err)
+			}
+			return a, true, nil
+		}
+	}
+	return InodeAttr{}, false, opErr("flush", f.name, f.waitFlushesLocked(ctx))
+}
+
+// writeInlineAttr sends one OpWriteInlineAttr: all of p at off, then ch.
+func (f *File) writeInlineAttr(ctx context.Context, off int64, p []byte, ch AttrChange) (InodeAttr, error) {
+	var r wire.WriteInlineResp
+	ifMtime, ifSize := f.own.ifState()
+	req := &wire.WriteInlineAttrReq{
+		Write: wire.WriteInlineReq{Ino: f.ino, Off: uint64(off), Data: p, Mtime: time.Now().UnixNano(), IfMtime: ifMtime, IfSize: ifSize},
+		Attr: wire.SetAttrReq{Ino: f.ino, Valid: ch.Valid, Mode: ch.Mode & 0o7777,
+			Uid: ch.Uid, Gid: ch.Gid, Atime: ch.Atime, Mtime: ch.Mtime, Cred: callerCred(ctx)},
+	}
+	err := f.c.metaCall(ctx, wire.OpWriteInlineAttr, req, &r)
+	if err != nil {
+		if c := errs.CodeOf(err); c != errs.NotSupported && c != errs.TooBig {
+			f.own.brk() // it may have been applied
+		}
+		return InodeAttr{}, err
+	}
+	if int(r.Written) != len(p) {
+		f.own.brk()
+		return InodeAttr{}, errs.New(errs.Protocol, "client: the metadata service took %d bytes of a %d-byte inline write", r.Written, len(p))
+	}
+	f.learn(&r.Attr)
+	f.own.answer(ifMtime, &r.Attr)
+	f.c.overlayStaged(&r.Attr)
+	return inodeAttr(&r.Attr), nil
 }
 
 // setChunks freezes the file's inline part before its first chunk write.

@@ -161,7 +161,8 @@ func (fs *fileSystem) deferSetAttr(in *fuse.SetAttrIn, of *openFile, ch client.A
 }
 
 // applyPending sends of's deferred attribute changes, after its buffered
-// data (whose commit would otherwise overwrite the modification time).
+// data (whose commit would otherwise overwrite the modification time):
+// for a small file, both in one request (client.File.FlushAttr).
 func (fs *fileSystem) applyPending(ctx context.Context, of *openFile) error {
 	p := &of.pend
 	p.mu.Lock()
@@ -172,10 +173,7 @@ func (fs *fileSystem) applyPending(ctx context.Context, of *openFile) error {
 	ch, caller := p.ch, p.caller
 	p.on, p.ch = false, client.AttrChange{}
 	p.mu.Unlock()
-	if err := of.f.FlushContext(ctx); err != nil {
-		return err
-	}
-	a, err := fs.c.SetAttrIno(client.WithCaller(ctx, caller), of.ino, ch)
+	a, err := of.f.FlushAttr(client.WithCaller(ctx, caller), ch)
 	if err != nil {
 		return err
 	}

@@ -152,6 +152,10 @@ func (s *Service) Register(srv *wire.Server) {
 		r, err := s.WriteInline(ctx, m)
 		return &r, err
 	})
+	handle(srv, wire.OpWriteInlineAttr, func(ctx context.Context, m *wire.WriteInlineAttrReq) (wire.Message, error) {
+		r, err := s.WriteInlineAttr(ctx, m)
+		return &r, err
+	})
 	handle(srv, wire.OpPutFile, func(ctx context.Context, m *wire.PutFileReq) (wire.Message, error) {
 		r, err := s.PutFile(ctx, m)
 		return &r, err

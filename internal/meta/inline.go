@@ -105,64 +105,138 @@ func regularFile(n *inode) error {
 // The size grows to cover what was written; mtime and ctime become
 // req.Mtime (the server's clock if 0).
 func (s *Service) WriteInline(ctx context.Context, req *wire.WriteInlineReq) (wire.WriteInlineResp, error) {
-	mtime := req.Mtime
-	if mtime == 0 {
-		mtime = s.nowNs()
+	if err := validInlineWrite(req); err != nil {
+		return wire.WriteInlineResp{}, inoErr("writeinline", req.Ino, err)
 	}
-	end := req.Off + uint64(len(req.Data))
-	if end < req.Off {
-		return wire.WriteInlineResp{}, inoErr("writeinline", req.Ino, errs.ErrInvalid)
-	}
+	mtime := s.writeTime(req)
 	var r wire.WriteInlineResp
 	err := s.update(ctx, func(tx kv.Txn) error {
-		r = wire.WriteInlineResp{}
-		n, err := getInode(tx, req.Ino)
-		if err != nil {
-			return err
-		}
-		if err := regularFile(n); err != nil {
-			return err
-		}
-		unchanged := unchangedSince(n, req.IfMtime, req.IfSize)
-		p := req.Data
-		if n.hasChunks() {
-			switch {
-			case req.Off >= uint64(n.InlineLen):
-				p = nil
-			case end > uint64(n.InlineLen):
-				p = p[:uint64(n.InlineLen)-req.Off]
-			}
-		} else if end > uint64(s.inlMax) {
-			return errs.New(errs.TooBig, "a write up to byte %d does not fit in the %d bytes a file may keep inline", end, s.inlMax)
-		}
-		if len(p) > 0 {
-			if err := hsmWrite(tx, req.Ino, n); err != nil {
-				return err
-			}
-			cur, err := getInline(tx, req.Ino, n.InlineLen)
-			if err != nil {
-				return err
-			}
-			newLen := max(uint64(len(cur)), req.Off+uint64(len(p)))
-			data := make([]byte, newLen)
-			copy(data, cur)
-			copy(data[req.Off:], p)
-			setInline(tx, req.Ino, n, data)
-			n.Size = max(n.Size, req.Off+uint64(len(p)))
-			n.Mtime, n.Ctime = mtime, mtime
-			tx.Set(inodeKey(req.Ino), n.encode())
-		}
-		r.Written = uint32(len(p))
-		r.Attr, err = attrOf(tx, req.Ino, n)
-		if unchanged {
-			r.Attr.Flags |= wire.AttrUnchanged
-		}
+		var err error
+		r, _, err = s.writeInlineTx(tx, req, mtime)
 		return err
 	})
 	if err != nil {
 		return wire.WriteInlineResp{}, inoErr("writeinline", req.Ino, err)
 	}
 	return r, nil
+}
+
+// WriteInlineAttr is WriteInline of req.Write and then, in the same
+// transaction, the change req.Attr of the same file's mode, owner, group
+// and times, as SetAttr makes it (with its audit entry). The write must
+// land whole (a file without chunks, or one whose inline part covers it):
+// else nothing is changed and the error is errs.TooBig, and the client
+// sends the two requests apart.
+func (s *Service) WriteInlineAttr(ctx context.Context, req *wire.WriteInlineAttrReq) (wire.WriteInlineResp, error) {
+	w, ch := &req.Write, &req.Attr
+	if err := validInlineWrite(w); err != nil {
+		return wire.WriteInlineResp{}, inoErr("writeinline", w.Ino, err)
+	}
+	if ch.Ino != w.Ino {
+		return wire.WriteInlineResp{}, inoErr("writeinline", w.Ino, errs.New(errs.Invalid, "the attribute change names inode %d", ch.Ino))
+	}
+	if ch.Valid&^(wire.SetMode|wire.SetUid|wire.SetGid|wire.SetAtime|wire.SetMtime) != 0 {
+		return wire.WriteInlineResp{}, inoErr("writeinline", w.Ino, errs.New(errs.Invalid, "an inline write changes only mode, owner, group and times with it (valid %#x)", ch.Valid))
+	}
+	mtime := s.writeTime(w)
+	var r wire.WriteInlineResp
+	audited := false
+	err := s.update(ctx, func(tx kv.Txn) error {
+		audited = false
+		var n *inode
+		var err error
+		r, n, err = s.writeInlineTx(tx, w, mtime)
+		if err != nil {
+			return err
+		}
+		if int(r.Written) != len(w.Data) {
+			return errs.New(errs.TooBig, "%d of the write's %d bytes go inline", r.Written, len(w.Data))
+		}
+		now := s.nowNs()
+		if audited, err = s.changeOwnership(ctx, tx, ch, n, now); err != nil {
+			return err
+		}
+		if ch.Valid&wire.SetMtime != 0 {
+			n.Mtime = ch.Mtime
+		}
+		n.Ctime = now
+		tx.Set(inodeKey(w.Ino), n.encode())
+		unchanged := r.Attr.Flags & wire.AttrUnchanged
+		r.Attr, err = attrOf(tx, w.Ino, n)
+		r.Attr.Flags |= unchanged
+		return err
+	})
+	if err != nil {
+		return wire.WriteInlineResp{}, inoErr("writeinline", w.Ino, err)
+	}
+	if audited {
+		s.audited()
+	}
+	return r, nil
+}
+
+func validInlineWrite(req *wire.WriteInlineReq) error {
+	if req.Off+uint64(len(req.Data)) < req.Off {
+		return errs.ErrInvalid
+	}
+	return nil
+}
+
+// writeTime is an inline write's modification time: the client's, or the
+// server's clock if it sent none.
+func (s *Service) writeTime(req *wire.WriteInlineReq) int64 {
+	if req.Mtime != 0 {
+		return req.Mtime
+	}
+	return s.nowNs()
+}
+
+// writeInlineTx is WriteInline's transaction: it returns the reply and the
+// file's inode as the write left it (written to tx).
+func (s *Service) writeInlineTx(tx kv.Txn, req *wire.WriteInlineReq, mtime int64) (wire.WriteInlineResp, *inode, error) {
+	end := req.Off + uint64(len(req.Data))
+	n, err := getInode(tx, req.Ino)
+	if err != nil {
+		return wire.WriteInlineResp{}, nil, err
+	}
+	if err := regularFile(n); err != nil {
+		return wire.WriteInlineResp{}, nil, err
+	}
+	unchanged := unchangedSince(n, req.IfMtime, req.IfSize)
+	p := req.Data
+	if n.hasChunks() {
+		switch {
+		case req.Off >= uint64(n.InlineLen):
+			p = nil
+		case end > uint64(n.InlineLen):
+			p = p[:uint64(n.InlineLen)-req.Off]
+		}
+	} else if end > uint64(s.inlMax) {
+		return wire.WriteInlineResp{}, nil, errs.New(errs.TooBig, "a write up to byte %d does not fit in the %d bytes a file may keep inline", end, s.inlMax)
+	}
+	if len(p) > 0 {
+		if err := hsmWrite(tx, req.Ino, n); err != nil {
+			return wire.WriteInlineResp{}, nil, err
+		}
+		cur, err := getInline(tx, req.Ino, n.InlineLen)
+		if err != nil {
+			return wire.WriteInlineResp{}, nil, err
+		}
+		newLen := max(uint64(len(cur)), req.Off+uint64(len(p)))
+		data := make([]byte, newLen)
+		copy(data, cur)
+		copy(data[req.Off:], p)
+		setInline(tx, req.Ino, n, data)
+		n.Size = max(n.Size, req.Off+uint64(len(p)))
+		n.Mtime, n.Ctime = mtime, mtime
+		tx.Set(inodeKey(req.Ino), n.encode())
+	}
+	r := wire.WriteInlineResp{Written: uint32(len(p))}
+	r.Attr, err = attrOf(tx, req.Ino, n)
+	if unchanged {
+		r.Attr.Flags |= wire.AttrUnchanged
+	}
+	return r, n, err
 }
 
 // ReadInline reads up to req.Len inline bytes of a file at req.Off: fewer

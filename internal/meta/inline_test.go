@@ -264,3 +264,80 @@ func TestFormatUpgrade(t *testing.T) {
 		t.Fatalf("%d files queued for chunk removal after removing a version-1 file, want 1", n)
 	}
 }
+
+// TestWriteInlineAttr: an inline write and an attribute change in one
+// transaction leave the bytes and then the mode, owner and times asked
+// (the write's time overridden), audit the owner change, and say whether
+// the file was unchanged before; a change other than mode, owner, group
+// and times, a write that would not land whole, or another inode's
+// change is refused and changes nothing.
+func TestWriteInlineAttr(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s := newTestService(t, nil, nil)
+	f := mustCreateInline(t, s, RootIno, "f")
+	const mtime = 1_700_000_000_000_000_000
+	req := &wire.WriteInlineAttrReq{
+		Write: wire.WriteInlineReq{Ino: f.Ino, Data: []byte("tar member"), Mtime: 7, IfMtime: f.Mtime, IfSize: f.Size},
+		Attr:  wire.SetAttrReq{Ino: f.Ino, Valid: wire.SetMode | wire.SetUid | wire.SetGid | wire.SetMtime, Mode: 0o600, Uid: 42, Gid: 43, Mtime: mtime, Cred: &wire.Cred{Uid: 0}},
+	}
+	r, err := s.WriteInlineAttr(ctx, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Written != 10 || r.Attr.Size != 10 || r.Attr.Mode&0o7777 != 0o600 || r.Attr.Uid != 42 || r.Attr.Gid != 43 || r.Attr.Mtime != mtime || r.Attr.Flags&wire.AttrUnchanged == 0 {
+		t.Fatalf("reply %+v: want 10 bytes, mode 0600, owner 42:43, mtime %d, unchanged", r, int64(mtime))
+	}
+	if got := readInline(t, s, f.Ino, 0, 100); string(got.Data) != "tar member" || got.Attr.Mtime != mtime || got.Attr.Uid != 42 {
+		t.Fatalf("read back %q, attr %+v", got.Data, got.Attr)
+	}
+	_, entries := listAudit(t, s, wire.AuditListReq{})
+	found := false
+	for _, e := range entries {
+		for _, c := range e.Changes {
+			if e.Ino == f.Ino && c.Field == "uid" && c.New == "42" {
+				found = true
+			}
+		}
+	}
+	if !found {
+		t.Errorf("no audit entry for the owner change in %+v", entries)
+	}
+
+	// The file changed since the If state: the reply says so.
+	req.Write.Data = []byte("again")
+	if r, err = s.WriteInlineAttr(ctx, req); err != nil || r.Attr.Flags&wire.AttrUnchanged != 0 {
+		t.Fatalf("second write with the first one's If state: %+v, %v (want changed)", r, err)
+	}
+
+	before := readInline(t, s, f.Ino, 0, 100)
+	refused := func(what string, req *wire.WriteInlineAttrReq, code errs.Code) {
+		t.Helper()
+		if _, err := s.WriteInlineAttr(ctx, req); errs.CodeOf(err) != code {
+			t.Errorf("%s: %v, want code %d", what, err, code)
+		}
+		after := readInline(t, s, f.Ino, 0, 100)
+		if !bytes.Equal(after.Data, before.Data) || after.Attr.Mode != before.Attr.Mode || after.Attr.Uid != before.Attr.Uid || after.Attr.Mtime != before.Attr.Mtime || after.Attr.Ctime != before.Attr.Ctime || after.Attr.Size != before.Attr.Size {
+			t.Errorf("%s changed the file: %q %+v, was %q %+v", what, after.Data, after.Attr, before.Data, before.Attr)
+		}
+	}
+	size := *req
+	size.Attr.Valid |= wire.SetSize
+	refused("with a size change", &size, errs.Invalid)
+	now := *req
+	now.Attr.Valid = wire.SetMtimeNow
+	refused("with mtime now", &now, errs.Invalid)
+	other := *req
+	other.Attr.Ino = RootIno
+	refused("naming another inode", &other, errs.Invalid)
+	big := *req
+	big.Write.Data = make([]byte, s.inlMax+1)
+	refused("past the inline limit", &big, errs.TooBig)
+	if _, err := s.SetChunks(ctx, f.Ino); err != nil {
+		t.Fatal(err)
+	}
+	before = readInline(t, s, f.Ino, 0, 100)
+	past := *req
+	past.Write.Off = uint64(before.Attr.InlineLen)
+	refused("past the inline part of a file with chunks", &past, errs.TooBig)
+}

@@ -333,30 +333,8 @@ again:
 				n.Mtime = now
 			}
 		}
-		var changes []audit.Change
-		if v&wire.SetMode != 0 {
-			changes = append(changes, audit.Change{Field: "mode", Old: modeText(n.Mode), New: modeText(req.Mode)})
-			n.Mode = n.Mode&modeType | req.Mode&modePerm
-		}
-		if v&wire.SetUid != 0 {
-			changes = append(changes, audit.Change{Field: "uid", Old: strconv.FormatUint(uint64(n.Uid), 10), New: strconv.FormatUint(uint64(req.Uid), 10)})
-			n.Uid = req.Uid
-		}
-		if v&wire.SetGid != 0 {
-			changes = append(changes, audit.Change{Field: "gid", Old: strconv.FormatUint(uint64(n.Gid), 10), New: strconv.FormatUint(uint64(req.Gid), 10)})
-			n.Gid = req.Gid
-		}
-		if changes != nil {
-			audited = true
-			if err := s.appendAudit(tx, &audit.Entry{Time: now, Op: audit.OpSetAttr, Ino: req.Ino, Who: whoOf(ctx, req.Cred), Changes: changes}); err != nil {
-				return err
-			}
-		}
-		switch {
-		case v&wire.SetAtimeNow != 0:
-			n.Atime = now
-		case v&wire.SetAtime != 0:
-			n.Atime = req.Atime
+		if audited, err = s.changeOwnership(ctx, tx, req, n, now); err != nil {
+			return err
 		}
 		ctime := now
 		if v&wire.SetCtime != 0 {
@@ -408,6 +386,39 @@ again:
 		s.restores.cutToZero.Add(1)
 	}
 	return a, nil
+}
+
+// changeOwnership applies the mode, owner, group and access time that req
+// changes to n (in memory; the caller writes n), and appends the audit
+// entry of a mode, owner or group change to tx. It reports whether it did.
+func (s *Service) changeOwnership(ctx context.Context, tx kv.Txn, req *wire.SetAttrReq, n *inode, now int64) (audited bool, err error) {
+	v := req.Valid
+	var changes []audit.Change
+	if v&wire.SetMode != 0 {
+		changes = append(changes, audit.Change{Field: "mode", Old: modeText(n.Mode), New: modeText(req.Mode)})
+		n.Mode = n.Mode&modeType | req.Mode&modePerm
+	}
+	if v&wire.SetUid != 0 {
+		changes = append(changes, audit.Change{Field: "uid", Old: strconv.FormatUint(uint64(n.Uid), 10), New: strconv.FormatUint(uint64(req.Uid), 10)})
+		n.Uid = req.Uid
+	}
+	if v&wire.SetGid != 0 {
+		changes = append(changes, audit.Change{Field: "gid", Old: strconv.FormatUint(uint64(n.Gid), 10), New: strconv.FormatUint(uint64(req.Gid), 10)})
+		n.Gid = req.Gid
+	}
+	if changes != nil {
+		audited = true
+		if err := s.appendAudit(tx, &audit.Entry{Time: now, Op: audit.OpSetAttr, Ino: req.Ino, Who: whoOf(ctx, req.Cred), Changes: changes}); err != nil {
+			return false, err
+		}
+	}
+	switch {
+	case v&wire.SetAtimeNow != 0:
+		n.Atime = now
+	case v&wire.SetAtime != 0:
+		n.Atime = req.Atime
+	}
+	return audited, nil
 }
 
 // Create makes a regular file, or a device, FIFO or socket node when

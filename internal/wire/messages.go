@@ -45,8 +45,12 @@ const (
 	OpPutFile     Op = 34 // PutFileReq -> EntryResp (a whole small file, inline, with its xattrs, created or replaced at once)
 	OpOpenIno     Op = 63 // InoReq -> ResolveReadResp (GetAttr for an open: with a regular file's inline bytes and, if released, its HSM record)
 
-	OpAuditList   Op = 43 // AuditListReq -> AuditListResp (the audit trail, sealed first)
-	OpAuditVerify Op = 44 // Empty -> AuditVerifyResp (checks the audit trail's hash chain)
+	// OpWriteInlineAttr is OpWriteInline followed, in the same
+	// transaction, by an attribute change of the same file (2026-12-01;
+	// an older service answers it "not supported").
+	OpWriteInlineAttr Op = 42 // WriteInlineAttrReq -> WriteInlineResp
+	OpAuditList       Op = 43 // AuditListReq -> AuditListResp (the audit trail, sealed first)
+	OpAuditVerify     Op = 44 // Empty -> AuditVerifyResp (checks the audit trail's hash chain)
 
 	// Quality of service (qos.go, docs/qos.md); 47 and 48 are reserved for it.
 	OpQosSet  Op = 45 // QosSetReq -> Empty (a class's weight, a job's limit)
@@ -1113,6 +1117,21 @@ func (m *WriteInlineReq) Decode(d *Decoder) {
 	m.Data = d.Bytes()
 	m.IfMtime, m.IfSize = decodeIf(d)
 }
+
+// WriteInlineAttrReq is an inline write and then, in the same metadata
+// transaction, a change of the same file's mode, owner, group or times
+// (Attr.Valid may name only SetMode, SetUid, SetGid, SetAtime and
+// SetMtime; Attr.Ino is the write's). The FUSE mount's close of a small
+// file whose times, owner and mode a program restored before closing it
+// (tar -x, cp -p) sends both at once. The reply's attributes are those
+// after the change; Written is the write's, as in WriteInlineResp.
+type WriteInlineAttrReq struct {
+	Write WriteInlineReq
+	Attr  SetAttrReq
+}
+
+func (m *WriteInlineAttrReq) Encode(e *Encoder) { m.Write.Encode(e); m.Attr.Encode(e) }
+func (m *WriteInlineAttrReq) Decode(d *Decoder) { m.Write.Decode(d); m.Attr.Decode(d) }
 
 // WriteInlineResp says how many bytes of the write went inline (from its
 // start) and the file's attributes after it.

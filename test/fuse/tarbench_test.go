@@ -23,7 +23,8 @@ import (
 //	SLUICE_FUSE_BENCH=1 go test -run TestBenchTar -v -timeout 1h ./test/fuse
 //
 // SLUICE_FUSE_BENCH_FILES sets the number of files (default 20000),
-// SLUICE_FUSE_BENCH_ROUNDS the rounds (default 1; medians are shown).
+// SLUICE_FUSE_BENCH_ROUNDS the rounds (default 1; medians are shown),
+// SLUICE_FUSE_BENCH_BASE another sluice binary run beside as "before".
 func TestBenchTar(t *testing.T) {
 	requireFUSE(t)
 	if os.Getenv("SLUICE_FUSE_BENCH") == "" {
@@ -48,7 +49,7 @@ func TestBenchTar(t *testing.T) {
 	for i := range buf {
 		buf[i] = byte(rng.Uint32())
 	}
-	now := time.Now()
+	now := time.Now().Truncate(time.Second) // as the archive keeps it
 	var total int64
 	for d := range 20 {
 		for s := range 10 {
@@ -76,7 +77,12 @@ func TestBenchTar(t *testing.T) {
 	type root struct{ name, dir string }
 	roots := []root{{"local dir", t.TempDir()}}
 	_, mp, _, _ := startServeMount(t)
-	roots = append(roots, root{"serve --mount", mp}, root{"FUSE floor", startMemFS(t)})
+	roots = append(roots, root{"serve --mount", mp})
+	if base := os.Getenv("SLUICE_FUSE_BENCH_BASE"); base != "" {
+		_, mp, _, _ := startServeMountOf(t, base)
+		roots = append(roots, root{"before", mp})
+	}
+	roots = append(roots, root{"FUSE floor", startMemFS(t)})
 
 	times := map[string][][]float64{"tar -x": make([][]float64, len(roots)), "rm -rf": make([][]float64, len(roots))}
 	run := func(dir string, name string, args ...string) float64 {
@@ -98,10 +104,15 @@ func TestBenchTar(t *testing.T) {
 			times["tar -x"][r] = append(times["tar -x"][r], run(dir, "tar", "-xf", ball))
 			if roots[r].name != "FUSE floor" { // memFS keeps no data
 				files, bytes := 0, int64(0)
-				must(t, filepath.Walk(filepath.Join(dir, "src"), func(_ string, fi os.FileInfo, err error) error {
+				must(t, filepath.Walk(filepath.Join(dir, "src"), func(p string, fi os.FileInfo, err error) error {
 					if err == nil && fi.Mode().IsRegular() {
 						files++
 						bytes += fi.Size()
+						// tar restored the archive's mode and time (held
+						// by the mount until each file's close).
+						if fi.Mode().Perm() != 0o644 || fi.ModTime().Unix() != now.Unix() {
+							t.Fatalf("%s: %s has mode %v and mtime %v, want 0644 and %v", roots[r].name, p, fi.Mode().Perm(), fi.ModTime(), now)
+						}
 					}
 					return err
 				}))
