@@ -5,6 +5,7 @@ import (
 	"runtime"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/sluice-fs/sluice/internal/kv"
 )
@@ -40,6 +41,11 @@ func TestCloseStopsGoroutines(t *testing.T) {
 		if err := db.Update(t.Context(), func(tx kv.Txn) error { tx.Set([]byte("k"), nil); return nil }); err != nil {
 			t.Fatal(err)
 		}
+	}
+	// A lone Update commits on its own goroutine (committer.commit), so a
+	// committer goroutine may not have been scheduled yet: wait for it.
+	for deadline := time.Now().Add(10 * time.Second); committers() < len(dbs) && time.Now().Before(deadline); {
+		time.Sleep(time.Millisecond)
 	}
 	if n := committers(); n < len(dbs) {
 		t.Fatalf("found %d committer goroutines with %d open DBs", n, len(dbs))
