@@ -156,9 +156,7 @@ func (c *committer) commit(tx *txn) error {
 		res := c.mu.reserved
 		c.mu.Unlock()
 		c.leads.Add(1)
-		c.process(g, res)
-		close(g.done)
-		c.idle()
+		c.lead(g, res)
 		return tx.commitErr
 	}
 	// A group is being processed: whoever processes it wakes the
@@ -166,6 +164,23 @@ func (c *committer) commit(tx *txn) error {
 	c.mu.Unlock()
 	<-g.done
 	return tx.commitErr
+}
+
+// lead processes group g on the caller's goroutine. A panic there (the
+// engine's broken invariants: pebble's Fatalf) ends the process, as it
+// did on the committer goroutine, instead of reaching a caller that may
+// recover it (the wire server recovers its handlers' panics) and leave
+// the store busy for good.
+func (c *committer) lead(g *group, res *reservation) {
+	defer func() {
+		if r := recover(); r != nil {
+			go func() { panic(fmt.Sprintf("kv: commit: %v", r)) }()
+			select {} // the panic above ends the process
+		}
+	}()
+	c.process(g, res)
+	close(g.done)
+	c.idle()
 }
 
 // idle ends the processing of a group and, if transactions arrived

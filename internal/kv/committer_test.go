@@ -2,7 +2,12 @@ package kv
 
 import (
 	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 )
@@ -76,5 +81,35 @@ func TestCommitLeader(t *testing.T) {
 			}
 			t.Logf("%d concurrent increments: %d groups, %d led by a caller", workers*each, c.groups.Load()-groups0-alone, c.leads.Load()-leads0-alone)
 		})
+	}
+}
+
+// panicStore panics when a batch is started, as pebble does on a broken
+// invariant (pebbleLogger.Fatalf).
+type panicStore struct{ store }
+
+func (panicStore) newBatch() (batch, error) { panic("broken invariant") }
+
+// TestCommitPanicEndsProcess: a panic while a caller commits its own
+// group ends the process, even if the caller recovers panics (as the wire
+// server does for its handlers), as it did on the committer goroutine;
+// the store is not left without a committer. The test runs itself as a
+// child process.
+func TestCommitPanicEndsProcess(t *testing.T) {
+	if os.Getenv("SLUICE_KV_PANIC_CHILD") == "1" {
+		d := newDB(panicStore{newMemStore()}, SyncAlways, 0)
+		func() {
+			defer func() { recover() }()
+			d.Update(context.Background(), func(tx Txn) error { tx.Set([]byte("k"), nil); return nil })
+		}()
+		fmt.Println("the panic was swallowed")
+		os.Exit(0)
+	}
+	cmd := exec.Command(os.Args[0], "-test.run=^TestCommitPanicEndsProcess$")
+	cmd.Env = append(os.Environ(), "SLUICE_KV_PANIC_CHILD=1")
+	out, err := cmd.CombinedOutput()
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() == 0 || !strings.Contains(string(out), "kv: commit: broken invariant") {
+		t.Fatalf("child: %v, output:\n%s\nwant a non-zero exit with the commit's panic", err, out)
 	}
 }

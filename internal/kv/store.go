@@ -5,8 +5,9 @@ package kv
 // that are durable on commit or on sync. The transaction layer (db, committer) turns it into a DB; the
 // engines (memory, pebble) only implement store.
 //
-// Only the committer goroutine writes, one batch at a time, so a batch's
-// reads see exactly the committed state plus the batch's own writes.
+// Only the committer writes (one goroutine at a time: see committer), one
+// batch at a time, so a batch's reads see exactly the committed state plus
+// the batch's own writes.
 type store interface {
 	// snapshot returns a consistent view of the committed state and the
 	// number of batches committed into it. It holds only data whose batch
