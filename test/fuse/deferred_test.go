@@ -1,7 +1,9 @@
 package fuse
 
 import (
+	"bytes"
 	"context"
+	"io"
 	"os"
 	"path/filepath"
 	"syscall"
@@ -88,6 +90,38 @@ func TestDeferredAttrs(t *testing.T) {
 		t.Errorf("read back %q, %v", b, err)
 	}
 
+	// A file too big to keep inline: its data goes to the targets, and
+	// the held changes follow in a request of their own.
+	setattr0, _, both0 = ops()
+	big, err := os.OpenFile(m.path("big"), os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		t.Fatal(err)
+	}
+	data := make([]byte, 64<<10)
+	for i := range data {
+		data[i] = byte(i * 7)
+	}
+	if _, err := big.Write(data); err != nil {
+		t.Fatal(err)
+	}
+	restore(big)
+	must(t, big.Close())
+	if mode, mt := remote("big"); mode != 0o644 || !mt.Equal(mtime) {
+		t.Errorf("another client after the close of a 64 KiB file: %v %v, want 0644 %v", mode, mt, mtime)
+	}
+	if setattr, _, both := ops(); setattr != setattr0+1 || both != both0 {
+		t.Errorf("the close of a created 64 KiB file after futimens, fchown and fchmod sent %d setattr and %d inline write with attributes requests: want 1 and 0", setattr-setattr0, both-both0)
+	}
+	if rf, err := c.Open(ctx, "/big"); err != nil {
+		t.Fatal(err)
+	} else {
+		b, err := io.ReadAll(rf)
+		rf.Close()
+		if err != nil || !bytes.Equal(b, data) {
+			t.Errorf("another client read back %d bytes (%v), want the 64 KiB written", len(b), err)
+		}
+	}
+
 	// A narrower mode is never held.
 	f = create("b", 0o644)
 	restore(f)
@@ -119,7 +153,7 @@ func TestDeferredAttrs(t *testing.T) {
 
 	// A file this mount did not create: nothing is held.
 	must(t, proctest.WriteFile(ctx, c, "/e", []byte("theirs")))
-	f, err := os.OpenFile(m.path("e"), os.O_WRONLY, 0)
+	f, err = os.OpenFile(m.path("e"), os.O_WRONLY, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
