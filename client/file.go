@@ -338,6 +338,16 @@ func (f *File) writeErr() error {
 	return f.werr
 }
 
+// setWriteErr records the first failed flush's error, which the next
+// Write, Sync or Close reports.
+func (f *File) setWriteErr(err error) {
+	f.werrMu.Lock()
+	if f.werr == nil {
+		f.werr = err
+	}
+	f.werrMu.Unlock()
+}
+
 // A flight is a background flush whose data has not yet reached the
 // targets: the file range [off, end), and done, closed once its chunk writes
 // have all been answered.
@@ -412,11 +422,7 @@ func (f *File) flushLocked(ctx context.Context) {
 			err = f.commitSize(fctx, off+int64(len(buf)))
 		}
 		if err != nil {
-			f.werrMu.Lock()
-			if f.werr == nil {
-				f.werr = err
-			}
-			f.werrMu.Unlock()
+			f.setWriteErr(err)
 		}
 	}()
 }

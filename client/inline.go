@@ -180,11 +180,7 @@ func (f *File) flushAttr(ctx context.Context, ch AttrChange) (InodeAttr, bool, e
 			wire.PutBuf(f.buf)
 			f.buf = nil
 			if err != nil {
-				f.werrMu.Lock()
-				if f.werr == nil {
-					f.werr = err
-				}
-				f.werrMu.Unlock()
+				f.setWriteErr(err)
 				return InodeAttr{}, false, opErr("flush", f.name, err)
 			}
 			return a, true, nil
@@ -199,8 +195,7 @@ func (f *File) writeInlineAttr(ctx context.Context, off int64, p []byte, ch Attr
 	ifMtime, ifSize := f.own.ifState()
 	req := &wire.WriteInlineAttrReq{
 		Write: wire.WriteInlineReq{Ino: f.ino, Off: uint64(off), Data: p, Mtime: time.Now().UnixNano(), IfMtime: ifMtime, IfSize: ifSize},
-		Attr: wire.SetAttrReq{Ino: f.ino, Valid: ch.Valid, Mode: ch.Mode & 0o7777,
-			Uid: ch.Uid, Gid: ch.Gid, Atime: ch.Atime, Mtime: ch.Mtime, Cred: callerCred(ctx)},
+		Attr:  *attrChangeReq(ctx, f.ino, ch),
 	}
 	err := f.c.metaCall(ctx, wire.OpWriteInlineAttr, req, &r)
 	if err != nil {

@@ -199,13 +199,18 @@ func (c *Client) GetAttrIno(ctx context.Context, ino uint64) (InodeAttr, error) 
 // SetAttrIno changes the attributes ch.Valid selects (and the ctime) and
 // returns the new attributes.
 func (c *Client) SetAttrIno(ctx context.Context, ino uint64, ch AttrChange) (InodeAttr, error) {
-	req := &wire.SetAttrReq{Ino: ino, Valid: ch.Valid &^ wire.SetSize, Mode: ch.Mode & 0o7777,
-		Uid: ch.Uid, Gid: ch.Gid, Atime: ch.Atime, Mtime: ch.Mtime, Cred: callerCred(ctx)}
-	a, err := c.attrCall(ctx, wire.OpSetAttr, req)
+	a, err := c.attrCall(ctx, wire.OpSetAttr, attrChangeReq(ctx, ino, ch))
 	if err != nil {
 		return InodeAttr{}, fmt.Errorf("setattr inode %d: %w", ino, err)
 	}
 	return a, nil
+}
+
+// attrChangeReq is the request of change ch to inode ino (never a size:
+// sizes go through a File), from the caller ctx names.
+func attrChangeReq(ctx context.Context, ino uint64, ch AttrChange) *wire.SetAttrReq {
+	return &wire.SetAttrReq{Ino: ino, Valid: ch.Valid &^ wire.SetSize, Mode: ch.Mode & 0o7777,
+		Uid: ch.Uid, Gid: ch.Gid, Atime: ch.Atime, Mtime: ch.Mtime, Cred: callerCred(ctx)}
 }
 
 // TruncateIno sets the size of regular file ino, cutting its chunks first
