@@ -111,8 +111,14 @@ func (s *Service) WriteInline(ctx context.Context, req *wire.WriteInlineReq) (wi
 	mtime := s.writeTime(req)
 	var r wire.WriteInlineResp
 	err := s.update(ctx, func(tx kv.Txn) error {
-		var err error
-		r, _, err = s.writeInlineTx(tx, req, mtime)
+		written, unchanged, n, err := s.writeInlineTx(tx, req, mtime)
+		if err != nil {
+			return err
+		}
+		if written > 0 {
+			tx.Set(inodeKey(req.Ino), n.encode())
+		}
+		r, err = inlineResp(tx, req.Ino, n, written, unchanged)
 		return err
 	})
 	if err != nil {
@@ -143,14 +149,12 @@ func (s *Service) WriteInlineAttr(ctx context.Context, req *wire.WriteInlineAttr
 	audited := false
 	err := s.update(ctx, func(tx kv.Txn) error {
 		audited = false
-		var n *inode
-		var err error
-		r, n, err = s.writeInlineTx(tx, w, mtime)
+		written, unchanged, n, err := s.writeInlineTx(tx, w, mtime)
 		if err != nil {
 			return err
 		}
-		if int(r.Written) != len(w.Data) {
-			return errs.New(errs.TooBig, "%d of the write's %d bytes go inline", r.Written, len(w.Data))
+		if int(written) != len(w.Data) {
+			return errs.New(errs.TooBig, "%d of the write's %d bytes go inline", written, len(w.Data))
 		}
 		now := s.nowNs()
 		if audited, err = s.changeOwnership(ctx, tx, ch, n, now); err != nil {
@@ -161,9 +165,7 @@ func (s *Service) WriteInlineAttr(ctx context.Context, req *wire.WriteInlineAttr
 		}
 		n.Ctime = now
 		tx.Set(inodeKey(w.Ino), n.encode())
-		unchanged := r.Attr.Flags & wire.AttrUnchanged
-		r.Attr, err = attrOf(tx, w.Ino, n)
-		r.Attr.Flags |= unchanged
+		r, err = inlineResp(tx, w.Ino, n, written, unchanged)
 		return err
 	})
 	if err != nil {
@@ -191,18 +193,20 @@ func (s *Service) writeTime(req *wire.WriteInlineReq) int64 {
 	return s.nowNs()
 }
 
-// writeInlineTx is WriteInline's transaction: it returns the reply and the
-// file's inode as the write left it (written to tx).
-func (s *Service) writeInlineTx(tx kv.Txn, req *wire.WriteInlineReq, mtime int64) (wire.WriteInlineResp, *inode, error) {
+// writeInlineTx applies an inline write to tx: the file's inline bytes,
+// and its size and times in n, which it returns unwritten (the caller
+// writes the inode, once, after any other change it makes). written is
+// how many bytes went inline; unchanged says whether the file was in the
+// state the write's If fields name.
+func (s *Service) writeInlineTx(tx kv.Txn, req *wire.WriteInlineReq, mtime int64) (written uint32, unchanged bool, n *inode, err error) {
 	end := req.Off + uint64(len(req.Data))
-	n, err := getInode(tx, req.Ino)
-	if err != nil {
-		return wire.WriteInlineResp{}, nil, err
+	if n, err = getInode(tx, req.Ino); err != nil {
+		return 0, false, nil, err
 	}
 	if err := regularFile(n); err != nil {
-		return wire.WriteInlineResp{}, nil, err
+		return 0, false, nil, err
 	}
-	unchanged := unchangedSince(n, req.IfMtime, req.IfSize)
+	unchanged = unchangedSince(n, req.IfMtime, req.IfSize)
 	p := req.Data
 	if n.hasChunks() {
 		switch {
@@ -212,15 +216,15 @@ func (s *Service) writeInlineTx(tx kv.Txn, req *wire.WriteInlineReq, mtime int64
 			p = p[:uint64(n.InlineLen)-req.Off]
 		}
 	} else if end > uint64(s.inlMax) {
-		return wire.WriteInlineResp{}, nil, errs.New(errs.TooBig, "a write up to byte %d does not fit in the %d bytes a file may keep inline", end, s.inlMax)
+		return 0, false, nil, errs.New(errs.TooBig, "a write up to byte %d does not fit in the %d bytes a file may keep inline", end, s.inlMax)
 	}
 	if len(p) > 0 {
 		if err := hsmWrite(tx, req.Ino, n); err != nil {
-			return wire.WriteInlineResp{}, nil, err
+			return 0, false, nil, err
 		}
 		cur, err := getInline(tx, req.Ino, n.InlineLen)
 		if err != nil {
-			return wire.WriteInlineResp{}, nil, err
+			return 0, false, nil, err
 		}
 		newLen := max(uint64(len(cur)), req.Off+uint64(len(p)))
 		data := make([]byte, newLen)
@@ -229,14 +233,19 @@ func (s *Service) writeInlineTx(tx kv.Txn, req *wire.WriteInlineReq, mtime int64
 		setInline(tx, req.Ino, n, data)
 		n.Size = max(n.Size, req.Off+uint64(len(p)))
 		n.Mtime, n.Ctime = mtime, mtime
-		tx.Set(inodeKey(req.Ino), n.encode())
 	}
-	r := wire.WriteInlineResp{Written: uint32(len(p))}
-	r.Attr, err = attrOf(tx, req.Ino, n)
+	return uint32(len(p)), unchanged, n, nil
+}
+
+// inlineResp is the reply to an inline write that left inode ino as n.
+func inlineResp(tx kv.Txn, ino uint64, n *inode, written uint32, unchanged bool) (wire.WriteInlineResp, error) {
+	r := wire.WriteInlineResp{Written: written}
+	var err error
+	r.Attr, err = attrOf(tx, ino, n)
 	if unchanged {
 		r.Attr.Flags |= wire.AttrUnchanged
 	}
-	return r, n, err
+	return r, err
 }
 
 // ReadInline reads up to req.Len inline bytes of a file at req.Off: fewer
