@@ -151,9 +151,8 @@ func (c *committer) commit(tx *txn) error {
 	}
 	g.txns = append(g.txns, tx)
 	if !c.mu.busy {
-		c.mu.busy = true
-		c.mu.pending = nil
-		res := c.mu.reserved
+		var res *reservation
+		g, res = c.takeLocked() // g itself, with what else is pending
 		c.mu.Unlock()
 		c.leads.Add(1)
 		c.lead(g, res)
@@ -178,6 +177,21 @@ func (c *committer) lead(g *group, res *reservation) {
 			select {} // the panic above ends the process
 		}
 	}()
+	c.finish(g, res)
+}
+
+// takeLocked starts the processing of the pending group and returns it
+// with the reservation in force. c.mu is held and no group is being
+// processed.
+func (c *committer) takeLocked() (*group, *reservation) {
+	g := c.mu.pending
+	c.mu.busy, c.mu.pending = true, nil
+	return g, c.mu.reserved
+}
+
+// finish processes group g, wakes its transactions and ends the
+// processing (idle).
+func (c *committer) finish(g *group, res *reservation) {
 	c.process(g, res)
 	close(g.done)
 	c.idle()
@@ -213,20 +227,15 @@ func (c *committer) run() {
 			return
 		}
 		c.mu.Lock()
-		g := c.mu.pending
-		if g == nil || c.mu.busy {
+		if c.mu.pending == nil || c.mu.busy {
 			// Nothing to do, or a leader is at work (it wakes us
 			// again when it is done, if anything is left).
 			c.mu.Unlock()
 			continue
 		}
-		c.mu.busy = true
-		c.mu.pending = nil
-		res := c.mu.reserved
+		g, res := c.takeLocked()
 		c.mu.Unlock()
-		c.process(g, res)
-		close(g.done)
-		c.idle()
+		c.finish(g, res)
 	}
 }
 
