@@ -312,37 +312,60 @@ func (c *Client) LinkIno(ctx context.Context, ino, newParent uint64, newName str
 }
 
 // InodeDirEntry is one entry of a directory page. Mode has the type bits;
-// Attr is set in a plus listing.
+// Attr is set in a plus listing. In a listing with an extended attribute
+// (ReadDirPageXattr), Xattr is its value and HasXattr says whether the
+// inode has it.
 type InodeDirEntry struct {
-	Name string
-	Ino  uint64
-	Mode uint32
-	Attr *InodeAttr
+	Name     string
+	Ino      uint64
+	Mode     uint32
+	Attr     *InodeAttr
+	Xattr    []byte
+	HasXattr bool
 }
 
 // DirPage is one page of a directory listing. Cursor continues it; EOF
-// says nothing follows.
+// says nothing follows. Xattrs says that the entries carry the extended
+// attribute ReadDirPageXattr asked for (a metadata service older than
+// 2026-12-02 sends none).
 type DirPage struct {
 	Entries []InodeDirEntry
 	Cursor  string
 	EOF     bool
+	Xattrs  bool
 }
 
 // ReadDirPage returns up to limit entries of directory ino whose names
 // sort after cursor ("" = from the start), in byte order of the names,
 // without "." and "..". With plus, each entry carries its attributes.
 func (c *Client) ReadDirPage(ctx context.Context, ino uint64, cursor string, limit int, plus bool) (DirPage, error) {
+	return c.readDirPage(ctx, &wire.ReadDirReq{Ino: ino, Cursor: cursor, Limit: uint32(max(limit, 0)), Plus: plus})
+}
+
+// ReadDirPageXattr is ReadDirPage with plus, each entry also carrying the
+// value of its extended attribute name, read in the same transaction as
+// its attributes (one request for what a stat and a getxattr of every
+// entry would ask). If the page's Xattrs is false, the metadata service
+// does not send them: ask GetXattrIno.
+func (c *Client) ReadDirPageXattr(ctx context.Context, ino uint64, cursor string, limit int, name string) (DirPage, error) {
+	return c.readDirPage(ctx, &wire.ReadDirReq{Ino: ino, Cursor: cursor, Limit: uint32(max(limit, 0)), Plus: true, Xattr: name})
+}
+
+func (c *Client) readDirPage(ctx context.Context, req *wire.ReadDirReq) (DirPage, error) {
 	var resp wire.ReadDirResp
-	req := &wire.ReadDirReq{Ino: ino, Cursor: cursor, Limit: uint32(max(limit, 0)), Plus: plus}
 	if err := c.metaCall(ctx, wire.OpReadDir, req, &resp); err != nil {
-		return DirPage{}, fmt.Errorf("readdir inode %d: %w", ino, err)
+		return DirPage{}, fmt.Errorf("readdir inode %d: %w", req.Ino, err)
 	}
 	page := DirPage{Entries: make([]InodeDirEntry, len(resp.Entries)), Cursor: resp.Cursor, EOF: resp.EOF}
+	page.Xattrs = req.Xattr != "" && len(resp.Entries) > 0 && len(resp.Xattrs) == len(resp.Entries)
 	for i, e := range resp.Entries {
 		page.Entries[i] = InodeDirEntry{Name: e.Name, Ino: e.Ino, Mode: e.Mode}
 		if e.Attr != nil {
 			a := inodeAttr(e.Attr)
 			page.Entries[i].Attr = &a
+		}
+		if page.Xattrs {
+			page.Entries[i].Xattr, page.Entries[i].HasXattr = resp.Xattrs[i].Value, resp.Xattrs[i].Has
 		}
 	}
 	return page, nil

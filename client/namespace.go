@@ -438,13 +438,18 @@ type DirEntry struct {
 // from the metadata service, so that directories of any size can be listed.
 // Stop early by breaking out of the loop.
 func (c *Client) ReadDir(ctx context.Context, p string) iter.Seq2[DirEntry, error] {
+	return c.ReadDirAfter(ctx, p, "")
+}
+
+// ReadDirAfter is ReadDir of the entries whose names sort after cursor
+// ("": all of them).
+func (c *Client) ReadDirAfter(ctx context.Context, p, cursor string) iter.Seq2[DirEntry, error] {
 	return func(yield func(DirEntry, error) bool) {
 		a, err := c.resolve(ctx, p, true)
 		if err != nil {
 			yield(DirEntry{}, opErr("readdir", p, err))
 			return
 		}
-		cursor := ""
 		for {
 			var page wire.ReadDirResp
 			err := c.metaCall(ctx, wire.OpReadDir, &wire.ReadDirReq{Ino: a.Ino, Cursor: cursor, Limit: 1024}, &page)

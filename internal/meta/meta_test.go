@@ -3,6 +3,7 @@ package meta
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io/fs"
 	"reflect"
 	"slices"
@@ -743,4 +744,71 @@ func chainsOf(ts []placement.TargetID) []placement.ChainID {
 		out[i] = placement.ChainID(t)
 	}
 	return out
+}
+
+// TestReadDirXattr: a plus listing that names an extended attribute
+// brings each entry's value of it (or says it has none), in the order of
+// the entries, on every page; a listing without plus or without a name
+// brings none, and an invalid name is refused.
+func TestReadDirXattr(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s := newTestService(t, nil, nil)
+	d := mustMkdir(t, s, RootIno, "d")
+	const name = "user.meta"
+	want := map[string]string{}
+	for i := range 30 {
+		n := fmt.Sprintf("f%02d", i)
+		var ino uint64
+		if i%7 == 3 {
+			ino = mustMkdir(t, s, d.Ino, n).Ino
+		} else {
+			ino = mustCreate(t, s, d.Ino, n).Ino
+		}
+		if i%3 != 0 {
+			v := fmt.Sprintf("value of %s %s", n, strings.Repeat("v", i))
+			if err := s.SetXattr(ctx, &wire.XattrReq{Ino: ino, Name: name, Value: []byte(v)}); err != nil {
+				t.Fatal(err)
+			}
+			want[n] = v
+		}
+		if err := s.SetXattr(ctx, &wire.XattrReq{Ino: ino, Name: "user.other", Value: []byte("other")}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	seen := 0
+	for cursor := ""; ; {
+		r, err := s.ReadDir(ctx, &wire.ReadDirReq{Ino: d.Ino, Cursor: cursor, Limit: 7, Plus: true, Xattr: name})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(r.Xattrs) != len(r.Entries) {
+			t.Fatalf("page after %q: %d entries, %d xattr values", cursor, len(r.Entries), len(r.Xattrs))
+		}
+		for i, e := range r.Entries {
+			v, ok := want[e.Name]
+			if x := r.Xattrs[i]; x.Has != ok || string(x.Value) != v {
+				t.Fatalf("entry %q: xattr %v %q, want %v %q", e.Name, x.Has, x.Value, ok, v)
+			}
+			if e.Attr == nil {
+				t.Fatalf("entry %q without attributes", e.Name)
+			}
+			seen++
+		}
+		if r.EOF {
+			break
+		}
+		cursor = r.Cursor
+	}
+	if seen != 30 {
+		t.Fatalf("listed %d entries, want 30", seen)
+	}
+	for _, req := range []*wire.ReadDirReq{{Ino: d.Ino, Xattr: name}, {Ino: d.Ino, Plus: true}} {
+		if r, err := s.ReadDir(ctx, req); err != nil || r.Xattrs != nil {
+			t.Fatalf("listing %+v: %d xattr values, %v; want none", req, len(r.Xattrs), err)
+		}
+	}
+	if _, err := s.ReadDir(ctx, &wire.ReadDirReq{Ino: d.Ino, Plus: true, Xattr: "bad\x00name"}); err == nil {
+		t.Fatal("a listing with an invalid xattr name succeeded")
+	}
 }

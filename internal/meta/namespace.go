@@ -1016,6 +1016,12 @@ const (
 // snapshot; the cursor is the last name returned, so entries that stay in
 // the directory across pages are listed exactly once.
 func (s *Service) ReadDir(ctx context.Context, req *wire.ReadDirReq) (wire.ReadDirResp, error) {
+	withXattr := req.Plus && req.Xattr != ""
+	if withXattr {
+		if err := validXattrName(req.Xattr); err != nil {
+			return wire.ReadDirResp{}, inoErr("readdir", req.Ino, err)
+		}
+	}
 	limit := int(req.Limit)
 	if limit <= 0 {
 		limit = defaultReadDirLimit
@@ -1068,7 +1074,23 @@ func (s *Service) ReadDir(ctx context.Context, req *wire.ReadDirReq) (wire.ReadD
 					return err
 				}
 				de.Attr = &a
-				if size += 80 + 4*len(a.Layout.Chains); size > 2*maxReadDirBytes {
+				size += 80 + 4*len(a.Layout.Chains)
+				if withXattr {
+					// The value an S3 listing needs of every object
+					// (its ETag, in the gateway's metadata), in the
+					// same transaction as the attributes it vouches for.
+					v, err := tx.Get(xattrKey(de.Ino, req.Xattr))
+					switch {
+					case err == nil:
+						resp.Xattrs = append(resp.Xattrs, wire.DirXattr{Has: true, Value: v})
+						size += len(v)
+					case errors.Is(err, kv.ErrNotFound):
+						resp.Xattrs = append(resp.Xattrs, wire.DirXattr{})
+					default:
+						return fmt.Errorf("entry %q: %w", de.Name, err)
+					}
+				}
+				if size > 2*maxReadDirBytes {
 					resp.Entries, resp.EOF = resp.Entries[:i+1], false
 					break
 				}

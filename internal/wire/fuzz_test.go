@@ -220,6 +220,7 @@ func (c *swappedCred) Decode(d *Decoder) { c.Gid = d.U32(); c.Uid = d.U32() }
 func FuzzDecode(f *testing.F) {
 	f.Add([]byte{})
 	f.Add(Marshal(&ReadDirResp{Entries: []DirEntry{{Name: "a", Ino: 2, Attr: &Attr{Ino: 2}}}, Cursor: "a"}))
+	f.Add(Marshal(&ReadDirResp{Entries: []DirEntry{{Name: "a", Ino: 2, Attr: &Attr{Ino: 2}}}, Cursor: "a", Xattrs: []DirXattr{{Has: true, Value: []byte("v")}}}))
 	f.Add(Marshal(&ClusterInfo{FSID: "x", RootIno: 1, Targets: []TargetAddr{{ID: 1, Addr: "127.0.0.1:1"}}}))
 	f.Add(Marshal(&CreateReq{Parent: 1, Name: "n", Mode: 0o644}))
 	f.Add([]byte{0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01})

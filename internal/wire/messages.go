@@ -951,6 +951,10 @@ type ReadDirReq struct {
 	Cursor string
 	Limit  uint32
 	Plus   bool
+	// Xattr names an extended attribute whose value each entry of a Plus
+	// listing comes with (ReadDirResp.Xattrs; appended 2026-12-02, an
+	// older service ignores it and sends none; empty: none).
+	Xattr string
 }
 
 func (m *ReadDirReq) Encode(e *Encoder) {
@@ -958,12 +962,16 @@ func (m *ReadDirReq) Encode(e *Encoder) {
 	e.String(m.Cursor)
 	e.U32(m.Limit)
 	e.Bool(m.Plus)
+	e.String(m.Xattr)
 }
 func (m *ReadDirReq) Decode(d *Decoder) {
 	m.Ino = d.U64()
 	m.Cursor = d.String()
 	m.Limit = d.U32()
 	m.Plus = d.Bool()
+	if d.More() {
+		m.Xattr = d.String()
+	}
 }
 
 // DirEntry is one directory entry. Mode has the type bits only, unless the
@@ -981,6 +989,18 @@ type ReadDirResp struct {
 	Entries []DirEntry
 	Cursor  string
 	EOF     bool
+	// Xattrs holds, for a request that named an extended attribute, its
+	// value for each entry, in the order of Entries (appended
+	// 2026-12-02: from an older service it is empty, whatever the
+	// request).
+	Xattrs []DirXattr
+}
+
+// DirXattr is the value of one entry's extended attribute in a listing;
+// Has is false where the inode has no such attribute.
+type DirXattr struct {
+	Has   bool
+	Value []byte
 }
 
 func (m *ReadDirResp) Encode(e *Encoder) {
@@ -996,6 +1016,11 @@ func (m *ReadDirResp) Encode(e *Encoder) {
 	}
 	e.String(m.Cursor)
 	e.Bool(m.EOF)
+	e.Uvarint(uint64(len(m.Xattrs)))
+	for _, x := range m.Xattrs {
+		e.Bool(x.Has)
+		e.Bytes(x.Value)
+	}
 }
 func (m *ReadDirResp) Decode(d *Decoder) {
 	n := d.Count(14)
@@ -1012,6 +1037,13 @@ func (m *ReadDirResp) Decode(d *Decoder) {
 	}
 	m.Cursor = d.String()
 	m.EOF = d.Bool()
+	if d.More() {
+		m.Xattrs = make([]DirXattr, d.Count(2))
+		for i := range m.Xattrs {
+			m.Xattrs[i].Has = d.Bool()
+			m.Xattrs[i].Value = d.Bytes()
+		}
+	}
 }
 
 // Xattr flags, as in Linux setxattr.
