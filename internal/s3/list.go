@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 
 	"github.com/sluice-fs/sluice/internal/errs"
 )
@@ -104,6 +105,35 @@ func (l *lister) dirObject(dk string, empty bool) bool {
 	return l.addKey(dk)
 }
 
+// startCursor is where the walk of directory key dk starts reading its
+// entries: after a cursor below every name that can hold a key after the
+// start key, instead of reading (and skipping) the whole directory up to
+// it at every page. Within dk, the start key continues with a name comp:
+// names below comp hold only smaller keys, except a proper prefix p of
+// comp followed in comp by a byte below '/' (p = "a" for comp = "a-b":
+// the keys "a/..." sort after "a-b"). So the walk reads the names from
+// the shortest such prefix on, or from comp.
+func (l *lister) startCursor(dk string) string {
+	rest, ok := strings.CutPrefix(l.after, dk)
+	if !ok || rest == "" {
+		return ""
+	}
+	comp, _, _ := strings.Cut(rest, "/")
+	if comp == "" {
+		return ""
+	}
+	from := comp
+	for j := 1; j < len(comp); j++ {
+		if comp[j] < '/' {
+			from = comp[:j]
+			break
+		}
+	}
+	// A listing returns the names after its cursor: this one, a prefix
+	// of from, sorts before it (the names between are skipped as before).
+	return from[:len(from)-1]
+}
+
 // walk lists directory key dk ("" for the bucket) in key order.
 func (l *lister) walk(dk string) (bool, error) {
 	var pending []string // subdirectory keys waiting for their turn, sorted
@@ -118,7 +148,7 @@ func (l *lister) walk(dk string) (bool, error) {
 		return true, nil
 	}
 	first := true
-	for e, err := range l.g.c.ReadDir(l.ctx, l.dirPath(dk)) {
+	for e, err := range l.g.c.ReadDirAfter(l.ctx, l.dirPath(dk), l.startCursor(dk)) {
 		if err != nil {
 			if c := errs.CodeOf(err); c == errs.NotFound || c == errs.NotDir {
 				return true, nil // removed meanwhile
@@ -279,8 +309,14 @@ func (g *Gateway) listObjects(rq *request, version int) error {
 // space and those that do not agree on it.
 func listEncode(s string) string { return awsURIEncode(s, true) }
 
-// describe stats the objects of a page, 16 at a time, in page order.
-// Objects removed since the walk are left out.
+// describe returns the objects of a page, in page order. The objects of
+// one directory come from listings of it with attributes and the
+// gateway's metadata (one request per page of up to 1,024 entries instead
+// of a stat and a getxattr per object); those the listings did not find
+// (removed meanwhile, or a "dir/" object), and every object where the
+// metadata service sends no metadata with its listings (one older than
+// this gateway), are looked up one by one as before. Up to 16 directories
+// or lookups at a time. Objects removed since the walk are left out.
 func (g *Gateway) describe(rq *request, items []listItem, withOwner bool) ([]objectResult, error) {
 	out := make([]*objectResult, len(items))
 	errsOut := make([]error, len(items))
@@ -290,27 +326,56 @@ func (g *Gateway) describe(rq *request, items []listItem, withOwner bool) ([]obj
 	if withOwner {
 		bown = ownerOr(g.bucketOwner(rq.ctx, rq.bucket), rq.owner())
 	}
+	result := func(i int, info *objInfo) {
+		it := items[i]
+		r := &objectResult{Key: it.key, LastModified: s3Time(info.attr.Mtime), ETag: `"` + info.etag + `"`, Size: info.attr.Size, StorageClass: info.meta.storageClass(info.attr)}
+		if withOwner {
+			o := ownerOr(info.meta.Owner, bown)
+			r.Owner = &o
+		}
+		out[i] = r
+	}
+	stat := func(i int) {
+		info, _, err := g.statObjectIn(rq.ctx, rq.bucket, items[i].key)
+		if err != nil {
+			if ae, ok := err.(*APIError); ok && ae.Code == ErrNoSuchKey.Code {
+				return
+			}
+			errsOut[i] = err
+			return
+		}
+		result(i, info)
+	}
+	// The file objects by directory: name -> item index.
+	dirs := map[string]map[string]int{}
 	for i, it := range items {
 		if it.prefix {
 			continue
 		}
+		p, isDir, err := objectPath(rq.bucket, it.key)
+		if err != nil || isDir {
+			sem <- struct{}{}
+			wg.Go(func() { defer func() { <-sem }(); stat(i) })
+			continue
+		}
+		d := parentDir(p)
+		if dirs[d] == nil {
+			dirs[d] = map[string]int{}
+		}
+		dirs[d][p[len(d)+1:]] = i
+	}
+	for d, want := range dirs {
 		sem <- struct{}{}
 		wg.Go(func() {
 			defer func() { <-sem }()
-			info, _, err := g.statObjectIn(rq.ctx, rq.bucket, it.key)
-			if err != nil {
-				if ae, ok := err.(*APIError); ok && ae.Code == ErrNoSuchKey.Code {
-					return
+			found := g.listObjectInfos(rq.ctx, d, want)
+			for name, i := range want {
+				if info, ok := found[name]; ok {
+					result(i, info)
+				} else {
+					stat(i)
 				}
-				errsOut[i] = err
-				return
 			}
-			r := &objectResult{Key: it.key, LastModified: s3Time(info.attr.Mtime), ETag: `"` + info.etag + `"`, Size: info.attr.Size, StorageClass: info.meta.storageClass(info.attr)}
-			if withOwner {
-				o := ownerOr(info.meta.Owner, bown)
-				r.Owner = &o
-			}
-			out[i] = r
 		})
 	}
 	wg.Wait()
@@ -324,4 +389,57 @@ func (g *Gateway) describe(rq *request, items []listItem, withOwner bool) ([]obj
 		}
 	}
 	return res, nil
+}
+
+// listWorth is how many entries a listing of describe may read per object
+// it finds before it stops and leaves the rest to lookups (a page of 1,024
+// entries costs about as much as 64 lookups).
+const listWorth = 16
+
+// listObjectInfos returns the objects of the regular files named in want
+// (names in directory d), from listings of d that carry each entry's
+// attributes and metadata xattr. Names it does not return are looked up
+// by the caller: it returns what it found so far on any failure, and
+// nothing if the metadata service sends no xattrs with its listings.
+func (g *Gateway) listObjectInfos(ctx context.Context, d string, want map[string]int) map[string]*objInfo {
+	first, last := "", ""
+	for name := range want {
+		if first == "" || name < first {
+			first = name
+		}
+		last = max(last, name)
+	}
+	fi, err := g.c.Lstat(ctx, d)
+	if err != nil || !fi.IsDir() {
+		return nil
+	}
+	found := make(map[string]*objInfo, len(want))
+	cursor := first[:len(first)-1] // sorts before first, and nothing else wanted does
+	listed, limit := 0, min(max(2*len(want), 64), 1024)
+	for {
+		page, err := g.c.ReadDirPageXattr(ctx, fi.Attr().Ino, cursor, limit, xattrMeta)
+		if err != nil || (len(page.Entries) > 0 && !page.Xattrs) {
+			return found
+		}
+		for _, e := range page.Entries {
+			if _, ok := want[e.Name]; !ok || e.Attr == nil || e.Mode&syscall.S_IFMT != syscall.S_IFREG {
+				continue // not wanted, or not a file (then the lookup says what it is)
+			}
+			info := &objInfo{path: d + "/" + e.Name, attr: attrOfInode(*e.Attr)}
+			var stored *objectMeta
+			if e.HasXattr {
+				stored, _ = decodeMeta(e.Xattr)
+			}
+			info.setFileMeta(stored)
+			found[e.Name] = info
+		}
+		listed += len(page.Entries)
+		if page.EOF || len(page.Entries) == 0 || page.Entries[len(page.Entries)-1].Name >= last || len(found) == len(want) {
+			return found
+		}
+		if len(found)*listWorth < listed {
+			return found // sparse: the rest are looked up
+		}
+		cursor, limit = page.Cursor, 1024
+	}
 }

@@ -146,6 +146,13 @@ func (g *Gateway) findObject(ctx context.Context, bucket, key string, open bool)
 		info.attr.Size = 0
 		return info, nil, true, nil
 	}
+	info.setFileMeta(stored)
+	return info, f, true, nil
+}
+
+// setFileMeta sets the metadata and ETag of info, a regular file's object,
+// from the metadata the gateway stored with it (nil: none).
+func (info *objInfo) setFileMeta(stored *objectMeta) {
 	switch {
 	case stored != nil && stored.ETag != "" && stored.validFor(info.attr):
 		info.meta, info.etag = stored, stored.ETag
@@ -158,7 +165,6 @@ func (g *Gateway) findObject(ctx context.Context, bucket, key string, open bool)
 	default:
 		info.meta, info.etag = &objectMeta{}, syntheticETag(info.attr)
 	}
-	return info, f, true, nil
 }
 
 // attrOfInode converts the attributes of a regular file.
