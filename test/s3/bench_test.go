@@ -7,6 +7,8 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"os"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -179,13 +181,17 @@ func cpuTime(pid int) (time.Duration, bool) {
 //
 //	go test -run '^$' -bench S3List -benchtime 20x ./test/s3
 //
-// It reports keys/s and the server's CPU per key.
+// It reports keys/s and the server's CPU per key. SLUICE_LIST_KEYS sets
+// the number of keys.
 func BenchmarkS3List(b *testing.B) {
 	g := startGateway(b)
 	fc := g.client()
 	ctx := context.Background()
 	c := newS3Client(g.endpoint)
-	const keys = 5000
+	keys := 5000
+	if v, err := strconv.Atoi(os.Getenv("SLUICE_LIST_KEYS")); err == nil && v > 0 {
+		keys = v
+	}
 	for _, bucket := range []string{"flat", "nested"} {
 		if resp, body := c.do(b, "PUT", "/"+bucket, nil, nil, nil); resp.StatusCode != 200 {
 			b.Fatalf("create bucket: %s", body)
