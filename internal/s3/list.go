@@ -367,14 +367,15 @@ func (g *Gateway) describe(rq *request, items []listItem, withOwner bool) ([]obj
 	for d, want := range dirs {
 		sem <- struct{}{}
 		wg.Go(func() {
-			defer func() { <-sem }()
 			found := g.listObjectInfos(rq.ctx, d, want)
+			<-sem // before the lookups take slots of their own
 			for name, i := range want {
 				if info, ok := found[name]; ok {
 					result(i, info)
-				} else {
-					stat(i)
+					continue
 				}
+				sem <- struct{}{}
+				wg.Go(func() { defer func() { <-sem }(); stat(i) })
 			}
 		})
 	}
@@ -392,8 +393,9 @@ func (g *Gateway) describe(rq *request, items []listItem, withOwner bool) ([]obj
 }
 
 // listWorth is how many entries a listing of describe may read per object
-// it finds before it stops and leaves the rest to lookups (a page of 1,024
-// entries costs about as much as 64 lookups).
+// it finds before it stops and leaves the rest to lookups (the rule of the
+// Python file sets' listings, internal/cabi, where a page of 1,024 entries
+// cost about as much as 64 lookups).
 const listWorth = 16
 
 // listObjectInfos returns the objects of the regular files named in want
