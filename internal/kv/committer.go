@@ -74,7 +74,7 @@ type committer struct {
 	conflicts atomic.Uint64 // transactions rejected
 	exact     atomic.Uint64 // transactions validated by reading the store
 
-	leads atomic.Uint64 // groups committed by a leader (not the goroutine)
+	leads atomic.Uint64 // groups processed by a leader (not the goroutine), committed or all rejected
 
 	hist *history // only the goroutine processing a group uses it (mu.busy)
 }

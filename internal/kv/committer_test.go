@@ -113,3 +113,54 @@ func TestCommitPanicEndsProcess(t *testing.T) {
 		t.Fatalf("child: %v, output:\n%s\nwant a non-zero exit with the commit's panic", err, out)
 	}
 }
+
+// TestCommitStats: the counters that metrics export (CommitStats) count
+// what happened: a transaction whose read key another commit changed
+// before its own commit is rejected once (a conflict, found by an exact
+// validation) and committed on its retry; with a sync window the engine
+// syncs in the background.
+func TestCommitStats(t *testing.T) {
+	kvdb, err := OpenPebble(t.TempDir(), &PebbleOptions{Sync: SyncGroup})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer kvdb.Close()
+	cs, ok := kvdb.(interface{ CommitStats() CommitStats })
+	if !ok {
+		t.Fatal("the pebble engine has no CommitStats")
+	}
+	ctx := context.Background()
+	before := cs.CommitStats()
+	attempts := 0
+	err = kvdb.Update(ctx, func(tx Txn) error {
+		attempts++
+		if _, err := tx.Get([]byte("k")); err != nil && err != ErrNotFound {
+			return err
+		}
+		if attempts == 1 {
+			// Another writer changes k between this read and this commit.
+			done := make(chan error, 1)
+			go func() {
+				done <- kvdb.Update(ctx, func(tx Txn) error { tx.Set([]byte("k"), []byte("other")); return nil })
+			}()
+			if err := <-done; err != nil {
+				return err
+			}
+		}
+		tx.Set([]byte("k"), []byte("mine"))
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := kvdb.Sync(ctx); err != nil {
+		t.Fatal(err)
+	}
+	after := cs.CommitStats()
+	d := CommitStats{Groups: after.Groups - before.Groups, Commits: after.Commits - before.Commits, Leads: after.Leads - before.Leads,
+		Conflicts: after.Conflicts - before.Conflicts, Exact: after.Exact - before.Exact, Syncs: after.Syncs - before.Syncs}
+	t.Logf("%d attempts: %+v", attempts, d)
+	if attempts != 2 || d.Commits != 2 || d.Conflicts != 1 || d.Exact < 1 || d.Groups < 2 || d.Leads > d.Groups+d.Conflicts || d.Syncs < 1 {
+		t.Fatalf("%d attempts, counters moved by %+v: want 2 commits, 1 conflict, an exact validation, 2 groups or more, a sync", attempts, d)
+	}
+}

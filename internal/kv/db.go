@@ -279,6 +279,29 @@ func (d *db) Close() error {
 	return d.closeErr
 }
 
+// CommitStats counts a group-committing engine's work since it opened.
+type CommitStats struct {
+	Groups    uint64 // groups committed (one batch each)
+	Commits   uint64 // transactions committed, in those groups
+	Leads     uint64 // groups a lone writer processed on its own goroutine (also those all rejected)
+	Conflicts uint64 // transactions rejected at commit (then retried)
+	Exact     uint64 // transactions validated read by read (their keys changed since their snapshot)
+	Syncs     uint64 // background syncs of the engine (0 when every commit syncs)
+}
+
+// CommitStats returns the engine's group-commit counters (memory and
+// pebble engines). Metrics find it with an interface check on the DB.
+func (d *db) CommitStats() CommitStats {
+	st := CommitStats{
+		Groups: d.c.groups.Load(), Commits: d.c.committed.Load(), Leads: d.c.leads.Load(),
+		Conflicts: d.c.conflicts.Load(), Exact: d.c.exact.Load(),
+	}
+	if d.syncer != nil {
+		st.Syncs = d.syncer.syncs.Load()
+	}
+	return st
+}
+
 // CacheStats returns how many point reads the engine's read cache answered
 // and how many it did not; both are 0 for an engine without one (memory).
 // Metrics find it with an interface check on the DB.

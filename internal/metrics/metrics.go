@@ -24,6 +24,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/sluice-fs/sluice/internal/errs"
+	"github.com/sluice-fs/sluice/internal/kv"
 	"github.com/sluice-fs/sluice/internal/qos"
 	"github.com/sluice-fs/sluice/internal/target"
 	"github.com/sluice-fs/sluice/internal/wire"
@@ -274,6 +275,36 @@ func (m *Metrics) AddCache(name string, c CacheStatser) {
 		prometheus.NewCounterFunc(prometheus.CounterOpts{
 			Name: "sluice_cache_misses_total", Help: "Lookups a cache could not answer.", ConstLabels: labels,
 		}, func() float64 { _, ms := c.CacheStats(); return float64(ms) }),
+	)
+}
+
+// CommitStatser is a metadata engine that commits transactions in groups
+// (kv.DB from OpenPebble or OpenMemory).
+type CommitStatser interface {
+	CommitStats() kv.CommitStats
+}
+
+// AddCommits exports a metadata engine's group-commit counters as
+// sluice_kv_*_total: transactions per group is commits / groups, and
+// groups per sync shows how many commits one fdatasync covered.
+func (m *Metrics) AddCommits(c CommitStatser) {
+	counter := func(name, help string, v func(kv.CommitStats) uint64) prometheus.Collector {
+		return prometheus.NewCounterFunc(prometheus.CounterOpts{Name: name, Help: help},
+			func() float64 { return float64(v(c.CommitStats())) })
+	}
+	m.reg.MustRegister(
+		counter("sluice_kv_commit_groups_total", "Groups of transactions the metadata engine committed, one batch each.",
+			func(s kv.CommitStats) uint64 { return s.Groups }),
+		counter("sluice_kv_commits_total", "Transactions the metadata engine committed.",
+			func(s kv.CommitStats) uint64 { return s.Commits }),
+		counter("sluice_kv_commit_leader_groups_total", "Groups a lone writer processed on its own goroutine, without a hand-off (also groups whose transactions were all rejected).",
+			func(s kv.CommitStats) uint64 { return s.Leads }),
+		counter("sluice_kv_conflicts_total", "Transactions rejected at commit because what they read had changed (they are retried).",
+			func(s kv.CommitStats) uint64 { return s.Conflicts }),
+		counter("sluice_kv_exact_validations_total", "Transactions whose reads were checked one by one at commit.",
+			func(s kv.CommitStats) uint64 { return s.Exact }),
+		counter("sluice_kv_syncs_total", "Syncs of the metadata engine's commit log made apart from its commits (--meta-sync group: at the end of a window, and for fsync and S3 PUTs; 0 with --meta-sync always).",
+			func(s kv.CommitStats) uint64 { return s.Syncs }),
 	)
 }
 

@@ -204,6 +204,9 @@ func Run(ctx context.Context, opts Options) (err error) {
 	if cs, ok := db.(metrics.CacheStatser); ok {
 		mx.AddCache("metadata_read", cs)
 	}
+	if cs, ok := db.(metrics.CommitStatser); ok {
+		mx.AddCommits(cs)
+	}
 	ln = mx.Listener(ln)
 	serveErr := closers.serve(srv, ln)
 	if !opts.NoLocalCalls {

@@ -113,6 +113,14 @@ func TestMetricsMove(t *testing.T) {
 	if creates < 1 {
 		t.Fatalf("no create counted")
 	}
+	// The metadata engine's group commit: every create was a committed
+	// transaction, in no more groups than transactions.
+	commits, okc := sum(after, "sluice_kv_commits_total")
+	groups, okg := sum(after, "sluice_kv_commit_groups_total")
+	leads, okl := sum(after, "sluice_kv_commit_leader_groups_total")
+	if _, oks := sum(after, "sluice_kv_syncs_total"); !okc || !okg || !okl || !oks || commits < float64(creates) || groups < 1 || groups > commits || leads < 1 {
+		t.Fatalf("kv commit counters: %v commits in %v groups (%v led by a caller) after %d creates", commits, groups, leads, creates)
+	}
 	if e, _ := sum(after, "sluice_op_errors_total"); e < 1 {
 		t.Fatalf("the failed stat was not counted as an error")
 	}
