@@ -288,24 +288,26 @@ type CommitStatser interface {
 // sluice_kv_*_total: transactions per group is commits / groups, and
 // groups per sync shows how many commits one fdatasync covered.
 func (m *Metrics) AddCommits(c CommitStatser) {
-	counter := func(name, help string, v func(kv.CommitStats) uint64) prometheus.Collector {
-		return prometheus.NewCounterFunc(prometheus.CounterOpts{Name: name, Help: help},
-			func() float64 { return float64(v(c.CommitStats())) })
+	for _, k := range []struct {
+		name, help string
+		v          func(kv.CommitStats) uint64
+	}{
+		{"sluice_kv_commit_groups_total", "Groups of transactions the metadata engine committed, one batch each.",
+			func(s kv.CommitStats) uint64 { return s.Groups }},
+		{"sluice_kv_commits_total", "Transactions the metadata engine committed.",
+			func(s kv.CommitStats) uint64 { return s.Commits }},
+		{"sluice_kv_commit_leader_groups_total", "Groups a lone writer processed on its own goroutine, without a hand-off (also groups whose transactions were all rejected).",
+			func(s kv.CommitStats) uint64 { return s.Leads }},
+		{"sluice_kv_conflicts_total", "Transactions rejected at commit because what they read had changed (they are retried).",
+			func(s kv.CommitStats) uint64 { return s.Conflicts }},
+		{"sluice_kv_exact_validations_total", "Transactions whose reads were checked one by one at commit.",
+			func(s kv.CommitStats) uint64 { return s.Exact }},
+		{"sluice_kv_syncs_total", "Syncs of the metadata engine's commit log made apart from its commits (--meta-sync group: at the end of a window, and for fsync and S3 PUTs; 0 with --meta-sync always).",
+			func(s kv.CommitStats) uint64 { return s.Syncs }},
+	} {
+		m.reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: k.name, Help: k.help},
+			func() float64 { return float64(k.v(c.CommitStats())) }))
 	}
-	m.reg.MustRegister(
-		counter("sluice_kv_commit_groups_total", "Groups of transactions the metadata engine committed, one batch each.",
-			func(s kv.CommitStats) uint64 { return s.Groups }),
-		counter("sluice_kv_commits_total", "Transactions the metadata engine committed.",
-			func(s kv.CommitStats) uint64 { return s.Commits }),
-		counter("sluice_kv_commit_leader_groups_total", "Groups a lone writer processed on its own goroutine, without a hand-off (also groups whose transactions were all rejected).",
-			func(s kv.CommitStats) uint64 { return s.Leads }),
-		counter("sluice_kv_conflicts_total", "Transactions rejected at commit because what they read had changed (they are retried).",
-			func(s kv.CommitStats) uint64 { return s.Conflicts }),
-		counter("sluice_kv_exact_validations_total", "Transactions whose reads were checked one by one at commit.",
-			func(s kv.CommitStats) uint64 { return s.Exact }),
-		counter("sluice_kv_syncs_total", "Syncs of the metadata engine's commit log made apart from its commits (--meta-sync group: at the end of a window, and for fsync and S3 PUTs; 0 with --meta-sync always).",
-			func(s kv.CommitStats) uint64 { return s.Syncs }),
-	)
 }
 
 // PoolLister lists the pools of targets (cluster.Manager).
