@@ -278,6 +278,18 @@ func (m *Metrics) AddCache(name string, c CacheStatser) {
 	)
 }
 
+// AddEngine exports what a metadata engine counts: its read cache
+// (AddCache, as "metadata_read") and its group commit (AddCommits), where
+// it has them (etcd has neither: it commits each transaction itself).
+func (m *Metrics) AddEngine(db any) {
+	if cs, ok := db.(CacheStatser); ok {
+		m.AddCache("metadata_read", cs)
+	}
+	if cs, ok := db.(CommitStatser); ok {
+		m.AddCommits(cs)
+	}
+}
+
 // CommitStatser is a metadata engine that commits transactions in groups
 // (kv.DB from OpenPebble or OpenMemory).
 type CommitStatser interface {

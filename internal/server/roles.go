@@ -129,12 +129,7 @@ func RunMeta(ctx context.Context, opts MetaOptions) (err error) {
 	mx.AddPools(rt)
 	mx.AddStage(ms)
 	mx.AddMetaQos(ms.QosStats)
-	if cs, ok := db.(metrics.CacheStatser); ok {
-		mx.AddCache("metadata_read", cs)
-	}
-	if cs, ok := db.(metrics.CommitStatser); ok {
-		mx.AddCommits(cs) // not etcd's: it commits each transaction itself
-	}
+	mx.AddEngine(db)
 	mx.Instrument(srv)
 	ln = mx.Listener(ln)
 	serveErr := closers.serve(srv, ln)

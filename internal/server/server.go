@@ -201,12 +201,7 @@ func Run(ctx context.Context, opts Options) (err error) {
 	mx := metrics.New()
 	mx.AddTargets(targets)
 	mx.AddReserve(reserve.reserve())
-	if cs, ok := db.(metrics.CacheStatser); ok {
-		mx.AddCache("metadata_read", cs)
-	}
-	if cs, ok := db.(metrics.CommitStatser); ok {
-		mx.AddCommits(cs)
-	}
+	mx.AddEngine(db)
 	ln = mx.Listener(ln)
 	serveErr := closers.serve(srv, ln)
 	if !opts.NoLocalCalls {
