@@ -49,7 +49,7 @@ const listThreshold = 16
 // the ones that opened). Where many paths share a directory it lists the
 // directory with attributes (pages of 1024 entries, up to the last name
 // wanted) instead of looking each one up, while the pages hold enough of
-// the names wanted (listWorth); the rest are looked up.
+// the names wanted (listUpTo); the rest are looked up.
 func (l *Lib) FilesetFromPaths(h int64, paths []string, inflight int) (int64, []error, error) {
 	cn, err := l.conn(h)
 	if err != nil {
@@ -123,49 +123,31 @@ func (l *Lib) FilesetFromPaths(h int64, paths []string, inflight int) (int64, []
 	return l.t.Add(KindFileset, s), errs, nil
 }
 
-// listWorth is how many listed entries (with attributes) cost about as
-// much as one lookup (measured, 2026-11-29: a page of 1,024 entries took
-// about as long as 64 lookups).
-const listWorth = 16
-
 // listUpTo lists directory d with attributes from name first up to name
-// last (the least and greatest in want) and returns the attributes of the entries named in want
-// that it saw. Its pages start small and grow while they hold at least
-// one wanted name per listWorth entries; when the names are sparser it
-// stops (a random batch of a large directory), and the caller looks up the
-// names not found. (Measured, 2026-11-29, 4 KiB files, a test suite
-// running beside: random batches of 64 names from a directory of 20,000
-// read 1,160-1,730 files a second by path when every batch listed the
-// directory from its start to its last name, 6,470-15,980 with this
-// rule, 11,400-18,900 looking every name up; a file set of all 20,000
-// paths opened in 0.17-0.19 s, 0.80-0.95 s looking every name up.)
+// last (the least and greatest in want) and returns the attributes of the
+// entries named in want that it saw (client.ReadDirNamed, from pages of 64
+// entries growing while they hold at least one wanted name per 16 listed;
+// when the names are sparser it stops and the caller looks up the names
+// not found). (Measured, 2026-11-29, 4 KiB files, a test suite running
+// beside: random batches of 64 names from a directory of 20,000 read
+// 1,160-1,730 files a second by path when every batch listed the
+// directory from its start to its last name, 6,470-15,980 with this rule,
+// 11,400-18,900 looking every name up; a file set of all 20,000 paths
+// opened in 0.17-0.19 s, 0.80-0.95 s looking every name up.)
 func listUpTo(ctx context.Context, c *client.Client, d, first, last string, want map[string][]int) (map[string]client.InodeAttr, error) {
 	fi, err := c.Stat(ctx, d)
 	if err != nil {
 		return nil, err
 	}
-	found := make(map[string]client.InodeAttr, len(want))
-	cursor := first[:len(first)-1] // sorts before first, and nothing else wanted does
-	listed, limit := 0, 64
-	for {
-		page, err := c.ReadDirPage(ctx, fi.Attr().Ino, cursor, limit, true)
-		if err != nil {
-			return nil, &fs.PathError{Op: "readdir", Path: d, Err: err}
-		}
-		for _, e := range page.Entries {
-			if _, ok := want[e.Name]; ok && e.Attr != nil {
-				found[e.Name] = *e.Attr
-			}
-		}
-		listed += len(page.Entries)
-		if page.EOF || len(page.Entries) == 0 || page.Entries[len(page.Entries)-1].Name >= last {
-			return found, nil
-		}
-		if len(found)*listWorth < listed {
-			return found, nil // sparse: the rest are looked up
-		}
-		cursor, limit = page.Cursor, min(limit*4, listPage)
+	entries, err := c.ReadDirNamed(ctx, fi.Attr().Ino, first, last, len(want), func(name string) bool { _, ok := want[name]; return ok }, 64, "")
+	if err != nil {
+		return nil, &fs.PathError{Op: "readdir", Path: d, Err: err}
 	}
+	found := make(map[string]client.InodeAttr, len(entries))
+	for name, e := range entries {
+		found[name] = *e.Attr
+	}
+	return found, nil
 }
 
 // FilesetFromDir opens every regular file in directory root (and, with

@@ -392,17 +392,12 @@ func (g *Gateway) describe(rq *request, items []listItem, withOwner bool) ([]obj
 	return res, nil
 }
 
-// listWorth is how many entries a listing of describe may read per object
-// it finds before it stops and leaves the rest to lookups (the rule of the
-// Python file sets' listings, internal/cabi, where a page of 1,024 entries
-// cost about as much as 64 lookups).
-const listWorth = 16
-
 // listObjectInfos returns the objects of the regular files named in want
 // (names in directory d), from listings of d that carry each entry's
-// attributes and metadata xattr. Names it does not return are looked up
-// by the caller: it returns what it found so far on any failure, and
-// nothing if the metadata service sends no xattrs with its listings.
+// attributes and metadata xattr (client.ReadDirNamed). Names it does not
+// return are looked up by the caller: it returns what it found so far on
+// any failure, and nothing if the metadata service sends no xattrs with
+// its listings.
 func (g *Gateway) listObjectInfos(ctx context.Context, d string, want map[string]int) map[string]*objInfo {
 	first, last := "", ""
 	for name := range want {
@@ -415,33 +410,20 @@ func (g *Gateway) listObjectInfos(ctx context.Context, d string, want map[string
 	if err != nil || !fi.IsDir() {
 		return nil
 	}
-	found := make(map[string]*objInfo, len(want))
-	cursor := first[:len(first)-1] // sorts before first, and nothing else wanted does
-	listed, limit := 0, min(max(2*len(want), 64), 1024)
-	for {
-		page, err := g.c.ReadDirPageXattr(ctx, fi.Attr().Ino, cursor, limit, xattrMeta)
-		if err != nil || (len(page.Entries) > 0 && !page.Xattrs) {
-			return found
+	isWanted := func(name string) bool { _, ok := want[name]; return ok }
+	entries, _ := g.c.ReadDirNamed(ctx, fi.Attr().Ino, first, last, len(want), isWanted, min(max(2*len(want), 64), 1024), xattrMeta)
+	found := make(map[string]*objInfo, len(entries))
+	for name, e := range entries {
+		if e.Mode&syscall.S_IFMT != syscall.S_IFREG {
+			continue // not a file: the lookup says what it is
 		}
-		for _, e := range page.Entries {
-			if _, ok := want[e.Name]; !ok || e.Attr == nil || e.Mode&syscall.S_IFMT != syscall.S_IFREG {
-				continue // not wanted, or not a file (then the lookup says what it is)
-			}
-			info := &objInfo{path: d + "/" + e.Name, attr: attrOfInode(*e.Attr)}
-			var stored *objectMeta
-			if e.HasXattr {
-				stored, _ = decodeMeta(e.Xattr)
-			}
-			info.setFileMeta(stored)
-			found[e.Name] = info
+		info := &objInfo{path: d + "/" + name, attr: attrOfInode(*e.Attr)}
+		var stored *objectMeta
+		if e.HasXattr {
+			stored, _ = decodeMeta(e.Xattr)
 		}
-		listed += len(page.Entries)
-		if page.EOF || len(page.Entries) == 0 || page.Entries[len(page.Entries)-1].Name >= last || len(found) == len(want) {
-			return found
-		}
-		if len(found)*listWorth < listed {
-			return found // sparse: the rest are looked up
-		}
-		cursor, limit = page.Cursor, 1024
+		info.setFileMeta(stored)
+		found[name] = info
 	}
+	return found
 }
