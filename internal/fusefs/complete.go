@@ -136,7 +136,10 @@ func (fs *fileSystem) completeUsable() bool {
 func (fs *fileSystem) entryChanged(dir uint64, name string, added bool, err error) {
 	switch {
 	case err != nil:
+		// It may have been applied all the same (a reply lost): what
+		// the mount knows of the directory may be stale.
 		fs.complete.drop(dir)
+		fs.dirs.drop(dir)
 	case added:
 		fs.complete.added(dir, name)
 	default:

@@ -14,11 +14,13 @@ import (
 // default_permissions, asks for them again at the next path walk: that
 // getattr is answered from here instead of from the metadata service.
 //
-// An entry answers one getattr, and only while younger than the attribute
-// timeout; the reply's own timeout is cut by the entry's age, so the kernel
-// never holds the attributes longer after the change than it would have
-// after a getattr at the time of the change (docs/adr/0014-mount-caches.md
-// states the bound). Changes made through this mount that the replies do
+// An entry answers every getattr while it is younger than the attribute
+// timeout (with several programs changing one directory the kernel asks
+// more than once per change: each path walk's permission check after
+// another's change); each reply's own timeout is cut by the entry's age,
+// so the kernel never holds the attributes longer after the change than it
+// would have after a getattr at the time of the change
+// (docs/adr/0014-mount-caches.md states the bound). Changes made through this mount that the replies do
 // not describe (chmod, xattrs, rename, link, symlink) drop the entries
 // they may make stale. Of two replies for one directory the one with the
 // later ctime is kept, whatever order they arrive in.
@@ -50,20 +52,18 @@ func (d *dirAttrs) put(a client.InodeAttr, now time.Time) {
 	d.m[a.Ino] = dirAttr{a, now}
 }
 
-// take removes and returns ino's attributes if they are younger than ttl,
-// with the time left of ttl.
-func (d *dirAttrs) take(ino uint64, ttl time.Duration, now time.Time) (client.InodeAttr, time.Duration, bool) {
+// get returns ino's attributes if they are younger than ttl, with the time
+// left of ttl. An entry too old is removed.
+func (d *dirAttrs) get(ino uint64, ttl time.Duration, now time.Time) (client.InodeAttr, time.Duration, bool) {
 	d.mu.Lock()
+	defer d.mu.Unlock()
 	e, ok := d.m[ino]
-	if ok {
-		delete(d.m, ino)
-	}
-	d.mu.Unlock()
 	if !ok {
 		return client.InodeAttr{}, 0, false
 	}
 	left := ttl - now.Sub(e.at)
 	if left <= 0 {
+		delete(d.m, ino)
 		return client.InodeAttr{}, 0, false
 	}
 	return e.a, left, true

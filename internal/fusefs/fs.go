@@ -350,7 +350,7 @@ func (fs *fileSystem) Lookup(intr <-chan struct{}, h *fuse.InHeader, name string
 
 func (fs *fileSystem) GetAttr(intr <-chan struct{}, in *fuse.GetAttrIn, out *fuse.AttrOut) fuse.Status {
 	g := fs.gen()
-	if a, ttl, ok := fs.dirs.take(in.NodeId, fs.ttl(g).attr, time.Now()); ok {
+	if a, ttl, ok := fs.dirs.get(in.NodeId, fs.ttl(g).attr, time.Now()); ok {
 		// A directory this mount just changed an entry in (dirattrs.go).
 		fs.adjust(&a, false)
 		fillAttr(&a, &out.Attr)
