@@ -251,6 +251,10 @@ type Client struct {
 	// noWriteInlineAttr: the metadata service answered OpWriteInlineAttr
 	// "not supported" (older): FlushAttr sends two requests.
 	noWriteInlineAttr atomic.Bool
+	// noCommitWriteAttr: the metadata service answered OpCommitWriteAttr
+	// "not supported" (older): FlushAttr of a file with chunks sends the
+	// size commit and the change apart.
+	noCommitWriteAttr atomic.Bool
 }
 
 // New connects to the metadata service at opts.Server and learns the

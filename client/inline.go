@@ -142,7 +142,9 @@ func (f *File) writeInline(ctx context.Context, off int64, p []byte) (int, error
 // change. When what is buffered is the file's only write in flight and
 // lands in its inline bytes, both go in one metadata request and one
 // transaction (OpWriteInlineAttr): the close of a small file whose times,
-// owner and mode a program restored before closing it (tar -x).
+// owner and mode a program restored before closing it (tar -x). When the
+// buffer goes to chunks, the change goes with its size commit instead
+// (OpCommitWriteAttr), once the chunks are written.
 func (f *File) FlushAttr(ctx context.Context, ch AttrChange) (InodeAttr, error) {
 	var a InodeAttr
 	one := false
@@ -186,7 +188,92 @@ func (f *File) flushAttr(ctx context.Context, ch AttrChange) (InodeAttr, bool, e
 			return a, true, nil
 		}
 	}
+	if f.stg == nil && len(f.buf) > 0 && !h.released() && (h.chunks() || f.bufEndLocked() > f.c.inlineMax()) &&
+		ch.Valid&^(AttrMode|AttrUid|AttrGid|AttrAtime|AttrMtime) == 0 && !f.c.noCommitWriteAttr.Load() {
+		a, one, err := f.flushCommitAttrLocked(ctx, ch)
+		return a, one, opErr("flush", f.name, err)
+	}
 	return InodeAttr{}, false, opErr("flush", f.name, f.waitFlushesLocked(ctx))
+}
+
+// flushCommitAttrLocked sends the write buffer, which goes (at least in
+// part) to chunks, after every other flush has ended, and then its size
+// commit and ch in one request. It reports whether ch went with it (not
+// when the buffer landed inline after all, or the service is older: the
+// caller then sends ch alone). f.mu is held, so no other flush starts.
+func (f *File) flushCommitAttrLocked(ctx context.Context, ch AttrChange) (InodeAttr, bool, error) {
+	buf, off := f.buf, f.bufOff
+	f.buf = nil
+	end := off + int64(len(buf))
+	f.inflight.Wait() // the other flushes, with their size commits
+	if err := f.writeErr(); err != nil {
+		wire.PutBuf(buf)
+		return InodeAttr{}, false, err
+	}
+	f.flushing.Add(1) // until the size is committed too
+	defer f.flushing.Add(-1)
+	fl, _ := f.startFlight(off, end) // none in flight to wait for
+	chunked, err := f.writeData(ctx, off, buf)
+	f.endFlight(fl)
+	wire.PutBuf(buf)
+	if err != nil {
+		f.setWriteErr(err)
+		return InodeAttr{}, false, err
+	}
+	if !chunked {
+		return InodeAttr{}, false, nil // inline after all: its size is recorded
+	}
+	a, one, err := f.commitSizeAttr(ctx, end, ch)
+	if err != nil {
+		f.setWriteErr(err)
+	}
+	return a, one, err
+}
+
+// commitSizeAttr records in the metadata that the file's data reaches end
+// and makes change ch, in one request (OpCommitWriteAttr), within
+// commitSize's rules: it also carries an end a failed commit left pending.
+// Against an older service it commits the size alone and reports that ch
+// was not sent.
+func (f *File) commitSizeAttr(ctx context.Context, end int64, ch AttrChange) (InodeAttr, bool, error) {
+	f.commit.Lock() // one commit in flight
+	f.commit.mu.Lock()
+	want := max(f.commit.pending, end)
+	f.commit.pending = 0
+	f.commit.seq++
+	upto := f.commit.seq
+	f.commit.mu.Unlock()
+
+	var a wire.Attr
+	ifMtime, ifSize := f.own.ifState()
+	req := &wire.CommitWriteAttrReq{
+		Commit: wire.CommitWriteReq{Ino: f.ino, End: uint64(want), Mtime: time.Now().UnixNano(), IfMtime: ifMtime, IfSize: ifSize},
+		Attr:   *attrChangeReq(ctx, f.ino, ch),
+	}
+	err := f.c.metaCall(ctx, wire.OpCommitWriteAttr, req, &a)
+	f.commit.mu.Lock()
+	switch {
+	case err == nil:
+		f.own.answer(ifMtime, &a)
+		f.commit.covered = max(f.commit.covered, upto)
+	case errs.CodeOf(err) == errs.NotSupported:
+		f.c.noCommitWriteAttr.Store(true) // a service from before 2026-12-02: nothing was changed
+		f.commit.pending = max(f.commit.pending, want)
+	default:
+		f.commit.pending = max(f.commit.pending, want) // for a later flush to retry
+		f.own.brk()                                    // it may have been applied
+	}
+	f.commit.mu.Unlock()
+	f.commit.Unlock()
+	if errs.CodeOf(err) == errs.NotSupported {
+		return InodeAttr{}, false, f.commitSize(ctx, end)
+	}
+	if err != nil {
+		return InodeAttr{}, false, err
+	}
+	f.learn(&a)
+	f.c.overlayStaged(&a)
+	return inodeAttr(&a), true, nil
 }
 
 // writeInlineAttr sends one OpWriteInlineAttr: all of p at off, then ch.

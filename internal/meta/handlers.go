@@ -156,6 +156,10 @@ func (s *Service) Register(srv *wire.Server) {
 		r, err := s.WriteInlineAttr(ctx, m)
 		return &r, err
 	})
+	handle(srv, wire.OpCommitWriteAttr, func(ctx context.Context, m *wire.CommitWriteAttrReq) (wire.Message, error) {
+		r, err := s.CommitWriteAttr(ctx, m)
+		return &r, err
+	})
 	handle(srv, wire.OpPutFile, func(ctx context.Context, m *wire.PutFileReq) (wire.Message, error) {
 		r, err := s.PutFile(ctx, m)
 		return &r, err

@@ -138,11 +138,8 @@ func (s *Service) WriteInlineAttr(ctx context.Context, req *wire.WriteInlineAttr
 	if err := validInlineWrite(w); err != nil {
 		return wire.WriteInlineResp{}, inoErr("writeinline", w.Ino, err)
 	}
-	if ch.Ino != w.Ino {
-		return wire.WriteInlineResp{}, inoErr("writeinline", w.Ino, errs.New(errs.Invalid, "the attribute change names inode %d", ch.Ino))
-	}
-	if ch.Valid&^(wire.SetMode|wire.SetUid|wire.SetGid|wire.SetAtime|wire.SetMtime) != 0 {
-		return wire.WriteInlineResp{}, inoErr("writeinline", w.Ino, errs.New(errs.Invalid, "an inline write changes only mode, owner, group and times with it (valid %#x)", ch.Valid))
+	if err := attrWithWrite(w.Ino, ch); err != nil {
+		return wire.WriteInlineResp{}, inoErr("writeinline", w.Ino, err)
 	}
 	mtime := s.writeTime(w)
 	var r wire.WriteInlineResp
@@ -175,6 +172,19 @@ func (s *Service) WriteInlineAttr(ctx context.Context, req *wire.WriteInlineAttr
 		s.audited()
 	}
 	return r, nil
+}
+
+// attrWithWrite checks an attribute change sent with a write of inode
+// ino (OpWriteInlineAttr, OpCommitWriteAttr): the same file, and only its
+// mode, owner, group and times.
+func attrWithWrite(ino uint64, ch *wire.SetAttrReq) error {
+	if ch.Ino != ino {
+		return errs.New(errs.Invalid, "the attribute change names inode %d", ch.Ino)
+	}
+	if ch.Valid&^(wire.SetMode|wire.SetUid|wire.SetGid|wire.SetAtime|wire.SetMtime) != 0 {
+		return errs.New(errs.Invalid, "a write changes only mode, owner, group and times with it (valid %#x)", ch.Valid)
+	}
+	return nil
 }
 
 func validInlineWrite(req *wire.WriteInlineReq) error {

@@ -341,3 +341,89 @@ func TestWriteInlineAttr(t *testing.T) {
 	past.Write.Off = uint64(before.Attr.InlineLen)
 	refused("past the inline part of a file with chunks", &past, errs.TooBig)
 }
+
+// TestCommitWriteAttr: a size commit and an attribute change of the same
+// file in one transaction (OpCommitWriteAttr), as the mount closes a file
+// whose data went to the targets after tar restored its times and owner.
+func TestCommitWriteAttr(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s := newTestService(t, nil, nil)
+	f := mustCreateInline(t, s, RootIno, "f")
+	if _, err := s.SetChunks(ctx, f.Ino); err != nil {
+		t.Fatal(err)
+	}
+	const mtime = 1_700_000_000_000_000_000
+	req := &wire.CommitWriteAttrReq{
+		Commit: wire.CommitWriteReq{Ino: f.Ino, End: 65536, Mtime: 7, IfMtime: f.Mtime, IfSize: f.Size},
+		Attr:   wire.SetAttrReq{Ino: f.Ino, Valid: wire.SetMode | wire.SetUid | wire.SetGid | wire.SetAtime | wire.SetMtime, Mode: 0o640, Uid: 42, Gid: 43, Atime: mtime - 5, Mtime: mtime, Cred: &wire.Cred{Uid: 0}},
+	}
+	a, err := s.CommitWriteAttr(ctx, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a.Size != 65536 || a.Mode&0o7777 != 0o640 || a.Uid != 42 || a.Gid != 43 || a.Mtime != mtime || a.Atime != mtime-5 || a.Flags&wire.AttrUnchanged == 0 || a.Flags&wire.AttrChunks == 0 {
+		t.Fatalf("reply %+v: want size 65536, mode 0640, owner 42:43, the restored times, unchanged, chunks", a)
+	}
+	if a.Ctime == 7 || a.Ctime == mtime {
+		t.Errorf("ctime %d: want the service's clock at the change, not the write's or the restored mtime", a.Ctime)
+	}
+	got, err := s.GetAttr(ctx, f.Ino)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Size != a.Size || got.Mode != a.Mode || got.Uid != 42 || got.Mtime != mtime || got.Ctime != a.Ctime {
+		t.Fatalf("stored %+v, replied %+v", got, a)
+	}
+	_, entries := listAudit(t, s, wire.AuditListReq{})
+	found := false
+	for _, e := range entries {
+		for _, c := range e.Changes {
+			if e.Ino == f.Ino && c.Field == "uid" && c.New == "42" {
+				found = true
+			}
+		}
+	}
+	if !found {
+		t.Errorf("no audit entry for the owner change in %+v", entries)
+	}
+
+	// A commit below the size keeps it; the file changed since the If
+	// state, and the reply says so.
+	req.Commit.End = 10
+	if a, err = s.CommitWriteAttr(ctx, req); err != nil || a.Size != 65536 || a.Flags&wire.AttrUnchanged != 0 {
+		t.Fatalf("second commit with the first one's If state: %+v, %v (want size 65536, changed)", a, err)
+	}
+
+	before, err := s.GetAttr(ctx, f.Ino)
+	if err != nil {
+		t.Fatal(err)
+	}
+	refused := func(what string, req *wire.CommitWriteAttrReq, code errs.Code) {
+		t.Helper()
+		if _, err := s.CommitWriteAttr(ctx, req); errs.CodeOf(err) != code {
+			t.Errorf("%s: %v, want code %d", what, err, code)
+		}
+		after, err := s.GetAttr(ctx, before.Ino)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if after.Mode != before.Mode || after.Uid != before.Uid || after.Mtime != before.Mtime || after.Ctime != before.Ctime || after.Size != before.Size {
+			t.Errorf("%s changed the file: %+v, was %+v", what, after, before)
+		}
+	}
+	grow := *req
+	grow.Commit.End = 1 << 20
+	size := grow
+	size.Attr.Valid |= wire.SetSize
+	refused("with a size change", &size, errs.Invalid)
+	now := grow
+	now.Attr.Valid = wire.SetMtimeNow
+	refused("with mtime now", &now, errs.Invalid)
+	other := grow
+	other.Attr.Ino = RootIno
+	refused("naming another inode", &other, errs.Invalid)
+	dir := grow
+	dir.Commit.Ino, dir.Attr.Ino = RootIno, RootIno
+	refused("of a directory", &dir, errs.IsDir)
+}

@@ -538,38 +538,96 @@ func (s *Service) CommitWrite(ctx context.Context, ino, end uint64, mtime int64)
 // carries wire.AttrUnchanged if the file's mtime and size before the
 // commit were req.IfMtime and req.IfSize.
 func (s *Service) CommitWriteIf(ctx context.Context, req *wire.CommitWriteReq) (wire.Attr, error) {
-	ino, end, mtime := req.Ino, req.End, req.Mtime
+	mtime := req.Mtime
 	if mtime == 0 {
 		mtime = s.nowNs()
 	}
 	var a wire.Attr
 	err := s.update(ctx, func(tx kv.Txn) error {
-		n, err := getInode(tx, ino)
+		n, unchanged, err := commitWriteTx(tx, req, mtime)
 		if err != nil {
 			return err
 		}
-		switch {
-		case n.isDir():
-			return errs.New(errs.IsDir, "cannot write to a directory")
-		case !n.isReg():
-			return errs.New(errs.Invalid, "cannot write to a file of type %#o", n.Mode&modeType)
-		}
-		if err := hsmWrite(tx, ino, n); err != nil {
-			return err
-		}
-		unchanged := unchangedSince(n, req.IfMtime, req.IfSize)
-		n.Size = max(n.Size, end)
-		n.Flags |= inoChunks // SetChunks came first; this is belt and braces
-		n.Mtime, n.Ctime = mtime, mtime
-		tx.Set(inodeKey(ino), n.encode())
-		a, err = attrOf(tx, ino, n)
+		tx.Set(inodeKey(req.Ino), n.encode())
+		a, err = attrOf(tx, req.Ino, n)
 		if unchanged {
 			a.Flags |= wire.AttrUnchanged
 		}
 		return err
 	})
 	if err != nil {
-		return wire.Attr{}, inoErr("commitwrite", ino, err)
+		return wire.Attr{}, inoErr("commitwrite", req.Ino, err)
+	}
+	return a, nil
+}
+
+// commitWriteTx applies a size commit to tx: the file's size and times in
+// n, which it returns unwritten (the caller writes the inode, once, after
+// any other change it makes); unchanged says whether the file was in the
+// state the commit's If fields name.
+func commitWriteTx(tx kv.Txn, req *wire.CommitWriteReq, mtime int64) (n *inode, unchanged bool, err error) {
+	if n, err = getInode(tx, req.Ino); err != nil {
+		return nil, false, err
+	}
+	switch {
+	case n.isDir():
+		return nil, false, errs.New(errs.IsDir, "cannot write to a directory")
+	case !n.isReg():
+		return nil, false, errs.New(errs.Invalid, "cannot write to a file of type %#o", n.Mode&modeType)
+	}
+	if err := hsmWrite(tx, req.Ino, n); err != nil {
+		return nil, false, err
+	}
+	unchanged = unchangedSince(n, req.IfMtime, req.IfSize)
+	n.Size = max(n.Size, req.End)
+	n.Flags |= inoChunks // SetChunks came first; this is belt and braces
+	n.Mtime, n.Ctime = mtime, mtime
+	return n, unchanged, nil
+}
+
+// CommitWriteAttr is CommitWriteIf of req.Commit and then, in the same
+// transaction, the change req.Attr of the same file's mode, owner, group
+// and times, as SetAttr makes it (with its audit entry): the close of a
+// file whose data went to the targets and whose times, owner and mode a
+// program restored before closing it (tar -x, cp -p). The attributes
+// returned are those after both; AttrUnchanged is the commit's.
+func (s *Service) CommitWriteAttr(ctx context.Context, req *wire.CommitWriteAttrReq) (wire.Attr, error) {
+	c, ch := &req.Commit, &req.Attr
+	if err := attrWithWrite(c.Ino, ch); err != nil {
+		return wire.Attr{}, inoErr("commitwrite", c.Ino, err)
+	}
+	mtime := c.Mtime
+	if mtime == 0 {
+		mtime = s.nowNs()
+	}
+	var a wire.Attr
+	audited := false
+	err := s.update(ctx, func(tx kv.Txn) error {
+		audited = false
+		n, unchanged, err := commitWriteTx(tx, c, mtime)
+		if err != nil {
+			return err
+		}
+		now := s.nowNs()
+		if audited, err = s.changeOwnership(ctx, tx, ch, n, now); err != nil {
+			return err
+		}
+		if ch.Valid&wire.SetMtime != 0 {
+			n.Mtime = ch.Mtime
+		}
+		n.Ctime = now
+		tx.Set(inodeKey(c.Ino), n.encode())
+		a, err = attrOf(tx, c.Ino, n)
+		if unchanged {
+			a.Flags |= wire.AttrUnchanged
+		}
+		return err
+	})
+	if err != nil {
+		return wire.Attr{}, inoErr("commitwrite", c.Ino, err)
+	}
+	if audited {
+		s.audited()
 	}
 	return a, nil
 }

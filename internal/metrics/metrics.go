@@ -151,7 +151,7 @@ var opNames = map[wire.Op]string{
 	wire.OpSetXattr: "setxattr", wire.OpListXattr: "listxattr", wire.OpRemoveXattr: "removexattr",
 	wire.OpGetLayout: "getlayout", wire.OpSetLayout: "setlayout", wire.OpCommitWrite: "commit_write",
 	wire.OpRegister: "register_target", wire.OpMetaSync: "meta_sync",
-	wire.OpWriteInline: "write_inline", wire.OpWriteInlineAttr: "write_inline_attr", wire.OpReadInline: "read_inline", wire.OpSetChunks: "set_chunks", wire.OpResolveRead: "resolve_read", wire.OpOpenIno: "open_ino", wire.OpPutFile: "put_file",
+	wire.OpWriteInline: "write_inline", wire.OpWriteInlineAttr: "write_inline_attr", wire.OpCommitWriteAttr: "commit_write_attr", wire.OpReadInline: "read_inline", wire.OpSetChunks: "set_chunks", wire.OpResolveRead: "resolve_read", wire.OpOpenIno: "open_ino", wire.OpPutFile: "put_file",
 	wire.OpPoolList: "pool_list", wire.OpPoolChange: "pool_change", wire.OpSetPool: "set_pool",
 	wire.OpChunkWrite: "chunk_write", wire.OpChunkRead: "chunk_read", wire.OpChunkSync: "chunk_sync",
 	wire.OpChunkTruncate: "chunk_truncate", wire.OpChunkRemove: "chunk_remove", wire.OpTargetStat: "target_stat",

@@ -18,7 +18,7 @@ func messages() []Message {
 		&BytesResp{}, &NamesResp{}, &RenameReq{}, &LinkReq{}, &ReadDirReq{}, &ReadDirResp{},
 		&XattrReq{}, &SetLayoutReq{}, &CommitWriteReq{}, &RegisterReq{}, &RegisterResp{}, &HeartbeatReq{}, &HeartbeatResp{}, &SyncDoneReq{}, &ChainMsg{}, &ChunkListReq{}, &ChunkListResp{}, &ChunkRef{},
 		&ChainRef{}, &ChunkWriteReq{}, &ChunkReadReq{}, &ChunkReadResp{}, &ChunkSyncReq{}, &ChunkTruncateReq{},
-		&ChunkRemoveReq{}, &TargetReq{}, &TargetStat{}, &WriteInlineReq{}, &WriteInlineAttrReq{}, &WriteInlineResp{}, &ReadInlineReq{}, &ReadInlineResp{}, &ResolveReadResp{},
+		&ChunkRemoveReq{}, &TargetReq{}, &TargetStat{}, &WriteInlineReq{}, &WriteInlineAttrReq{}, &CommitWriteAttrReq{}, &WriteInlineResp{}, &ReadInlineReq{}, &ReadInlineResp{}, &ResolveReadResp{},
 		&EntryResp{}, &DirsResp{},
 		&AbsorbSetReq{}, &AbsorbPolicy{}, &StagedReq{}, &StagedListResp{},
 		&KVConfig{}, &KVReq{}, &KVCreateReq{}, &KVStatResp{}, &KVPutReq{}, &KVPutResp{}, &KVGetReq{}, &KVGetResp{},

@@ -49,6 +49,10 @@ const (
 	// transaction, by an attribute change of the same file (2026-12-01;
 	// an older service answers it "not supported").
 	OpWriteInlineAttr Op = 42 // WriteInlineAttrReq -> WriteInlineResp
+	// OpCommitWriteAttr is OpCommitWrite followed, in the same
+	// transaction, by an attribute change of the same file (2026-12-02;
+	// an older service answers it "not supported").
+	OpCommitWriteAttr Op = 74 // CommitWriteAttrReq -> Attr
 	OpAuditList       Op = 43 // AuditListReq -> AuditListResp (the audit trail, sealed first)
 	OpAuditVerify     Op = 44 // Empty -> AuditVerifyResp (checks the audit trail's hash chain)
 
@@ -1164,6 +1168,20 @@ type WriteInlineAttrReq struct {
 
 func (m *WriteInlineAttrReq) Encode(e *Encoder) { m.Write.Encode(e); m.Attr.Encode(e) }
 func (m *WriteInlineAttrReq) Decode(d *Decoder) { m.Write.Decode(d); m.Attr.Decode(d) }
+
+// CommitWriteAttrReq is a size commit (OpCommitWrite) and then, in the
+// same metadata transaction, a change of the same file's mode, owner,
+// group or times, with the same limits as WriteInlineAttrReq. The FUSE
+// mount's close of a file whose data went to the targets and whose
+// times, owner and mode a program restored before closing it sends both
+// at once. The reply's attributes are those after the change.
+type CommitWriteAttrReq struct {
+	Commit CommitWriteReq
+	Attr   SetAttrReq
+}
+
+func (m *CommitWriteAttrReq) Encode(e *Encoder) { m.Commit.Encode(e); m.Attr.Encode(e) }
+func (m *CommitWriteAttrReq) Decode(d *Decoder) { m.Commit.Decode(d); m.Attr.Decode(d) }
 
 // WriteInlineResp says how many bytes of the write went inline (from its
 // start) and the file's attributes after it.

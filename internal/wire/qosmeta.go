@@ -16,7 +16,7 @@ var metaScheduled = [...]Op{
 	OpUnlink, OpRmdir, OpRename, OpLink, OpReadDir,
 	OpGetXattr, OpSetXattr, OpListXattr, OpRemoveXattr,
 	OpGetLayout, OpCommitWrite, OpWriteInline, OpReadInline,
-	OpSetChunks, OpResolveRead, OpPutFile, OpOpenIno, OpWriteInlineAttr,
+	OpSetChunks, OpResolveRead, OpPutFile, OpOpenIno, OpWriteInlineAttr, OpCommitWriteAttr,
 	OpStatfs,
 }
 

@@ -91,8 +91,12 @@ func TestDeferredAttrs(t *testing.T) {
 	}
 
 	// A file too big to keep inline: its data goes to the targets, and
-	// the held changes follow in a request of their own.
+	// the held changes go with its size commit (commit_write_attr).
+	commits := func() (commit, withAttr int) {
+		return opCount(t, admin, "commit_write"), opCount(t, admin, "commit_write_attr")
+	}
 	setattr0, _, both0 = ops()
+	commit0, withAttr0 := commits()
 	big, err := os.OpenFile(m.path("big"), os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
 	if err != nil {
 		t.Fatal(err)
@@ -109,8 +113,14 @@ func TestDeferredAttrs(t *testing.T) {
 	if mode, mt := remote("big"); mode != 0o644 || !mt.Equal(mtime) {
 		t.Errorf("another client after the close of a 64 KiB file: %v %v, want 0644 %v", mode, mt, mtime)
 	}
-	if setattr, _, both := ops(); setattr != setattr0+1 || both != both0 {
-		t.Errorf("the close of a created 64 KiB file after futimens, fchown and fchmod sent %d setattr and %d inline write with attributes requests: want 1 and 0", setattr-setattr0, both-both0)
+	setattr, _, both := ops()
+	commit, withAttr := commits()
+	if setattr != setattr0 || both != both0 || commit != commit0 || withAttr != withAttr0+1 {
+		t.Errorf("the close of a created 64 KiB file after futimens, fchown and fchmod sent %d setattr, %d inline write with attributes, %d size commit and %d size commit with attributes requests: want 0, 0, 0 and 1",
+			setattr-setattr0, both-both0, commit-commit0, withAttr-withAttr0)
+	}
+	if st, err := os.Stat(m.path("big")); err != nil || st.Size() != int64(len(data)) || st.Mode().Perm() != 0o644 || !st.ModTime().Equal(mtime) {
+		t.Errorf("on the mount after the close of the 64 KiB file: %v, %v; want 64 KiB, 0644, %v", st, err, mtime)
 	}
 	if rf, err := c.Open(ctx, "/big"); err != nil {
 		t.Fatal(err)

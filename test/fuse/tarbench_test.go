@@ -24,7 +24,10 @@ import (
 //
 // SLUICE_FUSE_BENCH_FILES sets the number of files (default 20000),
 // SLUICE_FUSE_BENCH_ROUNDS the rounds (default 1; medians are shown),
-// SLUICE_FUSE_BENCH_BASE another sluice binary run beside as "before".
+// SLUICE_FUSE_BENCH_BASE another sluice binary run beside as "before",
+// SLUICE_FUSE_BENCH_TAR_MEAN the files' mean size in bytes (default 3000;
+// sizes are capped at 8 times the mean, at least 16 KiB: a larger mean
+// puts most files' data on the targets instead of inline).
 func TestBenchTar(t *testing.T) {
 	requireFUSE(t)
 	if os.Getenv("SLUICE_FUSE_BENCH") == "" {
@@ -35,6 +38,7 @@ func TestBenchTar(t *testing.T) {
 	}
 	n := envInt(t, "SLUICE_FUSE_BENCH_FILES", 20000)
 	rounds := envInt(t, "SLUICE_FUSE_BENCH_ROUNDS", 1)
+	mean := envInt(t, "SLUICE_FUSE_BENCH_TAR_MEAN", 3000)
 
 	// The tarball: 20 top directories of 10 subdirectories each, files
 	// spread over them, sizes skewed small.
@@ -45,7 +49,7 @@ func TestBenchTar(t *testing.T) {
 	}
 	tw := tar.NewWriter(f)
 	rng := rand.New(rand.NewPCG(13, 13))
-	buf := make([]byte, 16<<10)
+	buf := make([]byte, max(16<<10, 8*mean))
 	for i := range buf {
 		buf[i] = byte(rng.Uint32())
 	}
@@ -61,7 +65,7 @@ func TestBenchTar(t *testing.T) {
 		}
 	}
 	for i := range n {
-		size := int64(rng.ExpFloat64() * 3000)
+		size := int64(rng.ExpFloat64() * float64(mean))
 		size = min(size, int64(len(buf)))
 		name := fmt.Sprintf("src/d%02d/s%d/f%05d.c", i%20, (i/20)%10, i)
 		must(t, tw.WriteHeader(&tar.Header{Typeflag: tar.TypeReg, Name: name, Mode: 0o644, Size: size, ModTime: now}))
