@@ -291,18 +291,7 @@ func TestWriteInlineAttr(t *testing.T) {
 	if got := readInline(t, s, f.Ino, 0, 100); string(got.Data) != "tar member" || got.Attr.Mtime != mtime || got.Attr.Uid != 42 {
 		t.Fatalf("read back %q, attr %+v", got.Data, got.Attr)
 	}
-	_, entries := listAudit(t, s, wire.AuditListReq{})
-	found := false
-	for _, e := range entries {
-		for _, c := range e.Changes {
-			if e.Ino == f.Ino && c.Field == "uid" && c.New == "42" {
-				found = true
-			}
-		}
-	}
-	if !found {
-		t.Errorf("no audit entry for the owner change in %+v", entries)
-	}
+	checkOwnerAudited(t, s, f.Ino, "42")
 
 	// The file changed since the If state: the reply says so.
 	req.Write.Data = []byte("again")
@@ -375,18 +364,7 @@ func TestCommitWriteAttr(t *testing.T) {
 	if got.Size != a.Size || got.Mode != a.Mode || got.Uid != 42 || got.Mtime != mtime || got.Ctime != a.Ctime {
 		t.Fatalf("stored %+v, replied %+v", got, a)
 	}
-	_, entries := listAudit(t, s, wire.AuditListReq{})
-	found := false
-	for _, e := range entries {
-		for _, c := range e.Changes {
-			if e.Ino == f.Ino && c.Field == "uid" && c.New == "42" {
-				found = true
-			}
-		}
-	}
-	if !found {
-		t.Errorf("no audit entry for the owner change in %+v", entries)
-	}
+	checkOwnerAudited(t, s, f.Ino, "42")
 
 	// A commit below the size keeps it; the file changed since the If
 	// state, and the reply says so.
@@ -426,4 +404,19 @@ func TestCommitWriteAttr(t *testing.T) {
 	dir := grow
 	dir.Commit.Ino, dir.Attr.Ino = RootIno, RootIno
 	refused("of a directory", &dir, errs.IsDir)
+}
+
+// checkOwnerAudited fails t unless the audit trail has an entry changing
+// inode ino's uid to uid.
+func checkOwnerAudited(t *testing.T, s *Service, ino uint64, uid string) {
+	t.Helper()
+	_, entries := listAudit(t, s, wire.AuditListReq{})
+	for _, e := range entries {
+		for _, c := range e.Changes {
+			if e.Ino == ino && c.Field == "uid" && c.New == uid {
+				return
+			}
+		}
+	}
+	t.Errorf("no audit entry for inode %d's owner change to %s in %+v", ino, uid, entries)
 }
