@@ -450,20 +450,33 @@ func (f *File) commitSize(ctx context.Context, end int64) error {
 	want, upto := f.commit.pending, f.commit.seq
 	f.commit.pending = 0
 	f.commit.mu.Unlock()
+	_, err := f.sendCommit(want, upto, func(c wire.CommitWriteReq, a *wire.Attr) error {
+		return f.c.metaCall(ctx, wire.OpCommitWrite, &c, a)
+	})
+	return err
+}
 
+// sendCommit sends, through call, the commit of the file's size up to
+// want, which covers the commits registered up to seq upto, and records
+// the outcome: the own-change chain's answer and what it covered, or the
+// end pending for a later flush to retry. f.commit is held.
+func (f *File) sendCommit(want int64, upto uint64, call func(wire.CommitWriteReq, *wire.Attr) error) (wire.Attr, error) {
 	var a wire.Attr
 	ifMtime, ifSize := f.own.ifState()
-	err := f.c.metaCall(ctx, wire.OpCommitWrite, &wire.CommitWriteReq{Ino: f.ino, End: uint64(want), Mtime: time.Now().UnixNano(), IfMtime: ifMtime, IfSize: ifSize}, &a)
+	err := call(wire.CommitWriteReq{Ino: f.ino, End: uint64(want), Mtime: time.Now().UnixNano(), IfMtime: ifMtime, IfSize: ifSize}, &a)
 	f.commit.mu.Lock()
-	if err == nil {
+	defer f.commit.mu.Unlock()
+	switch {
+	case err == nil:
 		f.own.answer(ifMtime, &a)
 		f.commit.covered = max(f.commit.covered, upto)
-	} else {
+	case errs.CodeOf(err) == errs.NotSupported:
+		f.commit.pending = max(f.commit.pending, want) // nothing was applied
+	default:
 		f.commit.pending = max(f.commit.pending, want) // for a later flush to retry
 		f.own.brk()                                    // it may have been applied
 	}
-	f.commit.mu.Unlock()
-	return err
+	return a, err
 }
 
 // cutChunks truncates each chunk of the file to its length in a file of

@@ -167,8 +167,11 @@ func (f *File) flushAttr(ctx context.Context, ch AttrChange) (InodeAttr, bool, e
 		return InodeAttr{}, false, opErr("flush", f.name, fs.ErrClosed)
 	}
 	h := dataHome(f.home.Load())
-	if f.stg == nil && len(f.buf) > 0 && !h.chunks() && !h.released() && f.bufEndLocked() <= f.c.inlineMax() &&
-		f.flushing.Load() == 0 && ch.Valid&^(AttrMode|AttrUid|AttrGid|AttrAtime|AttrMtime) == 0 && !f.c.noWriteInlineAttr.Load() && f.writeErr() == nil {
+	// ch may go with the buffer's last request: inline bytes, or the size
+	// commit after its chunks.
+	together := f.stg == nil && len(f.buf) > 0 && !h.released() && ch.Valid&^(AttrMode|AttrUid|AttrGid|AttrAtime|AttrMtime) == 0
+	inline := !h.chunks() && f.bufEndLocked() <= f.c.inlineMax()
+	if together && inline && f.flushing.Load() == 0 && !f.c.noWriteInlineAttr.Load() && f.writeErr() == nil {
 		// Nothing else in flight, and f.mu keeps new writes out: the
 		// buffer is the file's last change, sent here and now.
 		a, err := f.writeInlineAttr(ctx, f.bufOff, f.buf, ch)
@@ -188,8 +191,7 @@ func (f *File) flushAttr(ctx context.Context, ch AttrChange) (InodeAttr, bool, e
 			return a, true, nil
 		}
 	}
-	if f.stg == nil && len(f.buf) > 0 && !h.released() && (h.chunks() || f.bufEndLocked() > f.c.inlineMax()) &&
-		ch.Valid&^(AttrMode|AttrUid|AttrGid|AttrAtime|AttrMtime) == 0 && !f.c.noCommitWriteAttr.Load() {
+	if together && !inline && !f.c.noCommitWriteAttr.Load() {
 		a, one, err := f.flushCommitAttrLocked(ctx, ch)
 		return a, one, opErr("flush", f.name, err)
 	}
@@ -243,29 +245,13 @@ func (f *File) commitSizeAttr(ctx context.Context, end int64, ch AttrChange) (In
 	f.commit.seq++
 	upto := f.commit.seq
 	f.commit.mu.Unlock()
-
-	var a wire.Attr
-	ifMtime, ifSize := f.own.ifState()
-	req := &wire.CommitWriteAttrReq{
-		Commit: wire.CommitWriteReq{Ino: f.ino, End: uint64(want), Mtime: time.Now().UnixNano(), IfMtime: ifMtime, IfSize: ifSize},
-		Attr:   *attrChangeReq(ctx, f.ino, ch),
-	}
-	err := f.c.metaCall(ctx, wire.OpCommitWriteAttr, req, &a)
-	f.commit.mu.Lock()
-	switch {
-	case err == nil:
-		f.own.answer(ifMtime, &a)
-		f.commit.covered = max(f.commit.covered, upto)
-	case errs.CodeOf(err) == errs.NotSupported:
-		f.c.noCommitWriteAttr.Store(true) // a service from before 2026-12-02: nothing was changed
-		f.commit.pending = max(f.commit.pending, want)
-	default:
-		f.commit.pending = max(f.commit.pending, want) // for a later flush to retry
-		f.own.brk()                                    // it may have been applied
-	}
-	f.commit.mu.Unlock()
+	attr := attrChangeReq(ctx, f.ino, ch)
+	a, err := f.sendCommit(want, upto, func(c wire.CommitWriteReq, a *wire.Attr) error {
+		return f.c.metaCall(ctx, wire.OpCommitWriteAttr, &wire.CommitWriteAttrReq{Commit: c, Attr: *attr}, a)
+	})
 	f.commit.Unlock()
 	if errs.CodeOf(err) == errs.NotSupported {
+		f.c.noCommitWriteAttr.Store(true) // a service from before 2026-12-02: nothing was changed
 		return InodeAttr{}, false, f.commitSize(ctx, end)
 	}
 	if err != nil {

@@ -153,14 +153,9 @@ func (s *Service) WriteInlineAttr(ctx context.Context, req *wire.WriteInlineAttr
 		if int(written) != len(w.Data) {
 			return errs.New(errs.TooBig, "%d of the write's %d bytes go inline", written, len(w.Data))
 		}
-		now := s.nowNs()
-		if audited, err = s.changeOwnership(ctx, tx, ch, n, now); err != nil {
+		if audited, err = s.changeWithWrite(ctx, tx, ch, n); err != nil {
 			return err
 		}
-		if ch.Valid&wire.SetMtime != 0 {
-			n.Mtime = ch.Mtime
-		}
-		n.Ctime = now
 		tx.Set(inodeKey(w.Ino), n.encode())
 		r, err = inlineResp(tx, w.Ino, n, written, unchanged)
 		return err
@@ -185,6 +180,21 @@ func attrWithWrite(ino uint64, ch *wire.SetAttrReq) error {
 		return errs.New(errs.Invalid, "a write changes only mode, owner, group and times with it (valid %#x)", ch.Valid)
 	}
 	return nil
+}
+
+// changeWithWrite applies to n, in tx, the attribute change ch sent with
+// a write (attrWithWrite checked it): mode, owner and group as SetAttr
+// makes them, with their audit entry, the times, and the ctime now.
+func (s *Service) changeWithWrite(ctx context.Context, tx kv.Txn, ch *wire.SetAttrReq, n *inode) (audited bool, err error) {
+	now := s.nowNs()
+	if audited, err = s.changeOwnership(ctx, tx, ch, n, now); err != nil {
+		return false, err
+	}
+	if ch.Valid&wire.SetMtime != 0 {
+		n.Mtime = ch.Mtime
+	}
+	n.Ctime = now
+	return audited, nil
 }
 
 func validInlineWrite(req *wire.WriteInlineReq) error {

@@ -538,27 +538,7 @@ func (s *Service) CommitWrite(ctx context.Context, ino, end uint64, mtime int64)
 // carries wire.AttrUnchanged if the file's mtime and size before the
 // commit were req.IfMtime and req.IfSize.
 func (s *Service) CommitWriteIf(ctx context.Context, req *wire.CommitWriteReq) (wire.Attr, error) {
-	mtime := req.Mtime
-	if mtime == 0 {
-		mtime = s.nowNs()
-	}
-	var a wire.Attr
-	err := s.update(ctx, func(tx kv.Txn) error {
-		n, unchanged, err := commitWriteTx(tx, req, mtime)
-		if err != nil {
-			return err
-		}
-		tx.Set(inodeKey(req.Ino), n.encode())
-		a, err = attrOf(tx, req.Ino, n)
-		if unchanged {
-			a.Flags |= wire.AttrUnchanged
-		}
-		return err
-	})
-	if err != nil {
-		return wire.Attr{}, inoErr("commitwrite", req.Ino, err)
-	}
-	return a, nil
+	return s.commitWrite(ctx, req, nil)
 }
 
 // commitWriteTx applies a size commit to tx: the file's size and times in
@@ -592,10 +572,15 @@ func commitWriteTx(tx kv.Txn, req *wire.CommitWriteReq, mtime int64) (n *inode, 
 // program restored before closing it (tar -x, cp -p). The attributes
 // returned are those after both; AttrUnchanged is the commit's.
 func (s *Service) CommitWriteAttr(ctx context.Context, req *wire.CommitWriteAttrReq) (wire.Attr, error) {
-	c, ch := &req.Commit, &req.Attr
-	if err := attrWithWrite(c.Ino, ch); err != nil {
-		return wire.Attr{}, inoErr("commitwrite", c.Ino, err)
+	if err := attrWithWrite(req.Commit.Ino, &req.Attr); err != nil {
+		return wire.Attr{}, inoErr("commitwrite", req.Commit.Ino, err)
 	}
+	return s.commitWrite(ctx, &req.Commit, &req.Attr)
+}
+
+// commitWrite is CommitWriteIf of c, followed in its transaction by the
+// change ch when it is not nil (CommitWriteAttr).
+func (s *Service) commitWrite(ctx context.Context, c *wire.CommitWriteReq, ch *wire.SetAttrReq) (wire.Attr, error) {
 	mtime := c.Mtime
 	if mtime == 0 {
 		mtime = s.nowNs()
@@ -608,14 +593,11 @@ func (s *Service) CommitWriteAttr(ctx context.Context, req *wire.CommitWriteAttr
 		if err != nil {
 			return err
 		}
-		now := s.nowNs()
-		if audited, err = s.changeOwnership(ctx, tx, ch, n, now); err != nil {
-			return err
+		if ch != nil {
+			if audited, err = s.changeWithWrite(ctx, tx, ch, n); err != nil {
+				return err
+			}
 		}
-		if ch.Valid&wire.SetMtime != 0 {
-			n.Mtime = ch.Mtime
-		}
-		n.Ctime = now
 		tx.Set(inodeKey(c.Ino), n.encode())
 		a, err = attrOf(tx, c.Ino, n)
 		if unchanged {
