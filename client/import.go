@@ -34,23 +34,43 @@ var errImported = errs.New(errs.Exists, "client: tier import: imported already")
 // importPiece is the size of the ranged GETs that checksum an object.
 const importPiece = 8 << 20
 
-// TierImport makes, for every object of tier backend whose key (below the
-// backend's prefix) starts with prefix, a file at dir/REST (REST: the key
-// without prefix; directories are made as needed) that is released: its
-// bytes stay in the object, which Sluice never deletes or writes over
-// (its HSM record has generation 0), and are read and restored like any
-// released file's. Each object is read once to take its checksums (the
-// CRC32C of each MiB, which every later read is checked against, and its
-// SHA-256), so an object replaced afterwards reads as corrupt, never as
-// other bytes. An existing file is never replaced: one that an earlier
-// import made of the same object counts as Present (so a re-run picks up
-// the new objects, and resumes one that stopped), any other fails with
-// errs.Exists. The file is made under a temporary name (".sluice-import-"
-// and random hex) and renamed into place once its record is in; one left
-// behind by a crash may be removed. report, if not nil, is called after
-// each object with the file's path, its size and the error, if any.
-// parallel objects are imported at once (at least 1).
+// ImportOptions are the choices of TierImportWith.
+type ImportOptions struct {
+	// Parallel objects are imported at once (at least 1).
+	Parallel int
+	// Checksums reads every object once to take its checksums (the CRC32C
+	// of each MiB, which every later read is checked against, and its
+	// SHA-256). Without it the import copies the listing alone: each
+	// file's record keeps the object's ETag, every read of the object is
+	// pinned to it (If-Match) and its first restore takes the block
+	// checksums. An object the listing gives no ETag for is read either
+	// way.
+	Checksums bool
+	// Report, if not nil, is called after each object with the file's
+	// path, its size and the error, if any.
+	Report func(p string, size int64, err error)
+}
+
+// TierImport is TierImportWith importing the listing alone (no object is
+// read), parallel objects at once.
 func (c *Client) TierImport(ctx context.Context, backend, prefix, dir string, parallel int, report func(p string, size int64, err error)) (ImportStats, error) {
+	return c.TierImportWith(ctx, backend, prefix, dir, ImportOptions{Parallel: parallel, Report: report})
+}
+
+// TierImportWith makes, for every object of tier backend whose key (below
+// the backend's prefix) starts with prefix, a file at dir/REST (REST: the
+// key without prefix; directories are made as needed) that is released:
+// its bytes stay in the object, which Sluice never deletes or writes over
+// (its HSM record has generation 0), and are read and restored like any
+// released file's. Its size and mtime are the object's. Either way
+// (o.Checksums) an object replaced in the bucket afterwards reads as
+// corrupt, never as other bytes. An existing file is never replaced: one
+// that an earlier import made of the same object counts as Present (so a
+// re-run picks up the new objects, and resumes one that stopped), any
+// other fails with errs.Exists. The file is made under a temporary name
+// (".sluice-import-" and random hex) and renamed into place once its
+// record is in; one left behind by a crash may be removed.
+func (c *Client) TierImportWith(ctx context.Context, backend, prefix, dir string, o ImportOptions) (ImportStats, error) {
 	var st ImportStats
 	if backend == "" {
 		return st, errs.New(errs.Invalid, "client: tier import: no backend named")
@@ -65,11 +85,11 @@ func (c *Client) TierImport(ctx context.Context, backend, prefix, dir string, pa
 	}
 	var mu sync.Mutex
 	var g errgroup.Group
-	g.SetLimit(max(parallel, 1))
+	g.SetLimit(max(o.Parallel, 1))
 	var made sync.Map // directories made or found, so each is made once
 	made.Store(dir, true)
-	listErr := store.List(ctx, prefix, func(o tier.ObjectInfo) error {
-		rest := strings.TrimPrefix(o.Key, prefix)
+	listErr := store.List(ctx, prefix, func(obj tier.ObjectInfo) error {
+		rest := strings.TrimPrefix(obj.Key, prefix)
 		if rest == "" || strings.HasSuffix(rest, "/") {
 			mu.Lock()
 			st.Skipped++
@@ -78,7 +98,7 @@ func (c *Client) TierImport(ctx context.Context, backend, prefix, dir string, pa
 		}
 		p := path.Join(dir, path.Clean("/"+rest))
 		g.Go(func() error {
-			err := c.importObject(ctx, store, backend, o, p, &made)
+			err := c.importObject(ctx, store, backend, obj, p, o.Checksums, &made)
 			mu.Lock()
 			switch {
 			case err == errImported:
@@ -86,15 +106,15 @@ func (c *Client) TierImport(ctx context.Context, backend, prefix, dir string, pa
 				err = nil
 			case err != nil:
 				st.Failed++
-			case o.Size == 0:
+			case obj.Size == 0:
 				st.Empty++
 			default:
 				st.Files++
-				st.Bytes += o.Size
+				st.Bytes += obj.Size
 			}
 			mu.Unlock()
-			if report != nil {
-				report(p, o.Size, err)
+			if o.Report != nil {
+				o.Report(p, obj.Size, err)
 			}
 			return nil
 		})
@@ -110,8 +130,9 @@ func (c *Client) TierImport(ctx context.Context, backend, prefix, dir string, pa
 	return st, nil
 }
 
-// importObject makes the released file p for object o.
-func (c *Client) importObject(ctx context.Context, store tier.Store, backend string, o tier.ObjectInfo, p string, made *sync.Map) error {
+// importObject makes the released file p for object o, its record from
+// the listing (o's ETag) unless checksums is set or o has no ETag.
+func (c *Client) importObject(ctx context.Context, store tier.Store, backend string, o tier.ObjectInfo, p string, checksums bool, made *sync.Map) error {
 	if d := path.Dir(p); !mapHas(made, d) {
 		if err := c.MkdirAll(ctx, d, 0o755); err != nil {
 			return err
@@ -140,20 +161,25 @@ func (c *Client) importObject(ctx context.Context, store tier.Store, backend str
 		}
 		return f.Close()
 	}
-	// The checksums, from one pass over the object.
-	sum := tier.NewSummer(tier.BlockSize)
-	buf := make([]byte, min(o.Size, importPiece))
-	for off := int64(0); off < o.Size; off += int64(len(buf)) {
-		b := buf[:min(int64(len(buf)), o.Size-off)]
-		if _, err := store.GetRange(ctx, o.Key, off, b); err != nil {
-			return err
+	rec := wire.HsmRecord{Backend: backend, Key: o.Key, Gen: tier.ImportedGen, Mtime: o.Modified.UnixNano(), ETag: o.ETag}
+	if checksums || o.ETag == "" {
+		// The checksums, from one pass over the object (pinned to the
+		// listed ETag, if any).
+		sum := tier.NewSummer(tier.BlockSize)
+		buf := make([]byte, min(o.Size, importPiece))
+		for off := int64(0); off < o.Size; off += int64(len(buf)) {
+			b := buf[:min(int64(len(buf)), o.Size-off)]
+			if _, err := store.GetRange(ctx, o.Key, off, b, o.ETag); err != nil {
+				return err
+			}
+			sum.Write(b)
 		}
-		sum.Write(b)
-	}
-	rec := wire.HsmRecord{Backend: backend, Key: o.Key, Gen: tier.ImportedGen, Mtime: o.Modified.UnixNano()}
-	sum.Fill(&rec)
-	if int64(rec.Size) != o.Size {
-		return errs.New(errs.Busy, "client: object %s changed while it was imported (%d bytes, listed %d)", o.Key, rec.Size, o.Size)
+		sum.Fill(&rec)
+		if int64(rec.Size) != o.Size {
+			return errs.New(errs.Busy, "client: object %s changed while it was imported (%d bytes, listed %d)", o.Key, rec.Size, o.Size)
+		}
+	} else {
+		rec.Size, rec.BlockSize = uint64(o.Size), tier.BlockSize
 	}
 
 	parent, name, err := c.parent(ctx, p)

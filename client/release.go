@@ -93,6 +93,11 @@ func (c *Client) compareFrozen(ctx context.Context, ino uint64, l placement.Layo
 			return fmt.Errorf("%w (chunk slot %d has %d bytes, its part of the file %d)", errChanged, slot, resp.ChunkLen, l.ChunkSize(slot, size))
 		}
 	}
+	if int64(len(rec.BlockCRCs)) != tier.Blocks(rec) {
+		// Imported from a listing and never restored by a client that
+		// keeps the checksums: nothing to compare the chunks with.
+		return errs.New(errs.Busy, "the copy's record has %d block checksums for %d blocks (imported from a listing): restore the file with this version of sluice before releasing it", len(rec.BlockCRCs), tier.Blocks(rec))
+	}
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(releaseParallel)
 	bs := int64(rec.BlockSize)

@@ -13,6 +13,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/sluice-fs/sluice/internal/errs"
+	"github.com/sluice-fs/sluice/internal/tier"
 	"github.com/sluice-fs/sluice/internal/wire"
 )
 
@@ -430,12 +431,16 @@ func (c *Client) copyRestore(ctx context.Context, ino uint64, rec *wire.HsmRecor
 		}
 		return err
 	}
-	err = whileRenewing(ctx, lease/3, renew, func(ctx context.Context) error { return c.copyObject(ctx, ino, rec, attr, data) })
+	var sums []uint32
+	err = whileRenewing(ctx, lease/3, renew, func(ctx context.Context) (err error) {
+		sums, err = c.copyObject(ctx, ino, rec, attr, data)
+		return err
+	})
 	if err != nil {
 		return fmt.Errorf("restore of released inode %d from backend %q: %w", ino, rec.Backend, err)
 	}
 	var r wire.HsmRecord
-	if err := c.metaCall(ctx, wire.OpHsmRestored, &wire.HsmClaimReq{Ino: ino, Gen: rec.Gen, Owner: me}, &r); err != nil {
+	if err := c.metaCall(ctx, wire.OpHsmRestored, &wire.HsmClaimReq{Ino: ino, Gen: rec.Gen, Owner: me, Sums: sums}, &r); err != nil {
 		return fmt.Errorf("restore of released inode %d: commit: %w", ino, err)
 	}
 	c.restores.copied.Add(1)
@@ -476,25 +481,31 @@ func whileRenewing(ctx context.Context, every time.Duration, renew, fn func(cont
 // copyObject writes rec's object to file ino's chunks under data ID data
 // (0: the file's own), every block checked, cuts each chunk to its size in
 // the file and syncs them. Nobody else writes under the lease's data ID:
-// a client whose lease was taken over writes under its own.
-func (c *Client) copyObject(ctx context.Context, ino uint64, rec *wire.HsmRecord, a *wire.Attr, data uint64) error {
+// a client whose lease was taken over writes under its own. For a record
+// without block checksums (imported from a listing: the GETs were pinned
+// to its ETag) it returns the CRC32C of each block it copied.
+func (c *Client) copyObject(ctx context.Context, ino uint64, rec *wire.HsmRecord, a *wire.Attr, data uint64) ([]uint32, error) {
 	st, err := c.tierStore(ctx, rec.Backend)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	var ia InodeAttr
 	if a != nil {
 		c.overlayStaged(a)
 		ia = inodeAttr(a)
 	} else if ia, err = c.GetAttrIno(ctx, ino); err != nil {
-		return err
+		return nil, err
 	}
 	if data != 0 {
 		ia.layout.Data = data
 	}
 	f, err := c.OpenInode(ctx, ia, O_RDONLY|oNoStage)
 	if err != nil {
-		return err
+		return nil, err
+	}
+	var sums []uint32 // by block; each unit fills its own
+	if len(rec.BlockCRCs) == 0 {
+		sums = make([]uint32, tier.Blocks(rec))
 	}
 	defer f.Release(ctx, false)
 	size := int64(rec.Size)
@@ -509,18 +520,23 @@ func (c *Client) copyObject(ctx context.Context, ino uint64, rec *wire.HsmRecord
 	for off := int64(0); off < size; off += restoreUnit {
 		n := min(restoreUnit, size-off)
 		g.Go(func() error {
+			var buf []byte
 			if pre != nil {
-				return f.writeChunks(gctx, off, pre[off:off+n])
+				buf = pre[off : off+n]
+			} else {
+				buf = make([]byte, n)
+				if err := c.tierGet(gctx, st, rec, off, buf); err != nil {
+					return err
+				}
 			}
-			buf := make([]byte, n)
-			if err := c.tierGet(gctx, st, rec, off, buf); err != nil {
-				return err
+			if sums != nil {
+				tier.BlockSums(rec, off, buf, sums)
 			}
 			return f.writeChunks(gctx, off, buf)
 		})
 	}
 	if err := g.Wait(); err != nil {
-		return err
+		return nil, err
 	}
 	// Every byte below the size is written now; cutting each chunk at its
 	// length in the file drops what a refused write may have left past it
@@ -533,12 +549,12 @@ func (c *Client) copyObject(ctx context.Context, ino uint64, rec *wire.HsmRecord
 	// service's durability window; if a power loss takes it, the file is
 	// released again, its copy still in the tier).
 	if err := f.cutChunks(ctx, size); err != nil {
-		return err
+		return nil, err
 	}
 	f.werrMu.Lock()
 	clear(f.dirty)
 	f.werrMu.Unlock()
-	return nil
+	return sums, nil
 }
 
 // restoreBeforeWriteLocked restores the released file f (waiting for it,

@@ -358,16 +358,23 @@ func (c *Client) RestoreIno(ctx context.Context, ino uint64) (HsmInfo, error) {
 
 // tierGet reads dst at off (a multiple of the block size) of rec's object
 // with one ranged GET, bounded by TierTimeout, and checks the object's
-// generation and every block's CRC32C.
+// generation and every block's CRC32C; a record imported from a listing
+// (no block checksums yet) pins the GET to the object's ETag instead.
 func (c *Client) tierGet(ctx context.Context, st tier.Store, rec *wire.HsmRecord, off int64, dst []byte) error {
+	if len(rec.BlockCRCs) == 0 && rec.ETag == "" {
+		return errs.New(errs.Corruption, "client: the HSM record of object %s of backend %q has neither block checksums nor an ETag", rec.Key, rec.Backend)
+	}
 	ctx, cancel := context.WithTimeout(ctx, c.opts.TierTimeout)
 	defer cancel()
-	meta, err := st.GetRange(ctx, rec.Key, off, dst)
+	meta, err := st.GetRange(ctx, rec.Key, off, dst, rec.ETag)
 	if err != nil {
 		return err
 	}
 	if err := tier.CheckObject(rec, meta); err != nil {
 		return err
+	}
+	if len(rec.BlockCRCs) == 0 {
+		return nil // pinned to the ETag, checked by the backend
 	}
 	bs := int64(rec.BlockSize)
 	for i := off / bs; i*bs < off+int64(len(dst)); i++ {
@@ -481,7 +488,7 @@ func (f *File) readTier(ctx context.Context, off int64, dst []byte) error {
 		t.mu.Unlock()
 		return errs.New(errs.Stale, "client: read of inode %d up to %d passes its archived copy's %d bytes", f.ino, end, rec.Size)
 	}
-	nblocks := int64(len(rec.BlockCRCs))
+	nblocks := tier.Blocks(rec)
 	first, last := off/bs, (end-1)/bs
 	seq := first == t.next || first+1 == t.next || (first > 0 && t.blocks[first-1] != nil)
 	ahead, unit := last, int64(1)

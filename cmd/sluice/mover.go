@@ -109,16 +109,18 @@ const defaultMoverEvery = time.Minute
 func newTierImport(g *globals) *cobra.Command {
 	var prefix string
 	var parallel int
-	var quiet bool
+	var checksums, quiet bool
 	var args []string
 	cmd := &cobra.Command{
-		Use:   "import NAME[/PREFIX] DIR [--prefix P]",
+		Use:   "import NAME[/PREFIX] DIR [--prefix P] [--checksums]",
 		Short: "Make the objects of a tier backend (an existing bucket) released files under DIR, without copying them",
 		Long: "Make each object of tier backend NAME whose key starts with PREFIX (or --prefix) a released file\n" +
 			"under DIR (DIR/KEY-WITHOUT-PREFIX): reads fetch it from the bucket and restore it, like any\n" +
-			"released file. Each object is read once to take its checksums; Sluice never deletes or\n" +
-			"writes over an imported object. Existing files are not replaced; run it again to pick up\n" +
-			"new objects (files imported before are counted, not redone).",
+			"released file. Only the listing is copied (size, mtime, ETag): reads are pinned to the\n" +
+			"object's ETag, and the first restore takes the block checksums; --checksums reads every\n" +
+			"object once to take them at import. Sluice never deletes or writes over an imported object.\n" +
+			"Existing files are not replaced; run it again to pick up new objects (files imported before\n" +
+			"are counted, not redone).",
 		Args:   exactArgs(2),
 		PreRun: func(_ *cobra.Command, a []string) { args = a },
 	}
@@ -131,11 +133,12 @@ func newTierImport(g *globals) *cobra.Command {
 			}
 			name, prefix = n, p
 		}
-		return e.TierImport(ctx, name, prefix, args[1], parallel, quiet)
+		return e.TierImport(ctx, name, prefix, args[1], parallel, checksums, quiet)
 	})
 	f := cmd.Flags()
 	f.StringVar(&prefix, "prefix", "", "import only the keys that start with this (below the backend's own prefix); it is not part of the files' names")
 	f.IntVarP(&parallel, "parallel", "P", 8, "objects imported at once")
+	f.BoolVar(&checksums, "checksums", false, "read every object once to take its checksums (CRC32C of each MiB, SHA-256) instead of trusting the listing's ETag")
 	f.BoolVarP(&quiet, "quiet", "q", false, "print only the summary")
 	return cmd
 }

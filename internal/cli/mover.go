@@ -9,6 +9,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/sluice-fs/sluice/client"
 	"github.com/sluice-fs/sluice/internal/errs"
 	"github.com/sluice-fs/sluice/internal/mover"
 )
@@ -127,9 +128,10 @@ func (e *Env) Mover(ctx context.Context, o MoverOptions) error {
 
 // TierImport imports the objects of backend under prefix as released
 // files under dir (client.TierImport), printing each file made.
-func (e *Env) TierImport(ctx context.Context, backend, prefix, dir string, parallel int, quiet bool) error {
+// With checksums every object is read once to take its checksums.
+func (e *Env) TierImport(ctx context.Context, backend, prefix, dir string, parallel int, checksums, quiet bool) error {
 	var mu sync.Mutex
-	st, err := e.Client.TierImport(ctx, backend, prefix, dir, parallel, func(p string, size int64, err error) {
+	st, err := e.Client.TierImportWith(ctx, backend, prefix, dir, client.ImportOptions{Parallel: parallel, Checksums: checksums, Report: func(p string, size int64, err error) {
 		mu.Lock()
 		defer mu.Unlock()
 		switch {
@@ -138,7 +140,7 @@ func (e *Env) TierImport(ctx context.Context, backend, prefix, dir string, paral
 		case !quiet:
 			fmt.Fprintf(e.Stdout, "%s\t%d\n", p, size)
 		}
-	})
+	}})
 	fmt.Fprintf(e.Stdout, "imported %d files (%s) and %d empty ones; %d imported before, %d keys skipped, %d failed\n", st.Files, human(st.Bytes), st.Empty, st.Present, st.Skipped, st.Failed)
 	return err
 }

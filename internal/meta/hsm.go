@@ -55,11 +55,16 @@ func hsmStep(cur wire.HsmRecord, f hsmFile, req *wire.HsmUpdateReq) (wire.HsmRec
 			return cur, nil, errs.New(errs.Invalid, "an imported object's record has generation %d, want %d", r.Gen, tier.ImportedGen)
 		case r.Backend == "" || r.Key == "":
 			return cur, nil, errs.New(errs.Invalid, "HSM record needs a backend and an object key")
-		case len(r.SHA256) != 32 || r.BlockSize == 0:
-			return cur, nil, errs.New(errs.Invalid, "HSM record needs a SHA-256 and a block size")
+		case r.BlockSize == 0:
+			return cur, nil, errs.New(errs.Invalid, "HSM record needs a block size")
 		case r.Size == 0:
 			return cur, nil, errs.New(errs.Invalid, "an empty object is imported as an empty file, without a record")
-		case uint64(len(r.BlockCRCs)) != (r.Size+uint64(r.BlockSize)-1)/uint64(r.BlockSize):
+		case r.ETag != "" && len(r.SHA256) == 0 && len(r.BlockCRCs) == 0:
+			// Imported from the listing: the reads are pinned to the
+			// ETag, the restore fills the block checksums.
+		case len(r.SHA256) != 32:
+			return cur, nil, errs.New(errs.Invalid, "HSM record needs a SHA-256, or an ETag alone")
+		case uint64(len(r.BlockCRCs)) != blocksOf(r.Size, r.BlockSize):
 			return cur, nil, errs.New(errs.Invalid, "HSM record has %d block checksums for %d bytes in blocks of %d", len(r.BlockCRCs), r.Size, r.BlockSize)
 		}
 		r.State = wire.HsmReleased
@@ -89,6 +94,12 @@ func hsmStep(cur wire.HsmRecord, f hsmFile, req *wire.HsmUpdateReq) (wire.HsmRec
 			return cur, nil, nil // restored already
 		}
 		cur.State = wire.HsmArchived
+		if len(cur.BlockCRCs) == 0 && uint64(len(req.Record.BlockCRCs)) == blocksOf(cur.Size, cur.BlockSize) {
+			// A record imported from a listing takes the block
+			// checksums of the bytes its restore copied (checked
+			// against the ETag by the GETs).
+			cur.BlockCRCs = req.Record.BlockCRCs
+		}
 		return cur, nil, nil
 	case wire.HsmActRestoring:
 		switch {
@@ -108,6 +119,15 @@ func hsmStep(cur wire.HsmRecord, f hsmFile, req *wire.HsmUpdateReq) (wire.HsmRec
 		return wire.HsmRecord{}, drop(), nil
 	}
 	return cur, nil, errs.New(errs.Invalid, "unknown HSM action %d", req.Action)
+}
+
+// blocksOf is the number of blocks of blockSize bytes that size bytes
+// take (0 for a block size of 0).
+func blocksOf(size uint64, blockSize uint32) uint64 {
+	if blockSize == 0 {
+		return 0
+	}
+	return (size + uint64(blockSize) - 1) / uint64(blockSize)
 }
 
 // dropObject is the delete-queue item for the object of record cur, which

@@ -298,3 +298,87 @@ func TestHsmImport(t *testing.T) {
 		t.Fatalf("removing an imported file queued %+v, %v; want nothing", q.Items, err)
 	}
 }
+
+// listingRecord is the record of an object imported from a bucket's
+// listing: an ETag, no SHA-256, no block checksums.
+func listingRecord(size uint64) wire.HsmRecord {
+	return wire.HsmRecord{Backend: "b", Key: "k", Size: size, Mtime: 5, BlockSize: 1 << 20, ETag: "0123abcd-3"}
+}
+
+func TestHsmStepListing(t *testing.T) {
+	t.Parallel()
+	empty := hsmFile{Reg: true}
+	step := func(cur wire.HsmRecord, f hsmFile, act uint8, r wire.HsmRecord) (wire.HsmRecord, error) {
+		next, _, err := hsmStep(cur, f, &wire.HsmUpdateReq{Action: act, Record: r})
+		return next, err
+	}
+	rec := listingRecord(2<<20 + 1)
+	next, err := step(wire.HsmRecord{}, empty, wire.HsmActImport, rec)
+	if err != nil || next.State != wire.HsmReleased || next.ETag != rec.ETag || len(next.BlockCRCs) != 0 {
+		t.Fatalf("import from a listing: %+v, %v", next, err)
+	}
+	noETag := rec
+	noETag.ETag = ""
+	_, err = step(wire.HsmRecord{}, empty, wire.HsmActImport, noETag)
+	wantCode(t, "import without checksums or an ETag", err, errs.Invalid)
+	some := rec
+	some.BlockCRCs = []uint32{1}
+	_, err = step(wire.HsmRecord{}, empty, wire.HsmActImport, some)
+	wantCode(t, "import with an ETag and some block checksums", err, errs.Invalid)
+
+	// The restore's commit keeps the block checksums it took, if there
+	// is one per block; else the record stays without.
+	file := hsmFile{Reg: true, Size: rec.Size, Mtime: 5}
+	released := next
+	next, err = step(released, file, wire.HsmActRestored, wire.HsmRecord{BlockCRCs: []uint32{7, 8, 9}})
+	if err != nil || next.State != wire.HsmArchived || len(next.BlockCRCs) != 3 || next.BlockCRCs[2] != 9 || next.ETag != rec.ETag {
+		t.Fatalf("restored with checksums: %+v, %v", next, err)
+	}
+	next, err = step(released, file, wire.HsmActRestored, wire.HsmRecord{BlockCRCs: []uint32{7, 8}})
+	if err != nil || next.State != wire.HsmArchived || len(next.BlockCRCs) != 0 {
+		t.Fatalf("restored with too few checksums: %+v, %v; want archived without any", next, err)
+	}
+	// A record with checksums keeps its own.
+	full := testRecord(0, rec.Size, 5)
+	full.State = wire.HsmReleased
+	full.BlockCRCs[0] = 42
+	next, err = step(full, file, wire.HsmActRestored, wire.HsmRecord{BlockCRCs: []uint32{7, 8, 9}})
+	if err != nil || next.BlockCRCs[0] != 42 {
+		t.Fatalf("restored record with checksums: %+v, %v; want its own kept", next, err)
+	}
+}
+
+// TestHsmImportListing: a listing import's ETag survives the stored
+// record with and without a restore lease, reaches the claim's answer,
+// and the restore's commit stores the block checksums it sends.
+func TestHsmImportListing(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s := newTestService(t, nil, nil)
+	if err := s.TierSet(ctx, &wire.TierSetReq{Backend: wire.TierBackend{Name: "b", Endpoint: "http://x", Bucket: "k"}}); err != nil {
+		t.Fatal(err)
+	}
+	f := mustCreateInline(t, s, RootIno, "f")
+	rec := listingRecord(2<<20 + 1)
+	if _, err := s.HsmUpdate(ctx, &wire.HsmUpdateReq{Ino: f.Ino, Action: wire.HsmActImport, Record: rec}); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := s.HsmGet(ctx, f.Ino); err != nil || got.ETag != rec.ETag || got.State != wire.HsmReleased {
+		t.Fatalf("record after import: %+v, %v", got, err)
+	}
+	const owner = 77
+	cl, err := s.HsmClaim(ctx, &wire.HsmClaimReq{Ino: f.Ino, Owner: owner, LeaseMs: 60000, Full: true})
+	if err != nil || cl.Owner != owner || cl.Full == nil || cl.Full.Record.ETag != rec.ETag {
+		t.Fatalf("claim: %+v, %v", cl, err)
+	}
+	if got, err := s.HsmGet(ctx, f.Ino); err != nil || got.ETag != rec.ETag {
+		t.Fatalf("record under a restore lease: %+v, %v", got, err)
+	}
+	got, err := s.HsmRestored(ctx, &wire.HsmClaimReq{Ino: f.Ino, Owner: owner, Sums: []uint32{1, 2, 3}})
+	if err != nil || got.State != wire.HsmArchived {
+		t.Fatalf("restored: %+v, %v", got, err)
+	}
+	if got, err := s.HsmGet(ctx, f.Ino); err != nil || got.ETag != rec.ETag || len(got.BlockCRCs) != 3 || got.BlockCRCs[1] != 2 {
+		t.Fatalf("record after the restore: %+v, %v", got, err)
+	}
+}

@@ -51,10 +51,13 @@ func getHsm(tx kv.Txn, ino uint64) (wire.HsmRecord, error) {
 
 // hsmLeaseVersion is the version byte of an HSM record followed by a
 // restore lease (ADR 0016); records without one keep tierRecordVersion.
-// hsmLeaseDataVersion is that of one whose lease has a data ID (ADR 0023).
+// hsmLeaseDataVersion is that of one whose lease has a data ID (ADR 0023);
+// hsmLeaseETagVersion that of one whose record has an ETag (an object
+// imported from a listing), which follows the lease's data ID.
 const (
 	hsmLeaseVersion     = 2
 	hsmLeaseDataVersion = 3
+	hsmLeaseETagVersion = 4
 )
 
 // getHsmLease reads file ino's HSM record and its restore lease.
@@ -72,12 +75,15 @@ func getHsmLease(tx kv.Txn, ino uint64) (wire.HsmRecord, restoreLease, error) {
 func decodeHsm(ino uint64, v []byte) (wire.HsmRecord, restoreLease, error) {
 	var r wire.HsmRecord
 	var l restoreLease
-	if len(v) > 0 && (v[0] == hsmLeaseVersion || v[0] == hsmLeaseDataVersion) {
+	if len(v) > 0 && (v[0] == hsmLeaseVersion || v[0] == hsmLeaseDataVersion || v[0] == hsmLeaseETagVersion) {
 		d := wire.Decoder{B: v[1:]}
-		r.Decode(&d)
+		r.DecodeBody(&d)
 		l.Owner, l.Gen, l.Epoch, l.Expires = d.U64(), d.U64(), d.U64(), d.I64()
-		if v[0] == hsmLeaseDataVersion {
+		if v[0] != hsmLeaseVersion {
 			l.Data = d.U64()
+		}
+		if v[0] == hsmLeaseETagVersion {
+			r.ETag = d.String()
 		}
 		if d.Err() != nil || d.More() {
 			return r, l, errs.New(errs.Corruption, "meta: inode %d HSM record with lease: bad encoding", ino)
@@ -101,17 +107,23 @@ func putHsmLease(tx kv.Txn, ino uint64, r wire.HsmRecord, l restoreLease, drop *
 		tx.Delete(hsmKey(ino))
 	case r.State == wire.HsmReleased && l != (restoreLease{}):
 		v := byte(hsmLeaseVersion)
-		if l.Data != 0 {
+		switch {
+		case r.ETag != "":
+			v = hsmLeaseETagVersion
+		case l.Data != 0:
 			v = hsmLeaseDataVersion
 		}
 		e := wire.Encoder{B: []byte{v}}
-		r.Encode(&e)
+		r.EncodeBody(&e)
 		e.U64(l.Owner)
 		e.U64(l.Gen)
 		e.U64(l.Epoch)
 		e.I64(l.Expires)
-		if l.Data != 0 {
+		if v != hsmLeaseVersion {
 			e.U64(l.Data)
+		}
+		if v == hsmLeaseETagVersion {
+			e.String(r.ETag)
 		}
 		tx.Set(hsmKey(ino), e.B)
 	default:
@@ -571,7 +583,7 @@ func (s *Service) HsmRestored(ctx context.Context, req *wire.HsmClaimReq) (wire.
 			return err
 		}
 		f := hsmFile{Reg: n.isReg(), Size: n.Size, Mtime: n.Mtime, InlineLen: n.InlineLen}
-		next, _, err := hsmStep(cur, f, &wire.HsmUpdateReq{Ino: req.Ino, Action: wire.HsmActRestored, Record: wire.HsmRecord{Gen: req.Gen}})
+		next, _, err := hsmStep(cur, f, &wire.HsmUpdateReq{Ino: req.Ino, Action: wire.HsmActRestored, Record: wire.HsmRecord{Gen: req.Gen, BlockCRCs: req.Sums}})
 		if err != nil {
 			return err
 		}

@@ -71,7 +71,8 @@ func MetaInode(meta map[string]string) uint64 {
 // be served as the file's bytes. A record of generation 0 names an object
 // that Sluice did not write (`sluice tier import`): its metadata carries
 // nothing to check, and its bytes are checked block by block against the
-// CRCs taken at import (CheckBlock), which a replaced object fails.
+// CRCs taken at import or at its first restore (CheckBlock), or, before
+// that, read pinned to the object's ETag; a replaced object fails either.
 func CheckObject(rec *wire.HsmRecord, meta map[string]string) error {
 	if rec.Gen == ImportedGen {
 		return nil
@@ -100,6 +101,29 @@ func CheckBlock(rec *wire.HsmRecord, i int, data []byte) error {
 			rec.Key, rec.Backend, i, int64(i)*int64(rec.BlockSize), int64(i)*int64(rec.BlockSize)+int64(len(data)), got, rec.BlockCRCs[i])
 	}
 	return nil
+}
+
+// Blocks is the number of blocks of rec's object.
+func Blocks(rec *wire.HsmRecord) int64 {
+	if rec.BlockSize == 0 {
+		return 0
+	}
+	return (int64(rec.Size) + int64(rec.BlockSize) - 1) / int64(rec.BlockSize)
+}
+
+// BlockSums sets sums[i] to the CRC32C of each whole block i of rec's
+// object in data, the object's bytes at off (a multiple of the block
+// size).
+func BlockSums(rec *wire.HsmRecord, off int64, data []byte, sums []uint32) {
+	bs := int64(rec.BlockSize)
+	for i := off / bs; i < int64(len(sums)); i++ {
+		lo := i*bs - off
+		hi := lo + BlockLen(rec, int(i))
+		if lo >= int64(len(data)) || hi > int64(len(data)) {
+			return
+		}
+		sums[i] = crc32.Checksum(data[lo:hi], castagnoli)
+	}
 }
 
 // BlockLen is the length of block i of rec's object.

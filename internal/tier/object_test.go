@@ -74,7 +74,7 @@ func TestCheckObject(t *testing.T) {
 		t.Fatal(err)
 	}
 	buf := make([]byte, 5)
-	meta, err := m.GetRange(ctx, "k", 0, buf)
+	meta, err := m.GetRange(ctx, "k", 0, buf, "")
 	if err != nil || CheckObject(&rec, meta) != nil || CheckBlock(&rec, 0, buf) != nil || MetaInode(meta) != 3 {
 		t.Fatalf("get: %v / %v", err, CheckObject(&rec, meta))
 	}
@@ -82,5 +82,56 @@ func TestCheckObject(t *testing.T) {
 	other.Gen = 6
 	if err := CheckObject(&other, meta); errs.CodeOf(err) != errs.Corruption {
 		t.Fatalf("other generation: %v", err)
+	}
+}
+
+// TestBlockSums: the block checksums taken piece by piece, in any order,
+// are those a Summer takes of the whole object.
+func TestBlockSums(t *testing.T) {
+	t.Parallel()
+	data := make([]byte, 3*BlockSize+17)
+	for i := range data {
+		data[i] = byte(i * 7)
+	}
+	var want wire.HsmRecord
+	s := NewSummer(BlockSize)
+	s.Write(data)
+	s.Fill(&want)
+	rec := wire.HsmRecord{Size: uint64(len(data)), BlockSize: BlockSize}
+	if Blocks(&rec) != 4 {
+		t.Fatalf("Blocks = %d, want 4", Blocks(&rec))
+	}
+	sums := make([]uint32, Blocks(&rec))
+	for _, off := range []int64{2 * BlockSize, 0} { // pieces of two blocks, last first
+		end := min(off+2*BlockSize, int64(len(data)))
+		BlockSums(&rec, off, data[off:end], sums)
+	}
+	for i := range sums {
+		if sums[i] != want.BlockCRCs[i] {
+			t.Fatalf("block %d: %08x, want %08x", i, sums[i], want.BlockCRCs[i])
+		}
+	}
+}
+
+// TestMemStoreETag: the listing gives each object's ETag, and a read
+// pinned to another ETag fails as corruption.
+func TestMemStoreETag(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	m := NewMemStore()
+	if err := m.Put(ctx, "k", bytes.NewReader([]byte("hello")), 5, nil); err != nil {
+		t.Fatal(err)
+	}
+	var etag string
+	m.List(ctx, "", func(o ObjectInfo) error { etag = o.ETag; return nil })
+	if etag != "5d41402abc4b2a76b9719d911017c592" { // MD5 of "hello"
+		t.Fatalf("listed ETag %q", etag)
+	}
+	buf := make([]byte, 5)
+	if _, err := m.GetRange(ctx, "k", 0, buf, etag); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := m.GetRange(ctx, "k", 0, buf, "other"); errs.CodeOf(err) != errs.Corruption {
+		t.Fatalf("read pinned to another ETag: %v", err)
 	}
 }

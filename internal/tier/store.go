@@ -3,6 +3,8 @@ package tier
 import (
 	"bytes"
 	"context"
+	"crypto/md5"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -31,7 +33,9 @@ type Store interface {
 	Put(ctx context.Context, key string, r io.Reader, size int64, meta map[string]string) error
 	// GetRange reads len(dst) bytes of object key at off into dst, and
 	// returns the object's user metadata. A shorter object is an error.
-	GetRange(ctx context.Context, key string, off int64, dst []byte) (map[string]string, error)
+	// With etag set, the read is pinned to that ETag (If-Match): an
+	// object whose ETag is another fails with errs.Corruption.
+	GetRange(ctx context.Context, key string, off int64, dst []byte, etag string) (map[string]string, error)
 	// Head returns the object's size and user metadata.
 	Head(ctx context.Context, key string) (int64, map[string]string, error)
 	// Delete removes the object; removing a missing one is no error.
@@ -48,6 +52,7 @@ type ObjectInfo struct {
 	Key      string // below the backend's prefix
 	Size     int64
 	Modified time.Time
+	ETag     string // without quotes; "" if the backend gave none
 }
 
 // Open returns the Store of backend b. It connects lazily: Check says
@@ -94,7 +99,7 @@ func (s *s3Store) Put(ctx context.Context, key string, r io.Reader, size int64, 
 	return s.err("put", key, err)
 }
 
-func (s *s3Store) GetRange(ctx context.Context, key string, off int64, dst []byte) (map[string]string, error) {
+func (s *s3Store) GetRange(ctx context.Context, key string, off int64, dst []byte, etag string) (map[string]string, error) {
 	var opts minio.GetObjectOptions
 	if len(dst) == 0 {
 		return nil, errs.New(errs.Invalid, "tier: empty ranged read of %s", key)
@@ -102,8 +107,16 @@ func (s *s3Store) GetRange(ctx context.Context, key string, off int64, dst []byt
 	if err := opts.SetRange(off, off+int64(len(dst))-1); err != nil {
 		return nil, s.err("get", key, err)
 	}
+	if etag != "" {
+		if err := opts.SetMatchETag(etag); err != nil {
+			return nil, s.err("get", key, err)
+		}
+	}
 	body, info, hdr, err := s.core.GetObject(ctx, s.bucket, s.prefix+key, opts)
 	if err != nil {
+		if etag != "" && minio.ToErrorResponse(err).StatusCode == http.StatusPreconditionFailed {
+			return nil, errs.Wrap(errs.Corruption, err, "tier: backend %q: object %s is not the one imported (ETag %q): it was replaced in the bucket", s.name, s.prefix+key, etag)
+		}
 		return nil, s.err("get", key, err)
 	}
 	defer body.Close()
@@ -143,7 +156,7 @@ func (s *s3Store) List(ctx context.Context, prefix string, fn func(o ObjectInfo)
 		if o.Err != nil {
 			return s.err("list", prefix, o.Err)
 		}
-		if err := fn(ObjectInfo{Key: strings.TrimPrefix(o.Key, s.prefix), Size: o.Size, Modified: o.LastModified}); err != nil {
+		if err := fn(ObjectInfo{Key: strings.TrimPrefix(o.Key, s.prefix), Size: o.Size, Modified: o.LastModified, ETag: strings.Trim(o.ETag, `"`)}); err != nil {
 			return err
 		}
 	}
@@ -250,13 +263,15 @@ func (m *MemStore) Put(ctx context.Context, key string, r io.Reader, size int64,
 	return nil
 }
 
-func (m *MemStore) GetRange(ctx context.Context, key string, off int64, dst []byte) (map[string]string, error) {
+func (m *MemStore) GetRange(ctx context.Context, key string, off int64, dst []byte, etag string) (map[string]string, error) {
 	m.mu.Lock()
 	o, ok := m.objects[key]
 	m.mu.Unlock()
 	switch {
 	case !ok:
 		return nil, errs.New(errs.NotFound, "tier: no object %s", key)
+	case etag != "" && etag != memETag(o.data):
+		return nil, errs.New(errs.Corruption, "tier: object %s is not the one with ETag %q", key, etag)
 	case off < 0 || off+int64(len(dst)) > int64(len(o.data)):
 		return nil, errs.New(errs.Corruption, "tier: object %s has %d bytes, read of %d at %d", key, len(o.data), len(dst), off)
 	}
@@ -296,11 +311,18 @@ func (m *MemStore) List(ctx context.Context, prefix string, fn func(o ObjectInfo
 		if !ok {
 			continue
 		}
-		if err := fn(ObjectInfo{Key: k, Size: int64(len(o.data)), Modified: time.Unix(0, 0)}); err != nil {
+		if err := fn(ObjectInfo{Key: k, Size: int64(len(o.data)), Modified: time.Unix(0, 0), ETag: memETag(o.data)}); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// memETag is a MemStore object's ETag: the MD5 of its bytes, as S3 gives
+// for objects put in one part.
+func memETag(data []byte) string {
+	sum := md5.Sum(data)
+	return hex.EncodeToString(sum[:])
 }
 
 // Keys returns the keys of the objects held.

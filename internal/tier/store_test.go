@@ -36,15 +36,15 @@ func testStore(t *testing.T, s tier.Store) {
 		t.Fatalf("head: %d %v %v", size, got, err)
 	}
 	buf := make([]byte, 1000)
-	got, err = s.GetRange(ctx, "dir/obj", 12345, buf)
+	got, err = s.GetRange(ctx, "dir/obj", 12345, buf, "")
 	if err != nil || !bytes.Equal(buf, data[12345:13345]) || got[tier.MetaGen] != meta[tier.MetaGen] {
 		t.Fatalf("get range: %v %v", got, err)
 	}
 	// A range past the end is an error, never short data.
-	if _, err := s.GetRange(ctx, "dir/obj", int64(len(data))-10, buf); err == nil {
+	if _, err := s.GetRange(ctx, "dir/obj", int64(len(data))-10, buf, ""); err == nil {
 		t.Fatal("range past the end succeeded")
 	}
-	if _, err := s.GetRange(ctx, "dir/none", 0, buf); errs.CodeOf(err) != errs.NotFound {
+	if _, err := s.GetRange(ctx, "dir/none", 0, buf, ""); errs.CodeOf(err) != errs.NotFound {
 		t.Fatalf("get of a missing object: %v", err)
 	}
 	if _, _, err := s.Head(ctx, "dir/none"); errs.CodeOf(err) != errs.NotFound {

@@ -682,10 +682,13 @@ func (m *ResolveReadResp) Encode(e *Encoder) {
 	e.Bytes(m.Xattr)
 	e.Bool(m.Hsm != nil)
 	if m.Hsm != nil {
-		m.Hsm.Encode(e)
+		m.Hsm.encodeBody(e)
 	}
 	e.Uvarint(m.FeedEpoch)
 	e.Uvarint(m.FeedCursor)
+	if m.Hsm != nil && m.Hsm.ETag != "" {
+		e.String(m.Hsm.ETag)
+	}
 }
 
 func (m *ResolveReadResp) Decode(d *Decoder) {
@@ -696,12 +699,18 @@ func (m *ResolveReadResp) Decode(d *Decoder) {
 	m.Hsm = nil
 	if d.More() && d.Bool() {
 		m.Hsm = new(HsmRecord)
-		m.Hsm.Decode(d)
+		m.Hsm.decodeBody(d)
 	}
 	m.FeedEpoch, m.FeedCursor = 0, 0
 	if d.More() {
 		m.FeedEpoch = d.Uvarint()
 		m.FeedCursor = d.Uvarint()
+	}
+	if d.More() {
+		etag := d.String()
+		if m.Hsm != nil {
+			m.Hsm.ETag = etag
+		}
 	}
 }
 

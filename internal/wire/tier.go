@@ -92,6 +92,15 @@ func HsmStateName(s uint8) string {
 // and Mtime are the file's when it was read for the archive; BlockCRCs
 // holds the CRC32C of each BlockSize bytes of the content (the last block
 // may be short), so that a ranged read can be checked on its own.
+//
+// A record of an object imported from the bucket's listing alone
+// (`sluice tier import`, the default) has Gen 0, ETag (the object's ETag
+// as the listing gave it, without quotes), no SHA256 and no BlockCRCs
+// until a restore fills them: its ranged reads are pinned to that ETag
+// (If-Match), so an object replaced in the bucket fails them. ETag is
+// appended after the other fields when it is set (an older peer ignores
+// it): by Encode for a record on its own, and by each message that carries
+// a record among other fields, after all of them.
 type HsmRecord struct {
 	State     uint8
 	Backend   string
@@ -103,9 +112,35 @@ type HsmRecord struct {
 	SHA256    []byte // 32 bytes
 	BlockSize uint32
 	BlockCRCs []uint32
+	ETag      string
 }
 
+// Encode encodes a record on its own, its ETag last.
 func (m *HsmRecord) Encode(e *Encoder) {
+	m.encodeBody(e)
+	if m.ETag != "" {
+		e.String(m.ETag)
+	}
+}
+
+// Decode decodes a record on its own.
+func (m *HsmRecord) Decode(d *Decoder) {
+	m.decodeBody(d)
+	m.ETag = ""
+	if d.More() {
+		m.ETag = d.String()
+	}
+}
+
+// EncodeBody encodes the record without its ETag, for a message (or a
+// stored value) that carries it among other fields and appends the ETag
+// after them.
+func (m *HsmRecord) EncodeBody(e *Encoder) { m.encodeBody(e) }
+
+// DecodeBody decodes what EncodeBody encoded; ETag is left as it was.
+func (m *HsmRecord) DecodeBody(d *Decoder) { m.decodeBody(d) }
+
+func (m *HsmRecord) encodeBody(e *Encoder) {
 	e.U8(m.State)
 	e.String(m.Backend)
 	e.String(m.Key)
@@ -121,7 +156,7 @@ func (m *HsmRecord) Encode(e *Encoder) {
 	}
 }
 
-func (m *HsmRecord) Decode(d *Decoder) {
+func (m *HsmRecord) decodeBody(d *Decoder) {
 	m.State = d.U8()
 	m.Backend = d.String()
 	m.Key = d.String()
@@ -249,6 +284,12 @@ type HsmClaimReq struct {
 	LeaseMs uint32
 	Drop    bool
 	Full    bool
+	// Sums (OpHsmRestored; appended later, ignored by an older service)
+	// are the CRC32C of each block of the object the restore copied, for
+	// a record that has none (imported from a listing): the commit keeps
+	// them in the record, so that a later release can compare the chunks
+	// with the copy.
+	Sums []uint32
 }
 
 func (m *HsmClaimReq) Encode(e *Encoder) {
@@ -257,8 +298,14 @@ func (m *HsmClaimReq) Encode(e *Encoder) {
 	e.U64(m.Owner)
 	e.U32(m.LeaseMs)
 	e.Bool(m.Drop)
-	if m.Full {
-		e.Bool(true)
+	if m.Full || len(m.Sums) > 0 {
+		e.Bool(m.Full)
+	}
+	if len(m.Sums) > 0 {
+		e.Uvarint(uint64(len(m.Sums)))
+		for _, c := range m.Sums {
+			e.U32(c)
+		}
 	}
 }
 
@@ -269,6 +316,15 @@ func (m *HsmClaimReq) Decode(d *Decoder) {
 	m.LeaseMs = d.U32()
 	m.Drop = d.Bool()
 	m.Full = d.More() && d.Bool()
+	m.Sums = nil
+	if d.More() {
+		if n := d.Count(4); n > 0 {
+			m.Sums = make([]uint32, n)
+			for i := range m.Sums {
+				m.Sums[i] = d.U32()
+			}
+		}
+	}
 }
 
 // HsmClaim is the answer to an HsmClaimReq: the file's HSM state and the
@@ -304,10 +360,13 @@ func (m *HsmClaim) Encode(e *Encoder) {
 	e.U64(m.Epoch)
 	e.U32(m.LeftMs)
 	if m.Full != nil {
-		m.Full.Record.Encode(e)
+		m.Full.Record.encodeBody(e)
 		m.Full.Attr.Encode(e)
-		if m.Full.Data != 0 {
+		if m.Full.Data != 0 || m.Full.Record.ETag != "" {
 			e.U64(m.Full.Data)
+		}
+		if m.Full.Record.ETag != "" {
+			e.String(m.Full.Record.ETag)
 		}
 	}
 }
@@ -321,10 +380,13 @@ func (m *HsmClaim) Decode(d *Decoder) {
 	m.Full = nil
 	if d.More() {
 		m.Full = &HsmClaimFull{}
-		m.Full.Record.Decode(d)
+		m.Full.Record.decodeBody(d)
 		m.Full.Attr.Decode(d)
 		if d.More() {
 			m.Full.Data = d.U64()
+		}
+		if d.More() {
+			m.Full.Record.ETag = d.String()
 		}
 	}
 }

@@ -3,6 +3,7 @@ package tier
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"io"
 	"strings"
 	"testing"
@@ -20,32 +21,54 @@ import (
 // files again never deletes or changes the imported objects; an object
 // replaced in the bucket afterwards reads as corrupt, never as its new
 // bytes.
+// TestImport imports a bucket's objects from the listing alone (the
+// default: each read pinned to the object's ETag, the first restore takes
+// the block checksums) and with --checksums (every object read at
+// import), from both backends.
 func TestImport(t *testing.T) {
 	for _, start := range []func(testing.TB) *backend{startSluiceBackend, startVersity} {
 		be := start(t)
-		t.Run(be.name, func(t *testing.T) { testImport(t, be) })
+		for _, checksums := range []bool{false, true} {
+			name := be.name + "/listing"
+			if checksums {
+				name = be.name + "/checksums"
+			}
+			t.Run(name, func(t *testing.T) { testImport(t, be, checksums) })
+		}
 	}
 }
 
-func testImport(t *testing.T, be *backend) {
+func testImport(t *testing.T, be *backend, checksums bool) {
 	ctx := context.Background()
 	fs := startFS(t)
 	addBackend(t, fs, be, "")
 	c := newClientOpts(t, client.Options{Server: fs.addr}) // restores on read
 	s3c := be.s3(t)
+	// Each run its own bucket's keys: the backends are shared.
+	pfx := fmt.Sprintf("ds-%v/", checksums)
 	objects := map[string][]byte{
-		"datasets/a.bin":     randomData(31, 3<<20+5),
-		"datasets/sub/b.bin": randomData(32, 1<<20),
-		"datasets/c.bin":     randomData(33, 200<<10),
-		"datasets/empty":     {},
-		"datasets/dir/":      {}, // a "folder" marker: skipped
-		"datasets/exists":    randomData(34, 1000),
-		"other/x":            randomData(35, 10), // outside the prefix
+		pfx + "a.bin":     randomData(31, 3<<20+5),
+		pfx + "sub/b.bin": randomData(32, 1<<20),
+		pfx + "c.bin":     randomData(33, 200<<10),
+		pfx + "empty":     {},
+		pfx + "dir/":      {}, // a "folder" marker: skipped
+		pfx + "exists":    randomData(34, 1000),
+		"other/x":         randomData(35, 10), // outside the prefix
 	}
 	for k, d := range objects {
 		if _, err := s3c.PutObject(ctx, bucket, k, bytes.NewReader(d), int64(len(d)), minio.PutObjectOptions{}); err != nil {
 			t.Fatalf("put %s: %v", k, err)
 		}
+	}
+	// An object uploaded in parts: its ETag is not an MD5 of its bytes.
+	multi := randomData(39, 11<<20+7)
+	objects[pfx+"multi.bin"] = multi
+	if _, err := s3c.PutObject(ctx, bucket, pfx+"multi.bin", bytes.NewReader(multi), int64(len(multi)), minio.PutObjectOptions{PartSize: 5 << 20}); err != nil {
+		t.Fatalf("put multi.bin: %v", err)
+	}
+	var flags []string
+	if checksums {
+		flags = []string{"--checksums"}
 	}
 	mine := randomData(36, 500)
 	if err := c.MkdirAll(ctx, "/imp", 0o755); err != nil {
@@ -55,20 +78,20 @@ func testImport(t *testing.T, be *backend) {
 		t.Fatal(err)
 	}
 
-	r := fs.cli("tier", "import", "t/datasets/", "/imp")
+	r := fs.cli(append([]string{"tier", "import", "t/" + pfx, "/imp"}, flags...)...)
 	t.Logf("tier import: exit %d\n%s%s", r.code, r.stdout, r.stderr)
-	if r.code == 0 || !strings.Contains(r.stdout, "imported 3 files (") || !strings.Contains(r.stdout, "and 1 empty ones; 0 imported before, 1 keys skipped, 1 failed") {
-		t.Fatalf("tier import: want 3 files, 1 empty, 1 skipped, 1 failed (the existing file) and a failure exit")
+	if r.code == 0 || !strings.Contains(r.stdout, "imported 4 files (") || !strings.Contains(r.stdout, "and 1 empty ones; 0 imported before, 1 keys skipped, 1 failed") {
+		t.Fatalf("tier import: want 4 files, 1 empty, 1 skipped, 1 failed (the existing file) and a failure exit")
 	}
 	// A second run picks up only a new object.
-	objects["datasets/new.bin"] = randomData(38, 70000)
-	if _, err := s3c.PutObject(ctx, bucket, "datasets/new.bin", bytes.NewReader(objects["datasets/new.bin"]), 70000, minio.PutObjectOptions{}); err != nil {
+	objects[pfx+"new.bin"] = randomData(38, 70000)
+	if _, err := s3c.PutObject(ctx, bucket, pfx+"new.bin", bytes.NewReader(objects[pfx+"new.bin"]), 70000, minio.PutObjectOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	r = fs.cli("tier", "import", "t", "/imp", "--prefix", "datasets/")
+	r = fs.cli(append([]string{"tier", "import", "t", "/imp", "--prefix", pfx}, flags...)...)
 	t.Logf("tier import again: exit %d\n%s%s", r.code, r.stdout, r.stderr)
-	if !strings.Contains(r.stdout, "imported 1 files (") || !strings.Contains(r.stdout, "and 0 empty ones; 4 imported before, 1 keys skipped, 1 failed") {
-		t.Fatalf("tier import again: want 1 new file, 4 imported before, 1 skipped, 1 failed")
+	if !strings.Contains(r.stdout, "imported 1 files (") || !strings.Contains(r.stdout, "and 0 empty ones; 5 imported before, 1 keys skipped, 1 failed") {
+		t.Fatalf("tier import again: want 1 new file, 5 imported before, 1 skipped, 1 failed")
 	}
 	if got, err := readAll(ctx, c, "/imp/exists"); err != nil || !bytes.Equal(got, mine) {
 		t.Fatalf("the existing file was changed by the import: %v", err)
@@ -82,7 +105,7 @@ func testImport(t *testing.T, be *backend) {
 			t.Fatalf("%s: state %+v, %v; want released", p, info, err)
 		}
 		fi, err := c.Stat(ctx, p)
-		if err != nil || fi.Size() != int64(len(objects["datasets"+strings.TrimPrefix(p, "/imp")])) {
+		if err != nil || fi.Size() != int64(len(objects[strings.TrimSuffix(pfx, "/")+strings.TrimPrefix(p, "/imp")])) {
 			t.Fatalf("%s: stat %v, %v", p, fi, err)
 		}
 	}
@@ -94,7 +117,7 @@ func testImport(t *testing.T, be *backend) {
 	}
 
 	// Reads: byte for byte, and the first read restores.
-	for p, k := range map[string]string{"/imp/a.bin": "datasets/a.bin", "/imp/sub/b.bin": "datasets/sub/b.bin", "/imp/new.bin": "datasets/new.bin"} {
+	for p, k := range map[string]string{"/imp/a.bin": pfx + "a.bin", "/imp/sub/b.bin": pfx + "sub/b.bin", "/imp/new.bin": pfx + "new.bin", "/imp/multi.bin": pfx + "multi.bin"} {
 		got, err := readAll(ctx, c, p)
 		if err != nil || !bytes.Equal(got, objects[k]) {
 			t.Fatalf("%s: read %d bytes (%v), want the object's %d", p, len(got), err, len(objects[k]))
@@ -103,6 +126,20 @@ func testImport(t *testing.T, be *backend) {
 			info, err := c.HsmState(ctx, p)
 			return err == nil && info.State == "archived"
 		})
+	}
+	// A restored file released again (its chunks compared with the
+	// block checksums its restore took, for a listing import) reads
+	// back byte for byte.
+	for p, k := range map[string]string{"/imp/multi.bin": pfx + "multi.bin", "/imp/new.bin": pfx + "new.bin"} {
+		fs.mustCLI("hsm", "release", p)
+		if info, err := c.HsmState(ctx, p); err != nil || info.State != "released" {
+			t.Fatalf("%s: state %+v, %v after release; want released", p, info, err)
+		}
+		c2 := newClientOpts(t, client.Options{Server: fs.addr, TierNoRestoreOnRead: true})
+		got, err := readAll(ctx, c2, p)
+		if err != nil || !bytes.Equal(got, objects[k]) {
+			t.Fatalf("%s released again: read %d bytes (%v), want the object's %d", p, len(got), err, len(objects[k]))
+		}
 	}
 	// Rewrite b (dirty), archive it again (to its own key), remove a,
 	// collect: the imported objects stay as they were.
@@ -115,7 +152,7 @@ func testImport(t *testing.T, be *backend) {
 	}
 	fs.mustCLI("hsm", "remove", "/imp/sub/b.bin")
 	fs.mustCLI("tier", "gc")
-	for _, k := range []string{"datasets/a.bin", "datasets/sub/b.bin"} {
+	for _, k := range []string{pfx + "a.bin", pfx + "sub/b.bin"} {
 		obj, err := s3c.GetObject(ctx, bucket, k, minio.GetObjectOptions{})
 		if err != nil {
 			t.Fatal(err)
@@ -128,12 +165,82 @@ func testImport(t *testing.T, be *backend) {
 
 	// An imported object replaced in the bucket (same size) reads as
 	// corrupt through Sluice.
-	other := randomData(37, len(objects["datasets/c.bin"]))
-	if _, err := s3c.PutObject(ctx, bucket, "datasets/c.bin", bytes.NewReader(other), int64(len(other)), minio.PutObjectOptions{}); err != nil {
+	other := randomData(37, len(objects[pfx+"c.bin"]))
+	if _, err := s3c.PutObject(ctx, bucket, pfx+"c.bin", bytes.NewReader(other), int64(len(other)), minio.PutObjectOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	got, err := readAll(ctx, c, "/imp/c.bin")
 	if errs.CodeOf(err) != errs.Corruption {
 		t.Fatalf("read of a replaced imported object: %d bytes, %v; want a corruption error", len(got), err)
+	}
+}
+
+// TestImportKilled: `sluice tier import` killed with SIGKILL part-way,
+// then run again, leaves every object imported once, byte for byte, and
+// no failures; what the killed run left is at most one temporary name per
+// object it had in flight.
+func TestImportKilled(t *testing.T) {
+	ctx := context.Background()
+	be := startSluiceBackend(t)
+	fs := startFS(t)
+	addBackend(t, fs, be, "")
+	s3c := be.s3(t)
+	const n, parallel = 3000, 8
+	keys := make([]string, n)
+	for i := range keys {
+		keys[i] = fmt.Sprintf("kill/d%02d/o-%05d", i%30, i)
+	}
+	objData := func(k string) []byte { return []byte("object " + k) }
+	if err := parallelEach(keys, 16, func(k string) error {
+		d := objData(k)
+		_, err := s3c.PutObject(ctx, bucket, k, bytes.NewReader(d), int64(len(d)), minio.PutObjectOptions{})
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	p, _ := startCLI(t, fs, "/kill/", "tier", "import", "t/kill/", "/kill", "-P", fmt.Sprint(parallel))
+	waitFor(t, "200 files imported", func() bool { return strings.Count(p.Logs(), "stdout: /kill/") >= 200 })
+	select {
+	case <-p.Exited():
+		t.Fatalf("the import finished before it was killed:\n%s", p.Logs())
+	default:
+	}
+	p.Kill()
+	killed := strings.Count(p.Logs(), "stdout: /kill/")
+	r := fs.cli("tier", "import", "t/kill/", "/kill", "-q")
+	t.Logf("killed after %d files; again: exit %d\n%s%s", killed, r.code, r.stdout, r.stderr)
+	var made, before int
+	if _, err := fmt.Sscanf(r.stdout, "imported %d files", &made); err != nil || r.code != 0 {
+		t.Fatalf("import again: exit %d, %q", r.code, r.stdout)
+	}
+	if _, err := fmt.Sscanf(r.stdout[strings.Index(r.stdout, "empty ones; ")+len("empty ones; "):], "%d imported before", &before); err != nil {
+		t.Fatalf("import again: %q", r.stdout)
+	}
+	if made+before != n || before < killed || !strings.Contains(r.stdout, ", 0 failed") {
+		t.Fatalf("import again: %d made + %d before, want %d in all (at least %d before) and no failures", made, before, n, killed)
+	}
+	c := newClientOpts(t, client.Options{Server: fs.addr, TierNoRestoreOnRead: true})
+	files, temps := 0, 0
+	for d := range 30 {
+		for e, err := range c.ReadDir(ctx, fmt.Sprintf("/kill/d%02d", d)) {
+			if err != nil {
+				t.Fatal(err)
+			}
+			if strings.HasPrefix(e.Name, ".sluice-import-") {
+				temps++
+				continue
+			}
+			files++
+		}
+	}
+	if files != n || temps > parallel {
+		t.Fatalf("%d files and %d temporary names after the second run; want %d files and at most %d temporaries", files, temps, n, parallel)
+	}
+	t.Logf("%d temporary names left by the killed run", temps)
+	for i := 0; i < n; i += 97 {
+		p := "/" + keys[i]
+		if got, err := readAll(ctx, c, p); err != nil || !bytes.Equal(got, objData(keys[i])) {
+			t.Fatalf("%s: read %q, %v", p, got, err)
+		}
 	}
 }

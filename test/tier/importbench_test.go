@@ -2,8 +2,13 @@ package tier
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"fmt"
+	"os"
+	"path"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -12,37 +17,54 @@ import (
 	"github.com/sluice-fs/sluice/client"
 )
 
-// BenchmarkImport measures `sluice tier import` (through the client
-// library: listing, one read of every object for its checksums, a create,
-// a record and a rename per object, 8 at once) beside, in the same run
-// against the same backend, the floor of what it must do (reading every
-// object whole with a plain S3 client, 8 at once) and the listing alone. Objects of 1 MiB and of
-// 64 KiB; each round imports into a new directory.
+// BenchmarkImport measures `sluice tier import` through the client
+// library, 8 objects at once, both ways: from the listing alone (the
+// default: a create, a record and a rename per object) and with
+// --checksums (also one read of every object), beside, in the same run
+// against the same backend, the listing alone and reading every object
+// whole with a plain S3 client, 8 at once. Each round imports into new
+// directories; a file of each import is read back and compared.
 //
 //	go test -run '^$' -bench Import -benchtime 3x ./test/tier
 //
 // SLUICE_TIER_BENCH_OBJECTS sets the number of objects of each size
-// (default 256).
+// (default 256), SLUICE_TIER_BENCH_IMPORT_KIB the sizes in KiB (default
+// "64,1024"); SLUICE_TIER_BENCH_LISTING_ONLY=1 skips the checksum import
+// and the GETs (for a run over many objects).
 func BenchmarkImport(b *testing.B) {
 	ctx := context.Background()
 	be := benchBackend(b)
 	fs := startFS(b)
 	addBackend(b, fs, be, "")
-	c := newClientOpts(b, client.Options{Server: fs.addr})
+	c := newClientOpts(b, client.Options{Server: fs.addr, TierNoRestoreOnRead: true})
 	s3c := be.s3(b)
 	n := envInt("SLUICE_TIER_BENCH_OBJECTS", 256)
-	for _, size := range []int{64 << 10, 1 << 20} {
+	listingOnly := os.Getenv("SLUICE_TIER_BENCH_LISTING_ONLY") != ""
+	var sizes []int
+	for _, f := range strings.Split(cmp.Or(os.Getenv("SLUICE_TIER_BENCH_IMPORT_KIB"), "64,1024"), ",") {
+		kib, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || kib < 1 {
+			b.Fatalf("SLUICE_TIER_BENCH_IMPORT_KIB=%q: want sizes in KiB, like 64,1024", os.Getenv("SLUICE_TIER_BENCH_IMPORT_KIB"))
+		}
+		sizes = append(sizes, kib<<10)
+	}
+	for _, size := range sizes {
 		prefix := fmt.Sprintf("lake%d/", size)
 		data := randomData(uint64(size), size)
 		keys := make([]string, n)
 		for i := range keys {
-			keys[i] = fmt.Sprintf("%sd%02d/obj-%05d", prefix, i%16, i)
-			if _, err := s3c.PutObject(ctx, bucket, keys[i], bytes.NewReader(data), int64(size), minio.PutObjectOptions{}); err != nil {
-				b.Fatal(err)
-			}
+			keys[i] = fmt.Sprintf("%sd%03d/obj-%07d", prefix, i%256, i)
 		}
+		start := time.Now()
+		if err := parallelEach(keys, 16, func(k string) error {
+			_, err := s3c.PutObject(ctx, bucket, k, bytes.NewReader(data), int64(size), minio.PutObjectOptions{})
+			return err
+		}); err != nil {
+			b.Fatal(err)
+		}
+		b.Logf("%d objects of %d KiB put in %v", n, size>>10, time.Since(start).Round(time.Millisecond))
 		b.Run(fmt.Sprintf("size=%dKiB", size>>10), func(b *testing.B) {
-			var importT, getT, listT time.Duration
+			var importT, checkedT, getT, listT time.Duration
 			for i := 0; b.Loop(); i++ {
 				start := time.Now()
 				listed := 0
@@ -56,22 +78,38 @@ func BenchmarkImport(b *testing.B) {
 					b.Fatalf("listed %d objects, want %d", listed, n)
 				}
 				listT += time.Since(start)
+				imp := func(dir string, checksums bool) time.Duration {
+					start := time.Now()
+					st, err := c.TierImportWith(ctx, "t", prefix, dir, client.ImportOptions{Parallel: 8, Checksums: checksums})
+					if err != nil || st.Files != n {
+						b.Fatalf("import (checksums %v): %+v, %v", checksums, st, err)
+					}
+					d := time.Since(start)
+					p := path.Join(dir, strings.TrimPrefix(keys[n/2], prefix))
+					if got, err := readAll(ctx, c, p); err != nil || !bytes.Equal(got, data) {
+						b.Fatalf("%s: read %d bytes, %v; want the object's %d", p, len(got), err, len(data))
+					}
+					return d
+				}
+				importT += imp(fmt.Sprintf("/imp%d-%d", size, i), false)
+				if listingOnly {
+					continue
+				}
 				start = time.Now()
 				if err := parallelEach(keys, 8, func(k string) error { return getWhole(ctx, s3c, k, size) }); err != nil {
 					b.Fatal(err)
 				}
 				getT += time.Since(start)
-				start = time.Now()
-				st, err := c.TierImport(ctx, "t", prefix, fmt.Sprintf("/imp%d-%d", size, i), 8, nil)
-				if err != nil || st.Files != n {
-					b.Fatalf("import: %+v, %v", st, err)
-				}
-				importT += time.Since(start)
+				checkedT += imp(fmt.Sprintf("/chk%d-%d", size, i), true)
 			}
 			b.ReportMetric(float64(n*b.N)/importT.Seconds(), "import-objects/s")
-			b.ReportMetric(float64(n*b.N)/getT.Seconds(), "get-objects/s")
-			b.ReportMetric(getT.Seconds()/importT.Seconds(), "import/get")
 			b.ReportMetric(float64(n*b.N)/listT.Seconds(), "list-objects/s")
+			b.ReportMetric(listT.Seconds()/importT.Seconds(), "import/list")
+			if !listingOnly {
+				b.ReportMetric(float64(n*b.N)/checkedT.Seconds(), "checksums-objects/s")
+				b.ReportMetric(float64(n*b.N)/getT.Seconds(), "get-objects/s")
+				b.ReportMetric(getT.Seconds()/checkedT.Seconds(), "checksums/get")
+			}
 		})
 	}
 }
