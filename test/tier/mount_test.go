@@ -1,6 +1,7 @@
 package tier
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"errors"
@@ -11,6 +12,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/minio/minio-go/v7"
 )
 
 // TestMountRead reads released files through a real FUSE mount (`sluice
@@ -122,4 +125,36 @@ func mounted(dir string) bool {
 		}
 	}
 	return false
+}
+
+// TestMountReadImported: files imported from a bucket's listing read
+// through a mount byte for byte (their GETs pinned to the objects'
+// ETags), and one whose object was replaced in the bucket gives EIO.
+func TestMountReadImported(t *testing.T) {
+	requireFUSE(t)
+	ctx := context.Background()
+	be := startSluiceBackend(t)
+	fs := startFS(t)
+	addBackend(t, fs, be, "")
+	s3c := be.s3(t)
+	x, y := randomData(13, 3<<20+11), randomData(14, 300<<10)
+	for k, d := range map[string][]byte{"lake/x": x, "lake/y": y} {
+		if _, err := s3c.PutObject(ctx, bucket, k, bytes.NewReader(d), int64(len(d)), minio.PutObjectOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	fs.mustCLI("tier", "import", "t/lake/", "/lake")
+	other := randomData(15, len(y))
+	if _, err := s3c.PutObject(ctx, bucket, "lake/y", bytes.NewReader(other), int64(len(other)), minio.PutObjectOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	mp := mountFS(t, fs.addr, "--op-timeout", "5s", "--no-restore-on-read")
+	got, err := os.ReadFile(filepath.Join(mp, "lake", "x"))
+	if err != nil || !bytes.Equal(got, x) {
+		t.Fatalf("read of an imported file on the mount: %d bytes, %v", len(got), err)
+	}
+	got, err = os.ReadFile(filepath.Join(mp, "lake", "y"))
+	if !errors.Is(err, syscall.EIO) {
+		t.Fatalf("read of an imported file whose object was replaced: %d bytes, %v; want EIO", len(got), err)
+	}
 }
