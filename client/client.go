@@ -255,6 +255,9 @@ type Client struct {
 	// "not supported" (older): FlushAttr of a file with chunks sends the
 	// size commit and the change apart.
 	noCommitWriteAttr atomic.Bool
+	// noTierImport: the metadata service answered OpTierImport "not
+	// supported" (an older service): imports make files one at a time.
+	noTierImport atomic.Bool
 }
 
 // New connects to the metadata service at opts.Server and learns the

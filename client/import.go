@@ -67,9 +67,16 @@ func (c *Client) TierImport(ctx context.Context, backend, prefix, dir string, pa
 // corrupt, never as other bytes. An existing file is never replaced: one
 // that an earlier import made of the same object counts as Present (so a
 // re-run picks up the new objects, and resumes one that stopped), any
-// other fails with errs.Exists. The file is made under a temporary name
-// (".sluice-import-" and random hex) and renamed into place once its
-// record is in; one left behind by a crash may be removed.
+// other fails with errs.Exists.
+//
+// From the listing, the files of consecutive objects in one directory are
+// made in batches, up to importBatch per request (OpTierImport), each in
+// one transaction of the metadata service (nothing half made). With
+// o.Checksums, for an object without an ETag, for an empty one, and
+// against a metadata service without OpTierImport, a file is made on its
+// own under a temporary name (".sluice-import-" and random hex) and
+// renamed into place once its record is in; one left behind by a crash
+// may be removed.
 func (c *Client) TierImportWith(ctx context.Context, backend, prefix, dir string, o ImportOptions) (ImportStats, error) {
 	var st ImportStats
 	if backend == "" {
@@ -88,6 +95,35 @@ func (c *Client) TierImportWith(ctx context.Context, backend, prefix, dir string
 	g.SetLimit(max(o.Parallel, 1))
 	var made sync.Map // directories made or found, so each is made once
 	made.Store(dir, true)
+	count := func(p string, obj tier.ObjectInfo, err error) {
+		mu.Lock()
+		switch {
+		case err == errImported:
+			st.Present++
+			err = nil
+		case err != nil:
+			st.Failed++
+		case obj.Size == 0:
+			st.Empty++
+		default:
+			st.Files++
+			st.Bytes += obj.Size
+		}
+		mu.Unlock()
+		if o.Report != nil {
+			o.Report(p, obj.Size, err)
+		}
+	}
+	var batch *importBatch // of one directory, not sent yet
+	flush := func() {
+		if b := batch; b != nil {
+			batch = nil
+			g.Go(func() error {
+				c.importBatch(ctx, store, backend, b, &made, count)
+				return nil
+			})
+		}
+	}
 	listErr := store.List(ctx, prefix, func(obj tier.ObjectInfo) error {
 		rest := strings.TrimPrefix(obj.Key, prefix)
 		if rest == "" || strings.HasSuffix(rest, "/") {
@@ -97,29 +133,27 @@ func (c *Client) TierImportWith(ctx context.Context, backend, prefix, dir string
 			return nil
 		}
 		p := path.Join(dir, path.Clean("/"+rest))
+		if !o.Checksums && obj.ETag != "" && obj.Size > 0 && !c.noTierImport.Load() {
+			d := path.Dir(p)
+			if batch != nil && batch.dir != d {
+				flush()
+			}
+			if batch == nil {
+				batch = &importBatch{dir: d}
+			}
+			batch.items = append(batch.items, importItem{p, obj})
+			if len(batch.items) == importBatchSize {
+				flush()
+			}
+			return ctx.Err()
+		}
 		g.Go(func() error {
-			err := c.importObject(ctx, store, backend, obj, p, o.Checksums, &made)
-			mu.Lock()
-			switch {
-			case err == errImported:
-				st.Present++
-				err = nil
-			case err != nil:
-				st.Failed++
-			case obj.Size == 0:
-				st.Empty++
-			default:
-				st.Files++
-				st.Bytes += obj.Size
-			}
-			mu.Unlock()
-			if o.Report != nil {
-				o.Report(p, obj.Size, err)
-			}
+			count(p, obj, c.importObject(ctx, store, backend, obj, p, o.Checksums, &made))
 			return nil
 		})
 		return ctx.Err()
 	})
+	flush()
 	g.Wait()
 	if listErr != nil {
 		return st, fmt.Errorf("tier import: list backend %q: %w", backend, listErr)
@@ -130,14 +164,94 @@ func (c *Client) TierImportWith(ctx context.Context, backend, prefix, dir string
 	return st, nil
 }
 
+// importBatchSize is the most objects one OpTierImport carries.
+const importBatchSize = 256
+
+// importBatch is objects whose files go in one directory.
+type importBatch struct {
+	dir   string
+	items []importItem
+}
+
+type importItem struct {
+	path string
+	obj  tier.ObjectInfo
+}
+
+// importBatch makes the files of b in one request, or each on its own
+// against a metadata service without OpTierImport, and counts each.
+func (c *Client) importBatch(ctx context.Context, store tier.Store, backend string, b *importBatch, made *sync.Map, count func(string, tier.ObjectInfo, error)) {
+	fail := func(err error) {
+		for _, it := range b.items {
+			count(it.path, it.obj, opErr("tier import", it.path, err))
+		}
+	}
+	if err := c.importDir(ctx, b.dir, made); err != nil {
+		fail(err)
+		return
+	}
+	a, err := c.resolve(ctx, b.dir, true)
+	if err != nil {
+		fail(err)
+		return
+	}
+	req := &wire.TierImportReq{Parent: a.Ino, Backend: backend, Mode: 0o644, Cred: c.cred(), Entries: make([]wire.TierImportEntry, len(b.items))}
+	for i, it := range b.items {
+		req.Entries[i] = wire.TierImportEntry{Name: path.Base(it.path), Key: it.obj.Key, Size: uint64(it.obj.Size), Mtime: it.obj.Modified.UnixNano(), ETag: it.obj.ETag}
+	}
+	var resp wire.TierImportResp
+	err = c.metaCall(ctx, wire.OpTierImport, req, &resp)
+	if errs.CodeOf(err) == errs.NotSupported {
+		c.noTierImport.Store(true) // an older service: one object at a time
+		for _, it := range b.items {
+			count(it.path, it.obj, c.importObject(ctx, store, backend, it.obj, it.path, false, made))
+		}
+		return
+	}
+	if err == nil && len(resp.Results) != len(b.items) {
+		err = errs.New(errs.Internal, "client: tier import: %d results for %d objects", len(resp.Results), len(b.items))
+	}
+	if err != nil {
+		fail(err)
+		return
+	}
+	why := resp.Errors
+	for i, it := range b.items {
+		var err error
+		switch resp.Results[i] {
+		case wire.ImportMade:
+		case wire.ImportPresent:
+			err = errImported
+		case wire.ImportExists:
+			err = errs.New(errs.Exists, "client: tier import: %s exists already (not replaced)", it.path)
+		default:
+			msg := "refused"
+			if len(why) > 0 {
+				msg, why = why[0], why[1:]
+			}
+			err = errs.New(errs.Invalid, "client: tier import: %s: %s", it.path, msg)
+		}
+		count(it.path, it.obj, err)
+	}
+}
+
+// importDir makes directory d (and those above it) once per import.
+func (c *Client) importDir(ctx context.Context, d string, made *sync.Map) error {
+	if mapHas(made, d) {
+		return nil
+	}
+	if err := c.MkdirAll(ctx, d, 0o755); err != nil {
+		return err
+	}
+	made.Store(d, true)
+	return nil
+}
+
 // importObject makes the released file p for object o, its record from
 // the listing (o's ETag) unless checksums is set or o has no ETag.
 func (c *Client) importObject(ctx context.Context, store tier.Store, backend string, o tier.ObjectInfo, p string, checksums bool, made *sync.Map) error {
-	if d := path.Dir(p); !mapHas(made, d) {
-		if err := c.MkdirAll(ctx, d, 0o755); err != nil {
-			return err
-		}
-		made.Store(d, true)
+	if err := c.importDir(ctx, path.Dir(p), made); err != nil {
+		return err
 	}
 	// Refuse early, before reading the object, when the name is taken
 	// (the rename below refuses a file made meanwhile).

@@ -165,6 +165,9 @@ type Service struct {
 	places placeCache // the placement view creates reuse (layout.go)
 
 	feed *feed // the namespace change feed (feed.go)
+	// shared: other metadata services change db too (Options.SharedDB:
+	// etcd, whose transactions are small).
+	shared bool
 
 	gate *qos.Gate // QoS scheduling of namespace requests (qosgate.go)
 
@@ -196,6 +199,7 @@ func New(ctx context.Context, opts Options) (*Service, error) {
 		gcEvery: opts.GCInterval,
 		inlMax:  opts.InlineMax,
 		auditOn: !opts.NoAudit,
+		shared:  opts.SharedDB,
 		gcKick:  make(chan struct{}, 1),
 
 		sealKick: make(chan struct{}, 1),

@@ -686,6 +686,10 @@ func (s *Service) registerTier(srv *wire.Server) {
 		r, err := s.HsmRestored(ctx, m)
 		return &r, err
 	})
+	handle(srv, wire.OpTierImport, func(ctx context.Context, m *wire.TierImportReq) (wire.Message, error) {
+		r, err := s.TierImport(ctx, m)
+		return &r, err
+	})
 	handle(srv, wire.OpTierQueue, func(ctx context.Context, m *wire.TierQueueReq) (wire.Message, error) {
 		r, err := s.TierQueue(ctx, m)
 		return &r, err

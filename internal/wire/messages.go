@@ -53,8 +53,12 @@ const (
 	// transaction, by an attribute change of the same file (2026-12-02;
 	// an older service answers it "not supported").
 	OpCommitWriteAttr Op = 74 // CommitWriteAttrReq -> Attr
-	OpAuditList       Op = 43 // AuditListReq -> AuditListResp (the audit trail, sealed first)
-	OpAuditVerify     Op = 44 // Empty -> AuditVerifyResp (checks the audit trail's hash chain)
+	// OpTierImport makes released files of objects imported from a
+	// bucket's listing, many in one transaction (2026-12-02; an older
+	// service answers it "not supported").
+	OpTierImport  Op = 75 // TierImportReq -> TierImportResp
+	OpAuditList   Op = 43 // AuditListReq -> AuditListResp (the audit trail, sealed first)
+	OpAuditVerify Op = 44 // Empty -> AuditVerifyResp (checks the audit trail's hash chain)
 
 	// Quality of service (qos.go, docs/qos.md); 47 and 48 are reserved for it.
 	OpQosSet  Op = 45 // QosSetReq -> Empty (a class's weight, a job's limit)

@@ -416,3 +416,95 @@ func (m *HsmStats) Decode(d *Decoder) {
 	m.RestoredBytes = d.U64()
 	m.CutToZero = d.U64()
 }
+
+// TierImportReq makes, in directory Parent, a released file for each
+// entry: an object of backend Backend imported from its listing (HSM
+// record of generation 0 pinned to the entry's ETag: HsmRecord), with
+// permission bits Mode and Cred's owner, in one transaction.
+type TierImportReq struct {
+	Parent  uint64
+	Backend string
+	Mode    uint32
+	Cred    Cred
+	Entries []TierImportEntry
+}
+
+// TierImportEntry is one object to import: the file's name, the object's
+// key (below the backend's prefix), size, mtime (ns) and ETag.
+type TierImportEntry struct {
+	Name  string
+	Key   string
+	Size  uint64
+	Mtime int64
+	ETag  string
+}
+
+func (m *TierImportReq) Encode(e *Encoder) {
+	e.U64(m.Parent)
+	e.String(m.Backend)
+	e.U32(m.Mode)
+	m.Cred.Encode(e)
+	e.Uvarint(uint64(len(m.Entries)))
+	for _, it := range m.Entries {
+		e.String(it.Name)
+		e.String(it.Key)
+		e.U64(it.Size)
+		e.I64(it.Mtime)
+		e.String(it.ETag)
+	}
+}
+
+func (m *TierImportReq) Decode(d *Decoder) {
+	m.Parent = d.U64()
+	m.Backend = d.String()
+	m.Mode = d.U32()
+	m.Cred.Decode(d)
+	n := d.Count(20)
+	m.Entries = nil
+	if n > 0 {
+		m.Entries = make([]TierImportEntry, n)
+		for i := range m.Entries {
+			it := &m.Entries[i]
+			it.Name = d.String()
+			it.Key = d.String()
+			it.Size = d.U64()
+			it.Mtime = d.I64()
+			it.ETag = d.String()
+		}
+	}
+}
+
+// What became of each entry of a TierImportReq (TierImportResp.Results).
+const (
+	ImportMade    uint8 = 0 // the released file was made
+	ImportPresent uint8 = 1 // an earlier import made it of the same object
+	ImportExists  uint8 = 2 // another file has the name: not replaced
+	ImportInvalid uint8 = 3 // the entry is not valid (Errors says why)
+)
+
+// TierImportResp answers a TierImportReq: a result per entry, in order,
+// and for each ImportInvalid one, in order, why.
+type TierImportResp struct {
+	Results []uint8
+	Errors  []string
+}
+
+func (m *TierImportResp) Encode(e *Encoder) {
+	e.Bytes(m.Results)
+	e.Uvarint(uint64(len(m.Errors)))
+	for _, s := range m.Errors {
+		e.String(s)
+	}
+}
+
+func (m *TierImportResp) Decode(d *Decoder) {
+	m.Results = d.Bytes()
+	n := d.Count(1)
+	m.Errors = nil
+	if n > 0 {
+		m.Errors = make([]string, n)
+		for i := range m.Errors {
+			m.Errors[i] = d.String()
+		}
+	}
+}

@@ -52,8 +52,9 @@ func BenchmarkImport(b *testing.B) {
 		prefix := fmt.Sprintf("lake%d/", size)
 		data := randomData(uint64(size), size)
 		keys := make([]string, n)
+		dirs := max(16, n/1000)
 		for i := range keys {
-			keys[i] = fmt.Sprintf("%sd%03d/obj-%07d", prefix, i%256, i)
+			keys[i] = fmt.Sprintf("%sd%03d/obj-%07d", prefix, i%dirs, i)
 		}
 		start := time.Now()
 		if err := parallelEach(keys, 16, func(k string) error {

@@ -1,0 +1,180 @@
+package meta
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/sluice-fs/sluice/internal/errs"
+	"github.com/sluice-fs/sluice/internal/kv"
+	"github.com/sluice-fs/sluice/internal/placement"
+	"github.com/sluice-fs/sluice/internal/tier"
+	"github.com/sluice-fs/sluice/internal/wire"
+)
+
+// MaxImportBatch is the most entries one OpTierImport takes.
+const MaxImportBatch = 1024
+
+// importEntryRecord is the HSM record of an object imported from a
+// listing, checked by hsmStep as OpHsmUpdate's HsmActImport checks one:
+// the pure decision both ways of importing share.
+func importEntryRecord(backend string, it *wire.TierImportEntry) (wire.HsmRecord, error) {
+	r := wire.HsmRecord{Backend: backend, Key: it.Key, Gen: tier.ImportedGen, Size: it.Size, Mtime: it.Mtime,
+		BlockSize: tier.BlockSize, ETag: it.ETag}
+	next, _, err := hsmStep(wire.HsmRecord{}, hsmFile{Reg: true}, &wire.HsmUpdateReq{Action: wire.HsmActImport, Record: r})
+	return next, err
+}
+
+// importedBefore says whether the existing file whose record is cur is
+// the import of object key of backend (a re-run of the same import).
+func importedBefore(cur wire.HsmRecord, backend, key string) bool {
+	return cur.State != wire.HsmResident && cur.Gen == tier.ImportedGen && cur.Backend == backend && cur.Key == key
+}
+
+// TierImport makes a released file in directory req.Parent for each
+// entry that names no existing file (up to 256 of them per transaction;
+// with etcd 24: an error after the first transaction leaves those before
+// it done, which a new request counts as ImportPresent): its size and
+// mtime the object's, its HSM record pinned to the object's ETag
+// (docs/tier.md). An existing name is never replaced: it counts as
+// imported before when it is the import of the same object, else as
+// existing.
+func (s *Service) TierImport(ctx context.Context, req *wire.TierImportReq) (wire.TierImportResp, error) {
+	r, err := s.tierImport(ctx, req)
+	if err != nil {
+		return wire.TierImportResp{}, fmt.Errorf("meta: tier import into inode %d: %w", req.Parent, err)
+	}
+	return r, nil
+}
+
+func (s *Service) tierImport(ctx context.Context, req *wire.TierImportReq) (wire.TierImportResp, error) {
+	if len(req.Entries) > MaxImportBatch {
+		return wire.TierImportResp{}, errs.New(errs.TooBig, "%d entries in one import request, at most %d", len(req.Entries), MaxImportBatch)
+	}
+	var resp wire.TierImportResp
+	resp.Results = make([]uint8, len(req.Entries))
+	recs := make([]wire.HsmRecord, len(req.Entries))
+	valid := 0
+	for i := range req.Entries {
+		it := &req.Entries[i]
+		err := validName(it.Name)
+		if err == nil {
+			recs[i], err = importEntryRecord(req.Backend, it)
+		}
+		if err != nil {
+			resp.Results[i] = wire.ImportInvalid
+			resp.Errors = append(resp.Errors, fmt.Sprintf("%q: %v", it.Name, err))
+			continue
+		}
+		valid++
+	}
+	if valid == 0 {
+		return resp, nil
+	}
+	pv, err := s.currentPlaceView(ctx)
+	if err != nil {
+		return wire.TierImportResp{}, err
+	}
+	// Inode numbers for every valid entry; those of names found to exist
+	// stay unused (numbers are never reused anyway).
+	inos := make([]uint64, len(req.Entries))
+	for i := range req.Entries {
+		if resp.Results[i] == wire.ImportInvalid {
+			continue
+		}
+		if inos[i], err = s.allocIno(ctx); err != nil {
+			return wire.TierImportResp{}, err
+		}
+	}
+	// One transaction per group of entries: an etcd transaction holds
+	// at most 128 operations by default (kv.EtcdOptions.MaxTxnOps), and
+	// each entry takes a read, and three writes when its file is made.
+	group := importTxnEntries
+	if s.shared {
+		group = importTxnEntriesEtcd
+	}
+	for lo := 0; lo < len(req.Entries); lo += group {
+		hi := min(lo+group, len(req.Entries))
+		if err := s.importGroup(ctx, &pv, req, lo, hi, inos, recs, &resp); err != nil {
+			return wire.TierImportResp{}, err
+		}
+	}
+	return resp, nil
+}
+
+// Entries per transaction of an import: with the embedded engine, and
+// with etcd.
+const (
+	importTxnEntries     = 256
+	importTxnEntriesEtcd = 24
+)
+
+// importGroup carries out entries [lo, hi) of req in one transaction.
+func (s *Service) importGroup(ctx context.Context, pv *placeView, req *wire.TierImportReq, lo, hi int, inos []uint64, recs []wire.HsmRecord, resp *wire.TierImportResp) error {
+	now := s.nowNs()
+	made := 0
+	err := s.updatePlacing(ctx, pv, func(tx kv.Txn) error {
+		made = 0
+		if _, err := tx.Get(tierKey(req.Backend)); errors.Is(err, kv.ErrNotFound) {
+			return errs.New(errs.NotFound, "no tier backend %q", req.Backend)
+		} else if err != nil {
+			return err
+		}
+		parent, err := getDir(tx, req.Parent)
+		if err != nil {
+			return err
+		}
+		pool, err := dirPool(tx, req.Parent)
+		if err != nil {
+			return err
+		}
+		for i := lo; i < hi; i++ {
+			if resp.Results[i] == wire.ImportInvalid {
+				continue
+			}
+			it := &req.Entries[i]
+			e, ok, err := lookup(tx, req.Parent, it.Name)
+			if err != nil {
+				return err
+			}
+			if ok {
+				resp.Results[i] = wire.ImportExists
+				if e.mode == modeReg {
+					cur, err := getHsm(tx, e.ino)
+					if err != nil {
+						return err
+					}
+					if importedBefore(cur, req.Backend, it.Key) {
+						resp.Results[i] = wire.ImportPresent
+					}
+				}
+				continue
+			}
+			ino := inos[i]
+			n := &inode{
+				Mode: modeReg | req.Mode&modePerm, Nlink: 1, Uid: req.Cred.Uid, Gid: req.Cred.Gid,
+				Atime: now, Mtime: it.Mtime, Ctime: now, Size: it.Size,
+				// Its bytes count as in chunks (which a restore
+				// writes), so that attributes show it released.
+				Flags: newInodeFlags | inoChunks | inoHsm,
+			}
+			if n.Layout, err = s.fileLayout(placement.Layout{}, parent.Layout, pool, *pv, ino); err != nil {
+				return err
+			}
+			tx.Set(inodeKey(ino), n.encode())
+			tx.Set(direntKey(req.Parent, it.Name), dirent{ino, modeReg}.encode())
+			putHsm(tx, ino, recs[i], nil)
+			resp.Results[i] = wire.ImportMade
+			made++
+		}
+		if made > 0 {
+			touchDir(tx, req.Parent, now)
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	s.inodeDelta.Add(int64(made))
+	return nil
+}
