@@ -18,9 +18,11 @@ import (
 )
 
 // BenchmarkImport measures `sluice tier import` through the client
-// library, 8 objects at once, both ways: from the listing alone (the
-// default: a create, a record and a rename per object) and with
-// --checksums (also one read of every object), beside, in the same run
+// library, 8 requests at once, both ways: from the listing alone (the
+// default: a directory's files made in batches, OpTierImport; one object
+// at a time against a server without it, such as an older SLUICE_BINARY)
+// and with --checksums (one read of every object, then a create, a record
+// and a rename per object), beside, in the same run
 // against the same backend, the listing alone and reading every object
 // whole with a plain S3 client, 8 at once. Each round imports into new
 // directories; a file of each import is read back and compared.
