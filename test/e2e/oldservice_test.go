@@ -4,83 +4,16 @@ import (
 	"bytes"
 	"context"
 	"io"
-	"net"
 	"net/http"
 	"regexp"
 	"strconv"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/sluice-fs/sluice/client"
-	"github.com/sluice-fs/sluice/internal/errs"
+	"github.com/sluice-fs/sluice/internal/proctest"
 	"github.com/sluice-fs/sluice/internal/wire"
 )
-
-// rawMsg is a request or reply body passed through unchanged.
-type rawMsg struct{ b []byte }
-
-func (m *rawMsg) Encode(e *wire.Encoder) { e.B = append(e.B, m.b...) }
-func (m *rawMsg) Decode(d *wire.Decoder) { m.b = append([]byte(nil), d.B...); d.B = d.B[len(d.B):] }
-
-// olderService stands in front of a real metadata service on loopback
-// and answers the given ops "not supported", as a service from before
-// they existed does; every other request is passed on. It counts the
-// requests it refused, by op.
-type olderService struct {
-	addr string
-	mu   sync.Mutex
-	refs map[wire.Op]int
-}
-
-func startOlderService(t *testing.T, upstream string, refuse ...wire.Op) *olderService {
-	t.Helper()
-	ctx := context.Background()
-	up, err := wire.Dial(ctx, upstream)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { up.Close() })
-	o := &olderService{refs: make(map[wire.Op]int)}
-	srv := &wire.Server{}
-	for op := wire.Op(1); op < 255; op++ {
-		if op == wire.OpSession {
-			continue // answered by the server itself
-		}
-		srv.Handle(op, func(ctx context.Context, r *wire.Request) (wire.Response, error) {
-			var out rawMsg
-			buf := make([]byte, 1<<20)
-			var data [][]byte
-			if len(r.Data) > 0 {
-				data = [][]byte{r.Data}
-			}
-			n, err := up.Call(ctx, r.Op, &rawMsg{r.Body}, data, &out, buf)
-			return wire.Response{Msg: &out, Data: buf[:n]}, err
-		})
-	}
-	for _, op := range refuse {
-		srv.Handle(op, func(context.Context, *wire.Request) (wire.Response, error) {
-			o.mu.Lock()
-			o.refs[op]++
-			o.mu.Unlock()
-			return wire.Response{}, errs.New(errs.NotSupported, "wire: unknown op %d", op)
-		})
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	go srv.Serve(ln)
-	t.Cleanup(func() { srv.Close() })
-	o.addr = ln.Addr().String()
-	return o
-}
-
-func (o *olderService) refused(op wire.Op) int {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	return o.refs[op]
-}
 
 // serverOps reads how many requests of each metadata op the server at
 // admin served.
@@ -116,9 +49,9 @@ func TestFlushAttrOlderService(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	old := startOlderService(t, s.addr, wire.OpWriteInlineAttr, wire.OpCommitWriteAttr)
+	old := proctest.StartOlderService(t, s.addr, wire.OpWriteInlineAttr, wire.OpCommitWriteAttr)
 	ctx := context.Background()
-	c, err := client.New(ctx, client.Options{Server: old.addr})
+	c, err := client.New(ctx, client.Options{Server: old.Addr})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -183,7 +116,7 @@ func TestFlushAttrOlderService(t *testing.T) {
 	}
 	// Each new op was asked once, then remembered as not supported.
 	for _, op := range []wire.Op{wire.OpWriteInlineAttr, wire.OpCommitWriteAttr} {
-		if n := old.refused(op); n != 1 {
+		if n := old.Refused(op); n != 1 {
 			t.Errorf("op %d was sent %d times to the older service, want once", op, n)
 		}
 	}

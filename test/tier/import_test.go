@@ -12,6 +12,8 @@ import (
 
 	"github.com/sluice-fs/sluice/client"
 	"github.com/sluice-fs/sluice/internal/errs"
+	"github.com/sluice-fs/sluice/internal/proctest"
+	"github.com/sluice-fs/sluice/internal/wire"
 )
 
 // TestImport imports an existing bucket's objects (written by a plain S3
@@ -243,5 +245,49 @@ func TestImportKilled(t *testing.T) {
 		if got, err := readAll(ctx, c, p); err != nil || !bytes.Equal(got, objData(keys[i])) {
 			t.Fatalf("%s: read %q, %v", p, got, err)
 		}
+	}
+}
+
+// TestImportOlderService: against a metadata service without OpTierImport
+// (a proxy on loopback answers it "not supported", as an older service
+// does), an import from the listing makes every file one at a time
+// instead, with the same result.
+func TestImportOlderService(t *testing.T) {
+	ctx := context.Background()
+	be := startSluiceBackend(t)
+	fs := startFS(t)
+	addBackend(t, fs, be, "")
+	s3c := be.s3(t)
+	const n, parallel = 600, 4
+	keys := make([]string, n)
+	for i := range keys {
+		keys[i] = fmt.Sprintf("old/d%d/o-%04d", i%3, i)
+	}
+	objData := func(k string) []byte { return []byte("object " + k) }
+	if err := parallelEach(keys, 16, func(k string) error {
+		d := objData(k)
+		_, err := s3c.PutObject(ctx, bucket, k, bytes.NewReader(d), int64(len(d)), minio.PutObjectOptions{})
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	old := proctest.StartOlderService(t, fs.addr, wire.OpTierImport)
+	c := newClientOpts(t, client.Options{Server: old.Addr, TierNoRestoreOnRead: true})
+	st, err := c.TierImport(ctx, "t", "old/", "/old", parallel, nil)
+	if err != nil || st.Files != n || st.Failed != 0 {
+		t.Fatalf("import against the older service: %+v, %v", st, err)
+	}
+	if r := old.Refused(wire.OpTierImport); r < 1 || r > parallel {
+		t.Fatalf("the older service refused %d batch requests; want 1 to %d (the batches in flight before the first answer)", r, parallel)
+	}
+	for i := 0; i < n; i += 37 {
+		p := "/" + keys[i]
+		if got, err := readAll(ctx, c, p); err != nil || !bytes.Equal(got, objData(keys[i])) {
+			t.Fatalf("%s: read %q, %v", p, got, err)
+		}
+	}
+	st, err = c.TierImport(ctx, "t", "old/", "/old", parallel, nil)
+	if err != nil || st.Present != n || st.Files != 0 {
+		t.Fatalf("import again: %+v, %v; want every object imported before", st, err)
 	}
 }

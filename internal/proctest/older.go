@@ -1,0 +1,79 @@
+package proctest
+
+import (
+	"context"
+	"net"
+	"sync"
+	"testing"
+
+	"github.com/sluice-fs/sluice/internal/errs"
+	"github.com/sluice-fs/sluice/internal/wire"
+)
+
+// rawMsg is a request or reply body passed through unchanged.
+type rawMsg struct{ b []byte }
+
+func (m *rawMsg) Encode(e *wire.Encoder) { e.B = append(e.B, m.b...) }
+func (m *rawMsg) Decode(d *wire.Decoder) { m.b = append([]byte(nil), d.B...); d.B = d.B[len(d.B):] }
+
+// OlderService stands in front of a real metadata service on loopback and
+// answers the given ops "not supported", as a service from before they
+// existed does; every other request is passed on. It counts the requests
+// it refused, by op.
+type OlderService struct {
+	Addr string // where clients connect
+	mu   sync.Mutex
+	refs map[wire.Op]int
+}
+
+// StartOlderService starts an OlderService for the service at upstream,
+// refusing the ops refuse; it stops when the test ends.
+func StartOlderService(t testing.TB, upstream string, refuse ...wire.Op) *OlderService {
+	t.Helper()
+	ctx := context.Background()
+	up, err := wire.Dial(ctx, upstream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { up.Close() })
+	o := &OlderService{refs: make(map[wire.Op]int)}
+	srv := &wire.Server{}
+	for op := wire.Op(1); op < 255; op++ {
+		if op == wire.OpSession {
+			continue // answered by the server itself
+		}
+		srv.Handle(op, func(ctx context.Context, r *wire.Request) (wire.Response, error) {
+			var out rawMsg
+			buf := make([]byte, 1<<20)
+			var data [][]byte
+			if len(r.Data) > 0 {
+				data = [][]byte{r.Data}
+			}
+			n, err := up.Call(ctx, r.Op, &rawMsg{r.Body}, data, &out, buf)
+			return wire.Response{Msg: &out, Data: buf[:n]}, err
+		})
+	}
+	for _, op := range refuse {
+		srv.Handle(op, func(context.Context, *wire.Request) (wire.Response, error) {
+			o.mu.Lock()
+			o.refs[op]++
+			o.mu.Unlock()
+			return wire.Response{}, errs.New(errs.NotSupported, "wire: unknown op %d", op)
+		})
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go srv.Serve(ln)
+	t.Cleanup(func() { srv.Close() })
+	o.Addr = ln.Addr().String()
+	return o
+}
+
+// Refused returns how many op requests o refused.
+func (o *OlderService) Refused(op wire.Op) int {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.refs[op]
+}
