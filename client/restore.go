@@ -94,6 +94,10 @@ func readFrom(released, restoredSince bool) readSource {
 	return fromTier
 }
 
+// maxRestoreSums is the most block checksums a restore's commit carries
+// (2 MiB of them, well within a request's 4 MiB: files up to 512 GiB).
+const maxRestoreSums = 512 << 10
+
 // restoreParallel is how many ranged GETs (of restoreUnit bytes) a restore
 // keeps in flight, each followed by its chunk writes.
 const restoreParallel = 8
@@ -438,6 +442,9 @@ func (c *Client) copyRestore(ctx context.Context, ino uint64, rec *wire.HsmRecor
 	})
 	if err != nil {
 		return fmt.Errorf("restore of released inode %d from backend %q: %w", ino, rec.Backend, err)
+	}
+	if len(sums) > maxRestoreSums {
+		sums = nil // the record stays without; a release then refuses the file
 	}
 	var r wire.HsmRecord
 	if err := c.metaCall(ctx, wire.OpHsmRestored, &wire.HsmClaimReq{Ino: ino, Gen: rec.Gen, Owner: me, Sums: sums}, &r); err != nil {
