@@ -463,3 +463,70 @@ func (c *Client) closeDirectPeers() {
 		p.mu.Unlock()
 	}
 }
+
+// OpenChunkData returns a read-only file of the data of chunk (ino, slot)
+// of chain, checked whole against its checksums by the storage service
+// that holds it on this machine, and the chunk's length: for FUSE
+// passthrough in a mount that is not in that service's process
+// (fusefs.LocalData; `sluice mount --passthrough`). It needs
+// Options.DirectRead and an unreplicated chain held on this machine; else
+// it fails with errs.NotSupported. The service marks the file so that it
+// is never recycled for another chunk, even after it restarts (a kernel
+// reading through it checks nothing: chunk.Store.OpenShared).
+func (c *Client) OpenChunkData(chain uint32, ino uint64, slot uint32) (*os.File, int64, error) {
+	if !c.opts.DirectRead {
+		return nil, 0, errs.New(errs.NotSupported, "client: passthrough needs direct reads")
+	}
+	if placement.ChainID(chain) >= placement.FirstReplicatedChain {
+		return nil, 0, errs.New(errs.NotSupported, "client: chain %d is replicated: no passthrough", chain)
+	}
+	t := placement.TargetID(chain)
+	ctx, cancel := context.WithTimeout(context.Background(), c.opts.RetryTimeout)
+	defer cancel()
+	p := c.directPeerFor(ctx, t)
+	if p == nil {
+		return nil, 0, errs.New(errs.NotSupported, "client: target %d is not readable directly from here", t)
+	}
+	conn, gen, err := p.getConn()
+	if err != nil {
+		return nil, 0, err
+	}
+	fail := func(err error) (*os.File, int64, error) {
+		p.putConn(nil, gen)
+		conn.Close()
+		p.lost(gen)
+		return nil, 0, err
+	}
+	if _, _, err := conn.WriteMsgUnix(wire.Marshal(&wire.DirectOpenReq{Target: t, Ino: ino, Slot: slot, Data: true}), nil, nil); err != nil {
+		return fail(err)
+	}
+	buf := make([]byte, 4096)
+	oob := make([]byte, unix.CmsgSpace(2*4))
+	n, oobn, _, _, err := conn.ReadMsgUnix(buf, oob)
+	if err != nil {
+		return fail(err)
+	}
+	files, ferr := receivedFiles(oob[:oobn])
+	var resp wire.DirectOpenResp
+	uerr := wire.Unmarshal(buf[:n], &resp)
+	if uerr == nil && ferr == nil && resp.Code == 0 && !resp.Data && len(files) == 2 {
+		// An older service: it ignored Data and sent the chunk's two
+		// files, unchecked. Not for passthrough.
+		for _, f := range files {
+			f.Close()
+		}
+		p.putConn(conn, gen)
+		return nil, 0, errs.New(errs.NotSupported, "client: the storage service does not open chunks for passthrough")
+	}
+	if uerr != nil || ferr != nil || (resp.Code == 0) != (len(files) == 1) {
+		for _, f := range files {
+			f.Close()
+		}
+		return fail(errs.New(errs.Protocol, "client: malformed passthrough answer (%v, %v, %d descriptors)", uerr, ferr, len(files)))
+	}
+	p.putConn(conn, gen)
+	if resp.Code != 0 {
+		return nil, 0, errs.New(errs.Code(resp.Code), "%s", resp.Msg)
+	}
+	return files[0], int64(resp.Len), nil
+}

@@ -3,6 +3,7 @@ package chunk
 import (
 	"fmt"
 	"os"
+	"path/filepath"
 	"sync"
 	"syscall"
 
@@ -66,6 +67,50 @@ func stampOf(data, sum *os.File) (fileStamp, error) {
 // errs.NotFound error, one that does not qualify errs.NotSupported, a
 // checksum mismatch errs.Corruption. Writes made to the chunk after
 // OpenData returns are visible through the file, unchecked.
+// OpenShared is OpenData for another process (a separate mount's FUSE
+// passthrough, over the direct-read socket: ADR 0025): the data file is
+// marked on disk so that it is never recycled, even by a later run of the
+// store that knows nothing of the descriptor (recycle.go).
+func (s *Store) OpenShared(id ID) (*os.File, int64, error) {
+	if !s.free.marked.Load() {
+		if err := s.markShared(); err != nil {
+			return nil, 0, err
+		}
+	}
+	f, n, err := s.OpenData(id)
+	if err != nil {
+		return nil, 0, err
+	}
+	fi, err := f.Stat()
+	if err == nil && fi.Mode()&os.ModeSticky == 0 {
+		err = f.Chmod(fi.Mode().Perm() | os.ModeSticky)
+	}
+	if err != nil {
+		f.Close()
+		return nil, 0, fmt.Errorf("chunk: mark chunk %v on target %d as shared: %w", id, s.opts.Target, ioErr(err))
+	}
+	return f, n, nil
+}
+
+// markShared records, durably, that the store hands data files to other
+// processes (sharedMark), before the first one is marked.
+func (s *Store) markShared() error {
+	p := filepath.Join(s.dir, sharedMark)
+	f, err := os.OpenFile(p, os.O_CREATE|os.O_WRONLY, 0o644)
+	if err == nil {
+		err = f.Sync()
+		f.Close()
+	}
+	if err == nil {
+		err = syncDir(s.dir)
+	}
+	if err != nil {
+		return fmt.Errorf("chunk: store %s: %w", s.dir, ioErr(err))
+	}
+	s.free.marked.Store(true)
+	return nil
+}
+
 func (s *Store) OpenData(id ID) (*os.File, int64, error) {
 	// Opened cold, the data's read starts with the open (as for ReadAt):
 	// the check below reads it all.

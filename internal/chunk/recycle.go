@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -32,6 +33,14 @@ import (
 //     they opened, as they would from an unlinked file. Chunks opened that
 //     way are removed by unlink (tracked per chunk; past maxDirect the
 //     store stops recycling altogether).
+//   - OpenData's in-memory note ends with the process. A data file handed
+//     to another process (OpenShared: a separate mount's FUSE passthrough,
+//     whose kernel keeps reading the descriptor with no check, across a
+//     restart of this process) is marked on disk instead, with the sticky
+//     bit, which Linux ignores on regular files, and the store records
+//     that it ever did so (sharedMark, a file in its directory): from
+//     then on each removal looks at the file's mode, and a marked file is
+//     unlinked, never recycled.
 //   - A pooled file takes its chunk name with RENAME_NOREPLACE: a name
 //     that exists (a data file a crash left behind) keeps the old path of
 //     creating the file.
@@ -62,7 +71,14 @@ type freePool struct {
 	seq     uint64
 	direct  map[ID]struct{} // chunks OpenData opened: never recycled
 	off     bool            // too many of those: recycle nothing
+	// marked: some data file was handed to another process and carries
+	// the sticky bit (OpenShared); removals check files' modes.
+	marked atomic.Bool
 }
+
+// sharedMark is the file, in a store's directory, whose presence says that
+// data files were handed to other processes (marked with the sticky bit).
+const sharedMark = "shared-files"
 
 // init empties dir (files left by an earlier run may be untruncated).
 func (p *freePool) init(dir string) error {
@@ -227,6 +243,14 @@ func (p *freePool) size() int {
 // an fs.ErrNotExist error, as from os.Remove.
 func (s *Store) removeFile(id ID, path string) error {
 	name, ok := s.free.reserve(id)
+	if ok && s.free.marked.Load() {
+		if fi, err := os.Lstat(path); err != nil || fi.Mode()&os.ModeSticky != 0 {
+			// Another process may read it (OpenShared), or it is not
+			// there: unlink, never recycle.
+			s.free.settle(name, false)
+			ok = false
+		}
+	}
 	if !ok {
 		return os.Remove(path)
 	}

@@ -191,6 +191,9 @@ func Open(dir string, opts Options) (*Store, error) {
 	if err := s.free.init(filepath.Join(dir, "free")); err != nil {
 		return nil, fmt.Errorf("chunk: open target %d: %w", opts.Target, ioErr(err))
 	}
+	if _, err := os.Stat(filepath.Join(dir, sharedMark)); err == nil {
+		s.free.marked.Store(true) // data files were handed to other processes
+	}
 	if err := s.loadFences(); err != nil {
 		return nil, err
 	}

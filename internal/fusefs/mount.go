@@ -80,6 +80,9 @@ func Mount(ctx context.Context, c *client.Client, opts Options) (*Mounted, error
 	if err := opts.setDefaults(); err != nil {
 		return nil, err
 	}
+	if opts.PassthroughLocal && opts.Passthrough == nil {
+		opts.Passthrough = c // the chunk files from the direct-read sockets
+	}
 	if root := c.RootIno(); root != rootIno {
 		return nil, errs.New(errs.NotSupported, "mount: the file system's root is inode %d; FUSE needs %d", root, rootIno)
 	}

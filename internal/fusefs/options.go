@@ -68,6 +68,11 @@ type Options struct {
 	// such a file is opened (once per change of the chunk), not on every
 	// read. Not compatible with WritebackCache.
 	Passthrough LocalData
+	// PassthroughLocal, in a mount outside the storage service's process,
+	// passes reads through as Passthrough does, with the chunk files the
+	// services on this machine hand out over their direct-read sockets
+	// (client.Client.OpenChunkData; it turns Client.DirectRead on).
+	PassthroughLocal bool
 	// Debug logs every FUSE request.
 	Debug bool
 	// Logger receives errors and debug output; nil means slog.Default().
@@ -115,7 +120,10 @@ func (o *Options) setDefaults() error {
 	if o.MaxWrite < 4096 || o.MaxWrite > 1<<20 {
 		return errs.New(errs.Invalid, "mount: max write %d is not between 4 KiB and 1 MiB", o.MaxWrite)
 	}
-	if o.Passthrough != nil && o.WritebackCache {
+	if o.PassthroughLocal {
+		o.Client.DirectRead = true
+	}
+	if (o.Passthrough != nil || o.PassthroughLocal) && o.WritebackCache {
 		return errs.New(errs.Invalid, "mount: passthrough and the writeback cache cannot be combined")
 	}
 	if o.ReadAheadKB == 0 {

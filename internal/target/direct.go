@@ -97,6 +97,19 @@ func (s *Service) serveDirectConn(c *net.UnixConn) {
 		var files []*os.File
 		if err := wire.Unmarshal(buf[:n], &req); err != nil {
 			resp = wire.DirectOpenResp{Code: uint16(errs.Protocol), Msg: err.Error()}
+		} else if req.Data {
+			// FUSE passthrough of a separate mount: the data file alone,
+			// checked whole, marked never to be recycled.
+			if data, size, err := s.openShared(req); err != nil {
+				resp = wire.DirectOpenResp{Code: uint16(errs.CodeOf(err)), Msg: err.Error()}
+				if resp.Code == 0 {
+					resp.Code = uint16(errs.Internal)
+				}
+			} else {
+				resp = wire.DirectOpenResp{Data: true, Len: uint64(size)}
+				files = []*os.File{data}
+				oob = unix.UnixRights(int(data.Fd()))
+			}
 		} else if data, sum, err := s.openDirect(req); err != nil {
 			resp = wire.DirectOpenResp{Code: uint16(errs.CodeOf(err)), Msg: err.Error()}
 			if resp.Code == 0 {
@@ -125,6 +138,16 @@ func (s *Service) openDirect(req wire.DirectOpenReq) (data, sum *os.File, err er
 		return nil, nil, errs.New(errs.NotFound, "target: target %d is not served here", req.Target)
 	}
 	return h.store.OpenDirect(chunk.ID{Ino: req.Ino, Slot: req.Slot})
+}
+
+// openShared opens the data file of a chunk of an unreplicated target
+// hosted here for another process's FUSE passthrough.
+func (s *Service) openShared(req wire.DirectOpenReq) (*os.File, int64, error) {
+	h, ok := s.targets[req.Target]
+	if !ok {
+		return nil, 0, errs.New(errs.NotFound, "target: target %d is not served here", req.Target)
+	}
+	return h.store.OpenShared(chunk.ID{Ino: req.Ino, Slot: req.Slot})
 }
 
 func (s *Service) handleDirectInfo(context.Context, *wire.Request) (wire.Response, error) {

@@ -42,26 +42,63 @@ func (m *DirectInfoResp) Decode(d *Decoder) { m.Socket = d.String(); m.Boot = d.
 // unreplicated target Target for direct reading. The answer is a
 // DirectOpenResp message; when it is OK, the message carries the chunk's
 // data and checksum files' descriptors, in that order (SCM_RIGHTS).
+//
+// With Data set (appended 2026-12-02, sent only when set), the service
+// opens the chunk's data file alone for FUSE passthrough, as for its own
+// mount (chunk.Store.OpenData: the whole chunk checked against its
+// checksums first; refused with NotSupported for a chunk with holes or
+// partial blocks): the answer has Data and Len set and carries that one
+// descriptor. An older service ignores Data and answers with two
+// descriptors and without Data, which the client must refuse.
 type DirectOpenReq struct {
 	Target placement.TargetID
 	Ino    uint64
 	Slot   uint32
+	Data   bool
 }
 
-func (m *DirectOpenReq) Encode(e *Encoder) { e.U32(uint32(m.Target)); e.U64(m.Ino); e.U32(m.Slot) }
+func (m *DirectOpenReq) Encode(e *Encoder) {
+	e.U32(uint32(m.Target))
+	e.U64(m.Ino)
+	e.U32(m.Slot)
+	if m.Data {
+		e.Bool(true)
+	}
+}
+
 func (m *DirectOpenReq) Decode(d *Decoder) {
 	m.Target = placement.TargetID(d.U32())
 	m.Ino = d.U64()
 	m.Slot = d.U32()
+	m.Data = d.More() && d.Bool()
 }
 
 // DirectOpenResp answers a DirectOpenReq: Code 0 and the two descriptors,
 // or an error code (package errs's numbering, as on the wire) and its
 // message.
+// Data and Len (appended, sent only with Data) answer a request with
+// Data: the one descriptor is the data file, Len the chunk's length.
 type DirectOpenResp struct {
 	Code uint16
 	Msg  string
+	Data bool
+	Len  uint64
 }
 
-func (m *DirectOpenResp) Encode(e *Encoder) { e.U16(m.Code); e.String(m.Msg) }
-func (m *DirectOpenResp) Decode(d *Decoder) { m.Code = d.U16(); m.Msg = d.String() }
+func (m *DirectOpenResp) Encode(e *Encoder) {
+	e.U16(m.Code)
+	e.String(m.Msg)
+	if m.Data || m.Len != 0 {
+		e.Bool(m.Data)
+		e.U64(m.Len)
+	}
+}
+
+func (m *DirectOpenResp) Decode(d *Decoder) {
+	m.Code = d.U16()
+	m.Msg = d.String()
+	m.Data, m.Len = false, 0
+	if d.More() {
+		m.Data, m.Len = d.Bool(), d.U64()
+	}
+}

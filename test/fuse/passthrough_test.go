@@ -258,3 +258,103 @@ func TestPassthroughReadThenWrite(t *testing.T) {
 		}
 	}
 }
+
+// TestPassthroughSeparateMount checks `sluice mount --passthrough`, a mount
+// in its own process beside `sluice serve` on the same machine: files held
+// whole by one chunk of a local target are read by the kernel straight from
+// the chunk file, which the server hands over its direct-read socket (they
+// read while the server process is stopped), striped files are not; and a
+// file held open for passthrough keeps reading its own bytes after the
+// server is killed with SIGKILL and restarted, the file removed and new
+// files written, whose chunks could have recycled its chunk file had the
+// server not marked it (chunk.Store.OpenShared).
+func TestPassthroughSeparateMount(t *testing.T) {
+	requireFUSE(t)
+	s := startServer(t, "", "")
+	m := startMount(t, s.addr, "--passthrough")
+	c := s.client()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	must(t, c.MkdirAll(ctx, "/one", 0o755))
+	must(t, c.SetLayout(ctx, "/one", client.Layout{StripeCount: 1}))
+	r := rand.New(rand.NewPCG(3, 4))
+	content := func(n int) []byte {
+		b := make([]byte, n)
+		for i := range b {
+			b[i] = byte(r.Uint32())
+		}
+		return b
+	}
+	files := []struct {
+		path        string
+		data        []byte
+		passthrough bool
+	}{
+		{"one/big", content(5<<20 + 123), true},
+		{"small", content(200 << 10), true},
+		{"striped", content(3<<20 + 7), false},
+	}
+	for _, f := range files {
+		must(t, proctest.WriteFile(ctx, c, "/"+f.path, f.data))
+	}
+	dropCaches()
+	for _, f := range files {
+		h, err := os.Open(m.path(f.path))
+		must(t, err)
+		var got []byte
+		if f.passthrough {
+			var direct bool
+			got, direct = readWhileStopped(t, s.proc, h, len(f.data))
+			if !direct {
+				t.Errorf("%s: reading it needed the server: not passed through", f.path)
+			}
+		} else {
+			got = make([]byte, len(f.data)+1)
+			n, _ := h.ReadAt(got, 0)
+			got = got[:n]
+		}
+		h.Close()
+		if !bytes.Equal(got, f.data) {
+			t.Errorf("%s: read %d bytes, want %d, equal %v", f.path, len(got), len(f.data), bytes.Equal(got, f.data))
+		}
+	}
+
+	// A file held open across a restart of the server, then removed.
+	x := content(1 << 20)
+	must(t, proctest.WriteFile(ctx, c, "/one/x", x))
+	h, err := os.Open(m.path("one", "x"))
+	must(t, err)
+	defer h.Close()
+	if got, direct := readWhileStopped(t, s.proc, h, len(x)); !direct || !bytes.Equal(got, x) {
+		t.Fatalf("one/x: passed through %v, read right %v", direct, bytes.Equal(got, x))
+	}
+	var st syscall.Stat_t
+	must(t, syscall.Stat(m.path("one", "x"), &st))
+	dat := findChunk(t, s.dataDir, st.Ino)
+	if fi, err := os.Stat(dat); err != nil || fi.Mode()&os.ModeSticky == 0 {
+		t.Fatalf("chunk file %s handed to the mount: %v, %v; want the sticky bit (never recycled)", dat, fi, err)
+	}
+	s.kill()
+	s = startServer(t, s.dataDir, s.addr)
+	c = s.client()
+	must(t, c.Remove(ctx, "/one/x"))
+	for i := 0; ; i++ {
+		if _, err := os.Stat(dat); errors.Is(err, fs.ErrNotExist) {
+			break
+		}
+		if i == 600 {
+			t.Fatalf("chunk file %s still there 60 s after its file was removed", dat)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	// New chunks take recycled files of removed ones (ADR 0024): none
+	// may be x's, which the kernel still reads.
+	for i := range 8 {
+		must(t, proctest.WriteFile(ctx, c, fmt.Sprintf("/one/y%d", i), content(1<<20)))
+	}
+	got := make([]byte, len(x)+1)
+	n, err := h.ReadAt(got, 0)
+	if n != len(x) || !bytes.Equal(got[:n], x) {
+		t.Fatalf("an open file removed after a restart of the server: read %d bytes (%v), equal to its own %v", n, err, bytes.Equal(got[:n], x))
+	}
+}
