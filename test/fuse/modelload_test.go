@@ -254,11 +254,21 @@ func TestBenchModelLoad(t *testing.T) {
 	names, sums := writeModel(t, s, "/models/bench", files, perFile, tensor, local)
 	m := startMount(t, s.addr)
 	mnt := m.path("models", "bench")
+	// The same model in a directory of one stripe, through a separate
+	// `sluice mount --passthrough` (the chunk files from the server's
+	// direct-read socket).
+	{
+		c := s.client()
+		must(t, c.MkdirAll(context.Background(), "/models/one", 0o755))
+		must(t, c.SetLayout(context.Background(), "/models/one", client.Layout{StripeCount: 1}))
+	}
+	writeModel(t, s, "/models/one", files, perFile, tensor, "")
+	pm := startMount(t, s.addr, "--passthrough")
 	// The same model through `sluice serve --mount` (the mount in the
 	// targets' process), with and without passthrough; the passthrough
 	// server's directory has one stripe, so every file is one chunk the
 	// kernel can read itself (docs/fuse.md, Passthrough).
-	roots := []struct{ name, dir string }{{"local", local}, {"sluice mount", mnt}}
+	roots := []struct{ name, dir string }{{"local", local}, {"sluice mount", mnt}, {"sluice mount --passthrough", pm.path("models", "one")}}
 	for _, pt := range []bool{false, true} {
 		args, name := []string{}, "serve --mount"
 		if pt {
@@ -302,7 +312,7 @@ func TestBenchModelLoad(t *testing.T) {
 					continue
 				}
 				note := ""
-				if r.name == "serve --mount --passthrough" && round == 0 && w.name == "safetensors mmap" {
+				if strings.HasSuffix(r.name, "--passthrough") && round == 0 && w.name == "safetensors mmap" {
 					note = " (the first open checks every block: ADR 0005)"
 				}
 				t.Logf("%s, round %d: %s %.2f GB/s: %.2f of local%s", w.name, round+1, r.name, rate(d), dl.Seconds()/d.Seconds(), note)
