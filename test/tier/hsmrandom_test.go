@@ -17,8 +17,9 @@ import (
 )
 
 // TestHsmRandom runs random sequences of writes, truncates (a third of
-// them to size 0), O_TRUNC rewrites, reads, archives, releases, restores
-// and checks of the bucket's copy on a few files through two clients that
+// them to size 0), O_TRUNC rewrites, reads, archives, releases, restores,
+// replacements by objects imported from the bucket's listing and checks
+// of the bucket's copy on a few files through two clients that
 // restore on read, against a model of every file's bytes. A third client
 // keeps each file open across all of that and writes it now and then
 // (ADR 0023: its layout goes stale under releases, restores and cuts),
@@ -246,6 +247,30 @@ func hsmRandom(t *testing.T, fs *fsServer, be *backend, s3c *minio.Client, cs []
 			if _, err := cs[rng.IntN(len(cs))].HsmRestore(ctx, path(i)); err != nil {
 				fail(k, "%v", err)
 			}
+		case r < 97:
+			// The file is replaced by an object a plain S3 client put,
+			// imported from the bucket's listing (released, its reads
+			// pinned to the object's ETag until a restore takes its
+			// block checksums).
+			b := randomData(rng.Uint64(), 1+rng.IntN(3<<20))
+			pfx := fmt.Sprintf("imp-%d-%d/", seed, k)
+			op = fmt.Sprintf("import %s from the listing, %d bytes", path(i), len(b))
+			if held[i] != nil {
+				if err := held[i].Close(); err != nil {
+					fail(k, "holder's close: %v", err)
+				}
+				held[i] = nil
+			}
+			if _, err := s3c.PutObject(ctx, bucket, "rnd/"+pfx+fmt.Sprintf("f%d", i), bytes.NewReader(b), int64(len(b)), minio.PutObjectOptions{}); err != nil {
+				fail(k, "put: %v", err)
+			}
+			if err := cs[0].Remove(ctx, path(i)); err != nil {
+				fail(k, "remove: %v", err)
+			}
+			if st, err := cs[0].TierImport(ctx, "t", pfx, dir, 1, nil); err != nil || st.Files != 1 {
+				fail(k, "import: %+v, %v", st, err)
+			}
+			m = bytes.Clone(b)
 		default:
 			op = fmt.Sprintf("check the bucket's copy of %s", path(i))
 			info := state(k, i)
