@@ -300,17 +300,35 @@ func (c *Client) directPeerFor(ctx context.Context, t placement.TargetID) *direc
 // open asks the service for chunk (t, data, slot)'s files; the reader
 // belongs to the peer's gen it returns.
 func (p *directPeer) open(t placement.TargetID, data uint64, slot uint32) (*chunk.DirectReader, uint64, error) {
-	conn, gen, err := p.getConn()
+	resp, files, gen, err := p.ask(&wire.DirectOpenReq{Target: t, Ino: data, Slot: slot}, func(r *wire.DirectOpenResp, n int) bool {
+		return (r.Code == 0) == (n == 2)
+	})
 	if err != nil {
 		return nil, 0, err
 	}
-	fail := func(err error) (*chunk.DirectReader, uint64, error) {
+	if resp.Code != 0 {
+		return nil, 0, errs.New(errs.Code(resp.Code), "%s", resp.Msg)
+	}
+	return chunk.NewDirectReader(files[0], files[1]), gen, nil
+}
+
+// ask sends req on one of p's connections and returns the answer, the
+// descriptors it carried and the peer's gen. An exchange that breaks, or
+// an answer that fails valid (given the answer and its number of
+// descriptors), drops the connection and the peer's gen and is an error.
+func (p *directPeer) ask(req *wire.DirectOpenReq, valid func(r *wire.DirectOpenResp, files int) bool) (wire.DirectOpenResp, []*os.File, uint64, error) {
+	var resp wire.DirectOpenResp
+	conn, gen, err := p.getConn()
+	if err != nil {
+		return resp, nil, 0, err
+	}
+	fail := func(err error) (wire.DirectOpenResp, []*os.File, uint64, error) {
 		p.putConn(nil, gen)
 		conn.Close()
 		p.lost(gen)
-		return nil, 0, err
+		return resp, nil, 0, err
 	}
-	if _, _, err := conn.WriteMsgUnix(wire.Marshal(&wire.DirectOpenReq{Target: t, Ino: data, Slot: slot}), nil, nil); err != nil {
+	if _, _, err := conn.WriteMsgUnix(wire.Marshal(req), nil, nil); err != nil {
 		return fail(err)
 	}
 	buf := make([]byte, 4096)
@@ -320,18 +338,14 @@ func (p *directPeer) open(t placement.TargetID, data uint64, slot uint32) (*chun
 		return fail(err)
 	}
 	files, ferr := receivedFiles(oob[:oobn])
-	var resp wire.DirectOpenResp
-	if err := wire.Unmarshal(buf[:n], &resp); err != nil || ferr != nil || (resp.Code == 0) != (len(files) == 2) {
+	if err := wire.Unmarshal(buf[:n], &resp); err != nil || ferr != nil || !valid(&resp, len(files)) {
 		for _, f := range files {
 			f.Close()
 		}
 		return fail(errs.New(errs.Protocol, "client: malformed direct-read answer (%v, %v, %d descriptors)", err, ferr, len(files)))
 	}
 	p.putConn(conn, gen)
-	if resp.Code != 0 {
-		return nil, 0, errs.New(errs.Code(resp.Code), "%s", resp.Msg)
-	}
-	return chunk.NewDirectReader(files[0], files[1]), gen, nil
+	return resp, files, gen, nil
 }
 
 // receivedFiles returns the descriptors passed in a message's control
@@ -487,46 +501,28 @@ func (c *Client) OpenChunkData(chain uint32, ino uint64, slot uint32) (*os.File,
 	if p == nil {
 		return nil, 0, errs.New(errs.NotSupported, "client: target %d is not readable directly from here", t)
 	}
-	conn, gen, err := p.getConn()
+	resp, files, _, err := p.ask(&wire.DirectOpenReq{Target: t, Ino: ino, Slot: slot, Data: true}, func(r *wire.DirectOpenResp, n int) bool {
+		switch {
+		case r.Code != 0:
+			return n == 0
+		case r.Data:
+			return n == 1
+		}
+		return n == 2 // an older service: the chunk's two files
+	})
 	if err != nil {
 		return nil, 0, err
 	}
-	fail := func(err error) (*os.File, int64, error) {
-		p.putConn(nil, gen)
-		conn.Close()
-		p.lost(gen)
-		return nil, 0, err
-	}
-	if _, _, err := conn.WriteMsgUnix(wire.Marshal(&wire.DirectOpenReq{Target: t, Ino: ino, Slot: slot, Data: true}), nil, nil); err != nil {
-		return fail(err)
-	}
-	buf := make([]byte, 4096)
-	oob := make([]byte, unix.CmsgSpace(2*4))
-	n, oobn, _, _, err := conn.ReadMsgUnix(buf, oob)
-	if err != nil {
-		return fail(err)
-	}
-	files, ferr := receivedFiles(oob[:oobn])
-	var resp wire.DirectOpenResp
-	uerr := wire.Unmarshal(buf[:n], &resp)
-	if uerr == nil && ferr == nil && resp.Code == 0 && !resp.Data && len(files) == 2 {
-		// An older service: it ignored Data and sent the chunk's two
-		// files, unchecked. Not for passthrough.
-		for _, f := range files {
-			f.Close()
-		}
-		p.putConn(conn, gen)
-		return nil, 0, errs.New(errs.NotSupported, "client: the storage service does not open chunks for passthrough")
-	}
-	if uerr != nil || ferr != nil || (resp.Code == 0) != (len(files) == 1) {
-		for _, f := range files {
-			f.Close()
-		}
-		return fail(errs.New(errs.Protocol, "client: malformed passthrough answer (%v, %v, %d descriptors)", uerr, ferr, len(files)))
-	}
-	p.putConn(conn, gen)
 	if resp.Code != 0 {
 		return nil, 0, errs.New(errs.Code(resp.Code), "%s", resp.Msg)
+	}
+	if !resp.Data {
+		// An older service ignored Data and sent the chunk's two files,
+		// unchecked: not for passthrough.
+		for _, f := range files {
+			f.Close()
+		}
+		return nil, 0, errs.New(errs.NotSupported, "client: the storage service does not open chunks for passthrough")
 	}
 	return files[0], int64(resp.Len), nil
 }

@@ -193,14 +193,7 @@ func TestImportKilled(t *testing.T) {
 	for i := range keys {
 		keys[i] = fmt.Sprintf("kill/d%02d/o-%05d", i%30, i)
 	}
-	objData := func(k string) []byte { return []byte("object " + k) }
-	if err := parallelEach(keys, 16, func(k string) error {
-		d := objData(k)
-		_, err := s3c.PutObject(ctx, bucket, k, bytes.NewReader(d), int64(len(d)), minio.PutObjectOptions{})
-		return err
-	}); err != nil {
-		t.Fatal(err)
-	}
+	putObjects(t, s3c, keys)
 	// Killed as soon as it reports its first file (a batch's worth).
 	p, _ := startCLI(t, fs, "/kill/", "tier", "import", "t/kill/", "/kill", "-P", fmt.Sprint(parallel))
 	select {
@@ -242,7 +235,7 @@ func TestImportKilled(t *testing.T) {
 	t.Logf("%d temporary names left by the killed run", temps)
 	for i := 0; i < n; i += 97 {
 		p := "/" + keys[i]
-		if got, err := readAll(ctx, c, p); err != nil || !bytes.Equal(got, objData(keys[i])) {
+		if got, err := readAll(ctx, c, p); err != nil || !bytes.Equal(got, objectData(keys[i])) {
 			t.Fatalf("%s: read %q, %v", p, got, err)
 		}
 	}
@@ -263,14 +256,7 @@ func TestImportOlderService(t *testing.T) {
 	for i := range keys {
 		keys[i] = fmt.Sprintf("old/d%d/o-%04d", i%3, i)
 	}
-	objData := func(k string) []byte { return []byte("object " + k) }
-	if err := parallelEach(keys, 16, func(k string) error {
-		d := objData(k)
-		_, err := s3c.PutObject(ctx, bucket, k, bytes.NewReader(d), int64(len(d)), minio.PutObjectOptions{})
-		return err
-	}); err != nil {
-		t.Fatal(err)
-	}
+	putObjects(t, s3c, keys)
 	old := proctest.StartOlderService(t, fs.addr, wire.OpTierImport)
 	c := newClientOpts(t, client.Options{Server: old.Addr, TierNoRestoreOnRead: true})
 	st, err := c.TierImport(ctx, "t", "old/", "/old", parallel, nil)
@@ -282,12 +268,28 @@ func TestImportOlderService(t *testing.T) {
 	}
 	for i := 0; i < n; i += 37 {
 		p := "/" + keys[i]
-		if got, err := readAll(ctx, c, p); err != nil || !bytes.Equal(got, objData(keys[i])) {
+		if got, err := readAll(ctx, c, p); err != nil || !bytes.Equal(got, objectData(keys[i])) {
 			t.Fatalf("%s: read %q, %v", p, got, err)
 		}
 	}
 	st, err = c.TierImport(ctx, "t", "old/", "/old", parallel, nil)
 	if err != nil || st.Present != n || st.Files != 0 {
 		t.Fatalf("import again: %+v, %v; want every object imported before", st, err)
+	}
+}
+
+// objectData is the content putObjects gives the object of key k.
+func objectData(k string) []byte { return []byte("object " + k) }
+
+// putObjects puts an object of objectData(k) for each key, 16 at once.
+func putObjects(t *testing.T, s3c *minio.Client, keys []string) {
+	t.Helper()
+	ctx := context.Background()
+	if err := parallelEach(keys, 16, func(k string) error {
+		d := objectData(k)
+		_, err := s3c.PutObject(ctx, bucket, k, bytes.NewReader(d), int64(len(d)), minio.PutObjectOptions{})
+		return err
+	}); err != nil {
+		t.Fatal(err)
 	}
 }
