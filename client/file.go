@@ -923,6 +923,12 @@ func (f *File) cutLocked(ctx context.Context, a *wire.Attr, size int64) error {
 	now := time.Now().UnixNano()
 	ifMtime, ifSize := f.own.ifState()
 	req := &wire.SetAttrReq{Ino: f.ino, Valid: wire.SetSize | wire.SetMtime | wire.SetCtime, Size: uint64(size), Mtime: now, Ctime: now, IfMtime: ifMtime, IfSize: ifSize}
+	if a.Flags&wire.AttrReleased != 0 {
+		// No chunk was cut: the change must not land on a file whose
+		// restore finished meanwhile, whose chunks hold its bytes
+		// (errs.Busy; Truncate restores, learns the layout and cuts).
+		req.Valid |= wire.SetIfReleased
+	}
 	if err := f.c.metaCall(ctx, wire.OpSetAttr, req, a); err != nil {
 		f.own.brk() // it may have been applied
 		return err

@@ -54,7 +54,18 @@ func (h dataHome) allChunks() bool { return h.chunks() && h.inlineLen() == 0 }
 // service returned. Replies may arrive out of order, so it never forgets
 // the freeze and, once frozen, keeps the smallest inline length seen:
 // after the freeze the length only shrinks, so the smallest is the newest.
-func (f *File) learn(a *wire.Attr) { f.learnHome(homeOf(a)) }
+//
+// A File that saw its file released and now learns that it is not (a
+// restore committed) learns the layout too: the restore moved the file to
+// the data ID its chunks were written under, and the File's layout names
+// the one before, whose chunks a file imported from a bucket never had
+// (no fences there to turn a stale write or cut away: ADR 0023).
+func (f *File) learn(a *wire.Attr) {
+	if a.Flags&wire.AttrReleased == 0 && dataHome(f.home.Load()).released() {
+		f.learnLayout(a)
+	}
+	f.learnHome(homeOf(a))
+}
 
 // learnHome is learn of a home already decoded (an InodeAttr's).
 func (f *File) learnHome(h dataHome) {

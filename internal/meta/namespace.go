@@ -322,6 +322,13 @@ again:
 			case !n.isReg():
 				return errs.New(errs.Invalid, "cannot set the size of a file of type %#o", n.Mode&modeType)
 			}
+			if v&wire.SetIfReleased != 0 {
+				if cur, err := getHsm(tx, req.Ino); err != nil {
+					return err
+				} else if cur.State != wire.HsmReleased {
+					return errs.New(errs.Busy, "file is no longer released (its restore finished): its chunks must be cut first")
+				}
+			}
 			if cutReleased, err = hsmTruncate(tx, req.Ino, n, req.Size, fresh); err != nil {
 				return err
 			}

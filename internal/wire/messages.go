@@ -769,6 +769,11 @@ const (
 	SetAtimeNow
 	SetMtimeNow
 	SetCtime
+	// SetIfReleased, with SetSize (2026-12-02; an older service ignores
+	// it): the client cut no chunks because it found the file released;
+	// the change applies only if it still is (else errs.Busy: a restore
+	// finished meanwhile and the chunks must be cut first).
+	SetIfReleased
 )
 
 // SetAttrReq changes the attributes chosen by Valid. A size change of a
