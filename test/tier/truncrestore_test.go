@@ -14,8 +14,9 @@ import (
 // TestTruncateAfterRestore: a released file is read by two clients (each
 // read starts a restore in the background) and at once rewritten with
 // O_TRUNC by one of them, again and again; afterwards the file must hold
-// only the new bytes on the targets: archived again, its release (which
-// compares the chunks with the copy) must go through. Two races lost
+// only the new bytes on the targets: grown with a truncate it reads zeros
+// past them (not the restored bytes), and archived again, its release
+// (which compares the chunks with the copy) goes through. Two races lost
 // that (2026-12-02): a cut to 0 decided while the file was released (no
 // chunk cut) landed after the restore committed, leaving the restored
 // chunks whole past the new size; and a File opened while the file was
@@ -82,6 +83,15 @@ func TestTruncateAfterRestore(t *testing.T) {
 			}
 			if got, err := readAllSluice(ctx, c1, "/z/f"); err != nil || !bytes.Equal(got, nb) {
 				fail("read after the rewrite: %d bytes, %v", len(got), err)
+			}
+			// Grown again, the file must read zeros past the rewrite,
+			// never the restored bytes a missed cut would have left.
+			if err := c1.Truncate(ctx, "/z/f", 1<<20); err != nil {
+				fail("grow: %v", err)
+			}
+			want := append(bytes.Clone(nb), make([]byte, 1<<20-len(nb))...)
+			if got, err := readAllSluice(ctx, c2, "/z/f"); err != nil || !bytes.Equal(got, want) {
+				fail("read after growing it: %d bytes, %v, first difference at %d", len(got), err, firstDiff(got, want))
 			}
 			if _, err := c1.HsmArchive(ctx, "/z/f", ""); err != nil {
 				fail("archive after the rewrite: %v", err)
