@@ -392,8 +392,9 @@ func (c *Client) metaCall(ctx context.Context, op wire.Op, req, resp wire.Messag
 			return err
 		}
 		defer func() {
-			if page, ok := resp.(*wire.ReadDirResp); ok {
-				c.pace.chargeMeta(page.QosCost()-1, time.Now())
+			// A listing's entries, a batch import's files.
+			if cr, ok := resp.(interface{ QosCost() int }); ok {
+				c.pace.chargeMeta(cr.QosCost()-1, time.Now())
 			}
 		}()
 	}

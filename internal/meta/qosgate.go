@@ -39,8 +39,9 @@ func (s *Service) gateHandlers(srv *wire.Server) {
 			done := func() { once.Do(release) }
 			defer done()
 			resp, err := h(kv.WithCommitting(ctx, done), r)
-			if page, ok := resp.Msg.(*wire.ReadDirResp); ok && err == nil {
-				s.gate.Charge(tag.Job, qos.FromWire(tag.Class), page.QosCost()-1)
+			if c, ok := resp.Msg.(interface{ QosCost() int }); ok && err == nil {
+				// A listing's entries, a batch import's files.
+				s.gate.Charge(tag.Job, qos.FromWire(tag.Class), c.QosCost()-1)
 			}
 			return resp, err
 		})

@@ -268,3 +268,45 @@ func TestQosMetaReadDirCharged(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestQosMetaImportCharged: a batch import (OpTierImport) costs its job one
+// unit per entry, as the creates it takes the place of would.
+func TestQosMetaImportCharged(t *testing.T) {
+	ctx := context.Background()
+	s, err := New(ctx, Options{DB: openTestDB(t), Targets: newFakeTargets(4)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	if err := s.TierSet(ctx, &wire.TierSetReq{Backend: wire.TierBackend{Name: "b", Endpoint: "http://x", Bucket: "k"}}); err != nil {
+		t.Fatal(err)
+	}
+	srv := &wire.Server{}
+	s.Register(srv)
+	c, err := wire.Dial(ctx, serve(t, srv))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	if _, err := c.Call(ctx, wire.OpSession, &wire.SessionReq{Qos: wire.QosTag{Job: "imp", Class: 3}}, nil, nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	const n = 100
+	req := &wire.TierImportReq{Parent: RootIno, Backend: "b", Mode: 0o644}
+	for i := range n {
+		req.Entries = append(req.Entries, wire.TierImportEntry{Name: fmt.Sprintf("f%03d", i), Key: fmt.Sprint(i), Size: 1, ETag: "e"})
+	}
+	var resp wire.TierImportResp
+	if _, err := c.Call(ctx, wire.OpTierImport, req, nil, &resp, nil); err != nil || len(resp.Results) != n {
+		t.Fatalf("import: %d results, %v", len(resp.Results), err)
+	}
+	var served uint64
+	for _, j := range s.QosStats().Jobs {
+		if j.Job == "imp" {
+			served = j.ServedBytes
+		}
+	}
+	if served != n {
+		t.Errorf("an import of %d entries cost its job %d, want %d", n, served, n)
+	}
+}

@@ -3,7 +3,8 @@ package wire
 // The metadata service's QoS gate admits the namespace requests that
 // clients make for applications (MetaScheduled), one unit of cost each (a
 // lookup), a listing one more for every ReadDirPerLookup entries it
-// returns (ReadDirPlusPerLookup with their attributes). A client pacing a
+// returns (ReadDirPlusPerLookup with their attributes), a batch import
+// (OpTierImport) one per entry. A client pacing a
 // limited job (client.Options.Job) waits for the same requests at the same
 // costs. Not scheduled, so that a storm from clients can never hold them
 // back: cluster membership (register, heartbeats), the change feed's long
@@ -16,7 +17,7 @@ var metaScheduled = [...]Op{
 	OpUnlink, OpRmdir, OpRename, OpLink, OpReadDir,
 	OpGetXattr, OpSetXattr, OpListXattr, OpRemoveXattr,
 	OpGetLayout, OpCommitWrite, OpWriteInline, OpReadInline,
-	OpSetChunks, OpResolveRead, OpPutFile, OpOpenIno, OpWriteInlineAttr, OpCommitWriteAttr,
+	OpSetChunks, OpResolveRead, OpPutFile, OpOpenIno, OpWriteInlineAttr, OpCommitWriteAttr, OpTierImport,
 	OpStatfs,
 }
 
@@ -54,3 +55,10 @@ func (m *ReadDirResp) QosCost() int {
 	}
 	return 1 + len(m.Entries)/per
 }
+
+// QosCost is what a batch import costs in the metadata service's QoS unit:
+// each entry as much as the create request it takes the place of (the
+// gate admits the batch at the cost of one request and charges the rest
+// once it is done), so that a job's limit or a lower class paces an
+// import of many keys.
+func (m *TierImportResp) QosCost() int { return max(1, len(m.Results)) }
