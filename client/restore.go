@@ -443,9 +443,6 @@ func (c *Client) copyRestore(ctx context.Context, ino uint64, rec *wire.HsmRecor
 	if err != nil {
 		return fmt.Errorf("restore of released inode %d from backend %q: %w", ino, rec.Backend, err)
 	}
-	if len(sums) > maxRestoreSums {
-		sums = nil // the record stays without; a release then refuses the file
-	}
 	var r wire.HsmRecord
 	if err := c.metaCall(ctx, wire.OpHsmRestored, &wire.HsmClaimReq{Ino: ino, Gen: rec.Gen, Owner: me, Sums: sums}, &r); err != nil {
 		return fmt.Errorf("restore of released inode %d: commit: %w", ino, err)
@@ -510,9 +507,12 @@ func (c *Client) copyObject(ctx context.Context, ino uint64, rec *wire.HsmRecord
 	if err != nil {
 		return nil, err
 	}
-	var sums []uint32 // by block; each unit fills its own
-	if len(rec.BlockCRCs) == 0 {
-		sums = make([]uint32, tier.Blocks(rec))
+	// By block; each unit fills its own. A file over maxRestoreSums
+	// blocks gets none (its record stays without; a release then refuses
+	// it).
+	var sums []uint32
+	if n := tier.Blocks(rec); len(rec.BlockCRCs) == 0 && n <= maxRestoreSums {
+		sums = make([]uint32, n)
 	}
 	defer f.Release(ctx, false)
 	size := int64(rec.Size)

@@ -64,7 +64,7 @@ func hsmStep(cur wire.HsmRecord, f hsmFile, req *wire.HsmUpdateReq) (wire.HsmRec
 			// ETag, the restore fills the block checksums.
 		case len(r.SHA256) != 32:
 			return cur, nil, errs.New(errs.Invalid, "HSM record needs a SHA-256, or an ETag alone")
-		case uint64(len(r.BlockCRCs)) != blocksOf(r.Size, r.BlockSize):
+		case int64(len(r.BlockCRCs)) != tier.Blocks(&r):
 			return cur, nil, errs.New(errs.Invalid, "HSM record has %d block checksums for %d bytes in blocks of %d", len(r.BlockCRCs), r.Size, r.BlockSize)
 		}
 		r.State = wire.HsmReleased
@@ -94,7 +94,7 @@ func hsmStep(cur wire.HsmRecord, f hsmFile, req *wire.HsmUpdateReq) (wire.HsmRec
 			return cur, nil, nil // restored already
 		}
 		cur.State = wire.HsmArchived
-		if len(cur.BlockCRCs) == 0 && uint64(len(req.Record.BlockCRCs)) == blocksOf(cur.Size, cur.BlockSize) {
+		if len(cur.BlockCRCs) == 0 && int64(len(req.Record.BlockCRCs)) == tier.Blocks(&cur) {
 			// A record imported from a listing takes the block
 			// checksums of the bytes its restore copied (checked
 			// against the ETag by the GETs).
@@ -119,15 +119,6 @@ func hsmStep(cur wire.HsmRecord, f hsmFile, req *wire.HsmUpdateReq) (wire.HsmRec
 		return wire.HsmRecord{}, drop(), nil
 	}
 	return cur, nil, errs.New(errs.Invalid, "unknown HSM action %d", req.Action)
-}
-
-// blocksOf is the number of blocks of blockSize bytes that size bytes
-// take (0 for a block size of 0).
-func blocksOf(size uint64, blockSize uint32) uint64 {
-	if blockSize == 0 {
-		return 0
-	}
-	return (size + uint64(blockSize) - 1) / uint64(blockSize)
 }
 
 // dropObject is the delete-queue item for the object of record cur, which
@@ -183,7 +174,7 @@ func checkRecord(r *wire.HsmRecord) error {
 	case r.BlockSize == 0:
 		return errs.New(errs.Invalid, "HSM record has no block size")
 	}
-	if want := (r.Size + uint64(r.BlockSize) - 1) / uint64(r.BlockSize); uint64(len(r.BlockCRCs)) != want {
+	if int64(len(r.BlockCRCs)) != tier.Blocks(r) {
 		return errs.New(errs.Invalid, "HSM record has %d block checksums for %d bytes in blocks of %d", len(r.BlockCRCs), r.Size, r.BlockSize)
 	}
 	return nil

@@ -133,21 +133,30 @@ func (s *Service) serveDirectConn(c *net.UnixConn) {
 
 // openDirect opens a chunk of an unreplicated target hosted here.
 func (s *Service) openDirect(req wire.DirectOpenReq) (data, sum *os.File, err error) {
-	h, ok := s.targets[req.Target]
-	if !ok {
-		return nil, nil, errs.New(errs.NotFound, "target: target %d is not served here", req.Target)
+	st, err := s.directStore(req)
+	if err != nil {
+		return nil, nil, err
 	}
-	return h.store.OpenDirect(chunk.ID{Ino: req.Ino, Slot: req.Slot})
+	return st.OpenDirect(chunk.ID{Ino: req.Ino, Slot: req.Slot})
 }
 
 // openShared opens the data file of a chunk of an unreplicated target
 // hosted here for another process's FUSE passthrough.
 func (s *Service) openShared(req wire.DirectOpenReq) (*os.File, int64, error) {
-	h, ok := s.targets[req.Target]
-	if !ok {
-		return nil, 0, errs.New(errs.NotFound, "target: target %d is not served here", req.Target)
+	st, err := s.directStore(req)
+	if err != nil {
+		return nil, 0, err
 	}
-	return h.store.OpenShared(chunk.ID{Ino: req.Ino, Slot: req.Slot})
+	return st.OpenShared(chunk.ID{Ino: req.Ino, Slot: req.Slot})
+}
+
+// directStore is the store of the target a socket request names.
+func (s *Service) directStore(req wire.DirectOpenReq) (*chunk.Store, error) {
+	st, ok := s.Store(req.Target)
+	if !ok {
+		return nil, errs.New(errs.NotFound, "target: target %d is not served here", req.Target)
+	}
+	return st, nil
 }
 
 func (s *Service) handleDirectInfo(context.Context, *wire.Request) (wire.Response, error) {
