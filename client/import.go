@@ -70,11 +70,12 @@ func (c *Client) TierImport(ctx context.Context, backend, prefix, dir string, pa
 // other fails with errs.Exists.
 //
 // From the listing, the files of consecutive objects in one directory are
-// made in batches, up to importBatch per request (OpTierImport), each in
+// made in batches, up to importBatchSize per request (OpTierImport), each in
 // one transaction of the metadata service (nothing half made). With
 // o.Checksums, for an object without an ETag, for an empty one, and
-// against a metadata service without OpTierImport, a file is made on its
-// own under a temporary name (".sluice-import-" and random hex) and
+// against a metadata service without OpTierImport (which refuses records
+// without checksums), a file is made on its own, the object read for its
+// checksums, under a temporary name (".sluice-import-" and random hex) and
 // renamed into place once its record is in; one left behind by a crash
 // may be removed.
 func (c *Client) TierImportWith(ctx context.Context, backend, prefix, dir string, o ImportOptions) (ImportStats, error) {
@@ -119,7 +120,7 @@ func (c *Client) TierImportWith(ctx context.Context, backend, prefix, dir string
 		if b := batch; b != nil {
 			batch = nil
 			g.Go(func() error {
-				c.importBatch(ctx, store, backend, b, &made, count)
+				c.sendImportBatch(ctx, store, backend, b, &made, count)
 				return nil
 			})
 		}
@@ -148,7 +149,7 @@ func (c *Client) TierImportWith(ctx context.Context, backend, prefix, dir string
 			return ctx.Err()
 		}
 		g.Go(func() error {
-			count(p, obj, c.importObject(ctx, store, backend, obj, p, o.Checksums, &made))
+			count(p, obj, c.importObject(ctx, store, backend, obj, p, &made))
 			return nil
 		})
 		return ctx.Err()
@@ -178,9 +179,10 @@ type importItem struct {
 	obj  tier.ObjectInfo
 }
 
-// importBatch makes the files of b in one request, or each on its own
-// against a metadata service without OpTierImport, and counts each.
-func (c *Client) importBatch(ctx context.Context, store tier.Store, backend string, b *importBatch, made *sync.Map, count func(string, tier.ObjectInfo, error)) {
+// sendImportBatch makes the files of b in one request, or each on its own
+// (reading it for its checksums) against a metadata service without
+// OpTierImport, and counts each.
+func (c *Client) sendImportBatch(ctx context.Context, store tier.Store, backend string, b *importBatch, made *sync.Map, count func(string, tier.ObjectInfo, error)) {
 	fail := func(err error) {
 		for _, it := range b.items {
 			count(it.path, it.obj, opErr("tier import", it.path, err))
@@ -204,7 +206,7 @@ func (c *Client) importBatch(ctx context.Context, store tier.Store, backend stri
 	if errs.CodeOf(err) == errs.NotSupported {
 		c.noTierImport.Store(true) // an older service: one object at a time
 		for _, it := range b.items {
-			count(it.path, it.obj, c.importObject(ctx, store, backend, it.obj, it.path, false, made))
+			count(it.path, it.obj, c.importObject(ctx, store, backend, it.obj, it.path, made))
 		}
 		return
 	}
@@ -247,9 +249,11 @@ func (c *Client) importDir(ctx context.Context, d string, made *sync.Map) error 
 	return nil
 }
 
-// importObject makes the released file p for object o, its record from
-// the listing (o's ETag) unless checksums is set or o has no ETag.
-func (c *Client) importObject(ctx context.Context, store tier.Store, backend string, o tier.ObjectInfo, p string, checksums bool, made *sync.Map) error {
+// importObject makes the released file p for object o on its own, its
+// record from one read of the object: the checksums, and o's ETag if any
+// (a metadata service without OpTierImport also refuses a record without
+// checksums).
+func (c *Client) importObject(ctx context.Context, store tier.Store, backend string, o tier.ObjectInfo, p string, made *sync.Map) error {
 	if err := c.importDir(ctx, path.Dir(p), made); err != nil {
 		return err
 	}
@@ -275,25 +279,21 @@ func (c *Client) importObject(ctx context.Context, store tier.Store, backend str
 		}
 		return f.Close()
 	}
+	// The checksums, from one pass over the object (pinned to the listed
+	// ETag, if any).
 	rec := wire.HsmRecord{Backend: backend, Key: o.Key, Gen: tier.ImportedGen, Mtime: o.Modified.UnixNano(), ETag: o.ETag}
-	if checksums || o.ETag == "" {
-		// The checksums, from one pass over the object (pinned to the
-		// listed ETag, if any).
-		sum := tier.NewSummer(tier.BlockSize)
-		buf := make([]byte, min(o.Size, importPiece))
-		for off := int64(0); off < o.Size; off += int64(len(buf)) {
-			b := buf[:min(int64(len(buf)), o.Size-off)]
-			if _, err := store.GetRange(ctx, o.Key, off, b, o.ETag); err != nil {
-				return err
-			}
-			sum.Write(b)
+	sum := tier.NewSummer(tier.BlockSize)
+	buf := make([]byte, min(o.Size, importPiece))
+	for off := int64(0); off < o.Size; off += int64(len(buf)) {
+		b := buf[:min(int64(len(buf)), o.Size-off)]
+		if _, err := store.GetRange(ctx, o.Key, off, b, o.ETag); err != nil {
+			return err
 		}
-		sum.Fill(&rec)
-		if int64(rec.Size) != o.Size {
-			return errs.New(errs.Busy, "client: object %s changed while it was imported (%d bytes, listed %d)", o.Key, rec.Size, o.Size)
-		}
-	} else {
-		rec.Size, rec.BlockSize = uint64(o.Size), tier.BlockSize
+		sum.Write(b)
+	}
+	sum.Fill(&rec)
+	if int64(rec.Size) != o.Size {
+		return errs.New(errs.Busy, "client: object %s changed while it was imported (%d bytes, listed %d)", o.Key, rec.Size, o.Size)
 	}
 
 	parent, name, err := c.parent(ctx, p)
