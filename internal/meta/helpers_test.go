@@ -239,3 +239,11 @@ func checkTree(t testing.TB, s *Service) map[uint64]wire.Attr {
 	}
 	return seen
 }
+
+// addTestBackend registers tier backend "b" (nothing listens there).
+func addTestBackend(t *testing.T, s *Service) {
+	t.Helper()
+	if err := s.TierSet(context.Background(), &wire.TierSetReq{Backend: wire.TierBackend{Name: "b", Endpoint: "http://x", Bucket: "k"}}); err != nil {
+		t.Fatal(err)
+	}
+}

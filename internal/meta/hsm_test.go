@@ -194,9 +194,7 @@ func TestHsmFlag(t *testing.T) {
 	db := kv.NewMemory()
 	defer db.Close()
 	s := newTestService(t, db, nil)
-	if err := s.TierSet(ctx, &wire.TierSetReq{Backend: wire.TierBackend{Name: "b", Endpoint: "http://x", Bucket: "k"}}); err != nil {
-		t.Fatal(err)
-	}
+	addTestBackend(t, s)
 	flags := func(ino uint64) uint8 {
 		t.Helper()
 		var f uint8
@@ -264,9 +262,7 @@ func TestHsmImport(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	s := newTestService(t, nil, nil)
-	if err := s.TierSet(ctx, &wire.TierSetReq{Backend: wire.TierBackend{Name: "b", Endpoint: "http://x", Bucket: "k"}}); err != nil {
-		t.Fatal(err)
-	}
+	addTestBackend(t, s)
 	f := mustCreateInline(t, s, RootIno, "f")
 	rec := testRecord(0, 5<<20+1, 1234)
 	imp := func(ino uint64, r wire.HsmRecord) error {
@@ -355,9 +351,7 @@ func TestHsmImportListing(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	s := newTestService(t, nil, nil)
-	if err := s.TierSet(ctx, &wire.TierSetReq{Backend: wire.TierBackend{Name: "b", Endpoint: "http://x", Bucket: "k"}}); err != nil {
-		t.Fatal(err)
-	}
+	addTestBackend(t, s)
 	f := mustCreateInline(t, s, RootIno, "f")
 	rec := listingRecord(2<<20 + 1)
 	if _, err := s.HsmUpdate(ctx, &wire.HsmUpdateReq{Ino: f.Ino, Action: wire.HsmActImport, Record: rec}); err != nil {

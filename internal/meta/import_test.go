@@ -32,9 +32,7 @@ func TestTierImportBatch(t *testing.T) {
 			)
 			_, err := s.TierImport(ctx, req)
 			wantCode(t, "import to an unknown backend", err, errs.NotFound)
-			if err := s.TierSet(ctx, &wire.TierSetReq{Backend: wire.TierBackend{Name: "b", Endpoint: "http://x", Bucket: "k"}}); err != nil {
-				t.Fatal(err)
-			}
+			addTestBackend(t, s)
 			mine := mustCreate(t, s, RootIno, "mine")
 			r, err := s.TierImport(ctx, req)
 			if err != nil {

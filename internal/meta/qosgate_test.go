@@ -154,16 +154,7 @@ func TestQosMetaOff(t *testing.T) {
 	if err := s.QosSet(ctx, &wire.QosSetReq{Kind: wire.QosSetJobMeta, Job: "storm", Rate: 1, Burst: 1}); err != nil {
 		t.Fatal(err)
 	}
-	srv := &wire.Server{}
-	s.Register(srv)
-	c, err := wire.Dial(ctx, serve(t, srv))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	if _, err := c.Call(ctx, wire.OpSession, &wire.SessionReq{Qos: wire.QosTag{Job: "storm", Class: 3}}, nil, nil, nil); err != nil {
-		t.Fatal(err)
-	}
+	c := sessionConn(t, s, wire.QosTag{Job: "storm", Class: 3})
 	for range 20 {
 		if _, err := c.Call(ctx, wire.OpGetAttr, &wire.InoReq{Ino: RootIno}, nil, &wire.Attr{}, nil); err != nil {
 			t.Fatal(err)
@@ -193,24 +184,8 @@ func TestQosMetaReadDirCharged(t *testing.T) {
 	for i := range files {
 		mustCreateInline(t, s, d.Ino, fmt.Sprintf("f%03d", i))
 	}
-	srv := &wire.Server{}
-	s.Register(srv)
-	c, err := wire.Dial(ctx, serve(t, srv))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { c.Close() })
-	if _, err := c.Call(ctx, wire.OpSession, &wire.SessionReq{Qos: wire.QosTag{Job: "ls", Class: 2}}, nil, nil, nil); err != nil {
-		t.Fatal(err)
-	}
-	served := func() uint64 {
-		for _, j := range s.QosStats().Jobs {
-			if j.Job == "ls" {
-				return j.ServedBytes
-			}
-		}
-		return 0
-	}
+	c := sessionConn(t, s, wire.QosTag{Job: "ls", Class: 2})
+	served := func() uint64 { return jobServed(s, "ls") }
 	for _, plus := range []bool{false, true} {
 		before := served()
 		var page wire.ReadDirResp
@@ -278,19 +253,8 @@ func TestQosMetaImportCharged(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { s.Close() })
-	if err := s.TierSet(ctx, &wire.TierSetReq{Backend: wire.TierBackend{Name: "b", Endpoint: "http://x", Bucket: "k"}}); err != nil {
-		t.Fatal(err)
-	}
-	srv := &wire.Server{}
-	s.Register(srv)
-	c, err := wire.Dial(ctx, serve(t, srv))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { c.Close() })
-	if _, err := c.Call(ctx, wire.OpSession, &wire.SessionReq{Qos: wire.QosTag{Job: "imp", Class: 3}}, nil, nil, nil); err != nil {
-		t.Fatal(err)
-	}
+	addTestBackend(t, s)
+	c := sessionConn(t, s, wire.QosTag{Job: "imp", Class: 3})
 	const n = 100
 	req := &wire.TierImportReq{Parent: RootIno, Backend: "b", Mode: 0o644}
 	for i := range n {
@@ -300,13 +264,36 @@ func TestQosMetaImportCharged(t *testing.T) {
 	if _, err := c.Call(ctx, wire.OpTierImport, req, nil, &resp, nil); err != nil || len(resp.Results) != n {
 		t.Fatalf("import: %d results, %v", len(resp.Results), err)
 	}
-	var served uint64
-	for _, j := range s.QosStats().Jobs {
-		if j.Job == "imp" {
-			served = j.ServedBytes
-		}
-	}
-	if served != n {
+	if served := jobServed(s, "imp"); served != n {
 		t.Errorf("an import of %d entries cost its job %d, want %d", n, served, n)
 	}
+}
+
+// sessionConn connects to s's handlers (the QoS gate in front of them) on
+// loopback and declares tag for the connection; it closes when the test
+// ends.
+func sessionConn(t *testing.T, s *Service, tag wire.QosTag) *wire.Conn {
+	t.Helper()
+	ctx := context.Background()
+	srv := &wire.Server{}
+	s.Register(srv)
+	c, err := wire.Dial(ctx, serve(t, srv))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	if _, err := c.Call(ctx, wire.OpSession, &wire.SessionReq{Qos: tag}, nil, nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// jobServed is what the metadata service's QoS gate served job so far.
+func jobServed(s *Service, job string) uint64 {
+	for _, j := range s.QosStats().Jobs {
+		if j.Job == job {
+			return j.ServedBytes
+		}
+	}
+	return 0
 }

@@ -300,9 +300,7 @@ func archivedFile(t *testing.T, opts Options, size uint64) (*Service, wire.Attr)
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { s.Close() })
-	if err := s.TierSet(ctx, &wire.TierSetReq{Backend: wire.TierBackend{Name: "b", Endpoint: "http://x", Bucket: "k"}}); err != nil {
-		t.Fatal(err)
-	}
+	addTestBackend(t, s)
 	f := mustCreate(t, s, RootIno, "f")
 	a, err := s.CommitWrite(ctx, f.Ino, size, 7)
 	if err != nil {

@@ -93,6 +93,31 @@ func readWhileStopped(t *testing.T, p *proctest.Proc, f *os.File, size int) ([]b
 	return r.b, stopped
 }
 
+// checkPassthrough reads the file at path whole and compares it with
+// want; with passthrough it reads while srv (the process serving the
+// chunks) is stopped, and the read must not have needed it.
+func checkPassthrough(t *testing.T, srv *proctest.Proc, path string, want []byte, passthrough bool) {
+	t.Helper()
+	h, err := os.Open(path)
+	must(t, err)
+	defer h.Close()
+	var got []byte
+	if passthrough {
+		var direct bool
+		got, direct = readWhileStopped(t, srv, h, len(want))
+		if !direct {
+			t.Errorf("%s: reading it needed the server: not passed through", path)
+		}
+	} else {
+		got = make([]byte, len(want)+1)
+		n, _ := h.ReadAt(got, 0)
+		got = got[:n]
+	}
+	if !bytes.Equal(got, want) {
+		t.Errorf("%s: read %d bytes, want %d, equal %v", path, len(got), len(want), bytes.Equal(got, want))
+	}
+}
+
 // TestPassthrough checks `sluice serve --mount --passthrough`: files held
 // whole by one local target are read by the kernel straight from the chunk
 // file (they read correctly while the server process is stopped), striped
@@ -143,24 +168,7 @@ func TestPassthrough(t *testing.T) {
 	files[3].data = append([]byte("head"), make([]byte, 1<<20-4)...)
 
 	for _, f := range files {
-		h, err := os.Open(filepath.Join(mp, f.path))
-		must(t, err)
-		var got []byte
-		direct := false
-		if f.passthrough {
-			got, direct = readWhileStopped(t, p, h, len(f.data))
-			if !direct {
-				t.Errorf("%s: reading it needed the server: not passed through", f.path)
-			}
-		} else {
-			got = make([]byte, len(f.data)+1)
-			n, _ := h.ReadAt(got, 0)
-			got = got[:n]
-		}
-		if !bytes.Equal(got, f.data) {
-			t.Errorf("%s: read %d bytes, want %d, equal %v", f.path, len(got), len(f.data), bytes.Equal(got, f.data))
-		}
-		h.Close()
+		checkPassthrough(t, p, filepath.Join(mp, f.path), f.data, f.passthrough)
 	}
 
 	// A writer is refused while the file is open for passthrough reading;
@@ -299,24 +307,7 @@ func TestPassthroughSeparateMount(t *testing.T) {
 	}
 	dropCaches()
 	for _, f := range files {
-		h, err := os.Open(m.path(f.path))
-		must(t, err)
-		var got []byte
-		if f.passthrough {
-			var direct bool
-			got, direct = readWhileStopped(t, s.proc, h, len(f.data))
-			if !direct {
-				t.Errorf("%s: reading it needed the server: not passed through", f.path)
-			}
-		} else {
-			got = make([]byte, len(f.data)+1)
-			n, _ := h.ReadAt(got, 0)
-			got = got[:n]
-		}
-		h.Close()
-		if !bytes.Equal(got, f.data) {
-			t.Errorf("%s: read %d bytes, want %d, equal %v", f.path, len(got), len(f.data), bytes.Equal(got, f.data))
-		}
+		checkPassthrough(t, s.proc, m.path(f.path), f.data, f.passthrough)
 	}
 
 	// A file held open across a restart of the server, then removed.
