@@ -686,7 +686,7 @@ func (m *ResolveReadResp) Encode(e *Encoder) {
 	e.Bytes(m.Xattr)
 	e.Bool(m.Hsm != nil)
 	if m.Hsm != nil {
-		m.Hsm.encodeBody(e)
+		m.Hsm.EncodeBody(e)
 	}
 	e.Uvarint(m.FeedEpoch)
 	e.Uvarint(m.FeedCursor)
@@ -703,7 +703,7 @@ func (m *ResolveReadResp) Decode(d *Decoder) {
 	m.Hsm = nil
 	if d.More() && d.Bool() {
 		m.Hsm = new(HsmRecord)
-		m.Hsm.decodeBody(d)
+		m.Hsm.DecodeBody(d)
 	}
 	m.FeedEpoch, m.FeedCursor = 0, 0
 	if d.More() {

@@ -117,7 +117,7 @@ type HsmRecord struct {
 
 // Encode encodes a record on its own, its ETag last.
 func (m *HsmRecord) Encode(e *Encoder) {
-	m.encodeBody(e)
+	m.EncodeBody(e)
 	if m.ETag != "" {
 		e.String(m.ETag)
 	}
@@ -125,7 +125,7 @@ func (m *HsmRecord) Encode(e *Encoder) {
 
 // Decode decodes a record on its own.
 func (m *HsmRecord) Decode(d *Decoder) {
-	m.decodeBody(d)
+	m.DecodeBody(d)
 	m.ETag = ""
 	if d.More() {
 		m.ETag = d.String()
@@ -135,12 +135,7 @@ func (m *HsmRecord) Decode(d *Decoder) {
 // EncodeBody encodes the record without its ETag, for a message (or a
 // stored value) that carries it among other fields and appends the ETag
 // after them.
-func (m *HsmRecord) EncodeBody(e *Encoder) { m.encodeBody(e) }
-
-// DecodeBody decodes what EncodeBody encoded; ETag is left as it was.
-func (m *HsmRecord) DecodeBody(d *Decoder) { m.decodeBody(d) }
-
-func (m *HsmRecord) encodeBody(e *Encoder) {
+func (m *HsmRecord) EncodeBody(e *Encoder) {
 	e.U8(m.State)
 	e.String(m.Backend)
 	e.String(m.Key)
@@ -156,7 +151,8 @@ func (m *HsmRecord) encodeBody(e *Encoder) {
 	}
 }
 
-func (m *HsmRecord) decodeBody(d *Decoder) {
+// DecodeBody decodes what EncodeBody encoded; ETag is left as it was.
+func (m *HsmRecord) DecodeBody(d *Decoder) {
 	m.State = d.U8()
 	m.Backend = d.String()
 	m.Key = d.String()
@@ -360,7 +356,7 @@ func (m *HsmClaim) Encode(e *Encoder) {
 	e.U64(m.Epoch)
 	e.U32(m.LeftMs)
 	if m.Full != nil {
-		m.Full.Record.encodeBody(e)
+		m.Full.Record.EncodeBody(e)
 		m.Full.Attr.Encode(e)
 		if m.Full.Data != 0 || m.Full.Record.ETag != "" {
 			e.U64(m.Full.Data)
@@ -380,7 +376,7 @@ func (m *HsmClaim) Decode(d *Decoder) {
 	m.Full = nil
 	if d.More() {
 		m.Full = &HsmClaimFull{}
-		m.Full.Record.decodeBody(d)
+		m.Full.Record.DecodeBody(d)
 		m.Full.Attr.Decode(d)
 		if d.More() {
 			m.Full.Data = d.U64()
