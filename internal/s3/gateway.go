@@ -3,6 +3,7 @@ package s3
 import (
 	"context"
 	"crypto/rand"
+	"crypto/tls"
 	"encoding/hex"
 	"encoding/xml"
 	"errors"
@@ -160,13 +161,27 @@ func (g *Gateway) now() time.Time { return g.opts.Now() }
 // http.ErrServerClosed after Shutdown, like http.Server.Serve.
 func (g *Gateway) Serve(ln net.Listener) error {
 	srv := g.server()
-	return srv.Serve(tailListener{ln})
+	return srv.Serve(g.expectListener(tailListener{ln}))
 }
 
-// ServeTLS is Serve with TLS, from a certificate and key in PEM files.
+// ServeTLS is Serve with TLS, from a certificate and key in PEM files. The
+// gateway makes the TLS connections itself, so that its expectConns read
+// their plaintext (expect.go): net/http then sees no *tls.Conn and speaks
+// HTTP/1.1 only, as the gateway did anyway.
 func (g *Gateway) ServeTLS(ln net.Listener, certFile, keyFile string) error {
+	cert, err := tls.LoadX509KeyPair(certFile, keyFile)
+	if err != nil {
+		return fmt.Errorf("s3: TLS certificate: %w", err)
+	}
+	cfg := &tls.Config{Certificates: []tls.Certificate{cert}, NextProtos: []string{"http/1.1"}}
 	srv := g.server()
-	return srv.ServeTLS(tailListener{ln}, certFile, keyFile)
+	return srv.Serve(g.expectListener(tls.NewListener(tailListener{ln}, cfg)))
+}
+
+// expectListener follows requests' header sections up to the size
+// net/http reads before it answers 431.
+func (g *Gateway) expectListener(ln net.Listener) net.Listener {
+	return expectListener{Listener: ln, maxHead: g.server().MaxHeaderBytes + 8<<10}
 }
 
 func (g *Gateway) server() *http.Server {
@@ -275,6 +290,7 @@ func newRequestID() string {
 
 // ServeHTTP serves one S3 request.
 func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	restoreExpect(r)
 	rq := &request{w: &responseWriter{ResponseWriter: w}, r: r, ctx: r.Context(), id: newRequestID()}
 	h := w.Header()
 	h.Set("X-Amz-Request-Id", rq.id)

@@ -176,6 +176,11 @@ def record(request, **kw):
     sent.append((h("x-amz-content-sha256"), h("Content-Encoding"), h("x-amz-trailer")))
 s3.meta.events.register("before-send.s3.PutObject", record)
 s3.create_bucket(Bucket="tls")
+# An expectation other than 100-continue is ignored over TLS too.
+def expect(request, **kw):
+    request.headers["Expect"] = "foo"
+s3.meta.events.register("before-send.s3.ListObjectsV2", expect)
+assert s3.list_objects_v2(Bucket="tls")["KeyCount"] == 0
 data = os.urandom(300000)
 algs = ["CRC32", "SHA256", "SHA1"]
 try:
