@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"time"
 
+	"github.com/sluice-fs/sluice/internal/checksum"
 	"github.com/sluice-fs/sluice/internal/errs"
 	"github.com/sluice-fs/sluice/internal/placement"
 	"github.com/sluice-fs/sluice/internal/wire"
@@ -24,6 +25,15 @@ import (
 
 // attemptTimeout bounds one try of a request to a replicated chain.
 const attemptTimeout = 10 * time.Second
+
+// Chunk data is checked end to end between processes (wire version 2.7): a
+// write carries the CRC32C of its data, which the targets check before
+// they store it or pass it down the chain; a read's reply carries the
+// CRC32C of its data, which chunkCall checks. Data garbled in transit
+// (errs.Garbled) is sent again, at most maxGarbled times for one request,
+// then the error is returned. Calls in process (a connection to a server
+// in this process, wire.ServeLocal) carry no CRC32C: nothing is in transit.
+const maxGarbled = 3
 
 // chunkReq is a chunk request to send to one replica of a chain.
 type chunkReq struct {
@@ -87,7 +97,12 @@ func (c *Client) route(id placement.ChainID, write bool, attempt int) (placement
 // data bytes read into r.into.
 func (c *Client) chunkCall(ctx context.Context, r chunkReq) (int, error) {
 	replicated := r.chain >= placement.FirstReplicatedChain
+	var (
+		crc    uint32 // of a write's data, once computed
+		hasCRC bool
+	)
 	var deadline time.Time
+	garbled := 0
 	for attempt := 0; ; attempt++ {
 		t, ref, err := c.route(r.chain, r.write, attempt)
 		if err == nil && c.pace != nil && !(r.paced && attempt == 0) {
@@ -105,7 +120,19 @@ func (c *Client) chunkCall(ctx context.Context, r chunkReq) (int, error) {
 			}
 			var conn *wire.Conn
 			if conn, err = c.targetConn(cctx, t); err == nil {
-				n, err = conn.Call(cctx, r.op, r.msg(t, ref), r.data, r.resp, r.into)
+				msg := r.msg(t, ref)
+				if w, ok := msg.(*wire.ChunkWriteReq); ok && !conn.Local() {
+					if !hasCRC {
+						crc, hasCRC = checksum.DataCRC(r.data...), true
+					}
+					w.DataCRC, w.HasDataCRC = crc, true
+				}
+				n, err = conn.Call(cctx, r.op, msg, r.data, r.resp, r.into)
+				if rr, ok := r.resp.(*wire.ChunkReadResp); ok && err == nil && rr.HasDataCRC {
+					if got := checksum.DataCRC(r.into[:n]); got != rr.DataCRC {
+						err = errs.New(errs.Garbled, "client: read of %d bytes from chain %d on target %d: the data's CRC32C is %08x, the reply says %08x (garbled in transit)", n, r.chain, t, got, rr.DataCRC)
+					}
+				}
 			}
 			// Whether the attempt timed out, read before cancel (after
 			// which cctx.Err() is always set): an error the replica
@@ -124,6 +151,10 @@ func (c *Client) chunkCall(ctx context.Context, r chunkReq) (int, error) {
 			return n, nil
 		}
 		code := errs.CodeOf(err)
+		if code == errs.Garbled && garbled < maxGarbled && ctx.Err() == nil {
+			garbled++ // the same request again, at once (a read: to the next replica)
+			continue
+		}
 		retry := code == errs.ChainChanged || (replicated && code == errs.Unavailable)
 		if !retry || ctx.Err() != nil {
 			return 0, err

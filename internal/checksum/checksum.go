@@ -24,6 +24,17 @@ var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 // zeros).
 func BlockCRC(b []byte) uint32 { return crc32.Checksum(b, castagnoli) }
 
+// DataCRC is the CRC32C of the bytes of pieces, in order: the check that a
+// chunk write's or read's data carries on the wire, end to end
+// (wire.ChunkWriteReq, wire.ChunkReadResp).
+func DataCRC(pieces ...[]byte) uint32 {
+	var c uint32
+	for _, p := range pieces {
+		c = crc32.Update(c, castagnoli, p)
+	}
+	return c
+}
+
 // Digester computes a chunk's content digest: give it each block's CRC32C
 // and size (the chunk's block size, less for its last), in order, up to
 // the chunk's length. Two chunks with the same length and digest read the

@@ -47,6 +47,7 @@ const (
 	Busy         Code = 23 // EBUSY
 	ChainChanged Code = 24 // a request named an old chain version: refresh the chain table and retry
 	Moved        Code = 25 // ESTALE: the chunk's file moved to another layout (migration): refresh the file's layout and retry
+	Garbled      Code = 26 // EIO: data did not match its checksum in transit (a request's or a reply's): send it again
 )
 
 var names = map[Code]string{
@@ -58,7 +59,7 @@ var names = map[Code]string{
 	NoData: "no such attribute", TooBig: "too big", NotPermitted: "operation not permitted",
 	Protocol: "protocol error", Internal: "internal error", Conflict: "transaction conflict",
 	Range: "result too large", NotSupported: "not supported", Busy: "busy",
-	ChainChanged: "chain changed", Moved: "moved to another layout",
+	ChainChanged: "chain changed", Moved: "moved to another layout", Garbled: "garbled in transit",
 }
 
 func (c Code) String() string {
@@ -136,6 +137,7 @@ var (
 	ErrNotSupported = &Error{Code: NotSupported, Msg: "sluice: not supported"}
 	ErrBusy         = &Error{Code: Busy, Msg: "sluice: busy"}
 	ErrChainChanged = &Error{Code: ChainChanged, Msg: "sluice: chain changed"}
+	ErrGarbled      = &Error{Code: Garbled, Msg: "sluice: garbled in transit"}
 )
 
 // New returns an error of class c with a formatted message.
@@ -183,6 +185,7 @@ var toErrno = map[Code]syscall.Errno{
 	TooBig: syscall.EFBIG, NotPermitted: syscall.EPERM, Protocol: syscall.EPROTO,
 	Internal: syscall.EIO, Conflict: syscall.EAGAIN, Range: syscall.ERANGE,
 	NotSupported: syscall.ENOTSUP, Busy: syscall.EBUSY, ChainChanged: syscall.EAGAIN, Moved: syscall.ESTALE,
+	Garbled: syscall.EIO,
 }
 
 // Errno translates err to the errno a POSIX caller expects (0 for nil).
@@ -200,7 +203,7 @@ func Errno(err error) syscall.Errno {
 // FromErrno classifies a syscall errno returned by the local file system.
 //
 // It is an explicit table rather than an inversion of toErrno, where several
-// classes share an errno: EIO stands for Corruption, Unavailable and Internal,
+// classes share an errno: EIO stands for Corruption, Unavailable, Internal and Garbled,
 // EAGAIN for Conflict and ChainChanged, and ESTALE for Stale and Moved.
 // Conflict, ChainChanged and Moved are
 // Sluice's own protocol classes, which no local errno can mean; a local EAGAIN

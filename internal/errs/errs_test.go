@@ -66,7 +66,7 @@ func TestFromErrnoIsDeterministic(t *testing.T) {
 func TestFromErrnoInvertsErrno(t *testing.T) {
 	shared := map[Code]Code{
 		Corruption: Internal, Unavailable: Internal, Internal: Internal,
-		Conflict: Unavailable, ChainChanged: Unavailable, Moved: Stale,
+		Conflict: Unavailable, ChainChanged: Unavailable, Moved: Stale, Garbled: Internal,
 	}
 	for c, en := range toErrno {
 		want := c

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/sluice-fs/sluice/internal/checksum"
 	"github.com/sluice-fs/sluice/internal/chunk"
 	"github.com/sluice-fs/sluice/internal/errs"
 	"github.com/sluice-fs/sluice/internal/placement"
@@ -211,7 +212,8 @@ func (s *Service) copyChunk(ctx context.Context, st *chunk.Store, c placement.Ch
 		if err != nil {
 			return fmt.Errorf("read chunk %v for resync: %w", id, err)
 		}
-		req := &wire.ChunkWriteReq{ChunkRef: wire.ChunkRef{Target: dst, ChainRef: ref, Ino: id.Ino, Slot: id.Slot}, Off: uint64(off), Qos: bg}
+		req := &wire.ChunkWriteReq{ChunkRef: wire.ChunkRef{Target: dst, ChainRef: ref, Ino: id.Ino, Slot: id.Slot}, Off: uint64(off), Qos: bg,
+			DataCRC: checksum.DataCRC(buf[:n]), HasDataCRC: true}
 		if err := call(wire.OpChunkWrite, req, [][]byte{buf[:n]}, nil); err != nil {
 			return fmt.Errorf("copy chunk %v to replica %d: %w", id, dst, err)
 		}

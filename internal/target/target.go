@@ -23,6 +23,7 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/sluice-fs/sluice/internal/checksum"
 	"github.com/sluice-fs/sluice/internal/chunk"
 	"github.com/sluice-fs/sluice/internal/errs"
 	"github.com/sluice-fs/sluice/internal/placement"
@@ -54,6 +55,7 @@ type Stats struct {
 	TruncateOps          uint64
 	RemoveOps            uint64
 	Errors               uint64 // requests that failed, of any kind
+	Garbled              uint64 // writes refused because their data did not match its CRC32C
 }
 
 type counters struct {
@@ -63,6 +65,7 @@ type counters struct {
 	truncateOps          atomic.Uint64
 	removeOps            atomic.Uint64
 	errors               atomic.Uint64
+	garbled              atomic.Uint64
 }
 
 type hosted struct {
@@ -159,7 +162,7 @@ func (s *Service) Stats(id placement.TargetID) (Stats, bool) {
 		ReadOps: c.readOps.Load(), ReadBytes: c.readBytes.Load(),
 		WriteOps: c.writeOps.Load(), WriteBytes: c.writeBytes.Load(),
 		SyncOps: c.syncOps.Load(), TruncateOps: c.truncateOps.Load(),
-		RemoveOps: c.removeOps.Load(), Errors: c.errors.Load(),
+		RemoveOps: c.removeOps.Load(), Errors: c.errors.Load(), Garbled: c.garbled.Load(),
 	}, true
 }
 
@@ -241,6 +244,15 @@ func (s *Service) handleWrite(ctx context.Context, req *wire.Request) (wire.Resp
 	if err := checkOff("write", m.ChunkRef, m.Off); err != nil {
 		return wire.Response{}, h.fail(err)
 	}
+	// End to end: the data must be what the client sent, before it is
+	// stored (with checksums of its own) or passed down the chain.
+	if m.HasDataCRC {
+		if got := checksum.DataCRC(req.Data); got != m.DataCRC {
+			h.c.garbled.Add(1)
+			return wire.Response{}, h.fail(errs.New(errs.Garbled, "target: write of %d bytes at %d to chunk ino %d slot %d on target %d: the data's CRC32C is %08x, the request says %08x (garbled in transit)",
+				len(req.Data), m.Off, m.Ino, m.Slot, m.Target, got, m.DataCRC))
+		}
+	}
 	fw := m
 	err = s.applyChunk(ctx, h, m.ChunkRef, wire.OpChunkWrite, &fw, &fw.ChunkRef, [][]byte{req.Data}, func(st *chunk.Store, id chunk.ID) error {
 		// Only the local write is scheduled, not the forwarding to the next
@@ -302,8 +314,12 @@ func (s *Service) handleRead(ctx context.Context, req *wire.Request) (wire.Respo
 	}
 	h.c.readOps.Add(1)
 	h.c.readBytes.Add(uint64(n))
+	var dataCRC uint32
+	if !req.Local { // end to end, for the trip back (none in process)
+		dataCRC = checksum.DataCRC(buf[:n])
+	}
 	return wire.Response{
-		Msg:     &wire.ChunkReadResp{ChunkLen: uint64(chunkLen)},
+		Msg:     &wire.ChunkReadResp{ChunkLen: uint64(chunkLen), DataCRC: dataCRC, HasDataCRC: !req.Local},
 		Data:    buf[:n],
 		Release: func() { wire.PutBuf(buf) },
 	}, nil

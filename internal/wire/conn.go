@@ -111,6 +111,10 @@ func (c *Conn) Err() error {
 }
 
 // Close closes the connection; calls in flight fail with errs.Unavailable.
+// Local reports whether c calls a server in this process (ServeLocal)
+// instead of writing frames to a socket.
+func (c *Conn) Local() bool { return c.local != nil }
+
 func (c *Conn) Close() error {
 	c.fail(&errs.Error{Code: errs.Unavailable, Msg: "wire: connection to " + c.addr + " closed"})
 	c.wg.Wait()

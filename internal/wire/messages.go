@@ -1459,6 +1459,12 @@ type ChunkWriteReq struct {
 	Off  uint64
 	Sync bool
 	Qos  QosTag
+	// DataCRC is the CRC32C of the frame's data, set by the sender
+	// (HasDataCRC; version 2.7, appended after the QoS tag): a target
+	// refuses data that does not match it with errs.Garbled. An older
+	// sender's request has none and is not checked.
+	DataCRC    uint32
+	HasDataCRC bool
 }
 
 func (m *ChunkWriteReq) Encode(e *Encoder) {
@@ -1466,6 +1472,9 @@ func (m *ChunkWriteReq) Encode(e *Encoder) {
 	e.U64(m.Off)
 	e.Bool(m.Sync)
 	m.Qos.Encode(e)
+	if m.HasDataCRC {
+		e.U32(m.DataCRC)
+	}
 }
 
 func (m *ChunkWriteReq) Decode(d *Decoder) {
@@ -1475,6 +1484,10 @@ func (m *ChunkWriteReq) Decode(d *Decoder) {
 	m.Qos = QosTag{}
 	if d.More() {
 		m.Qos.Decode(d)
+	}
+	m.DataCRC, m.HasDataCRC = 0, false
+	if d.More() {
+		m.DataCRC, m.HasDataCRC = d.U32(), true
 	}
 }
 
@@ -1504,11 +1517,30 @@ func (m *ChunkReadReq) Decode(d *Decoder) {
 	}
 }
 
-// ChunkReadResp carries the chunk's current length with the data.
-type ChunkReadResp struct{ ChunkLen uint64 }
+// ChunkReadResp carries the chunk's current length with the data, and
+// the CRC32C of the data (HasDataCRC; version 2.7, appended): the client
+// checks the bytes it received against it (errs.Garbled). An older
+// target's reply has none.
+type ChunkReadResp struct {
+	ChunkLen   uint64
+	DataCRC    uint32
+	HasDataCRC bool
+}
 
-func (m *ChunkReadResp) Encode(e *Encoder) { e.U64(m.ChunkLen) }
-func (m *ChunkReadResp) Decode(d *Decoder) { m.ChunkLen = d.U64() }
+func (m *ChunkReadResp) Encode(e *Encoder) {
+	e.U64(m.ChunkLen)
+	if m.HasDataCRC {
+		e.U32(m.DataCRC)
+	}
+}
+
+func (m *ChunkReadResp) Decode(d *Decoder) {
+	m.ChunkLen = d.U64()
+	m.DataCRC, m.HasDataCRC = 0, false
+	if d.More() {
+		m.DataCRC, m.HasDataCRC = d.U32(), true
+	}
+}
 
 // ChunkSetReq names some chunks of one inode on one target: slots Slots of
 // inode Ino. It is the body of OpChunkSync (make them durable) and

@@ -33,6 +33,8 @@ type Request struct {
 	Received time.Time
 	// Session is what the connection's client declared (OpSession).
 	Session *Session
+	// Local: the request came in process (ServeLocal), not over a socket.
+	Local bool
 }
 
 // slot is a request's place given by Server.Admit, nil if none.

@@ -1,0 +1,140 @@
+package proctest
+
+import (
+	"context"
+	"net"
+	"sync"
+	"sync/atomic"
+	"testing"
+
+	"github.com/sluice-fs/sluice/internal/errs"
+	"github.com/sluice-fs/sluice/internal/wire"
+)
+
+// Garbler stands in front of a real server on loopback, as a network
+// between clients and servers: it passes every request on, and flips one
+// bit in the data of the chunk writes, and of the replies to the chunk
+// reads, that it is told to garble. A server started with `--advertise
+// Garbler.Addr` sends its clients' chunk traffic through it.
+type Garbler struct {
+	Addr string // where clients connect
+
+	mu       sync.Mutex
+	upstream string
+	up       *wire.Conn
+
+	writes, reads      atomic.Int64 // how many more to garble
+	garbledW, garbledR atomic.Int64 // how many were garbled
+}
+
+// StartGarbler listens on loopback; SetUpstream names the server before the
+// first request. It stops when the test ends.
+func StartGarbler(t testing.TB) *Garbler {
+	t.Helper()
+	g := &Garbler{}
+	srv := &wire.Server{}
+	for op := wire.Op(1); op < 255; op++ {
+		if op == wire.OpSession {
+			continue // answered by the server itself
+		}
+		srv.Handle(op, g.pass)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go srv.Serve(ln)
+	t.Cleanup(func() {
+		srv.Close()
+		g.mu.Lock()
+		if g.up != nil {
+			g.up.Close()
+		}
+		g.mu.Unlock()
+	})
+	g.Addr = ln.Addr().String()
+	return g
+}
+
+// SetUpstream names the server requests go to.
+func (g *Garbler) SetUpstream(addr string) {
+	g.mu.Lock()
+	g.upstream = addr
+	g.mu.Unlock()
+}
+
+// Garble makes g garble the data of the next writes chunk writes and of
+// the replies to the next reads chunk reads.
+func (g *Garbler) Garble(writes, reads int) {
+	g.writes.Store(int64(writes))
+	g.reads.Store(int64(reads))
+}
+
+// Garbled returns how many chunk writes and read replies g garbled.
+func (g *Garbler) Garbled() (writes, reads int) {
+	return int(g.garbledW.Load()), int(g.garbledR.Load())
+}
+
+func (g *Garbler) conn(ctx context.Context) (*wire.Conn, error) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.up == nil {
+		if g.upstream == "" {
+			return nil, errs.New(errs.Unavailable, "proctest: garbler has no upstream yet")
+		}
+		up, err := wire.Dial(ctx, g.upstream)
+		if err != nil {
+			return nil, err
+		}
+		g.up = up
+	}
+	return g.up, nil
+}
+
+// take reports whether to garble one more of n's kind.
+func take(n *atomic.Int64) bool {
+	for {
+		v := n.Load()
+		if v <= 0 {
+			return false
+		}
+		if n.CompareAndSwap(v, v-1) {
+			return true
+		}
+	}
+}
+
+// flip flips one bit of b, chosen from its length and a count.
+func flip(b []byte, k int64) {
+	if len(b) > 0 {
+		i := int((uint64(k)*2654435761 + uint64(len(b))/3) % uint64(len(b)))
+		b[i] ^= 1 << (k % 8)
+	}
+}
+
+func (g *Garbler) pass(ctx context.Context, r *wire.Request) (wire.Response, error) {
+	up, err := g.conn(ctx)
+	if err != nil {
+		return wire.Response{}, err
+	}
+	var data [][]byte
+	if len(r.Data) > 0 {
+		d := r.Data
+		if r.Op == wire.OpChunkWrite && take(&g.writes) {
+			d = append([]byte(nil), d...)
+			flip(d, g.garbledW.Add(1))
+		}
+		data = [][]byte{d}
+	}
+	var out rawMsg
+	size := 1 << 20
+	if r.Op == wire.OpChunkRead {
+		size = wire.MaxData
+	}
+	buf := make([]byte, size)
+	n, err := up.Call(ctx, r.Op, &rawMsg{r.Body}, data, &out, buf)
+	if err == nil && r.Op == wire.OpChunkRead && n > 0 && take(&g.reads) {
+		flip(buf[:n], g.garbledR.Add(1))
+	}
+	return wire.Response{Msg: &out, Data: buf[:n]}, err
+}
