@@ -121,7 +121,7 @@ func (c *Client) chunkCall(ctx context.Context, r chunkReq) (int, error) {
 			var conn *wire.Conn
 			if conn, err = c.targetConn(cctx, t); err == nil {
 				msg := r.msg(t, ref)
-				if w, ok := msg.(*wire.ChunkWriteReq); ok && !conn.Local() {
+				if w, ok := msg.(*wire.ChunkWriteReq); ok && !conn.InProcess() {
 					if !hasCRC {
 						crc, hasCRC = checksum.DataCRC(r.data...), true
 					}

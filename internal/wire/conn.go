@@ -3,6 +3,7 @@ package wire
 import (
 	"bufio"
 	"context"
+	"encoding/binary"
 	"fmt"
 	"io"
 	"net"
@@ -18,6 +19,7 @@ import (
 type Conn struct {
 	nc    net.Conn // nil for an in-process connection
 	local *Server  // the server of an in-process connection (see ServeLocal)
+	sums  bool     // frames carry checksums (the server agreed in its hello)
 	addr  string
 	id    uint64 // an in-process connection's Request.Conn
 	// session is the server's state of an in-process connection
@@ -36,6 +38,7 @@ type Conn struct {
 
 type call struct {
 	hdr      [HeaderSize]byte
+	sum      [sumSize]byte
 	body     []byte
 	data     [][]byte
 	respData []byte
@@ -68,7 +71,7 @@ func Dial(ctx context.Context, addr string) (*Conn, error) {
 		nc.SetDeadline(time.Now().Add(10 * time.Second))
 	}
 	var hello [helloSize]byte
-	putHello(hello[:], 0)
+	putHello(hello[:], helloSums)
 	if _, err := nc.Write(hello[:]); err != nil {
 		nc.Close()
 		return nil, &errs.Error{Code: errs.Unavailable, Msg: fmt.Sprintf("wire: hello to %s: %v", addr, err)}
@@ -82,12 +85,13 @@ func Dial(ctx context.Context, addr string) (*Conn, error) {
 		nc.Close()
 		return nil, fmt.Errorf("wire: %s: %w", addr, err)
 	}
-	if status != 0 {
+	if status&^helloSums != 0 {
 		nc.Close()
 		return nil, errs.New(errs.Protocol, "wire: %s refused protocol version %d (it speaks %d)", addr, Version, ver)
 	}
 	nc.SetDeadline(time.Time{})
 	c := &Conn{
+		sums:    status&helloSums != 0,
 		nc:      nc,
 		addr:    addr,
 		sendq:   make(chan *call, 256),
@@ -111,10 +115,6 @@ func (c *Conn) Err() error {
 }
 
 // Close closes the connection; calls in flight fail with errs.Unavailable.
-// Local reports whether c calls a server in this process (ServeLocal)
-// instead of writing frames to a socket.
-func (c *Conn) Local() bool { return c.local != nil }
-
 func (c *Conn) Close() error {
 	c.fail(&errs.Error{Code: errs.Unavailable, Msg: "wire: connection to " + c.addr + " closed"})
 	c.wg.Wait()
@@ -268,6 +268,10 @@ func (c *Conn) writeLoop() {
 			if len(cl.body) > 0 {
 				bufs = append(bufs, cl.body)
 			}
+			if c.sums {
+				binary.LittleEndian.PutUint32(cl.sum[:], frameSum(cl.hdr[:], cl.body))
+				bufs = append(bufs, cl.sum[:])
+			}
 			for _, d := range cl.data {
 				if len(d) > 0 {
 					bufs = append(bufs, d)
@@ -311,6 +315,24 @@ func (c *Conn) readLoop() {
 		if _, err := io.ReadFull(br, body); err != nil {
 			c.failWith(cl, err)
 			return
+		}
+		if c.sums {
+			var sum [sumSize]byte
+			if _, err := io.ReadFull(br, sum[:]); err != nil {
+				c.failWith(cl, err)
+				return
+			}
+			if got, want := frameSum(hb[:], body), binary.LittleEndian.Uint32(sum[:]); got != want {
+				// The ID may be garbled too: every call in flight fails,
+				// the one this frame named included.
+				e := &errs.Error{Code: errs.Unavailable, Msg: fmt.Sprintf("wire: a frame from %s was garbled in transit (header and body CRC32C %08x, the frame says %08x)", c.addr, got, want)}
+				if cl != nil {
+					cl.err = e
+					close(cl.done)
+				}
+				c.fail(e)
+				return
+			}
 		}
 		n := int(h.DataLen)
 		var dst []byte

@@ -8,6 +8,16 @@
 //
 //	u32 bodyLen | u32 dataLen | u64 requestID | u16 op | u16 flags | u32 status
 //
+// Frame checksums: a client that sets helloSums in its hello's status asks
+// for them, and a server that can answers with helloSums (older peers send
+// and answer 0, and then there are none). With them every frame has the
+// CRC32C of its header and body (u32, little-endian) between its body and
+// its data, both ways; a frame that does not match closes the connection
+// (errs.Unavailable for the calls in flight): a bit flipped in transit can
+// neither change a message nor send a reply to the wrong call. The data
+// is not covered (a chunk read's or write's carries its own CRC32C,
+// wire.ChunkWriteReq).
+//
 // Data is sent with writev straight from the caller's buffer and read
 // straight into the caller's buffer, so bulk bytes are not copied in user
 // space on either side. A peer that sends a malformed frame is disconnected;
@@ -16,6 +26,7 @@ package wire
 
 import (
 	"encoding/binary"
+	"hash/crc32"
 	"sync"
 
 	"github.com/sluice-fs/sluice/internal/errs"
@@ -34,7 +45,18 @@ const (
 
 	flagResponse = 1
 	helloSize    = 8
+
+	// helloSums in a hello's status: frame checksums (see above).
+	helloSums = 0x8000
+	sumSize   = 4
 )
+
+// frameSum is the checksum of a frame's header and body.
+func frameSum(hdr, body []byte) uint32 {
+	return crc32.Update(crc32.Checksum(hdr, castagnoli), castagnoli, body)
+}
+
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
 var magic = [4]byte{'S', 'L', 'C', 'E'}
 

@@ -3,6 +3,7 @@ package wire
 import (
 	"bufio"
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -222,6 +223,7 @@ func (s *Server) Close() error {
 
 type reply struct {
 	hdr     [HeaderSize]byte
+	sum     [sumSize]byte
 	body    []byte
 	data    []byte
 	release func()
@@ -230,6 +232,7 @@ type reply struct {
 type serverConn struct {
 	s        *Server
 	nc       net.Conn
+	sums     bool // frames carry checksums (the client asked in its hello)
 	remote   string
 	id       uint64 // Request.Conn
 	replies  chan *reply
@@ -255,22 +258,25 @@ func (s *Server) serveConn(nc net.Conn) {
 	if _, err := io.ReadFull(nc, hello[:]); err != nil {
 		return
 	}
-	ver, _, err := parseHello(hello[:])
+	ver, asked, err := parseHello(hello[:])
 	if err != nil {
 		s.logger().Warn("dropping connection", "remote", nc.RemoteAddr().String(), "err", err)
 		return
 	}
 	var status uint16
-	if ver != Version {
+	switch {
+	case ver != Version:
 		status = 1
+	case asked&helloSums != 0:
+		status = helloSums // frame checksums, as the client asked
 	}
 	putHello(hello[:], status)
-	if _, err := nc.Write(hello[:]); err != nil || status != 0 {
+	if _, err := nc.Write(hello[:]); err != nil || status&^helloSums != 0 {
 		return
 	}
 	nc.SetDeadline(time.Time{})
 
-	sc := &serverConn{s: s, nc: nc, remote: nc.RemoteAddr().String(), id: connIDs.Add(1), replies: make(chan *reply, 256), done: make(chan struct{})}
+	sc := &serverConn{s: s, nc: nc, sums: status == helloSums, remote: nc.RemoteAddr().String(), id: connIDs.Add(1), replies: make(chan *reply, 256), done: make(chan struct{})}
 	writerDone := make(chan struct{})
 	go func() { defer close(writerDone); sc.writeLoop() }()
 	sc.readLoop()
@@ -317,6 +323,18 @@ func (sc *serverConn) readLoop() {
 		if err := sc.readHolding(br, body, hold); err != nil {
 			hold.free()
 			return
+		}
+		if sc.sums {
+			var sum [sumSize]byte
+			if err := sc.readHolding(br, sum[:], hold); err != nil {
+				hold.free()
+				return
+			}
+			if got, want := frameSum(hb[:], body), binary.LittleEndian.Uint32(sum[:]); got != want {
+				hold.free()
+				s.logger().Warn("closing connection on a frame garbled in transit", "remote", sc.remote, "crc32c", fmt.Sprintf("%08x", got), "frame_says", fmt.Sprintf("%08x", want))
+				return
+			}
 		}
 		var data []byte
 		if h.DataLen > 0 {
@@ -498,6 +516,10 @@ func (sc *serverConn) writeLoop() {
 			bufs = append(bufs, r.hdr[:])
 			if len(r.body) > 0 {
 				bufs = append(bufs, r.body)
+			}
+			if sc.sums {
+				binary.LittleEndian.PutUint32(r.sum[:], frameSum(r.hdr[:], r.body))
+				bufs = append(bufs, r.sum[:])
 			}
 			if len(r.data) > 0 {
 				bufs = append(bufs, r.data)
