@@ -93,6 +93,23 @@ func (c *Client) route(id placement.ChainID, write bool, attempt int) (placement
 	return rs[(int(c.readSeq.Add(1))+attempt)%len(rs)], ref, nil
 }
 
+// checkPieces checks the bytes of a chunk read at off against the CRC32Cs
+// of its pieces (chunk.Pieces) from the target's reply.
+func checkPieces(data []byte, off int64, sums []uint32, ch placement.ChainID, t placement.TargetID) error {
+	if len(sums) != checksum.Pieces(off, len(data)) {
+		return errs.New(errs.Garbled, "client: read of %d bytes at %d from chain %d on target %d: %d checksums for %d pieces (garbled in transit)", len(data), off, ch, t, len(sums), checksum.Pieces(off, len(data)))
+	}
+	for i := range sums {
+		end := min(len(data), int(checksum.BlockSize-off%checksum.BlockSize))
+		if got := checksum.BlockCRC(data[:end]); got != sums[i] {
+			return errs.New(errs.Garbled, "client: read of %d bytes at %d from chain %d on target %d: the CRC32C of %d bytes at %d is %08x, the reply says %08x (garbled in transit)",
+				len(data), off, ch, t, end, off, got, sums[i])
+		}
+		data, off = data[end:], off+int64(end)
+	}
+	return nil
+}
+
 // chunkCall sends r, retrying as described above. It returns the number of
 // data bytes read into r.into.
 func (c *Client) chunkCall(ctx context.Context, r chunkReq) (int, error) {
@@ -128,9 +145,9 @@ func (c *Client) chunkCall(ctx context.Context, r chunkReq) (int, error) {
 					w.DataCRC, w.HasDataCRC = crc, true
 				}
 				n, err = conn.Call(cctx, r.op, msg, r.data, r.resp, r.into)
-				if rr, ok := r.resp.(*wire.ChunkReadResp); ok && err == nil && rr.HasDataCRC {
-					if got := checksum.DataCRC(r.into[:n]); got != rr.DataCRC {
-						err = errs.New(errs.Garbled, "client: read of %d bytes from chain %d on target %d: the data's CRC32C is %08x, the reply says %08x (garbled in transit)", n, r.chain, t, got, rr.DataCRC)
+				if rr, ok := r.resp.(*wire.ChunkReadResp); ok && err == nil && rr.HasDataSums {
+					if rq, ok := msg.(*wire.ChunkReadReq); ok {
+						err = checkPieces(r.into[:n], int64(rq.Off), rr.DataSums, r.chain, t)
 					}
 				}
 			}

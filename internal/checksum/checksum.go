@@ -24,6 +24,16 @@ var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 // zeros).
 func BlockCRC(b []byte) uint32 { return crc32.Checksum(b, castagnoli) }
 
+// Pieces returns how many pieces the range of n bytes at off of a chunk
+// has, split at every multiple of BlockSize: a chunk read's reply carries
+// the CRC32C of each (chunk.Store.ReadAtSums, wire.ChunkReadResp).
+func Pieces(off int64, n int) int {
+	if n <= 0 {
+		return 0
+	}
+	return int((off+int64(n)-1)/BlockSize - off/BlockSize + 1)
+}
+
 // DataCRC is the CRC32C of the bytes of pieces, in order: the check that a
 // chunk write's or read's data carries on the wire, end to end
 // (wire.ChunkWriteReq, wire.ChunkReadResp).

@@ -36,3 +36,17 @@ func TestDigest(t *testing.T) {
 		t.Error("the same blocks gave another digest")
 	}
 }
+
+func TestPieces(t *testing.T) {
+	for _, tc := range []struct {
+		off  int64
+		n, w int
+	}{
+		{0, 0, 0}, {0, 1, 1}, {0, BlockSize, 1}, {0, BlockSize + 1, 2}, {BlockSize - 1, 1, 1},
+		{BlockSize - 1, 2, 2}, {5, 3 * BlockSize, 4}, {BlockSize, 2 * BlockSize, 2},
+	} {
+		if got := Pieces(tc.off, tc.n); got != tc.w {
+			t.Errorf("Pieces(%d, %d) = %d, want %d", tc.off, tc.n, got, tc.w)
+		}
+	}
+}

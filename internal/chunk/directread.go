@@ -160,7 +160,7 @@ func (d *DirectReader) read(sc *scratch, off int64, p []byte) error {
 	}
 	// No fallback to a block's previous state: only the store may judge
 	// what a crash left.
-	return fillBlocks(read, sc, off, p, ents, func(int64, entry, []byte, int64) (int64, error) {
+	return fillBlocks(read, sc, off, p, ents, nil, func(int64, entry, []byte, int64) (int64, error) {
 		return 0, ErrDirectUnverified
 	})
 }

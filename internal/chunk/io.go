@@ -3,6 +3,7 @@ package chunk
 import (
 	"errors"
 	"fmt"
+	"github.com/sluice-fs/sluice/internal/checksum"
 	"golang.org/x/sys/unix"
 	"os"
 	"path/filepath"
@@ -68,6 +69,16 @@ func (s *Store) readEntries(h *handle, b0 int64, raw []byte, out []entry) error 
 // with an errs.Corruption error (p then holds garbage), is logged and
 // counted in Corruptions.
 func (s *Store) ReadAt(id ID, off int64, p []byte) (n int, chunkLen int64, err error) {
+	return s.ReadAtSums(id, off, p, nil)
+}
+
+// ReadAtSums is ReadAt that also gives the CRC32C of each piece of the
+// bytes read (the range split at every multiple of BlockSize) in
+// sums[:checksum.Pieces(off, n)]; sums must have room for checksum.Pieces(off, len(p)). A
+// whole block's is the checksum it was verified by, so the pieces' CRC32Cs
+// cost a pass only over partial and short blocks: a target sends them with
+// a read's data, end to end (wire.ChunkReadResp).
+func (s *Store) ReadAtSums(id ID, off int64, p []byte, sums []uint32) (n int, chunkLen int64, err error) {
 	if err := s.checkRange("read", id, off, 0); err != nil {
 		return 0, 0, err
 	}
@@ -92,7 +103,12 @@ func (s *Store) ReadAt(id ID, off int64, p []byte) (n int, chunkLen int64, err e
 	for done := 0; done < n; {
 		o := off + int64(done)
 		step := min(n-done, int(maxBatch*BlockSize-o%BlockSize))
-		if err := s.readLocked(h, sc, o, p[done:done+step]); err != nil {
+		var stepSums []uint32
+		if sums != nil {
+			first := checksum.Pieces(off, done) // pieces of the steps before: steps end on block boundaries
+			stepSums = sums[first : first+checksum.Pieces(o, step)]
+		}
+		if err := s.readSumsLocked(h, sc, o, p[done:done+step], stepSums); err != nil {
 			return 0, chunkLen, err
 		}
 		done += step
@@ -103,6 +119,11 @@ func (s *Store) ReadAt(id ID, off int64, p []byte) (n int, chunkLen int64, err e
 // readLocked reads p at off, spanning at most maxBatch blocks. h.mu must be
 // held (shared is enough).
 func (s *Store) readLocked(h *handle, sc *scratch, off int64, p []byte) error {
+	return s.readSumsLocked(h, sc, off, p, nil)
+}
+
+// readSumsLocked is readLocked that also fills sums (fillBlocks).
+func (s *Store) readSumsLocked(h *handle, sc *scratch, off int64, p []byte, sums []uint32) error {
 	end := off + int64(len(p))
 	b0, b1 := off/BlockSize, (end-1)/BlockSize
 	ents := sc.old[:b1-b0+1]
@@ -115,7 +136,7 @@ func (s *Store) readLocked(h *handle, sc *scratch, off int64, p []byte) error {
 		}
 		return nil
 	}
-	return fillBlocks(read, sc, off, p, ents, func(blk int64, e entry, b []byte, inEnd int64) (int64, error) {
+	return fillBlocks(read, sc, off, p, ents, sums, func(blk int64, e entry, b []byte, inEnd int64) (int64, error) {
 		// The last durable state of the block, after a power loss that
 		// kept a newer entry but not its data, still vouches for its
 		// own prefix. Bytes past it cannot be verified.
@@ -140,7 +161,10 @@ func (s *Store) readLocked(h *handle, sc *scratch, off int64, p []byte) error {
 // mismatch (given the block, its entry, its bytes and where the range
 // ends in it) returns how many of its bytes are valid, or an error. Both
 // the store's reads and direct reads (directread.go) follow these rules.
-func fillBlocks(read func(b []byte, off int64) error, sc *scratch, off int64, p []byte, ents []entry,
+// If sums is not nil, sums[i] gets the CRC32C of the bytes of p in the
+// range's i-th block: the entry's own for a whole block verified by it,
+// computed for the others.
+func fillBlocks(read func(b []byte, off int64) error, sc *scratch, off int64, p []byte, ents []entry, sums []uint32,
 	mismatch func(blk int64, e entry, b []byte, inEnd int64) (int64, error)) error {
 	// One pread for the whole range; partial blocks are re-read whole below.
 	if err := read(p, off); err != nil {
@@ -156,11 +180,21 @@ func fillBlocks(read func(b []byte, off int64) error, sc *scratch, off int64, p 
 		inOff, inEnd := lo-bs, hi-bs
 		if !e.hasData() {
 			clear(dst)
+			if sums != nil {
+				sums[i] = crc(dst)
+			}
 			continue
 		}
 		v := int64(e.cur.n)
 		if inOff == 0 && inEnd >= v && crc(dst[:v]) == e.cur.crc {
 			clear(dst[v:])
+			if sums != nil {
+				if int64(len(dst)) == v {
+					sums[i] = e.cur.crc // the bytes just verified
+				} else {
+					sums[i] = crc(dst)
+				}
+			}
 			continue
 		}
 		blkBuf := sc.block[:v]
@@ -176,6 +210,9 @@ func fillBlocks(read func(b []byte, off int64) error, sc *scratch, off int64, p 
 		}
 		c := copy(dst, blkBuf[min(inOff, valid):min(inEnd, valid)])
 		clear(dst[c:])
+		if sums != nil {
+			sums[i] = crc(dst)
+		}
 	}
 	return nil
 }

@@ -306,7 +306,11 @@ func (s *Service) handleRead(ctx context.Context, req *wire.Request) (wire.Respo
 		return wire.Response{}, h.fail(err)
 	}
 	buf := wire.GetBuf(int(m.Len))
-	n, chunkLen, err := st.ReadAt(chunk.ID{Ino: m.Ino, Slot: m.Slot}, int64(m.Off), buf)
+	var sums []uint32
+	if !req.Local { // end to end, for the trip back (none in process)
+		sums = make([]uint32, checksum.Pieces(int64(m.Off), len(buf)))
+	}
+	n, chunkLen, err := st.ReadAtSums(chunk.ID{Ino: m.Ino, Slot: m.Slot}, int64(m.Off), buf, sums)
 	release()
 	if err != nil {
 		wire.PutBuf(buf)
@@ -314,12 +318,11 @@ func (s *Service) handleRead(ctx context.Context, req *wire.Request) (wire.Respo
 	}
 	h.c.readOps.Add(1)
 	h.c.readBytes.Add(uint64(n))
-	var dataCRC uint32
-	if !req.Local { // end to end, for the trip back (none in process)
-		dataCRC = checksum.DataCRC(buf[:n])
+	if sums != nil {
+		sums = sums[:checksum.Pieces(int64(m.Off), n)]
 	}
 	return wire.Response{
-		Msg:     &wire.ChunkReadResp{ChunkLen: uint64(chunkLen), DataCRC: dataCRC, HasDataCRC: !req.Local},
+		Msg:     &wire.ChunkReadResp{ChunkLen: uint64(chunkLen), DataSums: sums, HasDataSums: !req.Local},
 		Data:    buf[:n],
 		Release: func() { wire.PutBuf(buf) },
 	}, nil

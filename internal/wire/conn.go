@@ -17,9 +17,10 @@ import (
 // Conn is the client end of a connection. Call is safe for concurrent use;
 // calls are multiplexed over the one TCP connection.
 type Conn struct {
-	nc    net.Conn // nil for an in-process connection
-	local *Server  // the server of an in-process connection (see ServeLocal)
-	sums  bool     // frames carry checksums (the server agreed in its hello)
+	nc    net.Conn      // nil for an in-process connection
+	local *Server       // the server of an in-process connection (see ServeLocal)
+	sums  bool          // frames carry checksums (the server agreed in its hello)
+	rsum  [sumSize]byte // a frame's checksum, read by readLoop (a field: no allocation per frame)
 	addr  string
 	id    uint64 // an in-process connection's Request.Conn
 	// session is the server's state of an in-process connection
@@ -317,12 +318,11 @@ func (c *Conn) readLoop() {
 			return
 		}
 		if c.sums {
-			var sum [sumSize]byte
-			if _, err := io.ReadFull(br, sum[:]); err != nil {
+			if _, err := io.ReadFull(br, c.rsum[:]); err != nil {
 				c.failWith(cl, err)
 				return
 			}
-			if got, want := frameSum(hb[:], body), binary.LittleEndian.Uint32(sum[:]); got != want {
+			if got, want := frameSum(hb[:], body), binary.LittleEndian.Uint32(c.rsum[:]); got != want {
 				// The ID may be garbled too: every call in flight fails,
 				// the one this frame named included.
 				e := &errs.Error{Code: errs.Unavailable, Msg: fmt.Sprintf("wire: a frame from %s was garbled in transit (header and body CRC32C %08x, the frame says %08x)", c.addr, got, want)}

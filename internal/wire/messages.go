@@ -1518,27 +1518,36 @@ func (m *ChunkReadReq) Decode(d *Decoder) {
 }
 
 // ChunkReadResp carries the chunk's current length with the data, and
-// the CRC32C of the data (HasDataCRC; version 2.7, appended): the client
-// checks the bytes it received against it (errs.Garbled). An older
-// target's reply has none.
+// the CRC32C of each piece of the data, split at every multiple of 64 KiB
+// of the chunk (chunk.Pieces; HasDataSums; version 2.7, appended): the
+// client checks the bytes it received against them (errs.Garbled). An
+// older target's reply has none. (Per piece, not one for all: a target
+// has a whole block's from the read's own verification.)
 type ChunkReadResp struct {
-	ChunkLen   uint64
-	DataCRC    uint32
-	HasDataCRC bool
+	ChunkLen    uint64
+	DataSums    []uint32
+	HasDataSums bool
 }
 
 func (m *ChunkReadResp) Encode(e *Encoder) {
 	e.U64(m.ChunkLen)
-	if m.HasDataCRC {
-		e.U32(m.DataCRC)
+	if m.HasDataSums {
+		e.Uvarint(uint64(len(m.DataSums)))
+		for _, c := range m.DataSums {
+			e.U32(c)
+		}
 	}
 }
 
 func (m *ChunkReadResp) Decode(d *Decoder) {
 	m.ChunkLen = d.U64()
-	m.DataCRC, m.HasDataCRC = 0, false
+	m.DataSums, m.HasDataSums = nil, false
 	if d.More() {
-		m.DataCRC, m.HasDataCRC = d.U32(), true
+		n := d.Count(4)
+		m.DataSums, m.HasDataSums = make([]uint32, n), true
+		for i := range m.DataSums {
+			m.DataSums[i] = d.U32()
+		}
 	}
 }
 

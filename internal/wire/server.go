@@ -232,7 +232,8 @@ type reply struct {
 type serverConn struct {
 	s        *Server
 	nc       net.Conn
-	sums     bool // frames carry checksums (the client asked in its hello)
+	sums     bool          // frames carry checksums (the client asked in its hello)
+	rsum     [sumSize]byte // a frame's checksum, read by readLoop
 	remote   string
 	id       uint64 // Request.Conn
 	replies  chan *reply
@@ -325,12 +326,11 @@ func (sc *serverConn) readLoop() {
 			return
 		}
 		if sc.sums {
-			var sum [sumSize]byte
-			if err := sc.readHolding(br, sum[:], hold); err != nil {
+			if err := sc.readHolding(br, sc.rsum[:], hold); err != nil {
 				hold.free()
 				return
 			}
-			if got, want := frameSum(hb[:], body), binary.LittleEndian.Uint32(sum[:]); got != want {
+			if got, want := frameSum(hb[:], body), binary.LittleEndian.Uint32(sc.rsum[:]); got != want {
 				hold.free()
 				s.logger().Warn("closing connection on a frame garbled in transit", "remote", sc.remote, "crc32c", fmt.Sprintf("%08x", got), "frame_says", fmt.Sprintf("%08x", want))
 				return
