@@ -3,10 +3,8 @@ package e2e
 import (
 	"bytes"
 	"context"
-	"io"
 	"math/rand/v2"
 	"net"
-	"net/http"
 	"regexp"
 	"strconv"
 	"testing"
@@ -32,15 +30,7 @@ func freePort(t *testing.T) string {
 // targets, from the server's admin port.
 func garbledWrites(t *testing.T, admin string) int {
 	t.Helper()
-	resp, err := http.Get("http://" + admin + "/metrics")
-	if err != nil {
-		t.Fatal(err)
-	}
-	body, err := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	if err != nil {
-		t.Fatal(err)
-	}
+	body := adminMetrics(t, admin)
 	n := 0
 	for _, m := range regexp.MustCompile(`(?m)^sluice_target_garbled_writes_total\{[^}]*\} (\d+)`).FindAllSubmatch(body, -1) {
 		v, _ := strconv.Atoi(string(m[1]))

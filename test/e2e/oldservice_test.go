@@ -15,9 +15,8 @@ import (
 	"github.com/sluice-fs/sluice/internal/wire"
 )
 
-// serverOps reads how many requests of each metadata op the server at
-// admin served.
-func serverOps(t *testing.T, admin string, ops ...string) map[string]int {
+// adminMetrics reads the metrics page of the server at admin.
+func adminMetrics(t *testing.T, admin string) []byte {
 	t.Helper()
 	resp, err := http.Get("http://" + admin + "/metrics")
 	if err != nil {
@@ -28,6 +27,14 @@ func serverOps(t *testing.T, admin string, ops ...string) map[string]int {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return body
+}
+
+// serverOps reads how many requests of each metadata op the server at
+// admin served.
+func serverOps(t *testing.T, admin string, ops ...string) map[string]int {
+	t.Helper()
+	body := adminMetrics(t, admin)
 	n := make(map[string]int)
 	for _, op := range ops {
 		m := regexp.MustCompile(`(?m)^sluice_op_duration_seconds_count\{kind="meta",op="` + op + `"\} (\d+)`).FindSubmatch(body)
