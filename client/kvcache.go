@@ -10,6 +10,7 @@ import (
 
 	"golang.org/x/sync/errgroup"
 
+	"github.com/sluice-fs/sluice/internal/checksum"
 	"github.com/sluice-fs/sluice/internal/errs"
 	"github.com/sluice-fs/sluice/internal/placement"
 	"github.com/sluice-fs/sluice/internal/wire"
@@ -107,12 +108,34 @@ func (c *Client) KVOpen(ctx context.Context, name string) (*KVStore, error) {
 }
 
 func (c *Client) kvCall(ctx context.Context, t placement.TargetID, op wire.Op, req wire.Message, data [][]byte, resp wire.Message, into []byte) error {
-	conn, err := c.targetConn(ctx, t)
-	if err != nil {
-		return err
-	}
-	_, err = conn.Call(ctx, op, req, data, resp, into)
+	_, err := c.kvCallN(ctx, t, op, req, data, resp, into)
 	return err
+}
+
+// kvCallN is kvCall that returns how many bytes it read into into. Values
+// are checked in transit (ADR 0029): a put's part carries its CRC32C, a
+// read's bytes are checked against the reply's; data garbled in transit is
+// sent again, at most maxGarbled times (not in process: nothing is in
+// transit).
+func (c *Client) kvCallN(ctx context.Context, t placement.TargetID, op wire.Op, req wire.Message, data [][]byte, resp wire.Message, into []byte) (int, error) {
+	for garbled := 0; ; garbled++ {
+		conn, err := c.targetConn(ctx, t)
+		if err != nil {
+			return 0, err
+		}
+		if p, ok := req.(*wire.KVPutReq); ok && !conn.InProcess() && !p.HasDataCRC {
+			p.DataCRC, p.HasDataCRC = checksum.DataCRC(data...), true
+		}
+		n, err := conn.Call(ctx, op, req, data, resp, into)
+		if g, ok := resp.(*wire.KVGetResp); ok && err == nil && g.HasDataCRC {
+			if got := checksum.DataCRC(into[:n]); got != g.DataCRC {
+				err = errs.New(errs.Garbled, "client: kv read of %d bytes from target %d: the data's CRC32C is %08x, the reply says %08x (garbled in transit)", n, t, got, g.DataCRC)
+			}
+		}
+		if errs.CodeOf(err) != errs.Garbled || garbled >= maxGarbled || ctx.Err() != nil {
+			return n, err
+		}
+	}
 }
 
 func (s *KVStore) req(t placement.TargetID) wire.KVReq { return wire.KVReq{Target: t, Store: s.name} }
@@ -274,10 +297,7 @@ func (s *KVStore) GetAt(ctx context.Context, key string, p []byte, off int64) (n
 	for _, t := range s.targetsOf(key) {
 		var r wire.KVGetResp
 		req := &wire.KVGetReq{KVReq: s.req(t), Key: key, Off: uint64(off), Len: uint64(len(p))}
-		conn, err := s.c.targetConn(ctx, t)
-		if err == nil {
-			n, err = conn.Call(ctx, wire.OpKVGet, req, nil, &r, p)
-		}
+		n, err = s.c.kvCallN(ctx, t, wire.OpKVGet, req, nil, &r, p)
 		if err == nil {
 			return n, int64(r.Total), nil
 		}

@@ -21,6 +21,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/sluice-fs/sluice/internal/checksum"
 	"github.com/sluice-fs/sluice/internal/errs"
 	"github.com/sluice-fs/sluice/internal/placement"
 	"github.com/sluice-fs/sluice/internal/wire"
@@ -184,9 +185,20 @@ func handle[Req any, P interface {
 		if err := wire.Unmarshal(r.Body, m); err != nil {
 			return wire.Response{}, fmt.Errorf("kvcache: op %d: %w", op, errs.New(errs.Protocol, "malformed request body: %v", err))
 		}
+		// Values are checked in transit (ADR 0029): a part against the
+		// client's CRC32C before it is stored, a read's bytes with the
+		// CRC32C sent back (none in process).
+		if p, ok := any(m).(*wire.KVPutReq); ok && p.HasDataCRC {
+			if got := checksum.DataCRC(r.Data); got != p.DataCRC {
+				return wire.Response{}, errs.New(errs.Garbled, "kvcache: put of %d bytes at %d of %q: the data's CRC32C is %08x, the request says %08x (garbled in transit)", len(r.Data), p.Off, p.Key, got, p.DataCRC)
+			}
+		}
 		resp, data, err := fn(ctx, m, r.Data)
 		if err != nil {
 			return wire.Response{}, err
+		}
+		if g, ok := resp.(*wire.KVGetResp); ok && !r.Local {
+			g.DataCRC, g.HasDataCRC = checksum.DataCRC(data), true
 		}
 		return wire.Response{Msg: resp, Data: data}, nil
 	})

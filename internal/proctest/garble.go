@@ -13,8 +13,9 @@ import (
 
 // Garbler stands in front of a real server on loopback, as a network
 // between clients and servers: it passes every request on, and flips one
-// bit in the data of the chunk writes, and of the replies to the chunk
-// reads, that it is told to garble. A server started with `--advertise
+// bit in the data of the chunk writes and KV-cache puts, and of the
+// replies to the chunk reads and KV-cache gets, that it is told to
+// garble. A server started with `--advertise
 // Garbler.Addr` sends its clients' chunk traffic through it.
 type Garbler struct {
 	Addr string // where clients connect
@@ -63,14 +64,15 @@ func (g *Garbler) SetUpstream(addr string) {
 	g.mu.Unlock()
 }
 
-// Garble makes g garble the data of the next writes chunk writes and of
-// the replies to the next reads chunk reads.
+// Garble makes g garble the data of the next writes chunk writes or KV
+// puts and of the replies to the next reads chunk reads or KV gets.
 func (g *Garbler) Garble(writes, reads int) {
 	g.writes.Store(int64(writes))
 	g.reads.Store(int64(reads))
 }
 
-// Garbled returns how many chunk writes and read replies g garbled.
+// Garbled returns how many writes (chunk writes, KV puts) and read
+// replies (chunk reads, KV gets) g garbled.
 func (g *Garbler) Garbled() (writes, reads int) {
 	return int(g.garbledW.Load()), int(g.garbledR.Load())
 }
@@ -120,7 +122,7 @@ func (g *Garbler) pass(ctx context.Context, r *wire.Request) (wire.Response, err
 	var data [][]byte
 	if len(r.Data) > 0 {
 		d := r.Data
-		if r.Op == wire.OpChunkWrite && take(&g.writes) {
+		if (r.Op == wire.OpChunkWrite || r.Op == wire.OpKVPut) && take(&g.writes) {
 			d = append([]byte(nil), d...)
 			flip(d, g.garbledW.Add(1))
 		}
@@ -128,12 +130,12 @@ func (g *Garbler) pass(ctx context.Context, r *wire.Request) (wire.Response, err
 	}
 	var out rawMsg
 	size := 1 << 20
-	if r.Op == wire.OpChunkRead {
+	if r.Op == wire.OpChunkRead || r.Op == wire.OpKVGet {
 		size = wire.MaxData
 	}
 	buf := make([]byte, size)
 	n, err := up.Call(ctx, r.Op, &rawMsg{r.Body}, data, &out, buf)
-	if err == nil && r.Op == wire.OpChunkRead && n > 0 && take(&g.reads) {
+	if err == nil && (r.Op == wire.OpChunkRead || r.Op == wire.OpKVGet) && n > 0 && take(&g.reads) {
 		flip(buf[:n], g.garbledR.Add(1))
 	}
 	return wire.Response{Msg: &out, Data: buf[:n]}, err

@@ -209,6 +209,14 @@ func canonicalize(m Message) {
 		if !m.HasDataSums {
 			m.DataSums = nil
 		}
+	case *KVPutReq:
+		if !m.HasDataCRC {
+			m.DataCRC = 0
+		}
+	case *KVGetResp:
+		if !m.HasDataCRC {
+			m.DataCRC = 0
+		}
 	}
 }
 

@@ -82,6 +82,11 @@ type KVPutReq struct {
 	Upload uint64
 	Total  uint64
 	Off    uint64
+	// DataCRC is the CRC32C of the part (the frame's data), checked by
+	// the target (HasDataCRC; appended 2026-12-02, absent from an older
+	// client and then not checked; ADR 0029).
+	DataCRC    uint32
+	HasDataCRC bool
 }
 
 func (m *KVPutReq) Encode(e *Encoder) {
@@ -90,6 +95,9 @@ func (m *KVPutReq) Encode(e *Encoder) {
 	e.U64(m.Upload)
 	e.U64(m.Total)
 	e.U64(m.Off)
+	if m.HasDataCRC {
+		e.U32(m.DataCRC)
+	}
 }
 
 func (m *KVPutReq) Decode(d *Decoder) {
@@ -98,6 +106,10 @@ func (m *KVPutReq) Decode(d *Decoder) {
 	m.Upload = d.U64()
 	m.Total = d.U64()
 	m.Off = d.U64()
+	m.DataCRC, m.HasDataCRC = 0, false
+	if d.More() {
+		m.DataCRC, m.HasDataCRC = d.U32(), true
+	}
 }
 
 // Put outcomes (KVPutResp.Status).
@@ -131,11 +143,29 @@ func (m *KVGetReq) Decode(d *Decoder) {
 	m.Len = d.U64()
 }
 
-// KVGetResp carries the value's total length; the bytes are the data.
-type KVGetResp struct{ Total uint64 }
+// KVGetResp carries the value's total length; the bytes are the data,
+// whose CRC32C the client checks (HasDataCRC; appended 2026-12-02, absent
+// from an older target and in process; ADR 0029).
+type KVGetResp struct {
+	Total      uint64
+	DataCRC    uint32
+	HasDataCRC bool
+}
 
-func (m *KVGetResp) Encode(e *Encoder) { e.U64(m.Total) }
-func (m *KVGetResp) Decode(d *Decoder) { m.Total = d.U64() }
+func (m *KVGetResp) Encode(e *Encoder) {
+	e.U64(m.Total)
+	if m.HasDataCRC {
+		e.U32(m.DataCRC)
+	}
+}
+
+func (m *KVGetResp) Decode(d *Decoder) {
+	m.Total = d.U64()
+	m.DataCRC, m.HasDataCRC = 0, false
+	if d.More() {
+		m.DataCRC, m.HasDataCRC = d.U32(), true
+	}
+}
 
 // KVKeysReq names keys of a share.
 type KVKeysReq struct {

@@ -39,12 +39,13 @@ func garbledWrites(t *testing.T, admin string) int {
 	return n
 }
 
-// TestGarbledInTransit puts a network that flips bits in chunk data
-// between the client library and the server (the server advertises the
-// garbler as its address): writes and reads garbled in transit are caught
-// by their CRC32C and sent again, so the file holds and returns exactly
-// the bytes written; data garbled more times in a row than the client
-// retries fails the write with EIO and is never stored.
+// TestGarbledInTransit puts a network that flips bits in chunk data and
+// KV-cache values between the client library and the server (the server
+// advertises the garbler as its address): writes and reads garbled in
+// transit are caught by their CRC32C and sent again, so the file (and the
+// value) holds and returns exactly the bytes written; data garbled more
+// times in a row than the client retries fails the write with EIO and is
+// never stored.
 func TestGarbledInTransit(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -101,6 +102,27 @@ func TestGarbledInTransit(t *testing.T) {
 	}
 	if _, r := g.Garbled(); r != 3 {
 		t.Fatalf("%d read replies garbled, want 3", r)
+	}
+
+	// KV-cache values: a put garbled twice and a get garbled twice.
+	if err := c.KVCreate(ctx, "kv", client.KVConfig{Capacity: 64 << 20}); err != nil {
+		t.Fatal(err)
+	}
+	kv, err := c.KVOpen(ctx, "kv")
+	if err != nil {
+		t.Fatal(err)
+	}
+	w0, r0 := g.Garbled()
+	g.Garble(2, 2)
+	if _, err := kv.Put(ctx, []string{"v"}, [][]byte{data[:1<<20]}); err != nil {
+		t.Fatalf("kv put garbled twice (and sent again): %v", err)
+	}
+	vbuf := make([]byte, 1<<20)
+	if n, err := kv.Get(ctx, []string{"v"}, [][]byte{vbuf}); err != nil || n[0] != 1<<20 || !bytes.Equal(vbuf, data[:1<<20]) {
+		t.Fatalf("kv get garbled twice: %v, %v, or other bytes", n, err)
+	}
+	if w, r := g.Garbled(); w-w0 != 2 || r-r0 != 2 {
+		t.Fatalf("%d kv puts and %d gets garbled, want 2 and 2", w-w0, r-r0)
 	}
 
 	// Garbled every time: the write fails, with EIO, and stores nothing
