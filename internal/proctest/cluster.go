@@ -42,6 +42,9 @@ type ClusterOptions struct {
 	// in and the address it listens on there ("" for the root namespace
 	// and Host). See Netns.
 	Netns func(i int) (ns, host string)
+	// NodeArgs, if set, returns extra arguments of storage node i (after
+	// the harness's own: a flag given again wins, e.g. --listen).
+	NodeArgs func(i int) []string
 }
 
 // Cluster is a multi-process Sluice cluster on one machine: an etcd server
@@ -120,6 +123,9 @@ func StartCluster(tb testing.TB, binary string, opts ClusterOptions) *Cluster {
 		m := &Member{Name: fmt.Sprintf("node%d", i+1), DataDir: filepath.Join(dir, fmt.Sprintf("node%d", i+1))}
 		m.argv = append(argv, "target", "--listen", host+":0", "--meta", c.MetaAddrs(), "--data-dir", m.DataDir,
 			"--node", m.Name, "--targets", strconv.Itoa(opts.TargetsPerNode), "--fence", (opts.HeartbeatTimeout * 3 / 4).String())
+		if opts.NodeArgs != nil {
+			m.argv = append(m.argv, opts.NodeArgs(i)...)
+		}
 		c.start(m)
 		c.Nodes = append(c.Nodes, m)
 	}

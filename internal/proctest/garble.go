@@ -26,6 +26,32 @@ type Garbler struct {
 
 	writes, reads      atomic.Int64 // how many more to garble
 	garbledW, garbledR atomic.Int64 // how many were garbled
+	forwardedOnly      atomic.Bool  // garble only chunk writes a replica forwards
+}
+
+// ForwardedOnly makes g garble only the chunk writes that a chain's
+// replica passes to the next (not a client's, nor KV puts): the hop
+// between storage nodes.
+func (g *Garbler) ForwardedOnly() { g.forwardedOnly.Store(true) }
+
+// garbleWrite reports whether to garble the data of request r.
+func (g *Garbler) garbleWrite(r *wire.Request) bool {
+	switch r.Op {
+	case wire.OpChunkWrite:
+		if g.forwardedOnly.Load() {
+			var m wire.ChunkWriteReq
+			if wire.Unmarshal(r.Body, &m) != nil || m.Flags&wire.FlagForwarded == 0 {
+				return false
+			}
+		}
+	case wire.OpKVPut:
+		if g.forwardedOnly.Load() {
+			return false
+		}
+	default:
+		return false
+	}
+	return take(&g.writes)
 }
 
 // StartGarbler listens on loopback; SetUpstream names the server before the
@@ -122,7 +148,7 @@ func (g *Garbler) pass(ctx context.Context, r *wire.Request) (wire.Response, err
 	var data [][]byte
 	if len(r.Data) > 0 {
 		d := r.Data
-		if (r.Op == wire.OpChunkWrite || r.Op == wire.OpKVPut) && take(&g.writes) {
+		if g.garbleWrite(r) {
 			d = append([]byte(nil), d...)
 			flip(d, g.garbledW.Add(1))
 		}
