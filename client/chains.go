@@ -29,7 +29,7 @@ const attemptTimeout = 10 * time.Second
 // Chunk data is checked end to end between processes (wire version 2.7): a
 // write carries the CRC32C of its data, which the targets check before
 // they store it or pass it down the chain; a read's reply carries the
-// CRC32C of its data, which chunkCall checks. Data garbled in transit
+// CRC32C of each 64 KiB piece of its data, which chunkCall checks. Data garbled in transit
 // (errs.Garbled) is sent again, at most maxGarbled times for one request,
 // then the error is returned. Calls in process (a connection to a server
 // in this process, wire.ServeLocal) carry no CRC32C: nothing is in transit.
@@ -94,7 +94,7 @@ func (c *Client) route(id placement.ChainID, write bool, attempt int) (placement
 }
 
 // checkPieces checks the bytes of a chunk read at off against the CRC32Cs
-// of its pieces (chunk.Pieces) from the target's reply.
+// of its pieces (checksum.Pieces) from the target's reply.
 func checkPieces(data []byte, off int64, sums []uint32, ch placement.ChainID, t placement.TargetID) error {
 	if len(sums) != checksum.Pieces(off, len(data)) {
 		return errs.New(errs.Garbled, "client: read of %d bytes at %d from chain %d on target %d: %d checksums for %d pieces (garbled in transit)", len(data), off, ch, t, len(sums), checksum.Pieces(off, len(data)))

@@ -3,12 +3,13 @@ package chunk
 import (
 	"errors"
 	"fmt"
-	"github.com/sluice-fs/sluice/internal/checksum"
-	"golang.org/x/sys/unix"
 	"os"
 	"path/filepath"
 	"sync"
 
+	"golang.org/x/sys/unix"
+
+	"github.com/sluice-fs/sluice/internal/checksum"
 	"github.com/sluice-fs/sluice/internal/errs"
 )
 

@@ -24,6 +24,14 @@ func (e *Encoder) Bool(v bool) {
 	}
 }
 func (e *Encoder) Uvarint(v uint64) { e.B = binary.AppendUvarint(e.B, v) }
+
+// OptU32 appends v if has: a trailing optional field, left out when unset
+// (Decoder.OptU32).
+func (e *Encoder) OptU32(v uint32, has bool) {
+	if has {
+		e.U32(v)
+	}
+}
 func (e *Encoder) Bytes(v []byte) {
 	e.Uvarint(uint64(len(v)))
 	e.B = append(e.B, v...)
@@ -58,6 +66,15 @@ func (d *Decoder) Err() error { return d.err }
 // More reports whether input is left: a message reads the fields appended
 // in later versions only when it is (older senders end before them).
 func (d *Decoder) More() bool { return d.err == nil && len(d.B) > 0 }
+
+// OptU32 reads a trailing optional u32 (Encoder.OptU32): (0, false) when
+// the input has ended (an older sender's).
+func (d *Decoder) OptU32() (uint32, bool) {
+	if !d.More() {
+		return 0, false
+	}
+	return d.U32(), true
+}
 
 func (d *Decoder) take(n int) []byte {
 	if d.err != nil || n < 0 || len(d.B) < n {

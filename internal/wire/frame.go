@@ -26,9 +26,9 @@ package wire
 
 import (
 	"encoding/binary"
-	"hash/crc32"
 	"sync"
 
+	"github.com/sluice-fs/sluice/internal/checksum"
 	"github.com/sluice-fs/sluice/internal/errs"
 )
 
@@ -52,11 +52,7 @@ const (
 )
 
 // frameSum is the checksum of a frame's header and body.
-func frameSum(hdr, body []byte) uint32 {
-	return crc32.Update(crc32.Checksum(hdr, castagnoli), castagnoli, body)
-}
-
-var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+func frameSum(hdr, body []byte) uint32 { return checksum.DataCRC(hdr, body) }
 
 var magic = [4]byte{'S', 'L', 'C', 'E'}
 

@@ -95,9 +95,7 @@ func (m *KVPutReq) Encode(e *Encoder) {
 	e.U64(m.Upload)
 	e.U64(m.Total)
 	e.U64(m.Off)
-	if m.HasDataCRC {
-		e.U32(m.DataCRC)
-	}
+	e.OptU32(m.DataCRC, m.HasDataCRC)
 }
 
 func (m *KVPutReq) Decode(d *Decoder) {
@@ -106,10 +104,7 @@ func (m *KVPutReq) Decode(d *Decoder) {
 	m.Upload = d.U64()
 	m.Total = d.U64()
 	m.Off = d.U64()
-	m.DataCRC, m.HasDataCRC = 0, false
-	if d.More() {
-		m.DataCRC, m.HasDataCRC = d.U32(), true
-	}
+	m.DataCRC, m.HasDataCRC = d.OptU32()
 }
 
 // Put outcomes (KVPutResp.Status).
@@ -154,17 +149,12 @@ type KVGetResp struct {
 
 func (m *KVGetResp) Encode(e *Encoder) {
 	e.U64(m.Total)
-	if m.HasDataCRC {
-		e.U32(m.DataCRC)
-	}
+	e.OptU32(m.DataCRC, m.HasDataCRC)
 }
 
 func (m *KVGetResp) Decode(d *Decoder) {
 	m.Total = d.U64()
-	m.DataCRC, m.HasDataCRC = 0, false
-	if d.More() {
-		m.DataCRC, m.HasDataCRC = d.U32(), true
-	}
+	m.DataCRC, m.HasDataCRC = d.OptU32()
 }
 
 // KVKeysReq names keys of a share.

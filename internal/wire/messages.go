@@ -1472,9 +1472,7 @@ func (m *ChunkWriteReq) Encode(e *Encoder) {
 	e.U64(m.Off)
 	e.Bool(m.Sync)
 	m.Qos.Encode(e)
-	if m.HasDataCRC {
-		e.U32(m.DataCRC)
-	}
+	e.OptU32(m.DataCRC, m.HasDataCRC)
 }
 
 func (m *ChunkWriteReq) Decode(d *Decoder) {
@@ -1485,10 +1483,7 @@ func (m *ChunkWriteReq) Decode(d *Decoder) {
 	if d.More() {
 		m.Qos.Decode(d)
 	}
-	m.DataCRC, m.HasDataCRC = 0, false
-	if d.More() {
-		m.DataCRC, m.HasDataCRC = d.U32(), true
-	}
+	m.DataCRC, m.HasDataCRC = d.OptU32()
 }
 
 // ChunkReadReq reads Len bytes at Off. The reply's data is shorter when the
@@ -1519,7 +1514,7 @@ func (m *ChunkReadReq) Decode(d *Decoder) {
 
 // ChunkReadResp carries the chunk's current length with the data, and
 // the CRC32C of each piece of the data, split at every multiple of 64 KiB
-// of the chunk (chunk.Pieces; HasDataSums; version 2.7, appended): the
+// of the chunk (checksum.Pieces; HasDataSums; version 2.7, appended): the
 // client checks the bytes it received against them (errs.Garbled). An
 // older target's reply has none. (Per piece, not one for all: a target
 // has a whole block's from the read's own verification.)
