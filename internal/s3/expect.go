@@ -4,6 +4,9 @@ import (
 	"bytes"
 	"net"
 	"net/http"
+	"strconv"
+
+	"golang.org/x/net/http/httpguts"
 )
 
 // Go's net/http answers a request whose Expect header is anything but
@@ -183,7 +186,7 @@ func (f *framer) head(in []byte) (int, []byte) {
 		lineOff := off
 		off += len(line) + 2
 		name, value, ok := bytes.Cut(line, []byte(":"))
-		if !ok || !isToken(name) {
+		if !ok || !httpguts.ValidHeaderFieldName(string(name)) {
 			return f.pass(in) // also a folded line: it starts with a space
 		}
 		value = trimOWS(value)
@@ -260,18 +263,9 @@ func (f *framer) chunkLine(in []byte) (int, []byte) {
 	if len(size) == 0 || len(size) > 16 {
 		return f.pass(in)
 	}
-	var n uint64
-	for _, c := range size {
-		switch {
-		case '0' <= c && c <= '9':
-			n = n<<4 | uint64(c-'0')
-		case 'a' <= c && c <= 'f':
-			n = n<<4 | uint64(c-'a'+10)
-		case 'A' <= c && c <= 'F':
-			n = n<<4 | uint64(c-'A'+10)
-		default:
-			return f.pass(in)
-		}
+	n, err := strconv.ParseUint(string(size), 16, 64) // hex digits only, as net/http
+	if err != nil {
+		return f.pass(in)
 	}
 	if n == 0 {
 		f.state = frTrailer
@@ -303,32 +297,6 @@ func (f *framer) trailer(in []byte) (int, []byte) {
 	f.state = frHead
 	return end + 2, nil
 }
-
-func isToken(b []byte) bool {
-	if len(b) == 0 {
-		return false
-	}
-	for _, c := range b {
-		if c >= 0x80 || !tokenChar[c] {
-			return false
-		}
-	}
-	return true
-}
-
-// tokenChar holds the bytes of an HTTP token (RFC 9110, tchar).
-var tokenChar = func() (t [128]bool) {
-	for c := '0'; c <= '9'; c++ {
-		t[c] = true
-	}
-	for c := 'a'; c <= 'z'; c++ {
-		t[c], t[c-'a'+'A'] = true, true
-	}
-	for _, c := range "!#$%&'*+-.^_`|~" {
-		t[c] = true
-	}
-	return t
-}()
 
 func trimOWS(b []byte) []byte { return bytes.Trim(b, " \t") }
 

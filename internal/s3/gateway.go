@@ -280,7 +280,7 @@ func (w *responseWriter) Flush() {
 	}
 }
 
-// randReader is the source of request and upload IDs and generated keys.
+// randReader is the source of upload IDs and generated keys.
 var randReader = rand.Reader
 
 // requestIDs numbers requests: an ID is 16 upper-case hex digits, a

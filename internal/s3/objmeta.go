@@ -101,7 +101,7 @@ func (m *objectMeta) clone() *objectMeta {
 // metaCache holds metadata decoded recently, by its stored bytes: GETs
 // and listings decode the same few hundred bytes of JSON again and again
 // (decoding was 4% of the gateway's CPU in a benchmark of small GETs, and
-// most of a listing's cost per key). The bytes are the whole key, so an
+// part of a listing's cost per key). The bytes are the whole key, so an
 // entry is never stale. It holds at most metaCacheMax entries and starts
 // over when full.
 type metaCache struct {
