@@ -2,7 +2,6 @@ package proctest
 
 import (
 	"context"
-	"net"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -59,27 +58,14 @@ func (g *Garbler) garbleWrite(r *wire.Request) bool {
 func StartGarbler(t testing.TB) *Garbler {
 	t.Helper()
 	g := &Garbler{}
-	srv := &wire.Server{}
-	for op := wire.Op(1); op < 255; op++ {
-		if op == wire.OpSession {
-			continue // answered by the server itself
-		}
-		srv.Handle(op, g.pass)
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	go srv.Serve(ln)
-	t.Cleanup(func() {
-		srv.Close()
+	t.Cleanup(func() { // after the server's (cleanups run last first)
 		g.mu.Lock()
 		if g.up != nil {
 			g.up.Close()
 		}
 		g.mu.Unlock()
 	})
-	g.Addr = ln.Addr().String()
+	g.Addr = serveProxy(t, g.pass, nil)
 	return g
 }
 
@@ -145,24 +131,19 @@ func (g *Garbler) pass(ctx context.Context, r *wire.Request) (wire.Response, err
 	if err != nil {
 		return wire.Response{}, err
 	}
-	var data [][]byte
-	if len(r.Data) > 0 {
-		d := r.Data
-		if g.garbleWrite(r) {
-			d = append([]byte(nil), d...)
-			flip(d, g.garbledW.Add(1))
-		}
-		data = [][]byte{d}
+	d := r.Data
+	if len(d) > 0 && g.garbleWrite(r) {
+		d = append([]byte(nil), d...)
+		flip(d, g.garbledW.Add(1))
 	}
-	var out rawMsg
 	size := 1 << 20
-	if r.Op == wire.OpChunkRead || r.Op == wire.OpKVGet {
+	reply := r.Op == wire.OpChunkRead || r.Op == wire.OpKVGet // data comes back
+	if reply {
 		size = wire.MaxData
 	}
-	buf := make([]byte, size)
-	n, err := up.Call(ctx, r.Op, &rawMsg{r.Body}, data, &out, buf)
-	if err == nil && (r.Op == wire.OpChunkRead || r.Op == wire.OpKVGet) && n > 0 && take(&g.reads) {
-		flip(buf[:n], g.garbledR.Add(1))
+	resp, err := forward(ctx, up, r, d, size)
+	if err == nil && reply && len(resp.Data) > 0 && take(&g.reads) {
+		flip(resp.Data, g.garbledR.Add(1))
 	}
-	return wire.Response{Msg: &out, Data: buf[:n]}, err
+	return resp, err
 }

@@ -37,29 +37,34 @@ func StartOlderService(t testing.TB, upstream string, refuse ...wire.Op) *OlderS
 	}
 	t.Cleanup(func() { up.Close() })
 	o := &OlderService{refs: make(map[wire.Op]int)}
+	o.Addr = serveProxy(t, func(ctx context.Context, r *wire.Request) (wire.Response, error) {
+		return forward(ctx, up, r, r.Data, 1<<20)
+	}, func(srv *wire.Server) {
+		for _, op := range refuse {
+			srv.Handle(op, func(context.Context, *wire.Request) (wire.Response, error) {
+				o.mu.Lock()
+				o.refs[op]++
+				o.mu.Unlock()
+				return wire.Response{}, errs.New(errs.NotSupported, "wire: unknown op %d", op)
+			})
+		}
+	})
+	return o
+}
+
+// serveProxy serves every op but OpSession (which a wire server answers
+// itself) with pass on loopback, after which more may change some ops'
+// handlers, until the test ends. It returns the address.
+func serveProxy(t testing.TB, pass wire.HandlerFunc, more func(*wire.Server)) string {
+	t.Helper()
 	srv := &wire.Server{}
 	for op := wire.Op(1); op < 255; op++ {
-		if op == wire.OpSession {
-			continue // answered by the server itself
+		if op != wire.OpSession {
+			srv.Handle(op, pass)
 		}
-		srv.Handle(op, func(ctx context.Context, r *wire.Request) (wire.Response, error) {
-			var out rawMsg
-			buf := make([]byte, 1<<20)
-			var data [][]byte
-			if len(r.Data) > 0 {
-				data = [][]byte{r.Data}
-			}
-			n, err := up.Call(ctx, r.Op, &rawMsg{r.Body}, data, &out, buf)
-			return wire.Response{Msg: &out, Data: buf[:n]}, err
-		})
 	}
-	for _, op := range refuse {
-		srv.Handle(op, func(context.Context, *wire.Request) (wire.Response, error) {
-			o.mu.Lock()
-			o.refs[op]++
-			o.mu.Unlock()
-			return wire.Response{}, errs.New(errs.NotSupported, "wire: unknown op %d", op)
-		})
+	if more != nil {
+		more(srv)
 	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -67,8 +72,20 @@ func StartOlderService(t testing.TB, upstream string, refuse ...wire.Op) *OlderS
 	}
 	go srv.Serve(ln)
 	t.Cleanup(func() { srv.Close() })
-	o.Addr = ln.Addr().String()
-	return o
+	return ln.Addr().String()
+}
+
+// forward passes request r on to up with data (r's own, or a changed
+// copy), reading up to bufSize bytes of data back, unchanged.
+func forward(ctx context.Context, up *wire.Conn, r *wire.Request, data []byte, bufSize int) (wire.Response, error) {
+	var out rawMsg
+	buf := make([]byte, bufSize)
+	var d [][]byte
+	if len(data) > 0 {
+		d = [][]byte{data}
+	}
+	n, err := up.Call(ctx, r.Op, &rawMsg{r.Body}, d, &out, buf)
+	return wire.Response{Msg: &out, Data: buf[:n]}, err
 }
 
 // Refused returns how many op requests o refused.
