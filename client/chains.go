@@ -120,8 +120,26 @@ func (c *Client) chunkCall(ctx context.Context, r chunkReq) (int, error) {
 	)
 	var deadline time.Time
 	garbled := 0
+	// A read asks for bytes the target may send unread (with the checksums
+	// they were stored with, wire.ReadFlagUnverified) until they once fail
+	// the check: then the same replica is asked again for bytes it
+	// verifies itself, so that damage on its disk is found and reported
+	// there (errs.Corruption) as without the flag.
+	verify := false
+	var again *struct {
+		t   placement.TargetID
+		ref wire.ChainRef
+	}
 	for attempt := 0; ; attempt++ {
-		t, ref, err := c.route(r.chain, r.write, attempt)
+		var t placement.TargetID
+		var ref wire.ChainRef
+		var err error
+		if again != nil {
+			t, ref, again = again.t, again.ref, nil
+		} else {
+			t, ref, err = c.route(r.chain, r.write, attempt)
+		}
+		unverified := false
 		if err == nil && c.pace != nil && !(r.paced && attempt == 0) {
 			// Outside the attempt's timeout: a wait for the job's
 			// bucket is not a replica's silence.
@@ -143,6 +161,10 @@ func (c *Client) chunkCall(ctx context.Context, r chunkReq) (int, error) {
 						crc, hasCRC = checksum.DataCRC(r.data...), true
 					}
 					w.DataCRC, w.HasDataCRC = crc, true
+				}
+				if rq, ok := msg.(*wire.ChunkReadReq); ok && !verify && !conn.InProcess() {
+					rq.Flags |= wire.ReadFlagUnverified
+					unverified = true
 				}
 				n, err = conn.Call(cctx, r.op, msg, r.data, r.resp, r.into)
 				if rr, ok := r.resp.(*wire.ChunkReadResp); ok && err == nil && rr.HasDataSums {
@@ -168,6 +190,14 @@ func (c *Client) chunkCall(ctx context.Context, r chunkReq) (int, error) {
 			return n, nil
 		}
 		code := errs.CodeOf(err)
+		if code == errs.Garbled && unverified && ctx.Err() == nil {
+			verify = true // read again from the same replica, verified there
+			again = &struct {
+				t   placement.TargetID
+				ref wire.ChainRef
+			}{t, ref}
+			continue
+		}
 		if code == errs.Garbled && garbled < maxGarbled && ctx.Err() == nil {
 			garbled++ // the same request again, at once (a read: to the next replica)
 			continue

@@ -15,6 +15,7 @@ import (
 
 	"golang.org/x/sync/errgroup"
 
+	"github.com/sluice-fs/sluice/internal/checksum"
 	"github.com/sluice-fs/sluice/internal/errs"
 	"github.com/sluice-fs/sluice/internal/placement"
 	"github.com/sluice-fs/sluice/internal/profile"
@@ -998,7 +999,11 @@ func (r *readAhead) read(ctx context.Context, f *File, dst []byte, off int64) er
 		go func() { <-b.done; wire.PutBuf(b.buf) }()
 	}
 	if len(r.blocks) == 0 {
-		r.blocks = append(r.blocks, r.start(f, off, blockSize))
+		// The window starts on a checksum block: a target reads, verifies
+		// and sends whole blocks more cheaply than a range cut inside
+		// them (a block read in part is read again whole to be verified;
+		// cached whole blocks go out unread, wire.ReadFlagUnverified).
+		r.blocks = append(r.blocks, r.start(f, off-off%checksum.BlockSize, blockSize))
 	}
 	// Keep the window full.
 	for {

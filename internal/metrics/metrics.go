@@ -368,6 +368,7 @@ var (
 	descRmO  = prometheus.NewDesc("sluice_target_remove_ops_total", "Chunk removals served by the target.", tLabels, nil)
 	descErr  = prometheus.NewDesc("sluice_target_errors_total", "Requests to the target that failed.", tLabels, nil)
 	descGarb = prometheus.NewDesc("sluice_target_garbled_writes_total", "Chunk writes refused because their data did not match the CRC32C the sender computed (garbled in transit).", tLabels, nil)
+	descSent = prometheus.NewDesc("sluice_target_read_sent_unread_total", "Chunk reads whose data the target sent from the page cache without reading it (sendfile; the client checks it against the stored checksums).", tLabels, nil)
 	descCsum = prometheus.NewDesc("sluice_target_checksum_failures_total", "Blocks whose CRC32C did not match on read.", tLabels, nil)
 	descCap  = prometheus.NewDesc("sluice_target_capacity_bytes", "Size of the file system the target is on.", tLabels, nil)
 	descFree = prometheus.NewDesc("sluice_target_free_bytes", "Free bytes on the file system the target is on.", tLabels, nil)
@@ -379,7 +380,7 @@ var (
 type targetCollector struct{ svc *target.Service }
 
 func (tc *targetCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descRB, descRO, descWB, descWO, descSO, descRmO, descErr, descGarb, descCsum, descCap, descFree, descUsed, descChk, descUp} {
+	for _, d := range []*prometheus.Desc{descRB, descRO, descWB, descWO, descSO, descRmO, descErr, descGarb, descSent, descCsum, descCap, descFree, descUsed, descChk, descUp} {
 		ch <- d
 	}
 }
@@ -402,6 +403,7 @@ func (tc *targetCollector) Collect(ch chan<- prometheus.Metric) {
 			counter(descRmO, s.RemoveOps, id)
 			counter(descErr, s.Errors, id)
 			counter(descGarb, s.Garbled, id)
+			counter(descSent, s.SentUnread, id)
 		}
 		st, ok := tc.svc.Store(t)
 		if !ok {

@@ -577,3 +577,25 @@ type oldReadResp struct{ ChunkLen uint64 }
 func (m oldReadResp) Encode(e *Encoder)  { e.U64(m.ChunkLen) }
 func (m oldReadResp) Decode(*Decoder)    {}
 func (m *oldReadResp) decode(d *Decoder) { m.ChunkLen = d.U64() }
+
+// TestReadFlagsAppended: version 2.8 appends flags to a chunk read
+// request. A request without them (an older client's, or flags 0) decodes
+// with none; with them, the older encoding is a prefix, which an older
+// target decodes as before and ignores the rest of.
+func TestReadFlagsAppended(t *testing.T) {
+	ref := ChunkRef{Target: 3, ChainRef: ChainRef{Chain: 2, ChainVer: 9}, Ino: 77, Slot: 4}
+	old := &ChunkReadReq{ChunkRef: ref, Off: 1 << 16, Len: 4096, Qos: QosTag{Job: "j", Class: 1}}
+	flagged := *old
+	flagged.Flags = ReadFlagUnverified
+	var back ChunkReadReq
+	if err := Unmarshal(Marshal(&flagged), &back); err != nil || !reflect.DeepEqual(back, flagged) {
+		t.Fatalf("read request round trip: %#v, %v", back, err)
+	}
+	oldB, newB := Marshal(old), Marshal(&flagged)
+	if len(newB) != len(oldB)+4 || string(newB[:len(oldB)]) != string(oldB) {
+		t.Fatalf("the request without flags (%d bytes) is not the flagged one's prefix (%d bytes)", len(oldB), len(newB))
+	}
+	if err := Unmarshal(oldB, &back); err != nil || back.Flags != 0 || !reflect.DeepEqual(&back, old) {
+		t.Fatalf("a request without flags decodes as %#v, %v", back, err)
+	}
+}

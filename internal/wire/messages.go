@@ -1489,18 +1489,31 @@ func (m *ChunkWriteReq) Decode(d *Decoder) {
 // ChunkReadReq reads Len bytes at Off. The reply's data is shorter when the
 // chunk ends first (a missing chunk reads as empty); holes inside read as zeros.
 // Qos (appended in version 2.4) is the job and class it is scheduled as.
+// Flags (ReadFlag*, appended in version 2.8 after the tag; absent from an
+// older client, then 0) say what the client accepts.
 type ChunkReadReq struct {
 	ChunkRef
-	Off uint64
-	Len uint32
-	Qos QosTag
+	Off   uint64
+	Len   uint32
+	Qos   QosTag
+	Flags uint32
 }
+
+// ReadFlagUnverified in ChunkReadReq.Flags: the client checks every piece
+// of the data against the reply's DataSums and, on a mismatch, asks again
+// without the flag. The target may then send bytes it has not read itself,
+// straight from its page cache (sendfile), with the checksums they were
+// stored with: the client's check is then also the check at rest, and the
+// repeated request, whose bytes the target verifies, tells damage on the
+// disk (errs.Corruption) from a garbled transfer or a write in between.
+const ReadFlagUnverified = 1
 
 func (m *ChunkReadReq) Encode(e *Encoder) {
 	m.ChunkRef.Encode(e)
 	e.U64(m.Off)
 	e.U32(m.Len)
 	m.Qos.Encode(e)
+	e.OptU32(m.Flags, m.Flags != 0)
 }
 func (m *ChunkReadReq) Decode(d *Decoder) {
 	m.ChunkRef.Decode(d)
@@ -1510,6 +1523,7 @@ func (m *ChunkReadReq) Decode(d *Decoder) {
 	if d.More() {
 		m.Qos.Decode(d)
 	}
+	m.Flags, _ = d.OptU32()
 }
 
 // ChunkReadResp carries the chunk's current length with the data, and

@@ -12,6 +12,7 @@ import (
 	"os"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/sluice-fs/sluice/internal/errs"
@@ -36,6 +37,9 @@ type Request struct {
 	Session *Session
 	// Local: the request came in process (ServeLocal), not over a socket.
 	Local bool
+	// SendFile: the reply may name its data as a range of a file
+	// (Response.DataFile), which the connection sends with sendfile(2).
+	SendFile bool
 }
 
 // slot is a request's place given by Server.Admit, nil if none.
@@ -59,9 +63,24 @@ const slotReadTimeout = 100 * time.Millisecond
 // Release is set it is called once the data has been written (or dropped),
 // so the handler can pool its buffer.
 type Response struct {
-	Msg     Message
-	Data    []byte
-	Release func()
+	Msg  Message
+	Data []byte
+	// DataFile, only where the request allowed it (Request.SendFile) and
+	// instead of Data, is the data as a range of a file: the connection
+	// passes it from the page cache to the socket with sendfile(2), never
+	// copying it into the process. If the file yields fewer bytes than the
+	// range (cut meanwhile, or a read error), zeros make up the rest so the
+	// frame keeps its length: the data's receiver must check it against
+	// checksums sent with it. Release, set by the handler, closes the file.
+	DataFile *FileRange
+	Release  func()
+}
+
+// FileRange is N bytes of F from Off.
+type FileRange struct {
+	F   *os.File
+	Off int64
+	N   int
 }
 
 // HandlerFunc serves one operation. An error is sent to the client with its
@@ -226,12 +245,14 @@ type reply struct {
 	sum     [sumSize]byte
 	body    []byte
 	data    []byte
+	file    *FileRange // the data, sent with sendFile (data is nil)
 	release func()
 }
 
 type serverConn struct {
 	s        *Server
 	nc       net.Conn
+	sendFile bool          // nc is a socket that sendFile can write to
 	sums     bool          // frames carry checksums (the client asked in its hello)
 	rsum     [sumSize]byte // a frame's checksum, read by readLoop
 	remote   string
@@ -278,6 +299,7 @@ func (s *Server) serveConn(nc net.Conn) {
 	nc.SetDeadline(time.Time{})
 
 	sc := &serverConn{s: s, nc: nc, sums: status == helloSums, remote: nc.RemoteAddr().String(), id: connIDs.Add(1), replies: make(chan *reply, 256), done: make(chan struct{})}
+	_, sc.sendFile = nc.(syscall.Conn)
 	writerDone := make(chan struct{})
 	go func() { defer close(writerDone); sc.writeLoop() }()
 	sc.readLoop()
@@ -431,7 +453,7 @@ func (sc *serverConn) worker(first job, jobs <-chan job) {
 }
 
 func (sc *serverConn) serve(j job) {
-	req := &Request{Op: j.h.Op, Body: j.body, Data: j.data, Remote: sc.remote, Conn: sc.id, Received: j.received, Session: &sc.session}
+	req := &Request{Op: j.h.Op, Body: j.body, Data: j.data, Remote: sc.remote, Conn: sc.id, Received: j.received, Session: &sc.session, SendFile: sc.sendFile}
 	var resp Response
 	var err error
 	if j.hf == nil {
@@ -474,12 +496,15 @@ func (sc *serverConn) send(h Header, resp Response, err error) {
 		if resp.Msg != nil {
 			r.body = Marshal(resp.Msg)
 		}
-		r.data, r.release = resp.Data, resp.Release
+		r.data, r.file, r.release = resp.Data, resp.DataFile, resp.Release
 	}
 	if len(r.body) > MaxBody {
-		rh.Status, r.body, r.data = errs.TooBig, []byte(fmt.Sprintf("wire: reply to op %d is too big", h.Op)), nil
+		rh.Status, r.body, r.data, r.file = errs.TooBig, []byte(fmt.Sprintf("wire: reply to op %d is too big", h.Op)), nil, nil
 	}
 	rh.BodyLen, rh.DataLen = uint32(len(r.body)), uint32(len(r.data))
+	if r.file != nil {
+		rh.DataLen = uint32(r.file.N)
+	}
 	rh.Put(r.hdr[:])
 	select {
 	case sc.replies <- r:
@@ -524,8 +549,18 @@ func (sc *serverConn) writeLoop() {
 			if len(r.data) > 0 {
 				bufs = append(bufs, r.data)
 			}
+			if r.file != nil {
+				// What comes before the file's bytes goes first.
+				if !broken {
+					if err := sendFile(sc.nc, bufs, r.file); err != nil {
+						broken = true
+						sc.nc.Close()
+					}
+				}
+				bufs = bufs[:0]
+			}
 		}
-		if !broken {
+		if !broken && len(bufs) > 0 {
 			w := bufs
 			if _, err := w.WriteTo(sc.nc); err != nil {
 				broken = true // keep draining so handlers are not blocked
