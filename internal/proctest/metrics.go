@@ -58,3 +58,19 @@ func CPUTime(pid int) (time.Duration, bool) {
 	}
 	return time.Duration(ut+st) * 10 * time.Millisecond, true
 }
+
+// MetricSum is the sum of every sample of metric name (all its label
+// sets) in page, a /metrics page's text; 0 if there is none.
+func MetricSum(page, name string) float64 {
+	sum := 0.0
+	for line := range strings.SplitSeq(page, "\n") {
+		rest, ok := strings.CutPrefix(line, name)
+		if !ok || rest == "" || (rest[0] != '{' && rest[0] != ' ') {
+			continue
+		}
+		if v, err := strconv.ParseFloat(rest[strings.LastIndexByte(rest, ' ')+1:], 64); err == nil {
+			sum += v
+		}
+	}
+	return sum
+}

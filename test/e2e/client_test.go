@@ -11,6 +11,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"testing"
@@ -184,14 +185,24 @@ func TestClientFileSemantics(t *testing.T) {
 }
 
 // TestCorruptionDetected flips one byte of a chunk file on disk: the read
-// must fail as corruption, never return the wrong byte.
+// must fail as corruption, never return the wrong byte. The file's pages
+// are in the page cache, so the target first sends them unread (sendfile,
+// wire.ReadFlagUnverified): the client's check finds the damage, the
+// target then verifies the bytes itself and reports it.
 func TestCorruptionDetected(t *testing.T) {
-	s := startServer(t, "")
+	s := startServer(t, "", "--http", "127.0.0.1:0")
 	c := s.client()
 	data := randBytes(4, 300<<10)
 	writeFile(t, c, "/victim", data)
 	if got, err := readFile(c, "/victim"); err != nil || !bytes.Equal(got, data) {
 		t.Fatalf("clean read failed: %v", err)
+	}
+	admin, err := s.proc.WaitLine(regexp.MustCompile(`admin on (\S+)`), 10*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := proctest.MetricSum(proctest.Metrics(t, admin), "sluice_target_read_sent_unread_total"); n == 0 {
+		t.Error("the clean read of cached chunks was not sent unread (sluice_target_read_sent_unread_total is 0)")
 	}
 	// Find the chunk's data file: the largest regular file under targets/.
 	var chunkPath string
@@ -217,11 +228,19 @@ func TestCorruptionDetected(t *testing.T) {
 	if err := os.WriteFile(chunkPath, raw, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	s = startServer(t, s.dataDir)
+	s = startServer(t, s.dataDir, "--http", "127.0.0.1:0")
 	c = s.client()
 	_, err = readFile(c, "/victim")
 	if errs.CodeOf(err) != errs.Corruption {
 		t.Fatalf("read of a corrupted chunk: want a corruption error, got %v", err)
+	}
+	if admin, err = s.proc.WaitLine(regexp.MustCompile(`admin on (\S+)`), 10*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	page := proctest.Metrics(t, admin)
+	if proctest.MetricSum(page, "sluice_target_read_sent_unread_total") == 0 || proctest.MetricSum(page, "sluice_target_checksum_failures_total") == 0 {
+		t.Errorf("the damaged block was not sent unread first and then found by the target: sent unread %v, checksum failures %v",
+			proctest.MetricSum(page, "sluice_target_read_sent_unread_total"), proctest.MetricSum(page, "sluice_target_checksum_failures_total"))
 	}
 	// A read of the healthy part still works.
 	f, _ := c.Open(context.Background(), "/victim")

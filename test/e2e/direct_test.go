@@ -263,43 +263,7 @@ func TestDirectReadRacesWriter(t *testing.T) {
 	}
 	seed := rand.Uint64()
 	t.Logf("seed %d", seed)
-	done := make(chan error, 1)
-	go func() {
-		r := rand.New(rand.NewPCG(seed, 1))
-		f, err := w.OpenFile(ctx, "/r/f", os.O_RDWR, 0)
-		if err != nil {
-			done <- err
-			return
-		}
-		defer f.Close()
-		buf := make([]byte, blk)
-		for i := range 2000 {
-			if i%200 == 199 {
-				// Cut at a block boundary, then fill the file again.
-				if err := f.Truncate(ctx, int64(r.IntN(nblk))*blk); err != nil {
-					done <- err
-					return
-				}
-				if _, err := f.WriteAt(bytes.Repeat([]byte{byte(i%250 + 2)}, blk*nblk), 0); err != nil {
-					done <- err
-					return
-				}
-			} else {
-				for k := range buf {
-					buf[k] = byte(i%250 + 2)
-				}
-				if _, err := f.WriteAt(buf, int64(r.IntN(nblk))*blk); err != nil {
-					done <- err
-					return
-				}
-			}
-			if err := f.Sync(); err != nil { // the bytes reach the targets now
-				done <- err
-				return
-			}
-		}
-		done <- nil
-	}()
+	done := blockWriter(ctx, w, "/r/f", seed, blk, nblk)
 	r := rand.New(rand.NewPCG(seed, 2))
 	buf := make([]byte, 3*blk)
 	reads := 0
@@ -327,19 +291,72 @@ func TestDirectReadRacesWriter(t *testing.T) {
 				t.Fatal(err)
 			}
 			reads++
-			// Every whole or partial block in the range holds one value
-			// (zeros past a cut count as one).
-			for lo := 0; lo < n; {
-				hi := min(n, int((off+int64(lo))/blk+1)*blk-int(off))
-				for k := lo + 1; k < hi; k++ {
-					if buf[k] != buf[lo] {
-						t.Fatalf("block at file offset %d mixes values %d and %d (read at %d, seed %d)", (off+int64(lo))/blk*blk, buf[lo], buf[k], off, seed)
-					}
-				}
-				lo = hi
-			}
+			checkBlocks(t, buf[:n], off, blk, seed)
 		}
 		f.Close()
+	}
+}
+
+// blockWriter writes file p through w from another goroutine, 2000 times:
+// a whole block of blk bytes (of the nblk blocks) filled with one value
+// per write, and every 200th time a cut at a block boundary and the whole
+// file written again; each write is synced. The channel gets nil, or
+// the first error, at the end.
+func blockWriter(ctx context.Context, w *client.Client, p string, seed uint64, blk, nblk int) <-chan error {
+	done := make(chan error, 1)
+	go func() {
+		r := rand.New(rand.NewPCG(seed, 1))
+		f, err := w.OpenFile(ctx, p, os.O_RDWR, 0)
+		if err != nil {
+			done <- err
+			return
+		}
+		defer f.Close()
+		buf := make([]byte, blk)
+		for i := range 2000 {
+			if i%200 == 199 {
+				// Cut at a block boundary, then fill the file again.
+				if err := f.Truncate(ctx, int64(r.IntN(nblk))*int64(blk)); err != nil {
+					done <- err
+					return
+				}
+				if _, err := f.WriteAt(bytes.Repeat([]byte{byte(i%250 + 2)}, blk*nblk), 0); err != nil {
+					done <- err
+					return
+				}
+			} else {
+				for k := range buf {
+					buf[k] = byte(i%250 + 2)
+				}
+				if _, err := f.WriteAt(buf, int64(r.IntN(nblk))*int64(blk)); err != nil {
+					done <- err
+					return
+				}
+			}
+			if err := f.Sync(); err != nil { // the bytes reach the targets now
+				done <- err
+				return
+			}
+		}
+		done <- nil
+	}()
+	return done
+}
+
+// checkBlocks fails the test if a whole or partial block of blk bytes in
+// buf, read at file offset off, holds two values (zeros past a cut count
+// as one): a block torn between two of blockWriter's writes.
+func checkBlocks(t *testing.T, buf []byte, off int64, blk int, seed uint64) {
+	t.Helper()
+	n := len(buf)
+	for lo := 0; lo < n; {
+		hi := min(n, int((off+int64(lo))/int64(blk)+1)*blk-int(off))
+		for k := lo + 1; k < hi; k++ {
+			if buf[k] != buf[lo] {
+				t.Fatalf("block at file offset %d mixes values %d and %d (read at %d, seed %d)", (off+int64(lo))/int64(blk)*int64(blk), buf[lo], buf[k], off, seed)
+			}
+		}
+		lo = hi
 	}
 }
 
