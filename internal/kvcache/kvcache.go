@@ -141,16 +141,16 @@ func (s *Service) Register(srv *wire.Server) {
 		st, err := sh.put(m, data)
 		return &wire.KVPutResp{Status: st}, nil, err
 	})
-	handle(srv, wire.OpKVGet, func(_ context.Context, m *wire.KVGetReq, _ []byte) (wire.Message, []byte, error) {
+	handleData(srv, wire.OpKVGet, func(_ context.Context, m *wire.KVGetReq, _ []byte) (wire.Message, []byte, func(), error) {
 		sh, err := s.share(&m.KVReq)
 		if err != nil {
-			return nil, nil, err
+			return nil, nil, nil, err
 		}
 		if m.Len > wire.MaxData {
-			return nil, nil, errs.New(errs.Invalid, "kvcache: read of %d bytes is over the limit of %d", m.Len, wire.MaxData)
+			return nil, nil, nil, errs.New(errs.Invalid, "kvcache: read of %d bytes is over the limit of %d", m.Len, wire.MaxData)
 		}
-		b, total, err := sh.get(m.Key, m.Off, m.Len)
-		return &wire.KVGetResp{Total: total}, b, err
+		b, total, release, err := sh.get(m.Key, m.Off, m.Len)
+		return &wire.KVGetResp{Total: total}, b, release, err
 	})
 	handle(srv, wire.OpKVExists, func(_ context.Context, m *wire.KVKeysReq, _ []byte) (wire.Message, []byte, error) {
 		sh, err := s.share(&m.KVReq)
@@ -180,6 +180,18 @@ func handle[Req any, P interface {
 	*Req
 	wire.Message
 }](srv *wire.Server, op wire.Op, fn func(context.Context, P, []byte) (wire.Message, []byte, error)) {
+	handleData[Req, P](srv, op, func(ctx context.Context, m P, data []byte) (wire.Message, []byte, func(), error) {
+		resp, out, err := fn(ctx, m, data)
+		return resp, out, nil, err
+	})
+}
+
+// handleData is handle for a handler whose reply's data is a pooled
+// buffer: release, if not nil, gives it back once the reply is sent.
+func handleData[Req any, P interface {
+	*Req
+	wire.Message
+}](srv *wire.Server, op wire.Op, fn func(context.Context, P, []byte) (wire.Message, []byte, func(), error)) {
 	srv.Handle(op, func(ctx context.Context, r *wire.Request) (wire.Response, error) {
 		m := P(new(Req))
 		if err := wire.Unmarshal(r.Body, m); err != nil {
@@ -193,13 +205,16 @@ func handle[Req any, P interface {
 				return wire.Response{}, errs.New(errs.Garbled, "kvcache: put of %d bytes at %d of %q: the data's CRC32C is %08x, the request says %08x (garbled in transit)", len(r.Data), p.Off, p.Key, got, p.DataCRC)
 			}
 		}
-		resp, data, err := fn(ctx, m, r.Data)
+		resp, data, release, err := fn(ctx, m, r.Data)
 		if err != nil {
+			if release != nil {
+				release()
+			}
 			return wire.Response{}, err
 		}
 		if g, ok := resp.(*wire.KVGetResp); ok && !r.Local {
 			g.DataCRC, g.HasDataCRC = checksum.DataCRC(data), true
 		}
-		return wire.Response{Msg: resp, Data: data}, nil
+		return wire.Response{Msg: resp, Data: data, Release: release}, nil
 	})
 }
