@@ -125,17 +125,13 @@ func (c *Client) chunkCall(ctx context.Context, r chunkReq) (int, error) {
 	// the check: then the same replica is asked again for bytes it
 	// verifies itself, so that damage on its disk is found and reported
 	// there (errs.Corruption) as without the flag.
-	verify := false
-	var again *struct {
-		t   placement.TargetID
-		ref wire.ChainRef
-	}
+	verify, again := false, false
+	var t placement.TargetID
+	var ref wire.ChainRef
 	for attempt := 0; ; attempt++ {
-		var t placement.TargetID
-		var ref wire.ChainRef
 		var err error
-		if again != nil {
-			t, ref, again = again.t, again.ref, nil
+		if again {
+			again = false // t and ref as in the attempt before
 		} else {
 			t, ref, err = c.route(r.chain, r.write, attempt)
 		}
@@ -191,11 +187,7 @@ func (c *Client) chunkCall(ctx context.Context, r chunkReq) (int, error) {
 		}
 		code := errs.CodeOf(err)
 		if code == errs.Garbled && unverified && ctx.Err() == nil {
-			verify = true // read again from the same replica, verified there
-			again = &struct {
-				t   placement.TargetID
-				ref wire.ChainRef
-			}{t, ref}
+			verify, again = true, true // read again from the same replica, verified there
 			continue
 		}
 		if code == errs.Garbled && garbled < maxGarbled && ctx.Err() == nil {
