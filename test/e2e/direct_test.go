@@ -247,25 +247,43 @@ func hex16(v uint64) string {
 // ranges of it, also across blocks: no block it returns may mix two writes
 // (a torn block is what reading the files without the checks would show).
 func TestDirectReadRacesWriter(t *testing.T) {
-	ctx := context.Background()
 	s := startServer(t, "")
-	w := s.client()
 	d := directClient(t, s.addr)
-	const blk, nblk = 64 << 10, 48
-	if err := w.MkdirAll(ctx, "/r", 0o755); err != nil {
+	reads := readsRacingWriter(t, s.client(), d, "/r", 3*raceBlock, func(r *rand.Rand, n int) int64 {
+		return int64(r.IntN(raceBlocks*raceBlock - n)) // also across blocks
+	})
+	if d.DirectReadBytes() == 0 {
+		t.Fatal("no byte was read directly")
+	}
+	t.Logf("%d reads, %d bytes directly", reads, d.DirectReadBytes())
+}
+
+// The file the block races run on: raceBlocks blocks of raceBlock bytes.
+const raceBlock, raceBlocks = 64 << 10, 48
+
+// readsRacingWriter makes directory dir (stripe count 1) and its file f
+// through w, runs blockWriter on it, and meanwhile reads it through rd,
+// n bytes at a time at offsets from at, reopening it every 20 reads,
+// checking every block read (checkBlocks) until the writer is done. It
+// returns how many reads it made.
+func readsRacingWriter(t *testing.T, w, rd *client.Client, dir string, n int, at func(r *rand.Rand, n int) int64) int {
+	t.Helper()
+	ctx := context.Background()
+	p := dir + "/f"
+	if err := w.MkdirAll(ctx, dir, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	if err := w.SetLayout(ctx, "/r", client.Layout{StripeCount: 1}); err != nil {
+	if err := w.SetLayout(ctx, dir, client.Layout{StripeCount: 1}); err != nil {
 		t.Fatal(err)
 	}
-	if err := proctest.WriteFile(ctx, w, "/r/f", bytes.Repeat([]byte{1}, blk*nblk)); err != nil {
+	if err := proctest.WriteFile(ctx, w, p, bytes.Repeat([]byte{1}, raceBlock*raceBlocks)); err != nil {
 		t.Fatal(err)
 	}
 	seed := rand.Uint64()
 	t.Logf("seed %d", seed)
-	done := blockWriter(ctx, w, "/r/f", seed, blk, nblk)
+	done := blockWriter(ctx, w, p, seed, raceBlock, raceBlocks)
 	r := rand.New(rand.NewPCG(seed, 2))
-	buf := make([]byte, 3*blk)
+	buf := make([]byte, n)
 	reads := 0
 	for {
 		select {
@@ -273,25 +291,21 @@ func TestDirectReadRacesWriter(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if d.DirectReadBytes() == 0 {
-				t.Fatal("no byte was read directly")
-			}
-			t.Logf("%d reads, %d bytes directly", reads, d.DirectReadBytes())
-			return
+			return reads
 		default:
 		}
-		f, err := d.Open(ctx, "/r/f")
+		f, err := rd.Open(ctx, p)
 		if err != nil {
 			t.Fatal(err)
 		}
 		for range 20 {
-			off := int64(r.IntN(nblk*blk - len(buf)))
-			n, err := f.ReadAt(buf, off)
+			off := at(r, n)
+			k, err := f.ReadAt(buf, off)
 			if err != nil && err != io.EOF {
 				t.Fatal(err)
 			}
 			reads++
-			checkBlocks(t, buf[:n], off, blk, seed)
+			checkBlocks(t, buf[:k], off, raceBlock, seed)
 		}
 		f.Close()
 	}
