@@ -455,7 +455,7 @@ func (m *TierImportReq) Decode(d *Decoder) {
 	m.Backend = d.String()
 	m.Mode = d.U32()
 	m.Cred.Decode(d)
-	n := d.Count(20)
+	n := d.Count(19) // the least an entry takes: three empty strings and two u64
 	m.Entries = nil
 	if n > 0 {
 		m.Entries = make([]TierImportEntry, n)
