@@ -116,26 +116,63 @@ func (c *Client) kvCall(ctx context.Context, t placement.TargetID, op wire.Op, r
 // are checked in transit (ADR 0029): a put's part carries its CRC32C, a
 // read's bytes are checked against the reply's; data garbled in transit is
 // sent again, at most maxGarbled times (not in process: nothing is in
-// transit).
+// transit). A get over the network asks for ReadFlagUnverified (ADR 0030):
+// the target may then send cached whole blocks without reading them, with
+// the CRC32C each was stored with, which the client checks; after a
+// mismatch the same target is asked again without the flag, and then
+// verifies the bytes itself, so damage on its disk comes back as
+// errs.Corruption while a garbled transfer reads right.
 func (c *Client) kvCallN(ctx context.Context, t placement.TargetID, op wire.Op, req wire.Message, data [][]byte, resp wire.Message, into []byte) (int, error) {
+	verify := false
 	for garbled := 0; ; garbled++ {
 		conn, err := c.targetConn(ctx, t)
 		if err != nil {
 			return 0, err
 		}
-		if p, ok := req.(*wire.KVPutReq); ok && !conn.InProcess() && !p.HasDataCRC {
-			p.DataCRC, p.HasDataCRC = checksum.DataCRC(data...), true
+		switch r := req.(type) {
+		case *wire.KVPutReq:
+			if !conn.InProcess() && !r.HasDataCRC {
+				r.DataCRC, r.HasDataCRC = checksum.DataCRC(data...), true
+			}
+		case *wire.KVGetReq:
+			r.Flags = 0
+			if !conn.InProcess() && !verify {
+				r.Flags = wire.ReadFlagUnverified
+			}
 		}
 		n, err := conn.Call(ctx, op, req, data, resp, into)
-		if g, ok := resp.(*wire.KVGetResp); ok && err == nil && g.HasDataCRC {
-			if got := checksum.DataCRC(into[:n]); got != g.DataCRC {
-				err = errs.New(errs.Garbled, "client: kv read of %d bytes from target %d: the data's CRC32C is %08x, the reply says %08x (garbled in transit)", n, t, got, g.DataCRC)
+		if g, ok := resp.(*wire.KVGetResp); ok && err == nil {
+			switch {
+			case g.HasBlockSums:
+				if !kvBlocksMatch(into[:n], g.BlockSums) {
+					verify = true
+					err = errs.New(errs.Garbled, "client: kv read of %d bytes from target %d sent unread: a block does not match the CRC32C it was stored with", n, t)
+				}
+			case g.HasDataCRC:
+				if got := checksum.DataCRC(into[:n]); got != g.DataCRC {
+					err = errs.New(errs.Garbled, "client: kv read of %d bytes from target %d: the data's CRC32C is %08x, the reply says %08x (garbled in transit)", n, t, got, g.DataCRC)
+				}
 			}
 		}
 		if errs.CodeOf(err) != errs.Garbled || garbled >= maxGarbled || ctx.Err() != nil {
 			return n, err
 		}
 	}
+}
+
+// kvBlocksMatch checks b, the bytes of whole blocks of a value from one
+// on (the last may be the value's short end), against sums, each block's
+// stored CRC32C.
+func kvBlocksMatch(b []byte, sums []uint32) bool {
+	if len(sums) != (len(b)+wire.KVBlockSize-1)/wire.KVBlockSize {
+		return false
+	}
+	for i, sum := range sums {
+		if checksum.DataCRC(b[i*wire.KVBlockSize:min((i+1)*wire.KVBlockSize, len(b))]) != sum {
+			return false
+		}
+	}
+	return true
 }
 
 func (s *KVStore) req(t placement.TargetID) wire.KVReq { return wire.KVReq{Target: t, Store: s.name} }
@@ -424,6 +461,9 @@ type KVStats struct {
 	Keys, Used                          int64 // replicas counted each
 	Puts, Gets, Hits, Deletes           int64
 	Evictions, Expired, RefusedForSpace int64
+	// SentUnread counts gets whose bytes a target sent from its page
+	// cache without reading them (ADR 0030; checked by the client).
+	SentUnread int64
 }
 
 // Stats returns the store's counters since its targets started (keys
@@ -445,6 +485,7 @@ func (s *KVStore) Stats(ctx context.Context) (KVStats, error) {
 		st.Evictions += int64(r.Evictions)
 		st.Expired += int64(r.Expired)
 		st.RefusedForSpace += int64(r.Refused)
+		st.SentUnread += int64(r.SentUnread)
 	}
 	return st, nil
 }

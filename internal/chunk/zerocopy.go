@@ -1,11 +1,11 @@
 package chunk
 
 import (
-	"errors"
 	"os"
-	"sync/atomic"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/sluice-fs/sluice/internal/pagecache"
 )
 
 // FileRange is a range of a chunk's bytes as they lie in its data file,
@@ -24,10 +24,6 @@ type FileRange struct {
 	ChunkLen int64
 }
 
-// noCachestat is set once cachestat(2) failed with ENOSYS (kernels before
-// 6.5): ReadFileRange then always declines.
-var noCachestat atomic.Bool
-
 // ReadFileRange returns the bytes of chunk id from off, at most n of them,
 // as a range of its data file together with the CRC32C each of their
 // blocks was stored with, without reading or verifying them, when it can:
@@ -44,7 +40,7 @@ var noCachestat atomic.Bool
 // mismatch, read again with ReadAtSums, whose verification tells damage
 // at rest (errs.Corruption) from a garbled transfer or a write in between.
 func (s *Store) ReadFileRange(id ID, off int64, n int) (r FileRange, ok bool) {
-	if off%BlockSize != 0 || n <= 0 || noCachestat.Load() || s.checkRange("read", id, off, 0) != nil {
+	if off%BlockSize != 0 || n <= 0 || s.checkRange("read", id, off, 0) != nil {
 		return r, false
 	}
 	h, err := s.lockChunkFor(id, false, false, &span{off, int64(n)})
@@ -76,15 +72,7 @@ func (s *Store) ReadFileRange(id ID, off int64, n int) (r FileRange, ok bool) {
 		sums[i] = e.cur.crc
 	}
 	fd := h.data.Fd()
-	var cs unix.Cachestat_t
-	if err := unix.Cachestat(uint(fd), &unix.CachestatRange{Off: uint64(off), Len: uint64(n)}, &cs, 0); err != nil {
-		if errors.Is(err, unix.ENOSYS) {
-			noCachestat.Store(true)
-		}
-		return r, false
-	}
-	page := int64(os.Getpagesize())
-	if cs.Cache < uint64((end+page-1)/page-off/page) {
+	if !pagecache.Cached(fd, off, int64(n)) {
 		return r, false
 	}
 	dup, err := unix.FcntlInt(fd, unix.F_DUPFD_CLOEXEC, 0)

@@ -2,7 +2,6 @@ package chunk
 
 import (
 	"bytes"
-	"errors"
 	"math/rand/v2"
 	"os"
 	"testing"
@@ -10,20 +9,14 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/sluice-fs/sluice/internal/checksum"
+	"github.com/sluice-fs/sluice/internal/pagecache"
 )
 
 // needCachestat skips the test where the kernel has no cachestat(2)
 // (before 6.5; ReadFileRange then hands nothing out), and fails it in CI.
 func needCachestat(t *testing.T) {
 	t.Helper()
-	f, err := os.CreateTemp(t.TempDir(), "cachestat")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	var cs unix.Cachestat_t
-	err = unix.Cachestat(uint(f.Fd()), &unix.CachestatRange{}, &cs, 0)
-	if errors.Is(err, unix.ENOSYS) {
+	if !pagecache.Supported() {
 		if os.Getenv("CI") == "true" {
 			t.Fatal("the kernel has no cachestat(2) (CI=true: the tests need Linux 6.5 or later)")
 		}

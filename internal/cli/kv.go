@@ -110,7 +110,7 @@ func (e *Env) KVStats(ctx context.Context, store string) error {
 	}
 	fmt.Fprintf(e.Stdout, "store %s: %d targets, %d replicas, capacity %d bytes, ttl %v\n", store, st.Targets, st.Replicas, st.Capacity, st.TTL)
 	fmt.Fprintf(e.Stdout, "keys %d (replicas counted each), used %d bytes (%.1f%%)\n", st.Keys, st.Used, 100*float64(st.Used)/float64(max(st.Capacity, 1)))
-	fmt.Fprintf(e.Stdout, "puts %d, gets %d, hits %d, deletes %d, evictions %d, expired %d, refused for space %d\n",
-		st.Puts, st.Gets, st.Hits, st.Deletes, st.Evictions, st.Expired, st.RefusedForSpace)
+	fmt.Fprintf(e.Stdout, "puts %d, gets %d (%d sent unread), hits %d, deletes %d, evictions %d, expired %d, refused for space %d\n",
+		st.Puts, st.Gets, st.SentUnread, st.Hits, st.Deletes, st.Evictions, st.Expired, st.RefusedForSpace)
 	return nil
 }

@@ -5,6 +5,7 @@ import (
 	"hash/crc32"
 
 	"github.com/sluice-fs/sluice/internal/errs"
+	"github.com/sluice-fs/sluice/internal/wire"
 )
 
 // A value file (docs/format.md, "KV-cache store"): a header, then the
@@ -16,7 +17,7 @@ import (
 const (
 	fileMagic   = "SLKV"
 	fileVersion = 1
-	blockSize   = 1 << 20
+	blockSize   = wire.KVBlockSize
 	fixedHeader = 4 + 1 + 1 + 2 + 8 + 8 + 8
 	// MaxKey bounds a key's length in bytes.
 	MaxKey = 1024

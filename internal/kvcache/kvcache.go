@@ -141,17 +141,7 @@ func (s *Service) Register(srv *wire.Server) {
 		st, err := sh.put(m, data)
 		return &wire.KVPutResp{Status: st}, nil, err
 	})
-	handleData(srv, wire.OpKVGet, func(_ context.Context, m *wire.KVGetReq, _ []byte) (wire.Message, []byte, func(), error) {
-		sh, err := s.share(&m.KVReq)
-		if err != nil {
-			return nil, nil, nil, err
-		}
-		if m.Len > wire.MaxData {
-			return nil, nil, nil, errs.New(errs.Invalid, "kvcache: read of %d bytes is over the limit of %d", m.Len, wire.MaxData)
-		}
-		b, total, release, err := sh.get(m.Key, m.Off, m.Len)
-		return &wire.KVGetResp{Total: total}, b, release, err
-	})
+	srv.Handle(wire.OpKVGet, s.handleGet)
 	handle(srv, wire.OpKVExists, func(_ context.Context, m *wire.KVKeysReq, _ []byte) (wire.Message, []byte, error) {
 		sh, err := s.share(&m.KVReq)
 		if err != nil {
@@ -176,45 +166,58 @@ func (s *Service) Register(srv *wire.Server) {
 	})
 }
 
+// handleGet serves OpKVGet. The bytes go back with their CRC32C (ADR
+// 0029; none in process), or, to a client that checks every block
+// (ReadFlagUnverified) on a connection that can send a file's pages
+// (Request.SendFile), cached whole blocks go unread with the CRC32C they
+// were stored with (ADR 0030).
+func (s *Service) handleGet(_ context.Context, r *wire.Request) (wire.Response, error) {
+	var m wire.KVGetReq
+	if err := wire.Unmarshal(r.Body, &m); err != nil {
+		return wire.Response{}, fmt.Errorf("kvcache: op %d: %w", wire.OpKVGet, errs.New(errs.Protocol, "malformed request body: %v", err))
+	}
+	sh, err := s.share(&m.KVReq)
+	if err != nil {
+		return wire.Response{}, err
+	}
+	if m.Len > wire.MaxData {
+		return wire.Response{}, errs.New(errs.Invalid, "kvcache: read of %d bytes is over the limit of %d", m.Len, wire.MaxData)
+	}
+	g, err := sh.get(m.Key, m.Off, m.Len, r.SendFile && m.Flags&wire.ReadFlagUnverified != 0)
+	if err != nil {
+		return wire.Response{}, err
+	}
+	resp := &wire.KVGetResp{Total: g.total}
+	switch {
+	case g.file != nil:
+		resp.BlockSums, resp.HasBlockSums = g.sums, true
+		return wire.Response{Msg: resp, DataFile: g.file, Release: g.release}, nil
+	case !r.Local:
+		resp.DataCRC, resp.HasDataCRC = checksum.DataCRC(g.data), true
+	}
+	return wire.Response{Msg: resp, Data: g.data, Release: g.release}, nil
+}
+
 func handle[Req any, P interface {
 	*Req
 	wire.Message
 }](srv *wire.Server, op wire.Op, fn func(context.Context, P, []byte) (wire.Message, []byte, error)) {
-	handleData[Req, P](srv, op, func(ctx context.Context, m P, data []byte) (wire.Message, []byte, func(), error) {
-		resp, out, err := fn(ctx, m, data)
-		return resp, out, nil, err
-	})
-}
-
-// handleData is handle for a handler whose reply's data is a pooled
-// buffer: release, if not nil, gives it back once the reply is sent.
-func handleData[Req any, P interface {
-	*Req
-	wire.Message
-}](srv *wire.Server, op wire.Op, fn func(context.Context, P, []byte) (wire.Message, []byte, func(), error)) {
 	srv.Handle(op, func(ctx context.Context, r *wire.Request) (wire.Response, error) {
 		m := P(new(Req))
 		if err := wire.Unmarshal(r.Body, m); err != nil {
 			return wire.Response{}, fmt.Errorf("kvcache: op %d: %w", op, errs.New(errs.Protocol, "malformed request body: %v", err))
 		}
 		// Values are checked in transit (ADR 0029): a part against the
-		// client's CRC32C before it is stored, a read's bytes with the
-		// CRC32C sent back (none in process).
+		// client's CRC32C before it is stored (a read's bytes: handleGet).
 		if p, ok := any(m).(*wire.KVPutReq); ok && p.HasDataCRC {
 			if got := checksum.DataCRC(r.Data); got != p.DataCRC {
 				return wire.Response{}, errs.New(errs.Garbled, "kvcache: put of %d bytes at %d of %q: the data's CRC32C is %08x, the request says %08x (garbled in transit)", len(r.Data), p.Off, p.Key, got, p.DataCRC)
 			}
 		}
-		resp, data, release, err := fn(ctx, m, r.Data)
+		resp, data, err := fn(ctx, m, r.Data)
 		if err != nil {
-			if release != nil {
-				release()
-			}
 			return wire.Response{}, err
 		}
-		if g, ok := resp.(*wire.KVGetResp); ok && !r.Local {
-			g.DataCRC, g.HasDataCRC = checksum.DataCRC(data), true
-		}
-		return wire.Response{Msg: resp, Data: data, Release: release}, nil
+		return wire.Response{Msg: resp, Data: data}, nil
 	})
 }

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/sluice-fs/sluice/internal/errs"
+	"github.com/sluice-fs/sluice/internal/pagecache"
 	"github.com/sluice-fs/sluice/internal/wire"
 )
 
@@ -329,23 +330,42 @@ func (s *share) removeLocked(e *entry) {
 	s.used -= e.size
 }
 
-// get reads [off, off+n) of a value into a pooled buffer, checking the
-// checksums of every block it touches; release gives the buffer back
-// (once the bytes are sent). (A new buffer per get was zeroed by the
-// runtime first and left to the collector: 16 MiB per get.)
-func (s *share) get(key string, off, n uint64) (data []byte, total uint64, release func(), err error) {
+// got is what a get hands the connection: the bytes in a pooled buffer
+// (data, given back by release once sent), or, for a get that may be sent
+// unread, a range of the value's file (file, closed by release) with the
+// CRC32C each of its blocks was stored with (sums).
+type got struct {
+	total   uint64
+	data    []byte
+	file    *wire.FileRange
+	sums    []uint32
+	release func()
+}
+
+// get reads [off, off+n) of a value. With unread set it may instead hand
+// out the range of the value's file, without reading it, when the range
+// starts on a block, ends on one or at the value's end, and is all in the
+// page cache (pagecache.Cached; a cold range is read here, where gets wait
+// for the disk in parallel, not in the connection's writer): whoever
+// receives the bytes must check them against got.sums and ask again
+// without unread on a mismatch, which tells damage at rest
+// (errs.Corruption) from a garbled transfer. Otherwise the bytes are read
+// into a pooled buffer with every block they touch checked. (A new buffer
+// per get was zeroed by the runtime first and left to the collector: 16
+// MiB per get.)
+func (s *share) get(key string, off, n uint64, unread bool) (g got, err error) {
 	now := s.now()
 	s.mu.Lock()
 	s.st.Gets++
 	e := s.idx[key]
 	if e == nil || !e.live(now) {
 		s.mu.Unlock()
-		return nil, 0, nil, errs.New(errs.NotFound, "kvcache: no value for key %q", key)
+		return g, errs.New(errs.NotFound, "kvcache: no value for key %q", key)
 	}
 	s.st.Hits++
 	if off > e.size {
 		s.mu.Unlock()
-		return nil, 0, nil, errs.New(errs.Range, "kvcache: read at %d of a %d-byte value", off, e.size)
+		return g, errs.New(errs.Range, "kvcache: read at %d of a %d-byte value", off, e.size)
 	}
 	n = min(n, e.size-off)
 	if off+n < e.size {
@@ -360,29 +380,42 @@ func (s *share) get(key string, off, n uint64) (data []byte, total uint64, relea
 	defer func() {
 		s.mu.Lock()
 		e.pins--
+		if g.file != nil {
+			s.st.SentUnread++
+		}
 		s.mu.Unlock()
 	}()
 	if err != nil {
-		return nil, 0, nil, fmt.Errorf("kvcache: get %q: %w", key, err)
+		return g, fmt.Errorf("kvcache: get %q: %w", key, err)
+	}
+	g.total = e.size
+	first, last := off/blockSize, (off+n+blockSize-1)/blockSize
+	if unread && n > 0 && off%blockSize == 0 && ((off+n)%blockSize == 0 || off+n == e.size) && pagecache.Cached(f.Fd(), e.hdr+int64(off), int64(n)) {
+		// The open file keeps the bytes if the value is evicted before
+		// they are sent.
+		g.file = &wire.FileRange{F: f, Off: e.hdr + int64(off), N: int(n)}
+		g.sums = slices.Clone(e.sums[first:last])
+		g.release = func() { f.Close() }
+		return g, nil
 	}
 	defer f.Close()
 	// Read whole blocks to check them.
-	first, last := off/blockSize, (off+n+blockSize-1)/blockSize
 	start, end := first*blockSize, min(last*blockSize, e.size)
 	buf := wire.GetBuf(int(end - start))
-	release = func() { wire.PutBuf(buf) }
+	release := func() { wire.PutBuf(buf) }
 	if _, err := f.ReadAt(buf, e.hdr+int64(start)); err != nil {
 		release()
-		return nil, 0, nil, fmt.Errorf("kvcache: get %q: %w", key, err)
+		return got{}, fmt.Errorf("kvcache: get %q: %w", key, err)
 	}
 	for b := first; b < last; b++ {
 		blk := buf[(b-first)*blockSize : min((b-first+1)*blockSize, uint64(len(buf)))]
 		if crc32.Checksum(blk, castagnoli) != e.sums[b] {
 			release()
-			return nil, 0, nil, errs.New(errs.Corruption, "kvcache: value of %q in %s: block %d fails its checksum", key, s.dir, b)
+			return got{}, errs.New(errs.Corruption, "kvcache: value of %q in %s: block %d fails its checksum", key, s.dir, b)
 		}
 	}
-	return buf[off-start : off-start+n], e.size, release, nil
+	g.data, g.release = buf[off-start:off-start+n], release
+	return g, nil
 }
 
 func (s *share) exists(keys []string) []bool {

@@ -72,7 +72,7 @@ func TestShareLifecycle(t *testing.T) {
 	if st := putAll(t, s, "a", val(2, 100), 2); st != wire.KVExisted {
 		t.Fatalf("second put of a key: status %d, want existed", st)
 	}
-	got, total, _, err := s.get("a", 3*blockSize-5, 2*blockSize)
+	got, total, err := read(s, "a", 3*blockSize-5, 2*blockSize)
 	if err != nil || total != uint64(len(v)) || !bytes.Equal(got, v[3*blockSize-5:5*blockSize-5]) {
 		t.Fatalf("ranged get: %d bytes of %d, %v", len(got), total, err)
 	}
@@ -85,7 +85,7 @@ func TestShareLifecycle(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got, _, _, err := s2.get("a", 0, MaxValue); err != nil || !bytes.Equal(got, v) {
+	if got, _, err := read(s2, "a", 0, MaxValue); err != nil || !bytes.Equal(got, v) {
 		t.Fatalf("after reopening: %d bytes, %v", len(got), err)
 	}
 	// A flipped byte on disk is corruption, never wrong bytes.
@@ -93,7 +93,7 @@ func TestShareLifecycle(t *testing.T) {
 	b, _ := os.ReadFile(p)
 	b[len(b)-10] ^= 0x40
 	os.WriteFile(p, b, 0o644)
-	if _, _, _, err := s2.get("a", 0, MaxValue); errs.CodeOf(err) != errs.Corruption {
+	if _, _, err := read(s2, "a", 0, MaxValue); errs.CodeOf(err) != errs.Corruption {
 		t.Fatalf("get of a damaged value: %v", err)
 	}
 	if n := s2.del([]string{"a", "zz"}); n != 1 {
@@ -102,7 +102,7 @@ func TestShareLifecycle(t *testing.T) {
 	// TTL: past it the value is gone, and the key can be put again.
 	putAll(t, s2, "t", val(3, 10), 3)
 	c.add(time.Hour + time.Second)
-	if _, _, _, err := s2.get("t", 0, 10); errs.CodeOf(err) != errs.NotFound {
+	if _, _, err := read(s2, "t", 0, 10); errs.CodeOf(err) != errs.NotFound {
 		t.Fatalf("get past the TTL: %v", err)
 	}
 	if st := putAll(t, s2, "t", val(4, 10), 4); st != wire.KVStored {
@@ -121,7 +121,7 @@ func TestShareEvictionLease(t *testing.T) {
 		putAll(t, s, fmt.Sprintf("k%d", i), val(i, blockSize), uint64(i))
 	}
 	// Read the first half of k0: a lease until the rest is read.
-	if _, _, _, err := s.get("k0", 0, blockSize/2); err != nil {
+	if _, _, err := read(s, "k0", 0, blockSize/2); err != nil {
 		t.Fatal(err)
 	}
 	for i := 8; i < 14; i++ {
@@ -130,7 +130,7 @@ func TestShareEvictionLease(t *testing.T) {
 	if p := s.exists([]string{"k0", "k1", "k13"}); !p[0] || p[1] || !p[2] {
 		t.Fatalf("after filling: k0 (leased) %v, k1 (LRU) %v, k13 (newest) %v", p[0], p[1], p[2])
 	}
-	got, _, _, err := s.get("k0", blockSize/2, blockSize)
+	got, _, err := read(s, "k0", blockSize/2, blockSize)
 	if err != nil || !bytes.Equal(got, val(0, blockSize)[blockSize/2:]) {
 		t.Fatalf("rest of the leased value: %d bytes, %v", len(got), err)
 	}
@@ -149,7 +149,7 @@ func TestShareEvictionLease(t *testing.T) {
 	// Everything leased: a put is refused and nothing is lost.
 	s2, _ := newShare(t, 2*blockSize, 0, c)
 	putAll(t, s2, "x", val(1, blockSize), 1)
-	s2.get("x", 0, 10)
+	read(s2, "x", 0, 10)
 	if _, err := s2.put(&wire.KVPutReq{Key: "y", Upload: 2, Total: 2 * blockSize}, val(2, 2*blockSize)); errs.CodeOf(err) != errs.NoSpace {
 		t.Fatalf("put into a share whose values are all leased: %v", err)
 	}
@@ -182,7 +182,17 @@ func TestShareConcurrentPuts(t *testing.T) {
 	if winner < 0 {
 		t.Fatal("no put stored")
 	}
-	if got, _, _, err := s.get("same", 0, MaxValue); err != nil || !bytes.Equal(got, val(winner, 3*blockSize+winner)) {
+	if got, _, err := read(s, "same", 0, MaxValue); err != nil || !bytes.Equal(got, val(winner, 3*blockSize+winner)) {
 		t.Fatalf("value after concurrent puts: %d bytes, %v", len(got), err)
 	}
+}
+
+// read is a get into a new buffer (the verified path).
+func read(s *share, key string, off, n uint64) ([]byte, uint64, error) {
+	g, err := s.get(key, off, n, false)
+	if err != nil {
+		return nil, 0, err
+	}
+	defer g.release()
+	return bytes.Clone(g.data), g.total, nil
 }

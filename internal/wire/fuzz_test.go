@@ -214,8 +214,11 @@ func canonicalize(m Message) {
 			m.DataCRC = 0
 		}
 	case *KVGetResp:
-		if !m.HasDataCRC {
-			m.DataCRC = 0
+		if !m.HasDataCRC || m.HasBlockSums {
+			m.DataCRC, m.HasDataCRC = 0, false
+		}
+		if !m.HasBlockSums {
+			m.BlockSums = nil
 		}
 	}
 }

@@ -57,11 +57,15 @@ type KVStatResp struct {
 	Keys, Used                  uint64
 	Puts, Gets, Hits, Deletes   uint64
 	Evictions, Expired, Refused uint64
+	// SentUnread counts the gets whose bytes the target sent from its page
+	// cache without reading them (KVReadFlagUnverified; appended
+	// 2026-12-03, 0 from an older target).
+	SentUnread uint64
 }
 
 func (m *KVStatResp) Encode(e *Encoder) {
 	m.Config.Encode(e)
-	for _, v := range []uint64{m.Keys, m.Used, m.Puts, m.Gets, m.Hits, m.Deletes, m.Evictions, m.Expired, m.Refused} {
+	for _, v := range []uint64{m.Keys, m.Used, m.Puts, m.Gets, m.Hits, m.Deletes, m.Evictions, m.Expired, m.Refused, m.SentUnread} {
 		e.U64(v)
 	}
 }
@@ -70,6 +74,10 @@ func (m *KVStatResp) Decode(d *Decoder) {
 	m.Config.Decode(d)
 	for _, p := range []*uint64{&m.Keys, &m.Used, &m.Puts, &m.Gets, &m.Hits, &m.Deletes, &m.Evictions, &m.Expired, &m.Refused} {
 		*p = d.U64()
+	}
+	m.SentUnread = 0
+	if d.More() {
+		m.SentUnread = d.U64()
 	}
 }
 
@@ -128,33 +136,74 @@ type KVGetReq struct {
 	Key string
 	Off uint64
 	Len uint64
+	// Flags: ReadFlagUnverified (appended 2026-12-03, left out when 0;
+	// ADR 0030): the client checks every block of the reply against
+	// KVGetResp.BlockSums when they come, and asks again without the flag
+	// on a mismatch.
+	Flags uint32
 }
 
-func (m *KVGetReq) Encode(e *Encoder) { m.KVReq.Encode(e); e.String(m.Key); e.U64(m.Off); e.U64(m.Len) }
+func (m *KVGetReq) Encode(e *Encoder) {
+	m.KVReq.Encode(e)
+	e.String(m.Key)
+	e.U64(m.Off)
+	e.U64(m.Len)
+	e.OptU32(m.Flags, m.Flags != 0)
+}
+
 func (m *KVGetReq) Decode(d *Decoder) {
 	m.KVReq.Decode(d)
 	m.Key = d.String()
 	m.Off = d.U64()
 	m.Len = d.U64()
+	m.Flags, _ = d.OptU32()
 }
+
+// KVBlockSize is the block of a value that one stored CRC32C covers
+// (KVGetResp.BlockSums); a put's parts start on its multiples.
+const KVBlockSize = 1 << 20
 
 // KVGetResp carries the value's total length; the bytes are the data,
 // whose CRC32C the client checks (HasDataCRC; appended 2026-12-02, absent
-// from an older target and in process; ADR 0029).
+// from an older target and in process; ADR 0029). Instead, to a request
+// with ReadFlagUnverified, a target may send bytes it did not read (from
+// its page cache, with sendfile) and the CRC32C each 1 MiB block of the
+// value was stored with (HasBlockSums, appended 2026-12-03: the data
+// starts on a block and ends on one or at the value's end). DataCRC is
+// then absent (sent as 0).
 type KVGetResp struct {
-	Total      uint64
-	DataCRC    uint32
-	HasDataCRC bool
+	Total        uint64
+	DataCRC      uint32
+	HasDataCRC   bool
+	BlockSums    []uint32
+	HasBlockSums bool
 }
 
 func (m *KVGetResp) Encode(e *Encoder) {
 	e.U64(m.Total)
+	if m.HasBlockSums {
+		e.U32(0)
+		e.Uvarint(uint64(len(m.BlockSums)))
+		for _, c := range m.BlockSums {
+			e.U32(c)
+		}
+		return
+	}
 	e.OptU32(m.DataCRC, m.HasDataCRC)
 }
 
 func (m *KVGetResp) Decode(d *Decoder) {
 	m.Total = d.U64()
 	m.DataCRC, m.HasDataCRC = d.OptU32()
+	m.BlockSums, m.HasBlockSums = nil, false
+	if d.More() {
+		m.DataCRC, m.HasDataCRC = 0, false
+		n := d.Count(4)
+		m.BlockSums, m.HasBlockSums = make([]uint32, n), true
+		for i := range m.BlockSums {
+			m.BlockSums[i] = d.U32()
+		}
+	}
 }
 
 // KVKeysReq names keys of a share.

@@ -12,6 +12,7 @@ import (
 
 	"github.com/sluice-fs/sluice/client"
 	"github.com/sluice-fs/sluice/internal/errs"
+	"github.com/sluice-fs/sluice/internal/pagecache"
 	"github.com/sluice-fs/sluice/internal/proctest"
 )
 
@@ -123,6 +124,16 @@ func TestGarbledInTransit(t *testing.T) {
 	}
 	if w, r := g.Garbled(); w-w0 != 2 || r-r0 != 2 {
 		t.Fatalf("%d kv puts and %d gets garbled, want 2 and 2", w-w0, r-r0)
+	}
+	// The value's pages were cached: its first reply went unread (ADR
+	// 0030), checked block by block, and the garbled one was asked again
+	// verified (kernels without cachestat(2) send nothing unread).
+	want := int64(0)
+	if pagecache.Supported() {
+		want = 1
+	}
+	if st, err := kv.Stats(ctx); err != nil || st.SentUnread != want {
+		t.Fatalf("kv gets sent unread: %d, %v; want %d", st.SentUnread, err, want)
 	}
 
 	// Garbled every time: the write fails, with EIO, and stores nothing

@@ -8,6 +8,8 @@ package kvcache
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"math/rand/v2"
 	"os"
@@ -20,6 +22,7 @@ import (
 
 	"github.com/sluice-fs/sluice/client"
 	"github.com/sluice-fs/sluice/internal/errs"
+	"github.com/sluice-fs/sluice/internal/pagecache"
 	"github.com/sluice-fs/sluice/internal/proctest"
 )
 
@@ -262,4 +265,87 @@ func cli(t *testing.T, addr string, args ...string) string {
 		t.Fatalf("sluice %s: %v: %s", strings.Join(args, " "), err, errb.String())
 	}
 	return out.String()
+}
+
+// TestKVUnreadGets checks gets that a target sends from its page cache
+// without reading them (ADR 0030), over loopback TCP: a value just put is
+// read right and counted as sent unread; a ranged read that does not
+// start on a block is read and verified by the target; and a value
+// damaged on the target's disk (while its pages are cached) is sent
+// unread, refused by the client's check of each block, asked for again
+// verified, and reported as corruption: never returned.
+func TestKVUnreadGets(t *testing.T) {
+	if !pagecache.Supported() {
+		if os.Getenv("CI") == "true" {
+			t.Fatal("the kernel has no cachestat(2) (CI=true: the tests need Linux 6.5 or later)")
+		}
+		t.Skip("the kernel has no cachestat(2) (Linux 6.5 or later)")
+	}
+	dataDir := t.TempDir()
+	_, addr := serve(t, dataDir)
+	ctx := context.Background()
+	c := proctest.Client(t, addr)
+	if err := c.KVCreate(ctx, "u", client.KVConfig{Capacity: 1 << 30}); err != nil {
+		t.Fatal(err)
+	}
+	s, err := c.KVOpen(ctx, "u")
+	if err != nil {
+		t.Fatal(err)
+	}
+	const size = 3<<20 + 4321
+	v := value(11, size)
+	if _, err := s.Put(ctx, []string{"k"}, [][]byte{v}); err != nil {
+		t.Fatal(err)
+	}
+	unread := func() int64 {
+		t.Helper()
+		st, err := s.Stats(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return st.SentUnread
+	}
+	if got := get(t, s, "k", size); !bytes.Equal(got, v) {
+		t.Fatalf("get: %d bytes, not the value", len(got))
+	}
+	if n := unread(); n != 1 {
+		t.Fatalf("a get of a cached value: %d sent unread, want 1", n)
+	}
+	p := make([]byte, 1<<20)
+	if n, _, err := s.GetAt(ctx, "k", p, 12345); err != nil || n != len(p) || !bytes.Equal(p, v[12345:12345+len(p)]) {
+		t.Fatalf("ranged get: %d bytes, %v, or other bytes", n, err)
+	}
+	if n := unread(); n != 1 {
+		t.Fatalf("a ranged get off a block boundary was sent unread (%d)", n)
+	}
+
+	// Damage block 1 of the value file, through the page cache.
+	sum := sha256.Sum256([]byte("k"))
+	name := hex.EncodeToString(sum[:])
+	var path string
+	filepath.WalkDir(filepath.Join(dataDir, "kvcache"), func(p string, d os.DirEntry, err error) error {
+		if err == nil && d.Name() == name {
+			path = p
+		}
+		return nil
+	})
+	if path == "" {
+		t.Fatal("value file not found")
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b[len(b)-size+1<<20+99] ^= 0x08
+	if err := os.WriteFile(path, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	buf := make([]byte, size)
+	_, err = s.Get(ctx, []string{"k"}, [][]byte{buf})
+	if errs.CodeOf(err) != errs.Corruption {
+		t.Fatalf("get of a damaged value: %v, want corruption", err)
+	}
+	if n := unread(); n != 2 {
+		t.Fatalf("the damaged value was not sent unread first (%d sent unread, want 2)", n)
+	}
 }
