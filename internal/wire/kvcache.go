@@ -59,7 +59,7 @@ type KVStatResp struct {
 	Evictions, Expired, Refused uint64
 	// SentUnread counts the gets whose bytes the target sent from its page
 	// cache without reading them (KVReadFlagUnverified; appended
-	// 2026-12-03, 0 from an older target).
+	// 2026-12-02, 0 from an older target).
 	SentUnread uint64
 }
 
@@ -136,7 +136,7 @@ type KVGetReq struct {
 	Key string
 	Off uint64
 	Len uint64
-	// Flags: ReadFlagUnverified (appended 2026-12-03, left out when 0;
+	// Flags: ReadFlagUnverified (appended 2026-12-02, left out when 0;
 	// ADR 0030): the client checks every block of the reply against
 	// KVGetResp.BlockSums when they come, and asks again without the flag
 	// on a mismatch.
@@ -168,7 +168,7 @@ const KVBlockSize = 1 << 20
 // from an older target and in process; ADR 0029). Instead, to a request
 // with ReadFlagUnverified, a target may send bytes it did not read (from
 // its page cache, with sendfile) and the CRC32C each 1 MiB block of the
-// value was stored with (HasBlockSums, appended 2026-12-03: the data
+// value was stored with (HasBlockSums, appended 2026-12-02: the data
 // starts on a block and ends on one or at the value's end). DataCRC is
 // then absent (sent as 0).
 type KVGetResp struct {
