@@ -227,9 +227,12 @@ type Client struct {
 	mu      sync.Mutex
 	info    wire.ClusterInfo
 	targets map[placement.TargetID]string // target -> address
-	chains  map[placement.ChainID]placement.Chain
-	pools   map[string]*pool // address -> connections
-	closed  bool
+	// remoteTargets: some target is reached over the network, not in
+	// this process (its reads may come unread: readTargets splits them).
+	remoteTargets atomic.Bool
+	chains        map[placement.ChainID]placement.Chain
+	pools         map[string]*pool // address -> connections
+	closed        bool
 
 	dirHook  atomic.Pointer[func(InodeAttr)] // OnDirChange
 	stg      *stager                         // the staging area (Options.StagingDir), or nil
@@ -333,9 +336,12 @@ func (c *Client) refreshCluster(ctx context.Context) error {
 	defer c.mu.Unlock()
 	c.info = info
 	c.targets = make(map[placement.TargetID]string, len(info.Targets))
+	remote := false
 	for _, t := range info.Targets {
 		c.targets[t.ID] = t.Addr
+		remote = remote || !wire.IsLocal(t.Addr)
 	}
+	c.remoteTargets.Store(remote)
 	c.chains = make(map[placement.ChainID]placement.Chain, len(info.Chains))
 	for _, ch := range info.Chains {
 		c.chains[ch.ID] = ch

@@ -33,7 +33,8 @@ const (
 	O_TRUNC  = os.O_TRUNC
 )
 
-// maxExtentIO bounds one chunk read or write request.
+// maxExtentIO bounds one chunk read or write request (reads from a
+// remote target: splitAtBlocks; a merge of extents: extents).
 const maxExtentIO = 8 << 20
 
 // File is an open Sluice file. Its methods are safe for concurrent use,
@@ -517,6 +518,52 @@ func extents(l placement.Layout, off, n int64) []placement.Extent {
 	return out
 }
 
+// unreadMinBlocks is the least number of whole checksum blocks between an
+// extent's partial edge blocks for which splitAtBlocks splits it.
+const unreadMinBlocks = 4
+
+// splitAtBlocks splits each extent whose chunk range starts or ends inside
+// a checksum block (64 KiB), around at least unreadMinBlocks whole blocks,
+// into its partial edge blocks and the whole blocks between, and cuts
+// whole blocks longer than maxExtentIO into pieces of that size. A target
+// sends a cached range unread only when it starts on a block, ends on one
+// (or at the chunk's end) and spans at most 8 MiB (chunk.Store's batch),
+// and reads, checks and copies any other range whole (ADR 0030): split,
+// only the edges (less than two blocks) are copied, at the price of up to
+// two more small requests, read in parallel with the rest.
+func splitAtBlocks(ext []placement.Extent) []placement.Extent {
+	const b = checksum.BlockSize
+	var out []placement.Extent
+	for i, e := range ext {
+		start, end := e.ChunkOff, e.ChunkOff+e.Len
+		mid0, mid1 := (start+b-1)/b*b, end/b*b
+		edges := start != mid0 || end != mid1
+		if (edges && mid1-mid0 < unreadMinBlocks*b) || (!edges && e.Len <= maxExtentIO) {
+			if out != nil {
+				out = append(out, e)
+			}
+			continue
+		}
+		if out == nil {
+			out = append(make([]placement.Extent, 0, len(ext)+2), ext[:i]...)
+		}
+		piece := func(from, to int64) {
+			if to > from {
+				out = append(out, placement.Extent{Slot: e.Slot, Chain: e.Chain, FileOff: e.FileOff + from - start, ChunkOff: from, Len: to - from})
+			}
+		}
+		piece(start, mid0)
+		for at := mid0; at < mid1; at += maxExtentIO {
+			piece(at, min(at+maxExtentIO, mid1))
+		}
+		piece(mid1, end)
+	}
+	if out == nil {
+		return ext
+	}
+	return out
+}
+
 // writeChunks sends data for the file range at off to the targets, all
 // extents in parallel.
 func (f *File) writeChunks(ctx context.Context, off int64, data []byte) error {
@@ -818,6 +865,9 @@ func (f *File) readTargets(ctx context.Context, off int64, dst []byte, short *at
 	return f.withLayout(ctx, false, func(l placement.Layout) error {
 		id := l.DataID(f.ino)
 		ext := extents(l, off, int64(len(dst)))
+		if f.c.remoteTargets.Load() {
+			ext = splitAtBlocks(ext)
+		}
 		read := func(ctx context.Context, e placement.Extent) error {
 			piece := dst[e.FileOff-off : e.FileOff-off+e.Len]
 			paced := false

@@ -51,6 +51,10 @@ func (s *Server) dropLocal(addrs []string) {
 	}
 }
 
+// IsLocal reports whether addr is served in this process (ServeLocal):
+// Dial then returns an in-process connection.
+func IsLocal(addr string) bool { return localServer(addr) != nil }
+
 func localServer(addr string) *Server {
 	locals.Lock()
 	defer locals.Unlock()

@@ -13,6 +13,7 @@ import (
 	"testing"
 
 	"github.com/sluice-fs/sluice/client"
+	"github.com/sluice-fs/sluice/internal/proctest"
 )
 
 // The benchmarks run Sluice (a real `sluice serve` process, reached through
@@ -215,6 +216,14 @@ func BenchmarkSequential(b *testing.B) {
 	s := startServer(b, "")
 	c := s.client()
 	ctx := context.Background()
+	// serverCPU reports the server's CPU time per operation.
+	serverCPU := func(b *testing.B) func() {
+		t0, _ := proctest.CPUTime(s.proc.Cmd.Process.Pid)
+		return func() {
+			t1, _ := proctest.CPUTime(s.proc.Cmd.Process.Pid)
+			b.ReportMetric(float64((t1-t0).Milliseconds())/float64(b.N), "server-cpu-ms/op")
+		}
+	}
 	b.Run("write/sluice", func(b *testing.B) {
 		b.SetBytes(size)
 		for range b.N {
@@ -234,6 +243,7 @@ func BenchmarkSequential(b *testing.B) {
 	})
 	b.Run("read/sluice", func(b *testing.B) {
 		b.SetBytes(size)
+		defer serverCPU(b)()
 		for range b.N {
 			f, err := c.Open(ctx, "/seq")
 			if err != nil {
@@ -243,6 +253,91 @@ func BenchmarkSequential(b *testing.B) {
 			f.Close()
 		}
 	})
+	// Reads of 4 MiB (at least the read-ahead block: straight to the
+	// targets) that start 4 KiB past a checksum block, as a model
+	// loader's tensors or a reader after a header do.
+	b.Run("read-unaligned/sluice", func(b *testing.B) {
+		const n, shift = 4 << 20, 4 << 10
+		b.SetBytes(size - shift)
+		p := make([]byte, n)
+		defer serverCPU(b)()
+		for range b.N {
+			f, err := c.Open(ctx, "/seq")
+			if err != nil {
+				b.Fatal(err)
+			}
+			for off := int64(shift); off < size; off += n {
+				if _, err := f.ReadAt(p, off); err != nil && !(err == io.EOF && off+n > size) {
+					b.Fatal(err)
+				}
+			}
+			f.Close()
+		}
+	})
+}
+
+// BenchmarkReadLayouts reads a file of one stripe (one chain) with 4 or
+// 16 MiB stripes, as a model directory is laid out: in 1 MiB reads from 0
+// (through the client's read-ahead window, whose blocks are the stripe)
+// and in 4 MiB reads that start 4 KiB past a checksum block (a model
+// loader's tensors). It reports the server's CPU per pass beside the
+// rate: whole cached blocks go out unread (ADR 0030) only in ranges of at
+// most 8 MiB that start and end on blocks, which the client cuts its
+// reads into (splitAtBlocks).
+func BenchmarkReadLayouts(b *testing.B) {
+	size := benchSize(b)
+	s := startServer(b, "")
+	c := s.client()
+	ctx := context.Background()
+	buf := make([]byte, ioSize)
+	for i := range buf {
+		buf[i] = byte(i*31 + 7)
+	}
+	for _, stripe := range []int64{4 << 20, 16 << 20} {
+		dir := fmt.Sprintf("/stripe%d", stripe>>20)
+		if err := c.Mkdir(ctx, dir, 0o755); err != nil {
+			b.Fatal(err)
+		}
+		if err := c.SetLayout(ctx, dir, client.Layout{StripeCount: 1, StripeSize: stripe}); err != nil {
+			b.Fatal(err)
+		}
+		f, err := c.Create(ctx, dir+"/f")
+		if err != nil {
+			b.Fatal(err)
+		}
+		for off := int64(0); off < size; off += ioSize {
+			if _, err := f.Write(buf); err != nil {
+				b.Fatal(err)
+			}
+		}
+		if err := f.Close(); err != nil {
+			b.Fatal(err)
+		}
+		for _, r := range []struct {
+			name     string
+			n, start int64
+		}{{"1MiB-from-0", 1 << 20, 0}, {"4MiB-at-4KiB", 4 << 20, 4 << 10}} {
+			b.Run(fmt.Sprintf("stripe%dMiB/%s", stripe>>20, r.name), func(b *testing.B) {
+				b.SetBytes(size - r.start)
+				p := make([]byte, r.n)
+				t0, _ := proctest.CPUTime(s.proc.Cmd.Process.Pid)
+				for range b.N {
+					f, err := c.Open(ctx, dir+"/f")
+					if err != nil {
+						b.Fatal(err)
+					}
+					for off := r.start; off < size; off += r.n {
+						if _, err := f.ReadAt(p, off); err != nil && !(err == io.EOF && off+r.n > size) {
+							b.Fatal(err)
+						}
+					}
+					f.Close()
+				}
+				t1, _ := proctest.CPUTime(s.proc.Cmd.Process.Pid)
+				b.ReportMetric(float64((t1-t0).Milliseconds())/float64(b.N), "server-cpu-ms/op")
+			})
+		}
+	}
 }
 
 func readAll(b *testing.B, r io.Reader, size int64) {

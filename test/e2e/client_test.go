@@ -466,3 +466,43 @@ func TestSizeAfterTruncateThenWrite(t *testing.T) {
 		t.Fatalf("content after truncate and write is wrong (%d bytes, %v)", len(got), err)
 	}
 }
+
+// TestUnalignedReadSentUnread reads a one-chunk file in reads larger than
+// the read-ahead block that start and end inside checksum blocks: the
+// client splits each at the blocks (splitAtBlocks), so the whole blocks
+// between are sent unread (ADR 0030) and only the partial blocks at the
+// edges are read by the target. Every byte must read right.
+func TestUnalignedReadSentUnread(t *testing.T) {
+	s := startServer(t, "", "--http", "127.0.0.1:0")
+	c := s.client()
+	ctx := context.Background()
+	if err := c.Mkdir(ctx, "/one", 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.SetLayout(ctx, "/one", client.Layout{StripeCount: 1, StripeSize: 16 << 20}); err != nil {
+		t.Fatal(err)
+	}
+	data := randBytes(9, 40<<20)
+	writeFile(t, c, "/one/f", data)
+	admin, err := s.proc.WaitLine(regexp.MustCompile(`admin on (\S+)`), 10*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := c.Open(ctx, "/one/f")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	before := proctest.MetricSum(proctest.Metrics(t, admin), "sluice_target_read_sent_unread_total")
+	p := make([]byte, 16<<20+12345) // the read-ahead block is the stripe, 16 MiB
+	reads := 0
+	for off := int64(4099); off+int64(len(p)) <= int64(len(data)); off += int64(len(p)) {
+		if n, err := f.ReadAt(p, off); err != nil || n != len(p) || !bytes.Equal(p, data[off:off+int64(n)]) {
+			t.Fatalf("read at %d: %d bytes, %v, or other bytes", off, n, err)
+		}
+		reads++
+	}
+	if n := proctest.MetricSum(proctest.Metrics(t, admin), "sluice_target_read_sent_unread_total") - before; n < float64(reads) {
+		t.Fatalf("%v of %d unaligned reads had their whole blocks sent unread", n, reads)
+	}
+}
