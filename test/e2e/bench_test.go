@@ -189,11 +189,7 @@ func BenchmarkSequential(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			for off := int64(0); off < size; off += ioSize {
-				if _, err := f.Write(buf); err != nil {
-					b.Fatal(err)
-				}
-			}
+			writeN(b, f, size, buf)
 			if err := f.Sync(); err != nil {
 				b.Fatal(err)
 			}
@@ -216,14 +212,6 @@ func BenchmarkSequential(b *testing.B) {
 	s := startServer(b, "")
 	c := s.client()
 	ctx := context.Background()
-	// serverCPU reports the server's CPU time per operation.
-	serverCPU := func(b *testing.B) func() {
-		t0, _ := proctest.CPUTime(s.proc.Cmd.Process.Pid)
-		return func() {
-			t1, _ := proctest.CPUTime(s.proc.Cmd.Process.Pid)
-			b.ReportMetric(float64((t1-t0).Milliseconds())/float64(b.N), "server-cpu-ms/op")
-		}
-	}
 	b.Run("write/sluice", func(b *testing.B) {
 		b.SetBytes(size)
 		for range b.N {
@@ -231,11 +219,7 @@ func BenchmarkSequential(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			for off := int64(0); off < size; off += ioSize {
-				if _, err := f.Write(buf); err != nil {
-					b.Fatal(err)
-				}
-			}
+			writeN(b, f, size, buf)
 			if err := f.Close(); err != nil {
 				b.Fatal(err)
 			}
@@ -243,7 +227,7 @@ func BenchmarkSequential(b *testing.B) {
 	})
 	b.Run("read/sluice", func(b *testing.B) {
 		b.SetBytes(size)
-		defer serverCPU(b)()
+		defer serverCPU(b, s.proc.Cmd.Process.Pid)()
 		for range b.N {
 			f, err := c.Open(ctx, "/seq")
 			if err != nil {
@@ -257,21 +241,11 @@ func BenchmarkSequential(b *testing.B) {
 	// targets) that start 4 KiB past a checksum block, as a model
 	// loader's tensors or a reader after a header do.
 	b.Run("read-unaligned/sluice", func(b *testing.B) {
-		const n, shift = 4 << 20, 4 << 10
+		const shift = 4 << 10
 		b.SetBytes(size - shift)
-		p := make([]byte, n)
-		defer serverCPU(b)()
+		defer serverCPU(b, s.proc.Cmd.Process.Pid)()
 		for range b.N {
-			f, err := c.Open(ctx, "/seq")
-			if err != nil {
-				b.Fatal(err)
-			}
-			for off := int64(shift); off < size; off += n {
-				if _, err := f.ReadAt(p, off); err != nil && !(err == io.EOF && off+n > size) {
-					b.Fatal(err)
-				}
-			}
-			f.Close()
+			readPieces(b, c, "/seq", size, 4<<20, shift)
 		}
 	})
 }
@@ -305,11 +279,7 @@ func BenchmarkReadLayouts(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		for off := int64(0); off < size; off += ioSize {
-			if _, err := f.Write(buf); err != nil {
-				b.Fatal(err)
-			}
-		}
+		writeN(b, f, size, buf)
 		if err := f.Close(); err != nil {
 			b.Fatal(err)
 		}
@@ -319,24 +289,46 @@ func BenchmarkReadLayouts(b *testing.B) {
 		}{{"1MiB-from-0", 1 << 20, 0}, {"4MiB-at-4KiB", 4 << 20, 4 << 10}} {
 			b.Run(fmt.Sprintf("stripe%dMiB/%s", stripe>>20, r.name), func(b *testing.B) {
 				b.SetBytes(size - r.start)
-				p := make([]byte, r.n)
-				t0, _ := proctest.CPUTime(s.proc.Cmd.Process.Pid)
+				defer serverCPU(b, s.proc.Cmd.Process.Pid)()
 				for range b.N {
-					f, err := c.Open(ctx, dir+"/f")
-					if err != nil {
-						b.Fatal(err)
-					}
-					for off := r.start; off < size; off += r.n {
-						if _, err := f.ReadAt(p, off); err != nil && !(err == io.EOF && off+r.n > size) {
-							b.Fatal(err)
-						}
-					}
-					f.Close()
+					readPieces(b, c, dir+"/f", size, r.n, r.start)
 				}
-				t1, _ := proctest.CPUTime(s.proc.Cmd.Process.Pid)
-				b.ReportMetric(float64((t1-t0).Milliseconds())/float64(b.N), "server-cpu-ms/op")
 			})
 		}
+	}
+}
+
+// writeN writes size bytes to w in writes of buf.
+func writeN(b *testing.B, w io.Writer, size int64, buf []byte) {
+	for off := int64(0); off < size; off += int64(len(buf)) {
+		if _, err := w.Write(buf); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// readPieces opens path and reads it in reads of n bytes from start on.
+func readPieces(b *testing.B, c *client.Client, path string, size, n, start int64) {
+	f, err := c.Open(context.Background(), path)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer f.Close()
+	p := make([]byte, n)
+	for off := start; off < size; off += n {
+		if _, err := f.ReadAt(p, off); err != nil && !(err == io.EOF && off+n > size) {
+			b.Fatal(err)
+		}
+	}
+}
+
+// serverCPU returns a function that reports the CPU time process pid
+// used per operation since serverCPU was called.
+func serverCPU(b *testing.B, pid int) func() {
+	t0, _ := proctest.CPUTime(pid)
+	return func() {
+		t1, _ := proctest.CPUTime(pid)
+		b.ReportMetric(float64((t1-t0).Milliseconds())/float64(b.N), "server-cpu-ms/op")
 	}
 }
 
