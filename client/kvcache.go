@@ -246,9 +246,22 @@ func (s *KVStore) Put(ctx context.Context, keys []string, values [][]byte) (stor
 	return stored, g.Wait()
 }
 
-// putOne sends a value to one target in parts and returns what the last
-// part did (stored, or existed).
+// putOne sends a value to one target in parts, in order, and returns what
+// the last part did (stored, or existed). A target that lost the upload's
+// earlier parts (it restarted between two parts, or dropped the upload as
+// idle) says so (errs.Stale) and the value is sent again from its start,
+// under a new upload number, once.
 func (s *KVStore) putOne(ctx context.Context, t placement.TargetID, key string, upload uint64, v []byte) (uint8, error) {
+	for again := 0; ; again++ {
+		st, err := s.putParts(ctx, t, key, upload, v)
+		if errs.CodeOf(err) != errs.Stale || again > 0 {
+			return st, err
+		}
+		upload = rand.Uint64()
+	}
+}
+
+func (s *KVStore) putParts(ctx context.Context, t placement.TargetID, key string, upload uint64, v []byte) (uint8, error) {
 	for off := 0; ; off += kvPart {
 		end := min(off+kvPart, len(v))
 		var r wire.KVPutResp
@@ -256,7 +269,14 @@ func (s *KVStore) putOne(ctx context.Context, t placement.TargetID, key string, 
 		if err := s.c.kvCall(ctx, t, wire.OpKVPut, req, [][]byte{v[off:end]}, &r, nil); err != nil {
 			return 0, fmt.Errorf("kv put %q on target %d: %w", key, t, err)
 		}
-		if r.Status == wire.KVExisted || end == len(v) {
+		switch {
+		case r.Status == wire.KVExisted:
+			return r.Status, nil
+		case end == len(v) && r.Status != wire.KVStored:
+			// The last part must complete the value; a target that
+			// still waits for parts did not store it.
+			return 0, errs.New(errs.Stale, "client: kv put %q on target %d: the last part left the value incomplete (status %d)", key, t, r.Status)
+		case end == len(v):
 			return r.Status, nil
 		}
 	}

@@ -26,6 +26,11 @@ import (
 // the value from eviction, waiting for the reads of the rest.
 const leaseTime = 30 * time.Second
 
+// uploadIdle is how long an upload may go without a part before the next
+// new upload drops it (its client sends the parts back to back, so it is
+// gone), with its temporary file.
+const uploadIdle = 5 * time.Minute
+
 // share is one store's share on one target: a directory of value files
 // and an index of them in memory. Safe for concurrent use.
 //
@@ -70,6 +75,7 @@ type upload struct {
 	got   uint64
 	sums  []uint32
 	hdr   int64
+	last  time.Time // when its last part came
 }
 
 func keyFile(key string) string {
@@ -217,7 +223,19 @@ func (s *share) put(m *wire.KVPutReq, data []byte) (uint8, error) {
 	}
 	uk := upKey{m.Key, m.Upload}
 	up := s.uploads[uk]
+	if up == nil && m.Off != 0 {
+		// Parts come in order from the first: this upload's earlier
+		// parts are gone (a restart, or it sat idle and was dropped).
+		s.mu.Unlock()
+		return 0, errs.New(errs.Stale, "kvcache: put of %q: upload %d is unknown here (its earlier parts were lost: the target restarted, or no part came for %v); put the value again from its start", m.Key, m.Upload, uploadIdle)
+	}
 	if up == nil {
+		for _, k := range staleUploads(s.uploads, now, uploadIdle) {
+			old := s.uploads[k]
+			delete(s.uploads, k)
+			old.f.Close() // a part still writing to it fails: "already ended"
+			os.Remove(old.f.Name())
+		}
 		if m.Total > s.cfg.Capacity {
 			s.st.Refused++
 			s.mu.Unlock()
@@ -231,6 +249,7 @@ func (s *share) put(m *wire.KVPutReq, data []byte) (uint8, error) {
 		up = &upload{f: f, total: m.Total, sums: make([]uint32, blocks(m.Total)), hdr: headerLen(len(m.Key), m.Total)}
 		s.uploads[uk] = up
 	}
+	up.last = now
 	s.mu.Unlock()
 	if up.total != m.Total {
 		return 0, errs.New(errs.Invalid, "kvcache: put of %q: parts disagree on the length", m.Key)
@@ -253,6 +272,18 @@ func (s *share) put(m *wire.KVPutReq, data []byte) (uint8, error) {
 		return wire.KVPart, nil
 	}
 	return s.commit(m.Key, uk, up, now)
+}
+
+// staleUploads returns the uploads whose last part came idle or longer
+// before now.
+func staleUploads(ups map[upKey]*upload, now time.Time, idle time.Duration) []upKey {
+	var out []upKey
+	for k, up := range ups {
+		if now.Sub(up.last) >= idle {
+			out = append(out, k)
+		}
+	}
+	return out
 }
 
 func (s *share) dropUpload(uk upKey, up *upload) {

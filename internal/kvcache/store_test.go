@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -195,4 +197,72 @@ func read(s *share, key string, off, n uint64) ([]byte, uint64, error) {
 	}
 	defer g.release()
 	return bytes.Clone(g.data), g.total, nil
+}
+
+// TestStaleUploads is the decision alone: uploads idle for the limit or
+// longer, and no others.
+func TestStaleUploads(t *testing.T) {
+	now := time.Unix(1e6, 0)
+	ups := map[upKey]*upload{
+		{"a", 1}: {last: now.Add(-uploadIdle - time.Second)},
+		{"b", 2}: {last: now.Add(-uploadIdle)},
+		{"c", 3}: {last: now.Add(-uploadIdle + time.Second)},
+		{"d", 4}: {last: now},
+	}
+	got := staleUploads(ups, now, uploadIdle)
+	slices.SortFunc(got, func(x, y upKey) int { return strings.Compare(x.key, y.key) })
+	if !slices.Equal(got, []upKey{{"a", 1}, {"b", 2}}) {
+		t.Fatalf("stale uploads %v, want a and b", got)
+	}
+	if got := staleUploads(nil, now, uploadIdle); len(got) != 0 {
+		t.Fatalf("stale uploads of none: %v", got)
+	}
+}
+
+// TestShareIdleUpload: an upload whose client stopped sending parts is
+// dropped, with its temporary file, by the next new upload once it has
+// been idle for uploadIdle; a later part of it, like a part of an upload
+// the target never saw begin (it restarted in between), is refused as
+// stale instead of starting a value that could never complete.
+func TestShareIdleUpload(t *testing.T) {
+	t.Parallel()
+	c := &clock{t: time.Unix(1e6, 0)}
+	s, dir := newShare(t, 64<<20, 0, c)
+	v := val(5, 3*blockSize)
+	tmpFiles := func() int {
+		ents, err := os.ReadDir(filepath.Join(dir, "tmp"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(ents)
+	}
+	if st, err := s.put(&wire.KVPutReq{Key: "k", Upload: 1, Total: uint64(len(v))}, v[:blockSize]); err != nil || st != wire.KVPart {
+		t.Fatalf("first part: %d, %v", st, err)
+	}
+	c.add(uploadIdle - time.Second)
+	putAll(t, s, "other", val(6, 10), 2)
+	if n := tmpFiles(); n != 1 {
+		t.Fatalf("%d temporary files after a new put before the limit, want 1 (the open upload)", n)
+	}
+	c.add(time.Second)
+	putAll(t, s, "other2", val(7, 10), 3)
+	if n := tmpFiles(); n != 0 {
+		t.Fatalf("%d temporary files after the idle upload was dropped", n)
+	}
+	if _, err := s.put(&wire.KVPutReq{Key: "k", Upload: 1, Total: uint64(len(v)), Off: blockSize}, v[blockSize:]); errs.CodeOf(err) != errs.Stale {
+		t.Fatalf("a later part of a dropped upload: %v, want stale", err)
+	}
+	if _, err := s.put(&wire.KVPutReq{Key: "n", Upload: 9, Total: uint64(len(v)), Off: 2 * blockSize}, v[2*blockSize:]); errs.CodeOf(err) != errs.Stale {
+		t.Fatalf("a part of an upload never begun here: %v, want stale", err)
+	}
+	if p := s.exists([]string{"k", "n"}); p[0] || p[1] {
+		t.Fatalf("values of refused parts exist: %v", p)
+	}
+	// The value put again from its start is stored.
+	if st := putAll(t, s, "k", v, 4); st != wire.KVStored {
+		t.Fatalf("put again: status %d", st)
+	}
+	if got, _, err := read(s, "k", 0, MaxValue); err != nil || !bytes.Equal(got, v) {
+		t.Fatalf("value put again: %d bytes, %v", len(got), err)
+	}
 }
