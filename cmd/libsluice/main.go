@@ -27,7 +27,7 @@ import (
 )
 
 // ABIVersion changes whenever a function's signature or meaning changes.
-const ABIVersion = 1
+const ABIVersion = 2 // 2: the KV-cache store's functions (sluice_kv_*)
 
 var lib = cabi.New()
 
@@ -193,7 +193,8 @@ func sluice_take(h C.int64_t, buf unsafe.Pointer, n C.int64_t, errbuf *C.char, e
 	return ret(int64(got), err, errbuf, errlen)
 }
 
-// sluice_free frees a file set, or a result nobody took.
+// sluice_free frees a file set, a KV-cache store's handle, or a result
+// nobody took.
 //
 //export sluice_free
 func sluice_free(h C.int64_t, errbuf *C.char, errlen C.int32_t) C.int64_t {
@@ -321,4 +322,100 @@ func sluice_fileset_read(fs C.int64_t, n C.int64_t, indices *C.int64_t, offsets 
 		res[i] = itemResult(r.N, r.Err)
 	}
 	return batchResult(failed, err, errbuf, errlen)
+}
+
+// cStrings converts n C strings.
+func cStrings(p **C.char, n int) []string {
+	cs := unsafe.Slice(p, n)
+	out := make([]string, n)
+	for i := range out {
+		out[i] = C.GoString(cs[i])
+	}
+	return out
+}
+
+// cBuffers converts n (address, length) pairs into slices of the caller's
+// memory.
+func cBuffers(p *unsafe.Pointer, lens *C.int64_t, n int) [][]byte {
+	ps, ls := unsafe.Slice(p, n), unsafe.Slice(lens, n)
+	out := make([][]byte, n)
+	for i := range out {
+		out[i] = bytes(ps[i], ls[i])
+	}
+	return out
+}
+
+// sluice_kv_create creates the KV-cache store name (docs/kvcache.md):
+// capacity bytes over every target, values expiring after ttl_ms (0:
+// never), replicas copies of each.
+//
+//export sluice_kv_create
+func sluice_kv_create(h C.int64_t, name *C.char, capacity C.int64_t, ttlMs C.int64_t, replicas C.int32_t, errbuf *C.char, errlen C.int32_t) C.int64_t {
+	return ret(0, lib.KVCreate(int64(h), C.GoString(name), int64(capacity), time.Duration(ttlMs)*time.Millisecond, int(replicas)), errbuf, errlen)
+}
+
+// sluice_kv_open opens the KV-cache store name and returns its handle
+// (freed by sluice_free).
+//
+//export sluice_kv_open
+func sluice_kv_open(h C.int64_t, name *C.char, errbuf *C.char, errlen C.int32_t) C.int64_t {
+	kh, err := lib.KVOpen(int64(h), C.GoString(name))
+	return ret(kh, err, errbuf, errlen)
+}
+
+// sluice_kv_put stores n values (bufs[i], lengths[i] bytes) under keys[i],
+// in parallel, and sets results[i] to 1 where it stored the value, 0 where
+// the key already had one (keys are write-once).
+//
+//export sluice_kv_put
+func sluice_kv_put(kh C.int64_t, n C.int64_t, keys **C.char, bufs *unsafe.Pointer, lengths *C.int64_t, results *C.int64_t, errbuf *C.char, errlen C.int32_t) C.int64_t {
+	cnt := int(n)
+	stored, err := lib.KVPut(int64(kh), cStrings(keys, cnt), cBuffers(bufs, lengths, cnt))
+	if err != nil {
+		return fail(err, errbuf, errlen)
+	}
+	res := unsafe.Slice(results, cnt)
+	for i, ok := range stored {
+		res[i] = 0
+		if ok {
+			res[i] = 1
+		}
+	}
+	return 0
+}
+
+// sluice_kv_get reads the values of n keys into bufs[i] (lengths[i]
+// bytes), in parallel, and sets results[i] to each one's length, -1 for a
+// key without a value. A buffer shorter than its value fails the call
+// (-ERANGE).
+//
+//export sluice_kv_get
+func sluice_kv_get(kh C.int64_t, n C.int64_t, keys **C.char, bufs *unsafe.Pointer, lengths *C.int64_t, results *C.int64_t, errbuf *C.char, errlen C.int32_t) C.int64_t {
+	cnt := int(n)
+	got, err := lib.KVGet(int64(kh), cStrings(keys, cnt), cBuffers(bufs, lengths, cnt))
+	if err != nil {
+		return fail(err, errbuf, errlen)
+	}
+	res := unsafe.Slice(results, cnt)
+	for i, v := range got {
+		res[i] = C.int64_t(v)
+	}
+	return 0
+}
+
+// sluice_kv_exists returns how many of n keys, from the first, have a
+// value.
+//
+//export sluice_kv_exists
+func sluice_kv_exists(kh C.int64_t, n C.int64_t, keys **C.char, errbuf *C.char, errlen C.int32_t) C.int64_t {
+	v, err := lib.KVExists(int64(kh), cStrings(keys, int(n)))
+	return ret(int64(v), err, errbuf, errlen)
+}
+
+// sluice_kv_delete removes n keys and returns how many had a value.
+//
+//export sluice_kv_delete
+func sluice_kv_delete(kh C.int64_t, n C.int64_t, keys **C.char, errbuf *C.char, errlen C.int32_t) C.int64_t {
+	v, err := lib.KVDelete(int64(kh), cStrings(keys, int(n)))
+	return ret(int64(v), err, errbuf, errlen)
 }

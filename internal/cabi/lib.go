@@ -426,11 +426,15 @@ func (l *Lib) TakeResult(h int64, dst []byte) (int, error) {
 	return copy(dst, b), nil
 }
 
-// Free releases a file set or a result nobody took.
+// Free releases a file set, a KV-cache store's handle or a result nobody
+// took.
 func (l *Lib) Free(h int64) error {
 	_, err := l.t.Remove(h, KindResult)
 	var be *BadHandleError
 	if !errors.As(err, &be) {
+		return err
+	}
+	if _, err := l.t.Remove(h, KindKV); !errors.As(err, &be) {
 		return err
 	}
 	v, err := l.t.Remove(h, KindFileset)

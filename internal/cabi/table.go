@@ -16,6 +16,7 @@ const (
 	KindFile
 	KindFileset
 	KindResult
+	KindKV
 )
 
 func (k Kind) String() string {
@@ -28,6 +29,8 @@ func (k Kind) String() string {
 		return "file set"
 	case KindResult:
 		return "result"
+	case KindKV:
+		return "KV-cache store"
 	}
 	return fmt.Sprintf("kind %d", uint8(k))
 }

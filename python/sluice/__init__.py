@@ -14,8 +14,9 @@ See docs/python.md in the repository.
 from ._lib import ForkError
 from .client import Client, DirEntry, File, FileSet, Stat
 from .checkpoint import load, save
+from .kvcache import KVStore
 
-__all__ = ["Client", "File", "FileSet", "Stat", "DirEntry", "ForkError", "save", "load", "read_batch"]
+__all__ = ["Client", "File", "FileSet", "KVStore", "Stat", "DirEntry", "ForkError", "save", "load", "read_batch"]
 __version__ = "0.1.0"
 
 

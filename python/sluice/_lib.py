@@ -21,7 +21,7 @@ import threading
 from ctypes import POINTER, c_char_p, c_int32, c_int64, c_uint32, c_uint64, c_void_p
 from typing import Any, Optional, Tuple
 
-ABI_VERSION = 1
+ABI_VERSION = 2
 _ERRLEN = 2048
 
 
@@ -74,6 +74,14 @@ _SIGNATURES = {
     "sluice_fileset_entries": [c_int64, POINTER(c_int64)] + _E,
     "sluice_fileset_read": [c_int64, c_int64, POINTER(c_int64), POINTER(c_int64), POINTER(c_int64),
                             POINTER(c_void_p), POINTER(c_int64), c_int32] + _E,
+    "sluice_kv_create": [c_int64, c_char_p, c_int64, c_int64, c_int32] + _E,
+    "sluice_kv_open": [c_int64, c_char_p] + _E,
+    "sluice_kv_put": [c_int64, c_int64, POINTER(c_char_p), POINTER(c_void_p), POINTER(c_int64),
+                      POINTER(c_int64)] + _E,
+    "sluice_kv_get": [c_int64, c_int64, POINTER(c_char_p), POINTER(c_void_p), POINTER(c_int64),
+                      POINTER(c_int64)] + _E,
+    "sluice_kv_exists": [c_int64, c_int64, POINTER(c_char_p)] + _E,
+    "sluice_kv_delete": [c_int64, c_int64, POINTER(c_char_p)] + _E,
 }
 
 

@@ -11,10 +11,13 @@ import struct
 import threading
 from ctypes import c_char_p, c_int64, c_void_p
 from dataclasses import dataclass
-from typing import Any, Iterable, List, Optional, Sequence, Tuple, Union
+from typing import TYPE_CHECKING, Any, Iterable, List, Optional, Sequence, Tuple, Union
 
 from . import _lib
 from ._lib import ForkError, check_pid, error
+
+if TYPE_CHECKING:
+    from .kvcache import KVStore
 
 DEFAULT_SERVER = "127.0.0.1:9400"
 DEFAULT_INFLIGHT = 64
@@ -441,6 +444,21 @@ class Client:
         regular file under root) so that batch reads from them cost one
         round trip to the storage targets per file. See FileSet."""
         return FileSet(self, paths=paths, root=root, recursive=recursive, errors=errors, inflight=inflight)
+
+    # The KV-cache store (docs/kvcache.md).
+
+    def kv_create(self, name: str, capacity: int, *, ttl: float = 0, replicas: int = 1) -> None:
+        """Creates the KV-cache store name over every storage target:
+        capacity bytes in all (least recently used values are evicted past
+        it), values expiring ttl seconds after their put (0: never),
+        replicas copies of each. Creating it again with the same settings
+        is no error."""
+        self._call("sluice_kv_create", name.encode("utf-8"), int(capacity), int(ttl * 1000), int(replicas))
+
+    def kv(self, name: str) -> "KVStore":
+        """Opens the KV-cache store name (see sluice.KVStore)."""
+        from .kvcache import KVStore
+        return KVStore(self, name)
 
     def walk_files(self, root: PathLike) -> List[Tuple[str, int]]:
         """Every regular file under root, (path, size), in path order."""

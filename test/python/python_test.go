@@ -142,6 +142,13 @@ func TestFsspec(t *testing.T) {
 	unittest(t, addr, "test_fsspec")
 }
 
+// TestKV: the KV-cache store from Python (sluice.KVStore).
+func TestKV(t *testing.T) {
+	needPython(t)
+	_, addr := serve(t)
+	unittest(t, addr, "test_kv")
+}
+
 // TestAsyncFsspec: the asynchronous fsspec file system (sluice.asyncfs).
 func TestAsyncFsspec(t *testing.T) {
 	needPython(t)
