@@ -62,11 +62,16 @@ type Proc struct {
 // Start runs binary with args (env is added to the environment) and waits
 // until a stdout line matches ready; it returns the process and the
 // regexp's first submatch (e.g. the served address). The process is killed
-// by PID when the test ends.
+// by PID when the test ends, and sent SIGTERM if the test process dies
+// first.
 func Start(tb testing.TB, binary string, env []string, ready *regexp.Regexp, args ...string) (*Proc, string) {
 	tb.Helper()
 	cmd := exec.Command(binary, args...)
 	cmd.Env = append(os.Environ(), env...)
+	// If the test process dies without its cleanups (a test binary's
+	// timeout panics, a kill), the kernel asks the process to stop too
+	// (SIGTERM: a server shuts down, a mount unmounts).
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGTERM}
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
 		tb.Fatal(err)
