@@ -19,7 +19,7 @@ import shutil
 import tempfile
 import threading
 from ctypes import POINTER, c_char_p, c_int32, c_int64, c_uint32, c_uint64, c_void_p
-from typing import Any, Optional, Tuple
+from typing import Any, List, Optional, Tuple
 
 ABI_VERSION = 2
 _ERRLEN = 2048
@@ -234,6 +234,17 @@ def check_pid(owner_pid: int, what: str) -> None:
         raise ForkError(_errno.EBADF, f"sluice: this {what} belongs to process {owner_pid}, not to this process {pid} "
                         "(a fork, such as a DataLoader worker): open it again in this process; "
                         "a sluice.Client reconnects by itself")
+
+
+def buffer_arrays(bufs: Any, writable: bool) -> Tuple[Any, Any, List[Any]]:
+    """Returns the C arrays of the addresses and sizes of buffers (see
+    buffer_address) and what keeps them alive during the call."""
+    n = len(bufs)
+    addrs, lens, keep = (c_void_p * n)(), (c_int64 * n)(), []
+    for i, b in enumerate(bufs):
+        addrs[i], lens[i], k = buffer_address(b, writable)
+        keep.append(k)
+    return addrs, lens, keep
 
 
 def buffer_address(buf: Any, writable: bool) -> Tuple[int, int, Any]:

@@ -427,13 +427,7 @@ class Client:
         when this returns."""
         n = len(items)
         cpaths = (c_char_p * n)(*[_p(p) for p, _ in items])
-        lens = (c_int64 * n)()
-        addrs = (c_void_p * n)()
-        keep = []
-        for i, (_, data) in enumerate(items):
-            a, size, k = _lib.buffer_address(data, writable=False)
-            addrs[i], lens[i] = a, size
-            keep.append(k)
+        addrs, lens, keep = _lib.buffer_arrays([data for _, data in items], writable=False)
         res = (c_int64 * n)()
         return self._batch("sluice_write_batch", [os.fspath(p) for p, _ in items], errors,
                            n, cpaths, lens, addrs, res, inflight, 1 if sync else 0, res=res)

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import os
 import threading
-from ctypes import c_char_p, c_int64, c_void_p
+from ctypes import c_char_p, c_int64
 from typing import TYPE_CHECKING, Any, List, Optional, Sequence, Tuple
 
 from . import _lib
@@ -67,11 +67,7 @@ class KVStore:
         n = len(keys)
         if len(values) != n:
             raise ValueError(f"sluice: {n} keys and {len(values)} values")
-        addrs, lens, keep = (c_void_p * n)(), (c_int64 * n)(), []
-        for i, v in enumerate(values):
-            a, size, k = _lib.buffer_address(v, writable=False)
-            addrs[i], lens[i] = a, size
-            keep.append(k)
+        addrs, lens, keep = _lib.buffer_arrays(values, writable=False)
         res = (c_int64 * n)()
         lib, h = self._handle()
         lib.call("sluice_kv_put", h, n, _keys(keys), addrs, lens, res)
@@ -85,11 +81,7 @@ class KVStore:
         n = len(keys)
         if len(buffers) != n:
             raise ValueError(f"sluice: {n} keys and {len(buffers)} buffers")
-        addrs, lens, keep = (c_void_p * n)(), (c_int64 * n)(), []
-        for i, b in enumerate(buffers):
-            a, size, k = _lib.buffer_address(b, writable=True)
-            addrs[i], lens[i] = a, size
-            keep.append(k)
+        addrs, lens, keep = _lib.buffer_arrays(buffers, writable=True)
         res = (c_int64 * n)()
         lib, h = self._handle()
         lib.call("sluice_kv_get", h, n, _keys(keys), addrs, lens, res)
