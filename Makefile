@@ -16,10 +16,20 @@ serve: build
 	mkdir -p $(MNT)
 	$(BIN) serve --data-dir $(DATA) --mount $(MNT) --s3 $(S3)
 
-# The test command CI runs (see README and .ci/run).
+# The test command CI runs (see README and .ci/run). The race detector
+# checks the code that runs in the test processes: every package's own
+# tests, and the end-to-end tests in which the client library works
+# concurrently (E2E_RACE). The other tests under test/ drive sluice
+# processes that are not built with it, so there it would only slow the
+# tests' own harness (2.8x for test/e2e, 5x for the exercisers).
+RACE_PKGS = ./internal/... ./client/... ./cmd/... ./test/kvcache
+PROC_PKGS = $(shell $(GO) list ./test/... | grep -v '/test/kvcache$$')
+E2E_RACE  = Races|Racing|TwoClients|^TestMigrateRandom$$|^TestKill9DuringWrites$$|^TestClientFileSemantics$$|^TestGarbledInTransit$$
 test:
 	$(GO) vet ./...
-	$(GO) test -race -timeout 25m ./...
+	$(GO) test -race -timeout 25m $(RACE_PKGS)
+	$(GO) test -race -timeout 25m -run '$(E2E_RACE)' ./test/e2e
+	$(GO) test -timeout 25m $(PROC_PKGS)
 
 test-short:
 	$(GO) test -short ./...
