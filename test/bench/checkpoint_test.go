@@ -18,7 +18,10 @@ import (
 // logs the stall and durable times as ratios to the local directory.
 // SLUICE_BENCH_CKPT_SIZE sets the checkpoint's total size (default 64MiB;
 // the figures use 1GiB); SLUICE_BENCH_CKPT_COLD=1 drops the page
-// cache before each restore (--ckpt-cold-restore, root only).
+// cache before each restore (--ckpt-cold-restore, root only);
+// SLUICE_BENCH_CKPT_STAGING=DIR puts the staging area in a new directory
+// under DIR (for example /dev/shm, memory: docs/checkpoint.md) instead of
+// the test's temporary directory on the disk.
 func TestBenchCheckpointAbsorb(t *testing.T) {
 	s := startServer(t)
 	c := s.client()
@@ -36,6 +39,14 @@ func TestBenchCheckpointAbsorb(t *testing.T) {
 		size = "64MiB"
 	}
 	staging, local := t.TempDir(), t.TempDir()
+	if parent := os.Getenv("SLUICE_BENCH_CKPT_STAGING"); parent != "" {
+		d, err := os.MkdirTemp(parent, "sluice-staging-")
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { os.RemoveAll(d) })
+		staging = d
+	}
 	args := []string{"bench", "--json", "--no-io500", "--no-train", "--ckpt-writers", "8", "--ckpt-size", size,
 		"--staging-dir", staging}
 	cache := "page cache warm on the local directory"
@@ -59,6 +70,7 @@ func TestBenchCheckpointAbsorb(t *testing.T) {
 	}
 	abs, plain, dir := results[0].Checkpoint, results[1].Checkpoint, results[2].Checkpoint
 	ratio := func(a, b float64) string { return strconv.FormatFloat(a/b, 'f', 2, 64) }
+	t.Logf("staging area: %s", staging)
 	t.Logf("checkpoint %s, 8 writers: stall absorb %.3fs plain %.3fs local %.3fs; durable absorb %.3fs plain %.3fs local %.3fs",
 		size, abs.StallSeconds, plain.StallSeconds, dir.StallSeconds, abs.DurableSeconds, plain.DurableSeconds, dir.DurableSeconds)
 	t.Logf("stall / local-dir stall: absorb %s, plain %s; absorb stall / plain stall %s; durable absorb / plain %s",
