@@ -101,6 +101,10 @@ type StagingStats struct {
 	DrainErrors, LastErrors int64  // retried drain failures; renames that failed when carried out
 	LastError               string // the last of those errors
 	Adopted                 int64  // segments and renames found in dead clients' areas
+	// InMemory says the staging directory is on a memory file system
+	// (tmpfs, ramfs: /dev/shm): staged data survives a kill of the
+	// client's process, not a restart of its machine (docs/checkpoint.md).
+	InMemory bool
 }
 
 // stageDir is one staging area: this client's, or a dead client's being
@@ -160,6 +164,7 @@ func openStager(c *Client, dir string) (*stager, error) {
 		sem: make(chan struct{}, drainParallel), inos: make(map[uint64]*stagedIno),
 		created: make(map[uint64]uint64), policy: make(map[uint64]policyEntry), drained: make(chan struct{}, 1)}
 	s.cond = sync.NewCond(&s.mu)
+	s.stats.InMemory = inMemory(base)
 	if err := s.adoptAll(); err != nil {
 		// Stop at once: what was adopted stays for the next client.
 		done, cancel := context.WithCancel(context.Background())
@@ -168,6 +173,22 @@ func openStager(c *Client, dir string) (*stager, error) {
 		return nil, err
 	}
 	return s, nil
+}
+
+// Magic numbers of memory file systems (statfs(2)).
+const (
+	tmpfsMagic = 0x01021994
+	ramfsMagic = 0x858458f6
+)
+
+// inMemory reports whether dir is on a memory file system, whose files
+// are gone after a restart of the machine.
+func inMemory(dir string) bool {
+	var st syscall.Statfs_t
+	if syscall.Statfs(dir, &st) != nil {
+		return false
+	}
+	return st.Type == tmpfsMagic || st.Type == ramfsMagic
 }
 
 // lockStageDir locks area base/name. With create it makes the area, its

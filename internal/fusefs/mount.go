@@ -96,6 +96,9 @@ func Mount(ctx context.Context, c *client.Client, opts Options) (*Mounted, error
 		return nil, errs.New(errs.NotDir, "mount: %s is not a directory", mp)
 	}
 
+	if c.StagingStats().InMemory {
+		opts.Logger.Warn("the staging directory is on a memory file system: files under the absorb policy are acknowledged before they reach the targets, and a restart of this machine loses what has not drained yet (a kill of this process does not)")
+	}
 	mctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	fs := newFileSystem(mctx, c, &opts)
 	sctx, scancel := context.WithTimeout(ctx, opts.OpTimeout)

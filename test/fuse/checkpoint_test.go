@@ -11,6 +11,7 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -22,113 +23,132 @@ import (
 // writer reads its own data back at once, another client never sees a
 // ".metadata" before its shards, and a mount killed with SIGKILL right
 // after the commit leaves its staging for the next mount, which drains it
-// and carries out the commit.
+// and carries out the commit. Staging on the disk and in memory
+// (/dev/shm), where the mount must warn that a restart of the machine
+// would lose what has not drained.
 func TestCheckpointAbsorb(t *testing.T) {
 	requireFUSE(t)
-	srv := startServer(t, "", "")
-	c := srv.client()
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
-	if err := c.Mkdir(ctx, "/ckpt", 0o777); err != nil {
-		t.Fatal(err)
-	}
-	if err := c.SetAbsorb(ctx, "/ckpt", client.AbsorbOn); err != nil {
-		t.Fatal(err)
-	}
-	staging := t.TempDir()
-	m := startMount(t, srv.addr, "--staging-dir", staging)
+	for _, place := range []string{"disk", "memory"} {
+		t.Run(place, func(t *testing.T) {
+			srv := startServer(t, "", "")
+			c := srv.client()
+			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+			defer cancel()
+			if err := c.Mkdir(ctx, "/ckpt", 0o777); err != nil {
+				t.Fatal(err)
+			}
+			if err := c.SetAbsorb(ctx, "/ckpt", client.AbsorbOn); err != nil {
+				t.Fatal(err)
+			}
+			staging := t.TempDir()
+			if place == "memory" {
+				d, err := os.MkdirTemp("/dev/shm", "sluice-test-staging-")
+				if err != nil {
+					t.Fatal(err)
+				}
+				t.Cleanup(func() { os.RemoveAll(d) })
+				staging = d
+			}
+			m := startMount(t, srv.addr, "--staging-dir", staging)
+			// The mount warns when its staged data would not survive a restart
+			// of the machine, and only then.
+			if warned := strings.Contains(m.logs.String(), "memory file system"); warned != (place == "memory") {
+				t.Fatalf("staging in %s: the mount warned of memory: %v; its log: %s", place, warned, m.logs.String())
+			}
 
-	data := func(step, i int) []byte {
-		r := rand.New(rand.NewPCG(uint64(step), uint64(i)))
-		b := make([]byte, 2<<20+int(r.IntN(100000)))
-		for k := range b {
-			b[k] = byte(r.Uint32())
-		}
-		return b
-	}
-	const shards = 4
-	// write writes checkpoint step the way DCP does: shards, fsync each,
-	// .metadata.tmp, fsync, rename to .metadata.
-	write := func(m *mount, step int) {
-		dir := m.path("ckpt", fmt.Sprintf("step%d", step))
-		if err := os.MkdirAll(dir, 0o755); err != nil {
-			t.Fatal(err)
-		}
-		for i := range shards {
-			f, err := os.Create(filepath.Join(dir, fmt.Sprintf("__%d_0.distcp", i)))
-			if err != nil {
-				t.Fatal(err)
+			data := func(step, i int) []byte {
+				r := rand.New(rand.NewPCG(uint64(step), uint64(i)))
+				b := make([]byte, 2<<20+int(r.IntN(100000)))
+				for k := range b {
+					b[k] = byte(r.Uint32())
+				}
+				return b
 			}
-			if _, err := f.Write(data(step, i)); err != nil {
-				t.Fatal(err)
+			const shards = 4
+			// write writes checkpoint step the way DCP does: shards, fsync each,
+			// .metadata.tmp, fsync, rename to .metadata.
+			write := func(m *mount, step int) {
+				dir := m.path("ckpt", fmt.Sprintf("step%d", step))
+				if err := os.MkdirAll(dir, 0o755); err != nil {
+					t.Fatal(err)
+				}
+				for i := range shards {
+					f, err := os.Create(filepath.Join(dir, fmt.Sprintf("__%d_0.distcp", i)))
+					if err != nil {
+						t.Fatal(err)
+					}
+					if _, err := f.Write(data(step, i)); err != nil {
+						t.Fatal(err)
+					}
+					if err := f.Sync(); err != nil {
+						t.Fatal(err)
+					}
+					if err := f.Close(); err != nil {
+						t.Fatal(err)
+					}
+				}
+				if err := os.WriteFile(filepath.Join(dir, ".metadata.tmp"), []byte(fmt.Sprintf("step %d", step)), 0o644); err != nil {
+					t.Fatal(err)
+				}
+				if err := os.Rename(filepath.Join(dir, ".metadata.tmp"), filepath.Join(dir, ".metadata")); err != nil {
+					t.Fatal(err)
+				}
 			}
-			if err := f.Sync(); err != nil {
-				t.Fatal(err)
+			// committed waits until another client sees step's .metadata, then
+			// checks every shard there, whole.
+			committed := func(step int) {
+				t.Helper()
+				dir := fmt.Sprintf("/ckpt/step%d", step)
+				deadline := time.Now().Add(time.Minute)
+				for {
+					_, err := c.Stat(ctx, path.Join(dir, ".metadata"))
+					if err == nil {
+						break
+					}
+					if !errors.Is(err, fs.ErrNotExist) || time.Now().After(deadline) {
+						t.Fatalf("%s/.metadata: %v", dir, err)
+					}
+					time.Sleep(5 * time.Millisecond)
+				}
+				for i := range shards {
+					f, err := c.Open(ctx, path.Join(dir, fmt.Sprintf("__%d_0.distcp", i)))
+					if err != nil {
+						t.Fatal(err)
+					}
+					got, err := io.ReadAll(f)
+					f.Close()
+					if err != nil || !bytes.Equal(got, data(step, i)) {
+						t.Fatalf("%s shard %d once .metadata is visible: %d bytes (want %d), %v", dir, i, len(got), len(data(step, i)), err)
+					}
+				}
 			}
-			if err := f.Close(); err != nil {
-				t.Fatal(err)
-			}
-		}
-		if err := os.WriteFile(filepath.Join(dir, ".metadata.tmp"), []byte(fmt.Sprintf("step %d", step)), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.Rename(filepath.Join(dir, ".metadata.tmp"), filepath.Join(dir, ".metadata")); err != nil {
-			t.Fatal(err)
-		}
-	}
-	// committed waits until another client sees step's .metadata, then
-	// checks every shard there, whole.
-	committed := func(step int) {
-		t.Helper()
-		dir := fmt.Sprintf("/ckpt/step%d", step)
-		deadline := time.Now().Add(time.Minute)
-		for {
-			_, err := c.Stat(ctx, path.Join(dir, ".metadata"))
-			if err == nil {
-				break
-			}
-			if !errors.Is(err, fs.ErrNotExist) || time.Now().After(deadline) {
-				t.Fatalf("%s/.metadata: %v", dir, err)
-			}
-			time.Sleep(5 * time.Millisecond)
-		}
-		for i := range shards {
-			f, err := c.Open(ctx, path.Join(dir, fmt.Sprintf("__%d_0.distcp", i)))
-			if err != nil {
-				t.Fatal(err)
-			}
-			got, err := io.ReadAll(f)
-			f.Close()
-			if err != nil || !bytes.Equal(got, data(step, i)) {
-				t.Fatalf("%s shard %d once .metadata is visible: %d bytes (want %d), %v", dir, i, len(got), len(data(step, i)), err)
-			}
-		}
-	}
 
-	write(m, 1)
-	// The writer's own mount sees its data at once: size and bytes.
-	p := m.path("ckpt", "step1", "__2_0.distcp")
-	if fi, err := os.Stat(p); err != nil || fi.Size() != int64(len(data(1, 2))) {
-		t.Fatalf("stat through the writing mount: %v, %v", fi, err)
-	}
-	if got, err := os.ReadFile(p); err != nil || !bytes.Equal(got, data(1, 2)) {
-		t.Fatalf("read back through the writing mount: %d bytes, %v", len(got), err)
-	}
-	committed(1)
+			write(m, 1)
+			// The writer's own mount sees its data at once: size and bytes.
+			p := m.path("ckpt", "step1", "__2_0.distcp")
+			if fi, err := os.Stat(p); err != nil || fi.Size() != int64(len(data(1, 2))) {
+				t.Fatalf("stat through the writing mount: %v, %v", fi, err)
+			}
+			if got, err := os.ReadFile(p); err != nil || !bytes.Equal(got, data(1, 2)) {
+				t.Fatalf("read back through the writing mount: %d bytes, %v", len(got), err)
+			}
+			committed(1)
 
-	// Kill the mount right after the commit of step 2 was acknowledged.
-	write(m, 2)
-	m.kill()
-	m2 := startMount(t, srv.addr, "--staging-dir", staging)
-	committed(2)
-	committed(1)
-	// Once the mount has nothing left staged, its staging area is empty
-	// after a clean unmount.
-	write(m2, 3)
-	committed(3)
-	m2.stop()
-	left, err := os.ReadDir(filepath.Join(staging, c.FSID()))
-	if err != nil || len(left) != 0 {
-		t.Fatalf("staging after a clean unmount: %v, %v", left, err)
+			// Kill the mount right after the commit of step 2 was acknowledged.
+			write(m, 2)
+			m.kill()
+			m2 := startMount(t, srv.addr, "--staging-dir", staging)
+			committed(2)
+			committed(1)
+			// Once the mount has nothing left staged, its staging area is empty
+			// after a clean unmount.
+			write(m2, 3)
+			committed(3)
+			m2.stop()
+			left, err := os.ReadDir(filepath.Join(staging, c.FSID()))
+			if err != nil || len(left) != 0 {
+				t.Fatalf("staging after a clean unmount: %v, %v", left, err)
+			}
+		})
 	}
 }
