@@ -46,15 +46,37 @@ func TestInMemory(t *testing.T) {
 	for _, dir := range []string{t.TempDir(), "/dev/shm", "/"} {
 		typ := fsTypeOf(t, dir)
 		want := typ == "tmpfs" || typ == "ramfs"
-		if got := inMemory(dir); got != want {
-			t.Errorf("%s (%s): inMemory %v, want %v", dir, typ, got, want)
+		if got, total := inMemory(dir); got != want || (got && total <= 0) {
+			t.Errorf("%s (%s): inMemory %v (size %d), want %v", dir, typ, got, total, want)
 		}
 		sawMemory = sawMemory || want
 	}
 	if !sawMemory {
 		t.Fatal("/dev/shm is not a memory file system here: nothing was checked that says yes")
 	}
-	if inMemory(filepath.Join(t.TempDir(), "missing")) {
+	if got, _ := inMemory(filepath.Join(t.TempDir(), "missing")); got {
 		t.Error("a missing directory is said to be in memory")
+	}
+}
+
+// TestKeepForReuse: drained data files are kept only in memory, only
+// while the pool stays under the smaller of poolMax and a quarter of the
+// file system.
+func TestKeepForReuse(t *testing.T) {
+	for _, c := range []struct {
+		mem, pooled, size int64
+		want              bool
+	}{
+		{0, 0, 1 << 20, false},                   // on a disk: never
+		{8 << 30, 0, 1 << 20, true},              // in memory, room
+		{8 << 30, 0, 0, false},                   // nothing to keep
+		{8 << 30, 2<<30 - 1<<20, 1 << 20, true},  // exactly a quarter
+		{8 << 30, 2<<30 - 1<<20, 2 << 20, false}, // past a quarter
+		{1 << 40, poolMax - 1, 1, true},          // poolMax bounds a big file system
+		{1 << 40, poolMax, 1, false},
+	} {
+		if got := keepForReuse(c.mem, c.pooled, c.size); got != c.want {
+			t.Errorf("keepForReuse(%d, %d, %d) = %v, want %v", c.mem, c.pooled, c.size, got, c.want)
+		}
 	}
 }

@@ -3,10 +3,14 @@ package bench_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
 	"testing"
+	"time"
+
+	"golang.org/x/sync/errgroup"
 
 	"github.com/sluice-fs/sluice/client"
 	"github.com/sluice-fs/sluice/internal/bench"
@@ -85,5 +89,77 @@ func TestBenchCheckpointAbsorb(t *testing.T) {
 	}
 	if staged, err := c.StagedFiles(ctx); err != nil || len(staged) != 0 {
 		t.Fatalf("staged marks after the bench: %v, %v", staged, err)
+	}
+}
+
+// BenchmarkStagedCheckpoints writes checkpoints of 8 shards of 128 MiB
+// (SLUICE_BENCH_CKPT_SIZE in all) through one client staging in memory
+// (/dev/shm), one checkpoint after another, each drained before the next
+// (as training saves every few minutes): the stall of each, until every
+// shard's Close returned. From the second on, segments go into the data
+// files of drained ones (client/stage.go, reuse).
+//
+//	go test -run '^$' -bench StagedCheckpoints -benchtime 4x ./test/bench
+func BenchmarkStagedCheckpoints(b *testing.B) {
+	s := startServer(b)
+	ctx := context.Background()
+	if err := s.client().Mkdir(ctx, "/ckpt", 0o755); err != nil {
+		b.Fatal(err)
+	}
+	if err := s.client().SetAbsorb(ctx, "/ckpt", client.AbsorbOn); err != nil {
+		b.Fatal(err)
+	}
+	size := int64(1 << 30)
+	if v := os.Getenv("SLUICE_BENCH_CKPT_SIZE"); v != "" {
+		n, err := bench.ParseSize(v)
+		if err != nil {
+			b.Fatal(err)
+		}
+		size = n
+	}
+	staging, err := os.MkdirTemp("/dev/shm", "sluice-bench-staging-")
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { os.RemoveAll(staging) })
+	c, err := client.New(ctx, client.Options{Server: s.addr, StagingDir: staging})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer c.Close()
+	const writers = 8
+	shard := make([]byte, size/writers)
+	for i := range shard {
+		shard[i] = byte(i*7 + i>>12)
+	}
+	b.SetBytes(size / writers * writers)
+	b.ResetTimer()
+	for i := range b.N {
+		start := time.Now()
+		var g errgroup.Group
+		for w := range writers {
+			g.Go(func() error {
+				f, err := c.Create(ctx, fmt.Sprintf("/ckpt/step%d-%d", i, w))
+				if err != nil {
+					return err
+				}
+				for off := 0; off < len(shard); off += 4 << 20 {
+					if _, err := f.Write(shard[off:min(off+4<<20, len(shard))]); err != nil {
+						return err
+					}
+				}
+				return f.Close()
+			})
+		}
+		if err := g.Wait(); err != nil {
+			b.Fatal(err)
+		}
+		stall := time.Since(start)
+		b.StopTimer()
+		if err := c.WaitStaged(ctx); err != nil {
+			b.Fatal(err)
+		}
+		b.Logf("checkpoint %d: stall %.3fs (%.3f s/GiB); segments in reused files so far %d", i+1, stall.Seconds(), stall.Seconds()/(float64(size)/(1<<30)), c.StagingStats().Recycled)
+		b.StartTimer()
 	}
 }
