@@ -481,12 +481,10 @@ func sluiceCLI(t *testing.T, addr string, args ...string) string {
 	return string(out)
 }
 
-// TestRewriteWhileStaged rewrites part of a file whose staged data has
-// not drained (the storage node is paused), through a File opened by
-// inode, which the policy alone would not stage: the rewrite is staged
-// behind the first data, so after the drain the file holds the rewrite
-// over the original, never the reverse.
-func TestRewriteWhileStaged(t *testing.T) {
+// absorbCluster starts a one-node cluster with /ckpt under the absorb
+// policy, and returns it, its address and a client without staging.
+func absorbCluster(t *testing.T) (*proctest.Cluster, string, *client.Client) {
+	t.Helper()
 	cl := proctest.StartCluster(t, binary, proctest.ClusterOptions{Metas: 1, Nodes: 1, TargetsPerNode: 2, Embedded: true, HeartbeatTimeout: 10 * time.Second})
 	addr := cl.MetaAddrs()
 	ctx := context.Background()
@@ -497,6 +495,17 @@ func TestRewriteWhileStaged(t *testing.T) {
 	if err := other.SetAbsorb(ctx, "/ckpt", client.AbsorbOn); err != nil {
 		t.Fatal(err)
 	}
+	return cl, addr, other
+}
+
+// TestRewriteWhileStaged rewrites part of a file whose staged data has
+// not drained (the storage node is paused), through a File opened by
+// inode, which the policy alone would not stage: the rewrite is staged
+// behind the first data, so after the drain the file holds the rewrite
+// over the original, never the reverse.
+func TestRewriteWhileStaged(t *testing.T) {
+	cl, addr, other := absorbCluster(t)
+	ctx := context.Background()
 	c, err := client.New(ctx, client.Options{Server: addr, StagingDir: t.TempDir()})
 	if err != nil {
 		t.Fatal(err)
@@ -548,16 +557,8 @@ func TestRewriteWhileStaged(t *testing.T) {
 // never come through: a file with a hole where the reused file held data
 // reads zeros there, after the drain, from another client.
 func TestRecycledStaging(t *testing.T) {
-	cl := proctest.StartCluster(t, binary, proctest.ClusterOptions{Metas: 1, Nodes: 1, TargetsPerNode: 2, Embedded: true, HeartbeatTimeout: 10 * time.Second})
-	addr := cl.MetaAddrs()
+	_, addr, other := absorbCluster(t)
 	ctx := context.Background()
-	other := proctest.Client(t, addr)
-	if err := other.Mkdir(ctx, "/ckpt", 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := other.SetAbsorb(ctx, "/ckpt", client.AbsorbOn); err != nil {
-		t.Fatal(err)
-	}
 	staging, err := os.MkdirTemp("/dev/shm", "sluice-test-staging-")
 	if err != nil {
 		t.Fatal(err)
