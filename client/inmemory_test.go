@@ -46,7 +46,7 @@ func TestInMemory(t *testing.T) {
 	for _, dir := range []string{t.TempDir(), "/dev/shm", "/"} {
 		typ := fsTypeOf(t, dir)
 		want := typ == "tmpfs" || typ == "ramfs"
-		if got, total := inMemory(dir); got != want || (got && total <= 0) {
+		if got, total := inMemory(dir); got != want || (got != (total > 0)) {
 			t.Errorf("%s (%s): inMemory %v (size %d), want %v", dir, typ, got, total, want)
 		}
 		sawMemory = sawMemory || want

@@ -196,7 +196,10 @@ func inMemory(dir string) (bool, int64) {
 	if syscall.Statfs(dir, &st) != nil {
 		return false, 0
 	}
-	return st.Type == tmpfsMagic || st.Type == ramfsMagic, int64(st.Blocks) * st.Bsize
+	if st.Type != tmpfsMagic && st.Type != ramfsMagic {
+		return false, 0
+	}
+	return true, int64(st.Blocks) * st.Bsize
 }
 
 // Reuse of drained segments' data files in memory. Writing into pages a
