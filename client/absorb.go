@@ -169,10 +169,12 @@ func (c *Client) stageOpen(ctx context.Context, f *File, dir uint64, byPath bool
 	if s == nil || !f.writable() {
 		return nil
 	}
-	if _, ok := s.stagedSize(f.ino); ok {
+	if size, ok := s.stagedSize(f.ino); ok {
 		// The file has staged data still draining: later writes must
-		// land after it, so they are staged too, whatever the policy.
+		// land after it, so they are staged too, whatever the policy;
+		// and its size is the staged one (the service's lags).
 		f.stg = &stagedFile{s: s}
+		f.size = max(f.size, size)
 		return nil
 	}
 	if dir == 0 && !byPath {

@@ -999,6 +999,7 @@ func (f *File) Stat() (*FileInfo, error) {
 	if err := f.c.metaCall(f.ctx, wire.OpGetAttr, &wire.InoReq{Ino: f.ino}, &a); err != nil {
 		return nil, opErr("stat", f.name, err)
 	}
+	f.c.overlayStaged(&a) // this client's staged writes count, as in Client.Stat
 	attr := attrFrom(&a)
 	attr.Size = max(attr.Size, f.size)
 	return &FileInfo{name: f.name, attr: attr}, nil
