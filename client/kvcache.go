@@ -2,6 +2,7 @@ package client
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"slices"
@@ -121,9 +122,11 @@ func (c *Client) kvCall(ctx context.Context, t placement.TargetID, op wire.Op, r
 // the CRC32C each was stored with, which the client checks; after a
 // mismatch the same target is asked again without the flag, and then
 // verifies the bytes itself, so damage on its disk comes back as
-// errs.Corruption while a garbled transfer reads right.
+// errs.Corruption while a garbled transfer reads right. A request other
+// than a put whose connection broke (errs.Unavailable) is sent once more
+// at once, on a new connection.
 func (c *Client) kvCallN(ctx context.Context, t placement.TargetID, op wire.Op, req wire.Message, data [][]byte, resp wire.Message, into []byte) (int, error) {
-	verify := false
+	verify, broken := false, false
 	for garbled := 0; ; garbled++ {
 		conn, err := c.targetConn(ctx, t)
 		if err != nil {
@@ -153,6 +156,12 @@ func (c *Client) kvCallN(ctx context.Context, t placement.TargetID, op wire.Op, 
 					err = errs.New(errs.Garbled, "client: kv read of %d bytes from target %d: the data's CRC32C is %08x, the reply says %08x (garbled in transit)", n, t, got, g.DataCRC)
 				}
 			}
+		}
+		if errs.CodeOf(err) == errs.Unavailable && op != wire.OpKVPut && !broken && ctx.Err() == nil {
+			// The connection broke: once more at once, on a new one (a
+			// put goes again from its start: putOne).
+			broken = true
+			continue
 		}
 		if errs.CodeOf(err) != errs.Garbled || garbled >= maxGarbled || ctx.Err() != nil {
 			return n, err
@@ -223,7 +232,7 @@ func (s *KVStore) Put(ctx context.Context, keys []string, values [][]byte) (stor
 		g.Go(func() error {
 			// The first replica decides which put of a key wins; only the
 			// winner writes the other replicas, so they all hold its value.
-			upload := rand.Uint64()
+			upload := rand.Uint64() | 1 // 0 is no put's (version 1 value files)
 			ts := s.targetsOf(k)
 			st, err := s.putOne(gctx, ts[0], k, upload, values[i])
 			if err != nil || st == wire.KVExisted {
@@ -247,18 +256,55 @@ func (s *KVStore) Put(ctx context.Context, keys []string, values [][]byte) (stor
 }
 
 // putOne sends a value to one target in parts, in order, and returns what
-// the last part did (stored, or existed). A target that lost the upload's
+// the last part did (stored, or existed). The value is sent again from its
+// start, under the same upload number, when the target lost the upload's
 // earlier parts (it restarted between two parts, or dropped the upload as
-// idle) says so (errs.Stale) and the value is sent again from its start,
-// under a new upload number, once.
+// idle: errs.Stale) or the connection broke (errs.Unavailable: the target
+// counts each block once and answers "stored" to the upload that stored
+// the value), until Options.RetryTimeout has passed (putRetry).
 func (s *KVStore) putOne(ctx context.Context, t placement.TargetID, key string, upload uint64, v []byte) (uint8, error) {
-	for again := 0; ; again++ {
+	var deadline time.Time
+	for attempt := 0; ; attempt++ {
 		st, err := s.putParts(ctx, t, key, upload, v)
-		if errs.CodeOf(err) != errs.Stale || again > 0 {
+		if err == nil || ctx.Err() != nil {
 			return st, err
 		}
-		upload = rand.Uint64()
+		now := time.Now()
+		if deadline.IsZero() {
+			deadline = now.Add(s.c.opts.RetryTimeout)
+		}
+		again, wait := putRetry(errs.CodeOf(err), attempt, now, deadline)
+		if !again {
+			if errs.CodeOf(err) == errs.Stale || errs.CodeOf(err) == errs.Unavailable {
+				return 0, fmt.Errorf("%w (gave up after %d tries)", err, attempt+1)
+			}
+			return 0, err
+		}
+		select {
+		case <-time.After(wait):
+		case <-ctx.Done():
+			return 0, errors.Join(err, ctx.Err())
+		}
+		if errs.CodeOf(err) == errs.Unavailable {
+			_ = s.c.refreshCluster(ctx) // the target may serve elsewhere now; a failure shows in the next try
+		}
 	}
+}
+
+// putRetry decides whether a put that failed with code on its attempt-th
+// try (from 0) goes again, and after how long: a lost upload (errs.Stale)
+// or a broken connection (errs.Unavailable) goes again until the
+// deadline, at once the first time, then after a growing, jittered pause
+// (at most 500 ms); anything else is the put's answer.
+func putRetry(code errs.Code, attempt int, now, deadline time.Time) (again bool, wait time.Duration) {
+	if (code != errs.Stale && code != errs.Unavailable) || now.After(deadline) {
+		return false, 0
+	}
+	if attempt == 0 {
+		return true, 0
+	}
+	d := min(time.Duration(attempt)*20*time.Millisecond, 500*time.Millisecond)
+	return true, d/2 + rand.N(d/2+1)
 }
 
 func (s *KVStore) putParts(ctx context.Context, t placement.TargetID, key string, upload uint64, v []byte) (uint8, error) {

@@ -61,6 +61,7 @@ type entry struct {
 	hdr        int64 // header length: the value starts there
 	pins       int   // reads in progress
 	leaseUntil time.Time
+	upload     uint64 // the put that stored it (kept in the header)
 	elem       *list.Element
 }
 
@@ -69,13 +70,19 @@ type upKey struct {
 	id  uint64
 }
 
+// An upload is a value being received. Its parts may come more than once
+// (a client whose connection broke sends the value again under the same
+// upload number): each block counts once, and the value is complete when
+// every block came.
 type upload struct {
-	f     *os.File
-	total uint64
-	got   uint64
-	sums  []uint32
-	hdr   int64
-	last  time.Time // when its last part came
+	f          *os.File
+	total      uint64
+	have       []bool   // per block: received
+	nhave      int      // blocks received
+	sums       []uint32 // per block
+	hdr        int64
+	last       time.Time // when its last part came
+	committing bool      // its last block came: one part commits it
 }
 
 func keyFile(key string) string {
@@ -189,7 +196,7 @@ func (s *share) load() error {
 			os.Remove(p)
 			return nil
 		}
-		es = append(es, &entry{key: h.Key, size: h.Len, created: h.Created, expires: h.Expires, sums: h.Sums, hdr: hl})
+		es = append(es, &entry{key: h.Key, size: h.Len, created: h.Created, expires: h.Expires, sums: h.Sums, hdr: hl, upload: h.Upload})
 		return nil
 	})
 	if err != nil {
@@ -219,6 +226,11 @@ func (s *share) put(m *wire.KVPutReq, data []byte) (uint8, error) {
 	s.mu.Lock()
 	if e := s.idx[m.Key]; e != nil && e.live(now) {
 		s.mu.Unlock()
+		if m.Upload != 0 && e.upload == m.Upload {
+			// A part sent again by the client whose put stored the
+			// value (its answer was lost with a connection).
+			return wire.KVStored, nil
+		}
 		return wire.KVExisted, nil
 	}
 	uk := upKey{m.Key, m.Upload}
@@ -246,7 +258,7 @@ func (s *share) put(m *wire.KVPutReq, data []byte) (uint8, error) {
 			s.mu.Unlock()
 			return 0, fmt.Errorf("kvcache: %w", err)
 		}
-		up = &upload{f: f, total: m.Total, sums: make([]uint32, blocks(m.Total)), hdr: headerLen(len(m.Key), m.Total)}
+		up = &upload{f: f, total: m.Total, have: make([]bool, blocks(m.Total)), sums: make([]uint32, blocks(m.Total)), hdr: headerLen(len(m.Key), m.Total)}
 		s.uploads[uk] = up
 	}
 	up.last = now
@@ -257,18 +269,37 @@ func (s *share) put(m *wire.KVPutReq, data []byte) (uint8, error) {
 	if _, err := up.f.WriteAt(data, up.hdr+int64(m.Off)); err != nil {
 		s.dropUpload(uk, up)
 		if errors.Is(err, os.ErrClosed) {
-			return 0, errs.New(errs.Invalid, "kvcache: put of %q: upload %d already ended", m.Key, m.Upload)
+			// The upload ended while this part was written: a part sent
+			// twice found it committed, or it was dropped as idle.
+			s.mu.Lock()
+			e := s.idx[m.Key]
+			s.mu.Unlock()
+			if e != nil && m.Upload != 0 && e.upload == m.Upload {
+				return wire.KVStored, nil
+			}
+			return 0, errs.New(errs.Stale, "kvcache: put of %q: upload %d ended while this part was written; put the value again from its start", m.Key, m.Upload)
 		}
 		return 0, fmt.Errorf("kvcache: put %q: %w", m.Key, err)
 	}
+	sums := make([]uint32, 0, (len(data)+blockSize-1)/blockSize)
 	for i := 0; i < len(data); i += blockSize {
-		up.sums[(m.Off+uint64(i))/blockSize] = crc32.Checksum(data[i:min(i+blockSize, len(data))], castagnoli)
+		sums = append(sums, crc32.Checksum(data[i:min(i+blockSize, len(data))], castagnoli))
 	}
 	s.mu.Lock()
-	up.got += uint64(len(data))
-	done := up.got >= up.total
+	first := int(m.Off / blockSize)
+	for i, sum := range sums {
+		up.sums[first+i] = sum
+		if !up.have[first+i] {
+			up.have[first+i] = true
+			up.nhave++
+		}
+	}
+	done := up.nhave == len(up.have) && !up.committing
+	up.committing = up.committing || done
 	s.mu.Unlock()
 	if !done {
+		// Not complete, or another part is committing it (a part sent
+		// twice): the client asks again and hears "stored".
 		return wire.KVPart, nil
 	}
 	return s.commit(m.Key, uk, up, now)
@@ -298,7 +329,7 @@ func (s *share) dropUpload(uk upKey, up *upload) {
 
 // commit stores a complete upload, evicting what the watermarks say.
 func (s *share) commit(key string, uk upKey, up *upload, now time.Time) (uint8, error) {
-	h := header{Key: key, Len: up.total, Created: now.UnixNano(), Sums: up.sums}
+	h := header{Key: key, Len: up.total, Created: now.UnixNano(), Upload: uk.id, Sums: up.sums}
 	if s.cfg.TTL > 0 {
 		h.Expires = h.Created + s.cfg.TTL
 	}
@@ -346,7 +377,7 @@ func (s *share) commit(key string, uk upKey, up *upload, now time.Time) (uint8, 
 		os.Remove(up.f.Name())
 		return 0, fmt.Errorf("kvcache: put %q: %w", key, err)
 	}
-	e := &entry{key: key, size: up.total, created: h.Created, expires: h.Expires, sums: h.Sums, hdr: up.hdr}
+	e := &entry{key: key, size: up.total, created: h.Created, expires: h.Expires, sums: h.Sums, hdr: up.hdr, upload: uk.id}
 	e.elem = s.lru.PushFront(e)
 	s.idx[key] = e
 	s.used += e.size

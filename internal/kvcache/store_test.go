@@ -266,3 +266,53 @@ func TestShareIdleUpload(t *testing.T) {
 		t.Fatalf("value put again: %d bytes, %v", len(got), err)
 	}
 }
+
+// TestShareRepeatedParts: a client whose connection broke sends its value
+// again from the start under the same upload number. Parts that come
+// twice count once (the value is not complete until its last block came),
+// and a part of the upload that already stored the value hears "stored",
+// while another upload of the key hears "existed".
+func TestShareRepeatedParts(t *testing.T) {
+	t.Parallel()
+	c := &clock{t: time.Unix(1e6, 0)}
+	s, dir := newShare(t, 64<<20, 0, c)
+	v := val(8, 3*blockSize+100)
+	part := func(off, end int) uint8 {
+		t.Helper()
+		st, err := s.put(&wire.KVPutReq{Key: "k", Upload: 7, Total: uint64(len(v)), Off: uint64(off)}, v[off:end])
+		if err != nil {
+			t.Fatalf("part [%d, %d): %v", off, end, err)
+		}
+		return st
+	}
+	part(0, blockSize)
+	part(blockSize, 2*blockSize)
+	part(0, blockSize) // sent again: the connection broke
+	if st := part(blockSize, 2*blockSize); st != wire.KVPart {
+		t.Fatalf("four parts covering two of four blocks: status %d, want part", st)
+	}
+	if p := s.exists([]string{"k"}); p[0] {
+		t.Fatal("value exists before its last blocks came")
+	}
+	if st := part(2*blockSize, len(v)); st != wire.KVStored {
+		t.Fatalf("last part: status %d", st)
+	}
+	if got, _, err := read(s, "k", 0, MaxValue); err != nil || !bytes.Equal(got, v) {
+		t.Fatalf("value: %d bytes, %v", len(got), err)
+	}
+	if st := part(0, blockSize); st != wire.KVStored {
+		t.Fatalf("the storing upload's part again: status %d, want stored", st)
+	}
+	// After a restart too: the value file's header names its upload.
+	s.close()
+	var err error
+	if s, err = openShare(dir, nil, c.now); err != nil {
+		t.Fatal(err)
+	}
+	if st := part(0, blockSize); st != wire.KVStored {
+		t.Fatalf("the storing upload's part again after a restart: status %d, want stored", st)
+	}
+	if st, err := s.put(&wire.KVPutReq{Key: "k", Upload: 8, Total: uint64(len(v))}, v[:blockSize]); err != nil || st != wire.KVExisted {
+		t.Fatalf("another upload of the key: %d, %v; want existed", st, err)
+	}
+}

@@ -19,6 +19,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/sluice-fs/sluice/client"
 	"github.com/sluice-fs/sluice/internal/errs"
@@ -34,7 +35,14 @@ var servingRE = regexp.MustCompile(`serving on (\S+)`)
 
 func serve(t *testing.T, dataDir string) (*proctest.Proc, string) {
 	t.Helper()
-	return proctest.Start(t, binary, nil, servingRE, "serve", "--data-dir", dataDir, "--listen", "127.0.0.1:0", "--http", "")
+	return serveAt(t, dataDir, "127.0.0.1:0")
+}
+
+// serveAt starts the server on addr (one it had before a kill, so that
+// its clients find it again).
+func serveAt(t *testing.T, dataDir, addr string) (*proctest.Proc, string) {
+	t.Helper()
+	return proctest.Start(t, binary, nil, servingRE, "serve", "--data-dir", dataDir, "--listen", addr, "--http", "")
 }
 
 func value(seed, n int) []byte {
@@ -195,6 +203,59 @@ func TestKVStore(t *testing.T) {
 	cli(t, addr, "kv", "rm", "cache", "cli/key")
 	if got := get(t, s3, "cli/key", 300000); got != nil {
 		t.Fatal("kv rm left the key")
+	}
+}
+
+// TestKVPutAcrossRestart kills the server (kill -9) while puts of values
+// of several parts are in flight to a replicated store and starts it again
+// on the same data and address: every put goes on across the restart (its
+// connection broke, or the target lost the upload's first parts, and it
+// sends the value again from its start) and succeeds, and every value
+// reads back whole from a new client. Kills at several points of the puts.
+func TestKVPutAcrossRestart(t *testing.T) {
+	dataDir := t.TempDir()
+	proc, addr := serve(t, dataDir)
+	ctx := context.Background()
+	c := proctest.Client(t, addr)
+	if err := c.KVCreate(ctx, "r", client.KVConfig{Capacity: 4 << 30, Replicas: 2}); err != nil {
+		t.Fatal(err)
+	}
+	s, err := c.KVOpen(ctx, "r")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var keys []string
+	var vals [][]byte
+	for round, delay := range []time.Duration{0, 30 * time.Millisecond, 150 * time.Millisecond, 400 * time.Millisecond} {
+		ks := []string{fmt.Sprintf("big/%d/a", round), fmt.Sprintf("big/%d/b", round)}
+		vs := [][]byte{value(300+2*round, 70<<20+5), value(301+2*round, 33<<20)}
+		putDone := make(chan error, 1)
+		go func() {
+			pctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+			defer cancel()
+			_, err := s.Put(pctx, ks, vs)
+			putDone <- err
+		}()
+		time.Sleep(delay)
+		proc.Kill()
+		proc, _ = serveAt(t, dataDir, addr)
+		if err := <-putDone; err != nil {
+			t.Fatalf("kill %v after the puts began: the puts failed across the restart: %v", delay, err)
+		}
+		keys, vals = append(keys, ks...), append(vals, vs...)
+	}
+	s2, err := proctest.Client(t, addr).KVOpen(ctx, "r")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, k := range keys {
+		if got := get(t, s2, k, len(vals[i])); !bytes.Equal(got, vals[i]) {
+			t.Fatalf("%s: %d bytes, not its %d-byte value", k, len(got), len(vals[i]))
+		}
+	}
+	st, err := s2.Stats(ctx)
+	if err != nil || st.Keys != int64(2*len(keys)) {
+		t.Fatalf("stats %+v, %v: want %d keys (two replicas each)", st, err, len(keys))
 	}
 }
 
