@@ -582,15 +582,17 @@ func (f *File) KnownSize() int64 {
 }
 
 // Pending reports whether the File holds written data whose size is not
-// yet committed to the metadata: buffered, being sent, or sent with its
-// size commit still in flight.
+// yet committed to the metadata: buffered, being sent, sent with its
+// size commit still in flight, or (under the absorb policy) written to
+// its open staging segment, which no attributes show until it is sealed
+// (then Client calls overlay the staged size until it drains).
 func (f *File) Pending() bool {
 	if f.flushing.Load() > 0 {
 		return true
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	return len(f.buf) > 0
+	return len(f.buf) > 0 || (f.stg != nil && f.stg.seg != nil)
 }
 
 // FlushContext sends the data buffered in the File to the targets and
