@@ -156,40 +156,53 @@ func TestCheckpointAbsorb(t *testing.T) {
 }
 
 // TestFsxAbsorbMount runs the data-integrity exerciser through a `sluice
-// mount` process staging in memory (/dev/shm) under the absorb policy:
-// writes, mmap writes, copy_file_range, truncates, fsyncs and re-opens
-// through the kernel go through staging, drains and reused data files, and
-// every read must return the model's bytes. SLUICE_FSX_SEED, SLUICE_FSX_OPS
-// and SLUICE_FSX_LONG=1 replay a seed or run longer (see package fsx).
+// mount` process staging under the absorb policy, in memory (/dev/shm,
+// where drained data files are reused) and on the disk: writes, mmap
+// writes, copy_file_range, truncates, fsyncs and re-opens through the
+// kernel go through staging and drains, and every read and size must be
+// the model's. SLUICE_FSX_SEED, SLUICE_FSX_OPS and SLUICE_FSX_LONG=1
+// replay a seed or run longer (see package fsx).
 func TestFsxAbsorbMount(t *testing.T) {
 	requireFUSE(t)
-	srv := startServer(t, "", "")
-	admin := srv.client()
-	staging, err := os.MkdirTemp("/dev/shm", "sluice-test-staging-")
-	if err != nil {
-		t.Fatal(err)
+	for _, place := range []string{"memory", "disk"} {
+		t.Run(place, func(t *testing.T) {
+			srv := startServer(t, "", "")
+			admin := srv.client()
+			staging := t.TempDir()
+			if place == "memory" {
+				d, err := os.MkdirTemp("/dev/shm", "sluice-test-staging-")
+				if err != nil {
+					t.Fatal(err)
+				}
+				t.Cleanup(func() { os.RemoveAll(d) })
+				staging = d
+			}
+			m := startMount(t, srv.addr, "--staging-dir", staging)
+			ctx := context.Background()
+			layouts := []client.Layout{{StripeCount: 1}, {StripeCount: 4, StripeSize: 64 << 10}}
+			seeds := []uint64{41, 42}
+			if place == "disk" {
+				layouts, seeds = layouts[:1], []uint64{43}
+			}
+			fsxtest.Run(t, admin, layouts, 1000, seeds, func(dir string) fsx.Target {
+				if err := admin.SetAbsorb(ctx, dir, client.AbsorbOn); err != nil {
+					t.Fatal(err)
+				}
+				return fsx.Dir(m.path(dir))
+			})
+			// The exerciser's writes went through staging: segments' records
+			// (*.rec) or, in memory, drained data files kept for reuse (*.pool).
+			staged := 0
+			filepath.WalkDir(staging, func(p string, d fs.DirEntry, err error) error {
+				if err == nil && (strings.HasSuffix(p, ".pool") || strings.HasSuffix(p, ".rec")) {
+					staged++
+				}
+				return nil
+			})
+			if place == "memory" && staged == 0 {
+				t.Error("no drained staging file kept for reuse: the writes did not go through staging")
+			}
+			m.stop()
+		})
 	}
-	t.Cleanup(func() { os.RemoveAll(staging) })
-	m := startMount(t, srv.addr, "--staging-dir", staging)
-	ctx := context.Background()
-	layouts := []client.Layout{{StripeCount: 1}, {StripeCount: 4, StripeSize: 64 << 10}}
-	fsxtest.Run(t, admin, layouts, 1000, []uint64{41, 42}, func(dir string) fsx.Target {
-		if err := admin.SetAbsorb(ctx, dir, client.AbsorbOn); err != nil {
-			t.Fatal(err)
-		}
-		return fsx.Dir(m.path(dir))
-	})
-	// The exerciser's writes went through staging: drained segments' data
-	// files are kept for reuse (*.pool) in memory.
-	pooled := 0
-	filepath.WalkDir(staging, func(p string, d fs.DirEntry, err error) error {
-		if err == nil && strings.HasSuffix(p, ".pool") {
-			pooled++
-		}
-		return nil
-	})
-	if pooled == 0 {
-		t.Error("no drained staging file kept for reuse: the writes did not go through staging")
-	}
-	m.stop()
 }
