@@ -17,10 +17,12 @@ const (
 
 // drainGate decides whether a drain may send its next piece now. lastWrite
 // is the time of the last staged write or seal, sealing the seals in
-// progress, and waiting the time the segment has already yielded. When it
-// may not, retry is how long to wait before asking again.
-func drainGate(now, lastWrite time.Time, sealing int, waiting time.Duration) (proceed bool, retry time.Duration) {
-	if waiting >= drainMaxDefer {
+// progress, waiting the time the segment has already yielded, and readers
+// the reads waiting for a staged file to drain (they go first: a reader of
+// a just-written shard must not wait for another file's writer to pause).
+// When it may not, retry is how long to wait before asking again.
+func drainGate(now, lastWrite time.Time, sealing, readers int, waiting time.Duration) (proceed bool, retry time.Duration) {
+	if waiting >= drainMaxDefer || readers > 0 {
 		return true, 0
 	}
 	quietFor := now.Sub(lastWrite)

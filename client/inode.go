@@ -409,6 +409,7 @@ func (c *Client) readDirPage(ctx context.Context, req *wire.ReadDirReq) (DirPage
 	for i, e := range resp.Entries {
 		page.Entries[i] = InodeDirEntry{Name: e.Name, Ino: e.Ino, Mode: e.Mode}
 		if e.Attr != nil {
+			c.overlayStaged(e.Attr) // this client's staged writes count, as in a lookup
 			a := inodeAttr(e.Attr)
 			page.Entries[i].Attr = &a
 		}

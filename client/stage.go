@@ -58,6 +58,7 @@ type stager struct {
 	// Writer activity, for drain pacing (drainpace.go).
 	lastWrite atomic.Int64 // unix ns of the last staged write or seal
 	sealing   atomic.Int32
+	readers   atomic.Int32 // reads waiting for a file's drain (waitIno)
 
 	// drained is signalled when a segment drains: a queued rename may go.
 	drained chan struct{}
@@ -692,7 +693,7 @@ func (s *stager) pace(ctx context.Context, waited *time.Duration) error {
 	start := time.Now()
 	for {
 		now := time.Now()
-		ok, retry := drainGate(now, time.Unix(0, s.lastWrite.Load()), int(s.sealing.Load()), *waited+now.Sub(start))
+		ok, retry := drainGate(now, time.Unix(0, s.lastWrite.Load()), int(s.sealing.Load()), int(s.readers.Load()), *waited+now.Sub(start))
 		if ok {
 			*waited += now.Sub(start)
 			return nil
@@ -901,6 +902,8 @@ func (s *stager) waitIno(ctx context.Context, ino uint64) error {
 	if last == nil {
 		return nil
 	}
+	s.readers.Add(1) // the drains stop yielding to writers
+	defer s.readers.Add(-1)
 	select {
 	case <-last:
 		return nil
