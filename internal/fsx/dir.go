@@ -26,6 +26,25 @@ func (d Dir) Open(name string) (File, error) {
 	return &osFile{f: f}, nil
 }
 
+// List implements Lister: the names and sizes of a listing of the
+// directory (on a FUSE mount, READDIRPLUS where the kernel asks for it,
+// then a stat of each name).
+func (d Dir) List() (map[string]int64, error) {
+	ents, err := os.ReadDir(string(d))
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[string]int64, len(ents))
+	for _, e := range ents {
+		fi, err := e.Info()
+		if err != nil {
+			return nil, err
+		}
+		out[e.Name()] = fi.Size()
+	}
+	return out, nil
+}
+
 type osFile struct {
 	f      *os.File
 	direct *os.File // opened with O_DIRECT on first use

@@ -49,6 +49,15 @@ type Target interface {
 	Name() string
 }
 
+// Lister is a Target that can list its files with their sizes, as a
+// directory listing with attributes does (ls -l): each stat operation then
+// also checks every file's listed size, which must be the model's, as the
+// file's own stat is (on a FUSE mount the kernel caches what a listing
+// says). Listing does not draw from the operation sequence.
+type Lister interface {
+	List() (map[string]int64, error)
+}
+
 // Optional operations a File may support; the exerciser uses those the
 // target's files have (and that Config does not turn off).
 type (
@@ -533,6 +542,17 @@ func (r *runner) do(op Op) error {
 		}
 		if size != int64(len(*m)) {
 			return r.fail(op, "size %d, want %d", size, len(*m))
+		}
+		if l, ok := r.t.(Lister); ok {
+			sizes, err := l.List()
+			if err != nil {
+				return r.fail(op, "list: %v", err)
+			}
+			for i := range r.files {
+				if got, want := sizes[r.name(i)], int64(len(r.model[i])); got != want {
+					return r.fail(op, "f%d listed with size %d, want %d", i, got, want)
+				}
+			}
 		}
 	case OpCopyRange:
 		src := r.files[op.Src]
