@@ -101,6 +101,20 @@ func TestFsxMount(t *testing.T) {
 	})
 }
 
+// TestFsxWritebackCache runs the exerciser through a `sluice mount
+// --writeback-cache`, where the kernel buffers writes and keeps the file
+// size itself: reads, sizes and listings must still be the model's after
+// writes, truncates, mmap writes, copies and reopens.
+func TestFsxWritebackCache(t *testing.T) {
+	requireFUSE(t)
+	srv := startServer(t, "", "")
+	m := startMount(t, srv.addr, "--writeback-cache")
+	layouts := []client.Layout{{StripeCount: 1}, {StripeCount: 4, StripeSize: 64 << 10}}
+	fsxtest.Run(t, srv.client(), layouts, 1500, []uint64{7}, func(dir string) fsx.Target {
+		return fsx.Dir(m.path(dir))
+	})
+}
+
 // TestFsxSeparateMount runs the exerciser through a `sluice mount` process
 // of its own, whose reads go to the targets over TCP: cached whole blocks
 // come back unread with their stored checksums (ADR 0030), so the
