@@ -110,6 +110,22 @@ func (c *Client) WaitStaged(ctx context.Context) error {
 	return c.stg.wait(ctx)
 }
 
+// WaitStagingReserve returns once the staging reserve
+// (Options.StagingReserve) is allocated, or its allocation stopped (a
+// full file system: StagingStats says how far it got). At once without
+// one.
+func (c *Client) WaitStagingReserve(ctx context.Context) error {
+	if c.stg == nil {
+		return nil
+	}
+	select {
+	case <-c.stg.reserved:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
 // StagingStats returns the counters of this client's staging area (zero
 // without one).
 func (c *Client) StagingStats() StagingStats {

@@ -70,6 +70,14 @@ type Options struct {
 	// StagingDir drains what a client that died there left. Without it,
 	// the policy is ignored and files are written straight to the targets.
 	StagingDir string
+	// StagingReserve, with a StagingDir on a memory file system (tmpfs:
+	// /dev/shm), is how many bytes of data files the client allocates
+	// there in the background at start (fallocate), for its first
+	// checkpoint's segments to be written into pages that exist, as later
+	// checkpoints' are into drained segments' files (docs/checkpoint.md).
+	// Capped with those at 16 GiB and a quarter of the file system; the
+	// memory stays taken while the client lives. Ignored on a disk.
+	StagingReserve int64
 	// TierTimeout bounds each request to an object-tier backend, retries
 	// included (default 30 s): a read of a released file whose backend
 	// does not answer fails with errs.Unavailable (EIO) past it.

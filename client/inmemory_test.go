@@ -80,3 +80,28 @@ func TestKeepForReuse(t *testing.T) {
 		}
 	}
 }
+
+func TestReservePlan(t *testing.T) {
+	for _, c := range []struct {
+		mem, reserve int64
+		n            int
+		size         int64
+	}{
+		{0, 4 << 30, 0, 0},                // on a disk: none
+		{24 << 30, 0, 0, 0},               // none asked
+		{24 << 30, 4 << 30, 8, 512 << 20}, // an eighth each
+		{24 << 30, 32 << 20, 1, 32 << 20}, // under the smallest piece: one file
+		{24 << 30, 1<<30 + 1, 8, 128 << 20},
+		{24 << 30, 200 << 20, 3, 64 << 20}, // whole pieces only
+		{8 << 30, 8 << 30, 8, 256 << 20},   // a quarter of the file system
+		{1 << 40, 100 << 30, 8, 2 << 30},   // poolMax, in pieces of at most 2 GiB
+	} {
+		n, size := reservePlan(c.mem, c.reserve)
+		if n != c.n || size != c.size {
+			t.Errorf("reservePlan(%d, %d) = %d, %d; want %d, %d", c.mem, c.reserve, n, size, c.n, c.size)
+		}
+		if n > 0 && !keepForReuse(c.mem, int64(n-1)*size, size) {
+			t.Errorf("reservePlan(%d, %d): %d files of %d do not fit the pool", c.mem, c.reserve, n, size)
+		}
+	}
+}

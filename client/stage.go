@@ -62,6 +62,8 @@ type stager struct {
 
 	// drained is signalled when a segment drains: a queued rename may go.
 	drained chan struct{}
+	// reserved is closed once the reserve is allocated (or never will be).
+	reserved chan struct{}
 
 	mu       sync.Mutex
 	cond     *sync.Cond
@@ -112,8 +114,12 @@ type StagingStats struct {
 	// client's process, not a restart of its machine (docs/checkpoint.md).
 	InMemory bool
 	// Recycled counts segments written into the data file of a drained
-	// one (in memory only: its pages are reused, not allocated again).
+	// one, or of the reserve (in memory only: its pages are reused, not
+	// allocated again).
 	Recycled int64
+	// Reserved is the bytes of data files allocated at start for reuse
+	// (Options.StagingReserve).
+	Reserved int64
 }
 
 // stageDir is one staging area: this client's, or a dead client's being
@@ -171,7 +177,8 @@ func openStager(c *Client, dir string) (*stager, error) {
 	ctx, cancel := context.WithCancel(context.Background())
 	s := &stager{c: c, base: base, own: own, host: host, ctx: ctx, cancel: cancel,
 		sem: make(chan struct{}, drainParallel), inos: make(map[uint64]*stagedIno),
-		created: make(map[uint64]uint64), policy: make(map[uint64]policyEntry), drained: make(chan struct{}, 1)}
+		created: make(map[uint64]uint64), policy: make(map[uint64]policyEntry), drained: make(chan struct{}, 1),
+		reserved: make(chan struct{})}
 	s.cond = sync.NewCond(&s.mu)
 	s.stats.InMemory, s.memTotal = inMemory(base)
 	if err := s.adoptAll(); err != nil {
@@ -180,6 +187,12 @@ func openStager(c *Client, dir string) (*stager, error) {
 		cancel()
 		s.close(done)
 		return nil, err
+	}
+	if n, size := reservePlan(s.memTotal, c.opts.StagingReserve); n > 0 {
+		s.wg.Add(1)
+		go s.prepareReserve(n, size)
+	} else {
+		close(s.reserved)
 	}
 	return s, nil
 }
@@ -223,6 +236,68 @@ func keepForReuse(memTotal, pooled, size int64) bool {
 }
 
 func poolName(seq uint64) string { return fmt.Sprintf("%016x.pool", seq) }
+
+// Reserve piece sizes: a segment (a file's writes between two seals) is
+// written into one pooled file, what does not fit going to new pages, so
+// the reserve is cut in pieces that the writers of one checkpoint can each
+// take: eight, for a node's eight ranks writing one shard each (DCP's
+// default), so that a reserve of the node's share of a checkpoint holds
+// every shard.
+const (
+	reserveMinPiece = 64 << 20
+	reserveMaxPiece = 2 << 30
+	reservePieces   = 8
+)
+
+// reservePlan decides the data files a client allocates at start for a
+// reserve of reserve bytes on a memory file system of memTotal bytes (0:
+// not in memory): n files of size bytes, within the pool's cap
+// (keepForReuse), an eighth of the reserve each, between 64 MiB and
+// 2 GiB (a reserve under 64 MiB is one file).
+func reservePlan(memTotal, reserve int64) (n int, size int64) {
+	r := min(reserve, poolMax, memTotal/4)
+	if memTotal <= 0 || r <= 0 {
+		return 0, 0
+	}
+	size = min(max(r/reservePieces, reserveMinPiece), reserveMaxPiece)
+	if size > r {
+		return 1, r
+	}
+	return int(r / size), size
+}
+
+// prepareReserve allocates the reserve's files into the pool, one after
+// the other, in the background; it stops at the first failure (a full
+// file system: what was allocated stays pooled) or when the client closes.
+func (s *stager) prepareReserve(n int, size int64) {
+	defer s.wg.Done()
+	defer close(s.reserved)
+	for range n {
+		if s.ctx.Err() != nil {
+			return
+		}
+		name := filepath.Join(s.own.path, poolName(s.own.seq.Add(1)))
+		f, err := os.OpenFile(name, os.O_CREATE|os.O_EXCL|os.O_RDWR, 0o600)
+		if err == nil {
+			err = syscall.Fallocate(int(f.Fd()), 0, 0, size)
+			f.Close()
+		}
+		s.mu.Lock()
+		if err == nil && !keepForReuse(s.memTotal, s.poolBytes, size) {
+			err = errors.New("the pool is full")
+		}
+		if err != nil {
+			s.stats.LastError = fmt.Sprintf("client: staging: reserve %s: %v", name, err)
+			s.mu.Unlock()
+			os.Remove(name)
+			return
+		}
+		s.pool = append(s.pool, name)
+		s.poolBytes += size
+		s.stats.Reserved += size
+		s.mu.Unlock()
+	}
+}
 
 // lockStageDir locks area base/name. With create it makes the area, its
 // LOCK file appearing already locked (locked under a temporary name in

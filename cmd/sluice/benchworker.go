@@ -27,6 +27,12 @@ func benchFS(ctx context.Context, g *globals, target string) (fsys bench.FS, don
 	if err != nil {
 		return nil, nil, err
 	}
+	// A client's staging reserve is allocated long before its first
+	// checkpoint in a training job: so too before the bench's.
+	if err := e.Client.WaitStagingReserve(ctx); err != nil {
+		done()
+		return nil, nil, err
+	}
 	return bench.ClientFS{Client: e.Client, Root: p, Addr: g.addr()}, done, nil
 }
 

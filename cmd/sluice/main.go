@@ -84,10 +84,11 @@ func gcPercent(annot string, envSet bool) (int, bool) {
 
 // globals are the flags every client command shares.
 type globals struct {
-	server     string
-	stagingDir string // client staging directory (bench --staging-dir)
-	qosJob     string // QoS identity of the client (bench --qos-job, --qos-class)
-	qosClass   string
+	server         string
+	stagingDir     string // client staging directory (bench --staging-dir)
+	stagingReserve int64  // bytes of it to allocate at start (bench --staging-reserve)
+	qosJob         string // QoS identity of the client (bench --qos-job, --qos-class)
+	qosClass       string
 }
 
 func newRoot() *cobra.Command {
@@ -128,7 +129,7 @@ func (g *globals) env(ctx context.Context) (*cli.Env, func(), error) {
 	if addr == "" {
 		addr = DefaultAddr
 	}
-	c, err := client.New(ctx, client.Options{Server: addr, StagingDir: g.stagingDir, Job: g.qosJob, Class: g.qosClass})
+	c, err := client.New(ctx, client.Options{Server: addr, StagingDir: g.stagingDir, StagingReserve: g.stagingReserve, Job: g.qosJob, Class: g.qosClass})
 	if err != nil {
 		return nil, nil, err
 	}

@@ -22,6 +22,7 @@ func newServe() *cobra.Command {
 	var mountpoint string
 	var passthrough bool
 	var stagingDir string
+	var stagingReserve int64
 	var mountClient client.Options
 	var s3f s3Flags
 	var moverArchiveRate string
@@ -58,7 +59,7 @@ func newServe() *cobra.Command {
 			run := server.Run
 			if mountpoint != "" {
 				run = func(ctx context.Context, o server.Options) error {
-					mountClient.StagingDir = stagingDir
+					mountClient.StagingDir, mountClient.StagingReserve = stagingDir, stagingReserve
 					return serveAndMount(ctx, o, mountpoint, passthrough, mountClient)
 				}
 			}
@@ -73,6 +74,7 @@ func newServe() *cobra.Command {
 	f.StringVar(&o.HTTP, "http", "127.0.0.1:9401", "admin HTTP address for /healthz, /metrics and /debug/pprof (empty: none)")
 	f.StringVar(&mountpoint, "mount", "", "also mount the file system here with FUSE")
 	f.StringVar(&stagingDir, "staging-dir", "", "with --mount: stage files under a directory with the absorb policy here (docs/checkpoint.md)")
+	f.Var(sizeValue{&stagingReserve}, "staging-reserve", "with --mount: "+stagingReserveHelp)
 	f.BoolVar(&passthrough, "passthrough", false, "with --mount: let the kernel read files held whole by a local target straight from disk (FUSE passthrough; checksums checked at open, not per read)")
 	f.BoolVar(&o.NoLocalCalls, "loopback-tcp", false, "make --mount and --s3 reach the servers over loopback TCP instead of in-process calls (for comparison)")
 	f.BoolVarP(&verbose, "verbose", "v", false, "log debug messages")

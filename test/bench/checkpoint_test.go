@@ -25,7 +25,8 @@ import (
 // cache before each restore (--ckpt-cold-restore, root only);
 // SLUICE_BENCH_CKPT_STAGING=DIR puts the staging area in a new directory
 // under DIR (for example /dev/shm, memory: docs/checkpoint.md) instead of
-// the test's temporary directory on the disk.
+// the test's temporary directory on the disk; SLUICE_BENCH_CKPT_RESERVE=SIZE
+// gives the client a staging reserve (--staging-reserve; in memory only).
 func TestBenchCheckpointAbsorb(t *testing.T) {
 	s := startServer(t)
 	c := s.client()
@@ -53,6 +54,9 @@ func TestBenchCheckpointAbsorb(t *testing.T) {
 	}
 	args := []string{"bench", "--json", "--no-io500", "--no-train", "--ckpt-writers", "8", "--ckpt-size", size,
 		"--staging-dir", staging}
+	if r := os.Getenv("SLUICE_BENCH_CKPT_RESERVE"); r != "" {
+		args = append(args, "--staging-reserve", r)
+	}
 	cache := "page cache warm on the local directory"
 	if os.Getenv("SLUICE_BENCH_CKPT_COLD") != "" {
 		args, cache = append(args, "--ckpt-cold-restore"), "page cache dropped before each"
@@ -97,10 +101,21 @@ func TestBenchCheckpointAbsorb(t *testing.T) {
 // (/dev/shm), one checkpoint after another, each drained before the next
 // (as training saves every few minutes): the stall of each, until every
 // shard's Close returned. From the second on, segments go into the data
-// files of drained ones (client/stage.go, reuse).
+// files of drained ones (client/stage.go, reuse); with reserve=1x the
+// client allocated as many bytes at its start (Options.StagingReserve,
+// waited for before the first checkpoint), so the first one goes into
+// existing pages too.
 //
 //	go test -run '^$' -bench StagedCheckpoints -benchtime 4x ./test/bench
 func BenchmarkStagedCheckpoints(b *testing.B) {
+	for _, reserve := range []bool{false, true} {
+		b.Run(fmt.Sprintf("reserve=%dx", map[bool]int{false: 0, true: 1}[reserve]), func(b *testing.B) {
+			stagedCheckpoints(b, reserve)
+		})
+	}
+}
+
+func stagedCheckpoints(b *testing.B, reserve bool) {
 	s := startServer(b)
 	ctx := context.Background()
 	if err := s.client().Mkdir(ctx, "/ckpt", 0o755); err != nil {
@@ -122,11 +137,21 @@ func BenchmarkStagedCheckpoints(b *testing.B) {
 		b.Fatal(err)
 	}
 	b.Cleanup(func() { os.RemoveAll(staging) })
-	c, err := client.New(ctx, client.Options{Server: s.addr, StagingDir: staging})
+	o := client.Options{Server: s.addr, StagingDir: staging}
+	if reserve {
+		o.StagingReserve = size
+	}
+	c, err := client.New(ctx, o)
 	if err != nil {
 		b.Fatal(err)
 	}
 	defer c.Close()
+	if err := c.WaitStagingReserve(ctx); err != nil {
+		b.Fatal(err)
+	}
+	if st := c.StagingStats(); reserve && st.Reserved < size {
+		b.Fatalf("staging stats %+v: the reserve of %d bytes was not allocated", st, size)
+	}
 	const writers = 8
 	shard := make([]byte, size/writers)
 	for i := range shard {
