@@ -740,9 +740,11 @@ func (s *stager) drain(ctx context.Context, seg *segment) error {
 	for _, x := range seg.ext {
 		for off := x.Off; off < x.Off+x.Len; {
 			n := int(min(int64(bufSize), x.Off+x.Len-off))
-			if _, err := seg.dat.ReadAt(buf[:n], off); err != nil && !errors.Is(err, io.EOF) {
+			if m, err := seg.dat.ReadAt(buf[:n], off); err != nil && (!errors.Is(err, io.EOF) || m < n) {
+				// A data file shorter than its extents: never drain what
+				// the buffer held before.
 				f.Release(ctx, false)
-				return fmt.Errorf("client: staging: read %s: %w", seg.dat.Name(), err)
+				return fmt.Errorf("client: staging: read %s: %d of %d bytes at %d: %w", seg.dat.Name(), m, n, off, err)
 			}
 			if err := s.pace(ctx, &waited); err != nil {
 				f.Release(ctx, false)
