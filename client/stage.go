@@ -36,6 +36,11 @@ import (
 //
 // Lock order: File.mu, then stagedIno.mu, then stager.mu.
 
+// drainPiece is the most a drain reads from a staging file at once: small
+// enough that what it read is still in the CPU's cache when the File
+// copies it into its write buffer.
+const drainPiece = 1 << 20
+
 // drainParallel bounds the segments drained at once.
 const drainParallel = 16
 
@@ -734,7 +739,7 @@ func (s *stager) drain(ctx context.Context, seg *segment) error {
 	if err != nil {
 		return err
 	}
-	bufSize := s.c.opts.WriteBuffer
+	bufSize := min(s.c.opts.WriteBuffer, drainPiece)
 	buf := make([]byte, bufSize)
 	var waited time.Duration // yielded to writers, in all
 	for _, x := range seg.ext {
