@@ -559,11 +559,7 @@ func TestRewriteWhileStaged(t *testing.T) {
 func TestRecycledStaging(t *testing.T) {
 	_, addr, other := absorbCluster(t)
 	ctx := context.Background()
-	staging, err := os.MkdirTemp("/dev/shm", "sluice-test-staging-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(staging) })
+	staging := memStaging(t)
 	c, err := client.New(ctx, client.Options{Server: addr, StagingDir: staging})
 	if err != nil {
 		t.Fatal(err)
@@ -572,19 +568,7 @@ func TestRecycledStaging(t *testing.T) {
 	if !c.StagingStats().InMemory {
 		t.Fatalf("staging in %s is not seen as memory", staging)
 	}
-	write := func(name string, data []byte, off int64) {
-		t.Helper()
-		f, err := c.Create(ctx, "/ckpt/"+name)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := f.WriteAt(data, off); err != nil {
-			t.Fatal(err)
-		}
-		if err := f.Close(); err != nil {
-			t.Fatal(err)
-		}
-	}
+	write := func(name string, data []byte, off int64) { t.Helper(); createAt(t, c, "/ckpt/"+name, data, off) }
 	want := map[string][]byte{}
 	// First checkpoint: two files full of data.
 	for i, name := range []string{"a", "b"} {
@@ -631,11 +615,7 @@ func firstDiff(a, b []byte) int {
 func TestStagingReserve(t *testing.T) {
 	_, addr, other := absorbCluster(t)
 	ctx := context.Background()
-	staging, err := os.MkdirTemp("/dev/shm", "sluice-test-staging-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(staging) })
+	staging := memStaging(t)
 	const reserve = 256 << 20 // four files of 64 MiB
 	c, err := client.New(ctx, client.Options{Server: addr, StagingDir: staging, StagingReserve: reserve})
 	if err != nil {
@@ -652,16 +632,7 @@ func TestStagingReserve(t *testing.T) {
 	for i, name := range []string{"a", "b", "c"} {
 		data := shardData(1, i)
 		off := int64(i) << 20 // "b" and "c" start with a hole
-		f, err := c.Create(ctx, "/ckpt/"+name)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := f.WriteAt(data, off); err != nil {
-			t.Fatal(err)
-		}
-		if err := f.Close(); err != nil {
-			t.Fatal(err)
-		}
+		createAt(t, c, "/ckpt/"+name, data, off)
 		want[name] = append(make([]byte, off), data...)
 	}
 	if st := c.StagingStats(); st.Recycled != 3 {
@@ -675,5 +646,32 @@ func TestStagingReserve(t *testing.T) {
 		if err != nil || !bytes.Equal(got, w) {
 			t.Fatalf("%s after the drain: %d bytes, %v; want %d (first difference at %d)", name, len(got), err, len(w), firstDiff(got, w))
 		}
+	}
+}
+
+// memStaging returns a new staging directory in memory (/dev/shm),
+// removed when the test ends.
+func memStaging(t *testing.T) string {
+	t.Helper()
+	d, err := os.MkdirTemp("/dev/shm", "sluice-test-staging-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(d) })
+	return d
+}
+
+// createAt creates p through c, writes data at off and closes it.
+func createAt(t *testing.T, c *client.Client, p string, data []byte, off int64) {
+	t.Helper()
+	f, err := c.Create(context.Background(), p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.WriteAt(data, off); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -2,7 +2,6 @@ package checkpoint
 
 import (
 	"context"
-	"os"
 	"testing"
 	"time"
 
@@ -21,11 +20,7 @@ func TestFsxAbsorb(t *testing.T) {
 	addr := cl.MetaAddrs()
 	ctx := context.Background()
 	admin := proctest.Client(t, addr)
-	staging, err := os.MkdirTemp("/dev/shm", "sluice-test-staging-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(staging) })
+	staging := memStaging(t)
 	c, err := client.New(ctx, client.Options{Server: addr, StagingDir: staging})
 	if err != nil {
 		t.Fatal(err)

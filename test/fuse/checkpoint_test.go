@@ -42,15 +42,7 @@ func TestCheckpointAbsorb(t *testing.T) {
 			if err := c.SetAbsorb(ctx, "/ckpt", client.AbsorbOn); err != nil {
 				t.Fatal(err)
 			}
-			staging := t.TempDir()
-			if place == "memory" {
-				d, err := os.MkdirTemp("/dev/shm", "sluice-test-staging-")
-				if err != nil {
-					t.Fatal(err)
-				}
-				t.Cleanup(func() { os.RemoveAll(d) })
-				staging = d
-			}
+			staging := stagingIn(t, place)
 			m := startMount(t, srv.addr, "--staging-dir", staging)
 			// The mount warns when its staged data would not survive a restart
 			// of the machine, and only then.
@@ -168,15 +160,7 @@ func TestFsxAbsorbMount(t *testing.T) {
 		t.Run(place, func(t *testing.T) {
 			srv := startServer(t, "", "")
 			admin := srv.client()
-			staging := t.TempDir()
-			if place == "memory" {
-				d, err := os.MkdirTemp("/dev/shm", "sluice-test-staging-")
-				if err != nil {
-					t.Fatal(err)
-				}
-				t.Cleanup(func() { os.RemoveAll(d) })
-				staging = d
-			}
+			staging := stagingIn(t, place)
 			m := startMount(t, srv.addr, "--staging-dir", staging)
 			ctx := context.Background()
 			layouts := []client.Layout{{StripeCount: 1}, {StripeCount: 4, StripeSize: 64 << 10}}
@@ -282,4 +266,19 @@ func TestAbsorbListingSizes(t *testing.T) {
 			t.Errorf("%s reads %d bytes, %v; want its %d", e.Name(), len(got), err, len(b))
 		}
 	}
+}
+
+// stagingIn returns a new staging directory on the disk ("disk") or in
+// memory ("memory": /dev/shm), removed when the test ends.
+func stagingIn(t *testing.T, place string) string {
+	t.Helper()
+	if place != "memory" {
+		return t.TempDir()
+	}
+	d, err := os.MkdirTemp("/dev/shm", "sluice-test-staging-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(d) })
+	return d
 }
