@@ -26,6 +26,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -650,9 +651,14 @@ func TestStagingReserve(t *testing.T) {
 }
 
 // memStaging returns a new staging directory in memory (/dev/shm),
-// removed when the test ends.
+// removed when the test ends. It needs a /dev/shm of 1 GiB at least (the
+// reuse pool and the reserve take up to a quarter of it).
 func memStaging(t *testing.T) string {
 	t.Helper()
+	var st syscall.Statfs_t
+	if err := syscall.Statfs("/dev/shm", &st); err != nil || int64(st.Blocks)*st.Bsize < 1<<30 {
+		t.Fatalf("/dev/shm (%d bytes, %v): these tests need a memory file system of 1 GiB at least there", int64(st.Blocks)*st.Bsize, err)
+	}
 	d, err := os.MkdirTemp("/dev/shm", "sluice-test-staging-")
 	if err != nil {
 		t.Fatal(err)
