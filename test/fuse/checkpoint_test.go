@@ -18,6 +18,7 @@ import (
 	"github.com/sluice-fs/sluice/client"
 	"github.com/sluice-fs/sluice/internal/fsx"
 	"github.com/sluice-fs/sluice/internal/fsx/fsxtest"
+	"github.com/sluice-fs/sluice/internal/proctest"
 )
 
 // TestCheckpointAbsorb writes PyTorch-DCP-shaped checkpoints through a
@@ -158,10 +159,10 @@ func TestFsxAbsorbMount(t *testing.T) {
 	requireFUSE(t)
 	for _, place := range []string{"memory", "disk"} {
 		t.Run(place, func(t *testing.T) {
-			srv := startServer(t, "", "")
-			admin := srv.client()
+			addr, adminHTTP := startServerAdmin(t)
+			admin := proctest.Client(t, addr)
 			staging := stagingIn(t, place)
-			m := startMount(t, srv.addr, "--staging-dir", staging)
+			m := startMount(t, addr, "--staging-dir", staging)
 			ctx := context.Background()
 			layouts := []client.Layout{{StripeCount: 1}, {StripeCount: 4, StripeSize: 64 << 10}}
 			seeds := []uint64{41, 42}
@@ -174,17 +175,21 @@ func TestFsxAbsorbMount(t *testing.T) {
 				}
 				return fsx.Dir(m.path(dir))
 			})
-			// The exerciser's writes went through staging: segments' records
-			// (*.rec) or, in memory, drained data files kept for reuse (*.pool).
-			staged := 0
+			// The exerciser's writes went through staging: the mount marked
+			// files staged in the metadata service, and in memory it kept
+			// drained data files for reuse (*.pool).
+			if n := opCount(t, adminHTTP, "staged_add"); n == 0 {
+				t.Error("no file was marked staged: the writes did not go through staging")
+			}
+			pooled := 0
 			filepath.WalkDir(staging, func(p string, d fs.DirEntry, err error) error {
-				if err == nil && (strings.HasSuffix(p, ".pool") || strings.HasSuffix(p, ".rec")) {
-					staged++
+				if err == nil && strings.HasSuffix(p, ".pool") {
+					pooled++
 				}
 				return nil
 			})
-			if place == "memory" && staged == 0 {
-				t.Error("no drained staging file kept for reuse: the writes did not go through staging")
+			if (pooled > 0) != (place == "memory") {
+				t.Errorf("%d drained staging files kept for reuse: want some in memory only", pooled)
 			}
 			m.stop()
 		})
