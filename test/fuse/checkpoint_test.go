@@ -11,6 +11,7 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -150,30 +151,46 @@ func TestCheckpointAbsorb(t *testing.T) {
 
 // TestFsxAbsorbMount runs the data-integrity exerciser through a `sluice
 // mount` process staging under the absorb policy, in memory (/dev/shm,
-// where drained data files are reused) and on the disk: writes, mmap
+// where drained data files are reused) and on the disk, and through a
+// `sluice serve --mount` (in-process calls) staging in memory: writes, mmap
 // writes, copy_file_range, truncates, fsyncs and re-opens through the
 // kernel go through staging and drains, and every read and size must be
 // the model's. SLUICE_FSX_SEED, SLUICE_FSX_OPS and SLUICE_FSX_LONG=1
 // replay a seed or run longer (see package fsx).
 func TestFsxAbsorbMount(t *testing.T) {
 	requireFUSE(t)
-	for _, place := range []string{"memory", "disk"} {
+	// "serve --mount": the mount in the server's process (in-process
+	// calls to the metadata service and the targets), staging in memory.
+	for _, place := range []string{"memory", "disk", "serve --mount"} {
 		t.Run(place, func(t *testing.T) {
-			addr, adminHTTP := startServerAdmin(t)
-			admin := proctest.Client(t, addr)
+			var addr, adminHTTP, mp string
+			var m *mount
 			staging := stagingIn(t, place)
-			m := startMount(t, addr, "--staging-dir", staging)
+			if place == "serve --mount" {
+				staging = stagingIn(t, "memory")
+				var p *proctest.Proc
+				p, mp, _, addr = startServeMount(t, "--staging-dir", staging, "--http", "127.0.0.1:0")
+				var err error
+				if adminHTTP, err = p.WaitLine(regexp.MustCompile(`admin on (\S+)`), 10*time.Second); err != nil {
+					t.Fatal(err)
+				}
+			} else {
+				addr, adminHTTP = startServerAdmin(t)
+				m = startMount(t, addr, "--staging-dir", staging)
+				mp = m.dir
+			}
+			admin := proctest.Client(t, addr)
 			ctx := context.Background()
 			layouts := []client.Layout{{StripeCount: 1}, {StripeCount: 4, StripeSize: 64 << 10}}
 			seeds := []uint64{41, 42}
-			if place == "disk" {
+			if place != "memory" {
 				seeds = []uint64{43}
 			}
 			fsxtest.Run(t, admin, layouts, 1000, seeds, func(dir string) fsx.Target {
 				if err := admin.SetAbsorb(ctx, dir, client.AbsorbOn); err != nil {
 					t.Fatal(err)
 				}
-				return fsx.Dir(m.path(dir))
+				return fsx.Dir(filepath.Join(mp, dir))
 			})
 			// The exerciser's writes went through staging: the mount marked
 			// files staged in the metadata service, and in memory it kept
@@ -188,10 +205,12 @@ func TestFsxAbsorbMount(t *testing.T) {
 				}
 				return nil
 			})
-			if (pooled > 0) != (place == "memory") {
+			if (pooled > 0) != (place != "disk") {
 				t.Errorf("%d drained staging files kept for reuse: want some in memory only", pooled)
 			}
-			m.stop()
+			if m != nil {
+				m.stop()
+			}
 		})
 	}
 }
