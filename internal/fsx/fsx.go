@@ -49,6 +49,12 @@ type Target interface {
 	Name() string
 }
 
+// Limiter is a Target that turns off operations it does not support
+// (Config's NoMmap, NoCopyRange, NoDirect) before a run.
+type Limiter interface {
+	Limit(*Config)
+}
+
 // Lister is a Target that can list its files with their sizes, as a
 // directory listing with attributes does (ls -l): each stat operation then
 // also checks every file's listed size, which must be the model's, as the
@@ -230,6 +236,9 @@ func (f *Failure) Error() string {
 // Run runs cfg against t and returns what it did; the error is a *Failure
 // when the target misbehaved, or ctx's error.
 func Run(ctx context.Context, t Target, cfg Config) (Stats, error) {
+	if l, ok := t.(Limiter); ok {
+		l.Limit(&cfg)
+	}
 	cfg.defaults()
 	r := &runner{cfg: cfg, t: t, rng: rand.New(rand.NewPCG(cfg.Seed, 0x5eed)), start: time.Now()}
 	defer r.closeAll()

@@ -104,16 +104,25 @@ func TestFsxMount(t *testing.T) {
 // TestFsxWritebackCache runs the exerciser through a `sluice mount
 // --writeback-cache`, where the kernel buffers writes and keeps the file
 // size itself: reads, sizes and listings must still be the model's after
-// writes, truncates, mmap writes, copies and reopens.
+// writes, truncates, mmap writes, copies and reopens. Not O_DIRECT reads:
+// one of a hole that lies below data the kernel has not sent yet reads
+// short (seed 1796267276416388516, layout 1, operation 242: 0 bytes of
+// 4096 at 892928), a limitation docs/fuse.md states.
 func TestFsxWritebackCache(t *testing.T) {
 	requireFUSE(t)
 	srv := startServer(t, "", "")
 	m := startMount(t, srv.addr, "--writeback-cache")
 	layouts := []client.Layout{{StripeCount: 1}, {StripeCount: 4, StripeSize: 64 << 10}}
 	fsxtest.Run(t, srv.client(), layouts, 1500, []uint64{7}, func(dir string) fsx.Target {
-		return fsx.Dir(m.path(dir))
+		return noDirectDir{fsx.Dir(m.path(dir))}
 	})
 }
+
+// noDirectDir is a directory whose files the exerciser reads without
+// O_DIRECT.
+type noDirectDir struct{ fsx.Dir }
+
+func (noDirectDir) Limit(c *fsx.Config) { c.NoDirect = true }
 
 // TestFsxSeparateMount runs the exerciser through a `sluice mount` process
 // of its own, whose reads go to the targets over TCP: cached whole blocks
