@@ -205,10 +205,8 @@ func (c *Client) chunkCall(ctx context.Context, r chunkReq) (int, error) {
 			return 0, fmt.Errorf("client: chain %d: gave up after %v: %w", r.chain, c.opts.RetryTimeout, err)
 		}
 		if attempt > 0 {
-			d := min(time.Duration(attempt)*20*time.Millisecond, 500*time.Millisecond)
-			d = d/2 + rand.N(d/2+1)
 			select {
-			case <-time.After(d):
+			case <-time.After(retryPause(attempt)):
 			case <-ctx.Done():
 				return 0, errors.Join(err, ctx.Err())
 			}
@@ -217,4 +215,12 @@ func (c *Client) chunkCall(ctx context.Context, r chunkReq) (int, error) {
 			return 0, err
 		}
 	}
+}
+
+// retryPause is how long a request's attempt-th retry (from 1) waits: a
+// growing pause of 20 ms per attempt, at most 500 ms, of which a random
+// half, so that clients retrying together spread out.
+func retryPause(attempt int) time.Duration {
+	d := min(time.Duration(attempt)*20*time.Millisecond, 500*time.Millisecond)
+	return d/2 + rand.N(d/2+1)
 }

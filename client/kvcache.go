@@ -273,9 +273,10 @@ func (s *KVStore) putOne(ctx context.Context, t placement.TargetID, key string, 
 		if deadline.IsZero() {
 			deadline = now.Add(s.c.opts.RetryTimeout)
 		}
-		again, wait := putRetry(errs.CodeOf(err), attempt, now, deadline)
+		code := errs.CodeOf(err)
+		again, wait := putRetry(code, attempt, now, deadline)
 		if !again {
-			if errs.CodeOf(err) == errs.Stale || errs.CodeOf(err) == errs.Unavailable {
+			if code == errs.Stale || code == errs.Unavailable {
 				return 0, fmt.Errorf("%w (gave up after %d tries)", err, attempt+1)
 			}
 			return 0, err
@@ -285,7 +286,7 @@ func (s *KVStore) putOne(ctx context.Context, t placement.TargetID, key string, 
 		case <-ctx.Done():
 			return 0, errors.Join(err, ctx.Err())
 		}
-		if errs.CodeOf(err) == errs.Unavailable {
+		if code == errs.Unavailable {
 			_ = s.c.refreshCluster(ctx) // the target may serve elsewhere now; a failure shows in the next try
 		}
 	}
@@ -303,8 +304,7 @@ func putRetry(code errs.Code, attempt int, now, deadline time.Time) (again bool,
 	if attempt == 0 {
 		return true, 0
 	}
-	d := min(time.Duration(attempt)*20*time.Millisecond, 500*time.Millisecond)
-	return true, d/2 + rand.N(d/2+1)
+	return true, retryPause(attempt)
 }
 
 func (s *KVStore) putParts(ctx context.Context, t placement.TargetID, key string, upload uint64, v []byte) (uint8, error) {
