@@ -93,6 +93,12 @@ func keyFile(key string) string {
 
 func (s *share) valuePath(key string) string { return filepath.Join(s.dir, "v", keyFile(key)) }
 
+// storedBy reports whether e (nil: no value) was stored by the put with
+// number upload (0 is no put's: version 1 files).
+func (e *entry) storedBy(upload uint64) bool {
+	return e != nil && upload != 0 && e.upload == upload
+}
+
 func (e *entry) live(now time.Time) bool { return e.expires == 0 || e.expires > now.UnixNano() }
 
 func checkKey(key string) error {
@@ -226,7 +232,7 @@ func (s *share) put(m *wire.KVPutReq, data []byte) (uint8, error) {
 	s.mu.Lock()
 	if e := s.idx[m.Key]; e != nil && e.live(now) {
 		s.mu.Unlock()
-		if m.Upload != 0 && e.upload == m.Upload {
+		if e.storedBy(m.Upload) {
 			// A part sent again by the client whose put stored the
 			// value (its answer was lost with a connection).
 			return wire.KVStored, nil
@@ -274,7 +280,7 @@ func (s *share) put(m *wire.KVPutReq, data []byte) (uint8, error) {
 			s.mu.Lock()
 			e := s.idx[m.Key]
 			s.mu.Unlock()
-			if e != nil && m.Upload != 0 && e.upload == m.Upload {
+			if e.storedBy(m.Upload) {
 				return wire.KVStored, nil
 			}
 			return 0, errs.New(errs.Stale, "kvcache: put of %q: upload %d ended while this part was written; put the value again from its start", m.Key, m.Upload)
