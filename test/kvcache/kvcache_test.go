@@ -70,6 +70,20 @@ func get(t *testing.T, s *client.KVStore, key string, size int) []byte {
 	return buf[:n[0]]
 }
 
+// createStore creates store name through c and opens it.
+func createStore(t *testing.T, c *client.Client, name string, cfg client.KVConfig) *client.KVStore {
+	t.Helper()
+	ctx := context.Background()
+	if err := c.KVCreate(ctx, name, cfg); err != nil {
+		t.Fatal(err)
+	}
+	s, err := c.KVOpen(ctx, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
 func TestKVStore(t *testing.T) {
 	dataDir := t.TempDir()
 	proc, addr := serve(t, dataDir)
@@ -217,13 +231,7 @@ func TestKVPutAcrossRestart(t *testing.T) {
 	proc, addr := serve(t, dataDir)
 	ctx := context.Background()
 	c := proctest.Client(t, addr)
-	if err := c.KVCreate(ctx, "r", client.KVConfig{Capacity: 4 << 30, Replicas: 2}); err != nil {
-		t.Fatal(err)
-	}
-	s, err := c.KVOpen(ctx, "r")
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := createStore(t, c, "r", client.KVConfig{Capacity: 4 << 30, Replicas: 2})
 	var keys []string
 	var vals [][]byte
 	for round, delay := range []time.Duration{0, 30 * time.Millisecond, 150 * time.Millisecond, 400 * time.Millisecond} {
@@ -269,13 +277,7 @@ func TestKVEvictionWithLease(t *testing.T) {
 	ctx := context.Background()
 	c := proctest.Client(t, addr)
 	// 4 targets x 8 MiB; one replica.
-	if err := c.KVCreate(ctx, "small", client.KVConfig{Capacity: 32 << 20}); err != nil {
-		t.Fatal(err)
-	}
-	s, err := c.KVOpen(ctx, "small")
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := createStore(t, c, "small", client.KVConfig{Capacity: 32 << 20})
 	const size = 1 << 20
 	if _, err := s.Put(ctx, []string{"leased"}, [][]byte{value(1, size)}); err != nil {
 		t.Fatal(err)
@@ -346,13 +348,7 @@ func TestKVUnreadGets(t *testing.T) {
 	_, addr := serve(t, dataDir)
 	ctx := context.Background()
 	c := proctest.Client(t, addr)
-	if err := c.KVCreate(ctx, "u", client.KVConfig{Capacity: 1 << 30}); err != nil {
-		t.Fatal(err)
-	}
-	s, err := c.KVOpen(ctx, "u")
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := createStore(t, c, "u", client.KVConfig{Capacity: 1 << 30})
 	const size = 3<<20 + 4321
 	v := value(11, size)
 	if _, err := s.Put(ctx, []string{"k"}, [][]byte{v}); err != nil {
