@@ -280,3 +280,21 @@ func WaitProfileClients(tb testing.TB, c *client.Client, name string, n uint32) 
 		time.Sleep(20 * time.Millisecond)
 	}
 }
+
+// MemDir returns a new directory in memory (/dev/shm), removed when the
+// test ends: a staging directory on a memory file system. It needs a
+// /dev/shm of 1 GiB at least (staging keeps up to a quarter of it in
+// reused files and a reserve) and says so when there is less.
+func MemDir(t testing.TB) string {
+	t.Helper()
+	var st syscall.Statfs_t
+	if err := syscall.Statfs("/dev/shm", &st); err != nil || int64(st.Blocks)*st.Bsize < 1<<30 {
+		t.Fatalf("/dev/shm (%d bytes, %v): these tests need a memory file system of 1 GiB at least there", int64(st.Blocks)*st.Bsize, err)
+	}
+	d, err := os.MkdirTemp("/dev/shm", "sluice-test-staging-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(d) })
+	return d
+}

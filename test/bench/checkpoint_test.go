@@ -14,6 +14,7 @@ import (
 
 	"github.com/sluice-fs/sluice/client"
 	"github.com/sluice-fs/sluice/internal/bench"
+	"github.com/sluice-fs/sluice/internal/proctest"
 )
 
 // TestBenchCheckpointAbsorb runs the checkpoint phase (8 writers,
@@ -132,11 +133,7 @@ func stagedCheckpoints(b *testing.B, reserve bool) {
 		}
 		size = n
 	}
-	staging, err := os.MkdirTemp("/dev/shm", "sluice-bench-staging-")
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { os.RemoveAll(staging) })
+	staging := proctest.MemDir(b)
 	o := client.Options{Server: s.addr, StagingDir: staging}
 	if reserve {
 		o.StagingReserve = size

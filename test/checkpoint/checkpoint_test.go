@@ -26,7 +26,6 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
@@ -560,7 +559,7 @@ func TestRewriteWhileStaged(t *testing.T) {
 func TestRecycledStaging(t *testing.T) {
 	_, addr, other := absorbCluster(t)
 	ctx := context.Background()
-	staging := memStaging(t)
+	staging := proctest.MemDir(t)
 	c, err := client.New(ctx, client.Options{Server: addr, StagingDir: staging})
 	if err != nil {
 		t.Fatal(err)
@@ -616,7 +615,7 @@ func firstDiff(a, b []byte) int {
 func TestStagingReserve(t *testing.T) {
 	_, addr, other := absorbCluster(t)
 	ctx := context.Background()
-	staging := memStaging(t)
+	staging := proctest.MemDir(t)
 	const reserve = 256 << 20 // four files of 64 MiB
 	c, err := client.New(ctx, client.Options{Server: addr, StagingDir: staging, StagingReserve: reserve})
 	if err != nil {
@@ -648,23 +647,6 @@ func TestStagingReserve(t *testing.T) {
 			t.Fatalf("%s after the drain: %d bytes, %v; want %d (first difference at %d)", name, len(got), err, len(w), firstDiff(got, w))
 		}
 	}
-}
-
-// memStaging returns a new staging directory in memory (/dev/shm),
-// removed when the test ends. It needs a /dev/shm of 1 GiB at least (the
-// reuse pool and the reserve take up to a quarter of it).
-func memStaging(t *testing.T) string {
-	t.Helper()
-	var st syscall.Statfs_t
-	if err := syscall.Statfs("/dev/shm", &st); err != nil || int64(st.Blocks)*st.Bsize < 1<<30 {
-		t.Fatalf("/dev/shm (%d bytes, %v): these tests need a memory file system of 1 GiB at least there", int64(st.Blocks)*st.Bsize, err)
-	}
-	d, err := os.MkdirTemp("/dev/shm", "sluice-test-staging-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(d) })
-	return d
 }
 
 // createAt creates p through c, writes data at off and closes it.

@@ -23,7 +23,7 @@ func TestFsxAbsorb(t *testing.T) {
 			addr := cl.MetaAddrs()
 			ctx := context.Background()
 			admin := proctest.Client(t, addr)
-			staging, seeds := memStaging(t), []uint64{31, 32}
+			staging, seeds := proctest.MemDir(t), []uint64{31, 32}
 			if place == "disk" {
 				staging, seeds = t.TempDir(), []uint64{33}
 			}

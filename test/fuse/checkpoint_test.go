@@ -299,10 +299,5 @@ func stagingIn(t *testing.T, place string) string {
 	if place != "memory" {
 		return t.TempDir()
 	}
-	d, err := os.MkdirTemp("/dev/shm", "sluice-test-staging-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(d) })
-	return d
+	return proctest.MemDir(t)
 }
