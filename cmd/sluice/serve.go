@@ -12,6 +12,7 @@ import (
 	"github.com/sluice-fs/sluice/client"
 	"github.com/sluice-fs/sluice/internal/cli"
 	"github.com/sluice-fs/sluice/internal/fusefs"
+	"github.com/sluice-fs/sluice/internal/mover"
 	"github.com/sluice-fs/sluice/internal/server"
 	"github.com/sluice-fs/sluice/internal/target"
 )
@@ -25,7 +26,7 @@ func newServe() *cobra.Command {
 	var stagingReserve int64
 	var mountClient client.Options
 	var s3f s3Flags
-	var moverArchiveRate string
+	var moverArchiveRate, moverMaxArchive string
 	cmd := &cobra.Command{
 		Use:   "serve",
 		Short: "Run a complete single-node Sluice: metadata service and storage targets",
@@ -52,8 +53,18 @@ func newServe() *cobra.Command {
 				}
 				o.MoverLimits.ArchiveRate = n
 			}
+			if moverMaxArchive != "" {
+				n, err := cli.ParseSize(moverMaxArchive)
+				if err != nil || n < 0 {
+					return fmt.Errorf("%w: serve: --mover-max-archive %q: want a size, e.g. 10G", errUsage, moverMaxArchive)
+				}
+				o.MoverLimits.ArchiveBytes = n
+			}
 			if o.MoverLimits.ReleaseRate < 0 {
 				return fmt.Errorf("%w: serve: --mover-release-rate must not be negative", errUsage)
+			}
+			if o.MoverLimits.Releases < 0 || o.MoverParallel < 1 {
+				return fmt.Errorf("%w: serve: --mover-max-releases must not be negative, --mover-parallel must be positive", errUsage)
 			}
 
 			run := server.Run
@@ -91,6 +102,9 @@ func newServe() *cobra.Command {
 	f.DurationVar(&o.MoverEvery, "mover-every", 0, "run the object tier's mover in this process, a pass every this long (0: off; sluice tier policy, docs/tier.md)")
 	f.StringVar(&moverArchiveRate, "mover-archive-rate", "", "with --mover-every: bytes per second archives start at, at most (e.g. 200M; default no cap)")
 	f.Float64Var(&o.MoverLimits.ReleaseRate, "mover-release-rate", 0, "with --mover-every: files per second releases start at, at most (default no cap)")
+	f.IntVar(&o.MoverLimits.Releases, "mover-max-releases", mover.DefaultReleases, "with --mover-every: files one pass releases at most (0: no cap)")
+	f.StringVar(&moverMaxArchive, "mover-max-archive", "", "with --mover-every: bytes one pass archives at most (e.g. 10G; default no cap)")
+	f.IntVar(&o.MoverParallel, "mover-parallel", 4, "with --mover-every: archives and releases at once")
 	rebalanceFlags(cmd, &o.Rebalance)
 	s3f.register(cmd, "s3", "")
 	return cmd

@@ -15,6 +15,7 @@ import (
 
 	"github.com/sluice-fs/sluice/client"
 	"github.com/sluice-fs/sluice/internal/errs"
+	"github.com/sluice-fs/sluice/internal/placement"
 )
 
 // Options configure a Mover.
@@ -108,15 +109,25 @@ func (m *Mover) Run(ctx context.Context, every time.Duration) error {
 func (m *Mover) Pass(ctx context.Context) (Report, error) {
 	start := time.Now()
 	var r Report
-	files, err := m.gather(ctx, &r)
+	ci, err := m.c.Cluster(ctx)
 	if err != nil {
 		return r, err
 	}
-	st, err := m.c.Statfs(ctx)
+	fills := Fills{}
+	for _, t := range ci.Targets {
+		fills[t.ID] = Fill{Capacity: t.Capacity, Used: t.Used}
+	}
+	chains := map[placement.ChainID][]placement.TargetID{}
+	for _, ch := range ci.Chains {
+		for _, rep := range ch.Replicas {
+			chains[placement.ChainID(ch.ID)] = append(chains[placement.ChainID(ch.ID)], placement.TargetID(rep.Target))
+		}
+	}
+	files, err := m.gather(ctx, &r, func(id placement.ChainID) []placement.TargetID { return chains[id] })
 	if err != nil {
 		return r, err
 	}
-	r.Planned = Plan(files, Fill{Capacity: st.Capacity, Used: st.Used}, m.o.Now(), m.o.Limits)
+	r.Planned = Plan(files, fills, m.o.Now(), m.o.Limits)
 	if m.o.DryRun {
 		r.Took = time.Since(start)
 		return r, ctx.Err()
@@ -135,8 +146,10 @@ func (m *Mover) Pass(ctx context.Context) (Report, error) {
 }
 
 // gather walks the tree, carrying each directory's effective policy down,
-// and returns the regular files under a policy with their HSM states.
-func (m *Mover) gather(ctx context.Context, r *Report) ([]File, error) {
+// and returns the regular files under a policy with their HSM states and
+// the bytes their chunks hold on each target (replicas: a replicated
+// chain's targets).
+func (m *Mover) gather(ctx context.Context, r *Report, replicas func(placement.ChainID) []placement.TargetID) ([]File, error) {
 	root := path.Clean("/" + m.o.Root)
 	eff := map[string]Policy{}
 	// The root's inherited policy: the nearest ancestor's.
@@ -193,10 +206,31 @@ func (m *Mover) gather(ctx context.Context, r *Report) ([]File, error) {
 		pinned := m.skip[a.Ino] || a.Size <= pinMax
 		m.mu.Unlock()
 		r.Files++
-		files = append(files, File{Path: p, Ino: a.Ino, Size: a.Size, Mtime: a.Mtime, Used: used, State: info.State, Pinned: pinned, Policy: parent})
+		var on map[uint32]int64
+		if info.State == "archived" && parent.High > 0 {
+			l, err := placementLayout(a.Layout)
+			if err != nil {
+				return fmt.Errorf("tier mover: %s: %w", p, err)
+			}
+			on = TargetBytes(l, a.Size, replicas)
+		}
+		files = append(files, File{Path: p, Ino: a.Ino, Size: a.Size, Mtime: a.Mtime, Used: used, State: info.State, Pinned: pinned, Policy: parent, On: on})
 		return nil
 	})
 	return files, err
+}
+
+// placementLayout converts a file's layout as the client library gives it.
+func placementLayout(l client.Layout) (placement.Layout, error) {
+	comps, err := client.PlacementComps(l.Components)
+	if err != nil {
+		return placement.Layout{}, err
+	}
+	out := placement.Layout{StripeSize: uint32(l.StripeSize), StripeCount: uint16(l.StripeCount), Replicas: uint8(l.Replicas), Data: l.Data, Comps: comps}
+	for _, ch := range l.Chains {
+		out.Chains = append(out.Chains, placement.ChainID(ch))
+	}
+	return out, nil
 }
 
 // policyOf reads directory d's own policy. A policy that does not parse

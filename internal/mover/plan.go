@@ -2,8 +2,12 @@ package mover
 
 import (
 	"cmp"
+	"fmt"
+	"maps"
 	"slices"
 	"time"
+
+	"github.com/sluice-fs/sluice/internal/placement"
 )
 
 // File is what Plan knows of a regular file under a policy.
@@ -18,10 +22,17 @@ type File struct {
 	// service, not on targets: small inline files).
 	Pinned bool
 	Policy Policy
+	// On is how many bytes of the file's chunks each target holds (every
+	// replica counted on its own target; see TargetBytes): what a release
+	// frees there.
+	On map[uint32]int64
 }
 
-// Fill is the targets' capacity and use in bytes.
+// Fill is a target's capacity and use in bytes.
 type Fill struct{ Capacity, Used int64 }
+
+// Fills are the targets' fills by target ID.
+type Fills map[uint32]Fill
 
 // Percent returns the fill in percent, 0 without capacity.
 func (f Fill) Percent() float64 {
@@ -79,23 +90,24 @@ type Action struct {
 }
 
 // Plan decides one pass's moves at time now, given the files under
-// policies and the targets' fill. In order:
+// policies and the targets' fills. In order:
 //
 //   - archives: resident or dirty files whose policy has ArchiveAfter and
 //     whose data is at least that old, oldest first, within
 //     Limits.ArchiveBytes;
 //   - releases by age: archived files not used for their ReleaseAfter;
-//   - releases by watermark: when the fill at the start of the pass is at
-//     or above a file's High, archived files with a watermark, least
-//     recently used first, until the fill less the bytes of the releases
-//     planned would be at the file's Low or below (a pass stopped by
-//     Limits.Releases goes on in the next only while the fill is still
-//     at High or above);
+//   - releases by watermark, per target: an archived file with a
+//     watermark is released, least recently used first, when one of the
+//     targets holding its chunks was at or above the file's High at the
+//     start of the pass and would still be above its Low less the bytes
+//     of the releases planned before it (a pass stopped by
+//     Limits.Releases goes on in the next only while a target is still at
+//     High or above);
 //
 // all releases within Limits.Releases, and never a pinned file. A file
 // gets at most one action; a file archived in this pass is released in a
 // later one.
-func Plan(files []File, fill Fill, now time.Time, lim Limits) []Action {
+func Plan(files []File, fills Fills, now time.Time, lim Limits) []Action {
 	var out []Action
 	var due []File
 	for _, f := range files {
@@ -116,7 +128,13 @@ func Plan(files []File, fill Fill, now time.Time, lim Limits) []Action {
 
 	releases := 0
 	room := func() bool { return lim.Releases <= 0 || releases < lim.Releases }
-	freed := int64(0)
+	freed := map[uint32]int64{}
+	release := func(f File) {
+		for t, n := range f.On {
+			freed[t] += n
+		}
+		releases++
+	}
 	var lru []File
 	for _, f := range files {
 		if f.State != "archived" || f.Pinned {
@@ -125,8 +143,7 @@ func Plan(files []File, fill Fill, now time.Time, lim Limits) []Action {
 		p := f.Policy
 		if p.ReleaseAfter > 0 && !f.Used.After(now.Add(-p.ReleaseAfter)) && room() {
 			out = append(out, Action{Kind: Release, File: f, Reason: "unused for " + p.ReleaseAfter.String()})
-			freed += f.Size
-			releases++
+			release(f)
 			continue
 		}
 		if p.High > 0 {
@@ -134,18 +151,52 @@ func Plan(files []File, fill Fill, now time.Time, lim Limits) []Action {
 		}
 	}
 	slices.SortStableFunc(lru, func(a, b File) int { return cmp.Or(a.Used.Compare(b.Used), cmp.Compare(a.Path, b.Path)) })
-	start := fill.Percent()
 	for _, f := range lru {
 		if !room() {
 			break
 		}
-		left := Fill{Capacity: fill.Capacity, Used: fill.Used - freed}
-		if start < float64(f.Policy.High) || left.Percent() <= float64(f.Policy.Low) {
+		if t, ok := overWatermark(f, fills, freed); ok {
+			out = append(out, Action{Kind: Release, File: f, Reason: fmt.Sprintf("target %d past the high watermark", t)})
+			release(f)
+		}
+	}
+	return out
+}
+
+// overWatermark returns the first target (lowest ID) holding bytes of f
+// that started the pass at or above f's High and, less the bytes freed so
+// far, is still above its Low.
+func overWatermark(f File, fills Fills, freed map[uint32]int64) (uint32, bool) {
+	for _, t := range slices.Sorted(maps.Keys(f.On)) {
+		fl, ok := fills[t]
+		if f.On[t] <= 0 || !ok || fl.Percent() < float64(f.Policy.High) {
 			continue
 		}
-		out = append(out, Action{Kind: Release, File: f, Reason: "targets past the high watermark"})
-		freed += f.Size
-		releases++
+		if left := (Fill{Capacity: fl.Capacity, Used: fl.Used - freed[t]}); left.Percent() > float64(f.Policy.Low) {
+			return t, true
+		}
+	}
+	return 0, false
+}
+
+// TargetBytes returns how many bytes of a file of the given size and
+// layout each target holds: each slot's chunk (placement.Layout.ChunkSize)
+// on every replica of its chain. replicas gives a replicated chain's
+// targets; a layout of one replica names targets directly.
+func TargetBytes(l placement.Layout, size int64, replicas func(placement.ChainID) []placement.TargetID) map[uint32]int64 {
+	out := map[uint32]int64{}
+	for slot, ch := range l.Chains {
+		n := l.ChunkSize(slot, size)
+		if n <= 0 {
+			continue
+		}
+		if l.ReplicaCount() <= 1 {
+			out[uint32(ch)] += n
+			continue
+		}
+		for _, t := range replicas(ch) {
+			out[uint32(t)] += n
+		}
 	}
 	return out
 }

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/sluice-fs/sluice/internal/errs"
+	"github.com/sluice-fs/sluice/internal/placement"
 )
 
 var t0 = time.Date(2026, 11, 24, 12, 0, 0, 0, time.UTC)
@@ -17,7 +18,16 @@ func file(name string, size int64, state string, age, unused time.Duration, p Po
 	for _, c := range name {
 		ino = ino*31 + uint64(c)
 	}
-	return File{Path: "/d/" + name, Ino: ino, Size: size, State: state, Mtime: t0.Add(-age), Used: t0.Add(-unused), Policy: p}
+	return File{Path: "/d/" + name, Ino: ino, Size: size, State: state, Mtime: t0.Add(-age), Used: t0.Add(-unused), Policy: p, On: map[uint32]int64{1: size}}
+}
+
+// on returns f held on targets as given (target, bytes, target, bytes...).
+func on(f File, tb ...int64) File {
+	f.On = map[uint32]int64{}
+	for i := 0; i+1 < len(tb); i += 2 {
+		f.On[uint32(tb[i])] = tb[i+1]
+	}
+	return f
 }
 
 // moves renders actions as "kind name" strings.
@@ -110,7 +120,7 @@ func TestPlan(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got := moves(Plan(tt.files, tt.fill, t0, tt.lim))
+			got := moves(Plan(tt.files, Fills{1: tt.fill}, t0, tt.lim))
 			if !reflect.DeepEqual(got, tt.want) {
 				t.Errorf("Plan = %q, want %q", got, tt.want)
 			}
@@ -204,5 +214,84 @@ func TestPassRecord(t *testing.T) {
 		if _, err := ParsePassRecord([]byte(bad)); errs.CodeOf(err) != errs.Invalid {
 			t.Errorf("ParsePassRecord(%q): %v, want errs.Invalid", bad, err)
 		}
+	}
+}
+
+// TestPlanTargets checks the watermarks per target: only files holding
+// bytes on a target past its high watermark are released, least recently
+// used first, until that target would be at its low one, counting only
+// the bytes each release frees there.
+func TestPlanTargets(t *testing.T) {
+	wm := Policy{High: 80, Low: 60}
+	const G = 1 << 30
+	full, roomy := Fill{Capacity: 100 * G, Used: 90 * G}, Fill{Capacity: 1000 * G, Used: 100 * G}
+	tests := []struct {
+		name  string
+		files []File
+		fills Fills
+		want  []string
+	}{
+		{"only files on the full target", []File{
+			on(file("a1", 20*G, "archived", 0, 9*time.Hour, wm), 1, 20*G),
+			on(file("b1", 20*G, "archived", 0, 8*time.Hour, wm), 2, 20*G),
+			on(file("a2", 20*G, "archived", 0, 7*time.Hour, wm), 1, 20*G),
+			on(file("a3", 20*G, "archived", 0, 6*time.Hour, wm), 1, 20*G),
+		}, Fills{1: full, 2: roomy}, []string{"release a1", "release a2"}},
+		{"a striped file counts only its bytes on the full target", []File{
+			on(file("wide", 40*G, "archived", 0, 9*time.Hour, wm), 1, 10*G, 2, 30*G),
+			on(file("a1", 15*G, "archived", 0, 8*time.Hour, wm), 1, 15*G),
+			on(file("a2", 15*G, "archived", 0, 7*time.Hour, wm), 1, 15*G),
+		}, Fills{1: full, 2: roomy}, []string{"release wide", "release a1", "release a2"}},
+		{"a file on two full targets frees both", []File{
+			on(file("both", 40*G, "archived", 0, 9*time.Hour, wm), 1, 20*G, 2, 20*G),
+			on(file("a", 20*G, "archived", 0, 8*time.Hour, wm), 1, 20*G),
+			on(file("b", 20*G, "archived", 0, 7*time.Hour, wm), 2, 20*G),
+		}, Fills{1: full, 2: full}, []string{"release both", "release a", "release b"}},
+		{"age releases free their targets first", []File{
+			on(file("aged", 20*G, "archived", 0, 48*time.Hour, Policy{ReleaseAfter: time.Hour}), 1, 20*G),
+			on(file("lru", 20*G, "archived", 0, 5*time.Hour, wm), 1, 20*G),
+			on(file("next", 20*G, "archived", 0, 4*time.Hour, wm), 1, 20*G),
+		}, Fills{1: full}, []string{"release aged", "release lru"}},
+		{"an unknown target or no bytes: nothing", []File{
+			on(file("elsewhere", 20*G, "archived", 0, 9*time.Hour, wm), 7, 20*G),
+			on(file("empty", 0, "archived", 0, 9*time.Hour, wm)),
+		}, Fills{1: full}, []string{}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := moves(Plan(tt.files, tt.fills, t0, Limits{}))
+			if !reflect.DeepEqual(got, tt.want) {
+				t.Errorf("Plan = %q, want %q", got, tt.want)
+			}
+		})
+	}
+}
+
+func TestTargetBytes(t *testing.T) {
+	const M = 1 << 20
+	reps := map[placement.ChainID][]placement.TargetID{10: {1, 2}, 11: {3, 4}}
+	replicas := func(c placement.ChainID) []placement.TargetID { return reps[c] }
+	tests := []struct {
+		name string
+		l    placement.Layout
+		size int64
+		want map[uint32]int64
+	}{
+		{"one target", placement.Layout{StripeSize: M, StripeCount: 1, Chains: []placement.ChainID{3}}, 5*M + 7, map[uint32]int64{3: 5*M + 7}},
+		{"striped, short last round", placement.Layout{StripeSize: M, StripeCount: 3, Chains: []placement.ChainID{1, 2, 3}}, 4*M + 5,
+			map[uint32]int64{1: 2 * M, 2: M + 5, 3: M}},
+		{"empty", placement.Layout{StripeSize: M, StripeCount: 2, Chains: []placement.ChainID{1, 2}}, 0, map[uint32]int64{}},
+		{"replicated: every replica", placement.Layout{StripeSize: M, StripeCount: 2, Replicas: 2, Chains: []placement.ChainID{10, 11}}, 3 * M,
+			map[uint32]int64{1: 2 * M, 2: 2 * M, 3: M, 4: M}},
+		{"progressive", placement.Layout{StripeSize: M, StripeCount: 3, Chains: []placement.ChainID{1, 2, 3},
+			Comps: []placement.Comp{{End: 2 * M, StripeSize: M, StripeCount: 1}, {StripeSize: M, StripeCount: 2}}}, 5 * M,
+			map[uint32]int64{1: 2 * M, 2: 2 * M, 3: M}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := TargetBytes(tt.l, tt.size, replicas); !reflect.DeepEqual(got, tt.want) {
+				t.Errorf("TargetBytes = %v, want %v", got, tt.want)
+			}
+		})
 	}
 }

@@ -76,9 +76,12 @@ type Options struct {
 	// MoverEvery, if positive, runs the object tier's mover (package
 	// mover) in this process, a pass every MoverEvery.
 	MoverEvery time.Duration
-	// MoverLimits are the rate caps of that mover (its releases per pass
-	// are mover.DefaultReleases).
+	// MoverLimits are that mover's caps (Releases 0: no cap; `sluice
+	// serve` passes mover.DefaultReleases unless told otherwise).
 	MoverLimits mover.Limits
+	// MoverParallel is how many archives and releases it runs at once
+	// (default 4).
+	MoverParallel int
 	// Rebalance runs the rebalancer (package relayout) in this process
 	// when its Every is positive.
 	Rebalance RebalanceOptions
@@ -248,9 +251,7 @@ func Run(ctx context.Context, opts Options) (err error) {
 			return fmt.Errorf("serve: tier mover: %w", err)
 		}
 		closers.add(mc.Close)
-		limits := opts.MoverLimits
-		limits.Releases = mover.DefaultReleases
-		mv := mover.New(mc, mover.Options{Logger: log, Limits: limits})
+		mv := mover.New(mc, mover.Options{Logger: log, Limits: opts.MoverLimits, Parallel: opts.MoverParallel})
 		mx.AddMover(mv)
 		closers.goRun(ctx, func(ctx context.Context) { mv.Run(ctx, opts.MoverEvery) })
 	}

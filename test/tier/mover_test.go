@@ -7,14 +7,19 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/sluice-fs/sluice/client"
 	"github.com/sluice-fs/sluice/internal/dashboard"
+	"github.com/sluice-fs/sluice/internal/proctest"
 )
 
 // TestMover runs the tier mover (`sluice mover --once`) over directory
@@ -210,10 +215,71 @@ func TestServeMover(t *testing.T) {
 	if snap.Mover == nil || snap.Mover.Archived < 1 || snap.Mover.ArchivedBytes < float64(len(data)) || snap.Mover.Passes < 1 {
 		t.Errorf("dashboard snapshot mover: %+v", snap.Mover)
 	}
-	// A bad rate is a usage error before anything starts.
-	out, err := exec.Command(binary, "serve", "--data-dir", t.TempDir(), "--listen", "127.0.0.1:0", "--http", "", "--mover-every", "1s", "--mover-archive-rate", "fast").CombinedOutput()
-	if code := exitCode(err); code != 2 || !strings.Contains(string(out), "--mover-archive-rate") {
-		t.Errorf("serve --mover-archive-rate fast: exit %d: %s; want a usage error naming the flag", code, out)
+	// A bad cap is a usage error before anything starts.
+	for flag, bad := range map[string]string{"--mover-archive-rate": "fast", "--mover-max-archive": "lots", "--mover-max-releases": "-1", "--mover-parallel": "0"} {
+		out, err := exec.Command(binary, "serve", "--data-dir", t.TempDir(), "--listen", "127.0.0.1:0", "--http", "", "--mover-every", "1s", flag, bad).CombinedOutput()
+		if code := exitCode(err); code != 2 || !strings.Contains(string(out), flag) {
+			t.Errorf("serve %s %s: exit %d: %s; want a usage error naming the flag", flag, bad, code, out)
+		}
+	}
+}
+
+// TestServeMoverCaps checks the per-pass caps of `sluice serve`'s mover:
+// with --mover-max-releases 1 and --mover-max-archive 1 (byte: one file
+// a pass), no pass archives or releases more than one file, however many
+// are due, while passes go on until all are done.
+func TestServeMoverCaps(t *testing.T) {
+	ctx := context.Background()
+	be := startSluiceBackend(t)
+	admin := freeAddr(t)
+	fs := startFS(t, "--mover-every", "100ms", "--http", admin, "--mover-max-releases", "1", "--mover-max-archive", "1", "--mover-parallel", "2")
+	addBackend(t, fs, be, "c/")
+	c := newClient(t, fs.addr, 0)
+	if err := c.MkdirAll(ctx, "/w", 0o755); err != nil {
+		t.Fatal(err)
+	}
+	const n = 5
+	for i := range n {
+		if err := writeSluice(ctx, c, fmt.Sprintf("/w/%d", i), randomData(uint64(60+i), 256<<10)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	metric := func(body, name string) float64 {
+		m := regexp.MustCompile(`(?m)^` + regexp.QuoteMeta(name) + ` (\S+)$`).FindStringSubmatch(body)
+		if m == nil {
+			return 0
+		}
+		var v float64
+		fmt.Sscan(m[1], &v)
+		return v
+	}
+	fs.mustCLI("tier", "policy", "set", "/w", "--archive-after", "1ms", "--release-after", "1ms")
+	// Each scrape: the files moved never outnumber the passes that could
+	// have moved them (one archive per pass; one release per pass after
+	// the first, which only archives: a file archived in a pass is
+	// released in a later one).
+	waitFor(t, "all files released, one move of each kind per pass", func() bool {
+		resp, err := http.Get("http://" + admin + "/metrics")
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		body := string(b)
+		// A pass's moves are counted as they finish, the pass itself
+		// at its end: during pass k, passes is k-1.
+		passes := metric(body, "sluice_mover_passes_total")
+		archived := metric(body, `sluice_mover_moved_files_total{action="archive"}`)
+		released := metric(body, `sluice_mover_moved_files_total{action="release"}`)
+		if archived > passes+1 || released > passes {
+			t.Fatalf("after %v passes: %v archived, %v released: more than one a pass", passes, archived, released)
+		}
+		return released == n
+	})
+	for i := range n {
+		if info, err := c.HsmState(ctx, fmt.Sprintf("/w/%d", i)); err != nil || info.State != "released" {
+			t.Errorf("/w/%d: %+v, %v; want released", i, info, err)
+		}
 	}
 }
 
@@ -279,4 +345,128 @@ func TestKillMover(t *testing.T) {
 	t.Logf("after kill -9 during the releases: %v", check("after kill -9 during the releases", "archived", "released"))
 	fs.mustCLI("mover", "--once")
 	check("after the next pass", "released")
+}
+
+// TestMoverTargetWatermark checks that release watermarks are per target:
+// a `sluice serve` with two targets, each on a tmpfs of its own (32 MiB
+// and 1 GiB), pools that put /small's files on the first and /big's on
+// the second, and a policy releasing at 40% down to 20%. /small's files
+// fill the first target past 40% while the file system as a whole stays
+// near 2% (the fill the mover watched before): the second pass must
+// release /small's least recently used files, enough to bring its target
+// to 20% or below, and nothing of /big.
+func TestMoverTargetWatermark(t *testing.T) {
+	if os.Geteuid() != 0 {
+		proctestSkip(t, "the test mounts a tmpfs per target: it needs root")
+	}
+	ctx := context.Background()
+	be := startSluiceBackend(t)
+	dir := t.TempDir()
+	for id, size := range map[int]string{1: "32m", 2: "1g"} {
+		d := filepath.Join(dir, "targets", strconv.Itoa(id))
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size="+size, "sluice-test", d).CombinedOutput(); err != nil {
+			t.Fatalf("mount tmpfs on %s: %v: %s", d, err, out)
+		}
+		// Registered before the server starts, so run after it stopped.
+		t.Cleanup(func() {
+			if out, err := exec.Command("umount", d).CombinedOutput(); err != nil {
+				t.Errorf("umount %s: %v: %s", d, err, out)
+			}
+		})
+	}
+	p, addr := proctest.Start(t, binary, nil, readyLine, "serve", "--data-dir", dir, "--listen", "127.0.0.1:0", "--http", "")
+	fs := &fsServer{t: t, dataDir: dir, addr: addr, proc: p}
+	addBackend(t, fs, be, "wm/")
+	c := newClient(t, fs.addr, 0)
+	fs.mustCLI("pool", "create", "one", "1")
+	fs.mustCLI("pool", "create", "two", "2")
+	for d, pool := range map[string]string{"/small": "one", "/big": "two"} {
+		if err := c.MkdirAll(ctx, d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		fs.mustCLI("layout", "set", d, "--pool", pool, "--stripe-count", "1")
+	}
+	const n, size = 4, 4 << 20
+	files := map[string][]byte{}
+	for i := range n {
+		for _, d := range []string{"/small", "/big"} {
+			p := fmt.Sprintf("%s/%d", d, i)
+			files[p] = randomData(uint64(40+len(files)), size)
+			if err := writeSluice(ctx, c, p, files[p]); err != nil {
+				t.Fatal(err)
+			}
+		}
+		time.Sleep(10 * time.Millisecond) // distinct mtimes: the LRU order is 0, 1, 2, 3
+	}
+	fill := func(id uint32) float64 {
+		t.Helper()
+		ts, err := c.Targets(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, tg := range ts {
+			if tg.ID == id {
+				return 100 * float64(tg.Used) / float64(tg.Capacity)
+			}
+		}
+		t.Fatalf("no target %d", id)
+		return 0
+	}
+	// The targets report their use with their heartbeats.
+	waitFor(t, "target 1 past 40% in a heartbeat", func() bool { return fill(1) >= 40 })
+	st, err := c.Statfs(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("fills: target 1 %.1f%%, target 2 %.1f%%, file system %.1f%%", fill(1), fill(2), 100*float64(st.Used)/float64(st.Capacity))
+	if fsFill := 100 * float64(st.Used) / float64(st.Capacity); fsFill >= 20 {
+		t.Fatalf("the file system is %.1f%% full as a whole: the test needs it below the low watermark", fsFill)
+	}
+	fs.mustCLI("tier", "policy", "set", "/", "--archive-after", "1ms", "--release-high", "40", "--release-low", "20")
+	t.Logf("first pass:\n%s", fs.mustCLI("mover", "--once"))
+	before := fill(1)
+	out := fs.mustCLI("mover", "--once")
+	t.Logf("second pass:\n%s", out)
+	released := 0
+	for i := range n {
+		for _, d := range []string{"/small", "/big"} {
+			p := fmt.Sprintf("%s/%d", d, i)
+			info, err := c.HsmState(ctx, p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			switch {
+			case d == "/big" && info.State != "archived":
+				t.Errorf("%s is %s: its target is nearly empty, want archived", p, info.State)
+			case d == "/small" && info.State == "released":
+				if i != released {
+					t.Errorf("%s released, but not the %d files used before it", p, i)
+				}
+				released++
+			case d == "/small" && info.State != "archived":
+				t.Errorf("%s is %s, want archived or released", p, info.State)
+			}
+		}
+	}
+	// Enough released to bring target 1 from where it was to 20% or
+	// below, counting what each frees there.
+	per := 100 * float64(size) / (32 << 20)
+	if need := int((before-20)/per) + 1; released < min(need, n) {
+		t.Errorf("released %d of /small's files, want at least %d to take target 1 from %.1f%% to 20%%", released, min(need, n), before)
+	}
+	if !strings.Contains(out, "target 1 past the high watermark") {
+		t.Errorf("the second pass does not say which target was past its watermark:\n%s", out)
+	}
+	for p, d := range files {
+		got, err := readAll(ctx, c, p)
+		if err != nil {
+			t.Fatalf("%s: %v", p, err)
+		}
+		if !bytes.Equal(got, d) {
+			t.Fatalf("%s: read %d bytes that differ from the %d written", p, len(got), len(d))
+		}
+	}
 }
