@@ -78,6 +78,20 @@ type Mover struct {
 	LastSeconds   float64 `json:"last_pass_seconds"`
 }
 
+// MoverPass is the last tier mover pass over the whole tree, by whichever
+// node ran it (from the metadata: metadata services only).
+type MoverPass struct {
+	Host          string  `json:"host"`
+	End           float64 `json:"end"` // Unix seconds
+	Files         float64 `json:"files"`
+	Archived      float64 `json:"archived"`
+	ArchivedBytes float64 `json:"archived_bytes"`
+	Released      float64 `json:"released"`
+	ReleasedBytes float64 `json:"released_bytes"`
+	Failures      float64 `json:"failures"`
+	Seconds       float64 `json:"seconds"`
+}
+
 // Rebalancer is the rebalancer of this process (sluice serve
 // --rebalance-every).
 type Rebalancer struct {
@@ -119,6 +133,7 @@ type Snapshot struct {
 	Targets     []Target             `json:"targets"`
 	Pools       []Pool               `json:"pools,omitempty"`
 	Mover       *Mover               `json:"mover,omitempty"`
+	MoverPass   *MoverPass           `json:"mover_pass,omitempty"`
 	Rebalancer  *Rebalancer          `json:"rebalancer,omitempty"`
 	Stage       []StageJob           `json:"stage,omitempty"`
 	Restores    *Restores            `json:"restores,omitempty"`
@@ -160,6 +175,13 @@ func Take(mx *metrics.Metrics) (*Snapshot, error) {
 			s.Mover = &Mover{}
 		}
 		return s.Mover
+	}
+	moverPass := func(m *dto.Metric) *MoverPass {
+		if s.MoverPass == nil {
+			s.MoverPass = &MoverPass{}
+		}
+		s.MoverPass.Host = label(m, "host")
+		return s.MoverPass
 	}
 	stages := map[string]*StageJob{}
 	stage := func(m *dto.Metric) *StageJob {
@@ -229,6 +251,26 @@ func Take(mx *metrics.Metrics) (*Snapshot, error) {
 				mover().LastFiles = v
 			case "sluice_mover_last_pass_seconds":
 				mover().LastSeconds = v
+			case "sluice_mover_root_pass_end_timestamp_seconds":
+				moverPass(m).End = v
+			case "sluice_mover_root_pass_files":
+				moverPass(m).Files = v
+			case "sluice_mover_root_pass_moved_files":
+				if label(m, "action") == "archive" {
+					moverPass(m).Archived = v
+				} else {
+					moverPass(m).Released = v
+				}
+			case "sluice_mover_root_pass_moved_bytes":
+				if label(m, "action") == "archive" {
+					moverPass(m).ArchivedBytes = v
+				} else {
+					moverPass(m).ReleasedBytes = v
+				}
+			case "sluice_mover_root_pass_failures":
+				moverPass(m).Failures = v
+			case "sluice_mover_root_pass_seconds":
+				moverPass(m).Seconds = v
 			case "sluice_stage_hits_total":
 				stage(m).Hits = v
 			case "sluice_stage_misses_total":

@@ -128,6 +128,7 @@ func RunMeta(ctx context.Context, opts MetaOptions) (err error) {
 	mx.AddReserve(reserve.reserve())
 	mx.AddPools(rt)
 	mx.AddStage(ms)
+	mx.AddMoverRecord(moverRecord(ms))
 	mx.AddMetaQos(ms.QosStats)
 	mx.AddEngine(db)
 	mx.Instrument(srv)

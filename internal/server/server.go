@@ -240,6 +240,7 @@ func Run(ctx context.Context, opts Options) (err error) {
 	ms.Register(srv)
 	mx.AddPools(rt)
 	mx.AddStage(ms)
+	mx.AddMoverRecord(moverRecord(ms))
 	mx.AddMetaQos(ms.QosStats)
 	mx.AddRestores(ms)
 	mx.Instrument(srv)

@@ -36,7 +36,8 @@ func TestMover(t *testing.T) {
 
 func testMover(t *testing.T, be *backend) {
 	ctx := context.Background()
-	fs := startFS(t)
+	admin := freeAddr(t)
+	fs := startFS(t, "--http", admin)
 	addBackend(t, fs, be, "m/")
 	c := newClient(t, fs.addr, 0)
 	files := map[string][]byte{
@@ -151,6 +152,18 @@ func testMover(t *testing.T, be *backend) {
 	status := fs.mustCLI("status")
 	if !regexp.MustCompile(`TIER MOVER.*\n\S+\s+\d+s ago\s+6\s+1 \(1\.0 MiB\)\s+3 \(5\.0 MiB\)\s+0\s`).MatchString(status) {
 		t.Errorf("sluice status does not show the second pass (6 files, 1 archived, 3 released):\n%s", status)
+	}
+	// So do the metadata service's metrics and dashboard, though the pass
+	// ran in another process (sluice mover).
+	snap, err := dashboard.Fetch(ctx, admin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if mp := snap.MoverPass; mp == nil || mp.Host == "" || mp.Files != 6 || mp.Archived != 1 || mp.Released != 3 || mp.ReleasedBytes != 5<<20 || mp.Failures != 0 || mp.End < float64(time.Now().Add(-time.Minute).Unix()) {
+		t.Errorf("dashboard: last pass over / is %+v, want 6 files, 1 archived, 3 released (5 MiB), no failure, within the last minute", mp)
+	}
+	if snap.Mover != nil {
+		t.Errorf("dashboard: this process runs no mover but shows %+v", snap.Mover)
 	}
 	if r := fs.cli("mover", "--once", "--archive-rate", "0"); r.code == 0 {
 		t.Error("sluice mover --archive-rate 0 succeeded")
