@@ -600,7 +600,10 @@ func (c *Client) SetLayout(ctx context.Context, p string, l Layout) error {
 }
 
 // Walk calls fn for p and every path below it (directories before their
-// entries, entries in name order), like filepath.WalkDir.
+// entries, entries in name order), like filepath.WalkDir. Each directory
+// is listed with its entries' attributes, a page of up to walkPage
+// entries per request (not a lookup per entry), so an entry's FileInfo is
+// as of its page.
 func (c *Client) Walk(ctx context.Context, p string, fn func(p string, fi *FileInfo, err error) error) error {
 	fi, err := c.Lstat(ctx, p)
 	if err != nil {
@@ -609,6 +612,9 @@ func (c *Client) Walk(ctx context.Context, p string, fn func(p string, fi *FileI
 	return c.walk(ctx, clean(p), fi, fn)
 }
 
+// walkPage is how many entries a page of Walk's listings asks for.
+const walkPage = 1024
+
 func (c *Client) walk(ctx context.Context, p string, fi *FileInfo, fn func(string, *FileInfo, error) error) error {
 	if err := fn(p, fi, nil); err != nil || !fi.IsDir() {
 		if errors.Is(err, fs.SkipDir) {
@@ -616,21 +622,25 @@ func (c *Client) walk(ctx context.Context, p string, fi *FileInfo, fn func(strin
 		}
 		return err
 	}
-	for e, err := range c.ReadDir(ctx, p) {
-		if err != nil {
-			return fn(p, fi, err)
+	cursor := ""
+	for {
+		var page wire.ReadDirResp
+		if err := c.metaCall(ctx, wire.OpReadDir, &wire.ReadDirReq{Ino: fi.attr.Ino, Cursor: cursor, Limit: walkPage, Plus: true}, &page); err != nil {
+			return fn(p, fi, opErr("readdir", p, err))
 		}
-		child := strings.TrimSuffix(p, "/") + "/" + e.Name
-		cfi, err := c.Lstat(ctx, child)
-		if err != nil {
-			if err := fn(child, nil, err); err != nil {
+		for _, e := range page.Entries {
+			child := strings.TrimSuffix(p, "/") + "/" + e.Name
+			if e.Attr == nil {
+				return fn(p, fi, opErr("readdir", p, errs.New(errs.Invalid, "client: listing of inode %d without attributes", fi.attr.Ino)))
+			}
+			c.overlayStaged(e.Attr) // this client's staged writes count, as in a lookup
+			if err := c.walk(ctx, child, &FileInfo{name: e.Name, attr: attrFrom(e.Attr)}, fn); err != nil {
 				return err
 			}
-			continue
 		}
-		if err := c.walk(ctx, child, cfi, fn); err != nil {
-			return err
+		if page.EOF || len(page.Entries) == 0 {
+			return nil
 		}
+		cursor = page.Cursor
 	}
-	return nil
 }

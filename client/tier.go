@@ -185,6 +185,49 @@ func (c *Client) HsmStateIno(ctx context.Context, ino uint64) (HsmInfo, error) {
 	return hsmInfo(&r), err
 }
 
+// HsmStatesIno returns the HSM state names of many files ("resident",
+// "archived", "released", "dirty"; "" for an inode that is not a regular
+// file any more), asking the metadata service for up to
+// wire.MaxHsmStates at a time, each batch read in one transaction. A
+// metadata service older than this call is asked file by file.
+func (c *Client) HsmStatesIno(ctx context.Context, inos []uint64) ([]string, error) {
+	out := make([]string, 0, len(inos))
+	for len(inos) > 0 {
+		batch := inos[:min(len(inos), wire.MaxHsmStates)]
+		inos = inos[len(batch):]
+		var r wire.HsmStatesResp
+		err := c.metaCall(ctx, wire.OpHsmStates, &wire.HsmStatesReq{Inos: batch}, &r)
+		if errs.CodeOf(err) == errs.NotSupported {
+			for _, ino := range batch {
+				rec, err := c.hsmGet(ctx, ino)
+				switch {
+				case errs.CodeOf(err) == errs.NotFound || errs.CodeOf(err) == errs.Invalid:
+					out = append(out, "")
+				case err != nil:
+					return nil, fmt.Errorf("hsm state of inode %d: %w", ino, err)
+				default:
+					out = append(out, wire.HsmStateName(rec.State))
+				}
+			}
+			continue
+		}
+		if err != nil {
+			return nil, fmt.Errorf("hsm states of %d inodes: %w", len(batch), err)
+		}
+		if len(r.States) != len(batch) {
+			return nil, errs.New(errs.Invalid, "client: hsm states: %d states for %d inodes", len(r.States), len(batch))
+		}
+		for _, st := range r.States {
+			if st == wire.HsmGone {
+				out = append(out, "")
+			} else {
+				out = append(out, wire.HsmStateName(st))
+			}
+		}
+	}
+	return out, nil
+}
+
 // archiveBuffer is the largest file archived from one read into memory;
 // larger files are read twice (checksums, then upload), since the object's
 // metadata, which carries the checksums, goes with the upload's start.

@@ -2,6 +2,7 @@ package meta
 
 import (
 	"context"
+	"slices"
 	"testing"
 
 	"github.com/sluice-fs/sluice/internal/errs"
@@ -375,4 +376,60 @@ func TestHsmImportListing(t *testing.T) {
 	if got, err := s.HsmGet(ctx, f.Ino); err != nil || got.ETag != rec.ETag || len(got.BlockCRCs) != 3 || got.BlockCRCs[1] != 2 {
 		t.Fatalf("record after the restore: %+v, %v", got, err)
 	}
+}
+
+// TestHsmStates checks the batch read of HSM states: each file's state as
+// OpHsmGet gives it, in the order asked, HsmGone for a removed inode and a
+// directory, and a request over the limit refused.
+func TestHsmStates(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s := newTestService(t, nil, nil)
+	if err := s.TierSet(ctx, &wire.TierSetReq{Backend: wire.TierBackend{Name: "b", Endpoint: "http://x", Bucket: "k"}}); err != nil {
+		t.Fatal(err)
+	}
+	var inos []uint64
+	var want []uint8
+	add := func(name string, state uint8) {
+		f := mustCreate(t, s, RootIno, name)
+		a, err := s.CommitWrite(ctx, f.Ino, 3<<20, 7)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if state != wire.HsmResident {
+			if _, err := s.HsmUpdate(ctx, &wire.HsmUpdateReq{Ino: f.Ino, Action: wire.HsmActArchived, Record: testRecord(1, a.Size, a.Mtime)}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		switch state {
+		case wire.HsmDirty:
+			if _, err := s.CommitWrite(ctx, f.Ino, 10, 8); err != nil {
+				t.Fatal(err)
+			}
+		case wire.HsmReleased:
+			releaseFile(t, s, f.Ino)
+		}
+		inos, want = append(inos, f.Ino), append(want, state)
+	}
+	add("resident", wire.HsmResident)
+	add("archived", wire.HsmArchived)
+	add("dirty", wire.HsmDirty)
+	add("released", wire.HsmReleased)
+	gone := mustCreate(t, s, RootIno, "gone")
+	if err := s.Unlink(ctx, RootIno, "gone"); err != nil {
+		t.Fatal(err)
+	}
+	dir := mustMkdir(t, s, RootIno, "dir")
+	inos, want = append(inos, gone.Ino, dir.Ino, inos[1]), append(want, wire.HsmGone, wire.HsmGone, wire.HsmArchived)
+	got, err := s.HsmStates(ctx, inos)
+	if err != nil || !slices.Equal(got, want) {
+		t.Fatalf("HsmStates = %v, %v; want %v", got, err, want)
+	}
+	for i, ino := range inos[:4] {
+		if r, err := s.HsmGet(ctx, ino); err != nil || r.State != got[i] {
+			t.Errorf("inode %d: HsmGet %d, %v; HsmStates %d", ino, r.State, err, got[i])
+		}
+	}
+	_, err = s.HsmStates(ctx, make([]uint64, wire.MaxHsmStates+1))
+	wantCode(t, "too many inodes", err, errs.Invalid)
 }

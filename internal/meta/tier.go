@@ -364,6 +364,42 @@ func (s *Service) HsmGet(ctx context.Context, ino uint64) (wire.HsmRecord, error
 	return r, nil
 }
 
+// HsmStates returns the HSM states of up to wire.MaxHsmStates inodes, in
+// one transaction: wire.HsmGone for an inode that is not a regular file
+// (removed, or another type). The tier mover asks for a directory's files
+// at once instead of one OpHsmGet each.
+func (s *Service) HsmStates(ctx context.Context, inos []uint64) ([]uint8, error) {
+	if len(inos) > wire.MaxHsmStates {
+		return nil, errs.New(errs.Invalid, "hsm states: %d inodes asked for, at most %d", len(inos), wire.MaxHsmStates)
+	}
+	out := make([]uint8, len(inos))
+	err := s.db.View(ctx, func(tx kv.Txn) error {
+		for i, ino := range inos {
+			n, err := getInode(tx, ino)
+			switch {
+			case errs.CodeOf(err) == errs.NotFound:
+				out[i] = wire.HsmGone
+				continue
+			case err != nil:
+				return err
+			case !n.isReg():
+				out[i] = wire.HsmGone
+				continue
+			}
+			r, err := getHsm(tx, ino)
+			if err != nil {
+				return fmt.Errorf("inode %d: %w", ino, err)
+			}
+			out[i] = r.State
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("hsm states: %w", err)
+	}
+	return out, nil
+}
+
 // HsmUpdate applies one step of the HSM state machine (hsmStep), or
 // freezes a file for its release or gives that up (release.go).
 func (s *Service) HsmUpdate(ctx context.Context, req *wire.HsmUpdateReq) (wire.HsmRecord, error) {
@@ -669,6 +705,10 @@ func (s *Service) registerTier(srv *wire.Server) {
 	handle(srv, wire.OpHsmGet, func(ctx context.Context, m *wire.InoReq) (wire.Message, error) {
 		r, err := s.HsmGet(ctx, m.Ino)
 		return &r, err
+	})
+	handle(srv, wire.OpHsmStates, func(ctx context.Context, m *wire.HsmStatesReq) (wire.Message, error) {
+		st, err := s.HsmStates(ctx, m.Inos)
+		return &wire.HsmStatesResp{States: st}, err
 	})
 	handle(srv, wire.OpHsmUpdate, func(ctx context.Context, m *wire.HsmUpdateReq) (wire.Message, error) {
 		r, err := s.HsmUpdate(ctx, m)

@@ -162,7 +162,12 @@ func (m *Mover) gather(ctx context.Context, r *Report, replicas func(placement.C
 		}
 	}
 	pinMax := m.c.InlineMax()
-	var files []File
+	type candidate struct {
+		path   string
+		attr   *client.Attr
+		policy Policy
+	}
+	var cands []candidate
 	err := m.c.Walk(ctx, root, func(p string, fi *client.FileInfo, err error) error {
 		if err != nil {
 			if errs.CodeOf(err) == errs.NotFound {
@@ -177,7 +182,7 @@ func (m *Mover) gather(ctx context.Context, r *Report, replicas func(placement.C
 		if fi.IsDir() {
 			r.Dirs++
 			pol := parent
-			own, ok, err := m.policyOf(ctx, p)
+			own, ok, err := m.policyOfIno(ctx, p, fi.Attr().Ino)
 			if err != nil {
 				return err
 			}
@@ -187,16 +192,28 @@ func (m *Mover) gather(ctx context.Context, r *Report, replicas func(placement.C
 			eff[p] = pol
 			return nil
 		}
-		if !fi.Mode().IsRegular() || parent.IsZero() {
-			return nil
+		if fi.Mode().IsRegular() && !parent.IsZero() {
+			cands = append(cands, candidate{p, fi.Attr(), parent})
 		}
-		a := fi.Attr()
-		info, err := m.c.HsmStateIno(ctx, a.Ino) // the walk resolved p already
-		if err != nil {
-			if errs.CodeOf(err) == errs.NotFound {
-				return nil
-			}
-			return err
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	// The files' HSM states, many per request.
+	inos := make([]uint64, len(cands))
+	for i, cd := range cands {
+		inos[i] = cd.attr.Ino
+	}
+	states, err := m.c.HsmStatesIno(ctx, inos)
+	if err != nil {
+		return nil, err
+	}
+	var files []File
+	for i, cd := range cands {
+		a, state := cd.attr, states[i]
+		if state == "" {
+			continue // removed since the walk listed it
 		}
 		used := a.Mtime
 		if a.Atime.After(used) {
@@ -207,17 +224,16 @@ func (m *Mover) gather(ctx context.Context, r *Report, replicas func(placement.C
 		m.mu.Unlock()
 		r.Files++
 		var on map[uint32]int64
-		if info.State == "archived" && parent.High > 0 {
+		if state == "archived" && cd.policy.High > 0 {
 			l, err := placementLayout(a.Layout)
 			if err != nil {
-				return fmt.Errorf("tier mover: %s: %w", p, err)
+				return nil, fmt.Errorf("tier mover: %s: %w", cd.path, err)
 			}
 			on = TargetBytes(l, a.Size, replicas)
 		}
-		files = append(files, File{Path: p, Ino: a.Ino, Size: a.Size, Mtime: a.Mtime, Used: used, State: info.State, Pinned: pinned, Policy: parent, On: on})
-		return nil
-	})
-	return files, err
+		files = append(files, File{Path: cd.path, Ino: a.Ino, Size: a.Size, Mtime: a.Mtime, Used: used, State: state, Pinned: pinned, Policy: cd.policy, On: on})
+	}
+	return files, nil
 }
 
 // placementLayout converts a file's layout as the client library gives it.
@@ -236,7 +252,18 @@ func placementLayout(l client.Layout) (placement.Layout, error) {
 // policyOf reads directory d's own policy. A policy that does not parse
 // is reported and ignored (the inherited one applies).
 func (m *Mover) policyOf(ctx context.Context, d string) (Policy, bool, error) {
-	b, err := m.c.GetXattr(ctx, d, PolicyXattr)
+	return m.policyOfIno(ctx, d, 0)
+}
+
+// policyOfIno is policyOf of directory d, inode ino if known (not 0).
+func (m *Mover) policyOfIno(ctx context.Context, d string, ino uint64) (Policy, bool, error) {
+	var b []byte
+	var err error
+	if ino != 0 {
+		b, err = m.c.GetXattrIno(ctx, ino, PolicyXattr)
+	} else {
+		b, err = m.c.GetXattr(ctx, d, PolicyXattr)
+	}
 	switch {
 	case errs.CodeOf(err) == errs.NoData || errs.CodeOf(err) == errs.NotFound:
 		return Policy{}, false, nil

@@ -504,3 +504,36 @@ func (m *TierImportResp) Decode(d *Decoder) {
 		}
 	}
 }
+
+// MaxHsmStates is the most inodes one OpHsmStates request may name.
+const MaxHsmStates = 1024
+
+// HsmGone is the state OpHsmStates gives an inode that is not a regular
+// file (any more): removed, or of another type.
+const HsmGone uint8 = 0xff
+
+// HsmStatesReq asks for the HSM states of up to MaxHsmStates inodes.
+type HsmStatesReq struct{ Inos []uint64 }
+
+func (m *HsmStatesReq) Encode(e *Encoder) {
+	e.Uvarint(uint64(len(m.Inos)))
+	for _, ino := range m.Inos {
+		e.U64(ino)
+	}
+}
+
+func (m *HsmStatesReq) Decode(d *Decoder) {
+	m.Inos = make([]uint64, d.Count(8))
+	for i := range m.Inos {
+		m.Inos[i] = d.U64()
+	}
+}
+
+// HsmStatesResp has one state per inode asked for, in order (HsmResident
+// for a file that has no record, HsmGone for one that is not a regular
+// file), all read in one transaction.
+type HsmStatesResp struct{ States []uint8 }
+
+func (m *HsmStatesResp) Encode(e *Encoder) { e.Bytes(m.States) }
+func (m *HsmStatesResp) Decode(d *Decoder) { m.States = d.Bytes() }
+
