@@ -536,4 +536,3 @@ type HsmStatesResp struct{ States []uint8 }
 
 func (m *HsmStatesResp) Encode(e *Encoder) { e.Bytes(m.States) }
 func (m *HsmStatesResp) Decode(d *Decoder) { m.States = d.Bytes() }
-
