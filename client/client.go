@@ -246,6 +246,7 @@ type Client struct {
 	stg      *stager                         // the staging area (Options.StagingDir), or nil
 	tiers    tierStores                      // the object tier's backends (tier.go)
 	restores restorer                        // restores of released files (restore.go)
+	share    tierShare                       // ranged GETs of released files, shared by reads and restores (tiershare.go)
 	prof     *profiler                       // recordings of the client's job (profile.go); nil without a job
 	pace     *pacer                          // the job's token buckets at the client (pace.go); nil without a job
 

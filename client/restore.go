@@ -211,6 +211,11 @@ type RestoreStats struct {
 	// Reused counts the restores that wrote the object a reader of this
 	// client had fetched while they waited, instead of fetching it again.
 	Reused uint64
+	// Shared counts the ranged GETs of released files that a read or a
+	// restore of this client took from another's fetch of the same range
+	// (a reader's and the restore it started ask for the same segments)
+	// instead of asking the backend again.
+	Shared uint64
 	Failed uint64 // restores that ended with an error
 	// Running and Waiting are the restores running now and, of those
 	// that reads started, the ones waiting for a slot.
@@ -223,7 +228,7 @@ func (c *Client) RestoreStats() RestoreStats {
 	r.mu.Lock()
 	running, waiting := len(r.jobs)-r.waiting, r.waiting
 	r.mu.Unlock()
-	return RestoreStats{Claims: r.claims.Load(), Waits: r.waits.Load(), Copied: r.copied.Load(), Reused: r.reused.Load(), Failed: r.failed.Load(),
+	return RestoreStats{Claims: r.claims.Load(), Waits: r.waits.Load(), Copied: r.copied.Load(), Reused: r.reused.Load(), Shared: c.share.joined.Load(), Failed: r.failed.Load(),
 		Running: running, Waiting: waiting}
 }
 
@@ -448,6 +453,7 @@ func (c *Client) copyRestore(ctx context.Context, ino uint64, rec *wire.HsmRecor
 		return fmt.Errorf("restore of released inode %d: commit: %w", ino, err)
 	}
 	c.restores.copied.Add(1)
+	c.share.dropIno(ino) // reads go to the chunks now
 	return nil
 }
 
@@ -530,7 +536,9 @@ func (c *Client) copyObject(ctx context.Context, ino uint64, rec *wire.HsmRecord
 			var buf []byte
 			if pre != nil {
 				buf = pre[off : off+n]
-			} else {
+			} else if b, err := c.sharedUnit(gctx, st, ino, rec, off, n); err != nil {
+				return err
+			} else if buf = b; buf == nil {
 				buf = make([]byte, n)
 				if err := c.tierGet(gctx, st, rec, off, buf); err != nil {
 					return err
@@ -562,6 +570,34 @@ func (c *Client) copyObject(ctx context.Context, ino uint64, rec *wire.HsmRecord
 	clear(f.dirty)
 	f.werrMu.Unlock()
 	return sums, nil
+}
+
+// sharedUnit returns the n bytes at off of released file ino's copy rec
+// (in store st) for its restore from the client's tierShare: a reader's
+// fetch of that range, in flight (waited for) or done; or, if none is
+// registered, the restore's own fetch, registered there for the readers,
+// whose error it returns. It returns nil and no error when the restore
+// must fetch the range itself (the reader's fetch failed, or ctx ended
+// while waiting for it).
+func (c *Client) sharedUnit(ctx context.Context, st tier.Store, ino uint64, rec *wire.HsmRecord, off, n int64) ([]byte, error) {
+	bs := int64(rec.BlockSize)
+	k := shareKey{ino: ino, gen: rec.Gen, etag: rec.ETag, off: off, n: n}
+	fresh := &tierFetch{first: off / bs, n: (n + bs - 1) / bs, done: make(chan struct{}), shared: &k}
+	fe, mine := c.share.join(k, fresh)
+	if !mine {
+		if fe.wait(ctx) != nil {
+			return nil, nil
+		}
+		return fe.data, nil
+	}
+	buf := make([]byte, n)
+	fe.err = c.tierGet(ctx, st, rec, off, buf)
+	if fe.err == nil {
+		fe.data = buf
+	}
+	close(fe.done)
+	c.share.done(k, fe)
+	return fe.data, fe.err
 }
 
 // restoreBeforeWriteLocked restores the released file f (waiting for it,

@@ -491,6 +491,10 @@ type tierFetch struct {
 	done  chan struct{}
 	data  []byte
 	err   error
+	// shared is the key this fetch is registered under in the client's
+	// tierShare, if its performer registered it.
+	shared *shareKey
+	owner  *File // the File that performs it (nil: a restore)
 }
 
 // tierSegment is how many blocks one GET of a sequential reader asks for
@@ -561,11 +565,24 @@ func (f *File) readTier(ctx context.Context, off int64, dst []byte) error {
 		if i > last && n < unit && i+n < nblocks && i%unit == 0 {
 			break // read ahead in whole segments only (or up to the next one)
 		}
-		fe := &tierFetch{first: i, n: n, done: make(chan struct{})}
+		fe, mine := &tierFetch{first: i, n: n, done: make(chan struct{}), owner: f}, true
+		if n == min(tierSegment, nblocks-i) && i%tierSegment == 0 {
+			// A whole segment: the restore and other Files of this
+			// client ask for the same range (tierShare).
+			k := shareKey{ino: f.ino, gen: rec.Gen, etag: rec.ETag, off: i * bs, n: min(n*bs, int64(rec.Size)-i*bs)}
+			fe.shared = &k
+			if got, ok := f.c.share.join(k, fe); !ok {
+				fe, mine = got, false
+			}
+		}
 		for k := i; k < i+n; k++ {
 			t.blocks[k] = fe
 		}
-		go f.fetchBlocks(t, fe)
+		if mine {
+			go f.fetchBlocks(t, fe)
+		} else {
+			go f.forgetFailed(t, fe)
+		}
 		i += n
 	}
 	need := make([]*tierFetch, 0, last-first+1)
@@ -591,12 +608,29 @@ func (f *File) readTier(ctx context.Context, off int64, dst []byte) error {
 			// (the caller's deadline is the mount's op timeout).
 			return errs.New(errs.Unavailable, "client: read of released inode %d: tier backend %q did not answer in time (%v)", f.ino, rec.Backend, ctx.Err())
 		}
-		if fe.err != nil {
-			return fe.err
-		}
 		i := first + int64(k)
 		lo := max(off, i*bs)
 		hi := min(end, (i+1)*bs)
+		if fe.err != nil {
+			if fe.owner == f {
+				return fe.err
+			}
+			// Another consumer's fetch (a restore that gave up, another
+			// File's): this read asks for its block itself.
+			blk := make([]byte, tier.BlockLen(rec, int(i)))
+			got := make(chan error, 1)
+			go func() { got <- f.c.tierGet(context.WithoutCancel(f.ctx), t.st, rec, i*bs, blk) }()
+			select {
+			case err := <-got:
+				if err != nil {
+					return fmt.Errorf("read released inode %d block %d from backend %q: %w", f.ino, i, rec.Backend, err)
+				}
+			case <-ctx.Done():
+				return errs.New(errs.Unavailable, "client: read of released inode %d: tier backend %q did not answer in time (%v)", f.ino, rec.Backend, ctx.Err())
+			}
+			copy(dst[lo-off:hi-off], blk[lo-i*bs:hi-i*bs])
+			continue
+		}
 		base := fe.first * bs
 		copy(dst[lo-off:hi-off], fe.data[lo-base:hi-base])
 	}
@@ -606,20 +640,19 @@ func (f *File) readTier(ctx context.Context, off int64, dst []byte) error {
 // fetchBlocks reads the blocks of fe from the tier. A failed fetch is
 // forgotten, so that the next read asks again.
 func (f *File) fetchBlocks(t *tierRead, fe *tierFetch) {
-	defer close(fe.done)
+	defer func() {
+		close(fe.done)
+		if fe.shared != nil {
+			f.c.share.done(*fe.shared, fe)
+		}
+	}()
 	rec := t.rec
 	bs := int64(rec.BlockSize)
 	size := min(fe.n*bs, int64(rec.Size)-fe.first*bs)
 	buf := make([]byte, size)
 	if err := f.c.tierGet(context.WithoutCancel(f.ctx), t.st, rec, fe.first*bs, buf); err != nil {
 		fe.err = fmt.Errorf("read released inode %d blocks %d-%d from backend %q: %w", f.ino, fe.first, fe.first+fe.n-1, rec.Backend, err)
-		t.mu.Lock()
-		for k := fe.first; k < fe.first+fe.n; k++ {
-			if t.blocks[k] == fe {
-				delete(t.blocks, k)
-			}
-		}
-		t.mu.Unlock()
+		t.forget(fe)
 		return
 	}
 	fe.data = buf
@@ -627,6 +660,27 @@ func (f *File) fetchBlocks(t *tierRead, fe *tierFetch) {
 		// The whole object: a restore of the file waiting in this
 		// client need not fetch it again.
 		f.c.restores.offer(f.ino, rec.Gen, buf)
+	}
+}
+
+// forgetFailed waits for a fetch another consumer performs (tierShare)
+// and forgets it if it failed, as fetchBlocks does with its own.
+func (f *File) forgetFailed(t *tierRead, fe *tierFetch) {
+	<-fe.done
+	if fe.err != nil {
+		t.forget(fe)
+	}
+}
+
+// forget removes a failed fetch from the blocks it was to fill, so that
+// the next read asks again.
+func (t *tierRead) forget(fe *tierFetch) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for i, e := range t.blocks {
+		if e == fe {
+			delete(t.blocks, i)
+		}
 	}
 }
 

@@ -97,6 +97,42 @@ func BenchmarkRestore(b *testing.B) {
 		b.Logf("first 1 MiB of a %d MiB file, new client: released %v, resident %v (medians of %d; released %v, resident %v): ratio %.1f",
 			mib, mc.Round(time.Millisecond), mh.Round(time.Millisecond), len(cold), cold, hot, mc.Seconds()/mh.Seconds())
 	})
+	// A sequential reader of the released file with restore on read (the
+	// default): its read, and the time until the restore it started has
+	// committed, with the backend's CPU time; beside the same read by a
+	// client with restore on read off (the bucket alone), alternating.
+	b.Run("ReadWhileRestoring", func(b *testing.B) {
+		b.SetBytes(size)
+		var tr, tdone, toff time.Duration
+		for range b.N * rounds {
+			release()
+			cc := newClientOpts(b, client.Options{Server: fs.addr, TierNoRestoreOnRead: true})
+			t0 := time.Now()
+			if n, err := readStream(ctx, cc, "/cold"); err != nil || n != size {
+				b.Fatalf("read with restore on read off: %d, %v", n, err)
+			}
+			toff += time.Since(t0)
+			cc = restoringClient(b, fs.addr, 0)
+			cpu := startCPU(map[string]int{"backend": be.proc.Cmd.Process.Pid, "serve": fs.proc.Cmd.Process.Pid})
+			t0 = time.Now()
+			if n, err := readStream(ctx, cc, "/cold"); err != nil || n != size {
+				b.Fatalf("read with restore on read: %d, %v", n, err)
+			}
+			tr += time.Since(t0)
+			waitFor(b, "the read's restore", func() bool {
+				info, err := cc.HsmStateIno(ctx, ino)
+				return err == nil && info.State == "archived"
+			})
+			tdone += time.Since(t0)
+			b.Logf("read while restoring: CPU per MiB: %s; client restores: %+v", cpu.per(mib), cc.RestoreStats())
+		}
+		n := float64(size) * float64(b.N*rounds) / (1 << 20)
+		b.ReportMetric(n/tr.Seconds(), "read-MiB/s")
+		b.ReportMetric(n/tdone.Seconds(), "restored-MiB/s")
+		b.ReportMetric(n/toff.Seconds(), "bucket-only-MiB/s")
+		b.Logf("a released %d MiB file read with restore on read: %.0f MiB/s (restored at %.0f MiB/s); read with restore on read off: %.0f MiB/s (ratio %.2f)",
+			mib, n/tr.Seconds(), n/tdone.Seconds(), n/toff.Seconds(), toff.Seconds()/tr.Seconds())
+	})
 	b.Run("Throughput", func(b *testing.B) {
 		b.SetBytes(size)
 		var tr, td, tw time.Duration
