@@ -49,6 +49,7 @@ func newAdvise(g *globals) *cobra.Command {
 	cf.DurationVar(&co.CellTime, "cell-time", 500*time.Millisecond, "how long each random-I/O measurement runs")
 	cf.IntVar(&co.Runs, "runs", 2, "measurements of each cell (their spread is the model's noise)")
 	cf.BoolVarP(&co.Quiet, "quiet", "q", false, "no progress lines")
+	cf.StringArrayVar(&co.Pools, "pool", nil, "measure this pool's targets (stripe counts up to its size; repeat for each pool the advice may choose between) instead of all targets as one")
 	cal.RunE = func(c *cobra.Command, args []string) error {
 		n, err := cli.ParseSize(size)
 		if err != nil {

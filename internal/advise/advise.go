@@ -19,9 +19,10 @@ import (
 // Cell is one measurement of the model: Op ("read" or "write") with
 // Pattern ("seq" or "random") requests of ReqSize bytes from Streams
 // streams at once, each on its own file of StripeCount targets and
-// stripes of StripeSize bytes (0: the model's StripeSize), read by a
-// client with ReadAhead bytes of read-ahead (0: the client's default, 16
-// MiB; -1: none): MBps (10^6 bytes per second, all streams together).
+// stripes of StripeSize bytes (0: the model's StripeSize), on the targets
+// of Pool ("": any target), read by a client with ReadAhead bytes of
+// read-ahead (0: the client's default, 16 MiB; -1: none): MBps (10^6
+// bytes per second, all streams together).
 type Cell struct {
 	Op          string  `json:"op"`
 	Pattern     string  `json:"pattern"`
@@ -29,6 +30,7 @@ type Cell struct {
 	Streams     int     `json:"streams"`
 	StripeCount int     `json:"stripe_count"`
 	StripeSize  int64   `json:"stripe_size,omitempty"`
+	Pool        string  `json:"pool,omitempty"`
 	ReadAhead   int64   `json:"read_ahead,omitempty"`
 	MBps        float64 `json:"mbps"`
 }
@@ -82,6 +84,19 @@ func (m *Model) stripeSize(c Cell) int64 {
 	return c.StripeSize
 }
 
+// pooled reports whether the model measured pools (cells with a Pool). A
+// model without pools describes every pool alike: its cells match a
+// layout whatever its pool.
+func (m *Model) pooled() bool {
+	return slices.ContainsFunc(m.Cells, func(c Cell) bool { return c.Pool != "" })
+}
+
+// matches reports whether cell c measured layout l (stripe count, size
+// and, in a model with pools, pool).
+func (m *Model) matches(c Cell, l Layout, pooled bool) bool {
+	return c.StripeCount == l.StripeCount && m.stripeSize(c) == l.StripeSize && (!pooled || c.Pool == l.Pool)
+}
+
 // Predict returns the model's throughput (MB/s) for w on files of layout
 // l read with the default read-ahead: interpolated between the measured
 // request sizes and stream counts on logarithmic scales, clamped at the
@@ -96,8 +111,9 @@ func (m *Model) PredictWith(w Workload, l Layout, readAhead int64) (float64, boo
 		l.StripeSize = m.StripeSize
 	}
 	var cells []Cell
+	pooled := m.pooled()
 	for _, c := range m.Cells {
-		if c.Op == w.Op && c.Pattern == w.Pattern && c.StripeCount == l.StripeCount && m.stripeSize(c) == l.StripeSize && c.ReadAhead == readAhead {
+		if c.Op == w.Op && c.Pattern == w.Pattern && m.matches(c, l, pooled) && c.ReadAhead == readAhead {
 			cells = append(cells, c)
 		}
 	}
@@ -125,18 +141,18 @@ func (m *Model) PredictWith(w Workload, l Layout, readAhead int64) (float64, boo
 	return interp(pts, at, w.Streams), true
 }
 
-// Layouts returns the layouts (stripe count and size) the model measured,
-// by count then size.
+// Layouts returns the layouts (stripe count, size and pool) the model
+// measured, by pool, then count, then size.
 func (m *Model) Layouts() []Layout {
 	var out []Layout
 	for _, c := range m.Cells {
-		l := Layout{StripeCount: c.StripeCount, StripeSize: m.stripeSize(c)}
+		l := Layout{StripeCount: c.StripeCount, StripeSize: m.stripeSize(c), Pool: c.Pool}
 		if !slices.Contains(out, l) {
 			out = append(out, l)
 		}
 	}
 	slices.SortFunc(out, func(a, b Layout) int {
-		return cmp.Or(cmp.Compare(a.StripeCount, b.StripeCount), cmp.Compare(a.StripeSize, b.StripeSize))
+		return cmp.Or(cmp.Compare(a.Pool, b.Pool), cmp.Compare(a.StripeCount, b.StripeCount), cmp.Compare(a.StripeSize, b.StripeSize))
 	})
 	return out
 }
@@ -148,8 +164,9 @@ func (m *Model) ReadAheads(w Workload, l Layout) []int64 {
 		l.StripeSize = m.StripeSize
 	}
 	var out []int64
+	pooled := m.pooled()
 	for _, c := range m.Cells {
-		if c.ReadAhead != 0 && c.Op == w.Op && c.Pattern == w.Pattern && c.StripeCount == l.StripeCount && m.stripeSize(c) == l.StripeSize && !slices.Contains(out, c.ReadAhead) {
+		if c.ReadAhead != 0 && c.Op == w.Op && c.Pattern == w.Pattern && m.matches(c, l, pooled) && !slices.Contains(out, c.ReadAhead) {
 			out = append(out, c.ReadAhead)
 		}
 	}
@@ -166,12 +183,45 @@ type Layout struct {
 }
 
 func (l Layout) String() string {
-	return fmt.Sprintf("%d x %s", l.StripeCount, profile.Size(l.StripeSize))
+	s := fmt.Sprintf("%d x %s", l.StripeCount, profile.Size(l.StripeSize))
+	if l.Pool != "" {
+		s += " in pool " + l.Pool
+	}
+	return s
 }
 
 // Facts are what the advice must respect.
 type Facts struct {
 	Targets int // targets new files may use (the pool's, or all)
+	// AllTargets are the file system's targets (a layout of no pool may
+	// use each); 0: Targets.
+	AllTargets int
+	// Pools are the pools that exist, by name: a layout may move the
+	// files to one only if its targets allow the stripe count and its
+	// free space holds Bytes.
+	Pools map[string]PoolFacts
+	// Bytes are the bytes of the files a layout change migrates.
+	Bytes int64
+}
+
+// PoolFacts are a pool's targets and free bytes.
+type PoolFacts struct {
+	Targets int
+	Free    int64
+}
+
+// Allows reports whether the layout l may be advised for files now in
+// pool cur: its stripe count within the targets it would use, and, for
+// another pool, one that exists with room for the files.
+func (f Facts) Allows(l Layout, cur string) bool {
+	switch {
+	case l.Pool == cur:
+		return l.StripeCount <= f.Targets
+	case l.Pool == "":
+		return l.StripeCount <= cmp.Or(f.AllTargets, f.Targets)
+	}
+	p, ok := f.Pools[l.Pool]
+	return ok && l.StripeCount <= p.Targets && f.Bytes <= p.Free
 }
 
 // Advice is one recommendation.
@@ -217,10 +267,17 @@ func adviseLayout(w Workload, cur Layout, f Facts, m *Model) Advice {
 		a.Reason = "the recording has no reads or writes"
 		return a
 	}
+	pooled := m.pooled()
 	if w.FileSpan > 0 && w.FileSpan <= cur.StripeSize {
-		a.Reason = fmt.Sprintf("the files span %s (median), no more than one stripe of %s: each lives on one target whatever the stripe count, so no change",
+		// Each file lives on one target whatever the stripe count: only
+		// another pool can change what its reads and writes get.
+		a.Reason = fmt.Sprintf("the files span %s (median), no more than one stripe of %s: each lives on one target whatever the stripe count",
 			profile.Size(w.FileSpan), profile.Size(cur.StripeSize))
-		return a
+		if !pooled {
+			a.Reason += ", so no change"
+			return a
+		}
+		return advisePool(a, w, cur, f, m)
 	}
 	curMB, ok := m.Predict(w, cur)
 	if !ok {
@@ -230,26 +287,68 @@ func adviseLayout(w Workload, cur Layout, f Facts, m *Model) Advice {
 	a.FromMBps = curMB
 	best, bestMB := cur, curMB
 	for _, l := range m.Layouts() {
-		if l.StripeCount > f.Targets || w.FileSpan > 0 && int64(l.StripeCount-1)*l.StripeSize >= w.FileSpan {
-			continue // more targets than there are, or than a file has stripes
+		if !pooled {
+			l.Pool = cur.Pool // the model describes every pool alike
+		}
+		if !f.Allows(l, cur.Pool) || w.FileSpan > 0 && int64(l.StripeCount-1)*l.StripeSize >= w.FileSpan {
+			continue // more targets than there are (or room), or than a file has stripes
 		}
 		if p, ok := m.Predict(w, l); ok && p > bestMB {
 			best, bestMB = l, p
 		}
 	}
+	return decide(a, w, cur, curMB, best, bestMB, m)
+}
+
+// advisePool compares, for files that each live on one target, the pools
+// the model measured: each predicted on files of one stripe (what such a
+// file is); the advised layout keeps the stripe count and size.
+func advisePool(a Advice, w Workload, cur Layout, f Facts, m *Model) Advice {
+	one := func(pool string) Layout { return Layout{StripeCount: 1, StripeSize: cur.StripeSize, Pool: pool} }
+	curMB, ok := m.Predict(w, one(cur.Pool))
+	if !ok {
+		a.Reason += fmt.Sprintf("; the model has no measurement of %s %s requests on one target of %s (run sluice advise calibrate --pool)", w.Pattern, w.Op, poolName(cur.Pool))
+		return a
+	}
+	a.FromMBps = curMB
+	best, bestMB := cur, curMB
+	for _, l := range m.Layouts() {
+		if l.Pool == cur.Pool || l.StripeCount != 1 || l.StripeSize != cur.StripeSize {
+			continue
+		}
+		to := Layout{StripeCount: cur.StripeCount, StripeSize: cur.StripeSize, Pool: l.Pool}
+		if !f.Allows(to, cur.Pool) {
+			continue
+		}
+		if p, ok := m.Predict(w, l); ok && p > bestMB {
+			best, bestMB = to, p
+		}
+	}
+	a.Reason += "; "
+	return decide(a, w, cur, curMB, best, bestMB, m)
+}
+
+// decide advises best over cur if the model's gain exceeds its noise.
+func decide(a Advice, w Workload, cur Layout, curMB float64, best Layout, bestMB float64, m *Model) Advice {
 	gain := bestMB / curMB
 	desc := fmt.Sprintf("%s %s requests of %s, %.1f in flight", w.Pattern, w.Op, profile.Size(w.ReqSize), w.Streams)
 	if best == cur || gain <= 1+m.Noise {
 		a.Predicted = 1
-		a.Reason = fmt.Sprintf("%s: the best layout measured (%s, %.0f MB/s) is predicted %.2fx of the current %s (%.0f MB/s), within the model's noise (%.0f%%): no change",
+		a.Reason += fmt.Sprintf("%s: the best layout measured (%s, %.0f MB/s) is predicted %.2fx of the current %s (%.0f MB/s), within the model's noise (%.0f%%): no change",
 			desc, best, bestMB, gain, cur, curMB, 100*m.Noise)
 		return a
 	}
-	best.Pool = cur.Pool
 	a.To, a.Layout, a.ToMBps, a.Predicted = best.String(), &best, bestMB, gain
-	a.Reason = fmt.Sprintf("%s: %s is predicted at %.0f MB/s against %.0f MB/s for %s (%.2fx; the model's noise is %.0f%%)",
+	a.Reason += fmt.Sprintf("%s: %s is predicted at %.0f MB/s against %.0f MB/s for %s (%.2fx; the model's noise is %.0f%%)",
 		desc, best, bestMB, curMB, cur, gain, 100*m.Noise)
 	return a
+}
+
+func poolName(p string) string {
+	if p == "" {
+		return "any target"
+	}
+	return "pool " + p
 }
 
 // adviseReadAhead compares the read-aheads the model measured for

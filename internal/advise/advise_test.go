@@ -192,3 +192,70 @@ func TestAdviseStripeSizeAndReadAhead(t *testing.T) {
 		t.Errorf("read-ahead advised for random reads: %+v", a[1])
 	}
 }
+
+// pooledGrid is grid measured on two pools, "slow" and "fast", whose
+// throughput is f's times 1 and speedup.
+func pooledGrid(noise, speedup float64, f func(op, pat string, req int64, streams, sc int) float64) *Model {
+	base := grid(noise, f)
+	m := &Model{Targets: base.Targets, StripeSize: base.StripeSize, Noise: noise}
+	for _, p := range []struct {
+		name string
+		x    float64
+	}{{"slow", 1}, {"fast", speedup}} {
+		for _, c := range base.Cells {
+			c.Pool, c.MBps = p.name, c.MBps*p.x
+			m.Cells = append(m.Cells, c)
+		}
+	}
+	return m
+}
+
+// TestAdvisePool checks pool advice: a model that measured two pools
+// advises moving files to the faster one when the gain beats the noise,
+// the pool exists with enough targets and room for the files; small files
+// (one target each) keep their stripe count; a model without pools never
+// advises a pool.
+func TestAdvisePool(t *testing.T) {
+	flat := func(_, _ string, _ int64, _, _ int) float64 { return 100 }
+	seq := Workload{Op: "write", Pattern: "seq", ReqSize: 4 << 20, Streams: 4, FileSpan: 1 << 30}
+	small := Workload{Op: "read", Pattern: "random", ReqSize: 64 << 10, Streams: 4, FileSpan: 150 << 10}
+	pools := map[string]PoolFacts{"slow": {Targets: 4, Free: 1 << 40}, "fast": {Targets: 2, Free: 10 << 30}}
+	cases := []struct {
+		name   string
+		m      *Model
+		w      Workload
+		cur    Layout
+		f      Facts
+		to     string
+		reason string
+	}{
+		{"the faster pool", pooledGrid(0.1, 3, flat), seq, Layout{StripeCount: 1, Pool: "slow"},
+			Facts{Targets: 4, Pools: pools, Bytes: 1 << 30}, "1 x 1MiB in pool fast", "predicted at 300 MB/s"},
+		{"gain within the noise", pooledGrid(0.3, 1.2, flat), seq, Layout{StripeCount: 1, Pool: "slow"},
+			Facts{Targets: 4, Pools: pools, Bytes: 1 << 30}, "", "within the model's noise"},
+		{"no room in the faster pool", pooledGrid(0.1, 3, flat), seq, Layout{StripeCount: 1, Pool: "slow"},
+			Facts{Targets: 4, Pools: pools, Bytes: 20 << 30}, "", "no change"},
+		{"the faster pool does not exist", pooledGrid(0.1, 3, flat), seq, Layout{StripeCount: 1, Pool: "slow"},
+			Facts{Targets: 4, Pools: map[string]PoolFacts{"slow": pools["slow"]}, Bytes: 1 << 30}, "", "no change"},
+		{"at most the faster pool's targets", pooledGrid(0.1, 3, func(_, _ string, _ int64, _, sc int) float64 { return 100 * float64(sc) }), seq, Layout{StripeCount: 4, Pool: "slow"},
+			Facts{Targets: 4, Pools: pools, Bytes: 1 << 30}, "2 x 1MiB in pool fast", "predicted at 600 MB/s against 400 MB/s"},
+		{"small files keep their stripe count", pooledGrid(0.1, 3, flat), small, Layout{StripeCount: 4, Pool: "slow"},
+			Facts{Targets: 4, Pools: map[string]PoolFacts{"slow": pools["slow"], "fast": {Targets: 4, Free: 1 << 40}}, Bytes: 1 << 30}, "4 x 1MiB in pool fast", "each lives on one target"},
+		{"small files, no pool with enough targets", pooledGrid(0.1, 3, flat), small, Layout{StripeCount: 4, Pool: "slow"},
+			Facts{Targets: 4, Pools: pools, Bytes: 1 << 30}, "", "no change"},
+		{"a model without pools advises none", grid(0.1, flat), small, Layout{StripeCount: 4, Pool: "slow"},
+			Facts{Targets: 4, Pools: pools, Bytes: 1 << 30}, "", "so no change"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			c.cur.StripeSize = 1 << 20
+			a := adviseLayout(c.w, c.cur, c.f, c.m)
+			if a.To != c.to || !strings.Contains(a.Reason, c.reason) {
+				t.Errorf("advice: to %q (%s), want %q with %q", a.To, a.Reason, c.to, c.reason)
+			}
+			if c.to != "" && (a.Layout == nil || a.Layout.String() != c.to) {
+				t.Errorf("advised layout %+v, want %s", a.Layout, c.to)
+			}
+		})
+	}
+}

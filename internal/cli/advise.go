@@ -6,10 +6,12 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"math/rand/v2"
 	"os"
 	"path"
 	"runtime"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -30,6 +32,9 @@ type CalibrateOptions struct {
 	Runs     int           // measurements of each cell (the noise is their spread)
 	Out      string        // where the model goes (JSON)
 	Quiet    bool
+	// Pools, if any, are measured each (cells of their names, stripe
+	// counts up to their targets) instead of the targets as a whole.
+	Pools []string
 }
 
 // The calibration's grid: sequential requests of these sizes, random ones
@@ -66,10 +71,28 @@ func (e *Env) Calibrate(ctx context.Context, o CalibrateOptions) error {
 	if err != nil {
 		return err
 	}
+	// Where to measure: the targets as a whole, or each pool named.
+	spans := map[string]int{"": st.Targets}
+	if len(o.Pools) > 0 {
+		spans = map[string]int{}
+		pools, err := e.Client.Pools(ctx)
+		if err != nil {
+			return err
+		}
+		for _, name := range o.Pools {
+			i := slices.IndexFunc(pools, func(p client.PoolInfo) bool { return p.Name == name })
+			if i < 0 || len(pools[i].Targets) == 0 {
+				return errs.New(errs.Invalid, "advise calibrate --pool %q: no such pool, or it has no targets (sluice pool ls)", name)
+			}
+			spans[name] = len(pools[i].Targets)
+		}
+	}
 	var layouts []advise.Layout
-	for sc := 1; sc <= st.Targets; sc *= 2 {
-		for _, ss := range calStripeSizes {
-			layouts = append(layouts, advise.Layout{StripeCount: sc, StripeSize: ss})
+	for _, pool := range slices.Sorted(maps.Keys(spans)) {
+		for sc := 1; sc <= spans[pool]; sc *= 2 {
+			for _, ss := range calStripeSizes {
+				layouts = append(layouts, advise.Layout{StripeCount: sc, StripeSize: ss, Pool: pool})
+			}
 		}
 	}
 	// Clients with the other read-aheads.
@@ -92,14 +115,18 @@ func (e *Env) Calibrate(ctx context.Context, o CalibrateOptions) error {
 	for run := range o.Runs {
 		var cells []advise.Cell
 		for _, lay := range layouts {
-			sc, ss := lay.StripeCount, lay.StripeSize
-			dir := fmt.Sprintf("%s/r%d-sc%d-ss%d", o.Scratch, run, sc, ss)
+			sc, ss, pool := lay.StripeCount, lay.StripeSize, lay.Pool
+			dir := fmt.Sprintf("%s/r%d-sc%d-ss%d-p%s", o.Scratch, run, sc, ss, pool)
 			if err := e.Client.Mkdir(ctx, dir, 0o700); err != nil {
 				return err
 			}
 			if err := e.Client.SetLayout(ctx, dir, client.Layout{StripeCount: sc, StripeSize: ss}); err != nil {
 				return err
 			}
+			if err := e.Client.SetPool(ctx, dir, pool); err != nil {
+				return err
+			}
+			first := len(cells)
 			m := measurer{c: e.Client, dir: dir, size: o.Size, cellTime: o.CellTime}
 			for _, streams := range calStreams {
 				for _, req := range calSeqSizes {
@@ -137,6 +164,9 @@ func (e *Env) Calibrate(ctx context.Context, o CalibrateOptions) error {
 						advise.Cell{Op: "read", Pattern: "random", ReqSize: req, Streams: streams, StripeCount: sc, StripeSize: ss, MBps: r},
 						advise.Cell{Op: "write", Pattern: "random", ReqSize: req, Streams: streams, StripeCount: sc, StripeSize: ss, MBps: w})
 				}
+			}
+			for i := first; i < len(cells); i++ {
+				cells[i].Pool = pool
 			}
 			if !o.Quiet {
 				fmt.Fprintf(e.Stderr, "run %d, layout %s: %d cells measured\n", run+1, lay, len(cells))
@@ -397,6 +427,15 @@ func (e *Env) Advise(ctx context.Context, name string, o AdviseOptions) error {
 		return err
 	}
 	res.Layout = advise.Layout{StripeCount: lay.StripeCount, StripeSize: lay.StripeSize, Pool: lay.Pool}
+	if lp != dir {
+		// A file's layout names its chains, not a pool: the pool is its
+		// directory's.
+		dl, err := e.Client.GetLayout(ctx, dir)
+		if err != nil {
+			return err
+		}
+		res.Layout.Pool = dl.Pool
+	}
 	if res.Layout.StripeCount == 0 {
 		res.Layout.StripeCount = facts.Targets // a directory's default: every target
 	}
@@ -429,7 +468,7 @@ func (e *Env) Advise(ctx context.Context, name string, o AdviseOptions) error {
 		if to == from {
 			// No change advised: measure the alternative layout the
 			// model ranks best, to show whether it would have helped.
-			if l, ok := bestOther(model, res.Workload, res.Layout, facts.Targets); ok {
+			if l, ok := bestOther(model, res.Workload, res.Layout, facts); ok {
 				to.Layout, compare = l, true
 			}
 		}
@@ -482,38 +521,56 @@ func (e *Env) Advise(ctx context.Context, name string, o AdviseOptions) error {
 	return nil
 }
 
-// adviseFacts finds the targets new files under dir may use.
+// adviseFacts finds the targets new files under dir may use, the pools
+// there are (targets and free bytes) and the bytes of dir's files (what
+// a layout change migrates).
 func (e *Env) adviseFacts(ctx context.Context, dir string) (advise.Facts, error) {
 	st, err := e.Client.Statfs(ctx)
 	if err != nil {
 		return advise.Facts{}, err
 	}
-	f := advise.Facts{Targets: st.Targets}
+	f := advise.Facts{Targets: st.Targets, AllTargets: st.Targets, Pools: map[string]advise.PoolFacts{}}
 	lay, err := e.Client.GetLayout(ctx, dir)
 	if err != nil {
 		return f, err
 	}
-	if lay.Pool != "" {
-		pools, err := e.Client.Pools(ctx)
-		if err != nil {
-			return f, err
-		}
-		for _, p := range pools {
-			if p.Name == lay.Pool {
-				f.Targets = len(p.Targets)
-			}
+	pools, err := e.Client.Pools(ctx)
+	if err != nil {
+		return f, err
+	}
+	for _, p := range pools {
+		f.Pools[p.Name] = advise.PoolFacts{Targets: len(p.Targets), Free: max(p.Capacity-p.Used, 0)}
+		if p.Name == lay.Pool {
+			f.Targets = len(p.Targets)
 		}
 	}
-	return f, nil
+	f.Bytes, err = e.treeBytes(ctx, dir)
+	return f, err
+}
+
+// treeBytes sums the sizes of the regular files below dir.
+func (e *Env) treeBytes(ctx context.Context, dir string) (int64, error) {
+	var bytes int64
+	err := e.Client.Walk(ctx, dir, func(_ string, fi *client.FileInfo, err error) error {
+		if err == nil && fi.Mode().IsRegular() {
+			bytes += fi.Size()
+		}
+		return err
+	})
+	return bytes, err
 }
 
 // bestOther returns the layout other than cur the model predicts best for
-// w among those the targets allow.
-func bestOther(m *advise.Model, w advise.Workload, cur advise.Layout, targets int) (advise.Layout, bool) {
+// w among those the facts allow.
+func bestOther(m *advise.Model, w advise.Workload, cur advise.Layout, f advise.Facts) (advise.Layout, bool) {
 	var best advise.Layout
 	bestMB := 0.0
+	pooled := slices.ContainsFunc(m.Cells, func(c advise.Cell) bool { return c.Pool != "" })
 	for _, l := range m.Layouts() {
-		if l.StripeCount == cur.StripeCount && l.StripeSize == cur.StripeSize || l.StripeCount > targets {
+		if !pooled {
+			l.Pool = cur.Pool
+		}
+		if l == cur || !f.Allows(l, cur.Pool) {
 			continue
 		}
 		if p, ok := m.Predict(w, l); ok && p > bestMB {
@@ -523,17 +580,11 @@ func bestOther(m *advise.Model, w advise.Workload, cur advise.Layout, targets in
 	return best, bestMB > 0
 }
 
-// applyLayout gives dir's new files layout l and migrates its files
-// (sluice migrate -r), after checking that the copy fits in the free
-// space.
+// applyLayout gives dir's new files layout l (stripe count, size and
+// pool) and migrates its files (sluice migrate -r), after checking that
+// the copy fits in the free space (of the pool, when it names one).
 func (e *Env) applyLayout(ctx context.Context, dir string, l advise.Layout) error {
-	var bytes int64
-	err := e.Client.Walk(ctx, dir, func(_ string, fi *client.FileInfo, err error) error {
-		if err == nil && fi.Mode().IsRegular() {
-			bytes += fi.Size()
-		}
-		return err
-	})
+	bytes, err := e.treeBytes(ctx, dir)
 	if err != nil {
 		return err
 	}
@@ -541,8 +592,20 @@ func (e *Env) applyLayout(ctx context.Context, dir string, l advise.Layout) erro
 	if err != nil {
 		return err
 	}
-	if bytes > st.Free {
-		return errs.New(errs.NoSpace, "advise --apply: migrating %s needs %s free for the copies, %s is", dir, profile.Size(bytes), profile.Size(st.Free))
+	free, where := st.Free, "the file system"
+	if l.Pool != "" {
+		pools, err := e.Client.Pools(ctx)
+		if err != nil {
+			return err
+		}
+		i := slices.IndexFunc(pools, func(p client.PoolInfo) bool { return p.Name == l.Pool })
+		if i < 0 {
+			return errs.New(errs.NotFound, "advise --apply: no pool %q", l.Pool)
+		}
+		free, where = max(pools[i].Capacity-pools[i].Used, 0), "pool "+l.Pool
+	}
+	if bytes > free {
+		return errs.New(errs.NoSpace, "advise --apply: migrating %s needs %s free for the copies, %s has %s", dir, profile.Size(bytes), where, profile.Size(free))
 	}
 	cur, err := e.Client.GetLayout(ctx, dir)
 	if err != nil {
@@ -552,6 +615,9 @@ func (e *Env) applyLayout(ctx context.Context, dir string, l advise.Layout) erro
 	if err := e.Client.SetLayout(ctx, dir, cur); err != nil {
 		return err
 	}
-	spec := client.MigrateSpec{StripeCount: l.StripeCount, StripeSize: l.StripeSize}
+	if err := e.Client.SetPool(ctx, dir, l.Pool); err != nil {
+		return err
+	}
+	spec := client.MigrateSpec{StripeCount: l.StripeCount, StripeSize: l.StripeSize, Pool: l.Pool}
 	return e.Migrate(ctx, MigrateArgs{Paths: []string{dir}, Recursive: true, Spec: spec, Quiet: true})
 }

@@ -131,6 +131,9 @@ func (e *Env) replayCheck(ctx context.Context, batches []profile.Batch, rep prof
 			if err := e.Client.SetLayout(ctx, dirs[i], client.Layout{StripeCount: cfg.Layout.StripeCount, StripeSize: cfg.Layout.StripeSize}); err != nil {
 				return nil, err
 			}
+			if err := e.Client.SetPool(ctx, dirs[i], cfg.Layout.Pool); err != nil {
+				return nil, err
+			}
 			if err := e.replayFiles(ctx, dirs[i], files); err != nil {
 				return nil, err
 			}

@@ -161,3 +161,130 @@ func TestAdvise(t *testing.T) {
 	s.failCLI("model", "advise", "a1", "--model", bad)
 	s.failCLI("--out", "advise", "calibrate")
 }
+
+// TestAdvisePools calibrates two pools of a real sluice serve (targets 1-2
+// and 3-4), records a job reading files in a directory of the first, and
+// checks that, given a model in which the second pool is three times as
+// fast, the advice is to move the files there: --apply sets the
+// directory's pool and migrates its files onto the second pool's targets
+// (their bytes unchanged), and --check replays the job on copies in both
+// pools.
+func TestAdvisePools(t *testing.T) {
+	t.Parallel()
+	s := startServer(t, "")
+	ctx := context.Background()
+	setup := s.client()
+	tmp := t.TempDir()
+	s.mustCLI("pool", "create", "a", "1", "2")
+	s.mustCLI("pool", "create", "b", "3", "4")
+
+	modelFile := filepath.Join(tmp, "model.json")
+	s.mustCLI("advise", "calibrate", "--out", modelFile, "--size", "2MiB", "--cell-time", "50ms", "-q", "--runs", "1", "--pool", "a", "--pool", "b")
+	var m advise.Model
+	b, err := os.ReadFile(modelFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(b, &m); err != nil {
+		t.Fatal(err)
+	}
+	// Each pool: stripe counts 1 and 2 by stripe sizes 1 and 4 MiB, 32
+	// cells each.
+	perPool := map[string]int{}
+	for _, c := range m.Cells {
+		perPool[c.Pool]++
+		if c.StripeCount > 2 || c.MBps <= 0 {
+			t.Errorf("cell %+v: want at most the pool's 2 targets, measured", c)
+		}
+	}
+	if len(perPool) != 2 || perPool["a"] != 4*32 || perPool["b"] != 4*32 {
+		t.Errorf("cells per pool: %v; want 128 in each of a and b", perPool)
+	}
+	s.failCLI("no such pool", "advise", "calibrate", "--out", filepath.Join(tmp, "x.json"), "--pool", "nope")
+
+	s.mustCLI("mkdir", "/ds")
+	s.mustCLI("layout", "set", "/ds", "--stripe-count", "2", "--pool", "a")
+	sums := map[string][32]byte{}
+	for i := range 2 {
+		data := randBytes(uint64(10+i), 8<<20)
+		p := fmt.Sprintf("/ds/f%d", i)
+		if err := proctest.WriteFile(ctx, setup, p, data); err != nil {
+			t.Fatal(err)
+		}
+		sums[p] = sha256.Sum256(data)
+	}
+	s.mustCLI("profile", "record", "--job", "advp", "--name", "p1", "--dir", "/ds", "--duration", "1h", "--detach")
+	c := jobClient(t, s.addr, "advp")
+	waitClients(t, setup, "p1", 1)
+	for p := range sums {
+		f, err := c.Open(ctx, p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		buf := make([]byte, 1<<20)
+		for off := int64(0); off < 8<<20; off += 1 << 20 {
+			if _, err := f.ReadAt(buf, off); err != nil && err != io.EOF {
+				t.Fatal(err)
+			}
+		}
+		f.Close()
+	}
+	s.mustCLI("profile", "stop", "p1")
+	c.Close()
+
+	// Pool b three times as fast as pool a, whatever the stripe count.
+	forced := m
+	forced.Noise = 0.05
+	forced.Cells = nil
+	for _, cl := range m.Cells {
+		cl.MBps = 100
+		if cl.Pool == "b" {
+			cl.MBps = 300
+		}
+		forced.Cells = append(forced.Cells, cl)
+	}
+	fb, _ := json.Marshal(&forced)
+	forcedFile := filepath.Join(tmp, "forced.json")
+	if err := os.WriteFile(forcedFile, fb, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var res cli.AdviseResult
+	if err := json.Unmarshal([]byte(s.mustCLI("advise", "p1", "--model", forcedFile, "--check", "--check-bytes", "8MiB", "--json")), &res); err != nil {
+		t.Fatal(err)
+	}
+	if res.Layout.Pool != "a" || !res.Advice[0].Change() || res.Advice[0].Layout.Pool != "b" || res.Advice[0].Predicted != 3 {
+		t.Errorf("advice on %+v: %+v; want a move from pool a to pool b, predicted 3x", res.Layout, res.Advice[0])
+	}
+	if chk := res.Check; chk == nil || chk.From.Layout.Pool != "a" || chk.To.Layout.Pool != "b" || chk.FromMBps <= 0 || chk.ToMBps <= 0 {
+		t.Errorf("check %+v: want both pools measured", chk)
+	}
+	text := s.mustCLI("advise", "p1", "--model", forcedFile, "--apply")
+	if !strings.Contains(text, "in pool b, predicted 3.00x") || !strings.Contains(text, "applied") {
+		t.Errorf("advise --apply:\n%s", text)
+	}
+	if l, err := setup.GetLayout(ctx, "/ds"); err != nil || l.Pool != "b" {
+		t.Errorf("/ds after --apply: %+v, %v; want pool b", l, err)
+	}
+	for p, sum := range sums {
+		l, err := setup.GetLayout(ctx, p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, ch := range l.Chains {
+			if ch != 3 && ch != 4 {
+				t.Errorf("%s after --apply is on chains %v; want targets 3 and 4 only", p, l.Chains)
+				break
+			}
+		}
+		f, err := setup.Open(ctx, p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var buf bytes.Buffer
+		io.Copy(&buf, f)
+		f.Close()
+		if sha256.Sum256(buf.Bytes()) != sum {
+			t.Errorf("%s changed by the migration", p)
+		}
+	}
+}
