@@ -433,3 +433,68 @@ func TestHsmStates(t *testing.T) {
 	_, err = s.HsmStates(ctx, make([]uint64, wire.MaxHsmStates+1))
 	wantCode(t, "too many inodes", err, errs.Invalid)
 }
+
+// TestTierRemoveRace checks a backend's removal against archives committed
+// while it scans for the records that name the backend: an archive that
+// comes after the removal started is refused (the backend is being
+// removed), so the removal never leaves a record naming a backend that is
+// gone; a removal refused because files name the backend lets archives
+// to it through again; and a removal of a backend nobody names ends with
+// neither the backend nor its mark.
+func TestTierRemoveRace(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s := newTestService(t, nil, nil)
+	add := func(name string) {
+		t.Helper()
+		if err := s.TierSet(ctx, &wire.TierSetReq{Backend: wire.TierBackend{Name: name, Endpoint: "http://x", Bucket: "k"}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	remove := func(name string) error {
+		return s.TierSet(ctx, &wire.TierSetReq{Backend: wire.TierBackend{Name: name}, Remove: true})
+	}
+	archive := func(name, backend string) error {
+		f := mustCreate(t, s, RootIno, name)
+		a, err := s.CommitWrite(ctx, f.Ino, 3<<20, 7)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rec := testRecord(1, a.Size, a.Mtime)
+		rec.Backend = backend
+		_, err = s.HsmUpdate(ctx, &wire.HsmUpdateReq{Ino: f.Ino, Action: wire.HsmActArchived, Record: rec})
+		return err
+	}
+	add("b")
+	// An archive committed during the removal's scan.
+	var during error
+	s.tierRemoveHook = func() { during = archive("during", "b") }
+	if err := remove("b"); err != nil {
+		t.Fatalf("removal: %v (the archive during it: %v)", err, during)
+	}
+	s.tierRemoveHook = nil
+	wantCode(t, "archive during the removal", during, errs.Busy)
+	if l, err := s.TierList(ctx); err != nil || len(l.Backends) != 0 {
+		t.Fatalf("backends after the removal: %+v, %v", l.Backends, err)
+	}
+	wantCode(t, "archive after the removal", archive("after", "b"), errs.NotFound)
+
+	// A removal refused: archives go on.
+	add("c")
+	if err := archive("kept", "c"); err != nil {
+		t.Fatal(err)
+	}
+	wantCode(t, "remove a backend in use", remove("c"), errs.Busy)
+	if err := archive("again", "c"); err != nil {
+		t.Fatalf("archive after a refused removal: %v", err)
+	}
+	// And an empty backend's removal leaves no mark.
+	add("b")
+	if err := remove("b"); err != nil {
+		t.Fatal(err)
+	}
+	add("b")
+	if err := archive("new", "b"); err != nil {
+		t.Fatalf("archive to a backend added again: %v", err)
+	}
+}

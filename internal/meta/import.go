@@ -2,7 +2,6 @@ package meta
 
 import (
 	"context"
-	"errors"
 	"fmt"
 
 	"github.com/sluice-fs/sluice/internal/errs"
@@ -115,9 +114,7 @@ func (s *Service) importGroup(ctx context.Context, pv *placeView, req *wire.Tier
 	made := 0
 	err := s.updatePlacing(ctx, pv, func(tx kv.Txn) error {
 		made = 0
-		if _, err := tx.Get(tierKey(req.Backend)); errors.Is(err, kv.ErrNotFound) {
-			return errs.New(errs.NotFound, "no tier backend %q", req.Backend)
-		} else if err != nil {
+		if err := usableBackend(tx, req.Backend); err != nil {
 			return err
 		}
 		parent, err := getDir(tx, req.Parent)

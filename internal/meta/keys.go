@@ -36,6 +36,7 @@ const (
 	pfxStaged  = 'S' // "S" + u64 ino + owner -> staged, not yet drained (absorb.go)
 	pfxAudit   = 'A' // "Ap", "Ae", "Ah": the audit trail (audit.go)
 	pfxTier    = 'B' // "B" + backend name -> tier backend record (tier.go)
+	pfxTierRm  = 'E' // "E" + backend name -> its removal is under way (tier.go)
 	pfxHsm     = 'H' // "H" + u64 ino -> HSM record of an archived file (tier.go)
 	pfxTierDel = 'O' // "O" + u64 ino + u64 gen -> object to delete (tier.go)
 	pfxQos     = 'Q' // "Qc" + class byte -> weight, "Qj" + job -> limit (qos.go)

@@ -132,6 +132,10 @@ func (o Options) Validate() error {
 // in a kv.DB. Its methods are safe for concurrent use. Run drives its
 // background work (chunk garbage collection, counter flushes); Close stops it.
 type Service struct {
+	// tierRemoveHook, if set (tests), runs in a backend's removal between
+	// its mark and its scan.
+	tierRemoveHook func()
+
 	db      kv.DB
 	targets Targets
 	log     *slog.Logger

@@ -23,7 +23,28 @@ import (
 const tierRecordVersion = 1
 
 func tierKey(name string) []byte { return append([]byte{pfxTier}, name...) }
-func hsmKey(ino uint64) []byte   { return inoKey(pfxHsm, ino) }
+
+// tierRemovingKey marks a backend whose removal is under way: no archive
+// or import may name it from then on, so that the removal's scan of the
+// records that name it cannot miss one (TierSet).
+func tierRemovingKey(name string) []byte { return append([]byte{pfxTierRm}, name...) }
+
+// usableBackend checks, in tx, that backend exists and is not being
+// removed: what a new record naming it needs.
+func usableBackend(tx kv.Txn, backend string) error {
+	if _, err := tx.Get(tierKey(backend)); errors.Is(err, kv.ErrNotFound) {
+		return errs.New(errs.NotFound, "no tier backend %q", backend)
+	} else if err != nil {
+		return err
+	}
+	if _, err := tx.Get(tierRemovingKey(backend)); err == nil {
+		return errs.New(errs.Busy, "tier backend %q is being removed (sluice tier rm); archive to another backend", backend)
+	} else if !errors.Is(err, kv.ErrNotFound) {
+		return err
+	}
+	return nil
+}
+func hsmKey(ino uint64) []byte { return inoKey(pfxHsm, ino) }
 
 func tierDelKey(ino, gen uint64) []byte {
 	return binary.BigEndian.AppendUint64(inoKey(pfxTierDel, ino), gen)
@@ -237,13 +258,34 @@ func (s *Service) TierSet(ctx context.Context, req *wire.TierSetReq) error {
 	}
 	if req.Remove {
 		// Files archived to it would lose their only way back (a
-		// released file) or leave a copy nobody deletes: refuse.
-		n, err := s.hsmFilesOn(ctx, b.Name)
+		// released file) or leave a copy nobody deletes: refuse. First
+		// mark it, so that no archive or import names it from then on;
+		// the scan then sees every record that does.
+		err := s.update(ctx, func(tx kv.Txn) error {
+			if _, err := tx.Get(tierKey(b.Name)); errors.Is(err, kv.ErrNotFound) {
+				return errs.New(errs.NotFound, "no tier backend %q", b.Name)
+			} else if err != nil {
+				return err
+			}
+			tx.Set(tierRemovingKey(b.Name), []byte{1})
+			return nil
+		})
 		if err != nil {
 			return fmt.Errorf("meta: tier set %q: %w", b.Name, err)
 		}
-		if n > 0 {
-			return errs.New(errs.Busy, "meta: tier backend %q holds the copies of %d or more files; restore them and remove their copies first (sluice hsm restore, sluice hsm remove)", b.Name, n)
+		if s.tierRemoveHook != nil {
+			s.tierRemoveHook()
+		}
+		n, err := s.hsmFilesOn(ctx, b.Name)
+		if err == nil && n > 0 {
+			err = errs.New(errs.Busy, "meta: tier backend %q holds the copies of %d or more files; restore them and remove their copies first (sluice hsm restore, sluice hsm remove)", b.Name, n)
+		}
+		if err != nil {
+			// Not removed: the backend takes archives again.
+			if uerr := s.update(ctx, func(tx kv.Txn) error { tx.Delete(tierRemovingKey(b.Name)); return nil }); uerr != nil {
+				s.log.Warn("tier rm: clearing the removal mark", "backend", b.Name, "err", uerr)
+			}
+			return fmt.Errorf("meta: tier set %q: %w", b.Name, err)
 		}
 	}
 	err := s.update(ctx, func(tx kv.Txn) error {
@@ -255,6 +297,7 @@ func (s *Service) TierSet(ctx context.Context, req *wire.TierSetReq) error {
 			return errs.New(errs.NotFound, "no tier backend %q", b.Name)
 		case req.Remove:
 			tx.Delete(tierKey(b.Name))
+			tx.Delete(tierRemovingKey(b.Name))
 		case err == nil:
 			return errs.New(errs.Exists, "tier backend %q exists (remove it first)", b.Name)
 		default:
@@ -270,9 +313,8 @@ func (s *Service) TierSet(ctx context.Context, req *wire.TierSetReq) error {
 
 // hsmFilesOn counts (up to 1) the files whose HSM record or queued object
 // names backend: a scan of the "H" and "O" keys, in pages of one read
-// transaction each. An archive committed during the scan may be missed;
-// it then names a backend that is gone and its reads fail until the
-// backend is added again (docs/tier.md).
+// transaction each. TierSet marks the backend first (tierRemovingKey), so
+// no record naming it is made during the scan.
 func (s *Service) hsmFilesOn(ctx context.Context, backend string) (int, error) {
 	for _, pfx := range []byte{pfxHsm, pfxTierDel} {
 		start, end := []byte{pfx}, kv.PrefixEnd([]byte{pfx})
@@ -430,9 +472,7 @@ func (s *Service) HsmUpdate(ctx context.Context, req *wire.HsmUpdateReq) (wire.H
 		}
 		if req.Action == wire.HsmActArchived || req.Action == wire.HsmActImport {
 			// The record names the backend it was written to.
-			if _, err := tx.Get(tierKey(req.Record.Backend)); errors.Is(err, kv.ErrNotFound) {
-				return errs.New(errs.NotFound, "no tier backend %q", req.Record.Backend)
-			} else if err != nil {
+			if err := usableBackend(tx, req.Record.Backend); err != nil {
 				return err
 			}
 		}
