@@ -10,6 +10,7 @@ package advise
 import (
 	"cmp"
 	"fmt"
+	"maps"
 	"math"
 	"slices"
 
@@ -57,12 +58,13 @@ type Workload struct {
 	ReqSize  int64
 	Streams  float64 // data requests in flight
 	FileSpan int64   // bytes a file spans, median
+	FileSize int64   // a file's size at open, median
 	Kind     string  // profile.Report.Kind
 }
 
 // WorkloadOf reads a Workload from a report.
 func WorkloadOf(r *profile.Report) Workload {
-	w := Workload{Op: "read", Kind: r.Kind, FileSpan: r.FileSpanP50, Streams: max(1, r.DataInFlight)}
+	w := Workload{Op: "read", Kind: r.Kind, FileSpan: r.FileSpanP50, FileSize: r.FileSizeP50, Streams: max(1, r.DataInFlight)}
 	io := r.Read
 	if r.Write.Bytes > r.Read.Bytes {
 		w.Op, io = "write", r.Write
@@ -180,12 +182,21 @@ type Layout struct {
 	StripeCount int    `json:"stripe_count"`
 	StripeSize  int64  `json:"stripe_size"`
 	Pool        string `json:"pool,omitempty"`
+	// HeadEnd, if positive, makes the layout progressive (ADR 0021): each
+	// file's bytes below HeadEnd on HeadStripeCount targets of pool
+	// HeadPool, the rest as StripeCount, StripeSize and Pool say.
+	HeadEnd         int64  `json:"head_end,omitempty"`
+	HeadPool        string `json:"head_pool,omitempty"`
+	HeadStripeCount int    `json:"head_stripe_count,omitempty"`
 }
 
 func (l Layout) String() string {
 	s := fmt.Sprintf("%d x %s", l.StripeCount, profile.Size(l.StripeSize))
 	if l.Pool != "" {
 		s += " in pool " + l.Pool
+	}
+	if l.HeadEnd > 0 {
+		s = fmt.Sprintf("first %s of each file: %d x %s in %s; the rest: %s", profile.Size(l.HeadEnd), l.HeadStripeCount, profile.Size(l.StripeSize), poolName(l.HeadPool), s)
 	}
 	return s
 }
@@ -200,8 +211,10 @@ type Facts struct {
 	// files to one only if its targets allow the stripe count and its
 	// free space holds Bytes.
 	Pools map[string]PoolFacts
-	// Bytes are the bytes of the files a layout change migrates.
+	// Bytes are the bytes of the files a layout change migrates, and
+	// Sizes their sizes, one per file.
 	Bytes int64
+	Sizes []int64
 }
 
 // PoolFacts are a pool's targets and free bytes.
@@ -297,7 +310,70 @@ func adviseLayout(w Workload, cur Layout, f Facts, m *Model) Advice {
 			best, bestMB = l, p
 		}
 	}
-	return decide(a, w, cur, curMB, best, bestMB, m)
+	return orSplit(decide(a, w, cur, curMB, best, bestMB, m), w, cur, curMB, f, m)
+}
+
+// orSplit returns a when it advises a change; otherwise the split that
+// adviseSplit finds, if any.
+func orSplit(a Advice, w Workload, cur Layout, curMB float64, f Facts, m *Model) Advice {
+	if a.Change() {
+		return a
+	}
+	if s, ok := adviseSplit(w, cur, curMB, f, m); ok {
+		s.From, s.FromMBps = a.From, a.FromMBps
+		return s
+	}
+	return a
+}
+
+// adviseSplit looks for a pool the model predicts faster than the current
+// one for w that has no room for all the files (Facts.Bytes) but has room
+// for the first bytes of each, up to the median file size rounded up to
+// the stripe size: a progressive layout with that head in the faster pool
+// and the rest where it is. Its prediction mixes the two pools' by the
+// share of the bytes each holds (the time per byte adds up): 1 / (h/head
+// + (1-h)/rest), with h the head's share of Facts.Sizes' bytes; advised
+// only beyond the model's noise.
+func adviseSplit(w Workload, cur Layout, curMB float64, f Facts, m *Model) (Advice, bool) {
+	if !m.pooled() || f.Bytes <= 0 || len(f.Sizes) == 0 || cur.HeadEnd > 0 {
+		return Advice{}, false
+	}
+	end := max(w.FileSize, 1)
+	end = (end + cur.StripeSize - 1) / cur.StripeSize * cur.StripeSize
+	var head int64
+	for _, s := range f.Sizes {
+		head += min(s, end)
+	}
+	if head >= f.Bytes {
+		return Advice{}, false // every file fits in its head: a move of the whole files
+	}
+	share := float64(head) / float64(f.Bytes)
+	var best Advice
+	bestMB := curMB
+	for _, name := range slices.Sorted(maps.Keys(f.Pools)) {
+		p := f.Pools[name]
+		if name == cur.Pool || f.Bytes <= p.Free || head > p.Free {
+			continue // the current pool; room for all (a plain move); no room for the heads
+		}
+		hc := int(min(int64(min(cur.StripeCount, p.Targets)), (end+cur.StripeSize-1)/cur.StripeSize))
+		headMB, ok := m.Predict(w, Layout{StripeCount: hc, StripeSize: cur.StripeSize, Pool: name})
+		if !ok || headMB <= 0 {
+			continue
+		}
+		mix := 1 / (share/headMB + (1-share)/curMB)
+		if mix > bestMB {
+			l := cur
+			l.HeadEnd, l.HeadPool, l.HeadStripeCount = end, name, hc
+			best, bestMB = Advice{Setting: "layout", To: l.String(), Layout: &l, ToMBps: mix, Predicted: mix / curMB}, mix
+			best.Reason = fmt.Sprintf("%s predicts %.0f MB/s for %s %s requests of %s in %s against %.0f MB/s where the files are, but %s has no room for them all (%s, %s free); the first %s of each file (%s of %s, %.0f%% of the bytes) fit: mixing the two by bytes gives %.0f MB/s (%.2fx; the model's noise is %.0f%%)",
+				"the model", headMB, w.Pattern, w.Op, profile.Size(w.ReqSize), poolName(name), curMB, poolName(name), profile.Size(f.Bytes), profile.Size(p.Free),
+				profile.Size(end), profile.Size(head), profile.Size(f.Bytes), 100*share, mix, mix/curMB, 100*m.Noise)
+		}
+	}
+	if best.Layout == nil || best.Predicted <= 1+m.Noise {
+		return Advice{}, false
+	}
+	return best, true
 }
 
 // advisePool compares, for files that each live on one target, the pools

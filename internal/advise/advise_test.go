@@ -259,3 +259,58 @@ func TestAdvisePool(t *testing.T) {
 		})
 	}
 }
+
+// TestAdviseSplit checks the progressive advice: when the faster pool has
+// no room for all the files but has room for the first bytes of each (up
+// to the median file size), the heads go there and the rest stays, with a
+// prediction that mixes the pools by bytes; not when the mix gains less
+// than the noise, when even the heads do not fit, or when the whole files
+// fit (then they move whole).
+func TestAdviseSplit(t *testing.T) {
+	const M = 1 << 20
+	flat := func(_, _ string, _ int64, _, _ int) float64 { return 100 }
+	w := Workload{Op: "read", Pattern: "seq", ReqSize: M, Streams: 4, FileSpan: 4 * M, FileSize: 4 * M}
+	cur := Layout{StripeCount: 4, StripeSize: M, Pool: "slow"}
+	// 8 files of 4 MiB and 2 of 16 MiB: 64 MiB, of which 40 in heads of 4 MiB.
+	sizes := []int64{4 * M, 4 * M, 4 * M, 4 * M, 4 * M, 4 * M, 4 * M, 4 * M, 16 * M, 16 * M}
+	facts := func(fastFree int64, sz []int64) Facts {
+		var n int64
+		for _, s := range sz {
+			n += s
+		}
+		return Facts{Targets: 4, Pools: map[string]PoolFacts{"slow": {Targets: 4, Free: 1 << 40}, "fast": {Targets: 2, Free: fastFree}}, Bytes: n, Sizes: sz}
+	}
+	t.Run("heads in the faster pool", func(t *testing.T) {
+		a := Advise(w, cur, facts(40*M, sizes), pooledGrid(0.1, 3, flat))[0]
+		want := Layout{StripeCount: 4, StripeSize: M, Pool: "slow", HeadEnd: 4 * M, HeadPool: "fast", HeadStripeCount: 2}
+		mix := 1 / (40.0/64/300 + 24.0/64/100)
+		if a.Layout == nil || *a.Layout != want || math.Abs(a.Predicted-mix/100) > 1e-9 || !strings.Contains(a.Reason, "no room for them all") {
+			t.Fatalf("advice %+v (%v); want %+v predicted %.3fx", a, a.Layout, want, mix/100)
+		}
+		if a.To != "first 4MiB of each file: 2 x 1MiB in pool fast; the rest: 4 x 1MiB in pool slow" {
+			t.Errorf("To = %q", a.To)
+		}
+	})
+	t.Run("the mix gains less than the noise", func(t *testing.T) {
+		big := append(append([]int64{}, sizes...), 400*M)
+		if a := Advise(w, cur, facts(44*M, big), pooledGrid(0.1, 3, flat))[0]; a.Change() {
+			t.Errorf("advice %+v; want no change", a)
+		}
+	})
+	t.Run("no room for the heads", func(t *testing.T) {
+		if a := Advise(w, cur, facts(30*M, sizes), pooledGrid(0.1, 3, flat))[0]; a.Change() {
+			t.Errorf("advice %+v; want no change", a)
+		}
+	})
+	t.Run("room for everything: a whole move", func(t *testing.T) {
+		a := Advise(w, cur, facts(1<<30, sizes), pooledGrid(0.1, 3, flat))[0]
+		if a.Layout == nil || a.Layout.HeadEnd != 0 || a.Layout.Pool != "fast" {
+			t.Errorf("advice %+v; want the files moved whole to pool fast", a)
+		}
+	})
+	t.Run("a model without pools", func(t *testing.T) {
+		if a := Advise(w, cur, facts(40*M, sizes), grid(0.1, flat))[0]; a.Change() {
+			t.Errorf("advice %+v; want no change", a)
+		}
+	})
+}

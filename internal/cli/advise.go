@@ -544,20 +544,56 @@ func (e *Env) adviseFacts(ctx context.Context, dir string) (advise.Facts, error)
 			f.Targets = len(p.Targets)
 		}
 	}
-	f.Bytes, err = e.treeBytes(ctx, dir)
+	f.Sizes, f.Bytes, err = e.treeSizes(ctx, dir)
 	return f, err
 }
 
-// treeBytes sums the sizes of the regular files below dir.
-func (e *Env) treeBytes(ctx context.Context, dir string) (int64, error) {
+// treeSizes returns the sizes of the regular files below dir and their
+// sum.
+func (e *Env) treeSizes(ctx context.Context, dir string) ([]int64, int64, error) {
+	var sizes []int64
 	var bytes int64
 	err := e.Client.Walk(ctx, dir, func(_ string, fi *client.FileInfo, err error) error {
 		if err == nil && fi.Mode().IsRegular() {
+			sizes = append(sizes, fi.Size())
 			bytes += fi.Size()
 		}
 		return err
 	})
-	return bytes, err
+	return sizes, bytes, err
+}
+
+// clientLayout is an advised layout as the client library sets it on a
+// directory (with SetLayout, then SetPool for its pool): plain, or
+// progressive with the head's extent first.
+func clientLayout(l advise.Layout) client.Layout {
+	if l.HeadEnd <= 0 {
+		return client.Layout{StripeCount: l.StripeCount, StripeSize: l.StripeSize}
+	}
+	return client.Layout{Components: []client.LayoutComponent{
+		{End: l.HeadEnd, StripeSize: l.StripeSize, StripeCount: l.HeadStripeCount, Pool: l.HeadPool},
+		{StripeSize: l.StripeSize, StripeCount: l.StripeCount, Pool: l.Pool},
+	}}
+}
+
+// poolFree returns the free bytes of pool name ("": the file system's).
+func (e *Env) poolFree(ctx context.Context, name string) (int64, error) {
+	if name == "" {
+		st, err := e.Client.Statfs(ctx)
+		if err != nil {
+			return 0, err
+		}
+		return st.Free, nil
+	}
+	pools, err := e.Client.Pools(ctx)
+	if err != nil {
+		return 0, err
+	}
+	i := slices.IndexFunc(pools, func(p client.PoolInfo) bool { return p.Name == name })
+	if i < 0 {
+		return 0, errs.New(errs.NotFound, "no pool %q", name)
+	}
+	return max(pools[i].Capacity-pools[i].Used, 0), nil
 }
 
 // bestOther returns the layout other than cur the model predicts best for
@@ -581,43 +617,44 @@ func bestOther(m *advise.Model, w advise.Workload, cur advise.Layout, f advise.F
 }
 
 // applyLayout gives dir's new files layout l (stripe count, size and
-// pool) and migrates its files (sluice migrate -r), after checking that
-// the copy fits in the free space (of the pool, when it names one).
+// pool, or a progressive layout) and migrates its files (sluice migrate
+// -r), after checking that the copies fit in the free space of the pools
+// they go to.
 func (e *Env) applyLayout(ctx context.Context, dir string, l advise.Layout) error {
-	bytes, err := e.treeBytes(ctx, dir)
+	sizes, bytes, err := e.treeSizes(ctx, dir)
 	if err != nil {
 		return err
 	}
-	st, err := e.Client.Statfs(ctx)
-	if err != nil {
-		return err
+	need := map[string]int64{l.Pool: bytes}
+	if l.HeadEnd > 0 {
+		var head int64
+		for _, s := range sizes {
+			head += min(s, l.HeadEnd)
+		}
+		need[l.Pool] -= head
+		need[l.HeadPool] += head
 	}
-	free, where := st.Free, "the file system"
-	if l.Pool != "" {
-		pools, err := e.Client.Pools(ctx)
+	for pool, n := range need {
+		free, err := e.poolFree(ctx, pool)
 		if err != nil {
-			return err
+			return fmt.Errorf("advise --apply: %w", err)
 		}
-		i := slices.IndexFunc(pools, func(p client.PoolInfo) bool { return p.Name == l.Pool })
-		if i < 0 {
-			return errs.New(errs.NotFound, "advise --apply: no pool %q", l.Pool)
+		if n > free {
+			return errs.New(errs.NoSpace, "advise --apply: migrating %s needs %s free for the copies in %s, which has %s", dir, profile.Size(n), cmp.Or(pool, "the file system"), profile.Size(free))
 		}
-		free, where = max(pools[i].Capacity-pools[i].Used, 0), "pool "+l.Pool
-	}
-	if bytes > free {
-		return errs.New(errs.NoSpace, "advise --apply: migrating %s needs %s free for the copies, %s has %s", dir, profile.Size(bytes), where, profile.Size(free))
 	}
 	cur, err := e.Client.GetLayout(ctx, dir)
 	if err != nil {
 		return err
 	}
-	cur.StripeCount, cur.StripeSize = l.StripeCount, l.StripeSize
+	nl := clientLayout(l)
+	cur.StripeCount, cur.StripeSize, cur.Components = nl.StripeCount, nl.StripeSize, nl.Components
 	if err := e.Client.SetLayout(ctx, dir, cur); err != nil {
 		return err
 	}
 	if err := e.Client.SetPool(ctx, dir, l.Pool); err != nil {
 		return err
 	}
-	spec := client.MigrateSpec{StripeCount: l.StripeCount, StripeSize: l.StripeSize, Pool: l.Pool}
+	spec := client.MigrateSpec{StripeCount: nl.StripeCount, StripeSize: nl.StripeSize, Pool: l.Pool, Components: nl.Components}
 	return e.Migrate(ctx, MigrateArgs{Paths: []string{dir}, Recursive: true, Spec: spec, Quiet: true})
 }

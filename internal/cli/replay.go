@@ -128,7 +128,7 @@ func (e *Env) replayCheck(ctx context.Context, batches []profile.Batch, rep prof
 			if err := e.Client.Mkdir(ctx, dirs[i], 0o700); err != nil {
 				return nil, err
 			}
-			if err := e.Client.SetLayout(ctx, dirs[i], client.Layout{StripeCount: cfg.Layout.StripeCount, StripeSize: cfg.Layout.StripeSize}); err != nil {
+			if err := e.Client.SetLayout(ctx, dirs[i], clientLayout(cfg.Layout)); err != nil {
 				return nil, err
 			}
 			if err := e.Client.SetPool(ctx, dirs[i], cfg.Layout.Pool); err != nil {

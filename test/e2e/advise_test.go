@@ -8,7 +8,9 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -284,6 +286,135 @@ func TestAdvisePools(t *testing.T) {
 		io.Copy(&buf, f)
 		f.Close()
 		if sha256.Sum256(buf.Bytes()) != sum {
+			t.Errorf("%s changed by the migration", p)
+		}
+	}
+}
+
+// TestAdviseSplit checks the progressive advice on a real sluice serve
+// whose targets 3 and 4 (pool b) are small tmpfs mounts: given a model in
+// which pool b is three times as fast as pool a, where a job's files are,
+// and with room in pool b for the first 4 MiB of each file but not for
+// them all, the advice is a progressive layout with each file's head in
+// pool b; --apply migrates the files to it (heads on targets 3-4, the
+// rest on 1-2; bytes unchanged).
+func TestAdviseSplit(t *testing.T) {
+	if os.Geteuid() != 0 {
+		proctest.SkipMissing(t, "the test mounts a tmpfs per target: it needs root")
+	}
+	t.Parallel()
+	ctx := context.Background()
+	dir := t.TempDir()
+	for id := 1; id <= 4; id++ {
+		d := filepath.Join(dir, "targets", strconv.Itoa(id))
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if id <= 2 {
+			continue
+		}
+		if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size=28m", "sluice-test", d).CombinedOutput(); err != nil {
+			t.Fatalf("mount tmpfs on %s: %v: %s", d, err, out)
+		}
+		t.Cleanup(func() {
+			if out, err := exec.Command("umount", d).CombinedOutput(); err != nil {
+				t.Errorf("umount %s: %v: %s", d, err, out)
+			}
+		})
+	}
+	s := startServer(t, dir)
+	setup := s.client()
+	s.mustCLI("pool", "create", "a", "1", "2")
+	s.mustCLI("pool", "create", "b", "3", "4")
+	s.mustCLI("mkdir", "/ds")
+	s.mustCLI("layout", "set", "/ds", "--stripe-count", "2", "--pool", "a")
+	// 8 files of 4 MiB and 2 of 16 MiB: 64 MiB, 40 MiB of it in the
+	// first 4 MiB of each; pool b holds 56 MiB.
+	sums := map[string][32]byte{}
+	for i := range 10 {
+		size := 4 << 20
+		if i >= 8 {
+			size = 16 << 20
+		}
+		data := randBytes(uint64(20+i), size)
+		p := fmt.Sprintf("/ds/f%d", i)
+		if err := proctest.WriteFile(ctx, setup, p, data); err != nil {
+			t.Fatal(err)
+		}
+		sums[p] = sha256.Sum256(data)
+	}
+	s.mustCLI("profile", "record", "--job", "advs", "--name", "s1", "--dir", "/ds", "--duration", "1h", "--detach")
+	c := jobClient(t, s.addr, "advs")
+	waitClients(t, setup, "s1", 1)
+	buf := make([]byte, 1<<20)
+	for p := range sums {
+		f, err := c.Open(ctx, p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for off := int64(0); ; off += 1 << 20 {
+			if _, err := f.ReadAt(buf, off); err == io.EOF {
+				break
+			} else if err != nil {
+				t.Fatal(err)
+			}
+		}
+		f.Close()
+	}
+	s.mustCLI("profile", "stop", "s1")
+	c.Close()
+	// The model: pool b three times as fast as pool a.
+	m := advise.Model{Machine: "test", Targets: 4, StripeSize: 1 << 20, Noise: 0.1}
+	for _, pool := range []string{"a", "b"} {
+		for _, sc := range []int{1, 2} {
+			for _, op := range []string{"read", "write"} {
+				for _, pat := range []string{"seq", "random"} {
+					for _, req := range []int64{64 << 10, 1 << 20, 4 << 20} {
+						for _, st := range []int{1, 4} {
+							mb := 100.0
+							if pool == "b" {
+								mb = 300
+							}
+							m.Cells = append(m.Cells, advise.Cell{Op: op, Pattern: pat, ReqSize: req, Streams: st, StripeCount: sc, Pool: pool, MBps: mb})
+						}
+					}
+				}
+			}
+		}
+	}
+	mb, _ := json.Marshal(&m)
+	model := filepath.Join(t.TempDir(), "model.json")
+	if err := os.WriteFile(model, mb, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	text := s.mustCLI("advise", "s1", "--model", model, "--apply")
+	if !strings.Contains(text, "first 4MiB of each file: 2 x 1MiB in pool b; the rest: 2 x 1MiB in pool a") || !strings.Contains(text, "no room for them all") || !strings.Contains(text, "applied") {
+		t.Fatalf("advise --apply:\n%s", text)
+	}
+	for p, sum := range sums {
+		l, err := setup.GetLayout(ctx, p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(l.Components) != 2 || l.Components[0].End != 4<<20 || l.Components[0].Pool != "b" {
+			t.Errorf("%s after --apply: %+v; want a head of 4 MiB in pool b", p, l)
+		}
+		// The head's chains on targets 3-4, the rest's on 1-2.
+		head := l.Components[0].StripeCount
+		for i, ch := range l.Chains {
+			if onB := ch == 3 || ch == 4; onB != (i < head) {
+				t.Errorf("%s: chain %d of %v: want the first %d on pool b, the rest on pool a", p, i, l.Chains, head)
+				break
+			}
+		}
+		f, err := setup.Open(ctx, p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got bytes.Buffer
+		io.Copy(&got, f)
+		f.Close()
+		if sha256.Sum256(got.Bytes()) != sum {
 			t.Errorf("%s changed by the migration", p)
 		}
 	}
