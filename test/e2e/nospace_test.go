@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/sluice-fs/sluice/internal/errs"
+	"github.com/sluice-fs/sluice/internal/proctest"
 )
 
 // TestDiskFull runs the server on a small tmpfs and fills it: the write
@@ -19,11 +20,11 @@ import (
 // freed by a removal can be written again.
 func TestDiskFull(t *testing.T) {
 	if os.Geteuid() != 0 {
-		t.Skip("needs root to mount a tmpfs")
+		proctest.SkipMissing(t, "needs root to mount a tmpfs")
 	}
 	dir := t.TempDir()
 	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size=64m", "tmpfs", dir).CombinedOutput(); err != nil {
-		t.Skipf("cannot mount a tmpfs: %v: %s", err, out)
+		proctest.SkipMissing(t, "cannot mount a tmpfs: %v: %s", err, out)
 	}
 	s := startServer(t, filepath.Join(dir, "data"))
 	t.Cleanup(func() {
