@@ -15,6 +15,8 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/sync/errgroup"
+
 	"github.com/sluice-fs/sluice/client"
 	"github.com/sluice-fs/sluice/internal/errs"
 )
@@ -658,4 +660,41 @@ func waitArchivedOrDirty(t testing.TB, c *client.Client, files map[string][]byte
 			return err == nil && info.State != "released"
 		})
 	}
+}
+
+// TestReadersShareFetches: four readers of one client read the same
+// released 40 MiB file at once, sequentially, while the restore their
+// reads started runs: every reader gets the file's bytes exactly, the
+// file ends up archived with its bytes on the targets, and the reads and
+// the restore took some of their ranged GETs from each other's
+// (RestoreStats.Shared) instead of asking the backend for every segment
+// once per consumer.
+func TestReadersShareFetches(t *testing.T) {
+	ctx := context.Background()
+	be := startSluiceBackend(t)
+	fs := startFS(t)
+	addBackend(t, fs, be, "share/")
+	c := restoringClient(t, fs.addr, 0)
+	files := map[string][]byte{"/d/big": randomData(31, 40<<20+12345)}
+	releasedFiles(t, fs, c, files)
+	want := sha256.Sum256(files["/d/big"])
+	var g errgroup.Group
+	for range 4 {
+		g.Go(func() error {
+			sum, n, err := readSum(ctx, c, "/d/big")
+			if err == nil && sum != want {
+				err = fmt.Errorf("read %d bytes that differ from the file's", n)
+			}
+			return err
+		})
+	}
+	if err := g.Wait(); err != nil {
+		t.Fatal(err)
+	}
+	waitArchived(t, fs, c, files)
+	s := c.RestoreStats()
+	if s.Copied != 1 || s.Shared == 0 {
+		t.Errorf("restore stats %+v: want one restore copied and fetches shared", s)
+	}
+	checkOnTargets(t, fs, be, files)
 }
