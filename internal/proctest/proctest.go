@@ -298,3 +298,26 @@ func MemDir(t testing.TB) string {
 	t.Cleanup(func() { os.RemoveAll(d) })
 	return d
 }
+
+// MountTmpfs mounts a tmpfs of the given size ("64m") on dir (made if
+// missing) and unmounts it when the test ends, reporting a failure to.
+// Register it before starting a server that uses dir: cleanups run last
+// first, so the server stops before the unmount. Without root (or a
+// tmpfs) the test is skipped, and fails under CI=true.
+func MountTmpfs(t testing.TB, dir, size string) {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		SkipMissing(t, "mounting a tmpfs needs root")
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size="+size, "sluice-test", dir).CombinedOutput(); err != nil {
+		SkipMissing(t, "cannot mount a tmpfs on %s: %v: %s", dir, err, out)
+	}
+	t.Cleanup(func() {
+		if out, err := exec.Command("umount", dir).CombinedOutput(); err != nil {
+			t.Errorf("umount %s: %v: %s", dir, err, out)
+		}
+	})
+}

@@ -3,8 +3,6 @@ package checkpoint
 import (
 	"bytes"
 	"context"
-	"os"
-	"os/exec"
 	"regexp"
 	"testing"
 
@@ -18,14 +16,8 @@ import (
 // acknowledged before drains intact, and once drained the space is there
 // again.
 func TestStagingFull(t *testing.T) {
-	if os.Geteuid() != 0 {
-		proctest.SkipMissing(t, "needs root to mount a tmpfs")
-	}
 	staging := t.TempDir()
-	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size=8m", "tmpfs", staging).CombinedOutput(); err != nil {
-		proctest.SkipMissing(t, "cannot mount a tmpfs: %v: %s", err, out)
-	}
-	t.Cleanup(func() { exec.Command("umount", staging).Run() })
+	proctest.MountTmpfs(t, staging, "8m")
 	_, addr := proctest.Start(t, binary, nil, regexp.MustCompile(`serving on (\S+)`),
 		"serve", "--data-dir", t.TempDir(), "--listen", "127.0.0.1:0", "--http", "")
 	ctx := context.Background()

@@ -8,9 +8,7 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"testing"
 
@@ -299,29 +297,9 @@ func TestAdvisePools(t *testing.T) {
 // pool b; --apply migrates the files to it (heads on targets 3-4, the
 // rest on 1-2; bytes unchanged).
 func TestAdviseSplit(t *testing.T) {
-	if os.Geteuid() != 0 {
-		proctest.SkipMissing(t, "the test mounts a tmpfs per target: it needs root")
-	}
 	t.Parallel()
 	ctx := context.Background()
-	dir := t.TempDir()
-	for id := 1; id <= 4; id++ {
-		d := filepath.Join(dir, "targets", strconv.Itoa(id))
-		if err := os.MkdirAll(d, 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if id <= 2 {
-			continue
-		}
-		if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size=28m", "sluice-test", d).CombinedOutput(); err != nil {
-			t.Fatalf("mount tmpfs on %s: %v: %s", d, err, out)
-		}
-		t.Cleanup(func() {
-			if out, err := exec.Command("umount", d).CombinedOutput(); err != nil {
-				t.Errorf("umount %s: %v: %s", d, err, out)
-			}
-		})
-	}
+	dir := tmpfsTargets(t, "28m")
 	s := startServer(t, dir)
 	setup := s.client()
 	s.mustCLI("pool", "create", "a", "1", "2")

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"testing"
@@ -29,28 +28,8 @@ import (
 //
 // It needs root (tmpfs mounts).
 func BenchmarkAdvisePools(b *testing.B) {
-	if os.Geteuid() != 0 {
-		proctest.SkipMissing(b, "the benchmark mounts a tmpfs per target: it needs root")
-	}
 	ctx := context.Background()
-	dir := b.TempDir()
-	for id := 1; id <= 4; id++ {
-		d := filepath.Join(dir, "targets", strconv.Itoa(id))
-		if err := os.MkdirAll(d, 0o755); err != nil {
-			b.Fatal(err)
-		}
-		if id <= 2 {
-			continue
-		}
-		if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size=2g", "sluice-bench", d).CombinedOutput(); err != nil {
-			b.Fatalf("mount tmpfs on %s: %v: %s", d, err, out)
-		}
-		b.Cleanup(func() {
-			if out, err := exec.Command("umount", d).CombinedOutput(); err != nil {
-				b.Errorf("umount %s: %v: %s", d, err, out)
-			}
-		})
-	}
+	dir := tmpfsTargets(b, "2g")
 	s := startServer(b, dir)
 	setup := s.client()
 	s.mustCLI("pool", "create", "disk", "1", "2")
@@ -96,4 +75,23 @@ func BenchmarkAdvisePools(b *testing.B) {
 			b.ReportMetric(chk.Predicted, "predicted-gain")
 		}
 	}
+}
+
+// tmpfsTargets returns a data dir for a `sluice serve` of 4 targets whose
+// targets 3 and 4 are each on a tmpfs of the given size (1 and 2 on the
+// disk), mounted until the test ends.
+func tmpfsTargets(tb testing.TB, size string) string {
+	tb.Helper()
+	dir := tb.TempDir()
+	for id := 1; id <= 4; id++ {
+		d := filepath.Join(dir, "targets", strconv.Itoa(id))
+		if id <= 2 {
+			if err := os.MkdirAll(d, 0o755); err != nil {
+				tb.Fatal(err)
+			}
+			continue
+		}
+		proctest.MountTmpfs(tb, d, size)
+	}
+	return dir
 }

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -19,18 +18,9 @@ import (
 // stored before reads back intact, the server keeps serving, and space
 // freed by a removal can be written again.
 func TestDiskFull(t *testing.T) {
-	if os.Geteuid() != 0 {
-		proctest.SkipMissing(t, "needs root to mount a tmpfs")
-	}
 	dir := t.TempDir()
-	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size=64m", "tmpfs", dir).CombinedOutput(); err != nil {
-		proctest.SkipMissing(t, "cannot mount a tmpfs: %v: %s", err, out)
-	}
+	proctest.MountTmpfs(t, dir, "64m")
 	s := startServer(t, filepath.Join(dir, "data"))
-	t.Cleanup(func() {
-		s.kill() // before unmounting (cleanups run last-in first-out)
-		exec.Command("umount", dir).Run()
-	})
 	c := s.client()
 	ctx := context.Background()
 

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
@@ -369,26 +368,11 @@ func TestKillMover(t *testing.T) {
 // release /small's least recently used files, enough to bring its target
 // to 20% or below, and nothing of /big.
 func TestMoverTargetWatermark(t *testing.T) {
-	if os.Geteuid() != 0 {
-		proctestSkip(t, "the test mounts a tmpfs per target: it needs root")
-	}
 	ctx := context.Background()
 	be := startSluiceBackend(t)
 	dir := t.TempDir()
 	for id, size := range map[int]string{1: "32m", 2: "1g"} {
-		d := filepath.Join(dir, "targets", strconv.Itoa(id))
-		if err := os.MkdirAll(d, 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size="+size, "sluice-test", d).CombinedOutput(); err != nil {
-			t.Fatalf("mount tmpfs on %s: %v: %s", d, err, out)
-		}
-		// Registered before the server starts, so run after it stopped.
-		t.Cleanup(func() {
-			if out, err := exec.Command("umount", d).CombinedOutput(); err != nil {
-				t.Errorf("umount %s: %v: %s", d, err, out)
-			}
-		})
+		proctest.MountTmpfs(t, filepath.Join(dir, "targets", strconv.Itoa(id)), size)
 	}
 	p, addr := proctest.Start(t, binary, nil, readyLine, "serve", "--data-dir", dir, "--listen", "127.0.0.1:0", "--http", "")
 	fs := &fsServer{t: t, dataDir: dir, addr: addr, proc: p}
