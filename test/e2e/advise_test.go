@@ -7,8 +7,10 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -70,26 +72,7 @@ func TestAdvise(t *testing.T) {
 		}
 		sums[p] = sha256.Sum256(data)
 	}
-	s.mustCLI("profile", "record", "--job", "adv", "--name", "a1", "--dir", "/ds", "--duration", "1h", "--detach")
-	c := jobClient(t, s.addr, "adv")
-	waitClients(t, setup, "a1", 1)
-	for range 2 {
-		for p := range sums {
-			f, err := c.Open(ctx, p)
-			if err != nil {
-				t.Fatal(err)
-			}
-			buf := make([]byte, 1<<20)
-			for off := int64(0); off < 8<<20; off += 1 << 20 {
-				if _, err := f.ReadAt(buf, off); err != nil && err != io.EOF {
-					t.Fatal(err)
-				}
-			}
-			f.Close()
-		}
-	}
-	s.mustCLI("profile", "stop", "a1")
-	c.Close()
+	recordReads(t, s, "adv", "a1", "/ds", slices.Collect(maps.Keys(sums)), 2)
 
 	var res cli.AdviseResult
 	if err := json.Unmarshal([]byte(s.mustCLI("advise", "a1", "--model", modelFile, "--check", "--check-bytes", "16MiB", "--json")), &res); err != nil {
@@ -213,24 +196,7 @@ func TestAdvisePools(t *testing.T) {
 		}
 		sums[p] = sha256.Sum256(data)
 	}
-	s.mustCLI("profile", "record", "--job", "advp", "--name", "p1", "--dir", "/ds", "--duration", "1h", "--detach")
-	c := jobClient(t, s.addr, "advp")
-	waitClients(t, setup, "p1", 1)
-	for p := range sums {
-		f, err := c.Open(ctx, p)
-		if err != nil {
-			t.Fatal(err)
-		}
-		buf := make([]byte, 1<<20)
-		for off := int64(0); off < 8<<20; off += 1 << 20 {
-			if _, err := f.ReadAt(buf, off); err != nil && err != io.EOF {
-				t.Fatal(err)
-			}
-		}
-		f.Close()
-	}
-	s.mustCLI("profile", "stop", "p1")
-	c.Close()
+	recordReads(t, s, "advp", "p1", "/ds", slices.Collect(maps.Keys(sums)), 1)
 
 	// Pool b three times as fast as pool a, whatever the stripe count.
 	forced := m
@@ -321,26 +287,7 @@ func TestAdviseSplit(t *testing.T) {
 		}
 		sums[p] = sha256.Sum256(data)
 	}
-	s.mustCLI("profile", "record", "--job", "advs", "--name", "s1", "--dir", "/ds", "--duration", "1h", "--detach")
-	c := jobClient(t, s.addr, "advs")
-	waitClients(t, setup, "s1", 1)
-	buf := make([]byte, 1<<20)
-	for p := range sums {
-		f, err := c.Open(ctx, p)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for off := int64(0); ; off += 1 << 20 {
-			if _, err := f.ReadAt(buf, off); err == io.EOF {
-				break
-			} else if err != nil {
-				t.Fatal(err)
-			}
-		}
-		f.Close()
-	}
-	s.mustCLI("profile", "stop", "s1")
-	c.Close()
+	recordReads(t, s, "advs", "s1", "/ds", slices.Collect(maps.Keys(sums)), 1)
 	// The model: pool b three times as fast as pool a.
 	m := advise.Model{Machine: "test", Targets: 4, StripeSize: 1 << 20, Noise: 0.1}
 	for _, pool := range []string{"a", "b"} {
@@ -396,4 +343,34 @@ func TestAdviseSplit(t *testing.T) {
 			t.Errorf("%s changed by the migration", p)
 		}
 	}
+}
+
+// recordReads records (sluice profile record) job's reads of the files at
+// paths under dir, each read whole in 1 MiB requests, rounds times, by a
+// client of the job, as recording name.
+func recordReads(t *testing.T, s *server, job, name, dir string, paths []string, rounds int) {
+	t.Helper()
+	ctx := context.Background()
+	s.mustCLI("profile", "record", "--job", job, "--name", name, "--dir", dir, "--duration", "1h", "--detach")
+	c := jobClient(t, s.addr, job)
+	waitClients(t, s.client(), name, 1)
+	buf := make([]byte, 1<<20)
+	for range rounds {
+		for _, p := range paths {
+			f, err := c.Open(ctx, p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for off := int64(0); ; off += 1 << 20 {
+				if _, err := f.ReadAt(buf, off); err == io.EOF {
+					break
+				} else if err != nil {
+					t.Fatal(err)
+				}
+			}
+			f.Close()
+		}
+	}
+	s.mustCLI("profile", "stop", name)
+	c.Close()
 }
