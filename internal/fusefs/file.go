@@ -364,11 +364,24 @@ func (fs *fileSystem) Read(intr <-chan struct{}, in *fuse.ReadIn, buf []byte) (f
 	}
 	ctx, cancel := fs.op(intr, in.Pid)
 	defer cancel()
-	n, err := of.f.ReadAtParallel(ctx, buf[:min(len(buf), int(in.Size))], int64(in.Offset))
+	dst := buf[:min(len(buf), int(in.Size))]
+	n, err := of.f.ReadAtParallel(ctx, dst, int64(in.Offset))
+	if (err == nil || errors.Is(err, io.EOF)) && n < len(dst) && fs.opts.WritebackCache && in.Flags&syscall.O_DIRECT != 0 {
+		// A direct read that this mount answers short, under the
+		// writeback cache: the kernel may hold written pages past the
+		// end this mount knows (a hole read below data not sent yet),
+		// and it reads direct I/O here without writing them back first.
+		// Invalidating the file's pages makes the kernel write its dirty
+		// ones back (it launders them); then read again. A read that is
+		// still short is at the end of the file.
+		if st := fs.srv.InodeNotify(in.NodeId, 0, 0); st == fuse.OK {
+			n, err = of.f.ReadAtParallel(ctx, dst, int64(in.Offset))
+		}
+	}
 	if err != nil && !errors.Is(err, io.EOF) {
 		return nil, fs.status(ctx, "read", err)
 	}
-	return fuse.ReadResultData(buf[:n]), fuse.OK
+	return fuse.ReadResultData(dst[:n]), fuse.OK
 }
 
 func (fs *fileSystem) Write(_ <-chan struct{}, in *fuse.WriteIn, data []byte) (uint32, fuse.Status) {

@@ -114,15 +114,9 @@ func TestFsxWritebackCache(t *testing.T) {
 	m := startMount(t, srv.addr, "--writeback-cache")
 	layouts := []client.Layout{{StripeCount: 1}, {StripeCount: 4, StripeSize: 64 << 10}}
 	fsxtest.Run(t, srv.client(), layouts, 1500, []uint64{7}, func(dir string) fsx.Target {
-		return noDirectDir{fsx.Dir(m.path(dir))}
+		return fsx.Dir(m.path(dir))
 	})
 }
-
-// noDirectDir is a directory whose files the exerciser reads without
-// O_DIRECT.
-type noDirectDir struct{ fsx.Dir }
-
-func (noDirectDir) Limit(c *fsx.Config) { c.NoDirect = true }
 
 // TestFsxSeparateMount runs the exerciser through a `sluice mount` process
 // of its own, whose reads go to the targets over TCP: cached whole blocks
