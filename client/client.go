@@ -98,6 +98,12 @@ type Options struct {
 	// read: every read goes to the bucket (ADR 0016). By default the
 	// first read of a released file starts its restore in the background.
 	TierNoRestoreOnRead bool
+	// NoAtime keeps files' access times as they are when this client
+	// opens them for reading. By default a file opened for reading whose
+	// access time is more than a day old gets it set to now, in the
+	// background (like Linux's relatime; client/atime.go): the tier
+	// mover's "least recently used" order depends on it.
+	NoAtime bool
 	// TierReadRestores is how many restores started by reads of released
 	// files run at once in this client (default 2; negative: no limit).
 	// A read never waits for its file's restore: it reads the bucket, and
@@ -247,6 +253,7 @@ type Client struct {
 	tiers    tierStores                      // the object tier's backends (tier.go)
 	restores restorer                        // restores of released files (restore.go)
 	share    tierShare                       // ranged GETs of released files, shared by reads and restores (tiershare.go)
+	atime    atimer                          // access times of files opened for reading (atime.go)
 	prof     *profiler                       // recordings of the client's job (profile.go); nil without a job
 	pace     *pacer                          // the job's token buckets at the client (pace.go); nil without a job
 
@@ -374,6 +381,7 @@ func (c *Client) Close() error {
 		cancel()
 	}
 	c.restores.close()
+	c.atime.close()
 	if c.prof != nil {
 		c.prof.close()
 	}

@@ -174,6 +174,9 @@ func (c *Client) OpenFile(ctx context.Context, p string, flag int, perm fs.FileM
 	f.setLayout(a.Layout)
 	f.openSize.Store(int64(a.Size))
 	f.home.Store(uint64(homeOf(a)))
+	if flag&O_WRONLY == 0 {
+		c.noteRead(a.Ino, a.Atime)
+	}
 	if flag&O_TRUNC != 0 && flag&(O_WRONLY|O_RDWR) != 0 && a.Size > 0 {
 		if err := f.Truncate(ctx, 0); err != nil {
 			return nil, err

@@ -478,8 +478,8 @@ func (c *Client) OpenInode(ctx context.Context, a InodeAttr, flag int) (*File, e
 	case !a.IsRegular():
 		return nil, opErr("open", name, errs.New(errs.Invalid, "client: inode %d is not a regular file", a.Ino))
 	}
-	noStage := flag&oNoStage != 0
-	flag &^= oNoStage
+	noStage, noAtime := flag&oNoStage != 0, flag&oNoAtime != 0
+	flag &^= oNoStage | oNoAtime
 	f := &File{
 		c: c, name: name, ino: a.Ino, flag: flag &^ O_CREATE, ctx: context.WithoutCancel(ctx),
 		size: int64(a.Size), sem: make(chan struct{}, c.opts.WritesInFlight),
@@ -490,6 +490,11 @@ func (c *Client) OpenInode(ctx context.Context, a InodeAttr, flag int) (*File, e
 	f.home.Store(uint64(a.where))
 	f.sizeFresh = true
 	f.own.start(a.Mtime, a.Size)
+	if flag&O_WRONLY == 0 && !noStage && !noAtime {
+		// A reader's open (the library's own opens are not: an
+		// archive's read, a restore).
+		c.noteRead(a.Ino, a.Atime)
+	}
 	if flag&O_TRUNC != 0 && f.writable() && a.Size > 0 {
 		if err := f.Truncate(ctx, 0); err != nil {
 			return nil, err

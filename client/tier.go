@@ -268,7 +268,7 @@ func (c *Client) hsmArchive(ctx context.Context, p, backend string) (HsmInfo, er
 	if err != nil {
 		return HsmInfo{}, err
 	}
-	f, err := c.OpenInode(ctx, inodeAttr(a), O_RDONLY)
+	f, err := c.OpenInode(ctx, inodeAttr(a), O_RDONLY|oNoAtime)
 	if err != nil {
 		return HsmInfo{}, err
 	}

@@ -129,7 +129,10 @@ func (g *globals) env(ctx context.Context) (*cli.Env, func(), error) {
 	if addr == "" {
 		addr = DefaultAddr
 	}
-	c, err := client.New(ctx, client.Options{Server: addr, StagingDir: g.stagingDir, StagingReserve: g.stagingReserve, Job: g.qosJob, Class: g.qosClass})
+	// The CLI's reads (hsm, migrate, checkpoint verify, stage, cp...)
+	// leave files' access times alone, as tools reading with O_NOATIME
+	// do: the mover's least-recently-used order is the users' reads.
+	c, err := client.New(ctx, client.Options{Server: addr, StagingDir: g.stagingDir, StagingReserve: g.stagingReserve, Job: g.qosJob, Class: g.qosClass, NoAtime: true})
 	if err != nil {
 		return nil, nil, err
 	}

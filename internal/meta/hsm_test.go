@@ -4,6 +4,7 @@ import (
 	"context"
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/sluice-fs/sluice/internal/errs"
 	"github.com/sluice-fs/sluice/internal/kv"
@@ -497,4 +498,55 @@ func TestTierRemoveRace(t *testing.T) {
 	if err := archive("new", "b"); err != nil {
 		t.Fatalf("archive to a backend added again: %v", err)
 	}
+}
+
+// TestTouchAtime checks the relatime updates clients send for files they
+// opened for reading: an access time older than a day becomes now, a
+// recent one stays, ctime and mtime never change, directories and
+// removed inodes are skipped, and a request over the limit is refused.
+func TestTouchAtime(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s := newTestService(t, nil, nil)
+	old := time.Now().Add(-48 * time.Hour).UnixNano()
+	stale := mustCreate(t, s, RootIno, "stale")
+	fresh := mustCreate(t, s, RootIno, "fresh")
+	dir := mustMkdir(t, s, RootIno, "dir")
+	before := map[uint64]wire.Attr{}
+	for _, ino := range []uint64{stale.Ino, dir.Ino} {
+		a, err := s.SetAttr(ctx, &wire.SetAttrReq{Ino: ino, Valid: wire.SetAtime | wire.SetMtime, Atime: old, Mtime: old})
+		if err != nil {
+			t.Fatal(err)
+		}
+		before[ino] = a
+	}
+	fa, err := s.GetAttr(ctx, fresh.Ino)
+	if err != nil {
+		t.Fatal(err)
+	}
+	before[fresh.Ino] = fa
+	gone := mustCreate(t, s, RootIno, "gone")
+	if err := s.Unlink(ctx, RootIno, "gone"); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now().UnixNano()
+	if err := s.TouchAtime(ctx, []uint64{stale.Ino, fresh.Ino, dir.Ino, gone.Ino}); err != nil {
+		t.Fatal(err)
+	}
+	for ino, b := range before {
+		a, err := s.GetAttr(ctx, ino)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if a.Ctime != b.Ctime || a.Mtime != b.Mtime {
+			t.Errorf("inode %d: ctime %d -> %d, mtime %d -> %d; want both unchanged", ino, b.Ctime, a.Ctime, b.Mtime, a.Mtime)
+		}
+		switch touched := a.Atime >= start; {
+		case ino == stale.Ino && !touched:
+			t.Errorf("a day-old access time stayed %d", a.Atime)
+		case ino != stale.Ino && a.Atime != b.Atime:
+			t.Errorf("inode %d: access time %d -> %d; want unchanged", ino, b.Atime, a.Atime)
+		}
+	}
+	wantCode(t, "too many inodes", s.TouchAtime(ctx, make([]uint64, wire.MaxTouchAtime+1)), errs.Invalid)
 }

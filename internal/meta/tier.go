@@ -442,6 +442,39 @@ func (s *Service) HsmStates(ctx context.Context, inos []uint64) ([]uint8, error)
 	return out, nil
 }
 
+// TouchAtime sets the access time of each regular file of inos whose
+// access time is more than wire.RelatimeWindow old to now (relatime:
+// clients send the files they opened for reading, in batches). It
+// changes no ctime and publishes no change-feed event: an access time is
+// advisory, and other clients' caches need not drop anything for it.
+// Removed inodes and other types are skipped.
+func (s *Service) TouchAtime(ctx context.Context, inos []uint64) error {
+	if len(inos) > wire.MaxTouchAtime {
+		return errs.New(errs.Invalid, "touch atime: %d inodes, at most %d", len(inos), wire.MaxTouchAtime)
+	}
+	now := s.nowNs()
+	err := s.db.Update(ctx, func(tx kv.Txn) error {
+		for _, ino := range inos {
+			n, err := getInode(tx, ino)
+			switch {
+			case errs.CodeOf(err) == errs.NotFound:
+				continue
+			case err != nil:
+				return err
+			case !n.isReg() || now-n.Atime < int64(wire.RelatimeWindow):
+				continue
+			}
+			n.Atime = now
+			tx.Set(inodeKey(ino), n.encode())
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("touch atime: %w", err)
+	}
+	return nil
+}
+
 // HsmUpdate applies one step of the HSM state machine (hsmStep), or
 // freezes a file for its release or gives that up (release.go).
 func (s *Service) HsmUpdate(ctx context.Context, req *wire.HsmUpdateReq) (wire.HsmRecord, error) {
@@ -745,6 +778,9 @@ func (s *Service) registerTier(srv *wire.Server) {
 	handle(srv, wire.OpHsmGet, func(ctx context.Context, m *wire.InoReq) (wire.Message, error) {
 		r, err := s.HsmGet(ctx, m.Ino)
 		return &r, err
+	})
+	handle(srv, wire.OpTouchAtime, func(ctx context.Context, m *wire.TouchAtimeReq) (wire.Message, error) {
+		return &wire.Empty{}, s.TouchAtime(ctx, m.Inos)
 	})
 	handle(srv, wire.OpHsmStates, func(ctx context.Context, m *wire.HsmStatesReq) (wire.Message, error) {
 		st, err := s.HsmStates(ctx, m.Inos)

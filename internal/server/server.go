@@ -247,7 +247,7 @@ func Run(ctx context.Context, opts Options) (err error) {
 
 	closers.goRun(ctx, func(ctx context.Context) { rt.Run(ctx) }, agent.Run, func(ctx context.Context) { ms.Run(ctx) })
 	if opts.MoverEvery > 0 {
-		mc, err := client.New(ctx, client.Options{Server: addr})
+		mc, err := client.New(ctx, client.Options{Server: addr, NoAtime: true})
 		if err != nil {
 			return fmt.Errorf("serve: tier mover: %w", err)
 		}
@@ -390,7 +390,7 @@ type RebalanceOptions struct {
 // startRebalancer runs a rebalancer over a client of the metadata service
 // at addr, in the background QoS class, with its metrics in mx.
 func startRebalancer(ctx context.Context, addr string, o RebalanceOptions, log *slog.Logger, mx *metrics.Metrics, closers *cleanup) error {
-	rc, err := client.New(ctx, client.Options{Server: addr, Class: "background"})
+	rc, err := client.New(ctx, client.Options{Server: addr, Class: "background", NoAtime: true})
 	if err != nil {
 		return fmt.Errorf("rebalancer: %w", err)
 	}

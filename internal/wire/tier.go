@@ -2,6 +2,8 @@ package wire
 
 // Messages of the object tier (ops 37-41; docs/tier.md, docs/format.md).
 
+import "time"
+
 // TierBackend is an S3 bucket registered as a capacity tier. The secret
 // travels to clients, which fetch objects themselves; tools never print it.
 type TierBackend struct {
@@ -536,3 +538,31 @@ type HsmStatesResp struct{ States []uint8 }
 
 func (m *HsmStatesResp) Encode(e *Encoder) { e.Bytes(m.States) }
 func (m *HsmStatesResp) Decode(d *Decoder) { m.States = d.Bytes() }
+
+// RelatimeWindow is how old a file's access time must be for a read to
+// set it to now (OpTouchAtime), as Linux's relatime does: at most one
+// update a day per file.
+const RelatimeWindow = 24 * time.Hour
+
+// MaxTouchAtime is the most inodes one OpTouchAtime request may name.
+const MaxTouchAtime = 1024
+
+// TouchAtimeReq names files opened for reading: each regular file whose
+// access time is more than RelatimeWindow old gets it set to the
+// service's now, without a ctime change and without a change-feed event
+// (an access time is advisory); removed inodes are skipped.
+type TouchAtimeReq struct{ Inos []uint64 }
+
+func (m *TouchAtimeReq) Encode(e *Encoder) {
+	e.Uvarint(uint64(len(m.Inos)))
+	for _, ino := range m.Inos {
+		e.U64(ino)
+	}
+}
+
+func (m *TouchAtimeReq) Decode(d *Decoder) {
+	m.Inos = make([]uint64, d.Count(8))
+	for i := range m.Inos {
+		m.Inos[i] = d.U64()
+	}
+}

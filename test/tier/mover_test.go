@@ -467,3 +467,51 @@ func TestMoverTargetWatermark(t *testing.T) {
 		}
 	}
 }
+
+// TestMoverReleasesLeastRead checks that "least recently used" means
+// used: of two archived files under a watermark policy, changed and read
+// days ago, the one read since (its access time set by a client's read,
+// relatime-style: client/atime.go) is released after the one nobody
+// read, though its data changed longer ago.
+func TestMoverReleasesLeastRead(t *testing.T) {
+	ctx := context.Background()
+	be := startSluiceBackend(t)
+	fs := startFS(t)
+	addBackend(t, fs, be, "lru/")
+	c := newClient(t, fs.addr, 0)
+	if err := c.MkdirAll(ctx, "/lru", 0o755); err != nil {
+		t.Fatal(err)
+	}
+	files := map[string][]byte{"/lru/read": randomData(51, 1<<20), "/lru/unread": randomData(52, 1<<20)}
+	for p, d := range files {
+		if err := writeSluice(ctx, c, p, d); err != nil {
+			t.Fatal(err)
+		}
+	}
+	fs.mustCLI("hsm", "archive", "/lru/read", "/lru/unread")
+	// Both changed and used days ago, /lru/read longer ago.
+	now := time.Now()
+	for p, age := range map[string]time.Duration{"/lru/read": 5 * 24 * time.Hour, "/lru/unread": 4 * 24 * time.Hour} {
+		if err := c.Chtimes(ctx, p, now.Add(-age), now.Add(-age)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// A reader opens /lru/read: its client sets the access time.
+	reader := newClient(t, fs.addr, 0)
+	if got, err := readAll(ctx, reader, "/lru/read"); err != nil || !bytes.Equal(got, files["/lru/read"]) {
+		t.Fatalf("read: %d bytes, %v", len(got), err)
+	}
+	waitFor(t, "the reader's access time", func() bool {
+		fi, err := c.Stat(ctx, "/lru/read")
+		return err == nil && fi.Attr().Atime.After(now.Add(-time.Minute))
+	})
+	fs.mustCLI("tier", "policy", "set", "/lru", "--release-high", "1", "--release-low", "0")
+	out := fs.mustCLI("mover", "--once", "--max-releases", "1")
+	t.Logf("pass:\n%s", out)
+	if st := hsmState(t, fs, "/lru/unread"); st != "released" {
+		t.Errorf("/lru/unread is %s: want it released first (not used for 4 days)", st)
+	}
+	if st := hsmState(t, fs, "/lru/read"); st != "archived" {
+		t.Errorf("/lru/read is %s: want it kept (read just now)", st)
+	}
+}
