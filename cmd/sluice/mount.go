@@ -103,6 +103,7 @@ func newMount(g *globals) *cobra.Command {
 		"checking every block in the mount (also $"+client.EnvDirectRead+"=1; docs/adr/0025-direct-reads.md)")
 	f.BoolVar(&o.PassthroughLocal, "passthrough", false, "let the kernel read files held whole by one chunk of an unreplicated target on this machine straight from the chunk's file "+
 		"(FUSE passthrough, Linux 6.9+, root; implies --direct-read; docs/fuse.md#passthrough)")
+	f.BoolVar(&o.Client.NoAtime, "noatime", false, "leave files' access times alone on reads (by default an open for reading sets an access time older than a day to now, as relatime does; the tier mover releases least recently used files first)")
 	f.BoolVar(&o.Client.TierNoRestoreOnRead, "no-restore-on-read", false, "reads of released files come from the object tier every time instead of restoring the file in the background (docs/tier.md)")
 	f.IntVar(&o.Client.TierReadRestores, "read-restores", 0, fmt.Sprintf("restores that reads of released files start run at most this many at once, the others queued; reads never wait for them (default %d; negative: no limit; docs/tier.md)", client.DefaultTierReadRestores))
 	f.StringVar(&o.Client.StagingDir, "staging-dir", "", "local directory where files under a directory with the absorb policy are staged before they drain to the targets (docs/checkpoint.md; empty: the policy is ignored; in memory, e.g. /dev/shm: a machine restart loses what has not drained)")
