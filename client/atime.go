@@ -100,10 +100,12 @@ func (c *Client) sendAtimes() {
 	}
 }
 
-// closeAtimes stops the flusher after a last flush.
+// close stops the flusher after a last flush; notes made after it are
+// dropped (no flusher starts again).
 func (t *atimer) close() {
 	t.mu.Lock()
 	started := t.started
+	t.off = true
 	t.mu.Unlock()
 	if started {
 		close(t.stop)

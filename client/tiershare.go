@@ -2,6 +2,7 @@ package client
 
 import (
 	"context"
+	"slices"
 	"sync"
 	"sync/atomic"
 )
@@ -93,6 +94,9 @@ func (s *tierShare) dropIno(ino uint64) {
 			delete(s.m, k)
 		}
 	}
+	// Their keys leave the eviction order too: a client restoring many
+	// files while under the byte bound would otherwise keep every key.
+	s.order = slices.DeleteFunc(s.order, func(k shareKey) bool { return k.ino == ino })
 }
 
 // completed reports whether fe ended without an error.

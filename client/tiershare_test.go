@@ -68,3 +68,21 @@ func TestTierShare(t *testing.T) {
 		t.Fatalf("after dropIno: %d fetches, %d bytes kept", len(s.m), s.bytes)
 	}
 }
+
+// TestTierShareDropForgetsOrder checks that dropIno leaves no key behind
+// in the eviction order: a client that restores file after file, each
+// under the byte bound, must not keep a key per fetch it ever made.
+func TestTierShareDropForgetsOrder(t *testing.T) {
+	var s tierShare
+	for ino := uint64(1); ino <= 100; ino++ {
+		k := shareKey{ino: ino, gen: 1, n: 1 << 20}
+		fe, _ := s.join(k, &tierFetch{done: make(chan struct{})})
+		fe.data = make([]byte, 1<<20)
+		close(fe.done)
+		s.done(k, fe)
+		s.dropIno(ino)
+	}
+	if len(s.order) != 0 || len(s.m) != 0 || s.bytes != 0 {
+		t.Fatalf("after 100 fetches, each dropped: %d keys in order, %d fetches, %d bytes", len(s.order), len(s.m), s.bytes)
+	}
+}
