@@ -43,7 +43,7 @@ func (c *Client) noteRead(ino uint64, atime int64) {
 	t := &c.atime
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if t.off || len(t.pending) >= 64*wire.MaxTouchAtime {
+	if t.off || len(t.pending) >= 64*wire.MaxInos {
 		return // notes are advisory: beyond this many, drop them
 	}
 	if t.pending == nil {
@@ -75,7 +75,7 @@ func (c *Client) flushAtimes() {
 	}
 }
 
-// sendAtimes sends the pending notes, wire.MaxTouchAtime per request.
+// sendAtimes sends the pending notes, wire.MaxInos per request.
 func (c *Client) sendAtimes() {
 	t := &c.atime
 	t.mu.Lock()
@@ -86,10 +86,10 @@ func (c *Client) sendAtimes() {
 	clear(t.pending)
 	t.mu.Unlock()
 	for len(inos) > 0 {
-		batch := inos[:min(len(inos), wire.MaxTouchAtime)]
+		batch := inos[:min(len(inos), wire.MaxInos)]
 		inos = inos[len(batch):]
 		ctx, cancel := context.WithTimeout(context.Background(), c.opts.DialTimeout)
-		err := c.metaCall(ctx, wire.OpTouchAtime, &wire.TouchAtimeReq{Inos: batch}, nil)
+		err := c.metaCall(ctx, wire.OpTouchAtime, &wire.InosReq{Inos: batch}, nil)
 		cancel()
 		if errs.CodeOf(err) == errs.NotSupported {
 			t.mu.Lock()

@@ -188,15 +188,15 @@ func (c *Client) HsmStateIno(ctx context.Context, ino uint64) (HsmInfo, error) {
 // HsmStatesIno returns the HSM state names of many files ("resident",
 // "archived", "released", "dirty"; "" for an inode that is not a regular
 // file any more), asking the metadata service for up to
-// wire.MaxHsmStates at a time, each batch read in one transaction. A
+// wire.MaxInos at a time, each batch read in one transaction. A
 // metadata service older than this call is asked file by file.
 func (c *Client) HsmStatesIno(ctx context.Context, inos []uint64) ([]string, error) {
 	out := make([]string, 0, len(inos))
 	for len(inos) > 0 {
-		batch := inos[:min(len(inos), wire.MaxHsmStates)]
+		batch := inos[:min(len(inos), wire.MaxInos)]
 		inos = inos[len(batch):]
 		var r wire.HsmStatesResp
-		err := c.metaCall(ctx, wire.OpHsmStates, &wire.HsmStatesReq{Inos: batch}, &r)
+		err := c.metaCall(ctx, wire.OpHsmStates, &wire.InosReq{Inos: batch}, &r)
 		if errs.CodeOf(err) == errs.NotSupported {
 			for _, ino := range batch {
 				rec, err := c.hsmGet(ctx, ino)

@@ -431,7 +431,7 @@ func TestHsmStates(t *testing.T) {
 			t.Errorf("inode %d: HsmGet %d, %v; HsmStates %d", ino, r.State, err, got[i])
 		}
 	}
-	_, err = s.HsmStates(ctx, make([]uint64, wire.MaxHsmStates+1))
+	_, err = s.HsmStates(ctx, make([]uint64, wire.MaxInos+1))
 	wantCode(t, "too many inodes", err, errs.Invalid)
 }
 
@@ -548,5 +548,5 @@ func TestTouchAtime(t *testing.T) {
 			t.Errorf("inode %d: access time %d -> %d; want unchanged", ino, b.Atime, a.Atime)
 		}
 	}
-	wantCode(t, "too many inodes", s.TouchAtime(ctx, make([]uint64, wire.MaxTouchAtime+1)), errs.Invalid)
+	wantCode(t, "too many inodes", s.TouchAtime(ctx, make([]uint64, wire.MaxInos+1)), errs.Invalid)
 }

@@ -406,13 +406,13 @@ func (s *Service) HsmGet(ctx context.Context, ino uint64) (wire.HsmRecord, error
 	return r, nil
 }
 
-// HsmStates returns the HSM states of up to wire.MaxHsmStates inodes, in
+// HsmStates returns the HSM states of up to wire.MaxInos inodes, in
 // one transaction: wire.HsmGone for an inode that is not a regular file
 // (removed, or another type). The tier mover asks for a directory's files
 // at once instead of one OpHsmGet each.
 func (s *Service) HsmStates(ctx context.Context, inos []uint64) ([]uint8, error) {
-	if len(inos) > wire.MaxHsmStates {
-		return nil, errs.New(errs.Invalid, "hsm states: %d inodes asked for, at most %d", len(inos), wire.MaxHsmStates)
+	if len(inos) > wire.MaxInos {
+		return nil, errs.New(errs.Invalid, "hsm states: %d inodes asked for, at most %d", len(inos), wire.MaxInos)
 	}
 	out := make([]uint8, len(inos))
 	err := s.db.View(ctx, func(tx kv.Txn) error {
@@ -449,8 +449,8 @@ func (s *Service) HsmStates(ctx context.Context, inos []uint64) ([]uint8, error)
 // advisory, and other clients' caches need not drop anything for it.
 // Removed inodes and other types are skipped.
 func (s *Service) TouchAtime(ctx context.Context, inos []uint64) error {
-	if len(inos) > wire.MaxTouchAtime {
-		return errs.New(errs.Invalid, "touch atime: %d inodes, at most %d", len(inos), wire.MaxTouchAtime)
+	if len(inos) > wire.MaxInos {
+		return errs.New(errs.Invalid, "touch atime: %d inodes, at most %d", len(inos), wire.MaxInos)
 	}
 	now := s.nowNs()
 	err := s.db.Update(ctx, func(tx kv.Txn) error {
@@ -779,10 +779,10 @@ func (s *Service) registerTier(srv *wire.Server) {
 		r, err := s.HsmGet(ctx, m.Ino)
 		return &r, err
 	})
-	handle(srv, wire.OpTouchAtime, func(ctx context.Context, m *wire.TouchAtimeReq) (wire.Message, error) {
+	handle(srv, wire.OpTouchAtime, func(ctx context.Context, m *wire.InosReq) (wire.Message, error) {
 		return &wire.Empty{}, s.TouchAtime(ctx, m.Inos)
 	})
-	handle(srv, wire.OpHsmStates, func(ctx context.Context, m *wire.HsmStatesReq) (wire.Message, error) {
+	handle(srv, wire.OpHsmStates, func(ctx context.Context, m *wire.InosReq) (wire.Message, error) {
 		st, err := s.HsmStates(ctx, m.Inos)
 		return &wire.HsmStatesResp{States: st}, err
 	})

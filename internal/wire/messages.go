@@ -82,8 +82,8 @@ const (
 	OpHsmClaim    Op = 54 // HsmClaimReq -> HsmClaim (take, renew or drop a released file's restore lease)
 	OpHsmRestored Op = 55 // HsmClaimReq -> HsmRecord (the lease holder's restore is on the targets: archived)
 	OpHsmStats    Op = 62 // Empty -> HsmStats (the service's restore counts since it started)
-	OpHsmStates   Op = 76 // HsmStatesReq -> HsmStatesResp (the HSM states of many files in one transaction)
-	OpTouchAtime  Op = 77 // TouchAtimeReq -> Empty (access times of files opened for reading, relatime-style)
+	OpHsmStates   Op = 76 // InosReq -> HsmStatesResp (the HSM states of many files in one transaction)
+	OpTouchAtime  Op = 77 // InosReq -> Empty (access times of files opened for reading, relatime-style)
 )
 
 // Storage target operations (64-127).

@@ -507,24 +507,29 @@ func (m *TierImportResp) Decode(d *Decoder) {
 	}
 }
 
-// MaxHsmStates is the most inodes one OpHsmStates request may name.
-const MaxHsmStates = 1024
+// MaxInos is the most inodes one InosReq (OpHsmStates, OpTouchAtime) may
+// name.
+const MaxInos = 1024
 
 // HsmGone is the state OpHsmStates gives an inode that is not a regular
 // file (any more): removed, or of another type.
 const HsmGone uint8 = 0xff
 
-// HsmStatesReq asks for the HSM states of up to MaxHsmStates inodes.
-type HsmStatesReq struct{ Inos []uint64 }
+// InosReq names up to MaxInos inodes: the files whose HSM states
+// OpHsmStates reads, or that OpTouchAtime gives a new access time (each
+// regular file whose access time is more than RelatimeWindow old gets the
+// service's now, without a ctime change and without a change-feed event:
+// an access time is advisory; removed inodes are skipped).
+type InosReq struct{ Inos []uint64 }
 
-func (m *HsmStatesReq) Encode(e *Encoder) {
+func (m *InosReq) Encode(e *Encoder) {
 	e.Uvarint(uint64(len(m.Inos)))
 	for _, ino := range m.Inos {
 		e.U64(ino)
 	}
 }
 
-func (m *HsmStatesReq) Decode(d *Decoder) {
+func (m *InosReq) Decode(d *Decoder) {
 	m.Inos = make([]uint64, d.Count(8))
 	for i := range m.Inos {
 		m.Inos[i] = d.U64()
@@ -543,26 +548,3 @@ func (m *HsmStatesResp) Decode(d *Decoder) { m.States = d.Bytes() }
 // set it to now (OpTouchAtime), as Linux's relatime does: at most one
 // update a day per file.
 const RelatimeWindow = 24 * time.Hour
-
-// MaxTouchAtime is the most inodes one OpTouchAtime request may name.
-const MaxTouchAtime = 1024
-
-// TouchAtimeReq names files opened for reading: each regular file whose
-// access time is more than RelatimeWindow old gets it set to the
-// service's now, without a ctime change and without a change-feed event
-// (an access time is advisory); removed inodes are skipped.
-type TouchAtimeReq struct{ Inos []uint64 }
-
-func (m *TouchAtimeReq) Encode(e *Encoder) {
-	e.Uvarint(uint64(len(m.Inos)))
-	for _, ino := range m.Inos {
-		e.U64(ino)
-	}
-}
-
-func (m *TouchAtimeReq) Decode(d *Decoder) {
-	m.Inos = make([]uint64, d.Count(8))
-	for i := range m.Inos {
-		m.Inos[i] = d.U64()
-	}
-}
