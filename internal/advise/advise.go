@@ -86,10 +86,10 @@ func (m *Model) stripeSize(c Cell) int64 {
 	return c.StripeSize
 }
 
-// pooled reports whether the model measured pools (cells with a Pool). A
+// Pooled reports whether the model measured pools (cells with a Pool). A
 // model without pools describes every pool alike: its cells match a
 // layout whatever its pool.
-func (m *Model) pooled() bool {
+func (m *Model) Pooled() bool {
 	return slices.ContainsFunc(m.Cells, func(c Cell) bool { return c.Pool != "" })
 }
 
@@ -113,7 +113,7 @@ func (m *Model) PredictWith(w Workload, l Layout, readAhead int64) (float64, boo
 		l.StripeSize = m.StripeSize
 	}
 	var cells []Cell
-	pooled := m.pooled()
+	pooled := m.Pooled()
 	for _, c := range m.Cells {
 		if c.Op == w.Op && c.Pattern == w.Pattern && m.matches(c, l, pooled) && c.ReadAhead == readAhead {
 			cells = append(cells, c)
@@ -166,7 +166,7 @@ func (m *Model) ReadAheads(w Workload, l Layout) []int64 {
 		l.StripeSize = m.StripeSize
 	}
 	var out []int64
-	pooled := m.pooled()
+	pooled := m.Pooled()
 	for _, c := range m.Cells {
 		if c.ReadAhead != 0 && c.Op == w.Op && c.Pattern == w.Pattern && m.matches(c, l, pooled) && !slices.Contains(out, c.ReadAhead) {
 			out = append(out, c.ReadAhead)
@@ -280,7 +280,7 @@ func adviseLayout(w Workload, cur Layout, f Facts, m *Model) Advice {
 		a.Reason = "the recording has no reads or writes"
 		return a
 	}
-	pooled := m.pooled()
+	pooled := m.Pooled()
 	if w.FileSpan > 0 && w.FileSpan <= cur.StripeSize {
 		// Each file lives on one target whatever the stripe count: only
 		// another pool can change what its reads and writes get.
@@ -335,15 +335,11 @@ func orSplit(a Advice, w Workload, cur Layout, curMB float64, f Facts, m *Model)
 // + (1-h)/rest), with h the head's share of Facts.Sizes' bytes; advised
 // only beyond the model's noise.
 func adviseSplit(w Workload, cur Layout, curMB float64, f Facts, m *Model) (Advice, bool) {
-	if !m.pooled() || f.Bytes <= 0 || len(f.Sizes) == 0 || cur.HeadEnd > 0 {
+	if !m.Pooled() || f.Bytes <= 0 || len(f.Sizes) == 0 || cur.HeadEnd > 0 {
 		return Advice{}, false
 	}
-	end := max(w.FileSize, 1)
-	end = (end + cur.StripeSize - 1) / cur.StripeSize * cur.StripeSize
-	var head int64
-	for _, s := range f.Sizes {
-		head += min(s, end)
-	}
+	end := (max(w.FileSize, 1) + cur.StripeSize - 1) / cur.StripeSize * cur.StripeSize
+	head := HeadBytes(f.Sizes, end)
 	if head >= f.Bytes {
 		return Advice{}, false // every file fits in its head: a move of the whole files
 	}
@@ -355,7 +351,7 @@ func adviseSplit(w Workload, cur Layout, curMB float64, f Facts, m *Model) (Advi
 		if name == cur.Pool || f.Bytes <= p.Free || head > p.Free {
 			continue // the current pool; room for all (a plain move); no room for the heads
 		}
-		hc := int(min(int64(min(cur.StripeCount, p.Targets)), (end+cur.StripeSize-1)/cur.StripeSize))
+		hc := min(cur.StripeCount, p.Targets, int(end/cur.StripeSize))
 		headMB, ok := m.Predict(w, Layout{StripeCount: hc, StripeSize: cur.StripeSize, Pool: name})
 		if !ok || headMB <= 0 {
 			continue
@@ -365,8 +361,8 @@ func adviseSplit(w Workload, cur Layout, curMB float64, f Facts, m *Model) (Advi
 			l := cur
 			l.HeadEnd, l.HeadPool, l.HeadStripeCount = end, name, hc
 			best, bestMB = Advice{Setting: "layout", To: l.String(), Layout: &l, ToMBps: mix, Predicted: mix / curMB}, mix
-			best.Reason = fmt.Sprintf("%s predicts %.0f MB/s for %s %s requests of %s in %s against %.0f MB/s where the files are, but %s has no room for them all (%s, %s free); the first %s of each file (%s of %s, %.0f%% of the bytes) fit: mixing the two by bytes gives %.0f MB/s (%.2fx; the model's noise is %.0f%%)",
-				"the model", headMB, w.Pattern, w.Op, profile.Size(w.ReqSize), poolName(name), curMB, poolName(name), profile.Size(f.Bytes), profile.Size(p.Free),
+			best.Reason = fmt.Sprintf("the model predicts %.0f MB/s for %s %s requests of %s in %s against %.0f MB/s where the files are, but %s has no room for them all (%s, %s free); the first %s of each file (%s of %s, %.0f%% of the bytes) fit: mixing the two by bytes gives %.0f MB/s (%.2fx; the model's noise is %.0f%%)",
+				headMB, w.Pattern, w.Op, profile.Size(w.ReqSize), poolName(name), curMB, poolName(name), profile.Size(f.Bytes), profile.Size(p.Free),
 				profile.Size(end), profile.Size(head), profile.Size(f.Bytes), 100*share, mix, mix/curMB, 100*m.Noise)
 		}
 	}
@@ -374,6 +370,17 @@ func adviseSplit(w Workload, cur Layout, curMB float64, f Facts, m *Model) (Advi
 		return Advice{}, false
 	}
 	return best, true
+}
+
+// HeadBytes returns how many of the bytes of files of the given sizes lie
+// below end: what the head extent of a progressive layout ending there
+// holds.
+func HeadBytes(sizes []int64, end int64) int64 {
+	var n int64
+	for _, s := range sizes {
+		n += min(s, end)
+	}
+	return n
 }
 
 // advisePool compares, for files that each live on one target, the pools

@@ -450,7 +450,7 @@ func (e *Env) Advise(ctx context.Context, name string, o AdviseOptions) error {
 	}
 	layAdv, raAdv := res.Advice[0], res.Advice[1]
 	if o.Apply && layAdv.Change() {
-		if err := e.applyLayout(ctx, dir, *layAdv.Layout); err != nil {
+		if err := e.applyLayout(ctx, dir, *layAdv.Layout, facts); err != nil {
 			return err
 		}
 		res.Applied = true
@@ -601,7 +601,7 @@ func (e *Env) poolFree(ctx context.Context, name string) (int64, error) {
 func bestOther(m *advise.Model, w advise.Workload, cur advise.Layout, f advise.Facts) (advise.Layout, bool) {
 	var best advise.Layout
 	bestMB := 0.0
-	pooled := slices.ContainsFunc(m.Cells, func(c advise.Cell) bool { return c.Pool != "" })
+	pooled := m.Pooled()
 	for _, l := range m.Layouts() {
 		if !pooled {
 			l.Pool = cur.Pool
@@ -618,19 +618,12 @@ func bestOther(m *advise.Model, w advise.Workload, cur advise.Layout, f advise.F
 
 // applyLayout gives dir's new files layout l (stripe count, size and
 // pool, or a progressive layout) and migrates its files (sluice migrate
-// -r), after checking that the copies fit in the free space of the pools
-// they go to.
-func (e *Env) applyLayout(ctx context.Context, dir string, l advise.Layout) error {
-	sizes, bytes, err := e.treeSizes(ctx, dir)
-	if err != nil {
-		return err
-	}
-	need := map[string]int64{l.Pool: bytes}
+// -r), after checking that the copies of files of the given sizes (f's,
+// read by adviseFacts) fit in the free space of the pools they go to.
+func (e *Env) applyLayout(ctx context.Context, dir string, l advise.Layout, f advise.Facts) error {
+	need := map[string]int64{l.Pool: f.Bytes}
 	if l.HeadEnd > 0 {
-		var head int64
-		for _, s := range sizes {
-			head += min(s, l.HeadEnd)
-		}
+		head := advise.HeadBytes(f.Sizes, l.HeadEnd)
 		need[l.Pool] -= head
 		need[l.HeadPool] += head
 	}
