@@ -604,9 +604,7 @@ func (f *File) readTier(ctx context.Context, off int64, dst []byte) error {
 		select {
 		case <-fe.done:
 		case <-ctx.Done():
-			// EIO, not ETIMEDOUT: the tier is what failed to answer
-			// (the caller's deadline is the mount's op timeout).
-			return errs.New(errs.Unavailable, "client: read of released inode %d: tier backend %q did not answer in time (%v)", f.ino, rec.Backend, ctx.Err())
+			return f.tierLate(ctx, rec)
 		}
 		i := first + int64(k)
 		lo := max(off, i*bs)
@@ -626,7 +624,7 @@ func (f *File) readTier(ctx context.Context, off int64, dst []byte) error {
 					return fmt.Errorf("read released inode %d block %d from backend %q: %w", f.ino, i, rec.Backend, err)
 				}
 			case <-ctx.Done():
-				return errs.New(errs.Unavailable, "client: read of released inode %d: tier backend %q did not answer in time (%v)", f.ino, rec.Backend, ctx.Err())
+				return f.tierLate(ctx, rec)
 			}
 			copy(dst[lo-off:hi-off], blk[lo-i*bs:hi-i*bs])
 			continue
@@ -661,6 +659,13 @@ func (f *File) fetchBlocks(t *tierRead, fe *tierFetch) {
 		// client need not fetch it again.
 		f.c.restores.offer(f.ino, rec.Gen, buf)
 	}
+}
+
+// tierLate is the error of a read of a released file whose fetch did not
+// end within ctx: EIO, not ETIMEDOUT, since the tier is what failed to
+// answer (the caller's deadline is the mount's op timeout).
+func (f *File) tierLate(ctx context.Context, rec *wire.HsmRecord) error {
+	return errs.New(errs.Unavailable, "client: read of released inode %d: tier backend %q did not answer in time (%v)", f.ino, rec.Backend, ctx.Err())
 }
 
 // forgetFailed waits for a fetch another consumer performs (tierShare)

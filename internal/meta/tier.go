@@ -44,6 +44,7 @@ func usableBackend(tx kv.Txn, backend string) error {
 	}
 	return nil
 }
+
 func hsmKey(ino uint64) []byte { return inoKey(pfxHsm, ino) }
 
 func tierDelKey(ino, gen uint64) []byte {
