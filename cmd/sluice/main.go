@@ -10,6 +10,7 @@ import (
 	"os/signal"
 	"runtime/debug"
 	"runtime/pprof"
+	"strconv"
 	"strings"
 	"syscall"
 
@@ -29,7 +30,7 @@ var errUsage = errors.New("usage")
 // EnvCPUProfile names a file that any sluice command writes a Go CPU
 // profile of its whole run to (for `go tool pprof`): a diagnostic for the
 // client side of a command, as the admin port's /debug/pprof is for a
-// server.
+// server. A "%p" in it stands for the process ID.
 const EnvCPUProfile = "SLUICE_CPUPROFILE"
 
 func main() {
@@ -188,6 +189,9 @@ func startCPUProfile(path string) (func(), error) {
 	if path == "" {
 		return func() {}, nil
 	}
+	// "%p" stands for the process ID, so that the processes of one run
+	// (a server, its mounts) each write their own.
+	path = strings.ReplaceAll(path, "%p", strconv.Itoa(os.Getpid()))
 	f, err := os.Create(path)
 	if err != nil {
 		return nil, err
