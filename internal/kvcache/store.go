@@ -20,6 +20,7 @@ import (
 	"github.com/sluice-fs/sluice/internal/errs"
 	"github.com/sluice-fs/sluice/internal/pagecache"
 	"github.com/sluice-fs/sluice/internal/wire"
+	"golang.org/x/sys/unix"
 )
 
 // leaseTime is how long a read that stops before a value's end protects
@@ -458,9 +459,15 @@ func (s *share) get(key string, off, n uint64, unread bool) (g got, err error) {
 	}
 	g.total = e.size
 	first, last := off/blockSize, (off+n+blockSize-1)/blockSize
-	if unread && n > 0 && off%blockSize == 0 && ((off+n)%blockSize == 0 || off+n == e.size) && pagecache.Cached(f.Fd(), e.hdr+int64(off), int64(n)) {
+	if unread && n > 0 && off%blockSize == 0 && ((off+n)%blockSize == 0 || off+n == e.size) && (last-first > 1 || pagecache.Cached(f.Fd(), e.hdr+int64(off), int64(n))) {
 		// The open file keeps the bytes if the value is evicted before
-		// they are sent.
+		// they are sent. A range of several blocks goes out this way
+		// even when it is not cached: the kernel is asked for all of it
+		// now, and the connection sends each page as the disk delivers
+		// it, where a read here would read it all before sending any.
+		if last-first > 1 {
+			unix.Fadvise(int(f.Fd()), e.hdr+int64(off), int64(n), unix.FADV_WILLNEED) // a hint: a failure changes only the timing
+		}
 		g.file = &wire.FileRange{F: f, Off: e.hdr + int64(off), N: int(n)}
 		g.sums = slices.Clone(e.sums[first:last])
 		g.release = func() { f.Close() }

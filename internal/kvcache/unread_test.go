@@ -39,7 +39,8 @@ func checkBlocks(b []byte, sums []uint32) bool {
 
 // TestShareGetUnread checks when a get hands out the value's file instead
 // of reading it (ADR 0030): only for a range that starts on a block and
-// ends on one or at the value's end, all of it cached; that the range
+// ends on one or at the value's end, all of it cached or of more than one
+// block; that the range
 // holds the value's bytes with the sums they were stored with; that it
 // stays readable after the value is deleted; and that damage on disk
 // sent unread fails the receiver's check, while the verified get reports
@@ -109,21 +110,35 @@ func TestShareGetUnread(t *testing.T) {
 	}
 	g.release()
 
-	// Cold pages are read (and verified) by the get.
+	// A cold range of one block is read (and verified) by the get; a
+	// cold range of several blocks is handed out unread, its pages asked
+	// of the disk at once, so that they are sent as they come.
 	putAll(t, s, "c", v, 2)
-	f, err := os.Open(s.valuePath("c"))
-	if err != nil {
-		t.Fatal(err)
+	dropPages := func() {
+		t.Helper()
+		f, err := os.Open(s.valuePath("c"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer f.Close()
+		if err := f.Sync(); err != nil {
+			t.Fatal(err)
+		}
+		if err := unix.Fadvise(int(f.Fd()), 0, 0, unix.FADV_DONTNEED); err != nil {
+			t.Fatal(err)
+		}
 	}
-	if err := f.Sync(); err != nil {
-		t.Fatal(err)
+	dropPages()
+	if g, err = s.get("c", blockSize, blockSize, true); err != nil || g.file != nil || !bytes.Equal(g.data, v[blockSize:2*blockSize]) {
+		t.Fatalf("get of a cold block: unread %v, %d bytes, %v", g.file != nil, len(g.data), err)
 	}
-	if err := unix.Fadvise(int(f.Fd()), 0, 0, unix.FADV_DONTNEED); err != nil {
-		t.Fatal(err)
+	g.release()
+	dropPages()
+	if g, err = s.get("c", 0, MaxValue, true); err != nil || g.file == nil {
+		t.Fatalf("get of a cold value of 4 blocks: unread %v, %v", g.file != nil, err)
 	}
-	f.Close()
-	if g, err = s.get("c", 0, MaxValue, true); err != nil || g.file != nil || !bytes.Equal(g.data, v) {
-		t.Fatalf("get of a cold value: unread %v, %d bytes, %v", g.file != nil, len(g.data), err)
+	if b := readRange(t, g); !bytes.Equal(b, v) || !checkBlocks(b, g.sums) {
+		t.Fatal("a cold value handed out unread does not read back as stored")
 	}
 	g.release()
 
