@@ -104,6 +104,12 @@ type Options struct {
 	// background (like Linux's relatime; client/atime.go): the tier
 	// mover's "least recently used" order depends on it.
 	NoAtime bool
+	// Via names what this client serves, when it serves programs other
+	// than its own caller: profile.ViaMount for a FUSE mount. A recording
+	// of the client's job keeps it with the records (the client's ID ends
+	// in "/" + Via), so that the advisor knows which caches stood between
+	// the programs and Sluice.
+	Via string
 	// TierReadRestores is how many restores started by reads of released
 	// files run at once in this client (default 2; negative: no limit).
 	// A read never waits for its file's restore: it reads the bucket, and

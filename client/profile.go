@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -89,6 +90,9 @@ func newProfiler(c *Client, job string, poll time.Duration) *profiler {
 	var rnd [4]byte
 	rand.Read(rnd[:])
 	id := fmt.Sprintf("%s/%d/%s", host, os.Getpid(), hex.EncodeToString(rnd[:]))
+	if c.opts.Via != "" {
+		id += "/" + strings.ReplaceAll(c.opts.Via, "/", "_")
+	}
 	if len(id) > profile.MaxClientID {
 		id = id[len(id)-profile.MaxClientID:]
 	}

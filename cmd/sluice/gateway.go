@@ -14,6 +14,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/sluice-fs/sluice/client"
+	"github.com/sluice-fs/sluice/internal/profile"
 	"github.com/sluice-fs/sluice/internal/s3"
 	"github.com/sluice-fs/sluice/internal/server"
 )
@@ -86,7 +87,7 @@ func (s *s3Flags) loadCredentials(dataDir string) (map[string]string, error) {
 
 // run serves the S3 API for the file system at serverAddr until ctx ends.
 func (s *s3Flags) run(ctx context.Context, serverAddr string, creds map[string]string, log *slog.Logger) error {
-	c, err := client.New(ctx, client.Options{Server: serverAddr})
+	c, err := client.New(ctx, client.Options{Server: serverAddr, Via: profile.ViaS3})
 	if err != nil {
 		return err
 	}

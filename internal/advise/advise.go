@@ -13,6 +13,7 @@ import (
 	"maps"
 	"math"
 	"slices"
+	"time"
 
 	"github.com/sluice-fs/sluice/internal/profile"
 )
@@ -60,6 +61,20 @@ type Workload struct {
 	FileSpan int64   // bytes a file spans, median
 	FileSize int64   // a file's size at open, median
 	Kind     string  // profile.Report.Kind
+
+	// Via is "mount" when every recorded client served a FUSE mount, "s3"
+	// when every one served the S3 gateway, "library" when they all were
+	// programs using the library, "mixed" otherwise (profile.ClientVia).
+	Via string
+	// WaitSeconds is the time inside every recorded operation; Repeats
+	// the lookups and stats of files their client had looked up before,
+	// with the time inside them and the time since the previous one
+	// (profile.Report.Repeats).
+	WaitSeconds   float64
+	Repeats       int
+	RepeatSeconds float64
+	RepeatGaps    []profile.GapBucket
+	RepeatGapP90  time.Duration
 }
 
 // WorkloadOf reads a Workload from a report.
@@ -70,6 +85,18 @@ func WorkloadOf(r *profile.Report) Workload {
 		w.Op, io = "write", r.Write
 	}
 	w.ReqSize = io.SizeP50
+	switch lib := r.Clients - r.MountClients - r.S3Clients; {
+	case r.Clients > 0 && r.MountClients == r.Clients:
+		w.Via = "mount"
+	case r.Clients > 0 && r.S3Clients == r.Clients:
+		w.Via = "s3"
+	case lib == r.Clients:
+		w.Via = "library"
+	default:
+		w.Via = "mixed"
+	}
+	w.WaitSeconds, w.Repeats, w.RepeatSeconds = r.WaitSeconds, r.Repeats, r.RepeatSeconds
+	w.RepeatGaps, w.RepeatGapP90 = r.RepeatGaps, time.Duration(r.RepeatGapP90)
 	w.Pattern = "seq"
 	if io.Sequential < 0.5 {
 		// Strided requests with gaps read like random ones: the gaps
@@ -271,7 +298,7 @@ func Advise(w Workload, cur Layout, f Facts, m *Model) []Advice {
 	if lay.Layout != nil {
 		on = *lay.Layout
 	}
-	return []Advice{lay, adviseReadAhead(w, on, m), adviseClass(w)}
+	return []Advice{lay, adviseReadAhead(w, on, m), adviseClass(w), adviseNames(w, m.Noise)}
 }
 
 func adviseLayout(w Workload, cur Layout, f Facts, m *Model) Advice {
@@ -474,6 +501,81 @@ func raName(ra int64) string {
 		return "default (16MiB)"
 	}
 	return profile.Size(ra)
+}
+
+// DefaultWatchTimeout is how long a mount's kernel keeps names and
+// attributes while the mount follows the change feed (sluice mount
+// --watch-timeout's default); MaxWatchTimeout bounds the advice.
+const (
+	DefaultWatchTimeout = 30 * time.Second
+	MaxWatchTimeout     = time.Hour
+)
+
+// adviseNames looks at the lookups and stats the recorded clients asked
+// again for files they had looked up before: the time a cache of names
+// and attributes in the client would have saved. Through a mount, the
+// kernel's cache answered every repeat that came within its timeout, so
+// what reached Sluice came later (or after a change dropped the entry):
+// a longer --watch-timeout keeps the names for the time between the
+// repeats (other clients' changes still reach the kernel through the
+// change feed); a program using the library caches nothing and should
+// keep its files open. The predicted effect is the time inside Sluice's
+// calls without the repeats that the advice removes, against with them;
+// advised only beyond the model's noise.
+func adviseNames(w Workload, noise float64) Advice {
+	a := Advice{Setting: "name-cache", From: "a lookup for each access"}
+	if w.Via == "mount" {
+		a.From = "--watch-timeout " + DefaultWatchTimeout.String()
+	}
+	if w.Repeats == 0 || w.WaitSeconds <= 0 {
+		a.Reason = "no client looked up or statted a file it had looked up before: nothing for a cache of names to answer"
+		return a
+	}
+	if w.Via != "mount" && w.Via != "library" {
+		a.Reason = fmt.Sprintf("%d lookups and stats were asked again, by clients of the S3 gateway or of several kinds (%s): no one setting removes them", w.Repeats, w.Via)
+		return a
+	}
+	saved, to := w.RepeatSeconds, "open each file once"
+	how := "keep the files open (client.File; in Python a FileSet or FileDataset) instead of looking their paths up again"
+	if w.Via == "mount" {
+		// The buckets of gaps past the default timeout, up to the one
+		// that holds the 90th percentile, within the bound: their
+		// repeats are what a longer timeout keeps. (Repeats within the
+		// default came after a change dropped the name: no timeout
+		// keeps those.)
+		d := time.Duration(0)
+		saved = 0
+		for _, b := range w.RepeatGaps {
+			g := time.Duration(b.MaxGap)
+			if g/2 < DefaultWatchTimeout {
+				continue
+			}
+			if g > MaxWatchTimeout {
+				break
+			}
+			saved, d = saved+b.Seconds, g
+			if g >= w.RepeatGapP90 {
+				break
+			}
+		}
+		if d == 0 {
+			a.Reason = fmt.Sprintf("%d lookups and stats reached Sluice again, none between %v and %v after the previous (90%% within %v): changes dropped the names from the kernel (or the mount does not follow the change feed), and a longer timeout would not keep them",
+				w.Repeats, DefaultWatchTimeout, MaxWatchTimeout, w.RepeatGapP90.Round(time.Millisecond))
+			return a
+		}
+		to = "--watch-timeout " + d.String()
+		how = fmt.Sprintf("sluice mount --watch-timeout %v keeps names and attributes that long in the kernel; other clients' changes still drop them at once through the change feed", d)
+	}
+	share := saved / w.WaitSeconds
+	if share <= noise || saved >= w.WaitSeconds {
+		a.Predicted = 1
+		a.Reason = fmt.Sprintf("%d lookups and stats were asked again; the advice would remove %.1f%% of the time inside Sluice's calls, within the model's noise (%.0f%%): no change", w.Repeats, 100*share, 100*noise)
+		return a
+	}
+	a.To, a.Predicted = to, w.WaitSeconds/(w.WaitSeconds-saved)
+	a.Reason = fmt.Sprintf("%d lookups and stats (%.0f%% of the time inside Sluice's calls) asked again for files their client had looked up, 90%% within %v of the previous: %s",
+		w.Repeats, 100*share, w.RepeatGapP90.Round(time.Millisecond), how)
+	return a
 }
 
 // adviseClass names the QoS class whose place in the targets' schedule

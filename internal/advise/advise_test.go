@@ -2,8 +2,10 @@ package advise
 
 import (
 	"math"
+	"reflect"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/sluice-fs/sluice/internal/profile"
 )
@@ -86,7 +88,7 @@ func TestAdviseStripeCount(t *testing.T) {
 	}
 	for _, c := range cases {
 		a := Advise(c.w, c.cur, c.f, m)
-		if len(a) != 3 || a[0].Setting != "layout" {
+		if len(a) != 4 || a[0].Setting != "layout" {
 			t.Fatalf("%s: advice %+v", c.name, a)
 		}
 		s := a[0]
@@ -129,7 +131,7 @@ func TestWorkloadOf(t *testing.T) {
 		DataInFlight: 3.5, FileSpanP50: 1 << 30,
 	}
 	w := WorkloadOf(&r)
-	if w != (Workload{Op: "write", Pattern: "seq", ReqSize: 1 << 20, Streams: 3.5, FileSpan: 1 << 30, Kind: "sequential write"}) {
+	if want := (Workload{Op: "write", Pattern: "seq", ReqSize: 1 << 20, Streams: 3.5, FileSpan: 1 << 30, Kind: "sequential write", Via: "library"}); !reflect.DeepEqual(w, want) {
 		t.Errorf("workload %+v", w)
 	}
 	r.Write.Bytes, r.DataInFlight = 1, 0
@@ -313,4 +315,74 @@ func TestAdviseSplit(t *testing.T) {
 			t.Errorf("advice %+v; want no change", a)
 		}
 	})
+}
+
+// gaps buckets repeats as profile.Summarize does: count and seconds per
+// power of two seconds, from a bucket of up to 1 s.
+func gaps(pairs ...float64) []profile.GapBucket {
+	var out []profile.GapBucket
+	for i := 0; i+1 < len(pairs); i += 2 {
+		gap, secs := pairs[i], pairs[i+1]
+		j := 0
+		for max := 1.0; gap > max; max *= 2 {
+			j++
+		}
+		for len(out) <= j {
+			out = append(out, profile.GapBucket{MaxGap: int64(1e9) << len(out)})
+		}
+		out[j].Count++
+		out[j].Seconds += secs
+	}
+	return out
+}
+
+func TestAdviseNames(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		w    Workload
+		to   string  // "" for no change
+		pred float64 // the predicted ratio of the time inside calls, when advised
+	}{
+		{"no repeats", Workload{Via: "library", WaitSeconds: 10}, "", 0},
+		// A program that stats its files again and again: 4 of 10 s.
+		{"library", Workload{Via: "library", WaitSeconds: 10, Repeats: 1000, RepeatSeconds: 4, RepeatGaps: gaps(0.1, 4), RepeatGapP90: 100 * time.Millisecond}, "open each file once", 10.0 / 6},
+		{"library, within noise", Workload{Via: "library", WaitSeconds: 10, Repeats: 10, RepeatSeconds: 0.5, RepeatGaps: gaps(0.1, 0.5)}, "", 0},
+		// A mount whose names come back a few minutes later (epochs):
+		// 3 s of repeats 100 s after, 1 s of them 1,000 s after; p90 in
+		// the 128 s bucket: advise 128 s, which keeps the first 3 s.
+		{"mount, epochs", Workload{Via: "mount", WaitSeconds: 10, Repeats: 900, RepeatSeconds: 4, RepeatGaps: gaps(100, 3, 1000, 1), RepeatGapP90: 100 * time.Second}, "--watch-timeout 2m8s", 10.0 / 7},
+		// Repeats within the kernel's timeout: changes dropped them.
+		{"mount, within the timeout", Workload{Via: "mount", WaitSeconds: 10, Repeats: 900, RepeatSeconds: 4, RepeatGaps: gaps(5, 4), RepeatGapP90: 5 * time.Second}, "", 0},
+		// Repeats beyond the bound only.
+		{"mount, beyond the bound", Workload{Via: "mount", WaitSeconds: 10, Repeats: 900, RepeatSeconds: 4, RepeatGaps: gaps(5000, 4), RepeatGapP90: 5000 * time.Second}, "", 0},
+	} {
+		a := adviseNames(c.w, 0.26)
+		if a.To != c.to || a.Reason == "" || a.From == "" {
+			t.Errorf("%s: advice %q (%s), want %q", c.name, a.To, a.Reason, c.to)
+			continue
+		}
+		if c.to != "" && math.Abs(a.Predicted-c.pred) > 1e-9 {
+			t.Errorf("%s: predicted %.3f, want %.3f", c.name, a.Predicted, c.pred)
+		}
+	}
+}
+
+func TestAdviseNamesVia(t *testing.T) {
+	w := Workload{WaitSeconds: 10, Repeats: 1000, RepeatSeconds: 4, RepeatGaps: gaps(0.1, 4), RepeatGapP90: 100 * time.Millisecond}
+	for via, to := range map[string]string{"library": "open each file once", "s3": "", "mixed": ""} {
+		w.Via = via
+		if a := adviseNames(w, 0.26); a.To != to || a.Reason == "" {
+			t.Errorf("via %s: advice %q (%s), want %q", via, a.To, a.Reason, to)
+		}
+	}
+	r := profile.Report{Clients: 3, MountClients: 1, S3Clients: 2}
+	for _, c := range []struct {
+		mount, s3 int
+		want      string
+	}{{3, 0, "mount"}, {0, 3, "s3"}, {0, 0, "library"}, {1, 2, "mixed"}, {1, 0, "mixed"}} {
+		r.MountClients, r.S3Clients = c.mount, c.s3
+		if got := WorkloadOf(&r).Via; got != c.want {
+			t.Errorf("%d clients of mounts and %d of the gateway of 3: via %q, want %q", c.mount, c.s3, got, c.want)
+		}
+	}
 }

@@ -18,6 +18,7 @@ import (
 
 	"github.com/sluice-fs/sluice/client"
 	"github.com/sluice-fs/sluice/internal/errs"
+	"github.com/sluice-fs/sluice/internal/profile"
 )
 
 // Mounted is a mounted Sluice file system being served.
@@ -48,6 +49,7 @@ func Run(ctx context.Context, opts Options) error {
 	}
 	copts := opts.Client
 	copts.Server = opts.Server
+	copts.Via = profile.ViaMount
 	if copts.FlushTimeout == 0 {
 		// Written-back data is bounded like every other operation.
 		copts.FlushTimeout = opts.OpTimeout

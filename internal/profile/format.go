@@ -58,7 +58,7 @@ func Classify(r *Report) string {
 func Format(w io.Writer, r *Report) {
 	p := func(format string, a ...any) { fmt.Fprintf(w, format, a...) }
 	p("workload: %s\n", r.Kind)
-	p("records: %d from %d client(s), %d stream(s), over %.1f s\n", r.Records, r.Clients, r.Streams, r.Seconds)
+	p("records: %d from %d client(s) (%d through a mount, %d through the S3 gateway), %d stream(s), over %.1f s\n", r.Records, r.Clients, r.MountClients, r.S3Clients, r.Streams, r.Seconds)
 	if r.Records == 0 {
 		return
 	}
@@ -94,6 +94,10 @@ func Format(w io.Writer, r *Report) {
 	for _, n := range names {
 		s := r.Ops[n]
 		p("  %-8s %10d %8d %10s %10s %9.2f\n", n, s.Count, s.Errors, Dur(s.P50), Dur(s.P99), s.Seconds)
+	}
+	if r.Repeats > 0 {
+		p("  repeated: %d lookups and stats of files their client had looked up before, %.2f s (%.0f%% of the time inside operations); p90 %s after the previous\n",
+			r.Repeats, r.RepeatSeconds, 100*r.RepeatSeconds/max(r.WaitSeconds, 1e-9), Dur(r.RepeatGapP90))
 	}
 	p("concurrency: %.1f operations in flight on average, %d at most\n", r.MeanInFlight, r.PeakInFlight)
 	p("waiting on storage: %.1f s of %.1f s of stream time (%.0f%%); think time between operations p50 %s\n",

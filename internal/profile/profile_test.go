@@ -276,3 +276,47 @@ func TestFanOutByPath(t *testing.T) {
 		t.Errorf("dirs %d, fan-out max %d median %d; want 2, 2, 1", r.Dirs, r.FanOutMax, r.FanOutMedian)
 	}
 }
+
+// TestRepeats: a lookup or stat counts as a repeat when the same client
+// looked up or statted the inode before (failed ones and other clients'
+// do not), bucketed by the time since its previous one ended; a client ID
+// ending in /mount is a mount's.
+func TestRepeats(t *testing.T) {
+	const s = int64(1e9)
+	mount := Batch{Client: "host/1/aa/" + ViaMount, Records: []Record{
+		{Start: 0, Dur: 1e6, Op: OpLookup, Parent: 1, Ino: 5},
+		{Start: 10 * s, Dur: 2e6, Op: OpStat, Ino: 5},                        // repeat, 10 s after
+		{Start: 20 * s, Dur: 1e6, Op: OpLookup, Parent: 1, Flags: FlagError}, // failed: not counted
+		{Start: 100 * s, Dur: 3e6, Op: OpLookup, Parent: 1, Ino: 5},          // repeat, 90 s after
+		{Start: 101 * s, Dur: 1e6, Op: OpLookup, Parent: 1, Ino: 6},          // first of 6
+	}}
+	lib := Batch{Client: "host/2/bb", Records: []Record{
+		{Start: 1 * s, Dur: 5e6, Op: OpLookup, Parent: 1, Ino: 5}, // its first
+	}}
+	r := Summarize([]Batch{mount, lib}, nil)
+	if r.Clients != 2 || r.MountClients != 1 {
+		t.Errorf("clients %d, through a mount %d; want 2 and 1", r.Clients, r.MountClients)
+	}
+	if r.Repeats != 2 || math.Abs(r.RepeatSeconds-0.005) > 1e-12 {
+		t.Errorf("repeats %d in %.6f s, want 2 in 0.005 s", r.Repeats, r.RepeatSeconds)
+	}
+	want := map[int64]int{16 * s: 1, 128 * s: 1}
+	n := 0
+	for _, b := range r.RepeatGaps {
+		if b.Count != want[b.MaxGap] {
+			t.Errorf("gap bucket up to %d s: %d repeats, want %d", b.MaxGap/s, b.Count, want[b.MaxGap])
+		}
+		n += b.Count
+	}
+	if n != 2 || r.RepeatGapP90 < 10*s-3e6 || r.RepeatGapP90 > 90*s {
+		t.Errorf("%d repeats in the buckets, p90 gap %d ns", n, r.RepeatGapP90)
+	}
+	if math.Abs(r.WaitSeconds-0.013) > 1e-12 {
+		t.Errorf("time inside operations %.6f s, want 0.013", r.WaitSeconds)
+	}
+	for id, via := range map[string]string{"h/1/aa": "", "h/1/aa/mount": ViaMount, "mount": "", "": ""} {
+		if got := ClientVia(id); got != via {
+			t.Errorf("ClientVia(%q) = %q, want %q", id, got, via)
+		}
+	}
+}

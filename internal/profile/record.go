@@ -14,6 +14,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"strings"
 )
 
 // Op is what a record is of.
@@ -77,6 +78,24 @@ type Batch struct {
 
 // batchVersion is the first byte of an encoded Batch.
 const batchVersion = 1
+
+// What a client serves, the last element of its ID (ClientVia): a FUSE
+// mount, the S3 gateway.
+const (
+	ViaMount = "mount"
+	ViaS3    = "s3"
+)
+
+// ClientVia returns what a client's ID (Batch.Client: host/pid/random,
+// then /via when the client serves one, such as ViaMount) says it
+// serves: "" for a program that uses the library itself.
+func ClientVia(id string) string {
+	parts := strings.Split(id, "/")
+	if len(parts) < 4 {
+		return ""
+	}
+	return parts[len(parts)-1]
+}
 
 // MaxClientID bounds Batch.Client.
 const MaxClientID = 255

@@ -51,6 +51,23 @@ type Report struct {
 	IOFraction    float64
 	ThinkP50      int64 // ns between one operation's end and the next's start in a stream, median
 
+	// WaitSeconds is the time inside every recorded operation.
+	WaitSeconds float64
+	// Repeats are the lookups and stats that found an inode the same
+	// client had looked up or statted before in the recording: what a
+	// cache of names and attributes in that client would have answered.
+	// RepeatGaps counts them by the time since that client's previous
+	// one ended, RepeatGapP90 is its 90th percentile (ns).
+	Repeats       int
+	RepeatSeconds float64
+	RepeatGaps    []GapBucket `json:",omitempty"`
+	RepeatGapP90  int64
+	// MountClients are the clients that served a FUSE mount, S3Clients
+	// those that served the S3 gateway (ClientVia); the others are
+	// programs using the library.
+	MountClients int
+	S3Clients    int
+
 	Hot      []HotFile // the files with the most bytes read and written, most first
 	HotShare float64   // share of the bytes moved that went to the busiest 10% of files
 
@@ -89,6 +106,15 @@ type Bucket struct {
 	Count int
 }
 
+// GapBucket counts repeated lookups and stats whose previous one ended at
+// most MaxGap ns before (and more than the previous bucket's MaxGap), and
+// the time inside them.
+type GapBucket struct {
+	MaxGap  int64
+	Count   int
+	Seconds float64
+}
+
 // HotFile is one file's traffic.
 type HotFile struct {
 	Ino   uint64
@@ -118,6 +144,14 @@ func Summarize(batches []Batch, names func(ino uint64) (string, bool)) Report {
 		}
 	}
 	r.Clients = len(clients)
+	for c := range clients {
+		switch ClientVia(c) {
+		case ViaMount:
+			r.MountClients++
+		case ViaS3:
+			r.S3Clients++
+		}
+	}
 	r.Records = len(recs)
 	if len(recs) == 0 {
 		r.Kind = Classify(&r)
@@ -159,6 +193,10 @@ func Summarize(batches []Batch, names func(ino uint64) (string, bool)) Report {
 		s.Seconds += float64(x.Dur) / 1e9
 		r.Ops[x.Op.String()] = s
 	}
+	for _, s := range r.Ops {
+		r.WaitSeconds += s.Seconds
+	}
+	repeats(&r, recs)
 	for op, ds := range lat {
 		slices.Sort(ds)
 		s := r.Ops[op.String()]
@@ -415,6 +453,51 @@ func Summarize(batches []Batch, names func(ino uint64) (string, bool)) Report {
 	r.DataInFlight = dataInFlight(recs)
 	r.Kind = Classify(&r)
 	return r
+}
+
+// repeats fills r's Repeats from recs, sorted by start: the successful
+// lookups and stats of an inode that the same client had looked up or
+// statted before.
+func repeats(r *Report, recs []srec) {
+	type key struct {
+		client int
+		ino    uint64
+	}
+	last := map[key]int64{} // when the client's previous one ended
+	var gaps []int64
+	for _, x := range recs {
+		if (x.Op != OpLookup && x.Op != OpStat) || x.Flags&FlagError != 0 || x.Ino == 0 {
+			continue
+		}
+		k := key{x.client, x.Ino}
+		prev, ok := last[k]
+		last[k] = max(prev, x.End())
+		if !ok {
+			continue
+		}
+		gap := max(x.Start-prev, 0)
+		gaps = append(gaps, gap)
+		r.Repeats++
+		r.RepeatSeconds += float64(x.Dur) / 1e9
+		i := gapBucket(gap)
+		for len(r.RepeatGaps) <= i {
+			r.RepeatGaps = append(r.RepeatGaps, GapBucket{MaxGap: int64(1e9) << len(r.RepeatGaps)})
+		}
+		r.RepeatGaps[i].Count++
+		r.RepeatGaps[i].Seconds += float64(x.Dur) / 1e9
+	}
+	slices.Sort(gaps)
+	r.RepeatGapP90 = quantile(gaps, 0.9)
+}
+
+// gapBucket is the index of the GapBucket of a gap of ns: 0 up to a
+// second, then one per power of two seconds.
+func gapBucket(ns int64) int {
+	i := 0
+	for max := int64(1e9); ns > max && i < 40; max <<= 1 {
+		i++
+	}
+	return i
 }
 
 type srec struct {

@@ -82,7 +82,7 @@ func TestAdvise(t *testing.T) {
 	if w.Op != "read" || w.Pattern != "seq" || w.ReqSize != 1<<20 || w.FileSpan != 8<<20 || res.Layout.StripeCount != 4 || res.Layout.StripeSize != 1<<20 || res.Dir != "/ds" {
 		t.Errorf("workload %+v on %+v in %s", w, res.Layout, res.Dir)
 	}
-	if len(res.Advice) != 3 || res.Advice[0].Setting != "layout" || res.Advice[0].Reason == "" || res.Advice[1].Setting != "client-read-ahead" || res.Advice[2].To != "training" {
+	if len(res.Advice) != 4 || res.Advice[0].Setting != "layout" || res.Advice[0].Reason == "" || res.Advice[1].Setting != "client-read-ahead" || res.Advice[2].To != "training" || res.Advice[3].Setting != "name-cache" || res.Advice[3].Change() {
 		t.Fatalf("advice %+v", res.Advice)
 	}
 	chk := res.Check
@@ -373,4 +373,73 @@ func recordReads(t *testing.T, s *server, job, name, dir string, paths []string,
 	}
 	s.mustCLI("profile", "stop", name)
 	c.Close()
+}
+
+// TestAdviseNames: a program that looks its files up by path again and
+// again (stats before each read, every epoch) gets the name-cache advice
+// to open them once, with a predicted gain from the time its repeated
+// lookups took in the recording; one that reads each file once does not.
+func TestAdviseNames(t *testing.T) {
+	t.Parallel()
+	s := startServer(t, "")
+	ctx := context.Background()
+	setup := s.client()
+	s.mustCLI("mkdir", "/names")
+	var paths []string
+	for i := range 50 {
+		p := fmt.Sprintf("/names/f%02d", i)
+		if err := proctest.WriteFile(ctx, setup, p, randBytes(uint64(i), 4096)); err != nil {
+			t.Fatal(err)
+		}
+		paths = append(paths, p)
+	}
+	advice := func(name string, epochs, stats int) (advise.Workload, advise.Advice) {
+		t.Helper()
+		s.mustCLI("profile", "record", "--job", "names-"+name, "--name", name, "--dir", "/names", "--duration", "1h", "--detach")
+		c := jobClient(t, s.addr, "names-"+name)
+		waitClients(t, setup, name, 1)
+		buf := make([]byte, 8192)
+		for range epochs {
+			for _, p := range paths {
+				for range stats {
+					if _, err := c.Stat(ctx, p); err != nil {
+						t.Fatal(err)
+					}
+				}
+				f, err := c.Open(ctx, p)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if n, err := f.ReadAt(buf, 0); n != 4096 || (err != nil && err != io.EOF) {
+					t.Fatalf("read %s: %d bytes, %v", p, n, err)
+				}
+				f.Close()
+			}
+		}
+		s.mustCLI("profile", "stop", name)
+		c.Close()
+		var res cli.AdviseResult
+		if err := json.Unmarshal([]byte(s.mustCLI("advise", name, "--json")), &res); err != nil {
+			t.Fatal(err)
+		}
+		for _, a := range res.Advice {
+			if a.Setting == "name-cache" {
+				return res.Workload, a
+			}
+		}
+		t.Fatalf("%s: no name-cache advice in %+v", name, res.Advice)
+		return advise.Workload{}, advise.Advice{}
+	}
+
+	w, a := advice("n1", 4, 3)
+	if w.Via != "library" || w.Repeats < 50*(4*3-1) {
+		t.Errorf("workload: via %q, %d repeated lookups and stats; want the library's, at least %d", w.Via, w.Repeats, 50*(4*3-1))
+	}
+	if a.To != "open each file once" || a.Predicted <= 1 || !strings.Contains(a.Reason, "asked again") {
+		t.Errorf("name-cache advice for repeated stats: %+v", a)
+	}
+	// Each file looked up once: nothing repeats.
+	if w, a := advice("n2", 1, 0); w.Repeats != 0 || a.Change() {
+		t.Errorf("name-cache advice for a single pass: %d repeats, %+v", w.Repeats, a)
+	}
 }
