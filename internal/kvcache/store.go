@@ -413,9 +413,9 @@ type got struct {
 
 // get reads [off, off+n) of a value. With unread set it may instead hand
 // out the range of the value's file, without reading it, when the range
-// starts on a block, ends on one or at the value's end, and is all in the
-// page cache (pagecache.Cached; a cold range is read here, where gets wait
-// for the disk in parallel, not in the connection's writer): whoever
+// starts on a block and ends on one or at the value's end (a range not all
+// in the page cache is asked of the disk first, FADV_WILLNEED, and sent as
+// it comes: ADR 0030's addendum of 2026-12-03): whoever
 // receives the bytes must check them against got.sums and ask again
 // without unread on a mismatch, which tells damage at rest
 // (errs.Corruption) from a garbled transfer. Otherwise the bytes are read
@@ -459,13 +459,13 @@ func (s *share) get(key string, off, n uint64, unread bool) (g got, err error) {
 	}
 	g.total = e.size
 	first, last := off/blockSize, (off+n+blockSize-1)/blockSize
-	if unread && n > 0 && off%blockSize == 0 && ((off+n)%blockSize == 0 || off+n == e.size) && (last-first > 1 || pagecache.Cached(f.Fd(), e.hdr+int64(off), int64(n))) {
+	if unread && n > 0 && off%blockSize == 0 && ((off+n)%blockSize == 0 || off+n == e.size) {
 		// The open file keeps the bytes if the value is evicted before
-		// they are sent. A range of several blocks goes out this way
-		// even when it is not cached: the kernel is asked for all of it
-		// now, and the connection sends each page as the disk delivers
-		// it, where a read here would read it all before sending any.
-		if last-first > 1 {
+		// they are sent. A range that is not all cached goes out this
+		// way too: the kernel is asked for all of it now, and the
+		// connection sends each page as the disk delivers it, where a
+		// read here would read it all before sending any.
+		if !pagecache.Cached(f.Fd(), e.hdr+int64(off), int64(n)) {
 			unix.Fadvise(int(f.Fd()), e.hdr+int64(off), int64(n), unix.FADV_WILLNEED) // a hint: a failure changes only the timing
 		}
 		g.file = &wire.FileRange{F: f, Off: e.hdr + int64(off), N: int(n)}
