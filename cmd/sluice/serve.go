@@ -25,6 +25,7 @@ func newServe() *cobra.Command {
 	var stagingDir string
 	var stagingReserve int64
 	var mountClient client.Options
+	var watchTimeout time.Duration
 	var s3f s3Flags
 	var moverArchiveRate, moverMaxArchive string
 	cmd := &cobra.Command{
@@ -71,7 +72,7 @@ func newServe() *cobra.Command {
 			if mountpoint != "" {
 				run = func(ctx context.Context, o server.Options) error {
 					mountClient.StagingDir, mountClient.StagingReserve = stagingDir, stagingReserve
-					return serveAndMount(ctx, o, mountpoint, passthrough, mountClient)
+					return serveAndMount(ctx, o, mountpoint, passthrough, watchTimeout, mountClient)
 				}
 			}
 			return serveWithS3(cmd.Context(), o, &s3f, run)
@@ -88,6 +89,7 @@ func newServe() *cobra.Command {
 	f.Var(sizeValue{&stagingReserve}, "staging-reserve", "with --mount: "+stagingReserveHelp)
 	f.BoolVar(&passthrough, "passthrough", false, "with --mount: let the kernel read files held whole by a local target straight from disk (FUSE passthrough; checksums checked at open, not per read)")
 	f.BoolVar(&mountClient.NoAtime, "noatime", false, "with --mount: leave files' access times alone on reads through the mount (default: relatime, as sluice mount)")
+	f.DurationVar(&watchTimeout, "watch-timeout", 0, "with --mount: how long the kernel caches names and attributes while the mount follows the change feed, as sluice mount --watch-timeout (default 30s; negative: do not follow it)")
 	f.BoolVar(&o.NoLocalCalls, "loopback-tcp", false, "make --mount and --s3 reach the servers over loopback TCP instead of in-process calls (for comparison)")
 	f.BoolVarP(&verbose, "verbose", "v", false, "log debug messages")
 	qosFlags(cmd, &mountClient.Job, &mountClient.Class)
@@ -114,7 +116,7 @@ func newServe() *cobra.Command {
 // serveAndMount runs the servers and a FUSE mount of them. On shutdown the
 // mount goes first, so that open files are written back while the servers
 // still run.
-func serveAndMount(ctx context.Context, o server.Options, mp string, passthrough bool, copts client.Options) error {
+func serveAndMount(ctx context.Context, o server.Options, mp string, passthrough bool, watch time.Duration, copts client.Options) error {
 	srvCtx, stopSrv := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopSrv()
 	mctx, stopMount := context.WithCancel(ctx)
@@ -131,8 +133,8 @@ func serveAndMount(ctx context.Context, o server.Options, mp string, passthrough
 		}
 		go func() {
 			mountErr <- fusefs.Run(mctx, fusefs.Options{Server: addr, Mountpoint: mp, Logger: o.Logger, Passthrough: local,
-				Client: copts,
-				Ready:  func() { fmt.Printf("sluice: mounted on %s\n", mp) }})
+				Client: copts, WatchTimeout: watch,
+				Ready: func() { fmt.Printf("sluice: mounted on %s\n", mp) }})
 			stopSrv()
 		}()
 	}

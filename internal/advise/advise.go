@@ -505,7 +505,8 @@ func raName(ra int64) string {
 
 // DefaultWatchTimeout is how long a mount's kernel keeps names and
 // attributes while the mount follows the change feed (sluice mount
-// --watch-timeout's default); MaxWatchTimeout bounds the advice.
+// --watch-timeout's default, fusefs.DefaultWatchTimeout, which this pure
+// package does not import); MaxWatchTimeout bounds the advice.
 const (
 	DefaultWatchTimeout = 30 * time.Second
 	MaxWatchTimeout     = time.Hour

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
+	"path/filepath"
+	"regexp"
 	"strconv"
 	"testing"
 	"time"
@@ -278,6 +280,41 @@ func TestChangeFeedRandom(t *testing.T) {
 		}
 		if d != "" {
 			t.Fatalf("seed %d, change %d (%s on mount %d): the other mount still shows %s after %v", seed, op, what, k, d, feedBound)
+		}
+	}
+}
+
+// TestServeWatchTimeout: `sluice serve --mount` takes --watch-timeout for
+// its mount as `sluice mount` does (the advisor's name-cache advice names
+// it): with -1s the kernel asks again for a name after the short timeout,
+// with 1h it does not.
+func TestServeWatchTimeout(t *testing.T) {
+	requireFUSE(t)
+	for _, c := range []struct {
+		watch string
+		asked bool
+	}{{"1h", false}, {"-1s", true}} {
+		p, mp, _, _ := startServeMount(t, "--http", "127.0.0.1:0", "--watch-timeout", c.watch)
+		m := regexp.MustCompile(`admin on (\S+)`).FindStringSubmatch(p.Logs())
+		if m == nil {
+			t.Fatalf("no admin address in %s", p.Logs())
+		}
+		admin := m[1]
+		if !c.asked {
+			waitFeedLive(t, admin, 0)
+		}
+		f := filepath.Join(mp, "own-"+c.watch)
+		writeFile(t, f, "x")
+		if _, err := os.Stat(f); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(1500 * time.Millisecond)
+		before := opCount(t, admin, "lookup") + opCount(t, admin, "getattr")
+		if _, err := os.Stat(f); err != nil {
+			t.Fatal(err)
+		}
+		if asked := opCount(t, admin, "lookup")+opCount(t, admin, "getattr") > before; asked != c.asked {
+			t.Errorf("serve --mount --watch-timeout %s: a stat 1.5 s after the create asked the metadata service: %v, want %v", c.watch, asked, c.asked)
 		}
 	}
 }
