@@ -16,6 +16,7 @@ import (
 	"github.com/sluice-fs/sluice/client"
 	"github.com/sluice-fs/sluice/internal/errs"
 	"github.com/sluice-fs/sluice/internal/placement"
+	"github.com/sluice-fs/sluice/internal/wire"
 )
 
 // Options configure a Mover.
@@ -123,11 +124,11 @@ func (m *Mover) Pass(ctx context.Context) (Report, error) {
 			chains[placement.ChainID(ch.ID)] = append(chains[placement.ChainID(ch.ID)], placement.TargetID(rep.Target))
 		}
 	}
-	files, err := m.gather(ctx, &r, func(id placement.ChainID) []placement.TargetID { return chains[id] })
-	if err != nil {
+	planner := NewPlanner(fills, m.o.Now(), m.o.Limits)
+	if err := m.gather(ctx, &r, func(id placement.ChainID) []placement.TargetID { return chains[id] }, planner.Add); err != nil {
 		return r, err
 	}
-	r.Planned = Plan(files, fills, m.o.Now(), m.o.Limits)
+	r.Planned = planner.Finish()
 	if m.o.DryRun {
 		r.Took = time.Since(start)
 		return r, ctx.Err()
@@ -146,17 +147,19 @@ func (m *Mover) Pass(ctx context.Context) (Report, error) {
 }
 
 // gather walks the tree, carrying each directory's effective policy down,
-// and returns the regular files under a policy with their HSM states and
-// the bytes their chunks hold on each target (replicas: a replicated
-// chain's targets).
-func (m *Mover) gather(ctx context.Context, r *Report, replicas func(placement.ChainID) []placement.TargetID) ([]File, error) {
+// and gives add each regular file under a policy with its HSM state and
+// the bytes its chunks hold on each target (replicas: a replicated
+// chain's targets). It asks for the states of gatherBatch files at once
+// and holds no more of the tree than that batch and the directories'
+// policies.
+func (m *Mover) gather(ctx context.Context, r *Report, replicas func(placement.ChainID) []placement.TargetID, add func(File)) error {
 	root := path.Clean("/" + m.o.Root)
 	eff := map[string]Policy{}
 	// The root's inherited policy: the nearest ancestor's.
 	var inherited Policy
 	for _, d := range ancestors(root) {
 		if p, ok, err := m.policyOf(ctx, d); err != nil {
-			return nil, err
+			return err
 		} else if ok {
 			inherited = p
 		}
@@ -168,6 +171,45 @@ func (m *Mover) gather(ctx context.Context, r *Report, replicas func(placement.C
 		policy Policy
 	}
 	var cands []candidate
+	flush := func() error {
+		if len(cands) == 0 {
+			return nil
+		}
+		// The files' HSM states, many per request.
+		inos := make([]uint64, len(cands))
+		for i, cd := range cands {
+			inos[i] = cd.attr.Ino
+		}
+		states, err := m.c.HsmStatesIno(ctx, inos)
+		if err != nil {
+			return err
+		}
+		for i, cd := range cands {
+			a, state := cd.attr, states[i]
+			if state == "" {
+				continue // removed since the walk listed it
+			}
+			used := a.Mtime
+			if a.Atime.After(used) {
+				used = a.Atime
+			}
+			m.mu.Lock()
+			pinned := m.skip[a.Ino] || a.Size <= pinMax
+			m.mu.Unlock()
+			r.Files++
+			var on map[uint32]int64
+			if state == "archived" && cd.policy.High > 0 {
+				l, err := placementLayout(a.Layout)
+				if err != nil {
+					return fmt.Errorf("tier mover: %s: %w", cd.path, err)
+				}
+				on = TargetBytes(l, a.Size, replicas)
+			}
+			add(File{Path: cd.path, Ino: a.Ino, Size: a.Size, Mtime: a.Mtime, Used: used, State: state, Pinned: pinned, Policy: cd.policy, On: on})
+		}
+		cands = cands[:0]
+		return nil
+	}
 	err := m.c.Walk(ctx, root, func(p string, fi *client.FileInfo, err error) error {
 		if err != nil {
 			if errs.CodeOf(err) == errs.NotFound {
@@ -194,47 +236,21 @@ func (m *Mover) gather(ctx context.Context, r *Report, replicas func(placement.C
 		}
 		if fi.Mode().IsRegular() && !parent.IsZero() {
 			cands = append(cands, candidate{p, fi.Attr(), parent})
+			if len(cands) >= gatherBatch {
+				return flush()
+			}
 		}
 		return nil
 	})
 	if err != nil {
-		return nil, err
+		return err
 	}
-	// The files' HSM states, many per request.
-	inos := make([]uint64, len(cands))
-	for i, cd := range cands {
-		inos[i] = cd.attr.Ino
-	}
-	states, err := m.c.HsmStatesIno(ctx, inos)
-	if err != nil {
-		return nil, err
-	}
-	var files []File
-	for i, cd := range cands {
-		a, state := cd.attr, states[i]
-		if state == "" {
-			continue // removed since the walk listed it
-		}
-		used := a.Mtime
-		if a.Atime.After(used) {
-			used = a.Atime
-		}
-		m.mu.Lock()
-		pinned := m.skip[a.Ino] || a.Size <= pinMax
-		m.mu.Unlock()
-		r.Files++
-		var on map[uint32]int64
-		if state == "archived" && cd.policy.High > 0 {
-			l, err := placementLayout(a.Layout)
-			if err != nil {
-				return nil, fmt.Errorf("tier mover: %s: %w", cd.path, err)
-			}
-			on = TargetBytes(l, a.Size, replicas)
-		}
-		files = append(files, File{Path: cd.path, Ino: a.Ino, Size: a.Size, Mtime: a.Mtime, Used: used, State: state, Pinned: pinned, Policy: cd.policy, On: on})
-	}
-	return files, nil
+	return flush()
 }
+
+// gatherBatch is how many files gather asks the HSM states of at once
+// (wire.MaxInos).
+const gatherBatch = wire.MaxInos
 
 // placementLayout converts a file's layout as the client library gives it.
 func placementLayout(l client.Layout) (placement.Layout, error) {

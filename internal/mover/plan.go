@@ -2,6 +2,7 @@ package mover
 
 import (
 	"cmp"
+	"container/heap"
 	"fmt"
 	"maps"
 	"slices"
@@ -106,20 +107,71 @@ type Action struct {
 //
 // all releases within Limits.Releases, and never a pinned file. A file
 // gets at most one action; a file archived in this pass is released in a
-// later one.
+// later one. With Limits.Releases set, the watermark's candidates are the
+// Limits.Releases least recently used files that hold bytes on a target
+// at or above its High (Planner): if some of them are not released (their
+// targets came below Low first), the pass releases fewer than the cap and
+// the next one goes on.
 func Plan(files []File, fills Fills, now time.Time, lim Limits) []Action {
-	var out []Action
-	var due []File
+	p := NewPlanner(fills, now, lim)
 	for _, f := range files {
-		p := f.Policy
-		if p.ArchiveAfter > 0 && (f.State == "resident" || f.State == "dirty") && !f.Mtime.After(now.Add(-p.ArchiveAfter)) {
-			due = append(due, f)
-		}
+		p.Add(f)
 	}
-	slices.SortStableFunc(due, func(a, b File) int { return cmp.Or(a.Mtime.Compare(b.Mtime), cmp.Compare(a.Path, b.Path)) })
+	return p.Finish()
+}
+
+// A Planner makes Plan's plan from files given one at a time, keeping
+// only those the plan can use: the files due for archiving, the releases
+// by age (at most Limits.Releases) and the watermark's candidates (at most
+// Limits.Releases of them, the least recently used, when it is set). So a
+// pass over a tree of millions of files holds its candidates, not the
+// tree.
+type Planner struct {
+	fills Fills
+	now   time.Time
+	lim   Limits
+	due   []File   // due for archiving
+	aged  []Action // releases by age, in the order given
+	lru   lruHeap  // watermark candidates, the most recently used on top
+}
+
+// NewPlanner returns a Planner for a pass at time now.
+func NewPlanner(fills Fills, now time.Time, lim Limits) *Planner {
+	return &Planner{fills: fills, now: now, lim: lim}
+}
+
+// Add considers f for the plan.
+func (p *Planner) Add(f File) {
+	pol := f.Policy
+	if pol.ArchiveAfter > 0 && (f.State == "resident" || f.State == "dirty") && !f.Mtime.After(p.now.Add(-pol.ArchiveAfter)) {
+		p.due = append(p.due, f)
+		return
+	}
+	if f.State != "archived" || f.Pinned {
+		return
+	}
+	if pol.ReleaseAfter > 0 && !f.Used.After(p.now.Add(-pol.ReleaseAfter)) {
+		if p.lim.Releases <= 0 || len(p.aged) < p.lim.Releases {
+			p.aged = append(p.aged, Action{Kind: Release, File: f, Reason: "unused for " + pol.ReleaseAfter.String()})
+		}
+		return // with no room left for it, no watermark release happens either
+	}
+	if pol.High <= 0 || !startsOver(f, p.fills) {
+		return
+	}
+	heap.Push(&p.lru, f)
+	if p.lim.Releases > 0 && p.lru.Len() > p.lim.Releases {
+		heap.Pop(&p.lru) // the most recently used
+	}
+}
+
+// Finish returns the plan of the files added.
+func (p *Planner) Finish() []Action {
+	var out []Action
+	slices.SortStableFunc(p.due, func(a, b File) int { return cmp.Or(a.Mtime.Compare(b.Mtime), cmp.Compare(a.Path, b.Path)) })
 	var archived int64
-	for _, f := range due {
-		if lim.ArchiveBytes > 0 && archived > 0 && archived+f.Size > lim.ArchiveBytes {
+	for _, f := range p.due {
+		if p.lim.ArchiveBytes > 0 && archived > 0 && archived+f.Size > p.lim.ArchiveBytes {
 			break
 		}
 		archived += f.Size
@@ -127,40 +179,56 @@ func Plan(files []File, fills Fills, now time.Time, lim Limits) []Action {
 	}
 
 	releases := 0
-	room := func() bool { return lim.Releases <= 0 || releases < lim.Releases }
 	freed := map[uint32]int64{}
-	release := func(f File) {
-		for t, n := range f.On {
+	release := func(a Action) {
+		out = append(out, a)
+		for t, n := range a.File.On {
 			freed[t] += n
 		}
 		releases++
 	}
-	var lru []File
-	for _, f := range files {
-		if f.State != "archived" || f.Pinned {
-			continue
-		}
-		p := f.Policy
-		if p.ReleaseAfter > 0 && !f.Used.After(now.Add(-p.ReleaseAfter)) && room() {
-			out = append(out, Action{Kind: Release, File: f, Reason: "unused for " + p.ReleaseAfter.String()})
-			release(f)
-			continue
-		}
-		if p.High > 0 {
-			lru = append(lru, f)
-		}
+	for _, a := range p.aged {
+		release(a)
 	}
-	slices.SortStableFunc(lru, func(a, b File) int { return cmp.Or(a.Used.Compare(b.Used), cmp.Compare(a.Path, b.Path)) })
+	lru := []File(p.lru)
+	slices.SortStableFunc(lru, lessUsed)
 	for _, f := range lru {
-		if !room() {
+		if p.lim.Releases > 0 && releases >= p.lim.Releases {
 			break
 		}
-		if t, ok := overWatermark(f, fills, freed); ok {
-			out = append(out, Action{Kind: Release, File: f, Reason: fmt.Sprintf("target %d past the high watermark", t)})
-			release(f)
+		if t, ok := overWatermark(f, p.fills, freed); ok {
+			release(Action{Kind: Release, File: f, Reason: fmt.Sprintf("target %d past the high watermark", t)})
 		}
 	}
 	return out
+}
+
+// lessUsed orders files least recently used first (by path among equals).
+func lessUsed(a, b File) int { return cmp.Or(a.Used.Compare(b.Used), cmp.Compare(a.Path, b.Path)) }
+
+// lruHeap is a heap of files with the most recently used on top.
+type lruHeap []File
+
+func (h lruHeap) Len() int           { return len(h) }
+func (h lruHeap) Less(i, j int) bool { return lessUsed(h[i], h[j]) > 0 }
+func (h lruHeap) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
+func (h *lruHeap) Push(x any)        { *h = append(*h, x.(File)) }
+func (h *lruHeap) Pop() any {
+	old := *h
+	f := old[len(old)-1]
+	*h = old[:len(old)-1]
+	return f
+}
+
+// startsOver reports whether a target holding bytes of f was at or above
+// f's High at the start of the pass: only then can a watermark release f.
+func startsOver(f File, fills Fills) bool {
+	for t, n := range f.On {
+		if fl, ok := fills[t]; ok && n > 0 && fl.Percent() >= float64(f.Policy.High) {
+			return true
+		}
+	}
+	return false
 }
 
 // overWatermark returns the first target (lowest ID) holding bytes of f

@@ -2,7 +2,9 @@ package mover
 
 import (
 	"fmt"
+	"math/rand/v2"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -293,5 +295,44 @@ func TestTargetBytes(t *testing.T) {
 				t.Errorf("TargetBytes = %v, want %v", got, tt.want)
 			}
 		})
+	}
+}
+
+// TestPlannerBounded: a Planner fed 100,000 archived files keeps only the
+// watermark's candidates it can release (Limits.Releases of them), drops
+// files on targets below their High at once, and still releases the
+// least recently used files of the full target.
+func TestPlannerBounded(t *testing.T) {
+	now := time.Unix(1e9, 0)
+	fills := Fills{1: {Capacity: 1 << 40, Used: 9 << 37}, 2: {Capacity: 1 << 40, Used: 1 << 37}} // 90%, 12.5%
+	pol := Policy{High: 80, Low: 70}
+	const n, most = 100000, 50
+	p := NewPlanner(fills, now, Limits{Releases: most})
+	r := rand.New(rand.NewPCG(7, 8))
+	var onFull []File
+	for i := range n {
+		tgt := uint32(1 + i%2)
+		f := File{Path: fmt.Sprintf("/d/%06d", i), Ino: uint64(i + 2), Size: 1 << 20, Used: now.Add(-time.Duration(r.Int64N(1e6)) * time.Second),
+			State: "archived", Policy: pol, On: map[uint32]int64{tgt: 1 << 20}}
+		if i%10 == 9 {
+			f.State = "released"
+		}
+		p.Add(f)
+		if p.lru.Len() > most {
+			t.Fatalf("after %d files the planner holds %d candidates, want at most %d", i+1, p.lru.Len(), most)
+		}
+		if tgt == 1 && f.State == "archived" {
+			onFull = append(onFull, f)
+		}
+	}
+	slices.SortFunc(onFull, lessUsed)
+	acts := p.Finish()
+	if len(acts) != most {
+		t.Fatalf("%d actions, want %d", len(acts), most)
+	}
+	for i, a := range acts {
+		if a.Kind != Release || a.File.Path != onFull[i].Path {
+			t.Fatalf("action %d: %v %s, want the release of %s (the %dth least recently used on target 1)", i, a.Kind, a.File.Path, onFull[i].Path, i+1)
+		}
 	}
 }
