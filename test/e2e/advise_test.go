@@ -94,21 +94,12 @@ func TestAdvise(t *testing.T) {
 	}
 
 	// A model in which stripe count 2 is twice as fast as 1 and 4.
-	forced := m
-	forced.Noise = 0.05
-	forced.Cells = nil
-	for _, cl := range m.Cells {
-		cl.MBps = 100
-		if cl.StripeCount == 2 {
-			cl.MBps = 200
+	forcedFile := forcedModel(t, m, tmp, func(c advise.Cell) float64 {
+		if c.StripeCount == 2 {
+			return 200
 		}
-		forced.Cells = append(forced.Cells, cl)
-	}
-	fb, _ := json.Marshal(&forced)
-	forcedFile := filepath.Join(tmp, "forced.json")
-	if err := os.WriteFile(forcedFile, fb, 0o644); err != nil {
-		t.Fatal(err)
-	}
+		return 100
+	})
 	text := s.mustCLI("advise", "a1", "--model", forcedFile, "--apply")
 	if !strings.Contains(text, "layout: 4 x 1MiB -> 2 x 1MiB, predicted 2.00x") || !strings.Contains(text, "applied") {
 		t.Errorf("advise --apply:\n%s", text)
@@ -199,21 +190,12 @@ func TestAdvisePools(t *testing.T) {
 	recordReads(t, s, "advp", "p1", "/ds", slices.Collect(maps.Keys(sums)), 1)
 
 	// Pool b three times as fast as pool a, whatever the stripe count.
-	forced := m
-	forced.Noise = 0.05
-	forced.Cells = nil
-	for _, cl := range m.Cells {
-		cl.MBps = 100
-		if cl.Pool == "b" {
-			cl.MBps = 300
+	forcedFile := forcedModel(t, m, tmp, func(c advise.Cell) float64 {
+		if c.Pool == "b" {
+			return 300
 		}
-		forced.Cells = append(forced.Cells, cl)
-	}
-	fb, _ := json.Marshal(&forced)
-	forcedFile := filepath.Join(tmp, "forced.json")
-	if err := os.WriteFile(forcedFile, fb, 0o644); err != nil {
-		t.Fatal(err)
-	}
+		return 100
+	})
 	var res cli.AdviseResult
 	if err := json.Unmarshal([]byte(s.mustCLI("advise", "p1", "--model", forcedFile, "--check", "--check-bytes", "8MiB", "--json")), &res); err != nil {
 		t.Fatal(err)
@@ -442,4 +424,27 @@ func TestAdviseNames(t *testing.T) {
 	if w, a := advice("n2", 1, 0); w.Repeats != 0 || a.Change() {
 		t.Errorf("name-cache advice for a single pass: %d repeats, %+v", w.Repeats, a)
 	}
+}
+
+// forcedModel writes, in dir, model m with every cell's throughput set by
+// mbps and a noise of 5%: a model that makes the advice predictable, for
+// the tests of what the commands do with it. It returns the file's path.
+func forcedModel(t *testing.T, m advise.Model, dir string, mbps func(advise.Cell) float64) string {
+	t.Helper()
+	m.Noise = 0.05
+	cells := make([]advise.Cell, len(m.Cells))
+	for i, c := range m.Cells {
+		c.MBps = mbps(c)
+		cells[i] = c
+	}
+	m.Cells = cells
+	b, err := json.Marshal(&m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := filepath.Join(dir, "forced.json")
+	if err := os.WriteFile(p, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
 }

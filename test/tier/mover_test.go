@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net/http"
 	"os/exec"
 	"path/filepath"
 	"regexp"
@@ -187,15 +186,8 @@ func testMover(t *testing.T, be *backend) {
 // /metrics.
 func TestServeMover(t *testing.T) {
 	ctx := context.Background()
-	be := startSluiceBackend(t)
-	admin := freeAddr(t)
 	// With rate caps (high enough not to slow this test down).
-	fs := startFS(t, "--mover-every", "200ms", "--http", admin, "--mover-archive-rate", "1G", "--mover-release-rate", "100")
-	addBackend(t, fs, be, "s/")
-	c := newClient(t, fs.addr, 0)
-	if err := c.MkdirAll(ctx, "/w", 0o755); err != nil {
-		t.Fatal(err)
-	}
+	fs, c, admin := startServeMover(t, "s/", "--mover-every", "200ms", "--mover-archive-rate", "1G", "--mover-release-rate", "100")
 	data := randomData(21, 1<<20)
 	if err := writeSluice(ctx, c, "/w/x", data); err != nil {
 		t.Fatal(err)
@@ -205,19 +197,8 @@ func TestServeMover(t *testing.T) {
 		info, err := c.HsmState(ctx, "/w/x")
 		return err == nil && info.State == "archived"
 	})
-	resp, err := http.Get("http://" + admin + "/metrics")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	body, _ := io.ReadAll(resp.Body)
-	m := regexp.MustCompile(`(?m)^sluice_mover_moved_bytes_total\{action="archive"\} (\S+)$`).FindStringSubmatch(string(body))
-	if m == nil {
-		t.Fatalf("/metrics has no sluice_mover_moved_bytes_total{action=\"archive\"}")
-	}
-	var got float64
-	if _, err := fmt.Sscan(m[1], &got); err != nil || got != float64(len(data)) {
-		t.Errorf("sluice_mover_moved_bytes_total{action=\"archive\"} is %s, want %d", m[1], len(data))
+	if got := proctest.MetricSum(proctest.Metrics(t, admin), `sluice_mover_moved_bytes_total{action="archive"}`); got != float64(len(data)) {
+		t.Errorf("sluice_mover_moved_bytes_total{action=\"archive\"} is %v, want %d", got, len(data))
 	}
 	// The dashboard's snapshot has the mover too.
 	snap, err := dashboard.Fetch(ctx, admin)
@@ -242,28 +223,12 @@ func TestServeMover(t *testing.T) {
 // are due, while passes go on until all are done.
 func TestServeMoverCaps(t *testing.T) {
 	ctx := context.Background()
-	be := startSluiceBackend(t)
-	admin := freeAddr(t)
-	fs := startFS(t, "--mover-every", "100ms", "--http", admin, "--mover-max-releases", "1", "--mover-max-archive", "1", "--mover-parallel", "2")
-	addBackend(t, fs, be, "c/")
-	c := newClient(t, fs.addr, 0)
-	if err := c.MkdirAll(ctx, "/w", 0o755); err != nil {
-		t.Fatal(err)
-	}
+	fs, c, admin := startServeMover(t, "c/", "--mover-every", "100ms", "--mover-max-releases", "1", "--mover-max-archive", "1", "--mover-parallel", "2")
 	const n = 5
 	for i := range n {
 		if err := writeSluice(ctx, c, fmt.Sprintf("/w/%d", i), randomData(uint64(60+i), 256<<10)); err != nil {
 			t.Fatal(err)
 		}
-	}
-	metric := func(body, name string) float64 {
-		m := regexp.MustCompile(`(?m)^` + regexp.QuoteMeta(name) + ` (\S+)$`).FindStringSubmatch(body)
-		if m == nil {
-			return 0
-		}
-		var v float64
-		fmt.Sscan(m[1], &v)
-		return v
 	}
 	fs.mustCLI("tier", "policy", "set", "/w", "--archive-after", "1ms", "--release-after", "1ms")
 	// Each scrape: the files moved never outnumber the passes that could
@@ -271,18 +236,12 @@ func TestServeMoverCaps(t *testing.T) {
 	// the first, which only archives: a file archived in a pass is
 	// released in a later one).
 	waitFor(t, "all files released, one move of each kind per pass", func() bool {
-		resp, err := http.Get("http://" + admin + "/metrics")
-		if err != nil {
-			t.Fatal(err)
-		}
-		b, _ := io.ReadAll(resp.Body)
-		resp.Body.Close()
-		body := string(b)
+		body := proctest.Metrics(t, admin)
 		// A pass's moves are counted as they finish, the pass itself
 		// at its end: during pass k, passes is k-1.
-		passes := metric(body, "sluice_mover_passes_total")
-		archived := metric(body, `sluice_mover_moved_files_total{action="archive"}`)
-		released := metric(body, `sluice_mover_moved_files_total{action="release"}`)
+		passes := proctest.MetricSum(body, "sluice_mover_passes_total")
+		archived := proctest.MetricSum(body, `sluice_mover_moved_files_total{action="archive"}`)
+		released := proctest.MetricSum(body, `sluice_mover_moved_files_total{action="release"}`)
 		if archived > passes+1 || released > passes {
 			t.Fatalf("after %v passes: %v archived, %v released: more than one a pass", passes, archived, released)
 		}
@@ -293,6 +252,23 @@ func TestServeMoverCaps(t *testing.T) {
 			t.Errorf("/w/%d: %+v, %v; want released", i, info, err)
 		}
 	}
+}
+
+// startServeMover starts a `sluice serve` with its admin port and args
+// (the mover's flags), a Sluice backend registered under prefix, a client
+// of it and the directory /w; it returns the server, the client and the
+// admin address.
+func startServeMover(t *testing.T, prefix string, args ...string) (*fsServer, *client.Client, string) {
+	t.Helper()
+	be := startSluiceBackend(t)
+	admin := freeAddr(t)
+	fs := startFS(t, append([]string{"--http", admin}, args...)...)
+	addBackend(t, fs, be, prefix)
+	c := newClient(t, fs.addr, 0)
+	if err := c.MkdirAll(context.Background(), "/w", 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return fs, c, admin
 }
 
 // exitCode returns a finished command's exit code (0 for no error, -1 when
