@@ -35,7 +35,9 @@ import (
 //
 // Besides ops/s it reports cpu-us/op: the CPU time of the server process
 // and of the benchmark's process (the HTTP clients or the library) per
-// operation, which a busy machine disturbs less than the throughput.
+// operation, which a busy machine disturbs less than the throughput; and
+// srv-cpu-us/op, the server process's alone (on a machine whose clients
+// run elsewhere, what the gateway costs the storage node).
 func BenchmarkS3(b *testing.B) {
 	g := startGateway(b)
 	fc := g.client()
@@ -91,6 +93,7 @@ func BenchmarkS3(b *testing.B) {
 						b.ReportAllocs()
 						b.ResetTimer()
 						cpu0, cpuOK := cpuTime(g.procs[0].Cmd.Process.Pid)
+						srv0, srvOK := proctest.CPUTime(g.procs[0].Cmd.Process.Pid)
 						start := time.Now()
 						var wg sync.WaitGroup
 						var failed atomic.Value
@@ -112,6 +115,9 @@ func BenchmarkS3(b *testing.B) {
 						b.ReportMetric(float64(per*clients)/time.Since(start).Seconds(), "ops/s")
 						if cpu1, ok := cpuTime(g.procs[0].Cmd.Process.Pid); ok && cpuOK {
 							b.ReportMetric(float64((cpu1-cpu0).Microseconds())/float64(per*clients), "cpu-us/op")
+						}
+						if srv1, ok := proctest.CPUTime(g.procs[0].Cmd.Process.Pid); ok && srvOK {
+							b.ReportMetric(float64((srv1-srv0).Microseconds())/float64(per*clients), "srv-cpu-us/op")
 						}
 					})
 				}
