@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/json"
@@ -37,14 +36,7 @@ func TestAdvise(t *testing.T) {
 	if !strings.Contains(out, "written to") {
 		t.Errorf("calibrate: %q", out)
 	}
-	var m advise.Model
-	b, err := os.ReadFile(modelFile)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := json.Unmarshal(b, &m); err != nil {
-		t.Fatal(err)
-	}
+	m := readModel(t, modelFile)
 	// 4 targets: stripe counts 1, 2, 4 by stripe sizes 1 and 4 MiB; 20
 	// cells each, and 12 of sequential reads with read-ahead off and 64 MiB.
 	if len(m.Cells) != 6*32 || m.Targets != 4 || m.Date == "" || !strings.Contains(m.Command, "calibrate") {
@@ -109,15 +101,8 @@ func TestAdvise(t *testing.T) {
 		if err != nil || l.StripeCount != 2 || l.Data == 0 {
 			t.Errorf("%s after --apply: %+v, %v; want stripe count 2, migrated", p, l, err)
 		}
-		f, err := setup.Open(ctx, p)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var buf bytes.Buffer
-		io.Copy(&buf, f)
-		f.Close()
-		if sha256.Sum256(buf.Bytes()) != sum {
-			t.Errorf("%s changed by the migration", p)
+		if b, err := readFile(setup, p); err != nil || sha256.Sum256(b) != sum {
+			t.Errorf("%s changed by the migration (%v)", p, err)
 		}
 	}
 	if l, err := setup.GetLayout(ctx, "/ds"); err != nil || l.StripeCount != 2 {
@@ -149,19 +134,11 @@ func TestAdvisePools(t *testing.T) {
 	ctx := context.Background()
 	setup := s.client()
 	tmp := t.TempDir()
-	s.mustCLI("pool", "create", "a", "1", "2")
-	s.mustCLI("pool", "create", "b", "3", "4")
+	twoPools(t, s, "a", "b")
 
 	modelFile := filepath.Join(tmp, "model.json")
 	s.mustCLI("advise", "calibrate", "--out", modelFile, "--size", "2MiB", "--cell-time", "50ms", "-q", "--runs", "1", "--pool", "a", "--pool", "b")
-	var m advise.Model
-	b, err := os.ReadFile(modelFile)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := json.Unmarshal(b, &m); err != nil {
-		t.Fatal(err)
-	}
+	m := readModel(t, modelFile)
 	// Each pool: stripe counts 1 and 2 by stripe sizes 1 and 4 MiB, 32
 	// cells each.
 	perPool := map[string]int{}
@@ -224,15 +201,8 @@ func TestAdvisePools(t *testing.T) {
 				break
 			}
 		}
-		f, err := setup.Open(ctx, p)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var buf bytes.Buffer
-		io.Copy(&buf, f)
-		f.Close()
-		if sha256.Sum256(buf.Bytes()) != sum {
-			t.Errorf("%s changed by the migration", p)
+		if b, err := readFile(setup, p); err != nil || sha256.Sum256(b) != sum {
+			t.Errorf("%s changed by the migration (%v)", p, err)
 		}
 	}
 }
@@ -250,8 +220,7 @@ func TestAdviseSplit(t *testing.T) {
 	dir := tmpfsTargets(t, "28m")
 	s := startServer(t, dir)
 	setup := s.client()
-	s.mustCLI("pool", "create", "a", "1", "2")
-	s.mustCLI("pool", "create", "b", "3", "4")
+	twoPools(t, s, "a", "b")
 	s.mustCLI("mkdir", "/ds")
 	s.mustCLI("layout", "set", "/ds", "--stripe-count", "2", "--pool", "a")
 	// 8 files of 4 MiB and 2 of 16 MiB: 64 MiB, 40 MiB of it in the
@@ -314,15 +283,8 @@ func TestAdviseSplit(t *testing.T) {
 				break
 			}
 		}
-		f, err := setup.Open(ctx, p)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var got bytes.Buffer
-		io.Copy(&got, f)
-		f.Close()
-		if sha256.Sum256(got.Bytes()) != sum {
-			t.Errorf("%s changed by the migration", p)
+		if b, err := readFile(setup, p); err != nil || sha256.Sum256(b) != sum {
+			t.Errorf("%s changed by the migration (%v)", p, err)
 		}
 	}
 }
@@ -447,4 +409,26 @@ func forcedModel(t *testing.T, m advise.Model, dir string, mbps func(advise.Cell
 		t.Fatal(err)
 	}
 	return p
+}
+
+// readModel reads an advisor model written by advise calibrate.
+func readModel(t *testing.T, path string) advise.Model {
+	t.Helper()
+	var m advise.Model
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(b, &m); err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+// twoPools makes pool a of targets 1 and 2 and pool b of targets 3 and 4
+// (the tmpfs ones of tmpfsTargets).
+func twoPools(tb testing.TB, s *server, a, b string) {
+	tb.Helper()
+	s.mustCLI("pool", "create", a, "1", "2")
+	s.mustCLI("pool", "create", b, "3", "4")
 }
