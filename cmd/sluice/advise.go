@@ -49,6 +49,8 @@ func newAdvise(g *globals) *cobra.Command {
 	cf.DurationVar(&co.CellTime, "cell-time", 500*time.Millisecond, "how long each random-I/O measurement runs")
 	cf.IntVar(&co.Runs, "runs", 2, "measurements of each cell (their spread is the model's noise)")
 	cf.BoolVarP(&co.Quiet, "quiet", "q", false, "no progress lines")
+	cf.BoolVar(&co.Mount, "mount", false, "also measure sequential writes through two FUSE mounts made here, with and without the kernel's write-back cache (for the writeback-cache advice; needs FUSE and root)")
+	cf.StringVar(&co.Base, "base", "", "keep the cells of this model instead of measuring them again (with --mount: add mount cells to it)")
 	cf.StringArrayVar(&co.Pools, "pool", nil, "measure this pool's targets (stripe counts up to its size; repeat for each pool the advice may choose between) instead of all targets as one")
 	cal.RunE = func(c *cobra.Command, args []string) error {
 		n, err := cli.ParseSize(size)

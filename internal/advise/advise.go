@@ -26,15 +26,18 @@ import (
 // read-ahead (0: the client's default, 16 MiB; -1: none): MBps (10^6
 // bytes per second, all streams together).
 type Cell struct {
-	Op          string  `json:"op"`
-	Pattern     string  `json:"pattern"`
-	ReqSize     int64   `json:"req_size"`
-	Streams     int     `json:"streams"`
-	StripeCount int     `json:"stripe_count"`
-	StripeSize  int64   `json:"stripe_size,omitempty"`
-	Pool        string  `json:"pool,omitempty"`
-	ReadAhead   int64   `json:"read_ahead,omitempty"`
-	MBps        float64 `json:"mbps"`
+	Op          string `json:"op"`
+	Pattern     string `json:"pattern"`
+	ReqSize     int64  `json:"req_size"`
+	Streams     int    `json:"streams"`
+	StripeCount int    `json:"stripe_count"`
+	StripeSize  int64  `json:"stripe_size,omitempty"`
+	Pool        string `json:"pool,omitempty"`
+	ReadAhead   int64  `json:"read_ahead,omitempty"`
+	// WritebackCache: a cell of Model.MountCells measured through a mount
+	// with the kernel's write-back cache (sluice mount --writeback-cache).
+	WritebackCache bool    `json:"writeback_cache,omitempty"`
+	MBps           float64 `json:"mbps"`
 }
 
 // Model is what a cluster's layouts deliver, as measured by a calibration.
@@ -50,6 +53,14 @@ type Model struct {
 	// same cell that the calibration saw at its 90th percentile: a
 	// predicted gain below it is not told from noise.
 	Noise float64 `json:"noise"`
+	// MountCells were measured through FUSE mounts of the file system
+	// (sequential writes, with and without the kernel's write-back cache;
+	// `sluice advise calibrate --mount`), by MountCommand, with
+	// MountNoise as Noise is for Cells. None: the advisor says nothing
+	// about a mount's write-back cache.
+	MountCells   []Cell  `json:"mount_cells,omitempty"`
+	MountCommand string  `json:"mount_command,omitempty"`
+	MountNoise   float64 `json:"mount_noise,omitempty"`
 }
 
 // Workload is what the model needs to know of a workload.
@@ -266,7 +277,7 @@ func (f Facts) Allows(l Layout, cur string) bool {
 
 // Advice is one recommendation.
 type Advice struct {
-	Setting string `json:"setting"` // "layout", "client-read-ahead" or "qos-class"
+	Setting string `json:"setting"` // "layout", "client-read-ahead", "qos-class", "name-cache" or "writeback-cache"
 	From    string `json:"from,omitempty"`
 	To      string `json:"to,omitempty"` // "" when no change is advised
 	// Layout is the advised layout (Setting "layout", a change); ReadAhead
@@ -298,7 +309,7 @@ func Advise(w Workload, cur Layout, f Facts, m *Model) []Advice {
 	if lay.Layout != nil {
 		on = *lay.Layout
 	}
-	return []Advice{lay, adviseReadAhead(w, on, m), adviseClass(w), adviseNames(w, m.Noise)}
+	return []Advice{lay, adviseReadAhead(w, on, m), adviseClass(w), adviseNames(w, m.Noise), adviseWriteback(w, m)}
 }
 
 func adviseLayout(w Workload, cur Layout, f Facts, m *Model) Advice {
@@ -577,6 +588,86 @@ func adviseNames(w Workload, noise float64) Advice {
 	a.Reason = fmt.Sprintf("%d lookups and stats (%.0f%% of the time inside Sluice's calls) asked again for files their client had looked up, 90%% within %v of the previous: %s",
 		w.Repeats, 100*share, w.RepeatGapP90.Round(time.Millisecond), how)
 	return a
+}
+
+// WritebackCacheAdvice is the advice adviseWriteback gives.
+const WritebackCacheAdvice = "sluice mount --writeback-cache"
+
+// adviseWriteback advises a mount's write-back cache for programs writing
+// files in small sequential writes through a mount: the kernel then sends
+// them in large requests (docs/profile.md). The recorded writes are the
+// requests that reached the mount, so a mount with the cache on already
+// shows large ones and is told no change. The predicted effect is the
+// ratio of the mount cells' throughput with and without the cache at the
+// workload's write size and streams (interpolated on a log scale of the
+// size), advised only beyond the cells' noise.
+func adviseWriteback(w Workload, m *Model) Advice {
+	a := Advice{Setting: "writeback-cache", From: "off"}
+	switch {
+	case w.Via != "mount":
+		a.From = "none"
+		a.Reason = fmt.Sprintf("the clients are not all FUSE mounts (%s): only a mount has a write-back cache", w.Via)
+		return a
+	case w.Op != "write":
+		a.Reason = "the workload mostly reads: the write-back cache changes nothing for it"
+		return a
+	case w.Pattern != "seq":
+		a.Reason = "random writes: the calibration measures sequential writes through a mount only"
+		return a
+	case w.ReqSize <= 0:
+		a.Reason = "no write sizes recorded"
+		return a
+	}
+	on, ok1 := m.mountWrite(w, true)
+	off, ok2 := m.mountWrite(w, false)
+	if !ok1 || !ok2 || off <= 0 {
+		a.Reason = "the model has no cells measured through a mount (sluice advise calibrate --mount)"
+		return a
+	}
+	a.FromMBps, a.ToMBps = off, on
+	ratio := on / off
+	if ratio-1 <= m.MountNoise {
+		a.Predicted = 1
+		a.Reason = fmt.Sprintf("sequential writes of %s reached the mount, where the model measures %.0f MB/s with the kernel's write-back cache and %.0f without (%.2fx, within its noise of %.0f%%): no change",
+			profile.Size(w.ReqSize), on, off, ratio, 100*m.MountNoise)
+		return a
+	}
+	a.To, a.Predicted = WritebackCacheAdvice, ratio
+	a.Reason = fmt.Sprintf("sequential writes of %s reached the mount one by one; with the kernel's write-back cache it buffers them and sends large requests (model: %.0f against %.0f MB/s). Other mounts then see this mount's size changes only when the kernel drops the file's attributes",
+		profile.Size(w.ReqSize), on, off)
+	return a
+}
+
+// mountWrite predicts the MB/s of w's sequential writes through a mount
+// with or without the write-back cache: the mount cells of the streams
+// nearest to w's, interpolated over their request sizes.
+func (m *Model) mountWrite(w Workload, wbc bool) (float64, bool) {
+	var cells []Cell
+	for _, c := range m.MountCells {
+		if c.Op == "write" && c.Pattern == "seq" && c.WritebackCache == wbc && c.MBps > 0 {
+			cells = append(cells, c)
+		}
+	}
+	if len(cells) == 0 {
+		return 0, false
+	}
+	streams := uniq(cells, func(c Cell) float64 { return float64(c.Streams) })
+	best := streams[0]
+	for _, s := range streams {
+		if math.Abs(math.Log(s)-math.Log(w.Streams)) < math.Abs(math.Log(best)-math.Log(w.Streams)) {
+			best = s
+		}
+	}
+	cells = slices.DeleteFunc(cells, func(c Cell) bool { return float64(c.Streams) != best })
+	slices.SortFunc(cells, func(a, b Cell) int { return cmp.Compare(a.ReqSize, b.ReqSize) })
+	var xs, ys []float64
+	for _, c := range cells {
+		if len(xs) > 0 && xs[len(xs)-1] == float64(c.ReqSize) {
+			continue
+		}
+		xs, ys = append(xs, float64(c.ReqSize)), append(ys, c.MBps)
+	}
+	return interp(xs, ys, float64(w.ReqSize)), true
 }
 
 // adviseClass names the QoS class whose place in the targets' schedule

@@ -88,7 +88,7 @@ func TestAdviseStripeCount(t *testing.T) {
 	}
 	for _, c := range cases {
 		a := Advise(c.w, c.cur, c.f, m)
-		if len(a) != 4 || a[0].Setting != "layout" {
+		if len(a) != 5 || a[0].Setting != "layout" || a[4].Setting != "writeback-cache" {
 			t.Fatalf("%s: advice %+v", c.name, a)
 		}
 		s := a[0]
@@ -383,6 +383,64 @@ func TestAdviseNamesVia(t *testing.T) {
 		r.MountClients, r.S3Clients = c.mount, c.s3
 		if got := WorkloadOf(&r).Via; got != c.want {
 			t.Errorf("%d clients of mounts and %d of the gateway of 3: via %q, want %q", c.mount, c.s3, got, c.want)
+		}
+	}
+}
+
+// mountModel has mount cells shaped like a calibration of the development
+// VM: the write-back cache triples 4 KiB writes, gains little at 64 KiB
+// and nothing at 1 MiB; 4 streams gain less than 1.
+func mountModel(noise float64) *Model {
+	m := &Model{MountNoise: noise}
+	for _, c := range []struct {
+		streams  int
+		req      int64
+		off, wbc float64
+	}{
+		{1, 4 << 10, 150, 450}, {1, 64 << 10, 430, 540}, {1, 1 << 20, 640, 620},
+		{4, 4 << 10, 300, 600}, {4, 64 << 10, 700, 720}, {4, 1 << 20, 900, 880},
+	} {
+		m.MountCells = append(m.MountCells,
+			Cell{Op: "write", Pattern: "seq", ReqSize: c.req, Streams: c.streams, MBps: c.off},
+			Cell{Op: "write", Pattern: "seq", ReqSize: c.req, Streams: c.streams, WritebackCache: true, MBps: c.wbc})
+	}
+	return m
+}
+
+func TestAdviseWriteback(t *testing.T) {
+	small := Workload{Op: "write", Pattern: "seq", ReqSize: 4 << 10, Streams: 1, Via: "mount"}
+	with := func(f func(w *Workload)) Workload { w := small; f(&w); return w }
+	for _, c := range []struct {
+		name      string
+		w         Workload
+		m         *Model
+		predicted float64 // 0: no change advised
+		reason    string
+	}{
+		{"4 KiB writes, 1 stream", small, mountModel(0.1), 3, "write-back cache"},
+		{"4 KiB writes, 3 streams (the 4-stream cells)", with(func(w *Workload) { w.Streams = 3 }), mountModel(0.1), 2, "write-back cache"},
+		{"16 KiB writes: between the cells (each interpolated)", with(func(w *Workload) { w.ReqSize = 16 << 10 }), mountModel(0.1), (450 + 0.5*(540-450)) / (150 + 0.5*(430-150)), "write-back cache"},
+		{"64 KiB writes: gain within the noise", with(func(w *Workload) { w.ReqSize = 64 << 10 }), mountModel(0.3), 0, "within its noise"},
+		{"1 MiB writes: a loss", with(func(w *Workload) { w.ReqSize = 1 << 20 }), mountModel(0.1), 0, "no change"},
+		{"a library program", with(func(w *Workload) { w.Via = "library" }), mountModel(0.1), 0, "only a mount"},
+		{"gateway clients", with(func(w *Workload) { w.Via = "s3" }), mountModel(0.1), 0, "only a mount"},
+		{"reads", with(func(w *Workload) { w.Op = "read" }), mountModel(0.1), 0, "mostly reads"},
+		{"random writes", with(func(w *Workload) { w.Pattern = "random" }), mountModel(0.1), 0, "sequential writes through a mount only"},
+		{"no mount cells", small, &Model{}, 0, "calibrate --mount"},
+	} {
+		a := adviseWriteback(c.w, c.m)
+		if a.Setting != "writeback-cache" || !strings.Contains(a.Reason, c.reason) {
+			t.Errorf("%s: advice %+v; want a reason with %q", c.name, a, c.reason)
+			continue
+		}
+		if c.predicted == 0 {
+			if a.Change() {
+				t.Errorf("%s: advised %q (%s), want no change", c.name, a.To, a.Reason)
+			}
+			continue
+		}
+		if a.To != WritebackCacheAdvice || math.Abs(a.Predicted-c.predicted) > 1e-9 || a.ToMBps <= a.FromMBps {
+			t.Errorf("%s: advice %q predicted %v (%v -> %v MB/s), want %q at %v", c.name, a.To, a.Predicted, a.FromMBps, a.ToMBps, WritebackCacheAdvice, c.predicted)
 		}
 	}
 }

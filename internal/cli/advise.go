@@ -35,6 +35,13 @@ type CalibrateOptions struct {
 	// Pools, if any, are measured each (cells of their names, stripe
 	// counts up to their targets) instead of the targets as a whole.
 	Pools []string
+	// Mount also measures sequential writes through two FUSE mounts of
+	// the file system made by this process, one with the kernel's
+	// write-back cache (the model's mount cells). Needs FUSE (root).
+	Mount bool
+	// Base, if set, is a model whose cells are kept instead of measured
+	// again (with Mount: add mount cells to an existing model).
+	Base string
 }
 
 // The calibration's grid: sequential requests of these sizes, random ones
@@ -67,9 +74,45 @@ func (e *Env) Calibrate(ctx context.Context, o CalibrateOptions) error {
 	if o.Out == "" {
 		return errs.New(errs.Invalid, "advise calibrate needs --out FILE")
 	}
-	st, err := e.Client.Statfs(ctx)
+	var model advise.Model
+	if o.Base != "" {
+		base, _, err := LoadModel(o.Base)
+		if err != nil {
+			return err
+		}
+		model = *base
+	} else {
+		var err error
+		if model, err = e.calibrateLayouts(ctx, o); err != nil {
+			return err
+		}
+	}
+	if o.Mount {
+		cells, noise, err := e.calibrateMount(ctx, o)
+		if err != nil {
+			return err
+		}
+		model.MountCells, model.MountNoise = cells, noise
+		model.MountCommand = "sluice " + strings.Join(os.Args[1:], " ")
+	}
+	b, err := json.MarshalIndent(&model, "", "  ")
 	if err != nil {
 		return err
+	}
+	if err := os.WriteFile(o.Out, append(b, '\n'), 0o644); err != nil {
+		return err
+	}
+	fmt.Fprintf(e.Stdout, "model of %d cells (noise %.0f%%) and %d mount cells (noise %.0f%%) written to %s\n",
+		len(model.Cells), 100*model.Noise, len(model.MountCells), 100*model.MountNoise, o.Out)
+	return nil
+}
+
+// calibrateLayouts measures the model's cells: the layouts' grid through
+// the client library.
+func (e *Env) calibrateLayouts(ctx context.Context, o CalibrateOptions) (advise.Model, error) {
+	st, err := e.Client.Statfs(ctx)
+	if err != nil {
+		return advise.Model{}, err
 	}
 	// Where to measure: the targets as a whole, or each pool named.
 	spans := map[string]int{"": st.Targets}
@@ -77,12 +120,12 @@ func (e *Env) Calibrate(ctx context.Context, o CalibrateOptions) error {
 		spans = map[string]int{}
 		pools, err := e.Client.Pools(ctx)
 		if err != nil {
-			return err
+			return advise.Model{}, err
 		}
 		for _, name := range o.Pools {
 			i := slices.IndexFunc(pools, func(p client.PoolInfo) bool { return p.Name == name })
 			if i < 0 || len(pools[i].Targets) == 0 {
-				return errs.New(errs.Invalid, "advise calibrate --pool %q: no such pool, or it has no targets (sluice pool ls)", name)
+				return advise.Model{}, errs.New(errs.Invalid, "advise calibrate --pool %q: no such pool, or it has no targets (sluice pool ls)", name)
 			}
 			spans[name] = len(pools[i].Targets)
 		}
@@ -102,13 +145,13 @@ func (e *Env) Calibrate(ctx context.Context, o CalibrateOptions) error {
 		opts.ReadAhead = int(ra)
 		c, err := client.New(ctx, opts)
 		if err != nil {
-			return err
+			return advise.Model{}, err
 		}
 		defer c.Close()
 		raClients[ra] = c
 	}
 	if err := e.Client.MkdirAll(ctx, o.Scratch, 0o700); err != nil {
-		return err
+		return advise.Model{}, err
 	}
 	defer e.Client.RemoveAll(context.WithoutCancel(ctx), o.Scratch)
 	var runs [][]advise.Cell
@@ -118,13 +161,13 @@ func (e *Env) Calibrate(ctx context.Context, o CalibrateOptions) error {
 			sc, ss, pool := lay.StripeCount, lay.StripeSize, lay.Pool
 			dir := fmt.Sprintf("%s/r%d-sc%d-ss%d-p%s", o.Scratch, run, sc, ss, pool)
 			if err := e.Client.Mkdir(ctx, dir, 0o700); err != nil {
-				return err
+				return advise.Model{}, err
 			}
 			if err := e.Client.SetLayout(ctx, dir, client.Layout{StripeCount: sc, StripeSize: ss}); err != nil {
-				return err
+				return advise.Model{}, err
 			}
 			if err := e.Client.SetPool(ctx, dir, pool); err != nil {
-				return err
+				return advise.Model{}, err
 			}
 			first := len(cells)
 			m := measurer{c: e.Client, dir: dir, size: o.Size, cellTime: o.CellTime}
@@ -132,11 +175,11 @@ func (e *Env) Calibrate(ctx context.Context, o CalibrateOptions) error {
 				for _, req := range calSeqSizes {
 					w, err := m.seqWrite(ctx, streams, req)
 					if err != nil {
-						return err
+						return advise.Model{}, err
 					}
 					r, err := m.seqRead(ctx, streams, req)
 					if err != nil {
-						return err
+						return advise.Model{}, err
 					}
 					cells = append(cells,
 						advise.Cell{Op: "write", Pattern: "seq", ReqSize: req, Streams: streams, StripeCount: sc, StripeSize: ss, MBps: w},
@@ -146,7 +189,7 @@ func (e *Env) Calibrate(ctx context.Context, o CalibrateOptions) error {
 						mr.c = raClients[ra]
 						r, err := mr.seqRead(ctx, streams, req)
 						if err != nil {
-							return err
+							return advise.Model{}, err
 						}
 						cells = append(cells, advise.Cell{Op: "read", Pattern: "seq", ReqSize: req, Streams: streams, StripeCount: sc, StripeSize: ss, ReadAhead: ra, MBps: r})
 					}
@@ -154,11 +197,11 @@ func (e *Env) Calibrate(ctx context.Context, o CalibrateOptions) error {
 				for _, req := range calRandomSizes {
 					r, err := m.random(ctx, streams, req, false)
 					if err != nil {
-						return err
+						return advise.Model{}, err
 					}
 					w, err := m.random(ctx, streams, req, true)
 					if err != nil {
-						return err
+						return advise.Model{}, err
 					}
 					cells = append(cells,
 						advise.Cell{Op: "read", Pattern: "random", ReqSize: req, Streams: streams, StripeCount: sc, StripeSize: ss, MBps: r},
@@ -172,7 +215,7 @@ func (e *Env) Calibrate(ctx context.Context, o CalibrateOptions) error {
 				fmt.Fprintf(e.Stderr, "run %d, layout %s: %d cells measured\n", run+1, lay, len(cells))
 			}
 			if err := e.Client.RemoveAll(ctx, dir); err != nil {
-				return err
+				return advise.Model{}, err
 			}
 		}
 		runs = append(runs, cells)
@@ -189,15 +232,7 @@ func (e *Env) Calibrate(ctx context.Context, o CalibrateOptions) error {
 	for i := 1; i < len(runs); i++ {
 		model.Noise = max(model.Noise, advise.MeasuredNoise(runs[0], runs[i]))
 	}
-	b, err := json.MarshalIndent(&model, "", "  ")
-	if err != nil {
-		return err
-	}
-	if err := os.WriteFile(o.Out, append(b, '\n'), 0o644); err != nil {
-		return err
-	}
-	fmt.Fprintf(e.Stdout, "model of %d cells (noise %.0f%%) written to %s\n", len(model.Cells), 100*model.Noise, o.Out)
-	return nil
+	return model, nil
 }
 
 // measurer runs the calibration's cells in one directory: each stream

@@ -74,7 +74,7 @@ func TestAdvise(t *testing.T) {
 	if w.Op != "read" || w.Pattern != "seq" || w.ReqSize != 1<<20 || w.FileSpan != 8<<20 || res.Layout.StripeCount != 4 || res.Layout.StripeSize != 1<<20 || res.Dir != "/ds" {
 		t.Errorf("workload %+v on %+v in %s", w, res.Layout, res.Dir)
 	}
-	if len(res.Advice) != 4 || res.Advice[0].Setting != "layout" || res.Advice[0].Reason == "" || res.Advice[1].Setting != "client-read-ahead" || res.Advice[2].To != "training" || res.Advice[3].Setting != "name-cache" || res.Advice[3].Change() {
+	if len(res.Advice) != 5 || res.Advice[4].Setting != "writeback-cache" || res.Advice[4].Change() || res.Advice[0].Setting != "layout" || res.Advice[0].Reason == "" || res.Advice[1].Setting != "client-read-ahead" || res.Advice[2].To != "training" || res.Advice[3].Setting != "name-cache" || res.Advice[3].Change() {
 		t.Fatalf("advice %+v", res.Advice)
 	}
 	chk := res.Check

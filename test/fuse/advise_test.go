@@ -1,0 +1,176 @@
+package fuse
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sluice-fs/sluice/internal/advise"
+	"github.com/sluice-fs/sluice/internal/cli"
+	"github.com/sluice-fs/sluice/internal/proctest"
+)
+
+// TestAdviseWritebackCache: `sluice advise calibrate --mount` measures
+// sequential writes through two mounts of its own (with and without the
+// kernel's write-back cache), keeps a --base model's cells, and leaves no
+// mount and no file behind; a workload recorded through a mount that
+// writes in 4 KiB requests is then advised the write-back cache, and the
+// same workload through a mount with the cache on (whose writes reach the
+// mount merged) is told no change. The advice runs on a model with fixed
+// mount cells, so that it does not depend on the speeds measured here.
+func TestAdviseWritebackCache(t *testing.T) {
+	requireFUSE(t)
+	s := startServer(t, "", "")
+	ctx := context.Background()
+	setup := s.client()
+	sluice := func(args ...string) string {
+		t.Helper()
+		cmd := exec.Command(binary, args...)
+		cmd.Env = append(os.Environ(), "SLUICE_SERVER="+s.addr)
+		out, err := cmd.Output()
+		if err != nil {
+			t.Fatalf("sluice %s: %v\n%s", strings.Join(args, " "), err, out)
+		}
+		return string(out)
+	}
+	readModel := func(path string) advise.Model {
+		t.Helper()
+		b, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var m advise.Model
+		if err := json.Unmarshal(b, &m); err != nil {
+			t.Fatal(err)
+		}
+		return m
+	}
+
+	// The calibration through mounts, on top of the built-in model.
+	dir := t.TempDir()
+	base := readModel("../../internal/advise/model.json")
+	sluice("advise", "calibrate", "--mount", "--base", "../../internal/advise/model.json", "--out", dir+"/cal.json", "--size", "1MiB", "--runs", "2", "-q")
+	cal := readModel(dir + "/cal.json")
+	if len(cal.Cells) != len(base.Cells) || cal.Noise != base.Noise {
+		t.Errorf("the base model's %d cells (noise %v) came out as %d (noise %v)", len(base.Cells), base.Noise, len(cal.Cells), cal.Noise)
+	}
+	wbc := 0
+	for _, c := range cal.MountCells {
+		if c.Op != "write" || c.Pattern != "seq" || c.MBps <= 0 {
+			t.Errorf("mount cell %+v", c)
+		}
+		if c.WritebackCache {
+			wbc++
+		}
+	}
+	if len(cal.MountCells) != 16 || wbc != 8 || !strings.Contains(cal.MountCommand, "--mount") {
+		t.Errorf("%d mount cells, %d of them with the write-back cache, made by %q; want 16, 8 and the command", len(cal.MountCells), wbc, cal.MountCommand)
+	}
+	if _, err := setup.Stat(ctx, "/.sluice-calibrate/mount"); err == nil {
+		t.Error("the calibration's files were left behind")
+	}
+	if left := calibrateMounts(t); len(left) > 0 {
+		t.Errorf("the calibration left mounts behind: %v", left)
+	}
+
+	// The advice, on fixed mount cells: 3x at 4 KiB, nothing from 64 KiB.
+	fixed := cal
+	fixed.MountNoise = 0.1
+	fixed.MountCells = nil
+	for _, c := range []struct {
+		req      int64
+		off, wbc float64
+	}{{4 << 10, 150, 450}, {64 << 10, 430, 450}, {1 << 20, 640, 620}} {
+		fixed.MountCells = append(fixed.MountCells,
+			advise.Cell{Op: "write", Pattern: "seq", ReqSize: c.req, Streams: 1, MBps: c.off},
+			advise.Cell{Op: "write", Pattern: "seq", ReqSize: c.req, Streams: 1, WritebackCache: true, MBps: c.wbc})
+	}
+	b, err := json.Marshal(&fixed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(dir+"/fixed.json", b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	block := make([]byte, 4096)
+	for i := range block {
+		block[i] = byte(i)
+	}
+	advice := func(name string, mountArgs ...string) (advise.Workload, advise.Advice) {
+		t.Helper()
+		if err := setup.Mkdir(ctx, "/"+name, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		m := startMount(t, s.addr, append([]string{"--qos-job", name}, mountArgs...)...)
+		if err := setup.ProfileStart(ctx, name, name, "/"+name, time.Hour, 0); err != nil {
+			t.Fatal(err)
+		}
+		proctest.WaitProfileClients(t, setup, name, 1)
+		for _, f := range []string{"a", "b", "c", "d"} {
+			fd, err := os.Create(m.path(name, f))
+			if err != nil {
+				t.Fatal(err)
+			}
+			w := bufio.NewWriterSize(fd, len(block)) // 4 KiB write(2)s
+			for range 256 {
+				if _, err := w.Write(block); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if err := w.Flush(); err != nil {
+				t.Fatal(err)
+			}
+			if err := fd.Close(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := setup.ProfileStop(ctx, name); err != nil {
+			t.Fatal(err)
+		}
+		m.stop() // the mount's client ships what is left as it closes
+		var res cli.AdviseResult
+		if err := json.Unmarshal([]byte(sluice("advise", name, "--model", dir+"/fixed.json", "--json")), &res); err != nil {
+			t.Fatal(err)
+		}
+		for _, a := range res.Advice {
+			if a.Setting == "writeback-cache" {
+				return res.Workload, a
+			}
+		}
+		t.Fatalf("%s: no writeback-cache advice in %+v", name, res.Advice)
+		return advise.Workload{}, advise.Advice{}
+	}
+	w, a := advice("plain")
+	if w.Via != "mount" || w.Op != "write" || w.ReqSize != 4096 {
+		t.Errorf("the plain mount's workload: %+v; want 4 KiB writes through a mount", w)
+	}
+	if a.To != advise.WritebackCacheAdvice || a.Predicted != 3 {
+		t.Errorf("4 KiB writes through a plain mount: advice %q predicted %v (%s); want %q at 3", a.To, a.Predicted, a.Reason, advise.WritebackCacheAdvice)
+	}
+	w, a = advice("cached", "--writeback-cache")
+	if w.ReqSize <= 64<<10 || a.Change() {
+		t.Errorf("through a mount with the write-back cache: writes of %d bytes reached it, advice %q (%s); want merged writes and no change", w.ReqSize, a.To, a.Reason)
+	}
+}
+
+// calibrateMounts lists the mounts `sluice advise calibrate --mount`
+// makes (their mountpoints' names) that are still mounted.
+func calibrateMounts(t *testing.T) []string {
+	t.Helper()
+	b, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var left []string
+	for _, line := range strings.Split(string(b), "\n") {
+		if f := strings.Fields(line); len(f) > 4 && strings.Contains(f[4], "sluice-calibrate-mount-") {
+			left = append(left, f[4])
+		}
+	}
+	return left
+}
