@@ -626,6 +626,12 @@ func adviseWriteback(w Workload, m *Model) Advice {
 	}
 	a.FromMBps, a.ToMBps = off, on
 	ratio := on / off
+	if ratio < 1 {
+		a.Predicted = 1
+		a.Reason = fmt.Sprintf("sequential writes of %s reached the mount, where the model measures %.0f MB/s with the kernel's write-back cache and %.0f without (%.2fx): the cache would slow them; no change",
+			profile.Size(w.ReqSize), on, off, ratio)
+		return a
+	}
 	if ratio-1 <= m.MountNoise {
 		a.Predicted = 1
 		a.Reason = fmt.Sprintf("sequential writes of %s reached the mount, where the model measures %.0f MB/s with the kernel's write-back cache and %.0f without (%.2fx, within its noise of %.0f%%): no change",

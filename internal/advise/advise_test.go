@@ -421,7 +421,7 @@ func TestAdviseWriteback(t *testing.T) {
 		{"4 KiB writes, 3 streams (the 4-stream cells)", with(func(w *Workload) { w.Streams = 3 }), mountModel(0.1), 2, "write-back cache"},
 		{"16 KiB writes: between the cells (each interpolated)", with(func(w *Workload) { w.ReqSize = 16 << 10 }), mountModel(0.1), (450 + 0.5*(540-450)) / (150 + 0.5*(430-150)), "write-back cache"},
 		{"64 KiB writes: gain within the noise", with(func(w *Workload) { w.ReqSize = 64 << 10 }), mountModel(0.3), 0, "within its noise"},
-		{"1 MiB writes: a loss", with(func(w *Workload) { w.ReqSize = 1 << 20 }), mountModel(0.1), 0, "no change"},
+		{"1 MiB writes: a loss", with(func(w *Workload) { w.ReqSize = 1 << 20 }), mountModel(0.1), 0, "would slow them"},
 		{"a library program", with(func(w *Workload) { w.Via = "library" }), mountModel(0.1), 0, "only a mount"},
 		{"gateway clients", with(func(w *Workload) { w.Via = "s3" }), mountModel(0.1), 0, "only a mount"},
 		{"reads", with(func(w *Workload) { w.Op = "read" }), mountModel(0.1), 0, "mostly reads"},

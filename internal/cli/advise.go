@@ -395,17 +395,29 @@ type CheckResult struct {
 type CheckConfig struct {
 	Layout    advise.Layout
 	ReadAhead int64 // 0: the default
+	// Mount: the replay goes through a FUSE mount that the check makes,
+	// with the kernel's write-back cache if WritebackCache (else through
+	// the client library).
+	Mount          bool `json:",omitempty"`
+	WritebackCache bool `json:",omitempty"`
 }
 
 func (c CheckConfig) String() string {
-	if c.ReadAhead == 0 {
-		return c.Layout.String()
+	s := c.Layout.String()
+	if c.ReadAhead != 0 {
+		ra := "off"
+		if c.ReadAhead > 0 {
+			ra = profile.Size(c.ReadAhead)
+		}
+		s += ", read-ahead " + ra
 	}
-	ra := "off"
-	if c.ReadAhead > 0 {
-		ra = profile.Size(c.ReadAhead)
+	switch {
+	case c.Mount && c.WritebackCache:
+		s += ", through a mount with the write-back cache"
+	case c.Mount:
+		s += ", through a mount"
 	}
-	return c.Layout.String() + ", read-ahead " + ra
+	return s
 }
 
 // LoadModel reads a model written by calibrate, or the built-in one.
@@ -500,6 +512,11 @@ func (e *Env) Advise(ctx context.Context, name string, o AdviseOptions) error {
 		if raAdv.Change() {
 			to.ReadAhead = raAdv.ReadAhead
 		}
+		wbAdv := res.Advice[4]
+		if wbAdv.Change() {
+			// Both replays through mounts, as the workload ran.
+			from.Mount, to.Mount, to.WritebackCache = true, true, true
+		}
 		if to == from {
 			// No change advised: measure the alternative layout the
 			// model ranks best, to show whether it would have helped.
@@ -513,10 +530,17 @@ func (e *Env) Advise(ctx context.Context, name string, o AdviseOptions) error {
 				return err
 			}
 			chk.CompareWhenNoGain = compare
-			if p1, ok1 := model.PredictWith(res.Workload, from.Layout, from.ReadAhead); ok1 {
-				if p2, ok2 := model.PredictWith(res.Workload, to.Layout, to.ReadAhead); ok2 {
-					chk.Predicted = p2 / p1
+			chk.Predicted = 1
+			if from.Layout != to.Layout || from.ReadAhead != to.ReadAhead {
+				chk.Predicted = 0
+				if p1, ok1 := model.PredictWith(res.Workload, from.Layout, from.ReadAhead); ok1 {
+					if p2, ok2 := model.PredictWith(res.Workload, to.Layout, to.ReadAhead); ok2 {
+						chk.Predicted = p2 / p1
+					}
 				}
+			}
+			if wbAdv.Change() {
+				chk.Predicted *= wbAdv.Predicted
 			}
 			res.Check = chk
 		}

@@ -24,21 +24,11 @@ var calMountSizes = []int64{4 << 10, 16 << 10, 64 << 10, 1 << 20}
 func (e *Env) calibrateMount(ctx context.Context, o CalibrateOptions) ([]advise.Cell, float64, error) {
 	mounts := map[bool]string{}
 	for _, wbc := range []bool{false, true} {
-		mp, err := os.MkdirTemp("", "sluice-calibrate-mount-")
+		mp, unmount, err := e.mountOwn(ctx, e.Client.Options(), wbc)
 		if err != nil {
-			return nil, 0, err
+			return nil, 0, fmt.Errorf("advise calibrate --mount: %w", err)
 		}
-		defer os.Remove(mp)
-		c, err := client.New(ctx, e.Client.Options())
-		if err != nil {
-			return nil, 0, err
-		}
-		defer c.Close()
-		m, err := fusefs.Mount(ctx, c, fusefs.Options{Mountpoint: mp, Server: e.Client.Options().Server, WritebackCache: wbc, Logger: slog.New(slog.DiscardHandler)})
-		if err != nil {
-			return nil, 0, fmt.Errorf("advise calibrate --mount: %w (a mount needs /dev/fuse and, here, root)", err)
-		}
-		defer m.Unmount(context.WithoutCancel(ctx))
+		defer unmount()
 		mounts[wbc] = mp
 	}
 	dir := o.Scratch + "/mount"
@@ -70,6 +60,33 @@ func (e *Env) calibrateMount(ctx context.Context, o CalibrateOptions) ([]advise.
 		noise = max(noise, advise.MeasuredNoise(runs[0], runs[i]))
 	}
 	return advise.Average(runs...), noise, nil
+}
+
+// mountOwn mounts the file system on a new temporary directory, served by
+// this process through a client of its own made with opts, with the
+// kernel's write-back cache if wbc; unmount unmounts it and removes the
+// directory.
+func (e *Env) mountOwn(ctx context.Context, opts client.Options, wbc bool) (mp string, unmount func(), err error) {
+	mp, err = os.MkdirTemp("", "sluice-advise-mount-")
+	if err != nil {
+		return "", nil, err
+	}
+	c, err := client.New(ctx, opts)
+	if err != nil {
+		os.Remove(mp)
+		return "", nil, err
+	}
+	m, err := fusefs.Mount(ctx, c, fusefs.Options{Mountpoint: mp, Server: opts.Server, WritebackCache: wbc, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		c.Close()
+		os.Remove(mp)
+		return "", nil, fmt.Errorf("%w (a mount needs /dev/fuse and, here, root)", err)
+	}
+	return mp, func() {
+		m.Unmount(context.WithoutCancel(ctx))
+		c.Close()
+		os.Remove(mp)
+	}, nil
 }
 
 // mountSeqWrite writes a file of size bytes per stream in dir (a

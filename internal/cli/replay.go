@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"os"
+	"path/filepath"
 	"slices"
 	"sync/atomic"
 	"time"
@@ -119,7 +121,7 @@ func (e *Env) replayCheck(ctx context.Context, batches []profile.Batch, rep prof
 		res.Bytes += s.bytes
 	}
 	var dirs [2]string
-	var clients [2]*client.Client
+	var opens [2]replayOpen
 	for i, cfg := range []CheckConfig{from, to} {
 		dirs[i] = fmt.Sprintf("%s/%d", o.Scratch, i)
 		if i == 1 && to.Layout == from.Layout {
@@ -138,22 +140,30 @@ func (e *Env) replayCheck(ctx context.Context, batches []profile.Batch, rep prof
 				return nil, err
 			}
 		}
-		clients[i] = e.Client
+		c := e.Client
 		if cfg.ReadAhead != 0 {
 			opts := e.Client.Options()
 			opts.ReadAhead = int(cfg.ReadAhead)
-			c, err := client.New(ctx, opts)
-			if err != nil {
+			var err error
+			if c, err = client.New(ctx, opts); err != nil {
 				return nil, err
 			}
 			defer c.Close()
-			clients[i] = c
+		}
+		opens[i] = libraryOpen(ctx, c)
+		if cfg.Mount {
+			mp, unmount, err := e.mountOwn(ctx, c.Options(), cfg.WritebackCache)
+			if err != nil {
+				return nil, fmt.Errorf("advise --check: %w", err)
+			}
+			defer unmount()
+			opens[i] = mountOpen(mp)
 		}
 	}
 	var mbps [2]float64
 	for round := range 4 {
 		i := round % 2
-		r, err := replayRun(ctx, clients[i], dirs[i], streams, workers)
+		r, err := replayRun(opens[i], dirs[i], streams, workers)
 		if err != nil {
 			return nil, err
 		}
@@ -190,9 +200,43 @@ func writeSized(ctx context.Context, c *client.Client, p string, size int64, buf
 	return f.Close()
 }
 
-// replayRun replays streams through c on the copies in dir, workers at a
-// time, and returns the MB/s they moved.
-func replayRun(ctx context.Context, c *client.Client, dir string, streams []*replayStream, workers int) (float64, error) {
+// replayFile is a file a replay reads and writes: a client.File, or an
+// os.File of a mount.
+type replayFile interface {
+	ReadAt(b []byte, off int64) (int, error)
+	WriteAt(b []byte, off int64) (int, error)
+	Close() error
+}
+
+// replayOpen opens a file of the file system (a path in it) for a replay,
+// for writing too if write.
+type replayOpen func(path string, write bool) (replayFile, error)
+
+// libraryOpen opens files through c.
+func libraryOpen(ctx context.Context, c *client.Client) replayOpen {
+	return func(p string, write bool) (replayFile, error) {
+		flag := client.O_RDONLY
+		if write {
+			flag = client.O_RDWR
+		}
+		return c.OpenFile(ctx, p, flag, 0)
+	}
+}
+
+// mountOpen opens files through the mount on mp.
+func mountOpen(mp string) replayOpen {
+	return func(p string, write bool) (replayFile, error) {
+		flag := os.O_RDONLY
+		if write {
+			flag = os.O_RDWR
+		}
+		return os.OpenFile(filepath.Join(mp, p), flag, 0)
+	}
+}
+
+// replayRun replays streams on the copies in dir, opened with open,
+// workers at a time, and returns the MB/s they moved.
+func replayRun(open replayOpen, dir string, streams []*replayStream, workers int) (float64, error) {
 	work := make(chan *replayStream)
 	var moved atomic.Int64
 	var g errgroup.Group
@@ -209,11 +253,7 @@ func replayRun(ctx context.Context, c *client.Client, dir string, streams []*rep
 				}
 			}
 			for s := range work {
-				flag := client.O_RDONLY
-				if s.write {
-					flag = client.O_RDWR
-				}
-				f, err := c.OpenFile(ctx, fmt.Sprintf("%s/%d", dir, s.ino), flag, 0)
+				f, err := open(fmt.Sprintf("%s/%d", dir, s.ino), s.write)
 				if err != nil {
 					fail(err)
 					continue

@@ -21,8 +21,10 @@ import (
 // mount and no file behind; a workload recorded through a mount that
 // writes in 4 KiB requests is then advised the write-back cache, and the
 // same workload through a mount with the cache on (whose writes reach the
-// mount merged) is told no change. The advice runs on a model with fixed
-// mount cells, so that it does not depend on the speeds measured here.
+// mount merged) is told no change; `advise --check` replays the first
+// through two mounts of its own, without and with the cache, and leaves
+// no mount behind. The advice runs on a model with fixed mount cells, so
+// that it does not depend on the speeds measured here.
 func TestAdviseWritebackCache(t *testing.T) {
 	requireFUSE(t)
 	s := startServer(t, "", "")
@@ -101,7 +103,7 @@ func TestAdviseWritebackCache(t *testing.T) {
 	for i := range block {
 		block[i] = byte(i)
 	}
-	advice := func(name string, mountArgs ...string) (advise.Workload, advise.Advice) {
+	advice := func(name string, check bool, mountArgs ...string) (advise.Workload, advise.Advice, *cli.CheckResult) {
 		t.Helper()
 		if err := setup.Mkdir(ctx, "/"+name, 0o755); err != nil {
 			t.Fatal(err)
@@ -133,33 +135,54 @@ func TestAdviseWritebackCache(t *testing.T) {
 			t.Fatal(err)
 		}
 		m.stop() // the mount's client ships what is left as it closes
+		args := []string{"advise", name, "--model", dir + "/fixed.json", "--json"}
+		if check {
+			args = append(args, "--check")
+		}
 		var res cli.AdviseResult
-		if err := json.Unmarshal([]byte(sluice("advise", name, "--model", dir+"/fixed.json", "--json")), &res); err != nil {
+		if err := json.Unmarshal([]byte(sluice(args...)), &res); err != nil {
 			t.Fatal(err)
 		}
 		for _, a := range res.Advice {
 			if a.Setting == "writeback-cache" {
-				return res.Workload, a
+				return res.Workload, a, res.Check
 			}
 		}
 		t.Fatalf("%s: no writeback-cache advice in %+v", name, res.Advice)
-		return advise.Workload{}, advise.Advice{}
+		return advise.Workload{}, advise.Advice{}, nil
 	}
-	w, a := advice("plain")
+	w, a, chk := advice("plain", true)
 	if w.Via != "mount" || w.Op != "write" || w.ReqSize != 4096 {
 		t.Errorf("the plain mount's workload: %+v; want 4 KiB writes through a mount", w)
 	}
 	if a.To != advise.WritebackCacheAdvice || a.Predicted != 3 {
 		t.Errorf("4 KiB writes through a plain mount: advice %q predicted %v (%s); want %q at 3", a.To, a.Predicted, a.Reason, advise.WritebackCacheAdvice)
 	}
-	w, a = advice("cached", "--writeback-cache")
+	// --check replays the recording through two mounts of its own, the
+	// second with the cache (the speeds are not asserted: they are
+	// measurements).
+	switch {
+	case chk == nil:
+		t.Error("advise --check: no check")
+	case !chk.From.Mount || chk.From.WritebackCache || !chk.To.Mount || !chk.To.WritebackCache:
+		t.Errorf("advise --check replayed %s against %s; want a plain mount against one with the write-back cache", chk.From, chk.To)
+	case chk.FromMBps <= 0 || chk.ToMBps <= 0 || chk.Bytes != 4<<20 || chk.Predicted != 3:
+		t.Errorf("advise --check: %+v; want both replays moving the recording's 4 MiB, predicted 3x", chk)
+	}
+	if chk != nil {
+		t.Logf("advise --check: %s %.0f MB/s, %s %.0f MB/s: measured %.2fx, predicted %.2fx", chk.From, chk.FromMBps, chk.To, chk.ToMBps, chk.Measured, chk.Predicted)
+	}
+	if left := calibrateMounts(t); len(left) > 0 {
+		t.Errorf("advise --check left mounts behind: %v", left)
+	}
+	w, a, _ = advice("cached", false, "--writeback-cache")
 	if w.ReqSize <= 64<<10 || a.Change() {
 		t.Errorf("through a mount with the write-back cache: writes of %d bytes reached it, advice %q (%s); want merged writes and no change", w.ReqSize, a.To, a.Reason)
 	}
 }
 
-// calibrateMounts lists the mounts `sluice advise calibrate --mount`
-// makes (their mountpoints' names) that are still mounted.
+// calibrateMounts lists the mounts that `sluice advise calibrate --mount`
+// and `sluice advise --check` make (their mountpoints) still mounted.
 func calibrateMounts(t *testing.T) []string {
 	t.Helper()
 	b, err := os.ReadFile("/proc/self/mountinfo")
@@ -168,7 +191,7 @@ func calibrateMounts(t *testing.T) []string {
 	}
 	var left []string
 	for _, line := range strings.Split(string(b), "\n") {
-		if f := strings.Fields(line); len(f) > 4 && strings.Contains(f[4], "sluice-calibrate-mount-") {
+		if f := strings.Fields(line); len(f) > 4 && strings.Contains(f[4], "sluice-advise-mount-") {
 			left = append(left, f[4])
 		}
 	}
