@@ -21,7 +21,7 @@ func newServe() *cobra.Command {
 	var o server.Options
 	var verbose bool
 	var mountpoint string
-	var passthrough bool
+	var passthrough, writebackCache bool
 	var stagingDir string
 	var stagingReserve int64
 	var mountClient client.Options
@@ -68,11 +68,15 @@ func newServe() *cobra.Command {
 				return fmt.Errorf("%w: serve: --mover-max-releases must not be negative, --mover-parallel must be positive", errUsage)
 			}
 
+			if passthrough && writebackCache {
+				return fmt.Errorf("%w: serve: --passthrough and --writeback-cache cannot be combined", errUsage)
+			}
 			run := server.Run
 			if mountpoint != "" {
 				run = func(ctx context.Context, o server.Options) error {
 					mountClient.StagingDir, mountClient.StagingReserve = stagingDir, stagingReserve
-					return serveAndMount(ctx, o, mountpoint, passthrough, watchTimeout, mountClient)
+					mo := fusefs.Options{Mountpoint: mountpoint, Client: mountClient, WatchTimeout: watchTimeout, WritebackCache: writebackCache}
+					return serveAndMount(ctx, o, mo, passthrough)
 				}
 			}
 			return serveWithS3(cmd.Context(), o, &s3f, run)
@@ -89,6 +93,7 @@ func newServe() *cobra.Command {
 	f.Var(sizeValue{&stagingReserve}, "staging-reserve", "with --mount: "+stagingReserveHelp)
 	f.BoolVar(&passthrough, "passthrough", false, "with --mount: let the kernel read files held whole by a local target straight from disk (FUSE passthrough; checksums checked at open, not per read)")
 	f.BoolVar(&mountClient.NoAtime, "noatime", false, "with --mount: leave files' access times alone on reads through the mount (default: relatime, as sluice mount)")
+	f.BoolVar(&writebackCache, "writeback-cache", false, "with --mount: let the kernel buffer writes, as sluice mount --writeback-cache (faster small writes; other mounts see size changes late; not with --passthrough)")
 	f.DurationVar(&watchTimeout, "watch-timeout", 0, "with --mount: how long the kernel caches names and attributes while the mount follows the change feed, as sluice mount --watch-timeout (default 30s; negative: do not follow it)")
 	f.BoolVar(&o.NoLocalCalls, "loopback-tcp", false, "make --mount and --s3 reach the servers over loopback TCP instead of in-process calls (for comparison)")
 	f.BoolVarP(&verbose, "verbose", "v", false, "log debug messages")
@@ -113,10 +118,12 @@ func newServe() *cobra.Command {
 	return cmd
 }
 
-// serveAndMount runs the servers and a FUSE mount of them. On shutdown the
-// mount goes first, so that open files are written back while the servers
-// still run.
-func serveAndMount(ctx context.Context, o server.Options, mp string, passthrough bool, watch time.Duration, copts client.Options) error {
+// serveAndMount runs the servers and a FUSE mount of them with mo (its
+// server, logger and readiness filled in here; with passthrough, reads of
+// files held whole by a local target pass through). On shutdown the mount
+// goes first, so that open files are written back while the servers still
+// run.
+func serveAndMount(ctx context.Context, o server.Options, mo fusefs.Options, passthrough bool) error {
 	srvCtx, stopSrv := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopSrv()
 	mctx, stopMount := context.WithCancel(ctx)
@@ -132,9 +139,9 @@ func serveAndMount(ctx context.Context, o server.Options, mp string, passthrough
 			ready(addr)
 		}
 		go func() {
-			mountErr <- fusefs.Run(mctx, fusefs.Options{Server: addr, Mountpoint: mp, Logger: o.Logger, Passthrough: local,
-				Client: copts, WatchTimeout: watch,
-				Ready: func() { fmt.Printf("sluice: mounted on %s\n", mp) }})
+			mo.Server, mo.Logger, mo.Passthrough = addr, o.Logger, local
+			mo.Ready = func() { fmt.Printf("sluice: mounted on %s\n", mo.Mountpoint) }
+			mountErr <- fusefs.Run(mctx, mo)
 			stopSrv()
 		}()
 	}

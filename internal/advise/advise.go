@@ -639,7 +639,7 @@ func adviseWriteback(w Workload, m *Model) Advice {
 		return a
 	}
 	a.To, a.Predicted = WritebackCacheAdvice, ratio
-	a.Reason = fmt.Sprintf("sequential writes of %s reached the mount one by one; with the kernel's write-back cache it buffers them and sends large requests (model: %.0f against %.0f MB/s). Other mounts then see this mount's size changes only when the kernel drops the file's attributes",
+	a.Reason = fmt.Sprintf("sequential writes of %s reached the mount one by one; with the kernel's write-back cache (sluice serve --writeback-cache for its --mount) it buffers them and sends large requests (model: %.0f against %.0f MB/s). Other mounts then see this mount's size changes only when the kernel drops the file's attributes",
 		profile.Size(w.ReqSize), on, off)
 	return a
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/sluice-fs/sluice/internal/advise"
 	"github.com/sluice-fs/sluice/internal/cli"
 	"github.com/sluice-fs/sluice/internal/proctest"
+	"github.com/sluice-fs/sluice/internal/profile"
 )
 
 // TestAdviseWritebackCache: `sluice advise calibrate --mount` measures
@@ -196,4 +197,62 @@ func calibrateMounts(t *testing.T) []string {
 		}
 	}
 	return left
+}
+
+// TestServeWritebackCache: `sluice serve --mount --writeback-cache` (what
+// the writeback-cache advice names for the server's own mount) gives its
+// mount the kernel's write-back cache: a file written in 4 KiB write(2)s
+// reaches the mount's client in larger, merged writes, as the profile
+// records them, where a plain `serve --mount` receives them one by one.
+func TestServeWritebackCache(t *testing.T) {
+	requireFUSE(t)
+	block := make([]byte, 4096)
+	for _, c := range []struct {
+		args   []string
+		merged bool
+	}{{nil, false}, {[]string{"--writeback-cache"}, true}} {
+		_, mp, _, addr := startServeMount(t, append([]string{"--qos-job", "sw"}, c.args...)...)
+		setup := proctest.Client(t, addr)
+		ctx := context.Background()
+		if err := setup.ProfileStart(ctx, "sw", "sw", "", time.Hour, 0); err != nil {
+			t.Fatal(err)
+		}
+		proctest.WaitProfileClients(t, setup, "sw", 1)
+		f, err := os.Create(mp + "/f")
+		if err != nil {
+			t.Fatal(err)
+		}
+		for range 256 {
+			if _, err := f.Write(block); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := f.Close(); err != nil {
+			t.Fatal(err)
+		}
+		if err := setup.ProfileStop(ctx, "sw"); err != nil {
+			t.Fatal(err)
+		}
+		// The mount's client ships its last records at its next poll of
+		// the recording (about a second).
+		var rep profile.Report
+		for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(200 * time.Millisecond) {
+			cmd := exec.Command(binary, "profile", "report", "sw", "--json")
+			cmd.Env = append(os.Environ(), "SLUICE_SERVER="+addr)
+			out, err := cmd.Output()
+			if err != nil {
+				t.Fatalf("profile report: %v\n%s", err, out)
+			}
+			var r struct{ Report profile.Report }
+			if err := json.Unmarshal(out, &r); err != nil {
+				t.Fatalf("report: %v\n%s", err, out)
+			}
+			if rep = r.Report; rep.Write.Bytes >= 1<<20 || time.Now().After(deadline) {
+				break
+			}
+		}
+		if rep.Write.Bytes != 1<<20 || (rep.Write.SizeP50 > 4096) != c.merged {
+			t.Errorf("serve --mount %v: %d bytes written in writes of %d (median) reached the mount; want 1 MiB, merged: %v", c.args, rep.Write.Bytes, rep.Write.SizeP50, c.merged)
+		}
+	}
 }
