@@ -28,6 +28,7 @@ type Conn struct {
 	session Session
 	sendq   chan *call
 	nextID  atomic.Uint64
+	wmu     sync.Mutex // held while a frame is written to nc
 
 	mu      sync.Mutex
 	pending map[uint64]*call
@@ -182,16 +183,37 @@ func (c *Conn) Call(ctx context.Context, op Op, req Message, data [][]byte, resp
 		return 0, err
 	}
 	c.pending[id] = cl
+	alone := len(c.pending) == 1
 	c.mu.Unlock()
 
-	select {
-	case c.sendq <- cl:
-	case <-c.closed:
-		<-cl.done
-		return 0, cl.err
-	case <-ctx.Done():
-		c.forget(id, cl)
-		return 0, ctxErr(ctx, c.addr)
+	if dl, ok := ctx.Deadline(); !ok || !alone || len(c.sendq) > 0 || !c.wmu.TryLock() {
+		select {
+		case c.sendq <- cl:
+		case <-c.closed:
+			<-cl.done
+			return 0, cl.err
+		case <-ctx.Done():
+			c.forget(id, cl)
+			return 0, ctxErr(ctx, c.addr)
+		}
+	} else {
+		// The only call in flight on the connection, nothing waits to be
+		// written and the writer is idle: write the frame here, without
+		// waking the writer's goroutine (a hand-off that costs a caller on
+		// a thread of its own, as libsluice's callers are, an OS thread's
+		// wake-up). With other calls in flight the writer's batches (one
+		// write for many frames) serve better: 16 clients' stats and
+		// unlinks ran 10-20% slower with every caller writing its own.
+		// The deadline bounds a write to a peer that stopped reading.
+		c.nc.SetWriteDeadline(dl)
+		bufs := c.frame(nil, cl)
+		_, err := bufs.WriteTo(c.nc)
+		c.nc.SetWriteDeadline(time.Time{})
+		c.wmu.Unlock()
+		close(cl.sent)
+		if err != nil {
+			c.fail(&errs.Error{Code: errs.Unavailable, Msg: fmt.Sprintf("wire: write to %s: %v", c.addr, err)})
+		}
 	}
 	select {
 	case <-cl.done:
@@ -265,22 +287,12 @@ func (c *Conn) writeLoop() {
 		}
 		bufs = bufs[:0]
 		for _, cl := range batch {
-			bufs = append(bufs, cl.hdr[:])
-			if len(cl.body) > 0 {
-				bufs = append(bufs, cl.body)
-			}
-			if c.sums {
-				binary.LittleEndian.PutUint32(cl.sum[:], frameSum(cl.hdr[:], cl.body))
-				bufs = append(bufs, cl.sum[:])
-			}
-			for _, d := range cl.data {
-				if len(d) > 0 {
-					bufs = append(bufs, d)
-				}
-			}
+			bufs = c.frame(bufs, cl)
 		}
 		w := bufs // WriteTo consumes its receiver
+		c.wmu.Lock()
 		_, err := w.WriteTo(c.nc)
+		c.wmu.Unlock()
 		for _, cl := range batch {
 			close(cl.sent)
 		}
@@ -289,6 +301,24 @@ func (c *Conn) writeLoop() {
 			return
 		}
 	}
+}
+
+// frame appends cl's frame (header, body, checksum, data) to bufs.
+func (c *Conn) frame(bufs net.Buffers, cl *call) net.Buffers {
+	bufs = append(bufs, cl.hdr[:])
+	if len(cl.body) > 0 {
+		bufs = append(bufs, cl.body)
+	}
+	if c.sums {
+		binary.LittleEndian.PutUint32(cl.sum[:], frameSum(cl.hdr[:], cl.body))
+		bufs = append(bufs, cl.sum[:])
+	}
+	for _, d := range cl.data {
+		if len(d) > 0 {
+			bufs = append(bufs, d)
+		}
+	}
+	return bufs
 }
 
 func (c *Conn) readLoop() {

@@ -147,6 +147,9 @@ func testCallRoundTrip(t *testing.T, local bool) {
 
 func TestConcurrentCalls(t *testing.T) { transports(t, testConcurrentCalls) }
 
+// Half the callers have a deadline: their frames are written by the
+// calling goroutine when the connection's writer is idle, the others'
+// by the writer; some carry 256 KiB, so that writes take turns.
 func testConcurrentCalls(t *testing.T, local bool) {
 	_, addr := startEchoOn(t, local)
 	c := dial(t, addr)
@@ -156,9 +159,17 @@ func testConcurrentCalls(t *testing.T, local bool) {
 		wg.Go(func() {
 			for i := range 200 {
 				payload := []byte(fmt.Sprintf("g%d-i%d", g, i))
-				out := make([]byte, 64)
+				if i%7 == 0 {
+					payload = append(payload, bytes.Repeat([]byte{byte(g)}, 256<<10)...)
+				}
+				out := make([]byte, len(payload))
 				var r ChunkReadResp
-				n, err := c.Call(context.Background(), OpChunkWrite, &ChunkWriteReq{Off: uint64(i)}, [][]byte{payload}, &r, out)
+				ctx, cancel := context.Background(), context.CancelFunc(func() {})
+				if g%2 == 0 {
+					ctx, cancel = context.WithTimeout(ctx, time.Minute)
+				}
+				n, err := c.Call(ctx, OpChunkWrite, &ChunkWriteReq{Off: uint64(i)}, [][]byte{payload}, &r, out)
+				cancel()
 				if err != nil {
 					errc <- err
 					return
@@ -174,6 +185,57 @@ func testConcurrentCalls(t *testing.T, local bool) {
 	close(errc)
 	for err := range errc {
 		t.Fatal(err)
+	}
+}
+
+// TestCallToPeerThatStopsReading: a call with a deadline whose frame
+// cannot be written (the peer answered the hello and then read nothing
+// more, so the socket's buffers fill) fails by its deadline with
+// Unavailable instead of hanging, and so does the next call on the
+// connection, which it dropped.
+func TestCallToPeerThatStopsReading(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	stop := make(chan struct{})
+	defer close(stop)
+	go func() {
+		nc, err := l.Accept()
+		if err != nil {
+			return
+		}
+		defer nc.Close()
+		hello := make([]byte, helloSize)
+		if _, err := io.ReadFull(nc, hello); err != nil {
+			return
+		}
+		putHello(hello, 0)
+		nc.Write(hello)
+		<-stop
+	}()
+	c := dial(t, l.Addr().String())
+	big := make([]byte, MaxData)
+	done := make(chan error, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+		defer cancel()
+		_, err := c.Call(ctx, OpChunkWrite, &ChunkWriteReq{}, [][]byte{big}, &ChunkReadResp{}, nil)
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		if errs.CodeOf(err) != errs.Unavailable {
+			t.Fatalf("a call to a peer that reads nothing: %v, want unavailable", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("a call to a peer that reads nothing did not return")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if _, err := c.Call(ctx, OpStatfs, nil, nil, &StatfsResp{}, nil); errs.CodeOf(err) != errs.Unavailable || ctx.Err() != nil {
+		t.Fatalf("the next call: %v, want a prompt unavailable", err)
 	}
 }
 
