@@ -170,15 +170,22 @@ func (m *Model) PredictWith(w Workload, l Layout, readAhead int64) (float64, boo
 				row = append(row, c)
 			}
 		}
-		sizes := uniq(row, func(c Cell) float64 { return float64(c.ReqSize) })
-		vals := make([]float64, len(sizes))
-		for i, z := range sizes {
-			vals[i] = mean(row, func(c Cell) bool { return float64(c.ReqSize) == z })
-		}
 		pts = append(pts, s)
-		at = append(at, interp(sizes, vals, float64(max(w.ReqSize, 1))))
+		at = append(at, sizeCurve(row, w.ReqSize))
 	}
 	return interp(pts, at, w.Streams), true
+}
+
+// sizeCurve is the MB/s of cells (of one number of streams) at requests of
+// size bytes: each measured size's mean, interpolated on a log scale of
+// the size.
+func sizeCurve(cells []Cell, size int64) float64 {
+	sizes := uniq(cells, func(c Cell) float64 { return float64(c.ReqSize) })
+	vals := make([]float64, len(sizes))
+	for i, z := range sizes {
+		vals[i] = mean(cells, func(c Cell) bool { return float64(c.ReqSize) == z })
+	}
+	return interp(sizes, vals, float64(max(size, 1)))
 }
 
 // Layouts returns the layouts (stripe count, size and pool) the model
@@ -665,15 +672,7 @@ func (m *Model) mountWrite(w Workload, wbc bool) (float64, bool) {
 		}
 	}
 	cells = slices.DeleteFunc(cells, func(c Cell) bool { return float64(c.Streams) != best })
-	slices.SortFunc(cells, func(a, b Cell) int { return cmp.Compare(a.ReqSize, b.ReqSize) })
-	var xs, ys []float64
-	for _, c := range cells {
-		if len(xs) > 0 && xs[len(xs)-1] == float64(c.ReqSize) {
-			continue
-		}
-		xs, ys = append(xs, float64(c.ReqSize)), append(ys, c.MBps)
-	}
-	return interp(xs, ys, float64(w.ReqSize)), true
+	return sizeCurve(cells, w.ReqSize), true
 }
 
 // adviseClass names the QoS class whose place in the targets' schedule
