@@ -239,6 +239,31 @@ func TestCallToPeerThatStopsReading(t *testing.T) {
 	}
 }
 
+// TestExpiredCallKeepsConnection: a call whose deadline has already
+// passed fails, and the connection stays usable for the next call (the
+// call is not written with a deadline in the past, which would fail the
+// write and drop the connection).
+func TestExpiredCallKeepsConnection(t *testing.T) { transports(t, testExpiredCallKeepsConnection) }
+
+func testExpiredCallKeepsConnection(t *testing.T, local bool) {
+	_, addr := startEchoOn(t, local)
+	c := dial(t, addr)
+	for range 20 {
+		ctx, cancel := context.WithDeadline(context.Background(), time.Now().Add(-time.Second))
+		_, err := c.Call(ctx, OpLookup, &NameReq{Parent: 41, Name: "abc"}, nil, &Attr{}, nil)
+		cancel()
+		if errs.CodeOf(err) != errs.Unavailable {
+			t.Fatalf("a call past its deadline: %v, want unavailable", err)
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	var a Attr
+	if _, err := c.Call(ctx, OpLookup, &NameReq{Parent: 41, Name: "abc"}, nil, &a, nil); err != nil || a.Ino != 42 {
+		t.Fatalf("the call after calls past their deadline: %+v, %v", a, err)
+	}
+}
+
 func TestGarbageClosesOnlyThatConnection(t *testing.T) {
 	_, addr := startEcho(t)
 	good := dial(t, addr)
