@@ -237,17 +237,7 @@ func TestServeWritebackCache(t *testing.T) {
 		// the recording (about a second).
 		var rep profile.Report
 		for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(200 * time.Millisecond) {
-			cmd := exec.Command(binary, "profile", "report", "sw", "--json")
-			cmd.Env = append(os.Environ(), "SLUICE_SERVER="+addr)
-			out, err := cmd.Output()
-			if err != nil {
-				t.Fatalf("profile report: %v\n%s", err, out)
-			}
-			var r struct{ Report profile.Report }
-			if err := json.Unmarshal(out, &r); err != nil {
-				t.Fatalf("report: %v\n%s", err, out)
-			}
-			if rep = r.Report; rep.Write.Bytes >= 1<<20 || time.Now().After(deadline) {
+			if rep = profileReport(t, addr, "sw"); rep.Write.Bytes >= 1<<20 || time.Now().After(deadline) {
 				break
 			}
 		}

@@ -65,17 +65,7 @@ func TestProfileThroughMount(t *testing.T) {
 	}
 	m.stop() // the mount's client ships what is left as it closes
 
-	cmd := exec.Command(binary, "profile", "report", "m1", "--json")
-	cmd.Env = append(os.Environ(), "SLUICE_SERVER="+s.addr)
-	out, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("profile report: %v", err)
-	}
-	var rep struct{ Report profile.Report }
-	if err := json.Unmarshal(out, &rep); err != nil {
-		t.Fatalf("report: %v\n%s", err, out)
-	}
-	r := rep.Report
+	r := profileReport(t, s.addr, "m1")
 	if r.Clients != 1 || r.MountClients != 1 {
 		t.Errorf("%d clients in the records, %d of them a mount's; want the mount alone", r.Clients, r.MountClients)
 	}
@@ -97,4 +87,21 @@ func TestProfileThroughMount(t *testing.T) {
 	if r.Ops["lookup"].Count == 0 || r.Ops["readdir"].Count == 0 {
 		t.Errorf("no lookups or listings recorded: %+v", r.Ops)
 	}
+}
+
+// profileReport runs `sluice profile report NAME --json` against the
+// server at addr and returns its summary.
+func profileReport(t *testing.T, addr, name string) profile.Report {
+	t.Helper()
+	cmd := exec.Command(binary, "profile", "report", name, "--json")
+	cmd.Env = append(os.Environ(), "SLUICE_SERVER="+addr)
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("profile report: %v\n%s", err, out)
+	}
+	var rep struct{ Report profile.Report }
+	if err := json.Unmarshal(out, &rep); err != nil {
+		t.Fatalf("report: %v\n%s", err, out)
+	}
+	return rep.Report
 }
