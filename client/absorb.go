@@ -250,11 +250,30 @@ func (f *File) awaitStagedLocked(ctx context.Context) error {
 
 // overlayStaged shows this client's staged data in attributes it got
 // from the metadata service: a file's size counts its staged writes.
-func (c *Client) overlayStaged(a *wire.Attr) {
+func (c *Client) overlayStaged(a *wire.Attr) { c.overlayStagedSince(a, c.stagedToken()) }
+
+// stagedToken returns the count of files whose staged data drained so
+// far, for overlayStagedSince: taken before the request for attributes.
+func (c *Client) stagedToken() uint64 {
+	if c.stg == nil {
+		return 0
+	}
+	c.stg.mu.Lock()
+	defer c.stg.mu.Unlock()
+	return c.stg.nDrained
+}
+
+// overlayStagedSince is overlayStaged for attributes asked for when the
+// token was tok: a drain that ended since may have committed its size
+// after the service answered, so the size it gave the file counts too.
+func (c *Client) overlayStagedSince(a *wire.Attr, tok uint64) {
 	if c.stg == nil || a == nil {
 		return
 	}
 	if size, ok := c.stg.stagedSize(a.Ino); ok && int64(a.Size) < size {
+		a.Size = uint64(size)
+	}
+	if size, ok := c.stg.drainedSince(a.Ino, tok); ok && int64(a.Size) < size {
 		a.Size = uint64(size)
 	}
 }

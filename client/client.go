@@ -280,6 +280,10 @@ type Client struct {
 	// "not supported" (older): FlushAttr of a file with chunks sends the
 	// size commit and the change apart.
 	noCommitWriteAttr atomic.Bool
+
+	// settleSeq numbers the moments Files stop holding uncommitted data
+	// (File.settled, PendingSince).
+	settleSeq atomic.Uint64
 	// noTierImport: the metadata service answered OpTierImport "not
 	// supported" (an older service): imports make files one at a time.
 	noTierImport atomic.Bool

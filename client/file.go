@@ -70,11 +70,15 @@ type File struct {
 	bufOff   int64
 	inflight sync.WaitGroup
 	flushing atomic.Int32 // flushes whose size commit has not finished
-	sem      chan struct{}
-	werrMu   sync.Mutex
-	werr     error                           // first failed flush; guarded by werrMu
-	dirty    map[dirtyChunks]map[uint32]bool // slots written since the last Sync; guarded by werrMu
-	flights  []*flight                       // flushes whose data is not yet on the targets; guarded by werrMu
+	// settled is the Client's settleSeq when f last settled data it held
+	// (a flush's size commit, an inline write): set before the data
+	// stops counting as pending (PendingSince).
+	settled atomic.Uint64
+	sem     chan struct{}
+	werrMu  sync.Mutex
+	werr    error                           // first failed flush; guarded by werrMu
+	dirty   map[dirtyChunks]map[uint32]bool // slots written since the last Sync; guarded by werrMu
+	flights []*flight                       // flushes whose data is not yet on the targets; guarded by werrMu
 
 	// commit serializes size commits (its Mutex is held while one is in
 	// flight). mu guards the rest: pending is the largest end flushed
@@ -412,7 +416,7 @@ func (f *File) flushLocked(ctx context.Context) {
 	go func() {
 		defer cancel()
 		defer f.inflight.Done()
-		defer f.flushing.Add(-1)
+		defer f.endFlushing()
 		for _, o := range before {
 			<-o.done // each earlier flight holds its own slot, so it finishes
 		}

@@ -193,6 +193,7 @@ func (f *File) flushAttr(ctx context.Context, ch AttrChange) (InodeAttr, bool, e
 			// The file has chunks now, or the service keeps less
 			// inline than this client thought: nothing was changed.
 		default:
+			f.settle()
 			wire.PutBuf(f.buf)
 			f.buf = nil
 			if err != nil {
@@ -224,7 +225,7 @@ func (f *File) flushCommitAttrLocked(ctx context.Context, ch AttrChange) (InodeA
 		return InodeAttr{}, false, err
 	}
 	f.flushing.Add(1) // until the size is committed too
-	defer f.flushing.Add(-1)
+	defer f.endFlushing()
 	fl, _ := f.startFlight(off, end) // none in flight to wait for
 	chunked, err := f.writeData(ctx, off, buf)
 	f.endFlight(fl)

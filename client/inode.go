@@ -122,10 +122,11 @@ func (c *Client) RootIno() uint64 {
 
 func (c *Client) attrCall(ctx context.Context, op wire.Op, req wire.Message) (InodeAttr, error) {
 	var a wire.Attr
+	tok := c.stagedToken()
 	if err := c.metaCall(ctx, op, req, &a); err != nil {
 		return InodeAttr{}, err
 	}
-	c.overlayStaged(&a)
+	c.overlayStagedSince(&a, tok)
 	return inodeAttr(&a), nil
 }
 
@@ -401,6 +402,7 @@ func (c *Client) ReadDirNamed(ctx context.Context, ino uint64, first, last strin
 
 func (c *Client) readDirPage(ctx context.Context, req *wire.ReadDirReq) (DirPage, error) {
 	var resp wire.ReadDirResp
+	tok := c.stagedToken()
 	if err := c.metaCall(ctx, wire.OpReadDir, req, &resp); err != nil {
 		return DirPage{}, fmt.Errorf("readdir inode %d: %w", req.Ino, err)
 	}
@@ -409,7 +411,7 @@ func (c *Client) readDirPage(ctx context.Context, req *wire.ReadDirReq) (DirPage
 	for i, e := range resp.Entries {
 		page.Entries[i] = InodeDirEntry{Name: e.Name, Ino: e.Ino, Mode: e.Mode}
 		if e.Attr != nil {
-			c.overlayStaged(e.Attr) // this client's staged writes count, as in a lookup
+			c.overlayStagedSince(e.Attr, tok) // this client's staged writes count, as in a lookup
 			a := inodeAttr(e.Attr)
 			page.Entries[i].Attr = &a
 		}
@@ -594,11 +596,45 @@ func (f *File) KnownSize() int64 {
 // (then Client calls overlay the staged size until it drains).
 func (f *File) Pending() bool {
 	if f.flushing.Load() > 0 {
-		return true
+		return true // without waiting for f.mu, which a read may hold long
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	return len(f.buf) > 0 || (f.stg != nil && f.stg.seg != nil)
+	// flushing again, under f.mu: a flush that began while this call
+	// waited for the lock moved the buffer into flushing (both under
+	// f.mu), and the buffer alone would then look empty.
+	return len(f.buf) > 0 || f.flushing.Load() > 0 || (f.stg != nil && f.stg.seg != nil)
+}
+
+// PendingToken marks a moment for PendingSince: take it before asking
+// the metadata service for attributes that may be passed on with a
+// File's pending size (the FUSE mount's replies to the kernel).
+type PendingToken uint64
+
+// PendingToken returns the token of now.
+func (c *Client) PendingToken() PendingToken { return PendingToken(c.settleSeq.Load()) }
+
+// PendingSince reports whether f held data whose size was not committed
+// to the metadata at any moment since tok was taken (Pending, or a commit
+// finished since). Attributes asked for after tok may then predate that
+// commit and show a smaller size than f's own writes left, even though f
+// holds nothing now: a write's background commit can finish while a
+// listing or a lookup is in flight.
+func (f *File) PendingSince(tok PendingToken) bool {
+	// settle stores settled before the data stops counting as pending:
+	// a File found not pending has its last settle visible here.
+	return f.Pending() || f.settled.Load() > uint64(tok)
+}
+
+// settle records that f's pending data is about to be committed and stop
+// counting as pending (PendingSince).
+func (f *File) settle() { f.settled.Store(f.c.settleSeq.Add(1)) }
+
+// endFlushing ends a flush counted in f.flushing, after its size commit
+// (or its failure).
+func (f *File) endFlushing() {
+	f.settle()
+	f.flushing.Add(-1)
 }
 
 // FlushContext sends the data buffered in the File to the targets and

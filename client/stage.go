@@ -70,9 +70,14 @@ type stager struct {
 	// reserved is closed once the reserve is allocated (or never will be).
 	reserved chan struct{}
 
-	mu       sync.Mutex
-	cond     *sync.Cond
-	inos     map[uint64]*stagedIno
+	mu   sync.Mutex
+	cond *sync.Cond
+	inos map[uint64]*stagedIno
+	// The files whose last staged segment drained most recently, with
+	// the size it gave them, and the count of such drains (stagedToken,
+	// overlayStagedSince).
+	recent   [recentDrains]drainedIno
+	nDrained uint64
 	created  map[uint64]uint64 // file created through this client -> its directory
 	renames  []*renameRec      // queued renames, in order
 	renaming bool              // a goroutine works through renames
@@ -96,6 +101,16 @@ type stagedIno struct {
 	size    int64         // the largest size a pending segment gives the file
 	last    chan struct{} // closed when the newest segment is drained
 }
+
+// drainedIno is a file's last staged segment drained: the nth drain.
+type drainedIno struct {
+	ino, n uint64
+	size   int64
+}
+
+// recentDrains is how many drains a request may cross and still have
+// their sizes counted in its attributes (overlayStagedSince).
+const recentDrains = 256
 
 type policyEntry struct {
 	on bool
@@ -824,6 +839,7 @@ func (s *stager) finish(seg *segment) {
 	st.pending--
 	if st.pending == 0 && s.inos[seg.ino] == st {
 		delete(s.inos, seg.ino)
+		s.noteDrainedLocked(seg.ino, st.size)
 	}
 	s.stats.Drained++
 	s.stats.DrainedBytes += bytes
@@ -1002,6 +1018,31 @@ func (s *stager) stagedSize(ino uint64) (int64, bool) {
 		return st.size, true
 	}
 	return 0, false
+}
+
+// noteDrainedLocked records that ino's last staged segment drained,
+// giving it size. s.mu is held.
+func (s *stager) noteDrainedLocked(ino uint64, size int64) {
+	s.nDrained++
+	s.recent[s.nDrained%recentDrains] = drainedIno{ino: ino, n: s.nDrained, size: size}
+}
+
+// drainedSince returns the largest size drains after the token n
+// (stagedToken) gave ino; ok is false if none did. Only the last
+// recentDrains drains are remembered: a request that crossed more may miss
+// one.
+func (s *stager) drainedSince(ino, n uint64) (size int64, ok bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.nDrained == n {
+		return 0, false
+	}
+	for _, d := range s.recent {
+		if d.ino == ino && d.n > n {
+			size, ok = max(size, d.size), true
+		}
+	}
+	return size, ok
 }
 
 func (s *stager) queuedRenames() int {

@@ -23,9 +23,10 @@ type dirHandle struct {
 	mu      sync.Mutex
 	base    uint64 // entry index (after "." and "..") of ents[0]
 	ents    []client.InodeDirEntry
-	cursor  string // continues the listing after the last entry fetched
-	gen     uint64 // the feed generation before the oldest page of ents was fetched
-	eof     bool   // nothing after the last entry fetched
+	cursor  string              // continues the listing after the last entry fetched
+	gen     uint64              // the feed generation before the oldest page of ents was fetched
+	tok     client.PendingToken // the pending token then (fileSystem.adjust)
+	eof     bool                // nothing after the last entry fetched
 	started bool
 }
 
@@ -74,7 +75,7 @@ func (fs *fileSystem) readDir(intr <-chan struct{}, in *fuse.ReadIn, out *fuse.D
 		}
 		if a != nil {
 			attr := *a
-			fs.fillEntry(d.gen, &attr, eo)
+			fs.fillEntry(d.gen, d.tok, &attr, eo)
 		} // else node ID 0: the kernel takes the name only
 		return true
 	}
@@ -123,7 +124,7 @@ func (fs *fileSystem) readDir(intr <-chan struct{}, in *fuse.ReadIn, out *fuse.D
 // held.
 func (fs *fileSystem) fetchLocked(ctx context.Context, d *dirHandle, plus bool) error {
 	if len(d.ents) == 0 {
-		d.gen = fs.gen()
+		d.gen, d.tok = fs.gen(), fs.c.PendingToken()
 	}
 	for {
 		page, err := fs.c.ReadDirPage(ctx, d.ino, d.cursor, dirPageSize, plus)

@@ -339,7 +339,7 @@ func (fs *fileSystem) Create(_ <-chan struct{}, in *fuse.CreateIn, name string, 
 	if fs.reserved(in.NodeId, name) {
 		return fuse.EPERM
 	}
-	g := fs.gen()
+	g, tok := fs.gen(), fs.c.PendingToken()
 	ctx, cancel := fs.op(nil, 0)
 	defer cancel()
 	excl := in.Flags&syscall.O_EXCL != 0
@@ -352,7 +352,7 @@ func (fs *fileSystem) Create(_ <-chan struct{}, in *fuse.CreateIn, name string, 
 	if err != nil {
 		return fs.status(ctx, "create", err)
 	}
-	fs.fillEntry(g, &a, &out.EntryOut)
+	fs.fillEntry(g, tok, &a, &out.EntryOut)
 	out.Fh, out.OpenFlags, out.BackingID = fh, oflags, backing
 	return fuse.OK
 }

@@ -240,10 +240,11 @@ func splitNs(ns int64) (uint64, uint32) {
 
 // adjust corrects attributes from the metadata service with what this
 // mount knows better: data of an open file not yet committed to the
-// metadata (pending says the file had some before the request that
-// returned a), the link in the orphan directory, and the hidden orphan
+// metadata when the request that returned a began (tok, taken then: a
+// commit that finished while the request was in flight may be missing
+// from a), the link in the orphan directory, and the hidden orphan
 // directory in the root.
-func (fs *fileSystem) adjust(a *client.InodeAttr, pending bool) {
+func (fs *fileSystem) adjust(a *client.InodeAttr, tok client.PendingToken) {
 	if a.Ino == rootIno && fs.orphans != nil && a.Nlink > 2 {
 		a.Nlink--
 	}
@@ -261,23 +262,12 @@ func (fs *fileSystem) adjust(a *client.InodeAttr, pending bool) {
 	// The kernel is about to be told a.Size: reads up to it must not be
 	// cut at a smaller size the File trusts.
 	of.f.Seen(*a)
-	if pending || of.f.Pending() {
+	if of.f.PendingSince(tok) {
 		a.Size = max(a.Size, uint64(of.f.KnownSize()))
 	}
 	if of.pinned.Load() && a.Nlink > 0 {
 		a.Nlink--
 	}
-}
-
-// pending reports whether ino is open here with data not yet committed.
-func (fs *fileSystem) pending(ino uint64) bool {
-	if fs.nopen.Load() == 0 {
-		return false
-	}
-	fs.mu.Lock()
-	of := fs.mu.files[ino]
-	fs.mu.Unlock()
-	return of != nil && of.f.Pending()
 }
 
 func fillAttr(a *client.InodeAttr, out *fuse.Attr) {
@@ -305,10 +295,10 @@ func (fs *fileSystem) tellKernel(a *client.InodeAttr, certain bool) {
 	}
 }
 
-// fillEntry fills a reply's entry from a; g is the feed generation when
-// the request began (fs.gen).
-func (fs *fileSystem) fillEntry(g uint64, a *client.InodeAttr, out *fuse.EntryOut) {
-	fs.adjust(a, false)
+// fillEntry fills a reply's entry from a; g is the feed generation and
+// tok the pending token when the request began (fs.gen, fs.c.PendingToken).
+func (fs *fileSystem) fillEntry(g uint64, tok client.PendingToken, a *client.InodeAttr, out *fuse.EntryOut) {
+	fs.adjust(a, tok)
 	fs.tellKernel(a, false)
 	out.NodeId = a.Ino
 	out.Generation = 1 // inode numbers are never reused
@@ -322,7 +312,7 @@ func (fs *fileSystem) Lookup(intr <-chan struct{}, h *fuse.InHeader, name string
 	if fs.reserved(h.NodeId, name) {
 		return fuse.ENOENT
 	}
-	g := fs.gen()
+	g, tok := fs.gen(), fs.c.PendingToken()
 	if fs.completeUsable() && fs.complete.absent(h.NodeId, name) {
 		// A directory this mount made, whose every name it knows.
 		if t := fs.ttl(g); t.neg > 0 {
@@ -344,27 +334,26 @@ func (fs *fileSystem) Lookup(intr <-chan struct{}, h *fuse.InHeader, name string
 		}
 		return fs.status(ctx, "lookup", err)
 	}
-	fs.fillEntry(g, &a, out)
+	fs.fillEntry(g, tok, &a, out)
 	return fuse.OK
 }
 
 func (fs *fileSystem) GetAttr(intr <-chan struct{}, in *fuse.GetAttrIn, out *fuse.AttrOut) fuse.Status {
-	g := fs.gen()
+	g, tok := fs.gen(), fs.c.PendingToken()
 	if a, ttl, ok := fs.dirs.get(in.NodeId, fs.ttl(g).attr, time.Now()); ok {
 		// A directory this mount just changed an entry in (dirattrs.go).
-		fs.adjust(&a, false)
+		fs.adjust(&a, tok)
 		fillAttr(&a, &out.Attr)
 		out.SetTimeout(ttl)
 		return fuse.OK
 	}
 	ctx, cancel := fs.op(intr, in.Pid)
 	defer cancel()
-	pending := fs.pending(in.NodeId)
 	a, err := fs.c.GetAttrIno(ctx, in.NodeId)
 	if err != nil {
 		return fs.inodeStatus(ctx, "getattr", err)
 	}
-	fs.adjust(&a, pending)
+	fs.adjust(&a, tok)
 	fs.tellKernel(&a, false)
 	fillAttr(&a, &out.Attr)
 	out.SetTimeout(fs.ttl(g).attr)
@@ -372,7 +361,7 @@ func (fs *fileSystem) GetAttr(intr <-chan struct{}, in *fuse.GetAttrIn, out *fus
 }
 
 func (fs *fileSystem) SetAttr(_ <-chan struct{}, in *fuse.SetAttrIn, out *fuse.AttrOut) fuse.Status {
-	g := fs.gen()
+	g, tok := fs.gen(), fs.c.PendingToken()
 	ctx, cancel := fs.op(nil, 0)
 	defer cancel()
 	ino := in.NodeId
@@ -430,7 +419,7 @@ func (fs *fileSystem) SetAttr(_ <-chan struct{}, in *fuse.SetAttrIn, out *fuse.A
 	if of != nil {
 		of.pend.remember(a)
 	}
-	fs.adjust(&a, false)
+	fs.adjust(&a, tok)
 	fs.tellKernel(&a, true)
 	fillAttr(&a, &out.Attr)
 	out.SetTimeout(fs.ttl(g).attr)
@@ -474,7 +463,7 @@ func (fs *fileSystem) Mknod(_ <-chan struct{}, in *fuse.MknodIn, name string, ou
 	if fs.reserved(in.NodeId, name) {
 		return fuse.EPERM
 	}
-	g := fs.gen()
+	g, tok := fs.gen(), fs.c.PendingToken()
 	ctx, cancel := fs.op(nil, 0)
 	defer cancel()
 	a, err := fs.c.CreateIno(ctx, in.NodeId, name, in.Mode, in.Rdev, owner(&in.InHeader), true)
@@ -482,7 +471,7 @@ func (fs *fileSystem) Mknod(_ <-chan struct{}, in *fuse.MknodIn, name string, ou
 	if err != nil {
 		return fs.status(ctx, "mknod", err)
 	}
-	fs.fillEntry(g, &a, out)
+	fs.fillEntry(g, tok, &a, out)
 	return fuse.OK
 }
 
@@ -490,7 +479,7 @@ func (fs *fileSystem) Mkdir(_ <-chan struct{}, in *fuse.MkdirIn, name string, ou
 	if fs.reserved(in.NodeId, name) {
 		return fuse.EPERM
 	}
-	g := fs.gen()
+	g, tok := fs.gen(), fs.c.PendingToken()
 	ctx, cancel := fs.op(nil, 0)
 	defer cancel()
 	usable := fs.completeUsable()
@@ -504,7 +493,7 @@ func (fs *fileSystem) Mkdir(_ <-chan struct{}, in *fuse.MkdirIn, name string, ou
 		// (a change in it reported before this point would be lost).
 		fs.complete.made(a.Ino)
 	}
-	fs.fillEntry(g, &a, out)
+	fs.fillEntry(g, tok, &a, out)
 	return fuse.OK
 }
 
@@ -568,7 +557,7 @@ func (fs *fileSystem) Link(_ <-chan struct{}, in *fuse.LinkIn, name string, out 
 	if fs.reserved(in.NodeId, name) {
 		return fuse.EPERM
 	}
-	g := fs.gen()
+	g, tok := fs.gen(), fs.c.PendingToken()
 	ctx, cancel := fs.op(nil, 0)
 	defer cancel()
 	defer fs.changingDirs(in.NodeId)()
@@ -577,7 +566,7 @@ func (fs *fileSystem) Link(_ <-chan struct{}, in *fuse.LinkIn, name string, out 
 	if err != nil {
 		return fs.status(ctx, "link", err)
 	}
-	fs.fillEntry(g, &a, out)
+	fs.fillEntry(g, tok, &a, out)
 	return fuse.OK
 }
 
@@ -585,7 +574,7 @@ func (fs *fileSystem) Symlink(_ <-chan struct{}, h *fuse.InHeader, target, name 
 	if fs.reserved(h.NodeId, name) {
 		return fuse.EPERM
 	}
-	g := fs.gen()
+	g, tok := fs.gen(), fs.c.PendingToken()
 	ctx, cancel := fs.op(nil, 0)
 	defer cancel()
 	defer fs.changingDirs(h.NodeId)()
@@ -594,7 +583,7 @@ func (fs *fileSystem) Symlink(_ <-chan struct{}, h *fuse.InHeader, target, name 
 	if err != nil {
 		return fs.status(ctx, "symlink", err)
 	}
-	fs.fillEntry(g, &a, out)
+	fs.fillEntry(g, tok, &a, out)
 	return fuse.OK
 }
 

@@ -85,3 +85,60 @@ func TestReopened(t *testing.T) {
 		t.Fatalf("an open's attributes from before f's own write cut f's view: read %d bytes, want %d", len(got), len(want))
 	}
 }
+
+// TestPendingSince: a File's data counts as pending since a token for as
+// long as it was buffered or being committed at any moment after the token
+// was taken, also once it is committed (attributes read after the token
+// may predate the commit); not for a token taken after the commit.
+func TestPendingSince(t *testing.T) {
+	s := startServer(t, "")
+	ctx := context.Background()
+	c := s.client()
+	f, err := c.Create(ctx, "/p")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	before := c.PendingToken()
+	if f.PendingSince(before) {
+		t.Fatal("a new file with no writes is pending")
+	}
+	// Large enough for chunks (a background flush and a size commit).
+	if _, err := f.WriteAt(bytes.Repeat([]byte("x"), 1<<20), 0); err != nil {
+		t.Fatal(err)
+	}
+	during := c.PendingToken()
+	if !f.Pending() || !f.PendingSince(before) || !f.PendingSince(during) {
+		t.Fatal("buffered data is not pending")
+	}
+	if err := f.FlushContext(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if f.Pending() {
+		t.Fatal("pending after its flush returned")
+	}
+	if !f.PendingSince(before) || !f.PendingSince(during) {
+		t.Error("data committed after the token was taken does not count as pending since it")
+	}
+	after := c.PendingToken()
+	if f.PendingSince(after) {
+		t.Error("pending since a token taken after the commit")
+	}
+	// Another File's commit does not make this one pending.
+	g, err := c.Create(ctx, "/q")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := g.WriteAt([]byte("small"), 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := g.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if f.PendingSince(after) {
+		t.Error("another file's commit made this one pending")
+	}
+	if !g.PendingSince(after) {
+		t.Error("a small file's write committed with its close does not count as pending since the token")
+	}
+}
