@@ -626,6 +626,13 @@ func (f *File) PendingSince(tok PendingToken) bool {
 	return f.Pending() || f.settled.Load() > uint64(tok)
 }
 
+// Mark returns a token later than every token taken before and earlier
+// than every token taken after: a caller that settles state of its own
+// (the FUSE mount's held attribute changes, once sent) records when, and
+// a token taken before a request then tells whether the request crossed
+// it (mark > token).
+func (c *Client) Mark() PendingToken { return PendingToken(c.settleSeq.Add(1)) }
+
 // settle records that f's pending data is about to be committed and stop
 // counting as pending (PendingSince).
 func (f *File) settle() { f.settled.Store(f.c.settleSeq.Add(1)) }

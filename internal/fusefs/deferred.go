@@ -49,6 +49,12 @@ type pendingAttrs struct {
 	on       bool              // changes are pending
 	ch       client.AttrChange // what to send (mtime, atime, mode, uid, gid)
 	caller   client.Owner      // who made them
+	gen      uint64            // counts the changes merged into ch
+	// sent: the changes sent last, and when their reply came
+	// (client.Mark): a reply to a request begun before then may predate
+	// them, and they go on it too (overlayPending).
+	sent   client.AttrChange
+	sentAt client.PendingToken
 }
 
 // remember records a as the file's latest attributes from the metadata
@@ -59,10 +65,18 @@ func (p *pendingAttrs) remember(a client.InodeAttr) {
 	p.mu.Unlock()
 }
 
+// wasSent reports whether changes were sent (sentAt).
+func (p *pendingAttrs) wasSent() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.sentAt != 0
+}
+
 // forget drops the remembered attributes (another client changed them).
 func (p *pendingAttrs) forget() {
 	p.mu.Lock()
 	p.haveBase = false
+	p.sentAt = 0 // another client's change is newer than what was sent
 	p.mu.Unlock()
 }
 
@@ -148,6 +162,7 @@ func (fs *fileSystem) deferSetAttr(in *fuse.SetAttrIn, of *openFile, ch client.A
 	}
 	p.merge(ch)
 	p.on = true
+	p.gen++
 	p.caller = owner(&in.InHeader)
 	a := applyChange(ch, p.base, time.Now().UnixNano())
 	p.base = a
@@ -170,25 +185,40 @@ func (fs *fileSystem) applyPending(ctx context.Context, of *openFile) error {
 		p.mu.Unlock()
 		return nil
 	}
-	ch, caller := p.ch, p.caller
-	p.on, p.ch = false, client.AttrChange{}
+	// The changes stay pending while they are sent: a reply to the
+	// kernel meanwhile still shows them (overlayPending).
+	ch, caller, gen := p.ch, p.caller, p.gen
 	p.mu.Unlock()
 	a, err := of.f.FlushAttr(client.WithCaller(ctx, caller), ch)
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.gen == gen {
+		// Nothing deferred since: done (also when the send failed; the
+		// error goes to the caller, and the changes are not sent again).
+		p.on, p.ch = false, client.AttrChange{}
+	}
 	if err != nil {
 		return err
 	}
-	p.remember(a)
+	p.base, p.haveBase = a, true
+	p.sent, p.sentAt = ch, fs.c.Mark()
 	return nil
 }
 
 // overlayPending puts of's deferred changes on attributes a from the
-// metadata service, for a reply to the kernel.
-func (of *openFile) overlayPending(a *client.InodeAttr) {
+// metadata service, for a reply to the kernel: those still held, and
+// those sent since tok was taken, before the request that returned a
+// began (a may predate their commit).
+func (of *openFile) overlayPending(a *client.InodeAttr, tok client.PendingToken) {
 	p := &of.pend
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.on {
+	switch {
+	case p.on:
 		ctime := max(a.Ctime, p.base.Ctime)
 		*a = applyChange(p.ch, *a, ctime)
+	case p.sentAt > tok:
+		ctime := max(a.Ctime, p.base.Ctime)
+		*a = applyChange(p.sent, *a, ctime)
 	}
 }

@@ -122,6 +122,18 @@ func (fs *fileSystem) retire(of *openFile, flushed bool) bool {
 		return false
 	}
 	of.retired = true
+	if of.written.Load() || of.pend.wasSent() {
+		// Kept a while: a reply to a request that began before now
+		// may predate the file's last commits (fileSystem.adjust).
+		// Set before the file leaves the table (adjust reads in the
+		// other order).
+		of.retiredAt = fs.c.Mark()
+		if fs.mu.retired == nil || len(fs.mu.retired) >= maxRetired {
+			fs.mu.retired = make(map[uint64]*openFile)
+		}
+		fs.mu.retired[of.ino] = of
+		fs.lastRetired.Store(uint64(of.retiredAt))
+	}
 	if fs.mu.files[of.ino] == of {
 		delete(fs.mu.files, of.ino)
 		fs.nopen.Add(-1)

@@ -43,8 +43,14 @@ type fileSystem struct {
 		sync.Mutex
 		files map[uint64]*openFile // open regular files by inode
 		seen  map[uint64]stamp     // a file's mtime and size when this mount last opened it
+		// retired: files whose last handle was released, written through
+		// this mount, by inode (fileSystem.adjust).
+		retired map[uint64]*openFile
 	}
 	nopen atomic.Int64 // len(mu.files), read without the lock
+	// lastRetired is the retiredAt of the file retired last: a reply to
+	// a request begun before it may need a retired file's adjustment.
+	lastRetired atomic.Uint64
 	// noPassthrough is set when the kernel refused a backing file.
 	noPassthrough atomic.Bool
 	// kstamps: what the kernel was last told of each regular file.
@@ -71,6 +77,12 @@ type stamp struct {
 // only costs a re-read of files opened again.
 const maxSeen = 1 << 20
 
+// maxRetired bounds fileSystem.mu.retired; when it is full it is cleared.
+// Only a reply to a request that began before a file's retirement needs
+// its entry, so what clearing loses is a request that crossed more than
+// maxRetired retirements.
+const maxRetired = 1024
+
 // openFile is the state shared by all handles of one regular file.
 type openFile struct {
 	ino     uint64
@@ -86,6 +98,9 @@ type openFile struct {
 	mode atomic.Uint32
 	// pend: attribute changes held until the file's close (deferred.go).
 	pend pendingAttrs
+	// retiredAt: when it was retired (client.Mark); guarded by
+	// fileSystem.mu.
+	retiredAt client.PendingToken
 	// creators counts the open handles of creates of the file through
 	// this mount that may write (deferred.go).
 	creators atomic.Int32
@@ -248,16 +263,34 @@ func (fs *fileSystem) adjust(a *client.InodeAttr, tok client.PendingToken) {
 	if a.Ino == rootIno && fs.orphans != nil && a.Nlink > 2 {
 		a.Nlink--
 	}
-	if !a.IsRegular() || fs.nopen.Load() == 0 {
+	if !a.IsRegular() {
+		return
+	}
+	// nopen before lastRetired: retire sets lastRetired before it takes
+	// the file out of the table.
+	if fs.nopen.Load() == 0 && client.PendingToken(fs.lastRetired.Load()) <= tok {
 		return
 	}
 	fs.mu.Lock()
 	of := fs.mu.files[a.Ino]
+	var gone *openFile
+	if client.PendingToken(fs.lastRetired.Load()) > tok {
+		gone = fs.mu.retired[a.Ino]
+	}
 	fs.mu.Unlock()
+	if gone != nil && gone.retiredAt > tok {
+		// Closed while the request was in flight: its last data and
+		// attribute changes may have been committed after the service
+		// answered.
+		gone.overlayPending(a, tok)
+		if gone.f.PendingSince(tok) {
+			a.Size = max(a.Size, uint64(gone.f.KnownSize()))
+		}
+	}
 	if of == nil {
 		return
 	}
-	of.overlayPending(a)
+	of.overlayPending(a, tok)
 	of.mode.Store(a.Mode)
 	// The kernel is about to be told a.Size: reads up to it must not be
 	// cut at a smaller size the File trusts.
