@@ -565,20 +565,25 @@ func (f *File) Reopened(a InodeAttr, since SizeToken) {
 // since was taken (the zero token: since f was made) and holds none in
 // flight. f.mu is held.
 func (f *File) unchangedSinceLocked(since SizeToken) bool {
-	return since.n == f.writes+f.truncs && len(f.buf) == 0 && len(f.sem) == 0 && f.flushing.Load() == 0 && f.stg == nil
+	// No commit of f's data settled since either: attributes asked for
+	// after the token may predate it (a read sends buffered writes and
+	// returns before their size commit ends).
+	return since.n == f.writes+f.truncs && len(f.buf) == 0 && len(f.sem) == 0 && f.flushing.Load() == 0 && f.stg == nil &&
+		f.settled.Load() <= uint64(since.settle)
 }
 
 // SizeToken identifies the state of a File's own changes (Reopened).
 type SizeToken struct {
-	n  uint64
-	ok bool
+	n      uint64
+	ok     bool
+	settle PendingToken
 }
 
 // SizeToken returns the token of f's own writes and truncates so far.
 func (f *File) SizeToken() SizeToken {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	return SizeToken{f.writes + f.truncs, true}
+	return SizeToken{f.writes + f.truncs, true, f.c.PendingToken()}
 }
 
 // KnownSize returns the file's size as this client knows it, including

@@ -142,3 +142,36 @@ func TestPendingSince(t *testing.T) {
 		t.Error("a small file's write committed with its close does not count as pending since the token")
 	}
 }
+
+// TestReopenedAfterCommit: attributes read after a File's size token was
+// taken but before its own writes' commit ended (a read sends buffered
+// writes and returns before their size commit) do not lower its size,
+// though it holds nothing uncommitted when they are passed on.
+func TestReopenedAfterCommit(t *testing.T) {
+	s := startServer(t, "")
+	ctx := context.Background()
+	c := s.client()
+	writeFile(t, c, "/r", bytes.Repeat([]byte("a"), 1000))
+	old, err := c.LookupIno(ctx, c.RootIno(), "r")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := c.OpenInode(ctx, old, client.O_RDWR)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	data := bytes.Repeat([]byte("b"), 2<<20)
+	if _, err := f.WriteAt(data, 0); err != nil {
+		t.Fatal(err)
+	}
+	tok := f.SizeToken()
+	if err := f.FlushContext(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// old stands for a reply the service sent before the commit.
+	f.Reopened(old, tok)
+	if got := f.KnownSize(); got != int64(len(data)) {
+		t.Fatalf("size %d after attributes from before its own commit, want %d", got, len(data))
+	}
+}
