@@ -58,10 +58,12 @@ type pendingAttrs struct {
 }
 
 // remember records a as the file's latest attributes from the metadata
-// service (a create's or a setattr's reply).
+// service (a create's or a setattr's reply). What was sent before no
+// longer goes on replies: this change is newer.
 func (p *pendingAttrs) remember(a client.InodeAttr) {
 	p.mu.Lock()
 	p.base, p.haveBase = a, true
+	p.sentAt = 0
 	p.mu.Unlock()
 }
 
