@@ -77,8 +77,6 @@ func (fs *fileSystem) acquire(ctx context.Context, a client.InodeAttr) (*openFil
 		of = &openFile{ino: a.Ino, f: f, refs: 1}
 		fs.mu.files[a.Ino] = of
 		fs.nopen.Add(1)
-		// The new one's changes are newer than a retired one's.
-		delete(fs.mu.retired, a.Ino)
 	}
 	of.mode.Store(a.Mode)
 	fs.mu.Unlock()

@@ -449,6 +449,13 @@ func (fs *fileSystem) SetAttr(_ <-chan struct{}, in *fuse.SetAttrIn, out *fuse.A
 	if err != nil {
 		return fs.inodeStatus(ctx, "setattr", err)
 	}
+	// What a file released before showed of its own changes is older
+	// than this change, whose reply the kernel applies over any that
+	// crossed it (a new open does not end it: a reply to a request that
+	// crossed the close still needs it).
+	fs.mu.Lock()
+	delete(fs.mu.retired, ino)
+	fs.mu.Unlock()
 	if of != nil {
 		of.pend.remember(a)
 	}
