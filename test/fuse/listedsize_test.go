@@ -28,16 +28,7 @@ import (
 // SLUICE_FSX_SEED and SLUICE_FSX_OPS replay or lengthen a run.
 func TestListedSizeAfterOwnWrites(t *testing.T) {
 	requireFUSE(t)
-	plan, err := fsx.PlanFromEnv(40000)
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, mp, _, addr := startServeMount(t)
-	c := proctest.Client(t, addr)
-	ctx := t.Context()
-	must(t, c.Mkdir(ctx, "/d", 0o755))
-	must(t, c.SetLayout(ctx, "/d", client.Layout{StripeCount: 4, StripeSize: 64 << 10}))
-	dir := filepath.Join(mp, "d")
+	plan, dir := stripedDirPlan(t, 40000)
 	const files = 6
 	var fds [files]*os.File
 	for i := range fds {
@@ -199,16 +190,7 @@ func TestListedDuringClose(t *testing.T) {
 // per writer).
 func TestListedWhileWriting(t *testing.T) {
 	requireFUSE(t)
-	plan, err := fsx.PlanFromEnv(4000)
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, mp, _, addr := startServeMount(t)
-	c := proctest.Client(t, addr)
-	ctx := t.Context()
-	must(t, c.Mkdir(ctx, "/d", 0o755))
-	must(t, c.SetLayout(ctx, "/d", client.Layout{StripeCount: 4, StripeSize: 64 << 10}))
-	dir := filepath.Join(mp, "d")
+	plan, dir := stripedDirPlan(t, 4000)
 	seed := plan.Seeds[len(plan.Seeds)-1]
 	t.Logf("seed %d, %d operations per writer (SLUICE_FSX_SEED replays the operations; the interleaving is the machine's)", seed, plan.Ops)
 	const files = 4
@@ -340,4 +322,20 @@ func TestListedWhileWriting(t *testing.T) {
 			h.mu.Unlock()
 		}
 	}
+}
+
+// stripedDirPlan starts `sluice serve --mount`, makes a directory of
+// stripe count 4 of 64 KiB in it and returns its path through the mount,
+// with the plan of a test whose own default is ops (fsx.PlanFromEnv).
+func stripedDirPlan(t *testing.T, ops int) (fsx.Plan, string) {
+	t.Helper()
+	plan, err := fsx.PlanFromEnv(ops)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, mp, _, addr := startServeMount(t)
+	c := proctest.Client(t, addr)
+	must(t, c.Mkdir(t.Context(), "/d", 0o755))
+	must(t, c.SetLayout(t.Context(), "/d", client.Layout{StripeCount: 4, StripeSize: 64 << 10}))
+	return plan, filepath.Join(mp, "d")
 }
