@@ -190,7 +190,13 @@ func TestListedDuringClose(t *testing.T) {
 // per writer).
 func TestListedWhileWriting(t *testing.T) {
 	requireFUSE(t)
-	plan, dir := stripedDirPlan(t, 4000)
+	t.Run("plain", func(t *testing.T) { listedWhileWriting(t) })
+	// The kernel keeps the sizes of files with dirty pages itself.
+	t.Run("writeback-cache", func(t *testing.T) { listedWhileWriting(t, "--writeback-cache") })
+}
+
+func listedWhileWriting(t *testing.T, args ...string) {
+	plan, dir := stripedDirPlan(t, 4000, args...)
 	seed := plan.Seeds[len(plan.Seeds)-1]
 	t.Logf("seed %d, %d operations per writer (SLUICE_FSX_SEED replays the operations; the interleaving is the machine's)", seed, plan.Ops)
 	const files = 4
@@ -327,13 +333,13 @@ func TestListedWhileWriting(t *testing.T) {
 // stripedDirPlan starts `sluice serve --mount`, makes a directory of
 // stripe count 4 of 64 KiB in it and returns its path through the mount,
 // with the plan of a test whose own default is ops (fsx.PlanFromEnv).
-func stripedDirPlan(t *testing.T, ops int) (fsx.Plan, string) {
+func stripedDirPlan(t *testing.T, ops int, args ...string) (fsx.Plan, string) {
 	t.Helper()
 	plan, err := fsx.PlanFromEnv(ops)
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, mp, _, addr := startServeMount(t)
+	_, mp, _, addr := startServeMount(t, args...)
 	c := proctest.Client(t, addr)
 	must(t, c.Mkdir(t.Context(), "/d", 0o755))
 	must(t, c.SetLayout(t.Context(), "/d", client.Layout{StripeCount: 4, StripeSize: 64 << 10}))
