@@ -5,6 +5,7 @@ package fsxtest
 import (
 	"context"
 	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/sluice-fs/sluice/client"
@@ -43,6 +44,12 @@ func Run(t testing.TB, c *client.Client, layouts []client.Layout, ops int, fixed
 		for _, seed := range plan.Seeds {
 			cfg := fsx.Config{Seed: seed, Ops: plan.Ops, MaxSize: 8 << 20, MaxIO: 4 << 20,
 				Boundaries: []int64{4 << 10, 64 << 10, 1 << 20, max(lay.StripeSize, 64<<10)}}
+			if plan.Ops >= progressFrom {
+				// A long run says how far it got (go test -v shows it
+				// as it goes), so that a run stopped by its timeout
+				// still tells how much passed.
+				cfg.Progress, cfg.ProgressEvery = logWriter{t}, progressEvery
+			}
 			st, err := fsx.Run(ctx, target(dir), cfg)
 			if err != nil {
 				t.Fatalf("layout %d %+v: %v", li, lay, err)
@@ -50,4 +57,20 @@ func Run(t testing.TB, c *client.Client, layouts []client.Layout, ops int, fixed
 			t.Logf("layout %d: stripe count %d size %d replicas %d components %d, seed %d: %v", li, lay.StripeCount, lay.StripeSize, max(lay.Replicas, 1), len(lay.Components), seed, st)
 		}
 	}
+}
+
+// Runs of at least progressFrom operations log their progress every
+// progressEvery operations.
+const (
+	progressFrom  = 100_000
+	progressEvery = 50_000
+)
+
+// logWriter writes each line it gets to the test's log.
+type logWriter struct{ t testing.TB }
+
+func (w logWriter) Write(p []byte) (int, error) {
+	w.t.Helper()
+	w.t.Log(strings.TrimRight(string(p), "\n"))
+	return len(p), nil
 }
