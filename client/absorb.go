@@ -250,7 +250,14 @@ func (f *File) awaitStagedLocked(ctx context.Context) error {
 
 // overlayStaged shows this client's staged data in attributes it got
 // from the metadata service: a file's size counts its staged writes.
-func (c *Client) overlayStaged(a *wire.Attr) { c.overlayStagedSince(a, c.stagedToken()) }
+func (c *Client) overlayStaged(a *wire.Attr) {
+	if c.stg == nil || a == nil {
+		return
+	}
+	if size, ok := c.stg.stagedSize(a.Ino); ok && int64(a.Size) < size {
+		a.Size = uint64(size)
+	}
+}
 
 // stagedToken returns the count of files whose staged data drained so
 // far, for overlayStagedSince: taken before the request for attributes.
@@ -267,11 +274,9 @@ func (c *Client) stagedToken() uint64 {
 // token was tok: a drain that ended since may have committed its size
 // after the service answered, so the size it gave the file counts too.
 func (c *Client) overlayStagedSince(a *wire.Attr, tok uint64) {
+	c.overlayStaged(a)
 	if c.stg == nil || a == nil {
 		return
-	}
-	if size, ok := c.stg.stagedSize(a.Ino); ok && int64(a.Size) < size {
-		a.Size = uint64(size)
 	}
 	if size, ok := c.stg.drainedSince(a.Ino, tok); ok && int64(a.Size) < size {
 		a.Size = uint64(size)

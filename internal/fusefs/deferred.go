@@ -215,12 +215,14 @@ func (of *openFile) overlayPending(a *client.InodeAttr, tok client.PendingToken)
 	p := &of.pend
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	var ch client.AttrChange
 	switch {
 	case p.on:
-		ctime := max(a.Ctime, p.base.Ctime)
-		*a = applyChange(p.ch, *a, ctime)
+		ch = p.ch
 	case p.sentAt > tok:
-		ctime := max(a.Ctime, p.base.Ctime)
-		*a = applyChange(p.sent, *a, ctime)
+		ch = p.sent
+	default:
+		return
 	}
+	*a = applyChange(ch, *a, max(a.Ctime, p.base.Ctime))
 }
