@@ -123,6 +123,13 @@ type Options struct {
 	// renewal (default 15 s; renewed every third of it): when a client
 	// dies mid-restore, another takes the restore over after it.
 	TierRestoreLease time.Duration
+	// LayoutLease is how long a File uses a layout it learnt from the
+	// metadata service for chunk I/O before it asks for the layout again
+	// (default DefaultLayoutLease). The targets keep the fences of moved
+	// chunks for --chunk-fence-grace after removing them (ADR 0023,
+	// addendum), which must outlast this lease plus RetryTimeout and
+	// FlushTimeout.
+	LayoutLease time.Duration
 	// DirectRead reads the chunks of unreplicated chains held by a storage
 	// service on this machine straight from their files, checking every
 	// block's checksum in the client (ADR 0025); other reads, and any
@@ -219,6 +226,9 @@ func (o *Options) setDefaults() error {
 	}
 	if o.TierReadAhead <= 0 {
 		o.TierReadAhead = 64
+	}
+	if o.LayoutLease <= 0 {
+		o.LayoutLease = DefaultLayoutLease
 	}
 	if o.TierRestoreLease <= 0 {
 		o.TierRestoreLease = 15 * time.Second

@@ -49,7 +49,9 @@ type File struct {
 	// layout is where the file's chunks are, as this File last learnt it;
 	// a migration (ADR 0020) replaces it: targets then answer errs.Moved
 	// and the File asks again (withLayout).
-	layout atomic.Pointer[placement.Layout]
+	// The time it was learnt (clock) bounds its use (Options.LayoutLease,
+	// withLayout).
+	layout atomic.Pointer[learntLayout]
 	flag   int
 	ctx    context.Context
 
@@ -203,9 +205,60 @@ func (f *File) Ino() uint64 { return f.ino }
 func (f *File) Layout() Layout { return layoutFrom(f.lay()) }
 
 // lay returns the file's layout as this File knows it.
-func (f *File) lay() placement.Layout { return *f.layout.Load() }
+func (f *File) lay() placement.Layout { return f.layout.Load().Layout }
 
-func (f *File) setLayout(l placement.Layout) { f.layout.Store(&l) }
+// learntLayout is a layout and when a File learnt it (clock).
+type learntLayout struct {
+	placement.Layout
+	at int64
+}
+
+// setLayout takes l as the file's layout, learnt from the metadata
+// service now.
+func (f *File) setLayout(l placement.Layout) { f.setLayoutAt(l, clock()) }
+
+// setLayoutAt takes l as the file's layout, learnt from a request sent at
+// at (clock).
+func (f *File) setLayoutAt(l placement.Layout, at int64) {
+	f.layout.Store(&learntLayout{l, at})
+}
+
+// DefaultLayoutLease is the default of Options.LayoutLease.
+const DefaultLayoutLease = time.Minute
+
+// clockBase and clock give a monotonic time in nanoseconds (layout
+// leases).
+var clockBase = time.Now()
+
+func clock() int64 { return int64(time.Since(clockBase)) }
+
+// renewLayout asks the metadata service for the layout of a File whose
+// lease on it ran out, so that no chunk request goes out under a layout
+// older than the lease: the targets forget a removed chunk's fence after
+// a grace (ADR 0023, addendum), and a request under the layout that named
+// it would then write a chunk nobody reads, or read a hole. A file found
+// released is restored first for a write; a read gets errNowReleased.
+func (f *File) renewLayout(ctx context.Context, write bool) error {
+	at := clock()
+	l, released, err := f.c.layoutOf(ctx, f.ino)
+	if err != nil {
+		return err
+	}
+	if released {
+		if !write {
+			return errNowReleased
+		}
+		if err := f.c.restore(ctx, f.ino); err != nil {
+			return err
+		}
+		at = clock()
+		if l, _, err = f.c.layoutOf(ctx, f.ino); err != nil {
+			return err
+		}
+	}
+	f.setLayoutAt(l, at)
+	return nil
+}
 
 // dirtyChunks names the chunks of one chain under one data ID: a File
 // whose layout changed may have written under the old one.
@@ -223,12 +276,18 @@ type dirtyChunks struct {
 // set (its bytes are in the tier only); a read gets errNowReleased.
 func (f *File) withLayout(ctx context.Context, write bool, fn func(l placement.Layout) error) error {
 	pause := 5 * time.Millisecond
+	if clock()-f.layout.Load().at > int64(f.c.opts.LayoutLease) {
+		if err := f.renewLayout(ctx, write); err != nil {
+			return err
+		}
+	}
 	for {
 		l := f.lay()
 		err := fn(l)
 		if errs.CodeOf(err) != errs.Moved {
 			return err
 		}
+		at := clock()
 		nl, released, lerr := f.c.layoutOf(ctx, f.ino)
 		if lerr != nil {
 			return errors.Join(err, lerr)
@@ -240,10 +299,12 @@ func (f *File) withLayout(ctx context.Context, write bool, fn func(l placement.L
 			if err := f.c.restore(ctx, f.ino); err != nil {
 				return err
 			}
+			at = clock()
 			if nl, _, lerr = f.c.layoutOf(ctx, f.ino); lerr != nil {
 				return lerr
 			}
 		} else if sameChunks(nl, l) {
+			f.setLayoutAt(l, at)
 			select {
 			case <-time.After(pause):
 				pause = min(2*pause, 200*time.Millisecond)
@@ -252,7 +313,7 @@ func (f *File) withLayout(ctx context.Context, write bool, fn func(l placement.L
 			}
 			continue
 		}
-		f.setLayout(nl)
+		f.setLayoutAt(nl, at)
 	}
 }
 

@@ -131,6 +131,7 @@ func newTarget(g *globals) *cobra.Command {
 	f.IntVar(&o.QosInService, "qos-in-service", 0, "chunk reads and writes this node serves at once under QoS (default 8)")
 	qosReserveFlag(cmd, &o.QosCPUReserve)
 	precreateFlag(cmd, &o.Precreate)
+	fenceGraceFlag(cmd, &o.FenceGrace)
 	noDirectReadsFlag(cmd, &o.NoDirectReads)
 	f.DurationVar(&o.Fence, "fence", 2*time.Second, "refuse replicated-chain requests after this long without reaching a metadata service (keep it below the meta's --heartbeat-timeout)")
 	f.StringVar(&o.HTTP, "http", "", "admin HTTP address for /healthz, /metrics and /debug/pprof (empty: none)")

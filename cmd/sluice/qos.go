@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"time"
 
 	"github.com/sluice-fs/sluice/client"
 
@@ -72,6 +73,16 @@ func noDirectReadsFlag(cmd *cobra.Command, off *bool) {
 	cmd.Flags().BoolVar(off, "no-direct-reads", false, "do not hand unreplicated chunks' files to clients on this machine "+
 		"(DATA/direct.sock; clients that ask, SLUICE_DIRECT_READ=1, then read them through the network; docs/adr/0025-direct-reads.md)")
 }
+
+func fenceGraceFlag(cmd *cobra.Command, d *time.Duration) {
+	cmd.Flags().DurationVar(d, "chunk-fence-grace", DefaultFenceGrace, "how long a moved chunk's fence outlives the chunk: "+
+		"clients renew the layouts they use every minute, so keep it well above that (0: keep fences for good; docs/adr/0023-release-fences.md)")
+}
+
+// DefaultFenceGrace is the default of --chunk-fence-grace: ten times the
+// clients' layout lease (client.DefaultLayoutLease), which leaves the op
+// timeout (30 s) and a paused client a wide margin.
+const DefaultFenceGrace = 10 * time.Minute
 
 func precreateFlag(cmd *cobra.Command, n *int) {
 	cmd.Flags().IntVar(n, "precreate", 0, "empty chunk files each target keeps made ahead of need (0 to 4096; 0: none), "+

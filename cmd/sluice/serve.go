@@ -103,6 +103,7 @@ func newServe() *cobra.Command {
 	f.IntVar(&o.MetaQosInService, "meta-qos-in-service", 0, "namespace requests the metadata service serves at once under QoS (default 8)")
 	qosReserveFlag(cmd, &o.QosCPUReserve)
 	precreateFlag(cmd, &o.Precreate)
+	fenceGraceFlag(cmd, &o.FenceGrace)
 	noDirectReadsFlag(cmd, &o.NoDirectReads)
 	metaSyncFlags(cmd, &o.MetaSync, &o.MetaSyncWindow)
 	inlineMaxFlag(cmd, &o.InlineMax)

@@ -86,7 +86,8 @@
 // removed, so that a stale reader never takes the removed chunk for a
 // hole; Sync and Remove work as for any chunk, and Remove keeps the fence.
 // A fence outlives its chunk until Thaw removes it (a migration given
-// up). A fence is an empty file in fences/, named like the chunk; Freeze
+// up), or until ExpireFences does, once the chunk has been gone for
+// Options.FenceGrace (clients lease layouts for less: fenceexpire.go). A fence is an empty file in fences/, named like the chunk; Freeze
 // and Thaw fsync fences/ before they return, and Open loads them all into
 // memory (and makes fences/ if the store has none: stores formatted
 // before fences existed open unchanged; a build without fences ignores

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/sluice-fs/sluice/internal/errs"
 )
@@ -26,7 +27,11 @@ const fencesDir = "fences"
 
 // fenceSet is the set of frozen chunks of a store.
 type fenceSet struct {
-	op sync.Mutex // held through Freeze and Thaw: one at a time
+	op sync.Mutex // held through Freeze, Thaw and ExpireFences: one at a time
+	// since is when ExpireFences first found each frozen chunk gone
+	// (guarded by op; in memory only: the clock starts again at Open).
+	since   map[ID]time.Time
+	expired atomic.Uint64 // fences ExpireFences removed since Open
 
 	n  atomic.Int64 // len(m), read without mu: most stores have no fences
 	mu sync.RWMutex
@@ -54,6 +59,8 @@ func (s *Store) Freeze(ids ...ID) error {
 	f.mu.Lock()
 	for _, id := range ids {
 		f.m[id] = struct{}{}
+		// A fence frozen again waits its whole grace from now on.
+		delete(f.since, id)
 	}
 	f.n.Store(int64(len(f.m)))
 	f.mu.Unlock()
@@ -93,6 +100,12 @@ func (s *Store) Thaw(ids ...ID) error {
 	f := &s.fences
 	f.op.Lock()
 	defer f.op.Unlock()
+	return s.thawLocked(ids)
+}
+
+// thawLocked is Thaw with fences.op held.
+func (s *Store) thawLocked(ids []ID) error {
+	f := &s.fences
 	var gone []ID
 	for _, id := range ids {
 		if !s.Frozen(id) {
@@ -112,6 +125,7 @@ func (s *Store) Thaw(ids ...ID) error {
 	f.mu.Lock()
 	for _, id := range gone {
 		delete(f.m, id)
+		delete(f.since, id)
 	}
 	f.n.Store(int64(len(f.m)))
 	f.mu.Unlock()
@@ -167,6 +181,7 @@ func (s *Store) loadFences() error {
 	f := &s.fences
 	f.mu.Lock()
 	f.m = m
+	f.since = map[ID]time.Time{}
 	f.n.Store(int64(len(m)))
 	f.mu.Unlock()
 	return nil

@@ -15,6 +15,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"syscall"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -46,6 +47,13 @@ type Options struct {
 	// that new chunks take files instead of creating them (0: none; at
 	// most maxFree).
 	Precreate int
+	// FenceGrace, if positive, removes the fence of a frozen chunk once
+	// the chunk has been gone (removed) for this long, checked by a
+	// background goroutine (fenceexpire.go); 0 keeps fences for good.
+	// Clients renew the layouts they use within their lease
+	// (client.Options.LayoutLease), so the grace must outlast the longest
+	// lease plus the longest a chunk request takes.
+	FenceGrace time.Duration
 }
 
 // DefaultMaxOpenChunks is the default size of the open-chunk cache.
@@ -55,6 +63,9 @@ const DefaultMaxOpenChunks = 1024
 func (o *Options) Validate() error {
 	if o.MaxOpenChunks < 0 {
 		return errs.New(errs.Invalid, "chunk: MaxOpenChunks %d is negative", o.MaxOpenChunks)
+	}
+	if o.FenceGrace < 0 {
+		return errs.New(errs.Invalid, "chunk: FenceGrace %v is negative", o.FenceGrace)
 	}
 	if o.Precreate < 0 || o.Precreate > maxFree {
 		return errs.New(errs.Invalid, "chunk: Precreate %d is not between 0 and %d", o.Precreate, maxFree)
@@ -81,6 +92,9 @@ type Store struct {
 	// precreateStop ends precreate, which closes precreateDone (nil
 	// without Options.Precreate).
 	precreateStop, precreateDone chan struct{}
+	// fenceStop ends expireLoop, which closes fenceDone (nil without
+	// Options.FenceGrace).
+	fenceStop, fenceDone chan struct{}
 
 	flushes sync.WaitGroup // flushUnsynced runs, for Close
 
@@ -215,6 +229,11 @@ func Open(dir string, opts Options) (*Store, error) {
 		s.precreateStop = make(chan struct{})
 		s.precreateDone = make(chan struct{})
 		go s.precreate(opts.Precreate)
+	}
+	if opts.FenceGrace > 0 {
+		s.fenceStop = make(chan struct{})
+		s.fenceDone = make(chan struct{})
+		go s.expireLoop(opts.FenceGrace)
 	}
 	return s, nil
 }
@@ -890,6 +909,9 @@ func (s *Store) Close() error {
 	if s.precreateStop != nil {
 		close(s.precreateStop)
 	}
+	if s.fenceStop != nil {
+		close(s.fenceStop)
+	}
 	var hs []*handle
 	for _, h := range s.mu.open {
 		hs = append(hs, h)
@@ -921,6 +943,9 @@ func (s *Store) Close() error {
 	s.flushes.Wait()
 	if s.precreateDone != nil {
 		<-s.precreateDone
+	}
+	if s.fenceDone != nil {
+		<-s.fenceDone
 	}
 	s.mu.Lock()
 	evicted := len(s.mu.unsynced)

@@ -370,6 +370,8 @@ var (
 	descGarb = prometheus.NewDesc("sluice_target_garbled_writes_total", "Chunk writes refused because their data did not match the CRC32C the sender computed (garbled in transit).", tLabels, nil)
 	descSent = prometheus.NewDesc("sluice_target_read_sent_unread_total", "Chunk reads whose data the target sent from the page cache without reading it (sendfile; the client checks it against the stored checksums).", tLabels, nil)
 	descCsum = prometheus.NewDesc("sluice_target_checksum_failures_total", "Blocks whose CRC32C did not match on read.", tLabels, nil)
+	descFen  = prometheus.NewDesc("sluice_target_fences", "Chunk fences the target holds (frozen chunks, and removed ones within --chunk-fence-grace).", tLabels, nil)
+	descFenX = prometheus.NewDesc("sluice_target_fences_expired_total", "Fences of removed chunks the target dropped after --chunk-fence-grace.", tLabels, nil)
 	descCap  = prometheus.NewDesc("sluice_target_capacity_bytes", "Size of the file system the target is on.", tLabels, nil)
 	descFree = prometheus.NewDesc("sluice_target_free_bytes", "Free bytes on the file system the target is on.", tLabels, nil)
 	descUsed = prometheus.NewDesc("sluice_target_used_bytes", "Logical bytes in the target's chunks.", tLabels, nil)
@@ -380,7 +382,7 @@ var (
 type targetCollector struct{ svc *target.Service }
 
 func (tc *targetCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descRB, descRO, descWB, descWO, descSO, descRmO, descErr, descGarb, descSent, descCsum, descCap, descFree, descUsed, descChk, descUp} {
+	for _, d := range []*prometheus.Desc{descRB, descRO, descWB, descWO, descSO, descRmO, descErr, descGarb, descSent, descCsum, descFen, descFenX, descCap, descFree, descUsed, descChk, descUp} {
 		ch <- d
 	}
 }
@@ -410,6 +412,9 @@ func (tc *targetCollector) Collect(ch chan<- prometheus.Metric) {
 			continue
 		}
 		counter(descCsum, st.Corruptions(), id)
+		held, expired := st.Fences()
+		gauge(descFen, float64(held), id)
+		counter(descFenX, expired, id)
 		capacity, used, free, chunks, err := st.Stat()
 		if err != nil {
 			gauge(descUp, 0, id)

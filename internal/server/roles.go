@@ -206,6 +206,9 @@ type TargetOptions struct {
 	// Precreate is each target's number of empty chunk files made ahead
 	// of need (target.Options.Precreate; 0: none).
 	Precreate int
+	// FenceGrace is how long a removed chunk's fence stays
+	// (target.Options.FenceGrace; 0: for good).
+	FenceGrace time.Duration
 	// NoDirectReads is Options.NoDirectReads.
 	NoDirectReads bool
 }
@@ -283,7 +286,7 @@ func RunTarget(ctx context.Context, opts TargetOptions) (err error) {
 		return fmt.Errorf("target: register node %s: %w", node, err)
 	}
 	ids := append(have, reg.IDs...)
-	targets, err := target.OpenDir(opts.DataDir, ids, target.Options{Logger: log, QosOff: opts.QosOff, QosInService: opts.QosInService, Precreate: opts.Precreate})
+	targets, err := target.OpenDir(opts.DataDir, ids, target.Options{Logger: log, QosOff: opts.QosOff, QosInService: opts.QosInService, Precreate: opts.Precreate, FenceGrace: opts.FenceGrace})
 	if err != nil {
 		ln.Close()
 		return fmt.Errorf("target: open targets: %w", err)

@@ -99,6 +99,9 @@ type Options struct {
 	// Precreate is each target's number of empty chunk files made ahead
 	// of need (target.Options.Precreate; 0: none).
 	Precreate int
+	// FenceGrace is how long a removed chunk's fence stays
+	// (target.Options.FenceGrace; 0: for good).
+	FenceGrace time.Duration
 	// NoDirectReads: do not hand the unreplicated chunks' files to
 	// clients on this machine (DATA/direct.sock; ADR 0025).
 	NoDirectReads bool
@@ -170,7 +173,7 @@ func Run(ctx context.Context, opts Options) (err error) {
 	if err != nil {
 		return err
 	}
-	targets, err := target.OpenDir(opts.DataDir, ids, target.Options{Logger: log, QosOff: opts.QosOff, QosInService: opts.QosInService, Precreate: opts.Precreate})
+	targets, err := target.OpenDir(opts.DataDir, ids, target.Options{Logger: log, QosOff: opts.QosOff, QosInService: opts.QosInService, Precreate: opts.Precreate, FenceGrace: opts.FenceGrace})
 	if err != nil {
 		return fmt.Errorf("serve: open targets: %w", err)
 	}

@@ -22,6 +22,7 @@ import (
 	"strconv"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/sluice-fs/sluice/internal/checksum"
 	"github.com/sluice-fs/sluice/internal/chunk"
@@ -45,6 +46,9 @@ type Options struct {
 	// Precreate is each store's number of empty chunk files made ahead of
 	// need (chunk.Options.Precreate; 0: none).
 	Precreate int
+	// FenceGrace is how long each store keeps the fence of a removed
+	// chunk (chunk.Options.FenceGrace; 0: for good).
+	FenceGrace time.Duration
 }
 
 // Stats are a target's counters since the Service started.
@@ -126,7 +130,7 @@ func OpenDir(dataDir string, ids []placement.TargetID, opts Options) (*Service, 
 		return nil, err
 	}
 	for _, id := range ids {
-		st, err := chunk.Open(Dir(dataDir, id), chunk.Options{Target: id, Logger: opts.Logger, MaxOpenChunks: opts.MaxOpenChunks, Precreate: opts.Precreate})
+		st, err := chunk.Open(Dir(dataDir, id), chunk.Options{Target: id, Logger: opts.Logger, MaxOpenChunks: opts.MaxOpenChunks, Precreate: opts.Precreate, FenceGrace: opts.FenceGrace})
 		if err != nil {
 			return fail(fmt.Errorf("target: open target %d in %s: %w", id, dataDir, err))
 		}

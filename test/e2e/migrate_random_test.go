@@ -7,12 +7,14 @@ import (
 	"io"
 	"math/rand/v2"
 	"os"
+	"regexp"
 	"strconv"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/sluice-fs/sluice/client"
+	"github.com/sluice-fs/sluice/internal/proctest"
 )
 
 // TestMigrateRandom runs a random sequence of writes, truncates (shrinking
@@ -41,9 +43,17 @@ func TestMigrateRandom(t *testing.T) {
 		}
 	}
 	t.Logf("seed %d (SLUICE_MIGRATE_SEED=%d replays it), %d ops", seed, seed, ops)
-	s := startServer(t, "")
-	c := s.client()
+	// The targets forget a moved chunk's fence 5 s after removing it, and
+	// the client renews its layout every 100 ms (ADR 0023, addendum): the
+	// writes and reads of a File whose layout a migration replaced must go
+	// to the new chunks once the old ones' fences are gone too.
+	s := startServer(t, "", "--chunk-fence-grace", "5s", "--http", "127.0.0.1:0")
 	ctx := context.Background()
+	c, err := client.New(ctx, client.Options{Server: s.addr, LayoutLease: 100 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
 	rng := rand.New(rand.NewPCG(seed, 0x5eed))
 	const maxSize = 6 << 20
 	model := randBytes(seed, 2<<20)
@@ -173,6 +183,10 @@ func TestMigrateRandom(t *testing.T) {
 		t.Fatalf("after %d ops and %d migrations the file (%d bytes, %v) differs from the model (%d bytes) (seed %d)", ops, migrations, len(got), err, len(model), seed)
 	}
 	t.Logf("%d ops, %d migrations, final size %d; %d old chunks not read again after the freeze, %d new chunks checked by digest", ops, migrations, len(model), unchanged, compared)
+	if admin, err := s.proc.WaitLine(regexp.MustCompile(`admin on (\S+)`), 10*time.Second); err == nil {
+		m := proctest.Metrics(t, admin)
+		t.Logf("fences: %.0f expired during the run, %.0f held at its end", proctest.MetricSum(m, "sluice_target_fences_expired_total"), proctest.MetricSum(m, "sluice_target_fences"))
+	}
 	if compared == 0 {
 		t.Errorf("no migration to the same shape checked its copy by digest")
 	}
