@@ -5,8 +5,10 @@ import (
 	"context"
 	"io"
 	"net"
+	"path/filepath"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/minio/minio-go/v7"
 
@@ -104,9 +106,26 @@ func TestReleaseUncommittedWrite(t *testing.T) {
 // another releases it and a third reads it; the holder's later write
 // (through a layout whose chunks are frozen and then removed) restores
 // the file and lands, it is dirty, and every client reads the new bytes.
-func TestReleaseUnderWriter(t *testing.T) {
+func TestReleaseUnderWriter(t *testing.T) { testReleaseUnderWriter(t, false) }
+
+// TestReleaseUnderWriterFencesGone is TestReleaseUnderWriter where the
+// holder and the reader act only after the targets dropped the removed
+// chunks' fences (--chunk-fence-grace 1s): their layout leases (200 ms)
+// ran out meanwhile, so they ask for the layout, find the file released
+// and read it from the bucket or restore it before writing, instead of
+// reading holes or writing chunks nobody reads (ADR 0023, addendum).
+func TestReleaseUnderWriterFencesGone(t *testing.T) { testReleaseUnderWriter(t, true) }
+
+func testReleaseUnderWriter(t *testing.T, fencesGone bool) {
 	be := startSluiceBackend(t)
-	fs := startFS(t)
+	var fs *fsServer
+	lease := time.Duration(0) // the default
+	if fencesGone {
+		fs = startFS(t, "--chunk-fence-grace", "1s")
+		lease = 200 * time.Millisecond
+	} else {
+		fs = startFS(t)
+	}
 	addBackend(t, fs, be, "under/")
 	ctx := context.Background()
 	c := restoringClient(t, fs.addr, 0)
@@ -118,13 +137,13 @@ func TestReleaseUnderWriter(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	holder := restoringClient(t, fs.addr, 0)
+	holder := newClientOpts(t, client.Options{Server: fs.addr, LayoutLease: lease})
 	f, err := holder.OpenFile(ctx, "/f", client.O_RDWR, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	reader := newClient(t, fs.addr, 0)
+	reader := newClientOpts(t, client.Options{Server: fs.addr, TierNoRestoreOnRead: true, LayoutLease: lease})
 	r, err := reader.Open(ctx, "/f")
 	if err != nil {
 		t.Fatal(err)
@@ -136,6 +155,12 @@ func TestReleaseUnderWriter(t *testing.T) {
 	// The release's chunk removal is done: the holder's and the reader's
 	// layouts name chunks that are gone (and fenced).
 	waitFor(t, "the released chunks removed", func() bool { return fs.chunkBytes() < int64(len(data)) })
+	if fencesGone {
+		waitFor(t, "the removed chunks' fences gone", func() bool {
+			m, err := filepath.Glob(filepath.Join(fs.dataDir, "targets", "*", "fences", "*"))
+			return err == nil && len(m) == 0
+		})
+	}
 	got, err := io.ReadAll(io.NewSectionReader(r, 0, int64(len(data))))
 	if err != nil || !bytes.Equal(got, data) {
 		t.Fatalf("reader opened before the release: %d bytes, %v; want the file's %d", len(got), err, len(data))
