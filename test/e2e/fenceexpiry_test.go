@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/sluice-fs/sluice/client"
+	"github.com/sluice-fs/sluice/internal/errs"
 	"github.com/sluice-fs/sluice/internal/proctest"
 )
 
@@ -101,5 +102,46 @@ func TestFenceExpiry(t *testing.T) {
 	l, err := fresh.GetLayout(ctx, "/m/f")
 	if err != nil || l.Data == old || l.StripeCount != 2 {
 		t.Fatalf("layout after the migration: %+v, %v", l, err)
+	}
+}
+
+// TestRemovedWhileOpen: a client holds a file open while another removes
+// it; once the holder's layout lease ran out, its reads and writes of the
+// file fail with "not found" whether or not the garbage collector removed
+// the chunks yet (ADR 0023, addendum; before the lease, a read that finds
+// a chunk short, or a write's commit, finds the file gone too).
+func TestRemovedWhileOpen(t *testing.T) {
+	s := startServer(t, "")
+	c := s.client()
+	ctx := context.Background()
+	data := randBytes(78, 1<<20)
+	writeFile(t, c, "/g", data)
+	holder, err := client.New(ctx, client.Options{Server: s.addr, LayoutLease: 200 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer holder.Close()
+	f, err := holder.OpenFile(ctx, "/g", client.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	buf := make([]byte, 4096)
+	if _, err := f.ReadAt(buf, 0); err != nil || !bytes.Equal(buf, data[:4096]) {
+		t.Fatalf("first read: %v", err)
+	}
+	if err := c.Remove(ctx, "/g"); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(300 * time.Millisecond) // the holder's lease runs out
+	if _, err := f.ReadAt(buf, 8192); errs.CodeOf(err) != errs.NotFound {
+		t.Errorf("read of the removed file: %v, want not found", err)
+	}
+	_, err = f.WriteAt([]byte("lost?"), 8192)
+	if err == nil {
+		err = f.Sync()
+	}
+	if errs.CodeOf(err) != errs.NotFound {
+		t.Errorf("write of the removed file: %v, want not found", err)
 	}
 }
