@@ -2,11 +2,14 @@ package e2e
 
 import (
 	"context"
+	"regexp"
 	"testing"
+	"time"
 
 	"github.com/sluice-fs/sluice/client"
 	"github.com/sluice-fs/sluice/internal/fsx"
 	"github.com/sluice-fs/sluice/internal/fsx/fsxtest"
+	"github.com/sluice-fs/sluice/internal/proctest"
 )
 
 // fsxLayouts are the layouts the exerciser runs on: one target, four
@@ -33,4 +36,33 @@ func TestFsxClient(t *testing.T) {
 	fsxtest.Run(t, c, fsxLayouts, 1500, []uint64{1, 12}, func(dir string) fsx.Target {
 		return &fsx.Client{C: c, Dir: dir, Ctx: context.Background()}
 	})
+}
+
+// TestFsxLayoutLease runs the exerciser through a client whose layout
+// lease is a millisecond (client.Options.LayoutLease): nearly every chunk
+// read, write and truncate asks the metadata service for the layout first
+// (ADR 0023, addendum), on stripe counts 1 and 4 and a progressive layout.
+func TestFsxLayoutLease(t *testing.T) {
+	s := startServer(t, "", "--http", "127.0.0.1:0")
+	ctx := context.Background()
+	c, err := client.New(ctx, client.Options{Server: s.addr, LayoutLease: time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	layouts := []client.Layout{fsxLayouts[0], fsxLayouts[1], pflLayout}
+	fsxtest.Run(t, c, layouts, 1000, []uint64{5}, func(dir string) fsx.Target {
+		return &fsx.Client{C: c, Dir: dir, Ctx: ctx}
+	})
+	admin, err := s.proc.WaitLine(regexp.MustCompile(`admin on (\S+)`), 10*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := proctest.Metrics(t, admin)
+	renewals := proctest.MetricSum(m, `sluice_op_duration_seconds_count{kind="meta",op="getlayout"}`)
+	reads := proctest.MetricSum(m, `sluice_op_duration_seconds_count{kind="chunk",op="chunk_read"}`)
+	t.Logf("%.0f layout requests beside %.0f chunk reads", renewals, reads)
+	if renewals < 1000 {
+		t.Errorf("only %.0f layout requests: the File did not renew its layout", renewals)
+	}
 }
