@@ -30,13 +30,17 @@ type InodeAttr struct {
 
 	layout placement.Layout // a regular file's layout: lets OpenInode skip a round trip
 	where  dataHome         // where a regular file's bytes live
+	// at is when the attributes came (clock): a File opened from them
+	// holds the layout's lease from then (Options.LayoutLease), however
+	// long the caller kept them.
+	at int64
 }
 
 func inodeAttr(a *wire.Attr) InodeAttr {
 	return InodeAttr{
 		Ino: a.Ino, Mode: a.Mode, Nlink: a.Nlink, Uid: a.Uid, Gid: a.Gid, Rdev: a.Rdev,
 		Size: a.Size, Atime: a.Atime, Mtime: a.Mtime, Ctime: a.Ctime, layout: a.Layout,
-		where: homeOf(a),
+		where: homeOf(a), at: clock(),
 	}
 }
 
@@ -487,7 +491,7 @@ func (c *Client) OpenInode(ctx context.Context, a InodeAttr, flag int) (*File, e
 		size: int64(a.Size), sem: make(chan struct{}, c.opts.WritesInFlight),
 		dirty: make(map[dirtyChunks]map[uint32]bool),
 	}
-	f.setLayout(a.layout)
+	f.setLayoutAt(a.layout, a.at)
 	f.openSize.Store(int64(a.Size))
 	f.home.Store(uint64(a.where))
 	f.sizeFresh = true
@@ -554,7 +558,7 @@ func (f *File) Reopened(a InodeAttr, since SizeToken) {
 		f.truncs++ // a size from a GetAttr sent before this must not raise it
 		f.learnHome(a.where)
 		if a.layout.StripeSize != 0 && len(a.layout.Chains) > 0 {
-			f.setLayout(a.layout) // a restore moves a file to another data ID
+			f.setLayoutAt(a.layout, a.at) // a restore moves a file to another data ID
 		}
 		f.own.start(a.Mtime, a.Size)
 	}
