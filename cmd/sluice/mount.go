@@ -98,6 +98,7 @@ func newMount(g *globals) *cobra.Command {
 	f.DurationVar(&o.OrphanGrace, "orphan-grace", 0, "free the unlinked-open files of a mount on another host whose heartbeat stopped this long ago (default 10m)")
 	f.IntVar(&o.Client.WriteBuffer, "write-buffer", 0, "write-back buffer per open file in bytes (default 8 MiB)")
 	f.IntVar(&o.Client.ReadAhead, "client-read-ahead", 0, "client read-ahead window per file in bytes (default 16 MiB; negative: off)")
+	layoutLeaseFlag(cmd, &o.Client.LayoutLease, "")
 	qosFlags(cmd, &o.Client.Job, &o.Client.Class)
 	f.BoolVar(&o.Client.DirectRead, "direct-read", false, "read the chunks of unreplicated chains held on this machine straight from their files, "+
 		"checking every block in the mount (also $"+client.EnvDirectRead+"=1; docs/adr/0025-direct-reads.md)")

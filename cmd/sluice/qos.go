@@ -79,6 +79,11 @@ func fenceGraceFlag(cmd *cobra.Command, d *time.Duration) {
 		"clients renew the layouts they use every minute, so keep it well above that (0: keep fences for good; docs/adr/0023-release-fences.md)")
 }
 
+func layoutLeaseFlag(cmd *cobra.Command, d *time.Duration, prefix string) {
+	cmd.Flags().DurationVar(d, "layout-lease", client.DefaultLayoutLease, prefix+"how long an open file uses a layout it learnt before asking for it again: "+
+		"keep it well below the targets' --chunk-fence-grace (docs/adr/0023-release-fences.md)")
+}
+
 // DefaultFenceGrace is the default of --chunk-fence-grace: ten times the
 // clients' layout lease (client.DefaultLayoutLease), which leaves the op
 // timeout (30 s) and a paused client a wide margin.

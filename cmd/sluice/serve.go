@@ -92,6 +92,7 @@ func newServe() *cobra.Command {
 	f.StringVar(&stagingDir, "staging-dir", "", "with --mount: stage files under a directory with the absorb policy here (docs/checkpoint.md)")
 	f.Var(sizeValue{&stagingReserve}, "staging-reserve", "with --mount: "+stagingReserveHelp)
 	f.BoolVar(&passthrough, "passthrough", false, "with --mount: let the kernel read files held whole by a local target straight from disk (FUSE passthrough; checksums checked at open, not per read)")
+	layoutLeaseFlag(cmd, &mountClient.LayoutLease, "with --mount: ")
 	f.BoolVar(&mountClient.NoAtime, "noatime", false, "with --mount: leave files' access times alone on reads through the mount (default: relatime, as sluice mount)")
 	f.BoolVar(&writebackCache, "writeback-cache", false, "with --mount: let the kernel buffer writes, as sluice mount --writeback-cache (faster small writes; other mounts see size changes late; not with --passthrough)")
 	f.DurationVar(&watchTimeout, "watch-timeout", 0, "with --mount: how long the kernel caches names and attributes while the mount follows the change feed, as sluice mount --watch-timeout (default 30s; negative: do not follow it)")
