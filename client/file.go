@@ -2,7 +2,6 @@ package client
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"io/fs"
@@ -232,32 +231,25 @@ var clockBase = time.Now()
 
 func clock() int64 { return int64(time.Since(clockBase)) }
 
-// renewLayout asks the metadata service for the layout of a File whose
-// lease on it ran out, so that no chunk request goes out under a layout
-// older than the lease: the targets forget a removed chunk's fence after
-// a grace (ADR 0023, addendum), and a request under the layout that named
-// it would then write a chunk nobody reads, or read a hole. A file found
-// released is restored first for a write; a read gets errNowReleased.
-func (f *File) renewLayout(ctx context.Context, write bool) error {
-	at := clock()
+// fetchLayout asks the metadata service for the file's layout and
+// returns it with the time its request went out (clock). A file found
+// released is restored first when write is set (its bytes are in the
+// tier only); a read gets errNowReleased.
+func (f *File) fetchLayout(ctx context.Context, write bool) (l placement.Layout, at int64, err error) {
+	at = clock()
 	l, released, err := f.c.layoutOf(ctx, f.ino)
-	if err != nil {
-		return err
+	if err != nil || !released {
+		return l, at, err
 	}
-	if released {
-		if !write {
-			return errNowReleased
-		}
-		if err := f.c.restore(ctx, f.ino); err != nil {
-			return err
-		}
-		at = clock()
-		if l, _, err = f.c.layoutOf(ctx, f.ino); err != nil {
-			return err
-		}
+	if !write {
+		return l, at, errNowReleased
 	}
-	f.setLayoutAt(l, at)
-	return nil
+	if err := f.c.restore(ctx, f.ino); err != nil {
+		return l, at, err
+	}
+	at = clock()
+	l, _, err = f.c.layoutOf(ctx, f.ino)
+	return l, at, err
 }
 
 // dirtyChunks names the chunks of one chain under one data ID: a File
@@ -274,12 +266,20 @@ type dirtyChunks struct {
 // migration or a release has not committed or given up yet), until ctx
 // ends. A file found released (ADR 0023) is restored first when write is
 // set (its bytes are in the tier only); a read gets errNowReleased.
+//
+// A layout older than the lease (Options.LayoutLease) is asked for again
+// before fn runs: the targets forget a removed chunk's fence a grace
+// after the removal (ADR 0023, addendum), and a request under the layout
+// that named the chunk would then write a chunk nobody reads, or read a
+// hole.
 func (f *File) withLayout(ctx context.Context, write bool, fn func(l placement.Layout) error) error {
 	pause := 5 * time.Millisecond
 	if clock()-f.layout.Load().at > int64(f.c.opts.LayoutLease) {
-		if err := f.renewLayout(ctx, write); err != nil {
+		l, at, err := f.fetchLayout(ctx, write)
+		if err != nil {
 			return err
 		}
+		f.setLayoutAt(l, at)
 	}
 	for {
 		l := f.lay()
@@ -287,23 +287,13 @@ func (f *File) withLayout(ctx context.Context, write bool, fn func(l placement.L
 		if errs.CodeOf(err) != errs.Moved {
 			return err
 		}
-		at := clock()
-		nl, released, lerr := f.c.layoutOf(ctx, f.ino)
-		if lerr != nil {
-			return errors.Join(err, lerr)
-		}
-		if released {
-			if !write {
-				return errNowReleased
-			}
-			if err := f.c.restore(ctx, f.ino); err != nil {
-				return err
-			}
-			at = clock()
-			if nl, _, lerr = f.c.layoutOf(ctx, f.ino); lerr != nil {
-				return lerr
-			}
-		} else if sameChunks(nl, l) {
+		nl, at, lerr := f.fetchLayout(ctx, write)
+		switch {
+		case lerr != nil:
+			// The layout's error, not Moved's: its code is the answer
+			// (the file gone, the tier unreachable).
+			return lerr
+		case sameChunks(nl, l):
 			f.setLayoutAt(l, at)
 			select {
 			case <-time.After(pause):
