@@ -51,6 +51,9 @@ type File struct {
 	// The time it was learnt (clock) bounds its use (Options.LayoutLease,
 	// withLayout).
 	layout atomic.Pointer[learntLayout]
+	// pinned: the layout is not the file's (a restorer's, under the data
+	// ID its restore lease gives it): never asked for again (withLayout).
+	pinned bool
 	flag   int
 	ctx    context.Context
 
@@ -274,7 +277,7 @@ type dirtyChunks struct {
 // hole.
 func (f *File) withLayout(ctx context.Context, write bool, fn func(l placement.Layout) error) error {
 	pause := 5 * time.Millisecond
-	if clock()-f.layout.Load().at > int64(f.c.opts.LayoutLease) {
+	if !f.pinned && clock()-f.layout.Load().at > int64(f.c.opts.LayoutLease) {
 		l, at, err := f.fetchLayout(ctx, write)
 		if err != nil {
 			return err

@@ -513,6 +513,10 @@ func (c *Client) copyObject(ctx context.Context, ino uint64, rec *wire.HsmRecord
 	if err != nil {
 		return nil, err
 	}
+	// The layout names the lease's data ID, not the file's (still
+	// released): the layout lease must not replace it, which would also
+	// wait for this very restore.
+	f.pinned = true
 	// By block; each unit fills its own. A file over maxRestoreSums
 	// blocks gets none (its record stays without; a release then refuses
 	// it).

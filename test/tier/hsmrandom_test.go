@@ -8,6 +8,7 @@ import (
 	"math/rand/v2"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/minio/minio-go/v7"
 
@@ -39,11 +40,13 @@ func TestHsmRandom(t *testing.T) {
 		t.Fatal(err)
 	}
 	be := startSluiceBackend(t)
-	fs := startFS(t)
+	// Fences of released chunks expire 2 s after the chunks go, and the
+	// holder renews its layouts every 100 ms (ADR 0023, addendum).
+	fs := startFS(t, "--chunk-fence-grace", "2s")
 	addBackend(t, fs, be, "rnd/")
 	c1 := restoringClient(t, fs.addr, 0)
 	c2 := restoringClient(t, fs.addr, 0)
-	holder := restoringClient(t, fs.addr, 0)
+	holder := newClientOpts(t, client.Options{Server: fs.addr, LayoutLease: 100 * time.Millisecond})
 	s3c := be.s3(t)
 	for _, seed := range plan.Seeds {
 		t.Logf("seed %d, %d operations (replay: SLUICE_FSX_SEED=%d SLUICE_FSX_OPS=%d go test -run TestHsmRandom ./test/tier)", seed, plan.Ops, seed, plan.Ops)

@@ -141,6 +141,50 @@ func TestRestoreOnRead(t *testing.T) {
 	}
 }
 
+// TestRestoreLayoutLease restores released files through a client whose
+// layout lease is a millisecond (client.Options.LayoutLease): the
+// restorer writes under the data ID its restore lease gave it, which the
+// lease must not replace with the file's (released) layout; a restorer
+// that did asked for a restore of the file, its own, and waited for
+// itself until its timeout (ADR 0023, addendum). Then it writes through
+// a File opened before the restore and reads everything back.
+func TestRestoreLayoutLease(t *testing.T) {
+	be := startSluiceBackend(t)
+	fs := startFS(t)
+	addBackend(t, fs, be, "lease/")
+	ctx := context.Background()
+	c := newClientOpts(t, client.Options{Server: fs.addr, LayoutLease: time.Millisecond, FlushTimeout: 20 * time.Second})
+	files := map[string][]byte{"/l/big": randomData(31, 9<<20+5), "/l/small": randomData(32, 150<<10)}
+	releasedFiles(t, fs, c, files)
+	held, err := c.OpenFile(ctx, "/l/small", client.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer held.Close()
+	rctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	if _, err := c.HsmRestore(rctx, "/l/big"); err != nil {
+		t.Fatalf("restore of /l/big: %v", err)
+	}
+	patch := randomData(33, 10<<10)
+	if _, err := held.WriteAt(patch, 4096); err != nil {
+		t.Fatal(err)
+	}
+	if err := held.Sync(); err != nil {
+		t.Fatalf("write of released /l/small through a File opened before (restores it): %v", err)
+	}
+	copy(files["/l/small"][4096:], patch)
+	for p, d := range files {
+		got, err := readAllSluice(ctx, c, p)
+		if err != nil || !bytes.Equal(got, d) {
+			t.Fatalf("%s: %d bytes, %v; first difference at %d", p, len(got), err, firstDiff(got, d))
+		}
+		if st := hsmState(t, fs, p); st == "released" {
+			t.Errorf("%s still released", p)
+		}
+	}
+}
+
 // TestRestoreOnce: two clients read the same released file at once; both
 // get its bytes and exactly one of them copies it to the targets (the
 // other waits on the lease in the HSM record). The backend is stopped
