@@ -119,6 +119,12 @@ func Dir(dataDir string, id placement.TargetID) string {
 	return filepath.Join(dataDir, "targets", strconv.FormatUint(uint64(id), 10))
 }
 
+// SafeFenceGrace is the shortest FenceGrace that outlasts clients with
+// the default layout lease (client.DefaultLayoutLease, 1 min) and their
+// retries (RetryTimeout and FlushTimeout, 1 min each): OpenDir warns
+// below it.
+const SafeFenceGrace = 3 * time.Minute
+
 // OpenDir opens (creating if needed) the stores of the given targets under
 // dataDir (see Dir) and returns a Service hosting them.
 func OpenDir(dataDir string, ids []placement.TargetID, opts Options) (*Service, error) {
@@ -128,6 +134,10 @@ func OpenDir(dataDir string, ids []placement.TargetID, opts Options) (*Service, 
 			st.Close()
 		}
 		return nil, err
+	}
+	if opts.FenceGrace > 0 && opts.FenceGrace < SafeFenceGrace && opts.Logger != nil {
+		opts.Logger.Warn("target: a chunk fence grace this short may end before a client stops using an old layout (the default layout lease is 1 min, its requests retry for up to 2 min more)",
+			"chunk_fence_grace", opts.FenceGrace, "safe_from", SafeFenceGrace)
 	}
 	for _, id := range ids {
 		st, err := chunk.Open(Dir(dataDir, id), chunk.Options{Target: id, Logger: opts.Logger, MaxOpenChunks: opts.MaxOpenChunks, Precreate: opts.Precreate, FenceGrace: opts.FenceGrace})
