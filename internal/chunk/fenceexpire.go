@@ -42,6 +42,11 @@ func expireFences(since map[ID]time.Time, gone []ID, now time.Time, grace time.D
 	return next, expire
 }
 
+// maxExpire bounds the fences ExpireFences removes while Freeze and Thaw
+// wait (a file removal each): it takes and leaves fences.op between such
+// batches.
+const maxExpire = 1024
+
 // ExpireFences removes the fences of frozen chunks that this store has
 // seen gone for at least grace (the first call that finds a chunk gone
 // starts its clock: after Open, every fence waits a whole grace again).
@@ -50,7 +55,6 @@ func expireFences(since map[ID]time.Time, gone []ID, now time.Time, grace time.D
 func (s *Store) ExpireFences(now time.Time, grace time.Duration) (int, error) {
 	f := &s.fences
 	f.op.Lock()
-	defer f.op.Unlock()
 	f.mu.RLock()
 	ids := make([]ID, 0, len(f.m))
 	for id := range f.m {
@@ -70,16 +74,50 @@ func (s *Store) ExpireFences(now time.Time, grace time.Duration) (int, error) {
 		case errors.Is(err, fs.ErrNotExist):
 			gone = append(gone, id)
 		case err != nil:
+			f.op.Unlock()
 			return 0, fmt.Errorf("chunk: expire fences on target %d: %w", s.opts.Target, ioErr(err))
 		}
 	}
 	next, expire := expireFences(f.since, gone, now, grace)
-	if err := s.thawLocked(expire); err != nil {
-		return 0, err
+	// The expired stay in since until they are removed: a Freeze meanwhile
+	// drops them from it, and they are kept.
+	for _, id := range expire {
+		t, ok := f.since[id]
+		if !ok {
+			t = now.Add(-grace)
+		}
+		next[id] = t
 	}
 	f.since = next
-	f.expired.Add(uint64(len(expire)))
-	return len(expire), nil
+	f.op.Unlock()
+
+	removed := 0
+	for len(expire) > 0 {
+		if s.fenceStop != nil {
+			select {
+			case <-s.fenceStop:
+				return removed, nil // closing: the rest at the next Open's grace
+			default:
+			}
+		}
+		batch := expire[:min(maxExpire, len(expire))]
+		expire = expire[len(batch):]
+		f.op.Lock()
+		keep := batch[:0]
+		for _, id := range batch {
+			if t, ok := f.since[id]; ok && now.Sub(t) >= grace {
+				keep = append(keep, id)
+			}
+		}
+		err := s.thawLocked(keep)
+		f.op.Unlock()
+		if err != nil {
+			return removed, err
+		}
+		removed += len(keep)
+		f.expired.Add(uint64(len(keep)))
+	}
+	return removed, nil
 }
 
 // Fences returns the number of fences the store holds and the number

@@ -132,3 +132,79 @@ func TestExpireLoop(t *testing.T) {
 		t.Fatal("the fence of a chunk still there expired")
 	}
 }
+
+// BenchmarkFenceExpiry measures, for a store holding 100,000 fences of
+// chunks that are gone: loading them at Open, ExpireFences's first pass
+// (a stat per fence), a later pass before the grace (no stat), and the
+// pass that removes them all (a file removal per fence, one directory
+// sync). Reported per fence.
+func BenchmarkFenceExpiry(b *testing.B) {
+	const n = 100_000
+	ids := make([]ID, n)
+	for i := range ids {
+		ids[i] = ID{Ino: uint64(1 + i/4), Slot: uint32(i % 4)}
+	}
+	per := func(d time.Duration) float64 { return float64(d.Nanoseconds()) / n }
+	for b.Loop() {
+		dir := b.TempDir()
+		s := openStore(b, dir)
+		if err := s.Freeze(ids...); err != nil {
+			b.Fatal(err)
+		}
+		s.Close()
+		t0 := time.Now()
+		s = openStore(b, dir)
+		load := time.Since(t0)
+		now := time.Now()
+		t0 = time.Now()
+		if k, err := s.ExpireFences(now, time.Minute); err != nil || k != 0 {
+			b.Fatal(k, err)
+		}
+		first := time.Since(t0)
+		t0 = time.Now()
+		if k, err := s.ExpireFences(now.Add(time.Second), time.Minute); err != nil || k != 0 {
+			b.Fatal(k, err)
+		}
+		again := time.Since(t0)
+		t0 = time.Now()
+		if k, err := s.ExpireFences(now.Add(time.Minute), time.Minute); err != nil || k != n {
+			b.Fatal(k, err)
+		}
+		expire := time.Since(t0)
+		if held, _ := s.Fences(); held != 0 {
+			b.Fatalf("%d fences left", held)
+		}
+		s.Close()
+		b.ReportMetric(per(load), "ns-open/fence")
+		b.ReportMetric(per(first), "ns-first-pass/fence")
+		b.ReportMetric(per(again), "ns-later-pass/fence")
+		b.ReportMetric(per(expire), "ns-expire/fence")
+	}
+}
+
+// TestExpireFencesBatches checks that one call removes more than
+// maxExpire fences (in batches).
+func TestExpireFencesBatches(t *testing.T) {
+	t.Parallel()
+	s := openStore(t, t.TempDir())
+	ids := make([]ID, maxExpire+10)
+	for i := range ids {
+		ids[i] = ID{Ino: 40, Slot: uint32(i)}
+	}
+	if err := s.Freeze(ids...); err != nil { // chunks that never existed: gone
+		t.Fatal(err)
+	}
+	t0 := time.Now()
+	for i, want := range []int{0, maxExpire + 10, 0} {
+		now := t0
+		if i > 0 {
+			now = t0.Add(time.Minute)
+		}
+		if n, err := s.ExpireFences(now, time.Minute); err != nil || n != want {
+			t.Fatalf("call %d: %d, %v; want %d", i, n, err, want)
+		}
+	}
+	if held, expired := s.Fences(); held != 0 || expired != uint64(len(ids)) {
+		t.Fatalf("Fences: %d held, %d expired", held, expired)
+	}
+}
