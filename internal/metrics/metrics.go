@@ -412,9 +412,10 @@ func (tc *targetCollector) Collect(ch chan<- prometheus.Metric) {
 			continue
 		}
 		counter(descCsum, st.Corruptions(), id)
-		held, expired := st.Fences()
-		gauge(descFen, float64(held), id)
-		counter(descFenX, expired, id)
+		if held, expired, ok := tc.svc.Fences(t); ok {
+			gauge(descFen, float64(held), id)
+			counter(descFenX, expired, id)
+		}
 		capacity, used, free, chunks, err := st.Stat()
 		if err != nil {
 			gauge(descUp, 0, id)

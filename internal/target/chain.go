@@ -316,7 +316,7 @@ func (h *hosted) chainStore(id placement.ChainID, opts Options) (*chunk.Store, e
 		return nil, errs.New(errs.Unavailable, "target: target %d is closed", h.store.Target())
 	}
 	dir := filepath.Join(h.store.Dir(), "chains", strconv.FormatUint(uint64(id), 10))
-	st, err := chunk.Open(dir, chunk.Options{Target: h.store.Target(), Logger: opts.Logger, MaxOpenChunks: opts.MaxOpenChunks})
+	st, err := chunk.Open(dir, chunk.Options{Target: h.store.Target(), Logger: opts.Logger, MaxOpenChunks: opts.MaxOpenChunks, FenceGrace: opts.FenceGrace})
 	if err != nil {
 		return nil, fmt.Errorf("target: open store of chain %d on target %d: %w", id, h.store.Target(), err)
 	}

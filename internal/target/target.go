@@ -167,6 +167,25 @@ func (s *Service) Store(id placement.TargetID) (*chunk.Store, bool) {
 	return h.store, true
 }
 
+// Fences returns the chunk fences target id holds, in its own store and
+// its replicated chains' stores, and how many of them expired since they
+// were opened (chunk.Store.Fences).
+func (s *Service) Fences(id placement.TargetID) (held int, expired uint64, ok bool) {
+	h, ok := s.targets[id]
+	if !ok {
+		return 0, 0, false
+	}
+	held, expired = h.store.Fences()
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for _, st := range h.chains {
+		n, x := st.Fences()
+		held += n
+		expired += x
+	}
+	return held, expired, true
+}
+
 // Stats returns the counters of target id.
 func (s *Service) Stats(id placement.TargetID) (Stats, bool) {
 	h, ok := s.targets[id]
