@@ -6,6 +6,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -185,4 +186,24 @@ func (s *Store) loadFences() error {
 	f.n.Store(int64(len(m)))
 	f.mu.Unlock()
 	return nil
+}
+
+// FrozenList returns the frozen chunks after after, in (Ino, Slot) order,
+// at most limit of them (limit <= 0: all), and whether more follow: the
+// fences a resync passes to a replica that joins a chain.
+func (s *Store) FrozenList(after ID, limit int) ([]ID, bool) {
+	f := &s.fences
+	f.mu.RLock()
+	ids := make([]ID, 0, len(f.m))
+	for id := range f.m {
+		if cmpID(id, after) > 0 {
+			ids = append(ids, id)
+		}
+	}
+	f.mu.RUnlock()
+	slices.SortFunc(ids, cmpID)
+	if limit > 0 && len(ids) > limit {
+		return ids[:limit], true
+	}
+	return ids, false
 }

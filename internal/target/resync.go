@@ -133,6 +133,17 @@ func (s *Service) resync(ctx context.Context, c placement.Chain, src, dst placem
 		}
 	}
 
+	// The syncing replica's fences that the tail does not hold (thawed
+	// while it was away) go first: they would refuse the copy of their
+	// chunks. nil: a target from before fences were listed.
+	dstFences, err := s.remoteFences(call, dst, ref)
+	if err != nil {
+		return err
+	}
+	if err := s.passFences(st, c, src, dst, ref, call, wire.FenceThaw, dstFences, func(id chunk.ID) bool { return !st.Frozen(id) }); err != nil {
+		return err
+	}
+
 	buf := make([]byte, resyncPiece)
 	for after, more := (chunk.ID{}), true; more; {
 		var infos []chunk.Info
@@ -172,6 +183,28 @@ func (s *Service) resync(ctx context.Context, c placement.Chain, src, dst placem
 		unlock()
 		if err != nil {
 			return fmt.Errorf("remove chunk %v from replica %d: %w", id, dst, err)
+		}
+	}
+	// The tail's fences that the syncing replica lacks (frozen while it
+	// was away, or before it joined): it must refuse what the others do.
+	if dstFences != nil {
+		have := make(map[chunk.ID]bool, len(dstFences))
+		for _, id := range dstFences {
+			have[id] = true
+		}
+		var missing []chunk.ID
+		for after, more := (chunk.ID{}), true; more; {
+			var ids []chunk.ID
+			ids, more = st.FrozenList(after, 10000)
+			for _, id := range ids {
+				after = id
+				if !have[id] {
+					missing = append(missing, id)
+				}
+			}
+		}
+		if err := s.passFences(st, c, src, dst, ref, call, wire.FenceFreeze, missing, st.Frozen); err != nil {
+			return err
 		}
 	}
 	s.cs.mu.Lock()
@@ -242,4 +275,49 @@ func (s *Service) Resyncs() []ResyncStatus {
 		j.mu.Unlock()
 	}
 	return out
+}
+
+// remoteFences lists the fences of replica dst of the chain (nil, nil
+// from a target that cannot list them: it answers with its chunks).
+func (s *Service) remoteFences(call func(wire.Op, wire.Message, [][]byte, wire.Message) error, dst placement.TargetID, ref wire.ChainRef) ([]chunk.ID, error) {
+	out := []chunk.ID{}
+	for req := (wire.ChunkListReq{Target: dst, ChainRef: ref, Limit: 10000, Fences: true}); ; {
+		var page wire.ChunkListResp
+		if err := call(wire.OpChunkList, &req, nil, &page); err != nil {
+			return nil, fmt.Errorf("list fences of replica %d: %w", dst, err)
+		}
+		if !page.Fences {
+			s.opts.logger().Warn("target: a replica that cannot list its fences joins a chain: its fences are not resynced", "target", dst)
+			return nil, nil
+		}
+		for _, ci := range page.Chunks {
+			out = append(out, chunk.ID{Ino: ci.Ino, Slot: ci.Slot})
+			req.AfterIno, req.AfterSlot = ci.Ino, ci.Slot
+		}
+		if !page.More || len(page.Chunks) == 0 {
+			return out, nil
+		}
+	}
+}
+
+// passFences freezes or thaws (mode) chunks ids on replica dst, each one
+// only if want still holds for it with the tail's lock of the chunk held,
+// so that a freeze or thaw passing along the chain meanwhile is ordered
+// with it: either it comes after (and reaches dst after this), or want
+// sees its effect.
+func (s *Service) passFences(st *chunk.Store, c placement.Chain, src, dst placement.TargetID, ref wire.ChainRef,
+	call func(wire.Op, wire.Message, [][]byte, wire.Message) error, mode uint8, ids []chunk.ID, want func(chunk.ID) bool) error {
+	for _, id := range ids {
+		unlock := s.cs.locks.lock(chunkKey{src, c.ID, id.Ino, id.Slot})
+		var err error
+		if want(id) {
+			req := &wire.ChunkFenceReq{ChunkSetReq: wire.ChunkSetReq{Target: dst, ChainRef: ref, Ino: id.Ino, Slots: []uint32{id.Slot}}, Mode: mode}
+			err = call(wire.OpChunkFence, req, nil, nil)
+		}
+		unlock()
+		if err != nil {
+			return fmt.Errorf("pass the fence of chunk %v to replica %d: %w", id, dst, err)
+		}
+	}
+	return nil
 }

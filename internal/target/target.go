@@ -569,6 +569,14 @@ func (s *Service) handleList(ctx context.Context, req *wire.Request) (wire.Respo
 		return wire.Response{}, h.fail(err)
 	}
 	limit := int(min(max(m.Limit, 1), 100000))
+	if m.Fences {
+		ids, more := st.FrozenList(chunk.ID{Ino: m.AfterIno, Slot: m.AfterSlot}, limit)
+		resp := &wire.ChunkListResp{More: more, Fences: true, Chunks: make([]wire.ChunkInfo, len(ids))}
+		for i, id := range ids {
+			resp.Chunks[i] = wire.ChunkInfo{Ino: id.Ino, Slot: id.Slot}
+		}
+		return wire.Response{Msg: resp}, nil
+	}
 	infos, more, err := st.List(chunk.ID{Ino: m.AfterIno, Slot: m.AfterSlot}, limit)
 	if err != nil {
 		return wire.Response{}, h.fail(err)

@@ -1698,13 +1698,17 @@ func (m *TargetStat) decodeFields(d *Decoder) {
 
 // ChunkListReq lists the chunks of one chain's replica on a target, in
 // (Ino, Slot) order, starting after (AfterIno, AfterSlot) (both 0: from the
-// start), at most Limit of them.
+// start), at most Limit of them. Fences lists the replica's chunk fences
+// instead (frozen chunks, whether they exist or not; appended 2026-12-03:
+// a target from before answers with its chunks, and without
+// ChunkListResp.Fences).
 type ChunkListReq struct {
 	Target placement.TargetID
 	ChainRef
 	AfterIno  uint64
 	AfterSlot uint32
 	Limit     uint32
+	Fences    bool
 }
 
 func (m *ChunkListReq) Encode(e *Encoder) {
@@ -1713,6 +1717,7 @@ func (m *ChunkListReq) Encode(e *Encoder) {
 	e.U64(m.AfterIno)
 	e.U32(m.AfterSlot)
 	e.U32(m.Limit)
+	e.Bool(m.Fences)
 }
 func (m *ChunkListReq) Decode(d *Decoder) {
 	m.Target = placement.TargetID(d.U32())
@@ -1720,6 +1725,10 @@ func (m *ChunkListReq) Decode(d *Decoder) {
 	m.AfterIno = d.U64()
 	m.AfterSlot = d.U32()
 	m.Limit = d.U32()
+	m.Fences = false
+	if d.More() {
+		m.Fences = d.Bool()
+	}
 }
 
 // ChunkInfo is one chunk in a ChunkListResp: its length and a digest of its
@@ -1732,9 +1741,12 @@ type ChunkInfo struct {
 }
 
 // ChunkListResp is a page of a chunk listing; More says whether more follow.
+// Fences says that the page lists fences (ChunkListReq.Fences; Len and
+// Digest are then 0; appended 2026-12-03).
 type ChunkListResp struct {
 	Chunks []ChunkInfo
 	More   bool
+	Fences bool
 }
 
 func (m *ChunkListResp) Encode(e *Encoder) {
@@ -1746,6 +1758,7 @@ func (m *ChunkListResp) Encode(e *Encoder) {
 		e.U64(c.Digest)
 	}
 	e.Bool(m.More)
+	e.Bool(m.Fences)
 }
 func (m *ChunkListResp) Decode(d *Decoder) {
 	n := d.Count(28)
@@ -1758,6 +1771,10 @@ func (m *ChunkListResp) Decode(d *Decoder) {
 		c.Digest = d.U64()
 	}
 	m.More = d.Bool()
+	m.Fences = false
+	if d.More() {
+		m.Fences = d.Bool()
+	}
 }
 
 // Flags of PutFileReq.

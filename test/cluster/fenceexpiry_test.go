@@ -10,6 +10,7 @@ import (
 
 	"github.com/sluice-fs/sluice/client"
 	"github.com/sluice-fs/sluice/internal/proctest"
+	"github.com/sluice-fs/sluice/internal/wire"
 )
 
 // TestReplicatedFenceExpiry migrates a file of 2-replica chains while
@@ -112,5 +113,110 @@ func TestReplicatedFenceExpiry(t *testing.T) {
 	}
 	if n := verifyReplicas(t, cl); n == 0 {
 		t.Fatal("no replicated chunk was compared")
+	}
+}
+
+// TestFencesResynced migrates a file of 2-replica chains while a storage
+// node holding one replica of its chunk is down: the live replica freezes
+// the old chunk and removes it, the fence stays. When the node returns,
+// the resync must remove its stale copy of the chunk and give it the
+// tail's fence, so that it refuses a client with the old layout as the
+// other replica does (before, a replica that joined a chain never got the
+// fences frozen without it).
+func TestFencesResynced(t *testing.T) {
+	cl := proctest.StartCluster(t, binary, proctest.ClusterOptions{})
+	ctx := context.Background()
+	c := proctest.Client(t, cl.MetaAddrs())
+	if err := c.MkdirAll(ctx, "/r", 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.SetLayout(ctx, "/r", client.Layout{StripeCount: 1, Replicas: 2}); err != nil {
+		t.Fatal(err)
+	}
+	orig := bytes.Repeat([]byte("fenced while away "), 100_000)
+	if err := proctest.WriteFile(ctx, c, "/r/f", orig); err != nil {
+		t.Fatal(err)
+	}
+	fi, err := c.Stat(ctx, "/r/f")
+	if err != nil {
+		t.Fatal(err)
+	}
+	old := fi.Attr().Ino
+	l, err := c.GetLayout(ctx, "/r/f")
+	if err != nil || len(l.Chains) != 1 {
+		t.Fatalf("layout %+v, %v", l, err)
+	}
+	info, err := cl.Info(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	nodeOf := map[uint32]string{}
+	for _, tg := range info.Targets {
+		nodeOf[uint32(tg.ID)] = tg.Node
+	}
+	var away *proctest.Member
+	for _, ch := range info.Chains {
+		if uint32(ch.ID) == l.Chains[0] {
+			tail := ch.Replicas[len(ch.Replicas)-1]
+			for _, n := range cl.Nodes {
+				if n.Name == nodeOf[uint32(tail.Target)] {
+					away = n
+				}
+			}
+		}
+	}
+	if away == nil {
+		t.Fatalf("no node found for chain %d in %+v", l.Chains[0], info)
+	}
+	on := func(n *proctest.Member, kind string) []string {
+		m, err := filepath.Glob(filepath.Join(n.DataDir, "targets", "*", "chains", "*", kind))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return m
+	}
+	oldChunks := fmt.Sprintf("chunks/%02x/%016x.*.sum", old&0xff, old)
+	oldFences := fmt.Sprintf("fences/%016x.*", old)
+	others := func(kind string) (all []string) {
+		for _, n := range cl.Nodes {
+			if n != away {
+				all = append(all, on(n, kind)...)
+			}
+		}
+		return all
+	}
+
+	away.Proc.Kill()
+	cl.WaitFor(t, 30*time.Second, away.Name+" taken out of its chains", func(info *wire.ClusterInfo) bool { return offlineOn(info, away.Name) })
+	if _, err := c.Migrate(ctx, "/r/f", client.MigrateSpec{StripeCount: 2, StripeSize: 1 << 20}, client.MigrateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(60 * time.Second); len(others(oldChunks)) > 0; time.Sleep(100 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the old chunk still on the live replica: %v", others(oldChunks))
+		}
+	}
+	if len(others(oldFences)) != 1 || len(on(away, oldChunks)) != 1 || len(on(away, oldFences)) != 0 {
+		t.Fatalf("before the return: live replica's fences %v; the away node's chunks %v and fences %v", others(oldFences), on(away, oldChunks), on(away, oldFences))
+	}
+
+	cl.Restart(away)
+	cl.WaitHealthy(t, 60*time.Second)
+	for deadline := time.Now().Add(60 * time.Second); len(on(away, oldChunks)) > 0 || len(on(away, oldFences)) == 0; time.Sleep(100 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("after the resync the returned node holds the old chunk %v and fences %v; want no chunk and the fence", on(away, oldChunks), on(away, oldFences))
+		}
+	}
+	if n := verifyReplicas(t, cl); n == 0 {
+		t.Fatal("no replicated chunk was compared")
+	}
+	got, err := proctest.Client(t, cl.MetaAddrs()).Open(ctx, "/r/f")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer got.Close()
+	b := make([]byte, len(orig))
+	if n, err := got.ReadAt(b, 0); n != len(orig) || !bytes.Equal(b, orig) {
+		t.Fatalf("read after the return: %d bytes, %v", n, err)
 	}
 }
