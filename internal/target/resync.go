@@ -300,23 +300,39 @@ func (s *Service) remoteFences(call func(wire.Op, wire.Message, [][]byte, wire.M
 	}
 }
 
-// passFences freezes or thaws (mode) chunks ids on replica dst, each one
-// only if want still holds for it with the tail's lock of the chunk held,
-// so that a freeze or thaw passing along the chain meanwhile is ordered
-// with it: either it comes after (and reaches dst after this), or want
-// sees its effect.
+// passFences freezes or thaws (mode) chunks ids, in (Ino, Slot) order, on
+// replica dst, one request per inode, each chunk only if want still holds
+// for it with the tail's lock of the chunk held (in slot order, as
+// handleFence takes them), so that a freeze or thaw passing along the
+// chain meanwhile is ordered with it: either it comes after (and reaches
+// dst after this), or want sees its effect.
 func (s *Service) passFences(st *chunk.Store, c placement.Chain, src, dst placement.TargetID, ref wire.ChainRef,
 	call func(wire.Op, wire.Message, [][]byte, wire.Message) error, mode uint8, ids []chunk.ID, want func(chunk.ID) bool) error {
-	for _, id := range ids {
-		unlock := s.cs.locks.lock(chunkKey{src, c.ID, id.Ino, id.Slot})
+	for len(ids) > 0 {
+		n := 1
+		for n < len(ids) && ids[n].Ino == ids[0].Ino {
+			n++
+		}
+		group := ids[:n]
+		ids = ids[n:]
+		var slots []uint32
+		var unlocks []func()
+		for _, id := range group {
+			unlocks = append(unlocks, s.cs.locks.lock(chunkKey{src, c.ID, id.Ino, id.Slot}))
+			if want(id) {
+				slots = append(slots, id.Slot)
+			}
+		}
 		var err error
-		if want(id) {
-			req := &wire.ChunkFenceReq{ChunkSetReq: wire.ChunkSetReq{Target: dst, ChainRef: ref, Ino: id.Ino, Slots: []uint32{id.Slot}}, Mode: mode}
+		if len(slots) > 0 {
+			req := &wire.ChunkFenceReq{ChunkSetReq: wire.ChunkSetReq{Target: dst, ChainRef: ref, Ino: group[0].Ino, Slots: slots}, Mode: mode}
 			err = call(wire.OpChunkFence, req, nil, nil)
 		}
-		unlock()
+		for _, u := range unlocks {
+			u()
+		}
 		if err != nil {
-			return fmt.Errorf("pass the fence of chunk %v to replica %d: %w", id, dst, err)
+			return fmt.Errorf("pass the fences of ino %d to replica %d: %w", group[0].Ino, dst, err)
 		}
 	}
 	return nil
