@@ -123,10 +123,36 @@ func TestChainReplication(t *testing.T) {
 		t.Fatalf("write with version 0: %v, want chain changed", err)
 	}
 	c.Version = 1
+	fence := func(ino uint64, mode uint8) {
+		t.Helper()
+		req := &wire.ChunkFenceReq{ChunkSetReq: wire.ChunkSetReq{Target: 1, ChainRef: ref(), Ino: ino, Slots: []uint32{0}}, Mode: mode}
+		if _, err := conns[0].Call(ctx, wire.OpChunkFence, req, nil, nil, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	fences := func(i int) []uint64 {
+		t.Helper()
+		var resp wire.ChunkListResp
+		req := &wire.ChunkListReq{Target: placement.TargetID(i + 1), ChainRef: ref(), Limit: 100, Fences: true}
+		if _, err := conns[i].Call(ctx, wire.OpChunkList, req, nil, &resp, nil); err != nil || !resp.Fences {
+			t.Fatalf("fences of replica %d: %v (listed fences: %v)", i+1, err, resp.Fences)
+		}
+		var inos []uint64
+		for _, ci := range resp.Chunks {
+			inos = append(inos, ci.Ino)
+		}
+		return inos
+	}
+	fence(11, wire.FenceFreeze) // on every replica; thawed while 3 is away
 
 	// Replica 3 leaves; writes go on with 1 and 2.
 	c.TakeOffline(3)
 	m.publish(c, envs)
+	fence(11, wire.FenceThaw)
+	fence(10, wire.FenceFreeze) // 3 misses it
+	if got := fences(2); !slices.Equal(got, []uint64{11}) {
+		t.Fatalf("fences of replica 3 while away: %v, want [11]", got)
+	}
 	b := bytes.Repeat([]byte("b"), 100<<10)
 	if err := write(0, 7, 50<<10, b); err != nil {
 		t.Fatal(err)
@@ -180,6 +206,11 @@ func TestChainReplication(t *testing.T) {
 		}
 		if got, err := read(i, 9, 10); err != nil || len(got) != 0 {
 			t.Fatalf("replica %d: chunk removed while it was away reads %d bytes, %v", i+1, len(got), err)
+		}
+		// The resync gave 3 the fence frozen without it and thawed the
+		// one thawed without it.
+		if got := fences(i); !slices.Equal(got, []uint64{10}) {
+			t.Fatalf("fences of replica %d after resync: %v, want [10]", i+1, got)
 		}
 	}
 }
