@@ -119,18 +119,10 @@ func (s *Service) resync(ctx context.Context, c placement.Chain, src, dst placem
 
 	// What the syncing replica has.
 	remote := make(map[chunk.ID]wire.ChunkInfo)
-	for req := (wire.ChunkListReq{Target: dst, ChainRef: ref, Limit: 10000}); ; {
-		var page wire.ChunkListResp
-		if err := call(wire.OpChunkList, &req, nil, &page); err != nil {
-			return fmt.Errorf("list chunks of replica %d: %w", dst, err)
-		}
-		for _, ci := range page.Chunks {
-			remote[chunk.ID{Ino: ci.Ino, Slot: ci.Slot}] = ci
-			req.AfterIno, req.AfterSlot = ci.Ino, ci.Slot
-		}
-		if !page.More || len(page.Chunks) == 0 {
-			break
-		}
+	if _, err := listReplica(call, dst, ref, false, func(ci wire.ChunkInfo) {
+		remote[chunk.ID{Ino: ci.Ino, Slot: ci.Slot}] = ci
+	}); err != nil {
+		return fmt.Errorf("list chunks of replica %d: %w", dst, err)
 	}
 
 	// The syncing replica's fences that the tail does not hold (thawed
@@ -193,14 +185,10 @@ func (s *Service) resync(ctx context.Context, c placement.Chain, src, dst placem
 			have[id] = true
 		}
 		var missing []chunk.ID
-		for after, more := (chunk.ID{}), true; more; {
-			var ids []chunk.ID
-			ids, more = st.FrozenList(after, 10000)
-			for _, id := range ids {
-				after = id
-				if !have[id] {
-					missing = append(missing, id)
-				}
+		frozen, _ := st.FrozenList(chunk.ID{}, 0) // local: no pages
+		for _, id := range frozen {
+			if !have[id] {
+				missing = append(missing, id)
 			}
 		}
 		if err := s.passFences(st, c, src, dst, ref, call, wire.FenceFreeze, missing, st.Frozen); err != nil {
@@ -277,27 +265,43 @@ func (s *Service) Resyncs() []ResyncStatus {
 	return out
 }
 
+// listReplica pages through OpChunkList of replica dst of the chain,
+// giving each entry to fn: its chunks, or with fences its fences. listed
+// is false when dst answered a fence listing with its chunks instead (a
+// target from before fences were listed; fn then saw none of them).
+func listReplica(call func(wire.Op, wire.Message, [][]byte, wire.Message) error, dst placement.TargetID, ref wire.ChainRef,
+	fences bool, fn func(wire.ChunkInfo)) (listed bool, err error) {
+	for req := (wire.ChunkListReq{Target: dst, ChainRef: ref, Limit: 10000, Fences: fences}); ; {
+		var page wire.ChunkListResp
+		if err := call(wire.OpChunkList, &req, nil, &page); err != nil {
+			return false, err
+		}
+		if page.Fences != fences {
+			return false, nil
+		}
+		for _, ci := range page.Chunks {
+			fn(ci)
+			req.AfterIno, req.AfterSlot = ci.Ino, ci.Slot
+		}
+		if !page.More || len(page.Chunks) == 0 {
+			return true, nil
+		}
+	}
+}
+
 // remoteFences lists the fences of replica dst of the chain (nil, nil
 // from a target that cannot list them: it answers with its chunks).
 func (s *Service) remoteFences(call func(wire.Op, wire.Message, [][]byte, wire.Message) error, dst placement.TargetID, ref wire.ChainRef) ([]chunk.ID, error) {
 	out := []chunk.ID{}
-	for req := (wire.ChunkListReq{Target: dst, ChainRef: ref, Limit: 10000, Fences: true}); ; {
-		var page wire.ChunkListResp
-		if err := call(wire.OpChunkList, &req, nil, &page); err != nil {
-			return nil, fmt.Errorf("list fences of replica %d: %w", dst, err)
-		}
-		if !page.Fences {
-			s.opts.logger().Warn("target: a replica that cannot list its fences joins a chain: its fences are not resynced", "target", dst)
-			return nil, nil
-		}
-		for _, ci := range page.Chunks {
-			out = append(out, chunk.ID{Ino: ci.Ino, Slot: ci.Slot})
-			req.AfterIno, req.AfterSlot = ci.Ino, ci.Slot
-		}
-		if !page.More || len(page.Chunks) == 0 {
-			return out, nil
-		}
+	listed, err := listReplica(call, dst, ref, true, func(ci wire.ChunkInfo) { out = append(out, chunk.ID{Ino: ci.Ino, Slot: ci.Slot}) })
+	switch {
+	case err != nil:
+		return nil, fmt.Errorf("list fences of replica %d: %w", dst, err)
+	case !listed:
+		s.opts.logger().Warn("target: a replica that cannot list its fences joins a chain: its fences are not resynced", "target", dst)
+		return nil, nil
 	}
+	return out, nil
 }
 
 // passFences freezes or thaws (mode) chunks ids, in (Ino, Slot) order, on

@@ -13,6 +13,47 @@ import (
 	"github.com/sluice-fs/sluice/internal/wire"
 )
 
+// writeReplicated writes data to /r/f in a directory of 2-replica chains
+// (stripe count 1) and returns the file's inode number, its first data ID,
+// and its layout.
+func writeReplicated(t *testing.T, c *client.Client, data []byte) (uint64, client.Layout) {
+	t.Helper()
+	ctx := context.Background()
+	if err := c.MkdirAll(ctx, "/r", 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.SetLayout(ctx, "/r", client.Layout{StripeCount: 1, Replicas: 2}); err != nil {
+		t.Fatal(err)
+	}
+	if err := proctest.WriteFile(ctx, c, "/r/f", data); err != nil {
+		t.Fatal(err)
+	}
+	fi, err := c.Stat(ctx, "/r/f")
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := c.GetLayout(ctx, "/r/f")
+	if err != nil || len(l.Chains) != 1 {
+		t.Fatalf("layout of /r/f: %+v, %v", l, err)
+	}
+	return fi.Attr().Ino, l
+}
+
+// chainFiles returns the files matching kind (a pattern relative to a
+// replicated chain's store) in the chain stores of the nodes.
+func chainFiles(t *testing.T, nodes []*proctest.Member, kind string) []string {
+	t.Helper()
+	var all []string
+	for _, n := range nodes {
+		m, err := filepath.Glob(filepath.Join(n.DataDir, "targets", "*", "chains", "*", kind))
+		if err != nil {
+			t.Fatal(err)
+		}
+		all = append(all, m...)
+	}
+	return all
+}
+
 // TestReplicatedFenceExpiry migrates a file of 2-replica chains while
 // another client holds it open, on storage nodes that drop a removed
 // chunk's fence a second after the removal (`sluice target
@@ -26,28 +67,8 @@ func TestReplicatedFenceExpiry(t *testing.T) {
 	})
 	ctx := context.Background()
 	c := proctest.Client(t, cl.MetaAddrs())
-	if err := c.MkdirAll(ctx, "/r", 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := c.SetLayout(ctx, "/r", client.Layout{StripeCount: 1, Replicas: 2}); err != nil {
-		t.Fatal(err)
-	}
 	orig := bytes.Repeat([]byte("replicated and fenced "), 150_000)
-	if err := proctest.WriteFile(ctx, c, "/r/f", orig); err != nil {
-		t.Fatal(err)
-	}
-	l, err := c.GetLayout(ctx, "/r/f")
-	if err != nil {
-		t.Fatal(err)
-	}
-	old := l.Data
-	if old == 0 {
-		fi, err := c.Stat(ctx, "/r/f")
-		if err != nil {
-			t.Fatal(err)
-		}
-		old = fi.Attr().Ino
-	}
+	old, _ := writeReplicated(t, c, orig) // the first data ID is the inode number
 
 	holder, err := client.New(ctx, client.Options{Server: cl.MetaAddrs(), LayoutLease: 200 * time.Millisecond})
 	if err != nil {
@@ -64,18 +85,7 @@ func TestReplicatedFenceExpiry(t *testing.T) {
 		t.Fatalf("holder's first read: %v", err)
 	}
 
-	glob := func(kind string) []string {
-		var all []string
-		for _, n := range cl.Nodes {
-			pat := filepath.Join(n.DataDir, "targets", "*", "chains", "*", kind)
-			m, err := filepath.Glob(pat)
-			if err != nil {
-				t.Fatal(err)
-			}
-			all = append(all, m...)
-		}
-		return all
-	}
+	glob := func(kind string) []string { return chainFiles(t, cl.Nodes, kind) }
 	oldChunks := fmt.Sprintf("chunks/%02x/%016x.*.sum", old&0xff, old)
 	oldFences := fmt.Sprintf("fences/%016x.*", old)
 	if n := len(glob(oldChunks)); n != 2 {
@@ -127,25 +137,8 @@ func TestFencesResynced(t *testing.T) {
 	cl := proctest.StartCluster(t, binary, proctest.ClusterOptions{})
 	ctx := context.Background()
 	c := proctest.Client(t, cl.MetaAddrs())
-	if err := c.MkdirAll(ctx, "/r", 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := c.SetLayout(ctx, "/r", client.Layout{StripeCount: 1, Replicas: 2}); err != nil {
-		t.Fatal(err)
-	}
 	orig := bytes.Repeat([]byte("fenced while away "), 100_000)
-	if err := proctest.WriteFile(ctx, c, "/r/f", orig); err != nil {
-		t.Fatal(err)
-	}
-	fi, err := c.Stat(ctx, "/r/f")
-	if err != nil {
-		t.Fatal(err)
-	}
-	old := fi.Attr().Ino
-	l, err := c.GetLayout(ctx, "/r/f")
-	if err != nil || len(l.Chains) != 1 {
-		t.Fatalf("layout %+v, %v", l, err)
-	}
+	old, l := writeReplicated(t, c, orig)
 	info, err := cl.Info(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -168,23 +161,16 @@ func TestFencesResynced(t *testing.T) {
 	if away == nil {
 		t.Fatalf("no node found for chain %d in %+v", l.Chains[0], info)
 	}
-	on := func(n *proctest.Member, kind string) []string {
-		m, err := filepath.Glob(filepath.Join(n.DataDir, "targets", "*", "chains", "*", kind))
-		if err != nil {
-			t.Fatal(err)
+	on := func(n *proctest.Member, kind string) []string { return chainFiles(t, []*proctest.Member{n}, kind) }
+	var rest []*proctest.Member
+	for _, n := range cl.Nodes {
+		if n != away {
+			rest = append(rest, n)
 		}
-		return m
 	}
+	others := func(kind string) []string { return chainFiles(t, rest, kind) }
 	oldChunks := fmt.Sprintf("chunks/%02x/%016x.*.sum", old&0xff, old)
 	oldFences := fmt.Sprintf("fences/%016x.*", old)
-	others := func(kind string) (all []string) {
-		for _, n := range cl.Nodes {
-			if n != away {
-				all = append(all, on(n, kind)...)
-			}
-		}
-		return all
-	}
 
 	away.Proc.Kill()
 	cl.WaitFor(t, 30*time.Second, away.Name+" taken out of its chains", func(info *wire.ClusterInfo) bool { return offlineOn(info, away.Name) })
