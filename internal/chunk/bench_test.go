@@ -174,3 +174,49 @@ func BenchmarkRead(b *testing.B) {
 		}
 	})
 }
+
+// BenchmarkRemove removes chunks of 64 KiB written and synced earlier,
+// whose handles left the cache (the store was reopened), as the garbage
+// collector removes a deleted file's chunks, beside the plain-file
+// equivalent in the same run: removing two files and syncing their
+// directory.
+func BenchmarkRemove(b *testing.B) {
+	p := pattern(2, 64<<10)
+	b.Run("store", func(b *testing.B) {
+		dir := b.TempDir()
+		s := openStore(b, dir)
+		for i := range b.N {
+			mustWrite(b, s, ID{Ino: uint64(i)}, 0, p, true)
+		}
+		s.Close()
+		s = openStore(b, dir)
+		b.ResetTimer()
+		for i := range b.N {
+			if err := s.Remove(uint64(i), []uint32{0}); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("osfile", func(b *testing.B) {
+		dir := b.TempDir()
+		for i := range b.N {
+			if err := os.WriteFile(filepath.Join(dir, strconv.Itoa(i)+".dat"), p, 0o644); err != nil {
+				b.Fatal(err)
+			}
+			if err := os.WriteFile(filepath.Join(dir, strconv.Itoa(i)+".sum"), p[:64], 0o644); err != nil {
+				b.Fatal(err)
+			}
+		}
+		b.ResetTimer()
+		for i := range b.N {
+			for _, ext := range []string{".dat", ".sum"} {
+				if err := os.Remove(filepath.Join(dir, strconv.Itoa(i)+ext)); err != nil {
+					b.Fatal(err)
+				}
+			}
+			if err := syncDir(dir); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}
