@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -59,18 +60,36 @@ func CPUTime(pid int) (time.Duration, bool) {
 	return time.Duration(ut+st) * 10 * time.Millisecond, true
 }
 
-// MetricSum is the sum of every sample of metric name (all its label
-// sets) in page, a /metrics page's text; 0 if there is none.
-func MetricSum(page, name string) float64 {
+// MetricSum is the sum of every sample of metric name in page, a /metrics
+// page's text, whose labels include every one of labels (each a whole
+// pair, like `op="getlayout"`; none: all its label sets); 0 if there is
+// none.
+func MetricSum(page, name string, labels ...string) float64 {
 	sum := 0.0
 	for line := range strings.SplitSeq(page, "\n") {
 		rest, ok := strings.CutPrefix(line, name)
 		if !ok || rest == "" || (rest[0] != '{' && rest[0] != ' ') {
 			continue
 		}
+		if len(labels) > 0 {
+			set, ok := strings.CutPrefix(rest, "{")
+			set, _, _ = strings.Cut(set, "}")
+			if !ok || !containsAll(strings.Split(set, ","), labels) {
+				continue
+			}
+		}
 		if v, err := strconv.ParseFloat(rest[strings.LastIndexByte(rest, ' ')+1:], 64); err == nil {
 			sum += v
 		}
 	}
 	return sum
+}
+
+func containsAll(have, want []string) bool {
+	for _, w := range want {
+		if !slices.Contains(have, w) {
+			return false
+		}
+	}
+	return true
 }

@@ -31,3 +31,33 @@ func TestCPUTime(t *testing.T) {
 		t.Error("CPUTime of a process that does not exist: ok")
 	}
 }
+
+// TestMetricSum: samples of the name are summed, those of other metrics
+// (one whose name starts with it included) are not, and label pairs
+// select among the label sets.
+func TestMetricSum(t *testing.T) {
+	page := `# HELP sluice_ops ops
+sluice_ops{kind="meta",op="getlayout"} 3
+sluice_ops{kind="meta",op="lookup"} 5
+sluice_ops{kind="chunk",op="getlayout"} 7
+sluice_ops_total 100
+sluice_plain 2
+`
+	for _, c := range []struct {
+		name   string
+		labels []string
+		want   float64
+	}{
+		{"sluice_ops", nil, 15},
+		{"sluice_ops", []string{`op="getlayout"`}, 10},
+		{"sluice_ops", []string{`op="getlayout"`, `kind="meta"`}, 3},
+		{"sluice_ops", []string{`op="get"`}, 0},
+		{"sluice_plain", nil, 2},
+		{"sluice_plain", []string{`op="getlayout"`}, 0},
+		{"sluice_missing", nil, 0},
+	} {
+		if got := MetricSum(page, c.name, c.labels...); got != c.want {
+			t.Errorf("MetricSum(%s, %q) = %v, want %v", c.name, c.labels, got, c.want)
+		}
+	}
+}

@@ -14,8 +14,8 @@ import (
 )
 
 // writeReplicated writes data to /r/f in a directory of 2-replica chains
-// (stripe count 1) and returns the file's inode number, its first data ID,
-// and its layout.
+// (stripe count 1) and returns the file's inode number (its first data
+// ID) and its layout.
 func writeReplicated(t *testing.T, c *client.Client, data []byte) (uint64, client.Layout) {
 	t.Helper()
 	ctx := context.Background()
@@ -54,6 +54,27 @@ func chainFiles(t *testing.T, nodes []*proctest.Member, kind string) []string {
 	return all
 }
 
+// dataFiles returns the chainFiles patterns of data ID data's chunk
+// (its checksum files) and of its fences.
+func dataFiles(data uint64) (chunks, fences string) {
+	return fmt.Sprintf("chunks/%02x/%016x.*.sum", data&0xff, data), fmt.Sprintf("fences/%016x.*", data)
+}
+
+// readBack fails t unless a new client of the cluster reads want from
+// /r/f, whole.
+func readBack(t *testing.T, cl *proctest.Cluster, want []byte) {
+	t.Helper()
+	f, err := proctest.Client(t, cl.MetaAddrs()).Open(context.Background(), "/r/f")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	got := make([]byte, len(want))
+	if n, err := f.ReadAt(got, 0); n != len(want) || !bytes.Equal(got, want) {
+		t.Fatalf("another client reads %d bytes of /r/f (%v), equal to what it should hold: %v", n, err, bytes.Equal(got, want))
+	}
+}
+
 // TestReplicatedFenceExpiry migrates a file of 2-replica chains while
 // another client holds it open, on storage nodes that drop a removed
 // chunk's fence a second after the removal (`sluice target
@@ -86,8 +107,7 @@ func TestReplicatedFenceExpiry(t *testing.T) {
 	}
 
 	glob := func(kind string) []string { return chainFiles(t, cl.Nodes, kind) }
-	oldChunks := fmt.Sprintf("chunks/%02x/%016x.*.sum", old&0xff, old)
-	oldFences := fmt.Sprintf("fences/%016x.*", old)
+	oldChunks, oldFences := dataFiles(old)
 	if n := len(glob(oldChunks)); n != 2 {
 		t.Fatalf("%d replicas of the file's chunk before the migration, want 2", n)
 	}
@@ -112,15 +132,7 @@ func TestReplicatedFenceExpiry(t *testing.T) {
 	if m := glob(oldChunks); len(m) > 0 {
 		t.Fatalf("the holder's write made chunks under the old data ID %d: %v", old, m)
 	}
-	rf, err := proctest.Client(t, cl.MetaAddrs()).Open(ctx, "/r/f")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rf.Close()
-	got := make([]byte, len(want))
-	if n, err := rf.ReadAt(got, 0); n != len(want) || !bytes.Equal(got, want) {
-		t.Fatalf("another client reads %d bytes (%v), equal to the holder's write: %v", n, err, bytes.Equal(got, want))
-	}
+	readBack(t, cl, want)
 	if n := verifyReplicas(t, cl); n == 0 {
 		t.Fatal("no replicated chunk was compared")
 	}
@@ -169,8 +181,7 @@ func TestFencesResynced(t *testing.T) {
 		}
 	}
 	others := func(kind string) []string { return chainFiles(t, rest, kind) }
-	oldChunks := fmt.Sprintf("chunks/%02x/%016x.*.sum", old&0xff, old)
-	oldFences := fmt.Sprintf("fences/%016x.*", old)
+	oldChunks, oldFences := dataFiles(old)
 
 	away.Proc.Kill()
 	cl.WaitFor(t, 30*time.Second, away.Name+" taken out of its chains", func(info *wire.ClusterInfo) bool { return offlineOn(info, away.Name) })
@@ -196,13 +207,5 @@ func TestFencesResynced(t *testing.T) {
 	if n := verifyReplicas(t, cl); n == 0 {
 		t.Fatal("no replicated chunk was compared")
 	}
-	got, err := proctest.Client(t, cl.MetaAddrs()).Open(ctx, "/r/f")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer got.Close()
-	b := make([]byte, len(orig))
-	if n, err := got.ReadAt(b, 0); n != len(orig) || !bytes.Equal(b, orig) {
-		t.Fatalf("read after the return: %d bytes, %v", n, err)
-	}
+	readBack(t, cl, orig)
 }

@@ -4,8 +4,6 @@ import (
 	"context"
 	"math/rand/v2"
 	"regexp"
-	"strconv"
-	"strings"
 	"testing"
 	"time"
 
@@ -70,10 +68,11 @@ func BenchmarkLayoutLease(b *testing.B) {
 			rng := rand.New(rand.NewPCG(1, 2))
 			b.SetBytes(piece)
 			defer serverCPU(b, s.proc.Cmd.Process.Pid)()
-			before := layoutRequests(b, admin)
-			defer func() {
-				b.ReportMetric((layoutRequests(b, admin)-before)/float64(b.N), "layout-req/op")
-			}()
+			layoutRequests := func() float64 {
+				return proctest.MetricSum(proctest.Metrics(b, admin), "sluice_op_duration_seconds_count", `op="getlayout"`)
+			}
+			before := layoutRequests()
+			defer func() { b.ReportMetric((layoutRequests()-before)/float64(b.N), "layout-req/op") }()
 			b.ResetTimer()
 			for range b.N {
 				off := rng.Int64N(size/piece) * piece
@@ -86,18 +85,4 @@ func BenchmarkLayoutLease(b *testing.B) {
 			}
 		})
 	}
-}
-
-// layoutRequests is the number of OpGetLayout requests the server at
-// admin has served.
-func layoutRequests(b *testing.B, admin string) float64 {
-	n := 0.0
-	for line := range strings.SplitSeq(proctest.Metrics(b, admin), "\n") {
-		if strings.HasPrefix(line, "sluice_op_duration_seconds_count{") && strings.Contains(line, `op="getlayout"`) {
-			if v, err := strconv.ParseFloat(line[strings.LastIndexByte(line, ' ')+1:], 64); err == nil {
-				n += v
-			}
-		}
-	}
-	return n
 }
