@@ -134,7 +134,9 @@ func (c *Client) StagingStats() StagingStats {
 	}
 	c.stg.mu.Lock()
 	defer c.stg.mu.Unlock()
-	return c.stg.stats
+	st := c.stg.stats
+	st.Limit, st.Held = c.stg.limit, c.stg.held
+	return st
 }
 
 // absorbIn reports whether files created in directory dir are absorbed,
@@ -189,7 +191,7 @@ func (c *Client) stageOpen(ctx context.Context, f *File, dir uint64, byPath bool
 		// The file has staged data still draining: later writes must
 		// land after it, so they are staged too, whatever the policy;
 		// and its size is the staged one (the service's lags).
-		f.stg = &stagedFile{s: s}
+		f.stg = &stagedFile{s: s, f: f}
 		f.size = max(f.size, size)
 		return nil
 	}
@@ -214,7 +216,7 @@ func (c *Client) stageOpen(ctx context.Context, f *File, dir uint64, byPath bool
 		return opErr("open", f.name, err)
 	}
 	if on {
-		f.stg = &stagedFile{s: s}
+		f.stg = &stagedFile{s: s, f: f}
 	}
 	return nil
 }

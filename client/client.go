@@ -78,6 +78,13 @@ type Options struct {
 	// Capped with those at 16 GiB and a quarter of the file system; the
 	// memory stays taken while the client lives. Ignored on a disk.
 	StagingReserve int64
+	// StagingMax bounds the bytes a StagingDir holds staged and not yet
+	// drained (stagelimit.go, docs/checkpoint.md): a write that would
+	// pass it waits until drains make room, so a burst larger than the
+	// staging disk runs at the drain's rate instead of failing. 0 means
+	// three quarters of the space available there at start (less, on a
+	// memory file system, what its pool of drained files may take).
+	StagingMax int64
 	// TierTimeout bounds each request to an object-tier backend, retries
 	// included (default 30 s): a read of a released file whose backend
 	// does not answer fails with errs.Unavailable (EIO) past it.

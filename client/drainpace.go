@@ -17,12 +17,14 @@ const (
 
 // drainGate decides whether a drain may send its next piece now. lastWrite
 // is the time of the last staged write or seal, sealing the seals in
-// progress, waiting the time the segment has already yielded, and readers
-// the reads waiting for a staged file to drain (they go first: a reader of
-// a just-written shard must not wait for another file's writer to pause).
+// progress, waiting the time the segment has already yielded, and waiters
+// the reads waiting for a staged file to drain and the writes waiting for
+// room under the staging limit (they go first: a reader of a just-written
+// shard must not wait for another file's writer to pause, and writers
+// that wait for room must not hold the drain off).
 // When it may not, retry is how long to wait before asking again.
-func drainGate(now, lastWrite time.Time, sealing, readers int, waiting time.Duration) (proceed bool, retry time.Duration) {
-	if waiting >= drainMaxDefer || readers > 0 {
+func drainGate(now, lastWrite time.Time, sealing, waiters int, waiting time.Duration) (proceed bool, retry time.Duration) {
+	if waiting >= drainMaxDefer || waiters > 0 {
 		return true, 0
 	}
 	quietFor := now.Sub(lastWrite)

@@ -371,7 +371,7 @@ func (f *File) writeAt(ctx context.Context, p []byte, off int64) (int, error) {
 	f.dropCaches()
 	f.writes++
 	if f.stg != nil {
-		n, err := f.stg.write(f.ino, p, off)
+		n, err := f.stg.write(ctx, f.ino, p, off, f.size)
 		f.size = max(f.size, off+int64(n))
 		return n, opErr("write", f.name, err)
 	}

@@ -63,7 +63,7 @@ type stager struct {
 	// Writer activity, for drain pacing (drainpace.go).
 	lastWrite atomic.Int64 // unix ns of the last staged write or seal
 	sealing   atomic.Int32
-	readers   atomic.Int32 // reads waiting for a file's drain (waitIno)
+	waiting   atomic.Int32 // reads waiting for a file's drain (waitIno), writes for room (reserve)
 
 	// drained is signalled when a segment drains: a queued rename may go.
 	drained chan struct{}
@@ -88,6 +88,13 @@ type stager struct {
 	pool      []string
 	poolBytes int64
 	memTotal  int64
+	// The staging limit (stagelimit.go): the bytes staged and not drained
+	// yet (open segments included, and room granted to writes in
+	// progress), those of them in sealed segments, and the most held.
+	limit, held, sealed int64
+	// The Files with an open segment (stagelimit.go: a writer that
+	// waits for room seals those not in use).
+	open map[*stagedFile]struct{}
 }
 
 // stagedIno is the drain state of one file: its segments not yet drained.
@@ -140,6 +147,13 @@ type StagingStats struct {
 	// Reserved is the bytes of data files allocated at start for reuse
 	// (Options.StagingReserve).
 	Reserved int64
+	// Limit is the most bytes staged and not drained that the area holds
+	// (Options.StagingMax; 0: none); Held is those bytes now and PeakHeld
+	// the most they were. Throttled counts the writes that waited for
+	// drains to make room, ThrottledTime their waiting in all.
+	Limit, Held, PeakHeld int64
+	Throttled             int64
+	ThrottledTime         time.Duration
 }
 
 // stageDir is one staging area: this client's, or a dead client's being
@@ -156,14 +170,15 @@ type stageDir struct {
 // segment is the staged data written through one File between two seals:
 // a sparse data file holding each byte at its file offset.
 type segment struct {
-	dir  *stageDir
-	seq  uint64
-	ino  uint64
-	dat  *os.File
-	ext  []stageExtent
-	size int64
-	prev chan struct{} // the file's previous segment drained
-	done chan struct{}
+	dir   *stageDir
+	seq   uint64
+	ino   uint64
+	dat   *os.File
+	ext   []stageExtent
+	bytes int64 // the extents' bytes
+	size  int64
+	prev  chan struct{} // the file's previous segment drained
+	done  chan struct{}
 }
 
 type renameRec struct {
@@ -198,9 +213,11 @@ func openStager(c *Client, dir string) (*stager, error) {
 	s := &stager{c: c, base: base, own: own, host: host, ctx: ctx, cancel: cancel,
 		sem: make(chan struct{}, drainParallel), inos: make(map[uint64]*stagedIno),
 		created: make(map[uint64]uint64), policy: make(map[uint64]policyEntry), drained: make(chan struct{}, 1),
+		open:     make(map[*stagedFile]struct{}),
 		reserved: make(chan struct{})}
 	s.cond = sync.NewCond(&s.mu)
 	s.stats.InMemory, s.memTotal = inMemory(base)
+	s.limit = stagingLimit(c.opts.StagingMax, availableBytes(base), s.memTotal)
 	if err := s.adoptAll(); err != nil {
 		// Stop at once: what was adopted stays for the next client.
 		done, cancel := context.WithCancel(context.Background())
@@ -474,6 +491,13 @@ func (s *stager) adopt(d *stageDir) error {
 				return fmt.Errorf("client: staging: adopt segment %d of %s: %w", r.Seq, d.path, err)
 			}
 			seg := &segment{dir: d, seq: r.Seq, ino: r.Ino, dat: dat, ext: r.Extents, size: r.Size, done: make(chan struct{})}
+			for _, x := range r.Extents {
+				seg.bytes += x.Len
+			}
+			s.mu.Lock()
+			s.held += seg.bytes // on the staging disk until drained, as this client's own
+			s.noteHeldLocked()
+			s.mu.Unlock()
 			if err := s.commit(s.ctx, seg); err != nil {
 				return err
 			}
@@ -539,11 +563,44 @@ func syncDir(p string) error {
 // (guarded by File.mu).
 type stagedFile struct {
 	s   *stager
+	f   *File
 	seg *segment // the segment being written, nil until the next write
+	// err is a failed seal's: the segment's writes were dropped, so every
+	// later Sync and Close of the File fails with it.
+	err error
 }
 
-// write stores p at off in the open segment.
-func (sf *stagedFile) write(ino uint64, p []byte, off int64) (int, error) {
+// write stores p at off in the File's open segment, within the staging
+// limit (stagelimit.go): each piece gets its room first (reserve), and
+// the segment is sealed when sealEarly says so. size is the File's size
+// before the write.
+func (sf *stagedFile) write(ctx context.Context, ino uint64, p []byte, off, size int64) (int, error) {
+	written := 0
+	for len(p) > 0 {
+		room, err := sf.reserve(ctx, int64(len(p)), size)
+		if err != nil {
+			return written, err
+		}
+		n, grew, err := sf.writeSeg(ino, p[:room], off)
+		sf.s.unhold(room - grew)
+		written, p, off = written+n, p[n:], off+int64(n)
+		size = max(size, off)
+		if err != nil {
+			return written, err
+		}
+		if sf.seg != nil && sf.s.sealEarly(sf.seg.bytes) {
+			if err := sf.seal(ctx, size); err != nil {
+				return written, err
+			}
+		}
+	}
+	return written, nil
+}
+
+// writeSeg stores p at off in the open segment, which it starts if there
+// is none; grew is how many bytes the segment's extents grew by (the
+// bytes held, which a grant counted).
+func (sf *stagedFile) writeSeg(ino uint64, p []byte, off int64) (n int, grew int64, err error) {
 	if sf.seg == nil {
 		d := sf.s.own
 		seq := d.seq.Add(1)
@@ -552,20 +609,24 @@ func (sf *stagedFile) write(ino uint64, p []byte, off int64) (int, error) {
 			dat, err = os.OpenFile(filepath.Join(d.path, datName(seq)), os.O_CREATE|os.O_RDWR|os.O_EXCL, 0o600)
 		}
 		if err != nil {
-			return 0, stagingErr("create", err)
+			return 0, 0, stagingErr("create", err)
 		}
 		sf.seg = &segment{dir: d, seq: seq, ino: ino, dat: dat, done: make(chan struct{})}
+		sf.s.mu.Lock()
+		sf.s.open[sf] = struct{}{}
+		sf.s.mu.Unlock()
 	}
 	seg := sf.seg
 	sf.s.lastWrite.Store(time.Now().UnixNano())
-	n, err := seg.dat.WriteAt(p, off)
+	n, err = seg.dat.WriteAt(p, off)
 	if n > 0 {
-		seg.ext = addExtent(seg.ext, off, int64(n))
+		seg.ext, grew = addExtent(seg.ext, off, int64(n))
+		seg.bytes += grew
 	}
 	if err != nil {
-		return n, stagingErr("write", err)
+		return n, grew, stagingErr("write", err)
 	}
-	return n, nil
+	return n, grew, nil
 }
 
 // reuse renames a pooled data file to name and opens it, or fails when
@@ -615,27 +676,36 @@ func stagingErr(op string, err error) error {
 // staged in the metadata and hands the segment to the drainer. size is
 // the File's size.
 func (sf *stagedFile) seal(ctx context.Context, size int64) error {
+	if sf.err != nil {
+		return sf.err
+	}
 	seg := sf.seg
 	if seg == nil {
 		return nil
 	}
 	sf.seg = nil
+	sf.s.mu.Lock()
+	delete(sf.s.open, sf)
+	sf.s.mu.Unlock()
 	seg.size = size
 	sf.s.sealing.Add(1)
 	defer func() {
 		sf.s.lastWrite.Store(time.Now().UnixNano())
 		sf.s.sealing.Add(-1)
 	}()
-	if err := seg.dat.Sync(); err != nil {
+	drop := func(err error) error {
 		seg.dat.Close()
 		os.Remove(seg.dat.Name())
-		return stagingErr("sync "+seg.dat.Name(), err)
+		sf.s.unhold(seg.bytes)
+		sf.err = err
+		return err
+	}
+	if err := seg.dat.Sync(); err != nil {
+		return drop(stagingErr("sync "+seg.dat.Name(), err))
 	}
 	rec := stageRec{Kind: recSegment, Seq: seg.seq, Ino: seg.ino, Size: size, Extents: seg.ext}
 	if err := writeRec(seg.dir.path, &rec); err != nil {
-		seg.dat.Close()
-		os.Remove(seg.dat.Name())
-		return err
+		return drop(err)
 	}
 	seg.dir.left.Add(1)
 	if err := sf.s.commit(ctx, seg); err != nil {
@@ -643,13 +713,9 @@ func (sf *stagedFile) seal(ctx context.Context, size int64) error {
 		// drains it.
 		return err
 	}
-	var bytes int64
-	for _, x := range seg.ext {
-		bytes += x.Len
-	}
 	sf.s.mu.Lock()
 	sf.s.stats.Segments++
-	sf.s.stats.StagedBytes += bytes
+	sf.s.stats.StagedBytes += seg.bytes
 	sf.s.mu.Unlock()
 	return nil
 }
@@ -668,6 +734,7 @@ func (s *stager) commit(ctx context.Context, seg *segment) error {
 	st.size = max(st.size, seg.size)
 	seg.prev, st.last = st.last, seg.done
 	s.stats.PendingSegments++
+	s.sealed += seg.bytes
 	s.mu.Unlock()
 	st.mu.Lock()
 	defer st.mu.Unlock()
@@ -790,7 +857,7 @@ func (s *stager) pace(ctx context.Context, waited *time.Duration) error {
 	start := time.Now()
 	for {
 		now := time.Now()
-		ok, retry := drainGate(now, time.Unix(0, s.lastWrite.Load()), int(s.sealing.Load()), int(s.readers.Load()), *waited+now.Sub(start))
+		ok, retry := drainGate(now, time.Unix(0, s.lastWrite.Load()), int(s.sealing.Load()), int(s.waiting.Load()), *waited+now.Sub(start))
 		if ok {
 			*waited += now.Sub(start)
 			return nil
@@ -807,10 +874,7 @@ func (s *stager) pace(ctx context.Context, waited *time.Duration) error {
 // finish retires a drained segment: the file's staged mark goes with its
 // last segment, then the record and the data file.
 func (s *stager) finish(seg *segment) {
-	var bytes int64
-	for _, x := range seg.ext {
-		bytes += x.Len
-	}
+	bytes := seg.bytes
 	s.mu.Lock()
 	st := s.inos[seg.ino]
 	s.mu.Unlock()
@@ -844,6 +908,8 @@ func (s *stager) finish(seg *segment) {
 	s.stats.Drained++
 	s.stats.DrainedBytes += bytes
 	s.stats.PendingSegments--
+	s.held -= bytes
+	s.sealed -= bytes
 	s.mu.Unlock()
 	st.mu.Unlock()
 
@@ -1000,8 +1066,8 @@ func (s *stager) waitIno(ctx context.Context, ino uint64) error {
 	if last == nil {
 		return nil
 	}
-	s.readers.Add(1) // the drains stop yielding to writers
-	defer s.readers.Add(-1)
+	s.waiting.Add(1) // the drains stop yielding to writers
+	defer s.waiting.Add(-1)
 	select {
 	case <-last:
 		return nil

@@ -114,10 +114,12 @@ func decodeStageRec(b []byte) (stageRec, error) {
 	return r, nil
 }
 
-// addExtent merges [off, off+n) into the sorted, disjoint list xs.
-func addExtent(xs []stageExtent, off, n int64) []stageExtent {
+// addExtent merges [off, off+n) into the sorted, disjoint list xs and
+// returns how many bytes the list grew by (those of the range it did not
+// hold yet).
+func addExtent(xs []stageExtent, off, n int64) ([]stageExtent, int64) {
 	if n <= 0 {
-		return xs
+		return xs, 0
 	}
 	end := off + n
 	out := make([]stageExtent, 0, len(xs)+1)
@@ -125,10 +127,12 @@ func addExtent(xs []stageExtent, off, n int64) []stageExtent {
 	for ; i < len(xs) && xs[i].Off+xs[i].Len < off; i++ {
 		out = append(out, xs[i])
 	}
+	var had int64 // bytes of the extents merged
 	for ; i < len(xs) && xs[i].Off <= end; i++ {
 		off = min(off, xs[i].Off)
 		end = max(end, xs[i].Off+xs[i].Len)
+		had += xs[i].Len
 	}
 	out = append(out, stageExtent{Off: off, Len: end - off})
-	return append(out, xs[i:]...)
+	return append(out, xs[i:]...), end - off - had
 }

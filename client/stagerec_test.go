@@ -1,8 +1,10 @@
 package client
 
 import (
+	"math/rand/v2"
 	"reflect"
 	"testing"
+	"time"
 
 	"github.com/sluice-fs/sluice/internal/wire"
 )
@@ -22,13 +24,66 @@ func TestAddExtent(t *testing.T) {
 	}
 	for _, tc := range tests {
 		var xs []stageExtent
+		var grew int64
 		for _, x := range tc.in {
-			xs = addExtent(xs, x[0], x[1])
+			var n int64
+			xs, n = addExtent(xs, x[0], x[1])
+			grew += n
 		}
 		if !reflect.DeepEqual(xs, tc.want) {
 			t.Errorf("addExtent(%v) = %v, want %v", tc.in, xs, tc.want)
 		}
+		if want := extentBytes(tc.want); grew != want {
+			t.Errorf("addExtent(%v) grew by %d in all, want %d", tc.in, grew, want)
+		}
 	}
+}
+
+// TestAddExtentRandom checks addExtent against a bitmap of the bytes
+// written: the list covers exactly those bytes, stays sorted and disjoint
+// (not even touching), and each call's growth is the bytes it added.
+func TestAddExtentRandom(t *testing.T) {
+	t.Parallel()
+	seed := time.Now().UnixNano()
+	t.Logf("seed %d", seed)
+	rng := rand.New(rand.NewPCG(uint64(seed), 0))
+	for range 200 {
+		var xs []stageExtent
+		var bits [512]bool
+		for range 1 + rng.IntN(40) {
+			off, n := rng.Int64N(480), rng.Int64N(32)
+			var grew int64
+			xs, grew = addExtent(xs, off, n)
+			var want int64
+			for i := off; i < off+n; i++ {
+				if !bits[i] {
+					bits[i], want = true, want+1
+				}
+			}
+			if grew != want {
+				t.Fatalf("seed %d: addExtent(%d, %d) grew by %d, want %d", seed, off, n, grew, want)
+			}
+		}
+		var got [512]bool
+		for i, x := range xs {
+			if x.Len <= 0 || (i > 0 && xs[i-1].Off+xs[i-1].Len >= x.Off) {
+				t.Fatalf("seed %d: extents %v not sorted and disjoint", seed, xs)
+			}
+			for b := x.Off; b < x.Off+x.Len; b++ {
+				got[b] = true
+			}
+		}
+		if got != bits {
+			t.Fatalf("seed %d: extents %v do not cover the bytes written", seed, xs)
+		}
+	}
+}
+
+func extentBytes(xs []stageExtent) (n int64) {
+	for _, x := range xs {
+		n += x.Len
+	}
+	return n
 }
 
 func TestStageRecRoundTrip(t *testing.T) {
