@@ -147,6 +147,7 @@ func newBench(g *globals) *cobra.Command {
 	qosFlags(cmd, &g.qosJob, &g.qosClass)
 	f.StringVar(&g.stagingDir, "staging-dir", "", "sluice:PATH targets: stage files under a directory with the absorb policy here (docs/checkpoint.md)")
 	f.Var(sizeValue{&g.stagingReserve}, "staging-reserve", "sluice:PATH targets: "+stagingReserveHelp)
+	f.Var(sizeValue{&g.stagingMax}, "staging-max", "sluice:PATH targets: "+stagingMaxHelp)
 	f.BoolVar(&jsonOut, "json", false, "print the results as JSON")
 	f.BoolVar(&bar, "progress", false, "show a progress bar even when stderr is not a terminal")
 	return cmd

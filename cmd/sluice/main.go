@@ -88,6 +88,7 @@ type globals struct {
 	server         string
 	stagingDir     string // client staging directory (bench --staging-dir)
 	stagingReserve int64  // bytes of it to allocate at start (bench --staging-reserve)
+	stagingMax     int64  // bytes staged and not drained it holds at most (bench --staging-max)
 	qosJob         string // QoS identity of the client (bench --qos-job, --qos-class)
 	qosClass       string
 }
@@ -133,7 +134,7 @@ func (g *globals) env(ctx context.Context) (*cli.Env, func(), error) {
 	// The CLI's reads (hsm, migrate, checkpoint verify, stage, cp...)
 	// leave files' access times alone, as tools reading with O_NOATIME
 	// do: the mover's least-recently-used order is the users' reads.
-	c, err := client.New(ctx, client.Options{Server: addr, StagingDir: g.stagingDir, StagingReserve: g.stagingReserve, Job: g.qosJob, Class: g.qosClass, NoAtime: true})
+	c, err := client.New(ctx, client.Options{Server: addr, StagingDir: g.stagingDir, StagingReserve: g.stagingReserve, StagingMax: g.stagingMax, Job: g.qosJob, Class: g.qosClass, NoAtime: true})
 	if err != nil {
 		return nil, nil, err
 	}

@@ -109,6 +109,7 @@ func newMount(g *globals) *cobra.Command {
 	f.IntVar(&o.Client.TierReadRestores, "read-restores", 0, fmt.Sprintf("restores that reads of released files start run at most this many at once, the others queued; reads never wait for them (default %d; negative: no limit; docs/tier.md)", client.DefaultTierReadRestores))
 	f.StringVar(&o.Client.StagingDir, "staging-dir", "", "local directory where files under a directory with the absorb policy are staged before they drain to the targets (docs/checkpoint.md; empty: the policy is ignored; in memory, e.g. /dev/shm: a machine restart loses what has not drained)")
 	f.Var(sizeValue{&o.Client.StagingReserve}, "staging-reserve", stagingReserveHelp)
+	f.Var(sizeValue{&o.Client.StagingMax}, "staging-max", stagingMaxHelp)
 	return cmd
 }
 

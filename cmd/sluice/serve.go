@@ -23,7 +23,7 @@ func newServe() *cobra.Command {
 	var mountpoint string
 	var passthrough, writebackCache bool
 	var stagingDir string
-	var stagingReserve int64
+	var stagingReserve, stagingMax int64
 	var mountClient client.Options
 	var watchTimeout time.Duration
 	var s3f s3Flags
@@ -74,7 +74,7 @@ func newServe() *cobra.Command {
 			run := server.Run
 			if mountpoint != "" {
 				run = func(ctx context.Context, o server.Options) error {
-					mountClient.StagingDir, mountClient.StagingReserve = stagingDir, stagingReserve
+					mountClient.StagingDir, mountClient.StagingReserve, mountClient.StagingMax = stagingDir, stagingReserve, stagingMax
 					mo := fusefs.Options{Mountpoint: mountpoint, Client: mountClient, WatchTimeout: watchTimeout, WritebackCache: writebackCache}
 					return serveAndMount(ctx, o, mo, passthrough)
 				}
@@ -91,6 +91,7 @@ func newServe() *cobra.Command {
 	f.StringVar(&mountpoint, "mount", "", "also mount the file system here with FUSE")
 	f.StringVar(&stagingDir, "staging-dir", "", "with --mount: stage files under a directory with the absorb policy here (docs/checkpoint.md)")
 	f.Var(sizeValue{&stagingReserve}, "staging-reserve", "with --mount: "+stagingReserveHelp)
+	f.Var(sizeValue{&stagingMax}, "staging-max", "with --mount: "+stagingMaxHelp)
 	f.BoolVar(&passthrough, "passthrough", false, "with --mount: let the kernel read files held whole by a local target straight from disk (FUSE passthrough; checksums checked at open, not per read)")
 	layoutLeaseFlag(cmd, &mountClient.LayoutLease, "with --mount: ")
 	f.BoolVar(&mountClient.NoAtime, "noatime", false, "with --mount: leave files' access times alone on reads through the mount (default: relatime, as sluice mount)")
