@@ -15,19 +15,25 @@ import (
 // stages under the absorb policy, in memory (/dev/shm: drained data files
 // are reused) and on the disk (they are not): random writes, truncates,
 // syncs and re-opens go through staging and drains, and every read must
-// return the model's bytes.
+// return the model's bytes. "limit" stages on the disk under a limit of
+// 1 MiB (--staging-max), so that segments are sealed early and writes
+// wait for drains.
 func TestFsxAbsorb(t *testing.T) {
-	for _, place := range []string{"memory", "disk"} {
+	for _, place := range []string{"memory", "disk", "limit"} {
 		t.Run(place, func(t *testing.T) {
 			cl := proctest.StartCluster(t, binary, proctest.ClusterOptions{Metas: 1, Nodes: 1, TargetsPerNode: 4, Embedded: true, HeartbeatTimeout: 10 * time.Second})
 			addr := cl.MetaAddrs()
 			ctx := context.Background()
 			admin := proctest.Client(t, addr)
 			staging, seeds := proctest.MemDir(t), []uint64{31, 32}
-			if place == "disk" {
+			var limit int64
+			switch place {
+			case "disk":
 				staging, seeds = t.TempDir(), []uint64{33}
+			case "limit":
+				staging, seeds, limit = t.TempDir(), []uint64{34}, 1<<20
 			}
-			c, err := client.New(ctx, client.Options{Server: addr, StagingDir: staging})
+			c, err := client.New(ctx, client.Options{Server: addr, StagingDir: staging, StagingMax: limit})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -46,6 +52,9 @@ func TestFsxAbsorb(t *testing.T) {
 			t.Logf("staging: %+v", st)
 			if st.Segments == 0 || (st.Recycled > 0) != (place == "memory") {
 				t.Fatalf("staging stats %+v: want segments staged, in reused files only in memory", st)
+			}
+			if limit > 0 && (st.Throttled == 0 || st.PeakHeld > limit || st.Held != 0) {
+				t.Fatalf("staging stats %+v: want writes that waited for room, never more than %d bytes held, none held at the end", st, limit)
 			}
 		})
 	}

@@ -3,21 +3,20 @@ package checkpoint
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"regexp"
 	"testing"
 
 	"github.com/sluice-fs/sluice/client"
 	"github.com/sluice-fs/sluice/internal/errs"
 	"github.com/sluice-fs/sluice/internal/proctest"
+	"golang.org/x/sync/errgroup"
 )
 
-// TestStagingFull stages on a small tmpfs and fills it: the write that
-// hits the full staging disk fails with a no-space error, what was
-// acknowledged before drains intact, and once drained the space is there
-// again.
-func TestStagingFull(t *testing.T) {
-	staging := t.TempDir()
-	proctest.MountTmpfs(t, staging, "8m")
+// absorbServer starts a server with an /ckpt directory under the absorb
+// policy and returns its address and a client without staging.
+func absorbServer(t *testing.T) (string, *client.Client) {
+	t.Helper()
 	_, addr := proctest.Start(t, binary, nil, regexp.MustCompile(`serving on (\S+)`),
 		"serve", "--data-dir", t.TempDir(), "--listen", "127.0.0.1:0", "--http", "")
 	ctx := context.Background()
@@ -28,41 +27,159 @@ func TestStagingFull(t *testing.T) {
 	if err := other.SetAbsorb(ctx, "/ckpt", client.AbsorbOn); err != nil {
 		t.Fatal(err)
 	}
-	c, err := client.New(ctx, client.Options{Server: addr, StagingDir: staging})
+	return addr, other
+}
+
+// TestStagingFull stages on a small tmpfs. With the default limit (three
+// quarters of the space, less the pool's share) a file twice the size of
+// the disk, written in one call, is written at the drain's rate: the
+// write waits for room instead of failing, and the file drains intact.
+// With a limit larger than the disk, the write that hits the full
+// staging disk fails with a no-space error, what was acknowledged before
+// drains intact, and once drained the space is there again.
+func TestStagingFull(t *testing.T) {
+	staging := t.TempDir()
+	proctest.MountTmpfs(t, staging, "8m")
+	addr, other := absorbServer(t)
+	ctx := context.Background()
+
+	small := shardData(9, 0)[:2<<20]
+	big := bytes.Repeat(shardData(9, 1)[:1<<20], 16)
+	t.Run("limit", func(t *testing.T) {
+		c, err := client.New(ctx, client.Options{Server: addr, StagingDir: staging})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		if err := proctest.WriteFile(ctx, c, "/ckpt/a", small); err != nil {
+			t.Fatal(err)
+		}
+		f, err := c.Create(ctx, "/ckpt/big")
+		if err != nil {
+			t.Fatal(err)
+		}
+		n, werr := f.Write(big)
+		if cerr := f.Close(); werr == nil {
+			werr = cerr
+		}
+		if werr != nil || n != len(big) {
+			t.Fatalf("a file twice the staging disk's size: wrote %d of %d bytes: %v", n, len(big), werr)
+		}
+		st := c.StagingStats()
+		t.Logf("staging: limit %d, peak %d bytes held, %d writes waited %v, %d segments", st.Limit, st.PeakHeld, st.Throttled, st.ThrottledTime, st.Segments)
+		if st.Limit <= 0 || st.Limit >= 8<<20 {
+			t.Errorf("the default limit on an 8 MiB staging disk is %d bytes", st.Limit)
+		}
+		if st.Throttled == 0 || st.PeakHeld > st.Limit {
+			t.Errorf("writes that waited: %d; the most bytes held %d, limit %d", st.Throttled, st.PeakHeld, st.Limit)
+		}
+		if st.StagedBytes != int64(len(small)+len(big)) {
+			t.Errorf("staged %d bytes, want %d: the write did not go through the staging area", st.StagedBytes, len(small)+len(big))
+		}
+		if err := c.WaitStaged(ctx); err != nil {
+			t.Fatal(err)
+		}
+		for p, want := range map[string][]byte{"/ckpt/a": small, "/ckpt/big": big} {
+			if got, err := readFile(ctx, other, p); err != nil || !bytes.Equal(got, want) {
+				t.Errorf("%s after the drain: %d bytes (first difference at %d), %v", p, len(got), firstDiff(got, want), err)
+			}
+		}
+		if st := c.StagingStats(); st.Held != 0 {
+			t.Errorf("%d bytes still held after everything drained", st.Held)
+		}
+	})
+
+	t.Run("no-space", func(t *testing.T) {
+		c, err := client.New(ctx, client.Options{Server: addr, StagingDir: staging, StagingMax: 64 << 20})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		if err := proctest.WriteFile(ctx, c, "/ckpt/c", small); err != nil {
+			t.Fatal(err)
+		}
+		f, err := c.Create(ctx, "/ckpt/big2")
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, werr := f.Write(big)
+		f.Close()
+		if errs.CodeOf(werr) != errs.NoSpace {
+			t.Fatalf("a write past the staging disk's space: %v (class %v), want no space", werr, errs.CodeOf(werr))
+		}
+		if err := c.WaitStaged(ctx); err != nil {
+			t.Fatal(err)
+		}
+		got, err := readFile(ctx, other, "/ckpt/c")
+		if err != nil || !bytes.Equal(got, small) {
+			t.Fatalf("acknowledged file after the staging disk filled: %d bytes, %v", len(got), err)
+		}
+		// Drained: the staging disk has room again.
+		if err := proctest.WriteFile(ctx, c, "/ckpt/d", small); err != nil {
+			t.Fatalf("write after the drain freed the staging disk: %v", err)
+		}
+		if err := c.WaitStaged(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if got, err := readFile(ctx, other, "/ckpt/d"); err != nil || !bytes.Equal(got, small) {
+			t.Fatalf("file written after the space came back: %d bytes, %v", len(got), err)
+		}
+	})
+}
+
+// TestStagingLimit: four writers stage files of three times the limit
+// each, at once, in writes of 256 KiB: the bytes held never pass the
+// limit, writers wait for room, every byte goes through the staging area,
+// and every file drains intact.
+func TestStagingLimit(t *testing.T) {
+	addr, other := absorbServer(t)
+	ctx := context.Background()
+	const limit = 4 << 20
+	c, err := client.New(ctx, client.Options{Server: addr, StagingDir: t.TempDir(), StagingMax: limit})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer c.Close()
-
-	small := shardData(9, 0)[:2<<20]
-	if err := proctest.WriteFile(ctx, c, "/ckpt/a", small); err != nil {
+	data := make([][]byte, 4)
+	var g errgroup.Group
+	for i := range data {
+		data[i] = bytes.Repeat(shardData(10, i)[:1<<20], 3*limit>>20)
+		g.Go(func() error {
+			p := fmt.Sprintf("/ckpt/shard%d", i)
+			f, err := c.Create(ctx, p)
+			if err != nil {
+				return err
+			}
+			for off := 0; off < len(data[i]); off += 256 << 10 {
+				if _, err := f.Write(data[i][off : off+256<<10]); err != nil {
+					f.Close()
+					return fmt.Errorf("%s: write at %d: %w", p, off, err)
+				}
+			}
+			return f.Close()
+		})
+	}
+	if err := g.Wait(); err != nil {
 		t.Fatal(err)
 	}
-	f, err := c.Create(ctx, "/ckpt/big")
-	if err != nil {
-		t.Fatal(err)
+	st := c.StagingStats()
+	t.Logf("staging: limit %d, peak %d bytes held, %d writes waited %v, %d segments", st.Limit, st.PeakHeld, st.Throttled, st.ThrottledTime, st.Segments)
+	if st.Limit != limit || st.PeakHeld > limit || st.PeakHeld == 0 {
+		t.Errorf("limit %d (set %d); the most bytes held %d", st.Limit, limit, st.PeakHeld)
 	}
-	big := make([]byte, 16<<20)
-	_, werr := f.Write(big)
-	f.Close()
-	if errs.CodeOf(werr) != errs.NoSpace {
-		t.Fatalf("a write past the staging disk's space: %v (class %v), want no space", werr, errs.CodeOf(werr))
+	if st.Throttled == 0 {
+		t.Error("no write waited for room, with 12 MiB written under a 4 MiB limit")
+	}
+	if want := int64(len(data) * 3 * limit); st.StagedBytes != want {
+		t.Errorf("staged %d bytes, want %d", st.StagedBytes, want)
 	}
 	if err := c.WaitStaged(ctx); err != nil {
 		t.Fatal(err)
 	}
-	got, err := readFile(ctx, other, "/ckpt/a")
-	if err != nil || !bytes.Equal(got, small) {
-		t.Fatalf("acknowledged file after the staging disk filled: %d bytes, %v", len(got), err)
-	}
-	// Drained: the staging disk has room again.
-	if err := proctest.WriteFile(ctx, c, "/ckpt/b", small); err != nil {
-		t.Fatalf("write after the drain freed the staging disk: %v", err)
-	}
-	if err := c.WaitStaged(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if got, err := readFile(ctx, other, "/ckpt/b"); err != nil || !bytes.Equal(got, small) {
-		t.Fatalf("file written after the space came back: %d bytes, %v", len(got), err)
+	for i, want := range data {
+		p := fmt.Sprintf("/ckpt/shard%d", i)
+		if got, err := readFile(ctx, other, p); err != nil || !bytes.Equal(got, want) {
+			t.Errorf("%s after the drain: %d bytes (first difference at %d), %v", p, len(got), firstDiff(got, want), err)
+		}
 	}
 }

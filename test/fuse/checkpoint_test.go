@@ -13,6 +13,8 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -161,7 +163,10 @@ func TestFsxAbsorbMount(t *testing.T) {
 	requireFUSE(t)
 	// "serve --mount": the mount in the server's process (in-process
 	// calls to the metadata service and the targets), staging in memory.
-	for _, place := range []string{"memory", "disk", "serve --mount"} {
+	// "limit": a separate mount staging on the disk with --staging-max
+	// 1M, so that writes wait for drains and segments are sealed early;
+	// the bytes of staged data files, sampled as it runs, stay near it.
+	for _, place := range []string{"memory", "disk", "serve --mount", "limit"} {
 		t.Run(place, func(t *testing.T) {
 			var addr, adminHTTP, mp string
 			var m *mount
@@ -176,8 +181,17 @@ func TestFsxAbsorbMount(t *testing.T) {
 				}
 			} else {
 				addr, adminHTTP = startServerAdmin(t)
-				m = startMount(t, addr, "--staging-dir", staging)
+				args := []string{"--staging-dir", staging}
+				if place == "limit" {
+					args = append(args, "--staging-max", "1M")
+				}
+				m = startMount(t, addr, args...)
 				mp = m.dir
+			}
+			var stopSampling func() int64
+			if place == "limit" {
+				stopSampling = sampleStaged(staging)
+				defer stopSampling()
 			}
 			admin := proctest.Client(t, addr)
 			ctx := context.Background()
@@ -185,6 +199,9 @@ func TestFsxAbsorbMount(t *testing.T) {
 			seeds := []uint64{41, 42}
 			if place != "memory" {
 				seeds = []uint64{43}
+			}
+			if place == "limit" {
+				seeds = []uint64{44}
 			}
 			fsxtest.Run(t, admin, layouts, 1000, seeds, func(dir string) fsx.Target {
 				if err := admin.SetAbsorb(ctx, dir, client.AbsorbOn); err != nil {
@@ -205,7 +222,15 @@ func TestFsxAbsorbMount(t *testing.T) {
 				}
 				return nil
 			})
-			if (pooled > 0) != (place != "disk") {
+			if stopSampling != nil {
+				// 1 MiB of held bytes, rounded up to whole blocks per file.
+				peak := stopSampling()
+				t.Logf("staged data files held at most %d bytes (--staging-max 1M)", peak)
+				if peak == 0 || peak > 2<<20 {
+					t.Errorf("staged data files held at most %d bytes under --staging-max 1M: want some, and about 1 MiB", peak)
+				}
+			}
+			if (pooled > 0) != (place != "disk" && place != "limit") {
 				t.Errorf("%d drained staging files kept for reuse: want some in memory only", pooled)
 			}
 			if m != nil {
@@ -294,6 +319,41 @@ func TestAbsorbListingSizes(t *testing.T) {
 
 // stagingIn returns a new staging directory on the disk ("disk") or in
 // memory ("memory": /dev/shm), removed when the test ends.
+// sampleStaged samples the bytes allocated to staged data files (*.dat)
+// below dir every 10 ms until the returned function is called, which
+// returns the most seen (calling it again returns the same).
+func sampleStaged(dir string) func() int64 {
+	stop, done := make(chan struct{}), make(chan struct{})
+	var peak int64
+	go func() {
+		defer close(done)
+		for {
+			var sum int64
+			filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+				if err != nil || !strings.HasSuffix(p, ".dat") {
+					return nil
+				}
+				var st syscall.Stat_t
+				if syscall.Stat(p, &st) == nil {
+					sum += st.Blocks * 512
+				}
+				return nil
+			})
+			peak = max(peak, sum)
+			select {
+			case <-stop:
+				return
+			case <-time.After(10 * time.Millisecond):
+			}
+		}
+	}()
+	var once sync.Once
+	return func() int64 {
+		once.Do(func() { close(stop); <-done })
+		return peak
+	}
+}
+
 func stagingIn(t *testing.T, place string) string {
 	t.Helper()
 	if place != "memory" {
