@@ -129,14 +129,21 @@ func (c *Client) WaitStagingReserve(ctx context.Context) error {
 // StagingStats returns the counters of this client's staging area (zero
 // without one).
 func (c *Client) StagingStats() StagingStats {
+	st, _ := c.Staging()
+	return st
+}
+
+// Staging returns the staging area's counts (as StagingStats), and whether
+// the client has a staging area (Options.StagingDir).
+func (c *Client) Staging() (StagingStats, bool) {
 	if c.stg == nil {
-		return StagingStats{}
+		return StagingStats{}, false
 	}
 	c.stg.mu.Lock()
 	defer c.stg.mu.Unlock()
 	st := c.stg.stats
 	st.Limit, st.Held = c.stg.limit, c.stg.held
-	return st
+	return st, true
 }
 
 // absorbIn reports whether files created in directory dir are absorbed,

@@ -150,9 +150,10 @@ type StagingStats struct {
 	// Limit is the most bytes staged and not drained that the area holds
 	// (Options.StagingMax; 0: none); Held is those bytes now and PeakHeld
 	// the most they were. Throttled counts the writes that waited for
-	// drains to make room, ThrottledTime their waiting in all.
+	// drains to make room, ThrottledTime their waiting in all, and
+	// Waiting the writes waiting now.
 	Limit, Held, PeakHeld int64
-	Throttled             int64
+	Throttled, Waiting    int64
 	ThrottledTime         time.Duration
 }
 

@@ -129,6 +129,8 @@ func (sf *stagedFile) reserve(ctx context.Context, want, size int64) (int64, err
 	defer stop()
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.stats.Waiting++
+	defer func() { s.stats.Waiting-- }() // before the unlock
 	for {
 		n, wait = stagingRoom(s.limit, s.held, s.sealed, want)
 		if !wait {

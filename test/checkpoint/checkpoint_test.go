@@ -81,11 +81,21 @@ func writerMain() error {
 	ctx := context.Background()
 	step, _ := strconv.Atoi(os.Getenv("CKPT_STEP"))
 	dir, stop := os.Getenv("CKPT_DIR"), os.Getenv("STOP_AT")
-	c, err := client.New(ctx, client.Options{Server: os.Getenv("SLUICE_SERVER"), StagingDir: os.Getenv("STAGING")})
+	limit, _ := strconv.ParseInt(os.Getenv("STAGING_MAX"), 10, 64)
+	c, err := client.New(ctx, client.Options{Server: os.Getenv("SLUICE_SERVER"), StagingDir: os.Getenv("STAGING"), StagingMax: limit})
 	if err != nil {
 		return err
 	}
 	fmt.Println("writer: started")
+	if stop == "throttled" {
+		// A write waits for room in the staging area (blocks until killed).
+		go func() {
+			for c.StagingStats().Waiting == 0 {
+				time.Sleep(time.Millisecond)
+			}
+			fmt.Println("writer: at throttled")
+		}()
+	}
 	block := func(point string) {
 		fmt.Println("writer: at " + point)
 		if stop == point {
@@ -130,19 +140,20 @@ func writerMain() error {
 	if err := c.WaitStaged(ctx); err != nil {
 		return err
 	}
-	fmt.Println("writer: durable")
+	st := c.StagingStats()
+	fmt.Printf("writer: durable adopted=%d peak=%d limit=%d throttled=%d held=%d\n", st.Adopted, st.PeakHeld, st.Limit, st.Throttled, st.Held)
 	return c.Close()
 }
 
 // startWriter runs a writer process for checkpoint step in dir.
-func startWriter(t *testing.T, addr, staging, dir string, step int, stopAt string) *proctest.Proc {
+func startWriter(t *testing.T, addr, staging, dir string, step int, stopAt string, env ...string) *proctest.Proc {
 	t.Helper()
 	exe, err := os.Executable()
 	if err != nil {
 		t.Fatal(err)
 	}
-	env := []string{"SLUICE_CKPT_WRITER=1", "SLUICE_SERVER=" + addr, "STAGING=" + staging,
-		"CKPT_DIR=" + dir, "CKPT_STEP=" + strconv.Itoa(step), "STOP_AT=" + stopAt}
+	env = append(env, "SLUICE_CKPT_WRITER=1", "SLUICE_SERVER="+addr, "STAGING="+staging,
+		"CKPT_DIR="+dir, "CKPT_STEP="+strconv.Itoa(step), "STOP_AT="+stopAt)
 	p, _ := proctest.Start(t, exe, env, regexp.MustCompile(`^writer: started$`))
 	return p
 }
@@ -213,7 +224,7 @@ func TestKillWriter(t *testing.T) {
 	// The previous checkpoint, written under the policy to the end.
 	staging := t.TempDir()
 	w := startWriter(t, addr, staging, "/ckpt/step1", 1, "")
-	if _, err := w.WaitLine(regexp.MustCompile(`^writer: durable$`), time.Minute); err != nil {
+	if _, err := w.WaitLine(regexp.MustCompile(`^writer: durable `), time.Minute); err != nil {
 		t.Fatal(err)
 	}
 	<-w.Exited()
