@@ -8,13 +8,29 @@ import (
 	"os/exec"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"syscall"
 
 	"github.com/spf13/cobra"
 
 	"github.com/sluice-fs/sluice/client"
 	"github.com/sluice-fs/sluice/internal/fusefs"
+	"github.com/sluice-fs/sluice/internal/metrics"
+	"github.com/sluice-fs/sluice/internal/server"
 )
+
+// absorbSource returns the staging counts of the mount's client in cur
+// (none before the mount connected and after it ended), for
+// metrics.AddAbsorb.
+func absorbSource(cur *atomic.Pointer[client.Client]) func() (client.StagingStats, bool) {
+	return func() (client.StagingStats, bool) {
+		c := cur.Load()
+		if c == nil {
+			return client.StagingStats{}, false
+		}
+		return c.Staging()
+	}
+}
 
 // readyFDEnv names the descriptor on which a background mount process
 // tells its parent "ok" once mounted, or why it failed.
@@ -23,7 +39,7 @@ const readyFDEnv = "SLUICE_MOUNT_READY_FD"
 func newMount(g *globals) *cobra.Command {
 	var o fusefs.Options
 	var background, allowOther, verbose bool
-	var logFile string
+	var logFile, httpAddr string
 	cmd := &cobra.Command{
 		Use:   "mount [flags] MOUNTPOINT",
 		Short: "Mount the file system on a directory with FUSE",
@@ -74,6 +90,23 @@ func newMount(g *globals) *cobra.Command {
 				}
 				fmt.Fprintf(os.Stderr, "sluice: mounted %s on %s\n", o.Server, o.Mountpoint)
 			}
+			if httpAddr != "" {
+				// Bound before the mount, so that a taken port fails it.
+				var cur atomic.Pointer[client.Client]
+				mx := metrics.New()
+				mx.AddAbsorb(absorbSource(&cur))
+				a, err := server.StartAdmin(httpAddr, o.Logger, mx, false)
+				if err != nil {
+					if ready != nil {
+						fmt.Fprint(ready, err)
+					}
+					return err
+				}
+				defer a.Close()
+				fmt.Fprintf(os.Stderr, "sluice: admin on %s\n", a.Addr())
+				o.Started = cur.Store
+				defer cur.Store(nil)
+			}
 			err := fusefs.Run(cmd.Context(), o)
 			if err != nil && ready != nil {
 				fmt.Fprint(ready, err)
@@ -85,6 +118,7 @@ func newMount(g *globals) *cobra.Command {
 	f.BoolVarP(&background, "background", "d", false, "detach: return once mounted and serve in the background")
 	f.StringVar(&logFile, "log-file", "", "append log messages to this file (a background mount logs nowhere otherwise)")
 	f.BoolVarP(&verbose, "verbose", "v", false, "log debug messages")
+	f.StringVar(&httpAddr, "http", "", "serve /metrics (Prometheus: the staging area's sluice_absorb_*, the Go runtime and the process), /healthz and /debug/pprof on this address, e.g. 127.0.0.1:9402 (port 0 picks one; default: none)")
 	f.BoolVar(&o.Debug, "debug-fuse", false, "log every FUSE request (slow)")
 	f.DurationVar(&o.AttrTimeout, "attr-timeout", 0, "how long the kernel caches attributes (default 1s, --watch-timeout while the change feed is live; negative: no caching)")
 	f.DurationVar(&o.EntryTimeout, "entry-timeout", 0, "how long the kernel caches name lookups (default 1s, --watch-timeout while the change feed is live; negative: no caching)")

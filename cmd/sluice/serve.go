@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"sync/atomic"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -12,6 +13,7 @@ import (
 	"github.com/sluice-fs/sluice/client"
 	"github.com/sluice-fs/sluice/internal/cli"
 	"github.com/sluice-fs/sluice/internal/fusefs"
+	"github.com/sluice-fs/sluice/internal/metrics"
 	"github.com/sluice-fs/sluice/internal/mover"
 	"github.com/sluice-fs/sluice/internal/server"
 	"github.com/sluice-fs/sluice/internal/target"
@@ -133,6 +135,9 @@ func serveAndMount(ctx context.Context, o server.Options, mo fusefs.Options, pas
 	defer stopMount()
 	mountErr := make(chan error, 1)
 	var local fusefs.LocalData
+	var cur atomic.Pointer[client.Client] // the mount's, for its staging metrics
+	o.Metrics = func(mx *metrics.Metrics) { mx.AddAbsorb(absorbSource(&cur)) }
+	mo.Started = cur.Store
 	if passthrough {
 		o.Local = func(t *target.Service) { local = t }
 	}

@@ -59,6 +59,9 @@ func Run(ctx context.Context, opts Options) error {
 		return err
 	}
 	defer c.Close()
+	if opts.Started != nil {
+		opts.Started(c)
+	}
 	m, err := Mount(ctx, c, opts)
 	if err != nil {
 		return err

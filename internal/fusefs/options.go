@@ -79,6 +79,10 @@ type Options struct {
 	Logger *slog.Logger
 	// Ready, if set, is called by Run once the file system is mounted.
 	Ready func()
+	// Started, if set, is called by Run with the client it connected,
+	// before it mounts (to export the client's counts: its staging area).
+	// The client is closed when Run returns.
+	Started func(*client.Client)
 }
 
 // DefaultWatchTimeout is Options.WatchTimeout's default.

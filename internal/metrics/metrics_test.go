@@ -9,8 +9,10 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	dto "github.com/prometheus/client_model/go"
 
+	"github.com/sluice-fs/sluice/client"
 	"github.com/sluice-fs/sluice/internal/errs"
 	"github.com/sluice-fs/sluice/internal/meta"
 	"github.com/sluice-fs/sluice/internal/placement"
@@ -195,5 +197,52 @@ func TestRestoreCollector(t *testing.T) {
 	}
 	if fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Fatalf("got %v\nwant %v", got, want)
+	}
+}
+
+// TestAbsorbCollector: each staging count comes out as its own
+// sluice_absorb_* metric, and nothing while the client has no staging
+// area.
+func TestAbsorbCollector(t *testing.T) {
+	m := New()
+	var st client.StagingStats
+	ok := false
+	m.AddAbsorb(func() (client.StagingStats, bool) { return st, ok })
+	gather := func() map[string]float64 {
+		fams, err := m.reg.Gather()
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := map[string]float64{}
+		for _, f := range fams {
+			if strings.HasPrefix(f.GetName(), "sluice_absorb_") {
+				mt := f.GetMetric()[0]
+				got[f.GetName()] = mt.GetCounter().GetValue() + mt.GetGauge().GetValue()
+			}
+		}
+		return got
+	}
+	if got := gather(); len(got) != 0 {
+		t.Fatalf("without a staging area: %v", got)
+	}
+	st = client.StagingStats{Segments: 1, StagedBytes: 2, Drained: 3, DrainedBytes: 4, PendingSegments: 5, RenamesQueued: 6, Renamed: 7,
+		DrainErrors: 8, LastErrors: 9, Adopted: 10, InMemory: true, Recycled: 11, Limit: 12, Held: 13, PeakHeld: 14, Throttled: 15,
+		Waiting: 16, ThrottledTime: 1500 * time.Millisecond}
+	ok = true
+	want := map[string]float64{
+		"sluice_absorb_staged_segments_total": 1, "sluice_absorb_staged_bytes_total": 2, "sluice_absorb_drained_segments_total": 3,
+		"sluice_absorb_drained_bytes_total": 4, "sluice_absorb_pending_segments": 5, "sluice_absorb_renames_queued_total": 6,
+		"sluice_absorb_renamed_total": 7, "sluice_absorb_drain_errors_total": 8, "sluice_absorb_rename_errors_total": 9,
+		"sluice_absorb_adopted_total": 10, "sluice_absorb_in_memory": 1, "sluice_absorb_recycled_segments_total": 11,
+		"sluice_absorb_limit_bytes": 12, "sluice_absorb_held_bytes": 13, "sluice_absorb_held_peak_bytes": 14,
+		"sluice_absorb_throttled_writes_total": 15, "sluice_absorb_waiting_writes": 16, "sluice_absorb_throttled_seconds_total": 1.5,
+	}
+	if got := gather(); fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("got %v\nwant %v", got, want)
+	}
+	// Names, units and help as Prometheus's linter wants them.
+	problems, err := testutil.CollectAndLint(absorbCollector{func() (client.StagingStats, bool) { return st, true }})
+	if err != nil || len(problems) != 0 {
+		t.Fatalf("lint: %v, %v", problems, err)
 	}
 }

@@ -51,6 +51,9 @@ type Options struct {
 	HTTPOptional bool
 	// AdminReady is called with the admin port's address once it serves.
 	AdminReady func(addr string)
+	// Metrics, if set, is called with the process's metrics before the
+	// admin port serves, to add collectors (a mount's staging area).
+	Metrics func(*metrics.Metrics)
 	// Logger; nil means slog.Default().
 	Logger *slog.Logger
 	// Ready is called with the served address once clients can connect.
@@ -265,6 +268,9 @@ func Run(ctx context.Context, opts Options) (err error) {
 		}
 	}
 
+	if opts.Metrics != nil {
+		opts.Metrics(mx)
+	}
 	if opts.HTTP != "" {
 		a, err := startAdmin(opts.HTTP, log, mx)
 		switch {

@@ -183,10 +183,19 @@ func TestFsxAbsorbMount(t *testing.T) {
 				addr, adminHTTP = startServerAdmin(t)
 				args := []string{"--staging-dir", staging}
 				if place == "limit" {
-					args = append(args, "--staging-max", "1M")
+					args = append(args, "--staging-max", "1M", "--http", "127.0.0.1:0")
 				}
 				m = startMount(t, addr, args...)
 				mp = m.dir
+			}
+			// The mount's staging metrics: the server's own for serve
+			// --mount, the mount's admin port (--http) for "limit".
+			mountHTTP := ""
+			switch place {
+			case "serve --mount":
+				mountHTTP = adminHTTP
+			case "limit":
+				mountHTTP = m.adminAddr()
 			}
 			var stopSampling func() int64
 			if place == "limit" {
@@ -228,6 +237,34 @@ func TestFsxAbsorbMount(t *testing.T) {
 				t.Logf("staged data files held at most %d bytes (--staging-max 1M)", peak)
 				if peak == 0 || peak > 2<<20 {
 					t.Errorf("staged data files held at most %d bytes under --staging-max 1M: want some, and about 1 MiB", peak)
+				}
+			}
+			if mountHTTP != "" {
+				// Everything staged drains, and the metrics say so.
+				var page string
+				deadline := time.Now().Add(time.Minute)
+				for {
+					page = proctest.Metrics(t, mountHTTP)
+					if proctest.MetricSum(page, "sluice_absorb_held_bytes") == 0 &&
+						proctest.MetricSum(page, "sluice_absorb_drained_bytes_total") == proctest.MetricSum(page, "sluice_absorb_staged_bytes_total") {
+						break
+					}
+					if time.Now().After(deadline) {
+						t.Fatalf("staging did not drain in a minute:\n%s", grepLines(page, "sluice_absorb_"))
+					}
+					time.Sleep(50 * time.Millisecond)
+				}
+				staged, peak := proctest.MetricSum(page, "sluice_absorb_staged_bytes_total"), proctest.MetricSum(page, "sluice_absorb_held_peak_bytes")
+				t.Logf("mount metrics: staged %.0f bytes, peak held %.0f, limit %.0f, throttled %.0f writes",
+					staged, peak, proctest.MetricSum(page, "sluice_absorb_limit_bytes"), proctest.MetricSum(page, "sluice_absorb_throttled_writes_total"))
+				if staged == 0 || peak == 0 {
+					t.Errorf("mount metrics: staged %.0f bytes, peak held %.0f: want some", staged, peak)
+				}
+				if place == "limit" {
+					// At most one FUSE write (1 MiB) over the limit.
+					if limit := proctest.MetricSum(page, "sluice_absorb_limit_bytes"); limit != 1<<20 || peak > 2<<20 {
+						t.Errorf("mount metrics: limit %.0f, peak held %.0f: want the limit 1 MiB and the peak within a write of it", limit, peak)
+					}
 				}
 			}
 			if (pooled > 0) != (place != "disk" && place != "limit") {
@@ -360,4 +397,26 @@ func stagingIn(t *testing.T, place string) string {
 		return t.TempDir()
 	}
 	return proctest.MemDir(t)
+}
+
+// adminAddr is the address of the mount's admin port (--http), from its
+// "admin on" line.
+func (m *mount) adminAddr() string {
+	m.t.Helper()
+	sub := regexp.MustCompile(`sluice: admin on (\S+)`).FindStringSubmatch(m.logs.String())
+	if sub == nil {
+		m.t.Fatalf("no admin address in the mount's output:\n%s", m.logs.String())
+	}
+	return sub[1]
+}
+
+// grepLines returns the lines of page that contain s.
+func grepLines(page, s string) string {
+	var out []string
+	for _, l := range strings.Split(page, "\n") {
+		if strings.Contains(l, s) {
+			out = append(out, l)
+		}
+	}
+	return strings.Join(out, "\n")
 }
