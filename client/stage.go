@@ -92,6 +92,10 @@ type stager struct {
 	// yet (open segments included, and room granted to writes in
 	// progress), those of them in sealed segments, and the most held.
 	limit, held, sealed int64
+	// The staging file system's available space (-1: unknown) when last
+	// read (limitNowLocked), and the held and pooled bytes then.
+	space, spaceHeld, spacePool int64
+	spaceAt                     time.Time
 	// The Files with an open segment (stagelimit.go: a writer that
 	// waits for room seals those not in use).
 	open map[*stagedFile]struct{}

@@ -41,6 +41,25 @@ func stagingLimit(opt, avail, memTotal int64) int64 {
 	return max(avail/4*3, 1)
 }
 
+// effectiveLimit lowers a staging area's limit to what its file system
+// can still take: the bytes held when its available space was read
+// (avail; other programs may be filling it), plus three quarters of
+// avail and of pool (drained data files kept for reuse, whose space new
+// segments take back) at that time. Bytes staged since then use up the
+// room; bytes drained since then count only at the next reading. Writers
+// then wait for drains where the file system would have failed them with
+// ENOSPC. A limit of 0 (none) stays; avail < 0 means unknown.
+func effectiveLimit(limit, held, avail, pool int64) int64 {
+	if limit <= 0 || avail < 0 {
+		return limit
+	}
+	return max(min(limit, held+(avail+pool)/4*3), 1)
+}
+
+// stagingRefresh is how long a reading of the staging file system's
+// available space is trusted.
+const stagingRefresh = 20 * time.Millisecond
+
 // stagingSegmentMax is the size at which a File's open segment is sealed
 // under a limit's pressure: a 32nd of it, between 256 KiB and 64 MiB (0:
 // never).
@@ -84,13 +103,27 @@ func stagingRoom(limit, held, sealed, want int64) (n int64, wait bool) {
 }
 
 // availableBytes returns the bytes available to this process on dir's
-// file system (0 if unknown).
+// file system (-1 if unknown).
 func availableBytes(dir string) int64 {
 	var st syscall.Statfs_t
 	if syscall.Statfs(dir, &st) != nil {
-		return 0
+		return -1
 	}
 	return int64(st.Bavail) * st.Bsize
+}
+
+// limitNowLocked returns the limit in force: the area's, lowered by its
+// file system's available space (effectiveLimit), read at most every
+// stagingRefresh unless fresh is set. s.mu is held.
+func (s *stager) limitNowLocked(fresh bool) int64 {
+	if s.limit <= 0 {
+		return s.limit
+	}
+	if now := time.Now(); fresh || now.Sub(s.spaceAt) > stagingRefresh {
+		s.space, s.spaceAt = availableBytes(s.base), now
+		s.spaceHeld, s.spacePool = s.held, s.poolBytes
+	}
+	return effectiveLimit(s.limit, s.spaceHeld, s.space, s.spacePool)
 }
 
 // reserve grants a write of want bytes its room in the staging area:
@@ -103,7 +136,7 @@ func (sf *stagedFile) reserve(ctx context.Context, want, size int64) (int64, err
 	s.mu.Lock()
 	// First as if everything held could drain: going over the limit is
 	// decided only once the open segments that can be sealed are.
-	n, wait := stagingRoom(s.limit, s.held, s.held, want)
+	n, wait := stagingRoom(s.limitNowLocked(false), s.held, s.held, want)
 	if !wait {
 		s.held += n
 		s.noteHeldLocked()
@@ -132,7 +165,7 @@ func (sf *stagedFile) reserve(ctx context.Context, want, size int64) (int64, err
 	s.stats.Waiting++
 	defer func() { s.stats.Waiting-- }() // before the unlock
 	for {
-		n, wait = stagingRoom(s.limit, s.held, s.sealed, want)
+		n, wait = stagingRoom(s.limitNowLocked(true), s.held, s.sealed, want)
 		if !wait {
 			break
 		}
@@ -153,7 +186,7 @@ func (sf *stagedFile) reserve(ctx context.Context, want, size int64) (int64, err
 func (s *stager) sealEarly(seg int64) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return sealEarly(s.limit, s.held, seg)
+	return sealEarly(s.limitNowLocked(false), s.held, seg)
 }
 
 // sealIdle seals the open segments of Files not in use (their lock is

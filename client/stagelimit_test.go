@@ -9,8 +9,9 @@ func TestStagingLimit(t *testing.T) {
 		opt, avail, mem, want int64
 	}{
 		{4 * gib, 100 * gib, 0, 4 * gib},         // set: taken as it is
-		{4 * gib, 0, 0, 4 * gib},                 // set, space unknown
-		{0, 0, 0, 0},                             // unknown: no limit
+		{4 * gib, -1, 0, 4 * gib},                // set, space unknown
+		{0, -1, 0, 0},                            // unknown: no limit
+		{0, 0, 0, 0},                             // full at start: no limit
 		{0, 100 * gib, 0, 75 * gib},              // a disk: three quarters
 		{0, 12 * gib, 12 * gib, 6*gib + 3*gib/4}, // memory: the pool's quarter first
 		{0, 200 * gib, 256 * gib, 138 * gib},     // memory: the pool's cap is 16 GiB
@@ -19,6 +20,27 @@ func TestStagingLimit(t *testing.T) {
 	} {
 		if got := stagingLimit(c.opt, c.avail, c.mem); got != c.want {
 			t.Errorf("stagingLimit(%d, %d, %d) = %d, want %d", c.opt, c.avail, c.mem, got, c.want)
+		}
+	}
+}
+
+func TestEffectiveLimit(t *testing.T) {
+	t.Parallel()
+	const mib = int64(1) << 20
+	for _, c := range []struct {
+		name                           string
+		limit, held, avail, pool, want int64
+	}{
+		{"no limit stays none", 0, 0, 1 * mib, 0, 0},
+		{"space unknown", 64 * mib, 0, -1, 0, 64 * mib},
+		{"room enough", 64 * mib, 10 * mib, 1000 * mib, 0, 64 * mib},
+		{"another program filled the disk", 64 * mib, 10 * mib, 8 * mib, 0, 16 * mib},
+		{"pooled files count as room", 64 * mib, 10 * mib, 8 * mib, 8 * mib, 22 * mib},
+		{"full, something held", 64 * mib, 10 * mib, 0, 0, 10 * mib},
+		{"full, nothing held: the least", 64 * mib, 0, 0, 0, 1},
+	} {
+		if got := effectiveLimit(c.limit, c.held, c.avail, c.pool); got != c.want {
+			t.Errorf("%s: effectiveLimit(%d, %d, %d, %d) = %d, want %d", c.name, c.limit, c.held, c.avail, c.pool, got, c.want)
 		}
 	}
 }

@@ -3,8 +3,12 @@ package checkpoint
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"regexp"
+	"syscall"
 	"testing"
 
 	"github.com/sluice-fs/sluice/client"
@@ -89,6 +93,47 @@ func TestStagingFull(t *testing.T) {
 		}
 	})
 
+	// Another program fills most of the staging disk after the client
+	// started: the limit shrinks with the free space, so the writes wait
+	// for drains instead of failing. Also with a limit (64 MiB) larger
+	// than the disk.
+	filler := filepath.Join(staging, "filler")
+	defer os.Remove(filler)
+	t.Run("filled", func(t *testing.T) {
+		c, err := client.New(ctx, client.Options{Server: addr, StagingDir: staging, StagingMax: 64 << 20})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		fill(t, filler, 5<<20)
+		defer os.Remove(filler)
+		f, err := c.Create(ctx, "/ckpt/big3")
+		if err != nil {
+			t.Fatal(err)
+		}
+		n, werr := f.Write(big)
+		if cerr := f.Close(); werr == nil {
+			werr = cerr
+		}
+		if werr != nil || n != len(big) {
+			t.Fatalf("16 MiB through a staging disk with 3 MiB free: wrote %d of %d bytes: %v", n, len(big), werr)
+		}
+		st := c.StagingStats()
+		t.Logf("staging: limit %d, peak %d bytes held, %d writes waited %v", st.Limit, st.PeakHeld, st.Throttled, st.ThrottledTime)
+		if st.Throttled == 0 || st.PeakHeld > 3<<20 {
+			t.Errorf("writes that waited: %d; the most bytes held %d with 3 MiB free", st.Throttled, st.PeakHeld)
+		}
+		if err := c.WaitStaged(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if got, err := readFile(ctx, other, "/ckpt/big3"); err != nil || !bytes.Equal(got, big) {
+			t.Errorf("after the drain: %d bytes (first difference at %d), %v", len(got), firstDiff(got, big), err)
+		}
+	})
+
+	// A disk that fills anyway (nothing staged could drain to make room):
+	// the write fails with a no-space error, what was acknowledged before
+	// drains intact, and once there is space the writes go on.
 	t.Run("no-space", func(t *testing.T) {
 		c, err := client.New(ctx, client.Options{Server: addr, StagingDir: staging, StagingMax: 64 << 20})
 		if err != nil {
@@ -98,6 +143,10 @@ func TestStagingFull(t *testing.T) {
 		if err := proctest.WriteFile(ctx, c, "/ckpt/c", small); err != nil {
 			t.Fatal(err)
 		}
+		if err := c.WaitStaged(ctx); err != nil {
+			t.Fatal(err)
+		}
+		fill(t, filler, 64<<20) // all there is
 		f, err := c.Create(ctx, "/ckpt/big2")
 		if err != nil {
 			t.Fatal(err)
@@ -107,6 +156,7 @@ func TestStagingFull(t *testing.T) {
 		if errs.CodeOf(werr) != errs.NoSpace {
 			t.Fatalf("a write past the staging disk's space: %v (class %v), want no space", werr, errs.CodeOf(werr))
 		}
+		os.Remove(filler)
 		if err := c.WaitStaged(ctx); err != nil {
 			t.Fatal(err)
 		}
@@ -114,7 +164,7 @@ func TestStagingFull(t *testing.T) {
 		if err != nil || !bytes.Equal(got, small) {
 			t.Fatalf("acknowledged file after the staging disk filled: %d bytes, %v", len(got), err)
 		}
-		// Drained: the staging disk has room again.
+		// The staging disk has room again.
 		if err := proctest.WriteFile(ctx, c, "/ckpt/d", small); err != nil {
 			t.Fatalf("write after the drain freed the staging disk: %v", err)
 		}
@@ -180,6 +230,28 @@ func TestStagingLimit(t *testing.T) {
 		p := fmt.Sprintf("/ckpt/shard%d", i)
 		if got, err := readFile(ctx, other, p); err != nil || !bytes.Equal(got, want) {
 			t.Errorf("%s after the drain: %d bytes (first difference at %d), %v", p, len(got), firstDiff(got, want), err)
+		}
+	}
+}
+
+// fill writes up to n bytes of zeros to path, as another program filling
+// the staging disk would; it stops quietly at a full disk.
+func fill(t *testing.T, path string, n int) {
+	t.Helper()
+	f, err := os.Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	buf := make([]byte, 256<<10)
+	for n > 0 {
+		k, err := f.Write(buf[:min(n, len(buf))])
+		n -= k
+		if err != nil {
+			if !errors.Is(err, syscall.ENOSPC) {
+				t.Fatal(err)
+			}
+			return
 		}
 	}
 }
