@@ -27,7 +27,7 @@ import (
 )
 
 // ABIVersion changes whenever a function's signature or meaning changes.
-const ABIVersion = 2 // 2: the KV-cache store's functions (sluice_kv_*)
+const ABIVersion = 3 // 2: the KV-cache store's functions (sluice_kv_*); 3: sluice_connect_config, sluice_staging_*
 
 var lib = cabi.New()
 
@@ -73,6 +73,42 @@ func sluice_connect(server *C.char, readAhead C.int64_t, conns C.int32_t, timeou
 	h, err := lib.Connect(cabi.Options{Server: C.GoString(server), ReadAhead: int64(readAhead),
 		ConnsPerServer: int(conns), Timeout: time.Duration(timeoutMs) * time.Millisecond})
 	return ret(h, err, errbuf, errlen)
+}
+
+// sluice_connect_config connects with the options of a JSON object
+// (cabi.Config: server, timeout_ms, read_ahead, conns_per_server,
+// staging_dir, staging_max).
+//
+//export sluice_connect_config
+func sluice_connect_config(config *C.char, errbuf *C.char, errlen C.int32_t) C.int64_t {
+	o, err := cabi.ParseConfig([]byte(C.GoString(config)))
+	if err != nil {
+		return fail(err, errbuf, errlen)
+	}
+	h, err := lib.Connect(o)
+	return ret(h, err, errbuf, errlen)
+}
+
+// sluice_staging_stats puts the staging area's counts, as a JSON object,
+// into a result handle and stores its size in *size; sluice_take copies
+// it out.
+//
+//export sluice_staging_stats
+func sluice_staging_stats(h C.int64_t, size *C.int64_t, errbuf *C.char, errlen C.int32_t) C.int64_t {
+	b, err := lib.StagingStats(int64(h))
+	if err != nil {
+		return fail(err, errbuf, errlen)
+	}
+	*size = C.int64_t(len(b))
+	return C.int64_t(lib.PutResult(b))
+}
+
+// sluice_staging_wait waits until everything the client staged has
+// drained to the targets.
+//
+//export sluice_staging_wait
+func sluice_staging_wait(h C.int64_t, errbuf *C.char, errlen C.int32_t) C.int64_t {
+	return ret(0, lib.StagingWait(int64(h)), errbuf, errlen)
 }
 
 //export sluice_disconnect

@@ -28,6 +28,13 @@ type Options struct {
 	// 60 s), plus one second per 16 MiB it moves: past it the operation
 	// fails with a *TimeoutError.
 	Timeout time.Duration
+	// StagingDir, if set, is a local directory where files created under
+	// a directory with the absorb policy are staged before they drain to
+	// the targets (client.Options.StagingDir, docs/checkpoint.md);
+	// StagingMax bounds the bytes staged and not drained
+	// (client.Options.StagingMax; 0: the default).
+	StagingDir string
+	StagingMax int64
 }
 
 // DefaultTimeout is the default of Options.Timeout.
@@ -79,7 +86,8 @@ func (l *Lib) Connect(o Options) (int64, error) {
 	if o.Timeout <= 0 {
 		o.Timeout = DefaultTimeout
 	}
-	co := client.Options{Server: o.Server, ConnsPerServer: o.ConnsPerServer, ReadAhead: int(o.ReadAhead)}
+	co := client.Options{Server: o.Server, ConnsPerServer: o.ConnsPerServer, ReadAhead: int(o.ReadAhead),
+		StagingDir: o.StagingDir, StagingMax: o.StagingMax}
 	cn := &conn{timeout: o.Timeout}
 	err := cn.do("connect", o.Server, 0, func(ctx context.Context) error {
 		c, err := client.New(ctx, co)

@@ -10,6 +10,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -259,6 +260,16 @@ func WriteFile(ctx context.Context, c *client.Client, p string, data []byte) err
 		return err
 	}
 	return f.Close()
+}
+
+// ReadFile reads p whole through c.
+func ReadFile(ctx context.Context, c *client.Client, p string) ([]byte, error) {
+	f, err := c.Open(ctx, p)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	return io.ReadAll(f)
 }
 
 // WaitProfileClients waits until recording name of the I/O profiler counts
