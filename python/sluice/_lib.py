@@ -21,7 +21,7 @@ import threading
 from ctypes import POINTER, c_char_p, c_int32, c_int64, c_uint32, c_uint64, c_void_p
 from typing import Any, List, Optional, Tuple
 
-ABI_VERSION = 2
+ABI_VERSION = 3
 _ERRLEN = 2048
 
 
@@ -47,6 +47,9 @@ _SIGNATURES = {
     "sluice_abi_version": [],
     "sluice_handles": [],
     "sluice_connect": [c_char_p, c_int64, c_int32, c_int64] + _E,
+    "sluice_connect_config": [c_char_p] + _E,
+    "sluice_staging_stats": [c_int64, POINTER(c_int64)] + _E,
+    "sluice_staging_wait": [c_int64] + _E,
     "sluice_disconnect": [c_int64] + _E,
     "sluice_open": [c_int64, c_char_p, c_int32, c_uint32] + _E,
     "sluice_pread": [c_int64, c_void_p, c_int64, c_int64] + _E,

@@ -5,6 +5,7 @@ from __future__ import annotations
 import ctypes
 import errno as _errno
 import io
+import json
 import os
 import stat as _stat
 import struct
@@ -141,14 +142,29 @@ class Client:
     one second per 16 MiB it moves, before it fails with TimeoutError.
     read_ahead: bytes of sequential read-ahead per open file (None: the
     library's 16 MiB; 0 disables it).
+    staging_dir: a local directory (the node's NVMe, or /dev/shm) where
+    files created under a directory with the absorb policy (`sluice layout
+    set DIR --absorb on`) are staged: their writes, fsync and close return
+    once the data is durable there, and it drains to the targets in the
+    background; a rename there (a checkpoint's commit) is ordered after
+    the drain of the files it depends on (docs/checkpoint.md). Default
+    $SLUICE_STAGING_DIR, else none (the policy is ignored).
+    staging_max: the most bytes staged and not drained yet (writers wait
+    for the drain past it; None: three quarters of the staging file
+    system's free space).
     """
 
     def __init__(self, server: Optional[str] = None, *, timeout: float = 60.0,
-                 read_ahead: Optional[int] = None, conns_per_server: int = 0):
+                 read_ahead: Optional[int] = None, conns_per_server: int = 0,
+                 staging_dir: Optional[str] = None, staging_max: Optional[int] = None):
         self.server = server or os.environ.get("SLUICE_SERVER") or DEFAULT_SERVER
         self.timeout = float(timeout)
         self.read_ahead = read_ahead
         self.conns_per_server = int(conns_per_server)
+        self.staging_dir = staging_dir if staging_dir is not None else os.environ.get("SLUICE_STAGING_DIR") or None
+        self.staging_max = staging_max
+        if self.staging_max is not None and (not self.staging_dir or int(self.staging_max) <= 0):
+            raise ValueError("sluice: staging_max needs a staging_dir and must be positive")
         self._h = 0
         self._pid = 0
         self._lib: Optional[_lib.Lib] = None
@@ -168,8 +184,12 @@ class Client:
             if self._pid != pid or not self._h:
                 lib = _lib.lib()
                 ra = -1 if self.read_ahead == 0 else (self.read_ahead or 0)
-                h = lib.call("sluice_connect", self.server.encode(), ra, self.conns_per_server,
-                             int(self.timeout * 1000))
+                cfg = {"server": self.server, "timeout_ms": int(self.timeout * 1000), "read_ahead": ra,
+                       "conns_per_server": self.conns_per_server}
+                if self.staging_dir:
+                    cfg["staging_dir"] = os.path.abspath(self.staging_dir)
+                    cfg["staging_max"] = int(self.staging_max or 0)
+                h = lib.call("sluice_connect_config", json.dumps(cfg).encode())
                 self._lib, self._h, self._pid = lib, h, pid
             return self._lib, self._h  # type: ignore[return-value]
 
@@ -204,15 +224,36 @@ class Client:
 
     def __getstate__(self) -> dict:
         return {"server": self.server, "timeout": self.timeout, "read_ahead": self.read_ahead,
-                "conns_per_server": self.conns_per_server}
+                "conns_per_server": self.conns_per_server, "staging_dir": self.staging_dir,
+                "staging_max": self.staging_max}
 
     def __setstate__(self, st: dict) -> None:
-        self.__dict__.update(st)
+        self.__dict__.update({"staging_dir": None, "staging_max": None, **st})
         self._h, self._pid, self._lib, self._closed = 0, 0, None, False
         self._mu = threading.Lock()
 
     def __repr__(self) -> str:
         return f"sluice.Client({self.server!r})"
+
+    # Staging (the absorb policy).
+
+    def staging_stats(self) -> dict:
+        """The staging area's counts: enabled (False without staging_dir),
+        staged_bytes, drained_bytes, held (staged, not drained yet),
+        peak_held, limit, throttled (writes that waited for room),
+        throttled_seconds, pending_segments, renames_queued, renamed,
+        rename_errors, last_error, adopted (replayed from dead clients'
+        areas), drain_errors, in_memory."""
+        n = c_int64(0)
+        h = self._call("sluice_staging_stats", ctypes.byref(n))
+        return json.loads(self._take(h, n.value))
+
+    def wait_staged(self) -> None:
+        """Waits until everything this client staged has drained to the
+        targets and its queued renames are done (then a loss of this node
+        loses nothing of it). Bounded by the timeout plus a second per
+        16 MiB staged."""
+        self._call("sluice_staging_wait")
 
     # Files.
 

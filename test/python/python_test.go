@@ -111,12 +111,14 @@ func pythonCmd(ctx context.Context, t testing.TB, addr string, args ...string) *
 }
 
 // unittest runs python3 -m unittest on a module of python/tests against
-// the server at addr and fails the test with its output if any fails.
-func unittest(t *testing.T, addr, module string) {
+// the server at addr (with env added) and fails the test with its output if any fails.
+func unittest(t *testing.T, addr, module string, env ...string) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
 	defer cancel()
-	out, err := pythonCmd(ctx, t, addr, "-m", "unittest", "-v", module).CombinedOutput()
+	cmd := pythonCmd(ctx, t, addr, "-m", "unittest", "-v", module)
+	cmd.Env = append(cmd.Env, env...)
+	out, err := cmd.CombinedOutput()
 	if err != nil {
 		t.Fatalf("python3 -m unittest %s: %v\n%s", module, err, out)
 	}
