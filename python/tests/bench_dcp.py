@@ -8,8 +8,13 @@ checkpoint files, the server's data directory), so loads are cold. Every
 load is compared with what was saved. Prints one line
 RESULT {"method": {"save": [s...], "load": [s...]}, "bytes": N}.
 
+With --staging DIR --absorb SLUICEDIR it also saves through a client
+staging in DIR under SLUICEDIR (which has the absorb policy): "save" is
+then the stall (the save returns once the shards are staged), "drain" the
+wait for them to reach the targets after it.
+
 Usage: bench_dcp.py --size BYTES --tensor BYTES --drop DIR [--mount DIR]
-       [--local DIR] [--rounds 3]
+       [--local DIR] [--staging DIR --absorb SLUICEDIR] [--rounds 3]
 """
 
 import argparse
@@ -34,6 +39,8 @@ def main():
     ap.add_argument("--mount")
     ap.add_argument("--local")
     ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--staging", help="a staging directory: also save through a client staging there")
+    ap.add_argument("--absorb", help="a directory with the absorb policy, for --staging")
     a = ap.parse_args()
 
     dcp = sluice.dcp.checkpoint_module()
@@ -74,6 +81,23 @@ def main():
         return save, load, [root]
 
     targets = [("native", lambda tag: native(f"/dcp-{tag}"))]
+    staged_client = None
+    if a.staging and a.absorb:
+        # Saved through staging: the save returns once the shards are
+        # staged (the stall); the drain is waited for, untimed in the save,
+        # before the load (through the plain client).
+        staged_client = _env.client(staging_dir=a.staging)
+
+        def staged(root):
+            def save():
+                dcp.save_state_dict(state, sluice.dcp.StorageWriter(root, staged_client), no_dist=True)
+
+            def load():
+                sd = empty()
+                dcp.load_state_dict(sd, sluice.dcp.StorageReader(root, c), no_dist=True)
+                return sd
+            return save, load, []
+        targets.append(("staged", lambda tag: staged(f"{a.absorb}/dcp-{tag}")))
     if a.mount:
         targets.append(("mount", lambda tag: posix(os.path.join(a.mount, f"dcp-m-{tag}"))))
     if a.local:
@@ -87,18 +111,26 @@ def main():
             t = time.perf_counter()
             save()
             ts = time.perf_counter() - t
+            drain = 0.0
+            if name == "staged":
+                t = time.perf_counter()
+                staged_client.wait_staged()
+                drain = time.perf_counter() - t
             drop_caches(dirs + a.drop)
             t = time.perf_counter()
             got = load()
             tl = time.perf_counter() - t
             check(got, name)
-            m = methods.setdefault(name, {"save": [], "load": []})
+            m = methods.setdefault(name, {"save": [], "load": [], "drain": []})
             m["save"].append(ts)
             m["load"].append(tl)
+            m["drain"].append(drain)
             for d in dirs:
                 shutil.rmtree(d, ignore_errors=True)
             if name == "native":
                 c.rmtree(f"/dcp-{tag}")
+            if name == "staged":
+                c.rmtree(f"{a.absorb}/dcp-{tag}")
     print("RESULT " + json.dumps({"methods": methods, "bytes": total}), flush=True)
 
 
