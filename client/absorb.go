@@ -3,6 +3,7 @@ package client
 import (
 	"context"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/sluice-fs/sluice/internal/errs"
@@ -131,6 +132,25 @@ func (c *Client) WaitStagingReserve(ctx context.Context) error {
 func (c *Client) StagingStats() StagingStats {
 	st, _ := c.Staging()
 	return st
+}
+
+// HoldDrain defers the drain of this client's staging area until release
+// is called (each segment yields drainMaxDefer, 10 s, in all at most;
+// readers of staged files and writers waiting for room under the staging
+// limit still let it run): a checkpoint writer holds it while it
+// serializes and writes its shards, so that the drain does not take the
+// CPUs from the save, and it runs at full speed once released. Holds
+// nest; release is idempotent. Without a staging area it does nothing.
+func (c *Client) HoldDrain() (release func()) {
+	if c.stg == nil {
+		return func() {}
+	}
+	s := c.stg
+	s.holds.Add(1)
+	var once sync.Once
+	return func() {
+		once.Do(func() { s.holds.Add(-1) })
+	}
 }
 
 // Staging returns the staging area's counts (as StagingStats), and whether

@@ -17,7 +17,9 @@ const (
 
 // drainGate decides whether a drain may send its next piece now. lastWrite
 // is the time of the last staged write or seal, sealing the seals in
-// progress, waiting the time the segment has already yielded, and waiters
+// progress and the holds of writers that asked the drain to wait
+// (Client.HoldDrain: a checkpoint being saved), waiting the time the
+// segment has already yielded, and waiters
 // the reads waiting for a staged file to drain and the writes waiting for
 // room under the staging limit (they go first: a reader of a just-written
 // shard must not wait for another file's writer to pause, and writers

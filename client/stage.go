@@ -63,6 +63,7 @@ type stager struct {
 	// Writer activity, for drain pacing (drainpace.go).
 	lastWrite atomic.Int64 // unix ns of the last staged write or seal
 	sealing   atomic.Int32
+	holds     atomic.Int32 // HoldDrain calls not released
 	waiting   atomic.Int32 // reads waiting for a file's drain (waitIno), writes for room (reserve)
 
 	// drained is signalled when a segment drains: a queued rename may go.
@@ -862,7 +863,8 @@ func (s *stager) pace(ctx context.Context, waited *time.Duration) error {
 	start := time.Now()
 	for {
 		now := time.Now()
-		ok, retry := drainGate(now, time.Unix(0, s.lastWrite.Load()), int(s.sealing.Load()), int(s.waiting.Load()), *waited+now.Sub(start))
+		busy := int(s.sealing.Load() + s.holds.Load())
+		ok, retry := drainGate(now, time.Unix(0, s.lastWrite.Load()), busy, int(s.waiting.Load()), *waited+now.Sub(start))
 		if ok {
 			*waited += now.Sub(start)
 			return nil

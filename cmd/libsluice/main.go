@@ -27,7 +27,7 @@ import (
 )
 
 // ABIVersion changes whenever a function's signature or meaning changes.
-const ABIVersion = 3 // 2: the KV-cache store's functions (sluice_kv_*); 3: sluice_connect_config, sluice_staging_*
+const ABIVersion = 3 // 2: the KV-cache store's functions (sluice_kv_*); 3: sluice_connect_config, sluice_staging_{stats,wait,hold}
 
 var lib = cabi.New()
 
@@ -109,6 +109,14 @@ func sluice_staging_stats(h C.int64_t, size *C.int64_t, errbuf *C.char, errlen C
 //export sluice_staging_wait
 func sluice_staging_wait(h C.int64_t, errbuf *C.char, errlen C.int32_t) C.int64_t {
 	return ret(0, lib.StagingWait(int64(h)), errbuf, errlen)
+}
+
+// sluice_staging_hold defers the drain of the staging area while a
+// checkpoint is saved (hold 1) or releases the latest hold (hold 0).
+//
+//export sluice_staging_hold
+func sluice_staging_hold(h C.int64_t, hold C.int32_t, errbuf *C.char, errlen C.int32_t) C.int64_t {
+	return ret(0, lib.StagingHold(int64(h), hold != 0), errbuf, errlen)
 }
 
 //export sluice_disconnect

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"sync"
 	"syscall"
 	"time"
 
@@ -59,6 +60,9 @@ func (l *Lib) Handles() int { return l.t.Len() }
 type conn struct {
 	c       *client.Client
 	timeout time.Duration
+
+	holdMu sync.Mutex
+	holds  []func() // StagingHold's releases, last first
 }
 
 // do runs fn under the deadline of an operation that moves n bytes and

@@ -106,3 +106,25 @@ func (l *Lib) StagingWait(h int64) error {
 		return nil
 	})
 }
+
+// StagingHold defers the drain of client h's staging area (hold true,
+// client.HoldDrain) or releases the latest hold (hold false; nothing to
+// release is EINVAL).
+func (l *Lib) StagingHold(h int64, hold bool) error {
+	cn, err := l.conn(h)
+	if err != nil {
+		return err
+	}
+	cn.holdMu.Lock()
+	defer cn.holdMu.Unlock()
+	if hold {
+		cn.holds = append(cn.holds, cn.c.HoldDrain())
+		return nil
+	}
+	if len(cn.holds) == 0 {
+		return errs.New(errs.Invalid, "sluice: staging hold: no hold to release")
+	}
+	cn.holds[len(cn.holds)-1]()
+	cn.holds = cn.holds[:len(cn.holds)-1]
+	return nil
+}

@@ -74,9 +74,22 @@ func TestStaging(t *testing.T) {
 	for i := range 6 {
 		reqs = append(reqs, WriteReq{Path: fmt.Sprintf("/ckpt/shard%d", i), Data: randBytes(r, 1<<20+i*4099)})
 	}
+	// Written under a hold of the drain (as a checkpoint's save is), which
+	// nests and is released before the wait.
+	for range 2 {
+		if err := l.StagingHold(h, true); err != nil {
+			t.Fatal(err)
+		}
+	}
 	if n, err := l.WriteBatch(h, reqs, 4, true); n != 0 || err != nil {
 		t.Fatalf("write batch: %d failed, %v", n, err)
 	}
+	for range 2 {
+		if err := l.StagingHold(h, false); err != nil {
+			t.Fatal(err)
+		}
+	}
+	wantErrno(t, "a release without a hold", l.StagingHold(h, false), syscall.EINVAL)
 	var st StagingStats
 	js, err := l.StagingStats(h)
 	if err == nil {

@@ -50,6 +50,7 @@ _SIGNATURES = {
     "sluice_connect_config": [c_char_p] + _E,
     "sluice_staging_stats": [c_int64, POINTER(c_int64)] + _E,
     "sluice_staging_wait": [c_int64] + _E,
+    "sluice_staging_hold": [c_int64, c_int32] + _E,
     "sluice_disconnect": [c_int64] + _E,
     "sluice_open": [c_int64, c_char_p, c_int32, c_uint32] + _E,
     "sluice_pread": [c_int64, c_void_p, c_int64, c_int64] + _E,

@@ -203,9 +203,12 @@ class StorageWriter(_P["StorageWriter"]):  # type: ignore[misc,valid-type]
             while len(writes) > _AHEAD:
                 writes.popleft().result()
         try:
-            self._serialize(prefix, groups, results, submit, planner, torch)
-            while writes:
-                writes.popleft().result()
+            # With a staging area: its drain waits until the shards are
+            # staged, instead of taking the CPUs from the save.
+            with self.client.staging_hold():
+                self._serialize(prefix, groups, results, submit, planner, torch)
+                while writes:
+                    writes.popleft().result()
         finally:
             ex.shutdown(wait=True)
         fut: Any = Future()
