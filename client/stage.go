@@ -1042,14 +1042,19 @@ func (s *stager) runRenames() {
 // idle reports whether nothing is staged or queued.
 func (s *stager) idleLocked() bool { return len(s.inos) == 0 && len(s.renames) == 0 }
 
-// wait returns when nothing is staged or queued, or ctx ends.
-func (s *stager) wait(ctx context.Context) error {
-	stop := context.AfterFunc(ctx, func() {
+// wakeOnDone wakes the waiters on s.cond when ctx ends, so that each
+// sees ctx.Err(); stop ends the watch.
+func (s *stager) wakeOnDone(ctx context.Context) (stop func() bool) {
+	return context.AfterFunc(ctx, func() {
 		s.mu.Lock()
 		s.cond.Broadcast()
 		s.mu.Unlock()
 	})
-	defer stop()
+}
+
+// wait returns when nothing is staged or queued, or ctx ends.
+func (s *stager) wait(ctx context.Context) error {
+	defer s.wakeOnDone(ctx)()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for !s.idleLocked() {

@@ -154,12 +154,7 @@ func (sf *stagedFile) reserve(ctx context.Context, want, size int64) (int64, err
 	start := time.Now()
 	s.waiting.Add(1) // the drains stop yielding to writers
 	defer s.waiting.Add(-1)
-	stop := context.AfterFunc(ctx, func() {
-		s.mu.Lock()
-		s.cond.Broadcast()
-		s.mu.Unlock()
-	})
-	defer stop()
+	defer s.wakeOnDone(ctx)()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.stats.Waiting++

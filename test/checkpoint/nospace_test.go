@@ -58,16 +58,8 @@ func TestStagingFull(t *testing.T) {
 		if err := proctest.WriteFile(ctx, c, "/ckpt/a", small); err != nil {
 			t.Fatal(err)
 		}
-		f, err := c.Create(ctx, "/ckpt/big")
-		if err != nil {
-			t.Fatal(err)
-		}
-		n, werr := f.Write(big)
-		if cerr := f.Close(); werr == nil {
-			werr = cerr
-		}
-		if werr != nil || n != len(big) {
-			t.Fatalf("a file twice the staging disk's size: wrote %d of %d bytes: %v", n, len(big), werr)
+		if n, err := writeOnce(ctx, c, "/ckpt/big", big); err != nil {
+			t.Fatalf("a file twice the staging disk's size: wrote %d of %d bytes: %v", n, len(big), err)
 		}
 		st := c.StagingStats()
 		t.Logf("staging: limit %d, peak %d bytes held, %d writes waited %v, %d segments", st.Limit, st.PeakHeld, st.Throttled, st.ThrottledTime, st.Segments)
@@ -107,16 +99,8 @@ func TestStagingFull(t *testing.T) {
 		defer c.Close()
 		fill(t, filler, 5<<20)
 		defer os.Remove(filler)
-		f, err := c.Create(ctx, "/ckpt/big3")
-		if err != nil {
-			t.Fatal(err)
-		}
-		n, werr := f.Write(big)
-		if cerr := f.Close(); werr == nil {
-			werr = cerr
-		}
-		if werr != nil || n != len(big) {
-			t.Fatalf("16 MiB through a staging disk with 3 MiB free: wrote %d of %d bytes: %v", n, len(big), werr)
+		if n, err := writeOnce(ctx, c, "/ckpt/big3", big); err != nil {
+			t.Fatalf("16 MiB through a staging disk with 3 MiB free: wrote %d of %d bytes: %v", n, len(big), err)
 		}
 		st := c.StagingStats()
 		t.Logf("staging: limit %d, peak %d bytes held, %d writes waited %v", st.Limit, st.PeakHeld, st.Throttled, st.ThrottledTime)
@@ -254,4 +238,18 @@ func fill(t *testing.T, path string, n int) {
 			return
 		}
 	}
+}
+
+// writeOnce creates p through c and writes data in one call, then closes
+// it: the close's error counts.
+func writeOnce(ctx context.Context, c *client.Client, p string, data []byte) (int, error) {
+	f, err := c.Create(ctx, p)
+	if err != nil {
+		return 0, err
+	}
+	n, err := f.Write(data)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return n, err
 }
