@@ -22,6 +22,7 @@ import json
 import os
 import shutil
 import time
+import urllib.request
 import uuid
 
 import _env
@@ -41,6 +42,8 @@ def main():
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--staging", help="a staging directory: also save through a client staging there")
     ap.add_argument("--absorb", help="a directory with the absorb policy, for --staging")
+    ap.add_argument("--mount-staged", help="a directory with the absorb policy on a mount that stages")
+    ap.add_argument("--mount-metrics", help="that mount's admin address (host:port), to wait for its drain")
     a = ap.parse_args()
 
     dcp = sluice.dcp.checkpoint_module()
@@ -103,6 +106,16 @@ def main():
     if a.local:
         targets.append(("local", lambda tag: posix(os.path.join(a.local, f"dcp-l-{tag}"))))
 
+    if a.mount_staged:
+        targets.append(("mountstaged", lambda tag: posix(os.path.join(a.mount_staged, f"dcp-ms-{tag}"))))
+
+    def mount_held():
+        page = urllib.request.urlopen(f"http://{a.mount_metrics}/metrics", timeout=10).read().decode()
+        for line in page.splitlines():
+            if line.startswith("sluice_absorb_held_bytes "):
+                return float(line.split()[1])
+        raise SystemExit("the mount exports no sluice_absorb_held_bytes")
+
     for r in range(a.rounds):
         order = targets[r % len(targets):] + targets[:r % len(targets)]
         for name, make in order:
@@ -115,6 +128,11 @@ def main():
             if name == "staged":
                 t = time.perf_counter()
                 staged_client.wait_staged()
+                drain = time.perf_counter() - t
+            if name == "mountstaged" and a.mount_metrics:
+                t = time.perf_counter()
+                while mount_held() > 0:
+                    time.sleep(0.01)
                 drain = time.perf_counter() - t
             drop_caches(dirs + a.drop)
             t = time.perf_counter()
