@@ -58,6 +58,7 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz FuzzChunkedReader -fuzztime $(FUZZTIME) ./internal/s3
 	$(GO) test -run '^$$' -fuzz FuzzXML -fuzztime $(FUZZTIME) ./internal/s3
 	$(GO) test -run '^$$' -fuzz FuzzObjectPath -fuzztime $(FUZZTIME) ./internal/s3
+	$(GO) test -run '^$$' -fuzz FuzzParseConfig -fuzztime $(FUZZTIME) ./internal/cabi
 
 bench:
 	$(GO) test -run '^$$' -bench . -benchtime 1x ./test/e2e

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"math"
 	"time"
 
 	"github.com/sluice-fs/sluice/internal/errs"
@@ -42,6 +43,8 @@ func ParseConfig(js []byte) (Options, error) {
 		return Options{}, errs.New(errs.Invalid, "sluice: connection options: no server")
 	case c.TimeoutMs < 0, c.ConnsPerServer < 0, c.StagingMax < 0:
 		return Options{}, errs.New(errs.Invalid, "sluice: connection options: timeout_ms, conns_per_server and staging_max must not be negative")
+	case c.TimeoutMs > math.MaxInt64/int64(time.Millisecond):
+		return Options{}, errs.New(errs.Invalid, "sluice: connection options: timeout_ms %d is too large", c.TimeoutMs)
 	case c.StagingMax > 0 && c.StagingDir == "":
 		return Options{}, errs.New(errs.Invalid, "sluice: connection options: staging_max without staging_dir")
 	}

@@ -31,6 +31,7 @@ func TestParseConfig(t *testing.T) {
 		{js: `{"server":"h:1"} {"server":"h:2"}`, bad: true},   // two values
 		{js: `{"server":"h:1","staging_max":"1G"}`, bad: true}, // wrong type
 		{js: `not json`, bad: true},
+		{js: `{"server":"h:1","timeout_ms":9223372036854775807}`, bad: true}, // overflows a Duration
 	} {
 		got, err := ParseConfig([]byte(c.js))
 		if c.bad {
@@ -124,4 +125,31 @@ func TestStaging(t *testing.T) {
 	if js, _ := l.StagingStats(h2); json.Unmarshal(js, &st) != nil || st.Enabled {
 		t.Fatalf("a connection without staging: %s", js)
 	}
+}
+
+// FuzzParseConfig: any input is either refused with EINVAL or gives
+// options that, written back as a configuration, parse to the same.
+func FuzzParseConfig(f *testing.F) {
+	f.Add([]byte(`{"server":"h:1"}`))
+	f.Add([]byte(`{"server":"h:1","timeout_ms":1500,"read_ahead":-1,"conns_per_server":2,"staging_dir":"/s","staging_max":1048576}`))
+	f.Add([]byte(`{"server":"h:1","staging_max":5}`))
+	f.Add([]byte(`{"server":"\u00e9","staging_dir":"\\u0000"}`))
+	f.Fuzz(func(t *testing.T, js []byte) {
+		o, err := ParseConfig(js)
+		if err != nil {
+			if Errno(err) != syscall.EINVAL {
+				t.Fatalf("ParseConfig(%q): %v, not EINVAL", js, err)
+			}
+			return
+		}
+		back, err := json.Marshal(Config{Server: o.Server, TimeoutMs: o.Timeout.Milliseconds(), ReadAhead: o.ReadAhead,
+			ConnsPerServer: o.ConnsPerServer, StagingDir: o.StagingDir, StagingMax: o.StagingMax})
+		if err != nil {
+			t.Fatal(err)
+		}
+		o2, err := ParseConfig(back)
+		if err != nil || o2 != o {
+			t.Fatalf("ParseConfig(%q) = %+v; written back as %s it parses to %+v, %v", js, o, back, o2, err)
+		}
+	})
 }
