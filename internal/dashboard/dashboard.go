@@ -118,6 +118,22 @@ type StageJob struct {
 	Depth         float64 `json:"depth"`
 }
 
+// Absorb is the staging area of this process's mount (sluice serve
+// --mount --staging-dir; sluice_absorb_*, docs/checkpoint.md).
+type Absorb struct {
+	Held             float64 `json:"held_bytes"`
+	Peak             float64 `json:"peak_bytes"`
+	Limit            float64 `json:"limit_bytes"`
+	Staged           float64 `json:"staged_bytes"`
+	Drained          float64 `json:"drained_bytes"`
+	Pending          float64 `json:"pending_segments"`
+	Throttled        float64 `json:"throttled"`
+	ThrottledSeconds float64 `json:"throttled_seconds"`
+	Waiting          float64 `json:"waiting"`
+	RenameErrors     float64 `json:"rename_errors"`
+	InMemory         bool    `json:"in_memory"`
+}
+
 // Restores are the restores of released files this metadata service
 // decided since it started (sluice_hsm_*).
 type Restores struct {
@@ -137,6 +153,7 @@ type Snapshot struct {
 	Rebalancer  *Rebalancer          `json:"rebalancer,omitempty"`
 	Stage       []StageJob           `json:"stage,omitempty"`
 	Restores    *Restores            `json:"restores,omitempty"`
+	Absorb      *Absorb              `json:"absorb,omitempty"`
 	Ops         []Op                 `json:"ops"`
 	Errors      float64              `json:"errors"`
 	Connections float64              `json:"connections"`
@@ -199,6 +216,12 @@ func Take(mx *metrics.Metrics) (*Snapshot, error) {
 		}
 		return s.Restores
 	}
+	absorb := func() *Absorb {
+		if s.Absorb == nil {
+			s.Absorb = &Absorb{}
+		}
+		return s.Absorb
+	}
 	rebalancer := func() *Rebalancer {
 		if s.Rebalancer == nil {
 			s.Rebalancer = &Rebalancer{}
@@ -221,6 +244,28 @@ func Take(mx *metrics.Metrics) (*Snapshot, error) {
 				rebalancer().LastSpread = v
 			case "sluice_rebalance_last_pass_seconds":
 				rebalancer().LastSeconds = v
+			case "sluice_absorb_held_bytes":
+				absorb().Held = v
+			case "sluice_absorb_held_peak_bytes":
+				absorb().Peak = v
+			case "sluice_absorb_limit_bytes":
+				absorb().Limit = v
+			case "sluice_absorb_staged_bytes_total":
+				absorb().Staged = v
+			case "sluice_absorb_drained_bytes_total":
+				absorb().Drained = v
+			case "sluice_absorb_pending_segments":
+				absorb().Pending = v
+			case "sluice_absorb_throttled_writes_total":
+				absorb().Throttled = v
+			case "sluice_absorb_throttled_seconds_total":
+				absorb().ThrottledSeconds = v
+			case "sluice_absorb_waiting_writes":
+				absorb().Waiting = v
+			case "sluice_absorb_rename_errors_total":
+				absorb().RenameErrors = v
+			case "sluice_absorb_in_memory":
+				absorb().InMemory = v != 0
 			case "sluice_hsm_restore_leases_total":
 				restores().Leases = v
 			case "sluice_hsm_restore_takeovers_total":

@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/sluice-fs/sluice/client"
+	"github.com/sluice-fs/sluice/internal/dashboard"
 	"github.com/sluice-fs/sluice/internal/fsx"
 	"github.com/sluice-fs/sluice/internal/fsx/fsxtest"
 	"github.com/sluice-fs/sluice/internal/proctest"
@@ -259,6 +260,16 @@ func TestFsxAbsorbMount(t *testing.T) {
 					staged, peak, proctest.MetricSum(page, "sluice_absorb_limit_bytes"), proctest.MetricSum(page, "sluice_absorb_throttled_writes_total"))
 				if staged == 0 || peak == 0 {
 					t.Errorf("mount metrics: staged %.0f bytes, peak held %.0f: want some", staged, peak)
+				}
+				if place == "serve --mount" {
+					// The server's dashboard shows its mount's staging.
+					snap, err := dashboard.Fetch(ctx, adminHTTP)
+					if err != nil {
+						t.Fatal(err)
+					}
+					if snap.Absorb == nil || snap.Absorb.Staged != staged || snap.Absorb.Held != 0 {
+						t.Errorf("dashboard staging %+v, want %.0f bytes staged, none held", snap.Absorb, staged)
+					}
 				}
 				if place == "limit" {
 					// At most one FUSE write (1 MiB) over the limit.
