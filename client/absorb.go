@@ -3,6 +3,7 @@ package client
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
@@ -312,14 +313,15 @@ func (c *Client) overlayStagedSince(a *wire.Attr, tok uint64) {
 	}
 }
 
-// renameCall sends a rename. Under the absorb policy the metadata service
+// renameCall sends a rename (of oldPath to newPath when the caller named
+// paths, else ""). Under the absorb policy the metadata service
 // refuses one (errs.Busy) while files it commits are staged: a client
 // with a staging area then queues it durably and returns, one without
 // waits and retries. Renames of a client with queued renames queue behind
 // them, so they keep their order.
-func (c *Client) renameCall(ctx context.Context, req *wire.RenameReq) error {
+func (c *Client) renameCall(ctx context.Context, req *wire.RenameReq, oldPath, newPath string) error {
 	if s := c.stg; s != nil && s.queuedRenames() > 0 {
-		return s.deferRename(req)
+		return s.deferRename(req, oldPath, newPath)
 	}
 	backoff := 5 * time.Millisecond
 	for {
@@ -328,7 +330,7 @@ func (c *Client) renameCall(ctx context.Context, req *wire.RenameReq) error {
 			return err
 		}
 		if s := c.stg; s != nil {
-			return s.deferRename(req)
+			return s.deferRename(req, oldPath, newPath)
 		}
 		select {
 		case <-time.After(backoff):
@@ -336,5 +338,70 @@ func (c *Client) renameCall(ctx context.Context, req *wire.RenameReq) error {
 			return err
 		}
 		backoff = min(2*backoff, 200*time.Millisecond)
+	}
+}
+
+// Read-your-renames. A rename this client queued behind staged files
+// (renameCall) has returned but not happened yet: the name it creates
+// does not resolve, and the one it removes still does (with the file it
+// replaced, possibly an older checkpoint). A lookup of either name by
+// this client waits until the rename is carried out, as a read of a
+// staged file waits for its drain (the drains stop yielding to writers
+// meanwhile); other names are not held up.
+
+// renameAffects reports whether resolving path p depends on a rename of
+// oldPath to newPath (clean absolute paths; "" unknown): p is one of them
+// or lies below one.
+func renameAffects(p, oldPath, newPath string) bool {
+	for _, x := range []string{oldPath, newPath} {
+		if x != "" && (p == x || strings.HasPrefix(p, x+"/")) {
+			return true
+		}
+	}
+	return false
+}
+
+// waitRenamesPath waits for this client's queued renames that resolving
+// path p depends on.
+func (c *Client) waitRenamesPath(ctx context.Context, p string) error {
+	if c.stg == nil {
+		return nil
+	}
+	p = clean(p)
+	return c.stg.waitRenames(ctx, func(r *renameRec) bool { return renameAffects(p, r.oldPath, r.newPath) })
+}
+
+// waitRenamesAt waits for this client's queued renames from or to name in
+// directory parent.
+func (c *Client) waitRenamesAt(ctx context.Context, parent uint64, name string) error {
+	if c.stg == nil {
+		return nil
+	}
+	return c.stg.waitRenames(ctx, func(r *renameRec) bool {
+		return (r.req.NewParent == parent && r.req.NewName == name) || (r.req.OldParent == parent && r.req.OldName == name)
+	})
+}
+
+// waitRenames waits until the last queued rename that match selects is
+// carried out (they run in order, so every one before it is too).
+func (s *stager) waitRenames(ctx context.Context, match func(*renameRec) bool) error {
+	s.mu.Lock()
+	var last *renameRec
+	for _, r := range s.renames {
+		if match(r) {
+			last = r
+		}
+	}
+	s.mu.Unlock()
+	if last == nil {
+		return nil
+	}
+	s.waiting.Add(1) // the drains stop yielding to writers
+	defer s.waiting.Add(-1)
+	select {
+	case <-last.done:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
 	}
 }

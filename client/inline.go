@@ -419,6 +419,9 @@ func (c *Client) OpenReadNoFollow(ctx context.Context, p, xattr string) (*File, 
 }
 
 func (c *Client) openRead(ctx context.Context, p, xattr string, follow bool) (*File, InodeAttr, []byte, error) {
+	if err := c.waitRenamesPath(ctx, p); err != nil {
+		return nil, InodeAttr{}, nil, opErr("open", p, err)
+	}
 	var r wire.ResolveReadResp
 	if err := c.metaCall(ctx, wire.OpResolveRead, &wire.ResolveReq{Path: clean(p), Follow: follow, Xattr: xattr}, &r); err != nil {
 		return nil, InodeAttr{}, nil, opErr("open", p, err)

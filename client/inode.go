@@ -185,6 +185,9 @@ func (c *Client) dirsCall(ctx context.Context, op wire.Op, req wire.Message) err
 
 // LookupIno returns the attributes of entry name in directory parent.
 func (c *Client) LookupIno(ctx context.Context, parent uint64, name string) (InodeAttr, error) {
+	if err := c.waitRenamesAt(ctx, parent, name); err != nil {
+		return InodeAttr{}, fmt.Errorf("lookup %d/%q: %w", parent, name, err)
+	}
 	a, err := c.attrCall(ctx, wire.OpLookup, &wire.NameReq{Parent: parent, Name: name})
 	if err != nil {
 		return InodeAttr{}, fmt.Errorf("lookup %d/%q: %w", parent, name, err)
@@ -300,7 +303,7 @@ func (c *Client) RmdirIno(ctx context.Context, parent uint64, name string) error
 // the rules of Linux renameat2 (flags: RenameNoReplace, RenameExchange).
 func (c *Client) RenameIno(ctx context.Context, oldParent uint64, oldName string, newParent uint64, newName string, flags uint32) error {
 	req := &wire.RenameReq{OldParent: oldParent, OldName: oldName, NewParent: newParent, NewName: newName, Flags: flags, Cred: callerCred(ctx)}
-	if err := c.renameCall(ctx, req); err != nil {
+	if err := c.renameCall(ctx, req, "", ""); err != nil {
 		return fmt.Errorf("rename %d/%q to %d/%q: %w", oldParent, oldName, newParent, newName, err)
 	}
 	return nil

@@ -176,6 +176,9 @@ func (fi *FileInfo) Attr() *Attr { return fi.attr }
 func clean(p string) string { return path.Clean("/" + p) }
 
 func (c *Client) resolve(ctx context.Context, p string, follow bool) (*wire.Attr, error) {
+	if err := c.waitRenamesPath(ctx, p); err != nil {
+		return nil, err
+	}
 	var a wire.Attr
 	if err := c.metaCall(ctx, wire.OpResolve, &wire.ResolveReq{Path: clean(p), Follow: follow}, &a); err != nil {
 		return nil, err
@@ -345,7 +348,7 @@ func (c *Client) rename(ctx context.Context, oldpath, newpath string, flags uint
 	if err != nil {
 		return &fs.PathError{Op: "rename", Path: newpath, Err: err}
 	}
-	err = c.renameCall(ctx, &wire.RenameReq{OldParent: od, OldName: on, NewParent: nd, NewName: nn, Flags: flags, Cred: c.credp()})
+	err = c.renameCall(ctx, &wire.RenameReq{OldParent: od, OldName: on, NewParent: nd, NewName: nn, Flags: flags, Cred: c.credp()}, clean(oldpath), clean(newpath))
 	if err != nil {
 		return fmt.Errorf("rename %s %s: %w", oldpath, newpath, err)
 	}

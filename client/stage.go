@@ -192,6 +192,9 @@ type renameRec struct {
 	seq  uint64
 	req  wire.RenameReq
 	done chan struct{}
+	// The paths it renames from and to, when the caller named paths (in
+	// memory only: waitRenamesPath); "" for a rename by inode or adopted.
+	oldPath, newPath string
 }
 
 func recName(seq uint64) string { return fmt.Sprintf("%016x.rec", seq) }
@@ -979,9 +982,9 @@ func (s *stager) queueRename(r *renameRec) {
 // deferRename records a rename durably and queues it: it is carried out
 // after every rename queued before it, once the metadata service accepts
 // it (no staged file left in the scope it commits).
-func (s *stager) deferRename(req *wire.RenameReq) error {
+func (s *stager) deferRename(req *wire.RenameReq, oldPath, newPath string) error {
 	d := s.own
-	r := &renameRec{dir: d, seq: d.seq.Add(1), req: *req, done: make(chan struct{})}
+	r := &renameRec{dir: d, seq: d.seq.Add(1), req: *req, done: make(chan struct{}), oldPath: oldPath, newPath: newPath}
 	if err := writeRec(d.path, &stageRec{Kind: recRename, Seq: r.seq, Rename: *req}); err != nil {
 		return err
 	}

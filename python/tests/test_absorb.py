@@ -81,6 +81,19 @@ class AbsorbTest(unittest.TestCase):
         for p, data in files:
             self.assertEqual(bytes(self.plain.read_bytes(p)), data, p)
 
+    def test_save_then_load(self):
+        # sluice.save commits with a rename that is queued behind the
+        # staged file: a load by the same client waits for it and reads
+        # the new version, never the old one nor no file at all.
+        p = self.d + "/model.pt"
+        with _env.client(staging_dir=self.staging) as c:
+            for step in range(3):
+                obj = {"w": torch.rand(1 << 18), "step": step}
+                sluice.save(obj, p, client=c)
+                got = sluice.load(p, client=c)
+                self.assertEqual(got["step"], step)
+                self.assertTrue(torch.equal(got["w"], obj["w"]))
+
     def test_options(self):
         with self.assertRaises(ValueError):
             _env.client(staging_max=1 << 20)  # a limit without a directory
