@@ -142,7 +142,7 @@ func (c *Client) OpenFile(ctx context.Context, p string, flag int, perm fs.FileM
 	if flag&O_CREATE != 0 {
 		var name string
 		var err error
-		dir, name, err = c.parent(ctx, p)
+		dir, name, err = c.nameParent(ctx, p)
 		if err != nil {
 			return nil, opErr("open", p, err)
 		}

@@ -188,6 +188,13 @@ func (c *Client) LookupIno(ctx context.Context, parent uint64, name string) (Ino
 	if err := c.waitRenamesAt(ctx, parent, name); err != nil {
 		return InodeAttr{}, fmt.Errorf("lookup %d/%q: %w", parent, name, err)
 	}
+	return c.LookupInoNow(ctx, parent, name)
+}
+
+// LookupInoNow is LookupIno without waiting for this client's queued
+// renames: the entry as the metadata service has it now (which a queued
+// rename may still replace or remove).
+func (c *Client) LookupInoNow(ctx context.Context, parent uint64, name string) (InodeAttr, error) {
 	a, err := c.attrCall(ctx, wire.OpLookup, &wire.NameReq{Parent: parent, Name: name})
 	if err != nil {
 		return InodeAttr{}, fmt.Errorf("lookup %d/%q: %w", parent, name, err)
@@ -246,6 +253,9 @@ func (c *Client) CreateIno(ctx context.Context, parent uint64, name string, mode
 		mode |= syscall.S_IFREG
 	}
 	req := &wire.CreateReq{Parent: parent, Name: name, Mode: mode, Rdev: rdev, Cred: o.cred(), Exclusive: exclusive}
+	if err := c.waitRenamesAt(ctx, parent, name); err != nil {
+		return InodeAttr{}, fmt.Errorf("create %d/%q: %w", parent, name, err)
+	}
 	a, err := c.entryCall(ctx, wire.OpCreate, req)
 	if err != nil {
 		return InodeAttr{}, fmt.Errorf("create %d/%q: %w", parent, name, err)
@@ -257,6 +267,9 @@ func (c *Client) CreateIno(ctx context.Context, parent uint64, name string, mode
 // MkdirIno makes directory name in parent with permission bits perm.
 func (c *Client) MkdirIno(ctx context.Context, parent uint64, name string, perm uint32, o Owner) (InodeAttr, error) {
 	req := &wire.CreateReq{Parent: parent, Name: name, Mode: syscall.S_IFDIR | perm&0o7777, Cred: o.cred()}
+	if err := c.waitRenamesAt(ctx, parent, name); err != nil {
+		return InodeAttr{}, fmt.Errorf("mkdir %d/%q: %w", parent, name, err)
+	}
 	a, err := c.entryCall(ctx, wire.OpMkdir, req)
 	if err != nil {
 		return InodeAttr{}, fmt.Errorf("mkdir %d/%q: %w", parent, name, err)
@@ -266,6 +279,9 @@ func (c *Client) MkdirIno(ctx context.Context, parent uint64, name string, perm 
 
 // SymlinkIno makes name in parent a symbolic link to target.
 func (c *Client) SymlinkIno(ctx context.Context, parent uint64, name, target string, o Owner) (InodeAttr, error) {
+	if err := c.waitRenamesAt(ctx, parent, name); err != nil {
+		return InodeAttr{}, fmt.Errorf("symlink %d/%q: %w", parent, name, err)
+	}
 	a, err := c.attrCall(ctx, wire.OpSymlink, &wire.SymlinkReq{Parent: parent, Name: name, Target: target, Cred: o.cred()})
 	if err != nil {
 		return InodeAttr{}, fmt.Errorf("symlink %d/%q: %w", parent, name, err)
@@ -285,6 +301,9 @@ func (c *Client) ReadlinkIno(ctx context.Context, ino uint64) (string, error) {
 // UnlinkIno removes non-directory entry name from parent; the inode is
 // freed with its last link.
 func (c *Client) UnlinkIno(ctx context.Context, parent uint64, name string) error {
+	if err := c.waitRenamesAt(ctx, parent, name); err != nil {
+		return fmt.Errorf("unlink %d/%q: %w", parent, name, err)
+	}
 	if err := c.dirsCall(ctx, wire.OpUnlink, &wire.NameReq{Parent: parent, Name: name, Cred: callerCred(ctx)}); err != nil {
 		return fmt.Errorf("unlink %d/%q: %w", parent, name, err)
 	}
@@ -293,6 +312,9 @@ func (c *Client) UnlinkIno(ctx context.Context, parent uint64, name string) erro
 
 // RmdirIno removes empty directory name from parent.
 func (c *Client) RmdirIno(ctx context.Context, parent uint64, name string) error {
+	if err := c.waitRenamesAt(ctx, parent, name); err != nil {
+		return fmt.Errorf("rmdir %d/%q: %w", parent, name, err)
+	}
 	if err := c.dirsCall(ctx, wire.OpRmdir, &wire.NameReq{Parent: parent, Name: name, Cred: callerCred(ctx)}); err != nil {
 		return fmt.Errorf("rmdir %d/%q: %w", parent, name, err)
 	}
@@ -312,6 +334,9 @@ func (c *Client) RenameIno(ctx context.Context, oldParent uint64, oldName string
 // LinkIno makes newParent/newName a hard link to ino and returns its new
 // attributes.
 func (c *Client) LinkIno(ctx context.Context, ino, newParent uint64, newName string) (InodeAttr, error) {
+	if err := c.waitRenamesAt(ctx, newParent, newName); err != nil {
+		return InodeAttr{}, fmt.Errorf("link inode %d as %d/%q: %w", ino, newParent, newName, err)
+	}
 	a, err := c.attrCall(ctx, wire.OpLink, &wire.LinkReq{Ino: ino, NewParent: newParent, NewName: newName})
 	if err != nil {
 		return InodeAttr{}, fmt.Errorf("link inode %d as %d/%q: %w", ino, newParent, newName, err)

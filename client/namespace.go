@@ -204,6 +204,18 @@ func (c *Client) parent(ctx context.Context, p string) (uint64, string, error) {
 	return a.Ino, name, nil
 }
 
+// nameParent is parent for an operation that makes or removes the name
+// p: it first waits for this client's queued renames from or to p (or
+// above it), so that the operation applies to the namespace as this
+// client left it (read-your-renames, absorb.go). Renames do not wait:
+// they queue behind the queued ones.
+func (c *Client) nameParent(ctx context.Context, p string) (uint64, string, error) {
+	if err := c.waitRenamesPath(ctx, p); err != nil {
+		return 0, "", err
+	}
+	return c.parent(ctx, p)
+}
+
 func opErr(op, p string, err error) error {
 	if err == nil {
 		return nil
@@ -231,7 +243,7 @@ func (c *Client) Lstat(ctx context.Context, p string) (*FileInfo, error) {
 
 // Mkdir creates a directory.
 func (c *Client) Mkdir(ctx context.Context, p string, perm fs.FileMode) error {
-	dir, name, err := c.parent(ctx, p)
+	dir, name, err := c.nameParent(ctx, p)
 	if err != nil {
 		return opErr("mkdir", p, err)
 	}
@@ -272,7 +284,7 @@ func (c *Client) credp() *wire.Cred {
 
 // Remove removes a file, symlink or empty directory.
 func (c *Client) Remove(ctx context.Context, p string) error {
-	dir, name, err := c.parent(ctx, p)
+	dir, name, err := c.nameParent(ctx, p)
 	if err != nil {
 		return opErr("remove", p, err)
 	}
@@ -361,7 +373,7 @@ func (c *Client) Link(ctx context.Context, oldpath, newpath string) error {
 	if err != nil {
 		return opErr("link", oldpath, err)
 	}
-	nd, nn, err := c.parent(ctx, newpath)
+	nd, nn, err := c.nameParent(ctx, newpath)
 	if err != nil {
 		return opErr("link", newpath, err)
 	}
@@ -371,7 +383,7 @@ func (c *Client) Link(ctx context.Context, oldpath, newpath string) error {
 
 // Symlink creates newpath as a symbolic link to target.
 func (c *Client) Symlink(ctx context.Context, target, newpath string) error {
-	nd, nn, err := c.parent(ctx, newpath)
+	nd, nn, err := c.nameParent(ctx, newpath)
 	if err != nil {
 		return opErr("symlink", newpath, err)
 	}

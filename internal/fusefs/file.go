@@ -193,12 +193,20 @@ func (fs *fileSystem) unref(of *openFile) {
 
 // pinIfOpen links parent/name into the orphan directory if it is a regular
 // file open on this mount, so that the unlink or rename about to drop its
-// last link leaves it readable and writable through the open handles.
-func (fs *fileSystem) pinIfOpen(ctx context.Context, parent uint64, name string) error {
+// last link leaves it readable and writable through the open handles. A
+// rename looks the name up as the metadata service has it now (now): it
+// must not wait for this mount's queued renames (under the absorb policy
+// they wait for drains; a rename never blocks the writer), which it
+// queues behind; an unlink waits for them, as its own call does.
+func (fs *fileSystem) pinIfOpen(ctx context.Context, parent uint64, name string, now bool) error {
 	if fs.nopen.Load() == 0 || fs.orphans == nil {
 		return nil
 	}
-	a, err := fs.c.LookupIno(ctx, parent, name)
+	lookup := fs.c.LookupIno
+	if now {
+		lookup = fs.c.LookupInoNow
+	}
+	a, err := lookup(ctx, parent, name)
 	if err != nil || !a.IsRegular() {
 		return nil // the operation itself reports what is wrong
 	}

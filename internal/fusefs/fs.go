@@ -543,7 +543,7 @@ func (fs *fileSystem) Unlink(_ <-chan struct{}, h *fuse.InHeader, name string) f
 	}
 	ctx, cancel := fs.op(nil, 0)
 	defer cancel()
-	err := fs.pinIfOpen(ctx, h.NodeId, name)
+	err := fs.pinIfOpen(ctx, h.NodeId, name, false)
 	if err == nil {
 		err = fs.c.UnlinkIno(client.WithCaller(ctx, owner(h)), h.NodeId, name)
 	}
@@ -574,7 +574,7 @@ func (fs *fileSystem) Rename(_ <-chan struct{}, in *fuse.RenameIn, oldName, newN
 	var err error
 	if in.Flags == 0 {
 		// The target, if it exists, loses a link: keep it alive if open.
-		err = fs.pinIfOpen(ctx, in.Newdir, newName)
+		err = fs.pinIfOpen(ctx, in.Newdir, newName, true)
 	}
 	// Both directories change, and so does a renamed directory's ctime.
 	fs.dirs.clear()

@@ -107,4 +107,32 @@ func TestReadYourRenames(t *testing.T) {
 	if err := <-stat; err == nil {
 		t.Fatal("the renamed-away name still resolves after the rename")
 	}
+
+	// A removal of the committed name while its rename is queued removes
+	// what the rename puts there, not the file it replaces: afterwards
+	// the name is gone (without the wait, the queued rename brought it
+	// back).
+	node.Pause(t)
+	paused = true
+	if err := proctest.WriteFile(ctx, c, "/ckpt/model.tmp", shardData(11, 2)); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Rename(ctx, "/ckpt/model.tmp", "/ckpt/model"); err != nil {
+		t.Fatal(err)
+	}
+	removed := make(chan error, 1)
+	go func() { removed <- c.Remove(ctx, "/ckpt/model") }()
+	node.Resume()
+	paused = false
+	if err := <-removed; err != nil {
+		t.Fatal(err)
+	}
+	if err := c.WaitStaged(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for _, cl := range []*client.Client{c, other} {
+		if _, err := cl.Stat(ctx, "/ckpt/model"); err == nil {
+			t.Fatal("/ckpt/model exists after its removal: the queued rename brought it back")
+		}
+	}
 }
