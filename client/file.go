@@ -148,7 +148,12 @@ func (c *Client) OpenFile(ctx context.Context, p string, flag int, perm fs.FileM
 		}
 		a = new(wire.Attr)
 		req := &wire.CreateReq{Parent: dir, Name: name, Mode: syscall.S_IFREG | permBits(perm), Cred: c.cred(), Exclusive: flag&O_EXCL != 0}
-		if err := c.metaCall(ctx, wire.OpCreate, req, a); err != nil {
+		tok := c.stagedToken()
+		if err := c.metaCall(ctx, wire.OpCreate, req, a); err == nil {
+			// An existing file may hold data this client staged and has not
+			// drained: its size counts (O_TRUNC below must cut it).
+			c.overlayStagedSince(a, tok)
+		} else {
 			if errs.CodeOf(err) != errs.Exists || flag&O_EXCL != 0 {
 				return nil, opErr("open", p, err)
 			}

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/sluice-fs/sluice/client"
+	"github.com/sluice-fs/sluice/internal/proctest"
 )
 
 // TestStagedSizeAfterReopen: a File opened on a file whose staged writes
@@ -89,4 +90,38 @@ func sizeOf(fi *client.FileInfo, err error) any {
 		return err
 	}
 	return fi.Size()
+}
+
+// TestRecreateStagedFile: creating again (O_TRUNC) a file whose data this
+// client staged and has not drained cuts it: the file then holds only the
+// new bytes. Before 2026-12-04 the create's answer carried the service's
+// size (without the staged data), the truncate was skipped, and the file
+// kept the old length with the old bytes after the new ones (found by
+// TestRandomRenames).
+func TestRecreateStagedFile(t *testing.T) {
+	addr, other := absorbServer(t)
+	ctx := context.Background()
+	c, err := client.New(ctx, client.Options{Server: addr, StagingDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	for _, sizes := range [][2]int{{3384, 2165}, {40000, 3000}, {300000, 2000}, {300000, 40000}, {5000, 300000}} {
+		a, b := bytes.Repeat([]byte{1}, sizes[0]), bytes.Repeat([]byte{2}, sizes[1])
+		if err := proctest.WriteFile(ctx, c, "/ckpt/e", a); err != nil {
+			t.Fatal(err)
+		}
+		if err := proctest.WriteFile(ctx, c, "/ckpt/e", b); err != nil {
+			t.Fatal(err)
+		}
+		if got, err := proctest.ReadFile(ctx, c, "/ckpt/e"); err != nil || !bytes.Equal(got, b) {
+			t.Errorf("sizes %v: the writer read %d bytes back, %v; want the %d new ones", sizes, len(got), err, len(b))
+		}
+		if err := c.WaitStaged(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if got, err := proctest.ReadFile(ctx, other, "/ckpt/e"); err != nil || !bytes.Equal(got, b) {
+			t.Errorf("sizes %v: another client read %d bytes after the drain, %v; want the %d new ones", sizes, len(got), err, len(b))
+		}
+	}
 }
