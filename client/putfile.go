@@ -46,6 +46,9 @@ func (c *Client) PutFile(ctx context.Context, p string, data []byte, perm fs.Fil
 	if p == "/" {
 		return InodeAttr{}, opErr("put", p, errs.ErrIsDir)
 	}
+	if err := c.waitRenamesPath(ctx, p); err != nil { // read-your-renames (absorb.go)
+		return InodeAttr{}, opErr("put", p, err)
+	}
 	dir, name := path.Split(p)
 	req := &wire.PutFileReq{Dir: clean(dir), Name: name, Mode: uint32(perm.Perm()), Cred: c.cred(), Data: data}
 	if o.NoReplace {
