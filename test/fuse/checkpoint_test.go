@@ -431,3 +431,59 @@ func grepLines(page, s string) string {
 	}
 	return strings.Join(out, "\n")
 }
+
+// TestRandomRenamesMount runs fsx.RunNames (random whole writes,
+// renames, removals, reads and stats of a few names, every answer
+// checked against a model) through a `sluice mount --staging-dir` in a
+// directory under the absorb policy: renames queued behind staged files
+// look done through the mount at once (the kernel's entries, and the
+// mount's lookups and removals that wait for them), and a client without
+// staging sees the model's namespace once the mount drained. The seed is
+// printed; SLUICE_FSX_SEED and SLUICE_FSX_OPS replay one.
+func TestRandomRenamesMount(t *testing.T) {
+	requireFUSE(t)
+	addr, _ := startServerAdmin(t)
+	m := startMount(t, addr, "--staging-dir", t.TempDir(), "--http", "127.0.0.1:0")
+	admin := proctest.Client(t, addr)
+	ctx := context.Background()
+	plan, err := fsx.PlanFromEnv(300, 61)
+	if err != nil {
+		t.Fatal(err)
+	}
+	names := []string{"a", "b", "c", "d", "e"}
+	for _, seed := range plan.Seeds {
+		dir := fmt.Sprintf("/r%d", seed)
+		if err := admin.Mkdir(ctx, dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := admin.SetAbsorb(ctx, dir, client.AbsorbOn); err != nil {
+			t.Fatal(err)
+		}
+		model, counts, err := fsx.RunNames(fsx.DirNames(m.path(dir)), names, seed, plan.Ops)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// Wait for the mount's drain, then read through another client.
+		mountHTTP := m.adminAddr()
+		for deadline := time.Now().Add(time.Minute); ; time.Sleep(20 * time.Millisecond) {
+			page := proctest.Metrics(t, mountHTTP)
+			if proctest.MetricSum(page, "sluice_absorb_held_bytes") == 0 &&
+				proctest.MetricSum(page, "sluice_absorb_renamed_total") == proctest.MetricSum(page, "sluice_absorb_renames_queued_total") {
+				t.Logf("seed %d: %d ops %+v, %.0f renames queued behind staged files: every answer as the model's",
+					seed, plan.Ops, counts, proctest.MetricSum(page, "sluice_absorb_renames_queued_total"))
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("the mount did not drain in a minute:\n%s", grepLines(page, "sluice_absorb_"))
+			}
+		}
+		for _, n := range names {
+			got, err := proctest.ReadFile(ctx, admin, path.Join(dir, n))
+			want, had := model[n]
+			if had != (err == nil) || !bytes.Equal(got, want) {
+				t.Fatalf("seed %d, at the end: %s read by another client: %d bytes, %v; the model has it: %v (%d bytes)", seed, n, len(got), err, had, len(want))
+			}
+		}
+	}
+	m.stop()
+}

@@ -1,0 +1,201 @@
+package fsx
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"math/rand/v2"
+	"os"
+	"path"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	"github.com/sluice-fs/sluice/client"
+)
+
+// Namer is what RunNames drives: whole files of one directory, by name.
+// A missing file's error must satisfy errors.Is(err, fs.ErrNotExist).
+type Namer interface {
+	// Write makes name hold data (created or replaced whole); oneRequest
+	// asks for a small file in one request where the target has one.
+	Write(name string, data []byte, oneRequest bool) error
+	Rename(from, to string) error
+	Remove(name string) error
+	Read(name string) ([]byte, error)
+	Size(name string) (int64, error)
+}
+
+// NameCounts are the operations a RunNames run did.
+type NameCounts struct {
+	Writes, Renames, Removes, Reads, Stats int
+}
+
+// RunNames runs ops random operations of seed on the names in n: whole
+// writes (empty, inline-sized, of one and of several chunks; small ones
+// in one request half of the time), renames of existing names, removals,
+// reads and stats, and checks every answer against a model of the
+// operations done so far, in order. It returns the model's final files
+// (name to content) for the caller to compare with what another client
+// sees. A failure names the seed, the operation and the last 20 done.
+func RunNames(n Namer, names []string, seed uint64, ops int) (map[string][]byte, NameCounts, error) {
+	r := rand.New(rand.NewPCG(seed, 0x5eed))
+	model := map[string][]byte{}
+	var trace []string
+	var c NameCounts
+	fail := func(i int, format string, args ...any) error {
+		return fmt.Errorf("seed %d, op %d: %s (replay: SLUICE_FSX_SEED=%d SLUICE_FSX_OPS=%d); the operations before it:\n%s",
+			seed, i, fmt.Sprintf(format, args...), seed, i+1, strings.Join(trace[max(len(trace)-20, 0):], "\n"))
+	}
+	for i := range ops {
+		name := names[r.IntN(len(names))]
+		switch op := r.IntN(10); {
+		case op < 3:
+			data := make([]byte, []int{0, 3000, 40 << 10, 300 << 10}[r.IntN(4)]+r.IntN(5000))
+			for k := range data {
+				data[k] = byte(r.Uint32())
+			}
+			one := len(data) <= 16<<10 && r.IntN(2) == 0
+			if err := n.Write(name, data, one); err != nil {
+				return nil, c, fail(i, "write %s (%d bytes, one request %v): %v", name, len(data), one, err)
+			}
+			model[name] = data
+			c.Writes++
+			trace = append(trace, fmt.Sprintf("%d: write %s %d bytes (one request %v)", i, name, len(data), one))
+		case op < 6:
+			have := make([]string, 0, len(model))
+			for k := range model {
+				have = append(have, k)
+			}
+			if len(have) == 0 {
+				continue
+			}
+			slices.Sort(have)
+			from, to := have[r.IntN(len(have))], names[r.IntN(len(names))]
+			if to == from {
+				continue
+			}
+			if err := n.Rename(from, to); err != nil {
+				return nil, c, fail(i, "rename %s %s: %v", from, to, err)
+			}
+			model[to] = model[from]
+			delete(model, from)
+			c.Renames++
+			trace = append(trace, fmt.Sprintf("%d: rename %s %s (%d bytes)", i, from, to, len(model[to])))
+		case op < 7:
+			err := n.Remove(name)
+			_, had := model[name]
+			if had != (err == nil) || (!had && !errors.Is(err, fs.ErrNotExist)) {
+				return nil, c, fail(i, "remove %s: %v; the model has it: %v", name, err, had)
+			}
+			delete(model, name)
+			c.Removes++
+			trace = append(trace, fmt.Sprintf("%d: remove %s", i, name))
+		case op < 9:
+			got, err := n.Read(name)
+			want, had := model[name]
+			switch {
+			case !had && !errors.Is(err, fs.ErrNotExist):
+				return nil, c, fail(i, "read %s: %d bytes, %v; the model has no such file", name, len(got), err)
+			case had && (err != nil || !bytes.Equal(got, want)):
+				return nil, c, fail(i, "read %s: %d bytes, %v; want %d bytes (the same: %v)", name, len(got), err, len(want), bytes.Equal(got, want))
+			}
+			c.Reads++
+		default:
+			size, err := n.Size(name)
+			want, had := model[name]
+			switch {
+			case !had && !errors.Is(err, fs.ErrNotExist):
+				return nil, c, fail(i, "stat %s: size %d, %v; the model has no such file", name, size, err)
+			case had && (err != nil || size != int64(len(want))):
+				return nil, c, fail(i, "stat %s: size %d, %v; want %d", name, size, err, len(want))
+			}
+			c.Stats++
+		}
+	}
+	return model, c, nil
+}
+
+// ClientNames is a Namer of directory Dir through the Go client library
+// (oneRequest: client.PutFile).
+type ClientNames struct {
+	C   *client.Client
+	Dir string
+	Ctx context.Context
+}
+
+func (c ClientNames) p(name string) string { return path.Join(c.Dir, name) }
+
+// Write implements Namer.
+func (c ClientNames) Write(name string, data []byte, oneRequest bool) error {
+	if oneRequest {
+		_, err := c.C.PutFile(c.Ctx, c.p(name), data, 0o644, client.PutOptions{})
+		return err
+	}
+	f, err := c.C.Create(c.Ctx, c.p(name))
+	if err != nil {
+		return err
+	}
+	if _, err := f.Write(data); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}
+
+// Rename implements Namer.
+func (c ClientNames) Rename(from, to string) error { return c.C.Rename(c.Ctx, c.p(from), c.p(to)) }
+
+// Remove implements Namer.
+func (c ClientNames) Remove(name string) error { return c.C.Remove(c.Ctx, c.p(name)) }
+
+// Read implements Namer.
+func (c ClientNames) Read(name string) ([]byte, error) {
+	f, err := c.C.Open(c.Ctx, c.p(name))
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	return io.ReadAll(f)
+}
+
+// Size implements Namer.
+func (c ClientNames) Size(name string) (int64, error) {
+	fi, err := c.C.Stat(c.Ctx, c.p(name))
+	if err != nil {
+		return 0, err
+	}
+	return fi.Size(), nil
+}
+
+// DirNames is a Namer of a directory of the local file system (a Sluice
+// mount); it has no one-request write.
+type DirNames string
+
+func (d DirNames) p(name string) string { return filepath.Join(string(d), name) }
+
+// Write implements Namer.
+func (d DirNames) Write(name string, data []byte, _ bool) error {
+	return os.WriteFile(d.p(name), data, 0o644)
+}
+
+// Rename implements Namer.
+func (d DirNames) Rename(from, to string) error { return os.Rename(d.p(from), d.p(to)) }
+
+// Remove implements Namer.
+func (d DirNames) Remove(name string) error { return os.Remove(d.p(name)) }
+
+// Read implements Namer.
+func (d DirNames) Read(name string) ([]byte, error) { return os.ReadFile(d.p(name)) }
+
+// Size implements Namer.
+func (d DirNames) Size(name string) (int64, error) {
+	fi, err := os.Stat(d.p(name))
+	if err != nil {
+		return 0, err
+	}
+	return fi.Size(), nil
+}
