@@ -17,17 +17,9 @@ import (
 // committed name waits until the rename is carried out, then reads what
 // it renamed there. Names the rename does not touch are not held up.
 func TestReadYourRenames(t *testing.T) {
-	cl := proctest.StartCluster(t, binary, proctest.ClusterOptions{Metas: 1, Nodes: 1, TargetsPerNode: 2, Embedded: true, HeartbeatTimeout: 10 * time.Second})
-	addr := cl.MetaAddrs()
+	cl, addr, other := absorbCluster(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	other := proctest.Client(t, addr)
-	if err := other.Mkdir(ctx, "/ckpt", 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := other.SetAbsorb(ctx, "/ckpt", client.AbsorbOn); err != nil {
-		t.Fatal(err)
-	}
 	c, err := client.New(ctx, client.Options{Server: addr, StagingDir: t.TempDir()})
 	if err != nil {
 		t.Fatal(err)

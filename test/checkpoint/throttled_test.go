@@ -10,9 +10,6 @@ import (
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/sluice-fs/sluice/client"
-	"github.com/sluice-fs/sluice/internal/proctest"
 )
 
 // TestKillThrottled kills a checkpoint writer while it waits for room in
@@ -23,17 +20,9 @@ import (
 // killed writer staged never passed its limit, what it acknowledged is
 // replayed byte for byte, and its checkpoint was never visible.
 func TestKillThrottled(t *testing.T) {
-	cl := proctest.StartCluster(t, binary, proctest.ClusterOptions{Metas: 1, Nodes: 1, TargetsPerNode: 2, Embedded: true, HeartbeatTimeout: 10 * time.Second})
-	addr := cl.MetaAddrs()
+	cl, addr, reader := absorbCluster(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	reader := proctest.Client(t, addr)
-	if err := reader.Mkdir(ctx, "/ckpt", 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := reader.SetAbsorb(ctx, "/ckpt", client.AbsorbOn); err != nil {
-		t.Fatal(err)
-	}
 	const limit = 4 << 20
 	const dir, step = "/ckpt/step7", 7
 	staging := t.TempDir()
