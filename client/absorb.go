@@ -342,27 +342,122 @@ func (c *Client) renameCall(ctx context.Context, req *wire.RenameReq, oldPath, n
 }
 
 // Read-your-renames. A rename this client queued behind staged files
-// (renameCall) has returned but not happened yet: the name it creates
-// does not resolve, and the one it removes still does (with the file it
-// replaced, possibly an older checkpoint). A lookup of either name by
-// this client waits until the rename is carried out, as a read of a
-// staged file waits for its drain (the drains stop yielding to writers
-// meanwhile); other names are not held up.
+// (renameCall) has returned but not happened yet: in the metadata service
+// the name it creates does not resolve, and the one it removes still does
+// (with the file it replaced, possibly an older checkpoint). This
+// client's lookups see its renames done at once: a name is mapped
+// through the queued renames, newest first, to the name it has in the
+// service now (renamedPath, renamedName), or found removed by one of
+// them; a lookup that then misses because a rename completed meanwhile is
+// mapped again. Operations that make or remove such a name (create,
+// mkdir, remove, link, symlink, put) wait until the rename is carried
+// out instead, as a read of a staged file waits for its drain (the drains
+// stop yielding to writers meanwhile): they must apply after it. Other
+// names are not held up.
+
+// queuedRename is what the mapping needs of a queued rename: its paths
+// ("" for a rename by inode, or adopted from a dead client's area) and
+// its names by parent inode.
+type queuedRename struct {
+	oldPath, newPath     string
+	oldParent, newParent uint64
+	oldName, newName     string
+	exchange             bool
+}
+
+// under reports whether path p is x or lies below it.
+func under(p, x string) bool { return p == x || strings.HasPrefix(p, x+"/") }
+
+// renamedPath maps path p, as this client sees it after its queued
+// renames rs (oldest first), to the path it has in the metadata service
+// now; gone says a queued rename removed it. Renames without paths are
+// not known to path lookups (see waitRenamesPath for their mutations).
+func renamedPath(p string, rs []queuedRename) (q string, gone bool) {
+	for i := len(rs) - 1; i >= 0; i-- {
+		r := rs[i]
+		switch {
+		case r.oldPath == "":
+		case under(p, r.newPath):
+			p = r.oldPath + p[len(r.newPath):]
+		case under(p, r.oldPath):
+			if !r.exchange {
+				return "", true
+			}
+			p = r.newPath + p[len(r.oldPath):]
+		}
+	}
+	return p, false
+}
+
+// renamedName is renamedPath for entry name of directory parent.
+func renamedName(parent uint64, name string, rs []queuedRename) (uint64, string, bool) {
+	for i := len(rs) - 1; i >= 0; i-- {
+		r := rs[i]
+		switch {
+		case parent == r.newParent && name == r.newName:
+			parent, name = r.oldParent, r.oldName
+		case parent == r.oldParent && name == r.oldName:
+			if !r.exchange {
+				return 0, "", true
+			}
+			parent, name = r.newParent, r.newName
+		}
+	}
+	return parent, name, false
+}
+
+// queuedView returns the queued renames for the mapping, and the count of
+// renames carried out so far (a later count says the view changed).
+func (s *stager) queuedView() ([]queuedRename, int64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.renames) == 0 {
+		return nil, s.stats.Renamed
+	}
+	rs := make([]queuedRename, len(s.renames))
+	for i, r := range s.renames {
+		rs[i] = queuedRename{oldPath: r.oldPath, newPath: r.newPath, oldParent: r.req.OldParent, newParent: r.req.NewParent,
+			oldName: r.req.OldName, newName: r.req.NewName, exchange: r.req.Flags&wire.RenameExchange != 0}
+	}
+	return rs, s.stats.Renamed
+}
+
+// renamedCount is the count of renames carried out so far.
+func (s *stager) renamedCount() int64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.stats.Renamed
+}
+
+// lookupPath runs call with path p as this client's queued renames map it
+// (read-your-renames), again while it misses because a rename completed
+// meanwhile. A path a queued rename removed is not found.
+func (c *Client) lookupPath(p string, call func(q string) error) error {
+	if c.stg == nil {
+		return call(p)
+	}
+	for {
+		rs, done := c.stg.queuedView()
+		q, gone := renamedPath(clean(p), rs)
+		if gone {
+			return errs.New(errs.NotFound, "client: %s: renamed away by a rename of this client (queued until the files it commits drain)", p)
+		}
+		err := call(q)
+		if errs.CodeOf(err) != errs.NotFound || len(rs) == 0 || c.stg.renamedCount() == done {
+			return err
+		}
+	}
+}
 
 // renameAffects reports whether resolving path p depends on a rename of
 // oldPath to newPath (clean absolute paths; "" unknown): p is one of them
 // or lies below one.
 func renameAffects(p, oldPath, newPath string) bool {
-	for _, x := range []string{oldPath, newPath} {
-		if x != "" && (p == x || strings.HasPrefix(p, x+"/")) {
-			return true
-		}
-	}
-	return false
+	return (oldPath != "" && under(p, oldPath)) || (newPath != "" && under(p, newPath))
 }
 
-// waitRenamesPath waits for this client's queued renames that resolving
-// path p depends on.
+// waitRenamesPath waits for this client's queued renames that an
+// operation making or removing path p depends on.
 func (c *Client) waitRenamesPath(ctx context.Context, p string) error {
 	if c.stg == nil {
 		return nil
@@ -372,7 +467,7 @@ func (c *Client) waitRenamesPath(ctx context.Context, p string) error {
 }
 
 // waitRenamesAt waits for this client's queued renames from or to name in
-// directory parent.
+// directory parent (before an operation that makes or removes it).
 func (c *Client) waitRenamesAt(ctx context.Context, parent uint64, name string) error {
 	if c.stg == nil {
 		return nil

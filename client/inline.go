@@ -419,11 +419,11 @@ func (c *Client) OpenReadNoFollow(ctx context.Context, p, xattr string) (*File, 
 }
 
 func (c *Client) openRead(ctx context.Context, p, xattr string, follow bool) (*File, InodeAttr, []byte, error) {
-	if err := c.waitRenamesPath(ctx, p); err != nil {
-		return nil, InodeAttr{}, nil, opErr("open", p, err)
-	}
 	var r wire.ResolveReadResp
-	if err := c.metaCall(ctx, wire.OpResolveRead, &wire.ResolveReq{Path: clean(p), Follow: follow, Xattr: xattr}, &r); err != nil {
+	err := c.lookupPath(p, func(q string) error {
+		return c.metaCall(ctx, wire.OpResolveRead, &wire.ResolveReq{Path: clean(q), Follow: follow, Xattr: xattr}, &r)
+	})
+	if err != nil {
 		return nil, InodeAttr{}, nil, opErr("open", p, err)
 	}
 	a := inodeAttr(&r.Attr)

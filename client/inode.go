@@ -184,16 +184,32 @@ func (c *Client) dirsCall(ctx context.Context, op wire.Op, req wire.Message) err
 }
 
 // LookupIno returns the attributes of entry name in directory parent.
+// This client's renames queued behind staged files look done
+// (read-your-renames, absorb.go).
 func (c *Client) LookupIno(ctx context.Context, parent uint64, name string) (InodeAttr, error) {
-	if err := c.waitRenamesAt(ctx, parent, name); err != nil {
-		return InodeAttr{}, fmt.Errorf("lookup %d/%q: %w", parent, name, err)
+	if c.stg == nil {
+		return c.LookupInoNow(ctx, parent, name)
 	}
-	return c.LookupInoNow(ctx, parent, name)
+	for {
+		rs, done := c.stg.queuedView()
+		p, n, gone := renamedName(parent, name, rs)
+		if gone {
+			return InodeAttr{}, fmt.Errorf("lookup %d/%q: %w", parent, name,
+				errs.New(errs.NotFound, "client: renamed away by a rename of this client (queued until the files it commits drain)"))
+		}
+		a, err := c.LookupInoNow(ctx, p, n)
+		if errs.CodeOf(err) != errs.NotFound || len(rs) == 0 || c.stg.renamedCount() == done {
+			if err != nil && (p != parent || n != name) {
+				err = fmt.Errorf("lookup %d/%q: %w", parent, name, err)
+			}
+			return a, err
+		}
+	}
 }
 
-// LookupInoNow is LookupIno without waiting for this client's queued
-// renames: the entry as the metadata service has it now (which a queued
-// rename may still replace or remove).
+// LookupInoNow is LookupIno without this client's queued renames: the
+// entry as the metadata service has it now (which a queued rename may
+// still replace or remove).
 func (c *Client) LookupInoNow(ctx context.Context, parent uint64, name string) (InodeAttr, error) {
 	a, err := c.attrCall(ctx, wire.OpLookup, &wire.NameReq{Parent: parent, Name: name})
 	if err != nil {

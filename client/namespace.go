@@ -176,11 +176,11 @@ func (fi *FileInfo) Attr() *Attr { return fi.attr }
 func clean(p string) string { return path.Clean("/" + p) }
 
 func (c *Client) resolve(ctx context.Context, p string, follow bool) (*wire.Attr, error) {
-	if err := c.waitRenamesPath(ctx, p); err != nil {
-		return nil, err
-	}
 	var a wire.Attr
-	if err := c.metaCall(ctx, wire.OpResolve, &wire.ResolveReq{Path: clean(p), Follow: follow}, &a); err != nil {
+	err := c.lookupPath(p, func(q string) error {
+		return c.metaCall(ctx, wire.OpResolve, &wire.ResolveReq{Path: clean(q), Follow: follow}, &a)
+	})
+	if err != nil {
 		return nil, err
 	}
 	c.overlayStaged(&a)

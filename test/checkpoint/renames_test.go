@@ -3,7 +3,8 @@ package checkpoint
 import (
 	"bytes"
 	"context"
-	"path"
+	"errors"
+	"io/fs"
 	"testing"
 	"time"
 
@@ -12,10 +13,10 @@ import (
 )
 
 // TestReadYourRenames: a client whose commit rename is queued behind its
-// staged shards (the storage node paused, so nothing drains) does not
-// see the new name's old file, nor miss the new one: its open of the
-// committed name waits until the rename is carried out, then reads what
-// it renamed there. Names the rename does not touch are not held up.
+// staged shards (the storage node paused, so nothing drains) sees it done
+// at once: the committed name is the new version, never the file it
+// replaces, and the old name is gone; a removal of the committed name
+// waits for the rename and removes what it put there.
 func TestReadYourRenames(t *testing.T) {
 	cl, addr, other := absorbCluster(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
@@ -59,11 +60,21 @@ func TestReadYourRenames(t *testing.T) {
 	if st := c.StagingStats(); st.RenamesQueued < 2 || st.Renamed != st.RenamesQueued-1 {
 		t.Fatalf("staging %+v: want the second rename queued, not done", st)
 	}
-	// A name the rename does not touch resolves at once (the paused node
-	// holds no metadata).
+	// Both names look renamed to this client at once, with the node
+	// paused (it holds no metadata): the new name is the new version
+	// (its staged size), the old one is gone, and an unrelated one is
+	// there.
+	if fi, err := c.Stat(ctx, "/ckpt/model"); err != nil || fi.Size() != int64(len(newData)) {
+		t.Fatalf("stat of the committed name while its rename is queued: %v, %v; want size %d", fi, err, len(newData))
+	}
+	if _, err := c.Stat(ctx, "/ckpt/model.tmp"); !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("stat of the renamed-away name while the rename is queued: %v, want not found", err)
+	}
 	if _, err := c.Stat(ctx, "/ckpt/unrelated"); err != nil {
 		t.Fatal(err)
 	}
+	// Its bytes are staged: a read waits for their drain, then reads the
+	// new version, never the one the rename replaces.
 	type result struct {
 		data []byte
 		err  error
@@ -73,31 +84,20 @@ func TestReadYourRenames(t *testing.T) {
 		data, err := proctest.ReadFile(ctx, c, "/ckpt/model")
 		got <- result{data, err}
 	}()
-	stat := make(chan error, 1)
-	go func() {
-		_, err := c.Stat(ctx, path.Join("/ckpt", "model.tmp"))
-		stat <- err
-	}()
-	// Nothing drained while the node is paused, so neither can have
-	// returned, however long this takes to look.
 	if st := c.StagingStats(); st.Drained != drained {
 		t.Fatalf("drained %d segments with the node paused, want the %d before only", st.Drained, drained)
-	}
-	select {
-	case r := <-got:
-		t.Fatalf("the open of the committed name returned before its rename: %d bytes, %v (old version: %v)", len(r.data), r.err, bytes.Equal(r.data, oldData))
-	case err := <-stat:
-		t.Fatalf("the stat of the renamed-away name returned before the rename: %v", err)
-	default:
 	}
 	node.Resume()
 	paused = false
 	r := <-got
 	if r.err != nil || !bytes.Equal(r.data, newData) {
-		t.Fatalf("after the rename: %d bytes, %v; want the new version (old: %v)", len(r.data), r.err, bytes.Equal(r.data, oldData))
+		t.Fatalf("read of the committed name: %d bytes, %v; want the new version (old: %v)", len(r.data), r.err, bytes.Equal(r.data, oldData))
 	}
-	if err := <-stat; err == nil {
-		t.Fatal("the renamed-away name still resolves after the rename")
+	if err := c.WaitStaged(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Stat(ctx, "/ckpt/model.tmp"); !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("the renamed-away name after the rename: %v, want not found", err)
 	}
 
 	// A removal of the committed name while its rename is queued removes
