@@ -407,26 +407,32 @@ func renamedName(parent uint64, name string, rs []queuedRename) (uint64, string,
 }
 
 // queuedView returns the queued renames for the mapping, and the count of
-// renames carried out so far (a later count says the view changed).
+// renames that left the queue so far (for renamesMoved).
 func (s *stager) queuedView() ([]queuedRename, int64) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	done := s.renameDone
 	if len(s.renames) == 0 {
-		return nil, s.stats.Renamed
+		return nil, done
 	}
 	rs := make([]queuedRename, len(s.renames))
 	for i, r := range s.renames {
 		rs[i] = queuedRename{oldPath: r.oldPath, newPath: r.newPath, oldParent: r.req.OldParent, newParent: r.req.NewParent,
 			oldName: r.req.OldName, newName: r.req.NewName, exchange: r.req.Flags&wire.RenameExchange != 0}
 	}
-	return rs, s.stats.Renamed
+	return rs, done
 }
 
-// renamedCount is the count of renames carried out so far.
-func (s *stager) renamedCount() int64 {
+// renamesMoved reports whether a queued rename left the queue since the
+// view whose count was done, once every attempt sent so far has answered
+// (one in flight may have happened before the lookup that then missed).
+func (s *stager) renamesMoved(done int64) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.stats.Renamed
+	for sent := s.renameSent; s.renameAnswered < sent; {
+		s.cond.Wait()
+	}
+	return s.renameDone != done
 }
 
 // lookupPath runs call with path p as this client's queued renames map it
@@ -443,7 +449,7 @@ func (c *Client) lookupPath(p string, call func(q string) error) error {
 			return errs.New(errs.NotFound, "client: %s: renamed away by a rename of this client (queued until the files it commits drain)", p)
 		}
 		err := call(q)
-		if errs.CodeOf(err) != errs.NotFound || len(rs) == 0 || c.stg.renamedCount() == done {
+		if errs.CodeOf(err) != errs.NotFound || len(rs) == 0 || !c.stg.renamesMoved(done) {
 			return err
 		}
 	}

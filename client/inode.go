@@ -198,7 +198,7 @@ func (c *Client) LookupIno(ctx context.Context, parent uint64, name string) (Ino
 				errs.New(errs.NotFound, "client: renamed away by a rename of this client (queued until the files it commits drain)"))
 		}
 		a, err := c.LookupInoNow(ctx, p, n)
-		if errs.CodeOf(err) != errs.NotFound || len(rs) == 0 || c.stg.renamedCount() == done {
+		if errs.CodeOf(err) != errs.NotFound || len(rs) == 0 || !c.stg.renamesMoved(done) {
 			if err != nil && (p != parent || n != name) {
 				err = fmt.Errorf("lookup %d/%q: %w", parent, name, err)
 			}

@@ -93,6 +93,10 @@ type stager struct {
 	// yet (open segments included, and room granted to writes in
 	// progress), those of them in sealed segments, and the most held.
 	limit, held, sealed int64
+	// Attempts of queued renames sent and answered, and renames that left
+	// the queue (done or failed for good): lookups that map names through
+	// the queue check them (absorb.go).
+	renameSent, renameAnswered, renameDone int64
 	// The staging file system's available space (-1: unknown) when last
 	// read (limitNowLocked), and the held and pooled bytes then.
 	space, spaceHeld, spacePool int64
@@ -1007,8 +1011,23 @@ func (s *stager) runRenames() {
 		backoff := 5 * time.Millisecond
 		var err error
 		for {
+			// Lookups that map names through the queue (absorb.go) learn of
+			// each attempt in flight and of its outcome: a rename that
+			// happened leaves the queue as it answers.
+			s.mu.Lock()
+			s.renameSent++
+			s.mu.Unlock()
 			err = s.c.metaCall(s.ctx, wire.OpRename, &r.req, nil)
-			if errs.CodeOf(err) != errs.Busy && errs.CodeOf(err) != errs.Unavailable {
+			final := errs.CodeOf(err) != errs.Busy && errs.CodeOf(err) != errs.Unavailable
+			s.mu.Lock()
+			s.renameAnswered++
+			if final {
+				s.renames = s.renames[1:]
+				s.renameDone++
+			}
+			s.cond.Broadcast()
+			s.mu.Unlock()
+			if final {
 				break
 			}
 			// Retry when a segment of this client drains, or after a
@@ -1027,7 +1046,6 @@ func (s *stager) runRenames() {
 		os.Remove(filepath.Join(r.dir.path, recName(r.seq)))
 		syncDir(r.dir.path)
 		s.mu.Lock()
-		s.renames = s.renames[1:]
 		s.stats.Renamed++
 		if err != nil {
 			// The source vanished or the target cannot be replaced:
