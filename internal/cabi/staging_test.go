@@ -99,12 +99,15 @@ func TestStaging(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var want int64
+	var want, largest int64
 	for _, q := range reqs {
 		want += int64(len(q.Data))
+		largest = max(largest, int64(len(q.Data)))
 	}
-	if !st.Enabled || st.StagedBytes != want || st.Limit != 4<<20 || st.PeakHeld > 4<<20 {
-		t.Fatalf("staging counts %s: want enabled, %d bytes staged, limit %d and the peak within it", js, want, 4<<20)
+	// Writers in parallel may each pass the limit by one write (a whole
+	// file here) when nothing sealed is left to drain (docs/checkpoint.md).
+	if bound := 4<<20 + 4*largest; !st.Enabled || st.StagedBytes != want || st.Limit != 4<<20 || st.PeakHeld > bound {
+		t.Fatalf("staging counts %s: want enabled, %d bytes staged, limit %d and the peak within %d", js, want, 4<<20, bound)
 	}
 	if err := l.StagingWait(h); err != nil {
 		t.Fatal(err)

@@ -163,7 +163,7 @@ func TestStagingFull(t *testing.T) {
 
 // TestStagingLimit: four writers stage files of three times the limit
 // each, at once, in writes of 256 KiB: the bytes held never pass the
-// limit, writers wait for room, every byte goes through the staging area,
+// limit by more than a write per writer, writers wait for room, every byte goes through the staging area,
 // and every file drains intact.
 func TestStagingLimit(t *testing.T) {
 	addr, other := absorbServer(t)
@@ -198,7 +198,9 @@ func TestStagingLimit(t *testing.T) {
 	}
 	st := c.StagingStats()
 	t.Logf("staging: limit %d, peak %d bytes held, %d writes waited %v, %d segments", st.Limit, st.PeakHeld, st.Throttled, st.ThrottledTime, st.Segments)
-	if st.Limit != limit || st.PeakHeld > limit || st.PeakHeld == 0 {
+	// Each writer may pass the limit by one write (256 KiB) when nothing
+	// sealed is left to drain (docs/checkpoint.md, Limits).
+	if st.Limit != limit || st.PeakHeld > limit+4*256<<10 || st.PeakHeld == 0 {
 		t.Errorf("limit %d (set %d); the most bytes held %d", st.Limit, limit, st.PeakHeld)
 	}
 	if st.Throttled == 0 {
