@@ -3,6 +3,7 @@ package client
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -355,24 +356,15 @@ func (c *Client) renameCall(ctx context.Context, req *wire.RenameReq, oldPath, n
 // stop yielding to writers meanwhile): they must apply after it. Other
 // names are not held up.
 
-// queuedRename is what the mapping needs of a queued rename: its paths
-// ("" for a rename by inode, or adopted from a dead client's area) and
-// its names by parent inode.
-type queuedRename struct {
-	oldPath, newPath     string
-	oldParent, newParent uint64
-	oldName, newName     string
-	exchange             bool
-}
-
 // under reports whether path p is x or lies below it.
 func under(p, x string) bool { return p == x || strings.HasPrefix(p, x+"/") }
 
 // renamedPath maps path p, as this client sees it after its queued
 // renames rs (oldest first), to the path it has in the metadata service
-// now; gone says a queued rename removed it. Renames without paths are
-// not known to path lookups (see waitRenamesPath for their mutations).
-func renamedPath(p string, rs []queuedRename) (q string, gone bool) {
+// now; gone says a queued rename removed it. Renames without paths (by
+// inode, or adopted from a dead client's area) are not known to path
+// lookups (see waitRenamesPath for their mutations).
+func renamedPath(p string, rs []*renameRec) (q string, gone bool) {
 	for i := len(rs) - 1; i >= 0; i-- {
 		r := rs[i]
 		switch {
@@ -380,7 +372,7 @@ func renamedPath(p string, rs []queuedRename) (q string, gone bool) {
 		case under(p, r.newPath):
 			p = r.oldPath + p[len(r.newPath):]
 		case under(p, r.oldPath):
-			if !r.exchange {
+			if r.req.Flags&wire.RenameExchange == 0 {
 				return "", true
 			}
 			p = r.newPath + p[len(r.oldPath):]
@@ -390,42 +382,42 @@ func renamedPath(p string, rs []queuedRename) (q string, gone bool) {
 }
 
 // renamedName is renamedPath for entry name of directory parent.
-func renamedName(parent uint64, name string, rs []queuedRename) (uint64, string, bool) {
+func renamedName(parent uint64, name string, rs []*renameRec) (uint64, string, bool) {
 	for i := len(rs) - 1; i >= 0; i-- {
-		r := rs[i]
+		r := &rs[i].req
 		switch {
-		case parent == r.newParent && name == r.newName:
-			parent, name = r.oldParent, r.oldName
-		case parent == r.oldParent && name == r.oldName:
-			if !r.exchange {
+		case parent == r.NewParent && name == r.NewName:
+			parent, name = r.OldParent, r.OldName
+		case parent == r.OldParent && name == r.OldName:
+			if r.Flags&wire.RenameExchange == 0 {
 				return 0, "", true
 			}
-			parent, name = r.newParent, r.newName
+			parent, name = r.NewParent, r.NewName
 		}
 	}
 	return parent, name, false
 }
 
-// queuedView returns the queued renames for the mapping, and the count of
-// renames that left the queue so far (for renamesMoved).
-func (s *stager) queuedView() ([]queuedRename, int64) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	done := s.renameDone
-	if len(s.renames) == 0 {
-		return nil, done
+// throughRenames runs lookup with this client's queued renames (oldest
+// first), for it to map a name through them (read-your-renames), and runs
+// it again while it misses because a rename left the queue meanwhile: a
+// rename leaves the queue as the service answers it, and a miss waits for
+// the attempts in flight to answer first (one may have happened before
+// the lookup that then missed).
+func (s *stager) throughRenames(lookup func(rs []*renameRec) error) error {
+	for {
+		s.mu.Lock()
+		rs, done := slices.Clone(s.renames), s.renameDone
+		s.mu.Unlock()
+		err := lookup(rs)
+		if errs.CodeOf(err) != errs.NotFound || len(rs) == 0 || !s.renamesMoved(done) {
+			return err
+		}
 	}
-	rs := make([]queuedRename, len(s.renames))
-	for i, r := range s.renames {
-		rs[i] = queuedRename{oldPath: r.oldPath, newPath: r.newPath, oldParent: r.req.OldParent, newParent: r.req.NewParent,
-			oldName: r.req.OldName, newName: r.req.NewName, exchange: r.req.Flags&wire.RenameExchange != 0}
-	}
-	return rs, done
 }
 
-// renamesMoved reports whether a queued rename left the queue since the
-// view whose count was done, once every attempt sent so far has answered
-// (one in flight may have happened before the lookup that then missed).
+// renamesMoved reports whether a queued rename left the queue since its
+// count was done, once every attempt sent so far has answered.
 func (s *stager) renamesMoved(done int64) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -436,23 +428,18 @@ func (s *stager) renamesMoved(done int64) bool {
 }
 
 // lookupPath runs call with path p as this client's queued renames map it
-// (read-your-renames), again while it misses because a rename completed
-// meanwhile. A path a queued rename removed is not found.
+// (throughRenames). A path a queued rename removed is not found.
 func (c *Client) lookupPath(p string, call func(q string) error) error {
 	if c.stg == nil {
 		return call(p)
 	}
-	for {
-		rs, done := c.stg.queuedView()
+	return c.stg.throughRenames(func(rs []*renameRec) error {
 		q, gone := renamedPath(clean(p), rs)
 		if gone {
 			return errs.New(errs.NotFound, "client: %s: renamed away by a rename of this client (queued until the files it commits drain)", p)
 		}
-		err := call(q)
-		if errs.CodeOf(err) != errs.NotFound || len(rs) == 0 || !c.stg.renamesMoved(done) {
-			return err
-		}
-	}
+		return call(q)
+	})
 }
 
 // renameAffects reports whether resolving path p depends on a rename of

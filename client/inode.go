@@ -190,21 +190,21 @@ func (c *Client) LookupIno(ctx context.Context, parent uint64, name string) (Ino
 	if c.stg == nil {
 		return c.LookupInoNow(ctx, parent, name)
 	}
-	for {
-		rs, done := c.stg.queuedView()
+	var a InodeAttr
+	err := c.stg.throughRenames(func(rs []*renameRec) error {
 		p, n, gone := renamedName(parent, name, rs)
 		if gone {
-			return InodeAttr{}, fmt.Errorf("lookup %d/%q: %w", parent, name,
+			return fmt.Errorf("lookup %d/%q: %w", parent, name,
 				errs.New(errs.NotFound, "client: renamed away by a rename of this client (queued until the files it commits drain)"))
 		}
-		a, err := c.LookupInoNow(ctx, p, n)
-		if errs.CodeOf(err) != errs.NotFound || len(rs) == 0 || !c.stg.renamesMoved(done) {
-			if err != nil && (p != parent || n != name) {
-				err = fmt.Errorf("lookup %d/%q: %w", parent, name, err)
-			}
-			return a, err
+		var err error
+		a, err = c.LookupInoNow(ctx, p, n)
+		if err != nil && (p != parent || n != name) {
+			err = fmt.Errorf("lookup %d/%q: %w", parent, name, err)
 		}
-	}
+		return err
+	})
+	return a, err
 }
 
 // LookupInoNow is LookupIno without this client's queued renames: the

@@ -1,6 +1,10 @@
 package client
 
-import "testing"
+import (
+	"testing"
+
+	"github.com/sluice-fs/sluice/internal/wire"
+)
 
 func TestRenameAffects(t *testing.T) {
 	t.Parallel()
@@ -23,33 +27,51 @@ func TestRenameAffects(t *testing.T) {
 	}
 }
 
+// renameByPath and renameByName are queued renames for the tables.
+func renameByPath(oldPath, newPath string, exchange bool) *renameRec {
+	r := &renameRec{oldPath: oldPath, newPath: newPath}
+	if exchange {
+		r.req.Flags = wire.RenameExchange
+	}
+	return r
+}
+
+func renameByName(oldParent uint64, oldName string, newParent uint64, newName string, exchange bool) *renameRec {
+	r := &renameRec{req: wire.RenameReq{OldParent: oldParent, OldName: oldName, NewParent: newParent, NewName: newName}}
+	if exchange {
+		r.req.Flags = wire.RenameExchange
+	}
+	return r
+}
+
 func TestRenamedPath(t *testing.T) {
 	t.Parallel()
-	commit := queuedRename{oldPath: "/ckpt/s1/.metadata.tmp", newPath: "/ckpt/s1/.metadata"}
-	dir := queuedRename{oldPath: "/ckpt/tmp2", newPath: "/ckpt/step2"}
-	swap := queuedRename{oldPath: "/x", newPath: "/y", exchange: true}
-	byIno := queuedRename{oldParent: 1, oldName: "a", newParent: 1, newName: "b"} // no paths
+	commit := renameByPath("/ckpt/s1/.metadata.tmp", "/ckpt/s1/.metadata", false)
+	dir := renameByPath("/ckpt/tmp2", "/ckpt/step2", false)
+	swap := renameByPath("/x", "/y", true)
+	byIno := renameByName(1, "a", 1, "b", false) // no paths
+	ab, bc, ba := renameByPath("/a", "/b", false), renameByPath("/b", "/c", false), renameByPath("/b", "/a", false)
 	for _, c := range []struct {
 		p    string
-		rs   []queuedRename
+		rs   []*renameRec
 		want string
 		gone bool
 	}{
-		{"/ckpt/s1/.metadata", []queuedRename{commit}, "/ckpt/s1/.metadata.tmp", false},
-		{"/ckpt/s1/.metadata.tmp", []queuedRename{commit}, "", true},
-		{"/ckpt/s1/__0_0.distcp", []queuedRename{commit}, "/ckpt/s1/__0_0.distcp", false},
-		{"/ckpt/step2/x.pt", []queuedRename{dir}, "/ckpt/tmp2/x.pt", false},
-		{"/ckpt/tmp2/x.pt", []queuedRename{dir}, "", true},
-		{"/ckpt/step20", []queuedRename{dir}, "/ckpt/step20", false},
+		{"/ckpt/s1/.metadata", []*renameRec{commit}, "/ckpt/s1/.metadata.tmp", false},
+		{"/ckpt/s1/.metadata.tmp", []*renameRec{commit}, "", true},
+		{"/ckpt/s1/__0_0.distcp", []*renameRec{commit}, "/ckpt/s1/__0_0.distcp", false},
+		{"/ckpt/step2/x.pt", []*renameRec{dir}, "/ckpt/tmp2/x.pt", false},
+		{"/ckpt/tmp2/x.pt", []*renameRec{dir}, "", true},
+		{"/ckpt/step20", []*renameRec{dir}, "/ckpt/step20", false},
 		// a to b, then b to c: c is a now; b and a are gone.
-		{"/c", []queuedRename{{oldPath: "/a", newPath: "/b"}, {oldPath: "/b", newPath: "/c"}}, "/a", false},
-		{"/b", []queuedRename{{oldPath: "/a", newPath: "/b"}, {oldPath: "/b", newPath: "/c"}}, "", true},
+		{"/c", []*renameRec{ab, bc}, "/a", false},
+		{"/b", []*renameRec{ab, bc}, "", true},
 		// a to b, then a written again and renamed to c: not possible (the
 		// create waits); a to b then b back to a: a is a.
-		{"/a", []queuedRename{{oldPath: "/a", newPath: "/b"}, {oldPath: "/b", newPath: "/a"}}, "/a", false},
-		{"/x", []queuedRename{swap}, "/y", false},
-		{"/y", []queuedRename{swap}, "/x", false},
-		{"/b", []queuedRename{byIno}, "/b", false}, // paths unknown: as it is
+		{"/a", []*renameRec{ab, ba}, "/a", false},
+		{"/x", []*renameRec{swap}, "/y", false},
+		{"/y", []*renameRec{swap}, "/x", false},
+		{"/b", []*renameRec{byIno}, "/b", false}, // paths unknown: as it is
 	} {
 		got, gone := renamedPath(c.p, c.rs)
 		if got != c.want || gone != c.gone {
@@ -60,24 +82,24 @@ func TestRenamedPath(t *testing.T) {
 
 func TestRenamedName(t *testing.T) {
 	t.Parallel()
-	ab := queuedRename{oldParent: 1, oldName: "a", newParent: 2, newName: "b"}
-	bc := queuedRename{oldParent: 2, oldName: "b", newParent: 2, newName: "c"}
-	swap := queuedRename{oldParent: 1, oldName: "x", newParent: 1, newName: "y", exchange: true}
+	ab := renameByName(1, "a", 2, "b", false)
+	bc := renameByName(2, "b", 2, "c", false)
+	swap := renameByName(1, "x", 1, "y", true)
 	for _, c := range []struct {
 		parent uint64
 		name   string
-		rs     []queuedRename
+		rs     []*renameRec
 		wantP  uint64
 		wantN  string
 		gone   bool
 	}{
-		{2, "b", []queuedRename{ab}, 1, "a", false},
-		{1, "a", []queuedRename{ab}, 0, "", true},
-		{2, "a", []queuedRename{ab}, 2, "a", false}, // another directory's a
-		{2, "c", []queuedRename{ab, bc}, 1, "a", false},
-		{2, "b", []queuedRename{ab, bc}, 0, "", true},
-		{1, "x", []queuedRename{swap}, 1, "y", false},
-		{1, "y", []queuedRename{swap}, 1, "x", false},
+		{2, "b", []*renameRec{ab}, 1, "a", false},
+		{1, "a", []*renameRec{ab}, 0, "", true},
+		{2, "a", []*renameRec{ab}, 2, "a", false}, // another directory's a
+		{2, "c", []*renameRec{ab, bc}, 1, "a", false},
+		{2, "b", []*renameRec{ab, bc}, 0, "", true},
+		{1, "x", []*renameRec{swap}, 1, "y", false},
+		{1, "y", []*renameRec{swap}, 1, "x", false},
 	} {
 		p, n, gone := renamedName(c.parent, c.name, c.rs)
 		if p != c.wantP || n != c.wantN || gone != c.gone {
