@@ -75,7 +75,7 @@ func (v bandValue) Set(s string) error {
 }
 
 // stagingMaxHelp is the help of --staging-max (mount, serve, bench).
-const stagingMaxHelp = "with a --staging-dir: the most bytes staged and not yet drained that it holds; a write past it waits for the drain, e.g. 64G (default: three quarters of the space available there at start; docs/checkpoint.md)"
+const stagingMaxHelp = "with a --staging-dir: the most bytes staged and not yet drained that it holds; a write past it waits for the drain, e.g. 64G (default: three quarters of the space available there at start; it shrinks while the disk fills; docs/checkpoint.md)"
 
 // stagingReserveHelp is the help of --staging-reserve (mount, serve, bench).
 const stagingReserveHelp = "with a --staging-dir in memory (/dev/shm): bytes of staging files to allocate at start, in the background, so that the first checkpoint is written into existing pages as later ones are, e.g. 4G (memory taken while the client runs; at most 16 GiB and a quarter of the file system; docs/checkpoint.md)"
