@@ -151,6 +151,12 @@ func (c *Conn) fail(err error) {
 // The data buffers must not be modified until Call returns; respData is
 // written only while Call runs.
 func (c *Conn) Call(ctx context.Context, op Op, req Message, data [][]byte, resp Message, respData []byte) (int, error) {
+	if ctx.Err() != nil {
+		// A call already past its deadline fails, over either transport:
+		// the waits below could otherwise pick a fast reply as often as
+		// the deadline.
+		return 0, ctxErr(ctx, c.addr)
+	}
 	var body []byte
 	if req != nil {
 		body = Marshal(req)
