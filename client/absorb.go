@@ -398,6 +398,54 @@ func renamedName(parent uint64, name string, rs []*renameRec) (uint64, string, b
 	return parent, name, false
 }
 
+// dirMove is where the entry that a listed directory shows under a name
+// is in the metadata service now, after this client's queued renames
+// (renamedName); gone: one of them removed it.
+type dirMove struct {
+	parent uint64
+	name   string
+	gone   bool
+}
+
+// renamedDir returns the names of directory dir whose entries this
+// client's queued renames rs (oldest first) change, each mapped to where
+// the entry it shows is in the metadata service now: a listing of dir
+// hides the service's entries of these names and shows the mapped ones
+// under them instead. A name they leave with its own entry (renamed away
+// and back) is not in it.
+func renamedDir(dir uint64, rs []*renameRec) map[string]dirMove {
+	var m map[string]dirMove
+	add := func(parent uint64, name string) {
+		if parent != dir {
+			return
+		}
+		if _, ok := m[name]; ok {
+			return
+		}
+		p, n, gone := renamedName(dir, name, rs)
+		if !gone && p == dir && n == name {
+			return
+		}
+		if m == nil {
+			m = make(map[string]dirMove)
+		}
+		m[name] = dirMove{parent: p, name: n, gone: gone}
+	}
+	for _, r := range rs {
+		add(r.req.OldParent, r.req.OldName)
+		add(r.req.NewParent, r.req.NewName)
+	}
+	return m
+}
+
+// renamesNow returns this client's queued renames (oldest first) and the
+// count of those done, for renamesMoved.
+func (s *stager) renamesNow() ([]*renameRec, int64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.renames), s.renameDone
+}
+
 // throughRenames runs lookup with this client's queued renames (oldest
 // first), for it to map a name through them (read-your-renames), and runs
 // it again while it misses because a rename left the queue meanwhile: a
@@ -406,9 +454,7 @@ func renamedName(parent uint64, name string, rs []*renameRec) (uint64, string, b
 // the lookup that then missed).
 func (s *stager) throughRenames(lookup func(rs []*renameRec) error) error {
 	for {
-		s.mu.Lock()
-		rs, done := slices.Clone(s.renames), s.renameDone
-		s.mu.Unlock()
+		rs, done := s.renamesNow()
 		err := lookup(rs)
 		if errs.CodeOf(err) != errs.NotFound || len(rs) == 0 || !s.renamesMoved(done) {
 			return err

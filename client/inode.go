@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"slices"
+	"strings"
 	"syscall"
 
 	"github.com/sluice-fs/sluice/internal/errs"
@@ -449,6 +451,82 @@ func (c *Client) ReadDirNamed(ctx context.Context, ino uint64, first, last strin
 }
 
 func (c *Client) readDirPage(ctx context.Context, req *wire.ReadDirReq) (DirPage, error) {
+	if c.stg == nil {
+		return c.readDirPageNow(ctx, req)
+	}
+	for {
+		rs, done := c.stg.renamesNow()
+		moves := renamedDir(req.Ino, rs)
+		if len(moves) == 0 {
+			return c.readDirPageNow(ctx, req)
+		}
+		page, err := c.readDirRenamed(ctx, req, moves)
+		if !c.stg.renamesMoved(done) {
+			return page, err
+		}
+		// A rename left the queue meanwhile: the service's entries and
+		// the moves may disagree. Again.
+	}
+}
+
+// readDirRenamed is readDirPage of a directory whose entries this
+// client's queued renames change (read-your-renames, as its lookups):
+// the service's entries of the names in moves are hidden, and the
+// entries the moves map those names to are shown under them. A page the
+// moves leave empty is followed by the next, so that only the end of the
+// listing is empty. The page may hold more than req.Limit entries; it
+// carries no xattrs (Xattrs false) when a moved entry is in it.
+func (c *Client) readDirRenamed(ctx context.Context, req *wire.ReadDirReq, moves map[string]dirMove) (DirPage, error) {
+	var moved []InodeDirEntry
+	for name, m := range moves {
+		if m.gone {
+			continue
+		}
+		a, err := c.LookupInoNow(ctx, m.parent, m.name)
+		if errs.CodeOf(err) == errs.NotFound {
+			continue
+		}
+		if err != nil {
+			return DirPage{}, fmt.Errorf("readdir inode %d: entry %q: %w", req.Ino, name, err)
+		}
+		e := InodeDirEntry{Name: name, Ino: a.Ino, Mode: a.Mode & syscall.S_IFMT}
+		if req.Plus {
+			e.Attr = &a
+		}
+		moved = append(moved, e)
+	}
+	r := *req
+	out := DirPage{Xattrs: req.Xattr != ""}
+	for {
+		page, err := c.readDirPageNow(ctx, &r)
+		if err != nil {
+			return DirPage{}, err
+		}
+		end := page.EOF || len(page.Entries) == 0
+		for _, e := range page.Entries {
+			if _, ok := moves[e.Name]; !ok {
+				out.Entries = append(out.Entries, e)
+			}
+		}
+		for _, e := range moved {
+			if e.Name > r.Cursor && (end || e.Name <= page.Cursor) {
+				out.Entries = append(out.Entries, e)
+				out.Xattrs = false
+			}
+		}
+		out.Xattrs = out.Xattrs && page.Xattrs
+		out.Cursor, out.EOF = page.Cursor, page.EOF
+		if len(out.Entries) > 0 || end {
+			break
+		}
+		r.Cursor = page.Cursor
+	}
+	slices.SortFunc(out.Entries, func(a, b InodeDirEntry) int { return strings.Compare(a.Name, b.Name) })
+	return out, nil
+}
+
+// readDirPageNow is readDirPage without this client's queued renames.
+func (c *Client) readDirPageNow(ctx context.Context, req *wire.ReadDirReq) (DirPage, error) {
 	var resp wire.ReadDirResp
 	tok := c.stagedToken()
 	if err := c.metaCall(ctx, wire.OpReadDir, req, &resp); err != nil {

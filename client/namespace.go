@@ -466,8 +466,7 @@ func (c *Client) ReadDirAfter(ctx context.Context, p, cursor string) iter.Seq2[D
 			return
 		}
 		for {
-			var page wire.ReadDirResp
-			err := c.metaCall(ctx, wire.OpReadDir, &wire.ReadDirReq{Ino: a.Ino, Cursor: cursor, Limit: 1024}, &page)
+			page, err := c.readDirPage(ctx, &wire.ReadDirReq{Ino: a.Ino, Cursor: cursor, Limit: 1024})
 			if err != nil {
 				yield(DirEntry{}, opErr("readdir", p, err))
 				return

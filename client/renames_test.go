@@ -107,3 +107,47 @@ func TestRenamedName(t *testing.T) {
 		}
 	}
 }
+
+func TestRenamedDir(t *testing.T) {
+	t.Parallel()
+	commit := renameByName(5, ".metadata.tmp", 5, ".metadata", false)
+	in := renameByName(1, "a", 2, "b", false) // into directory 2
+	bc := renameByName(2, "b", 2, "c", false)
+	ab, ba := renameByName(2, "a", 2, "b", false), renameByName(2, "b", 2, "a", false)
+	swap := renameByName(2, "x", 2, "y", true)
+	for _, c := range []struct {
+		name string
+		dir  uint64
+		rs   []*renameRec
+		want map[string]dirMove
+	}{
+		{"commit", 5, []*renameRec{commit}, map[string]dirMove{
+			".metadata.tmp": {gone: true},
+			".metadata":     {parent: 5, name: ".metadata.tmp"},
+		}},
+		{"another directory", 6, []*renameRec{commit}, nil},
+		{"moved in", 2, []*renameRec{in}, map[string]dirMove{"b": {parent: 1, name: "a"}}},
+		{"moved out", 1, []*renameRec{in}, map[string]dirMove{"a": {gone: true}}},
+		{"moved in, then on", 2, []*renameRec{in, bc}, map[string]dirMove{
+			"b": {gone: true},
+			"c": {parent: 1, name: "a"},
+		}},
+		{"away and back", 2, []*renameRec{ab, ba}, map[string]dirMove{"b": {gone: true}}},
+		{"exchange", 2, []*renameRec{swap}, map[string]dirMove{
+			"x": {parent: 2, name: "y"},
+			"y": {parent: 2, name: "x"},
+		}},
+		{"none", 2, nil, nil},
+	} {
+		got := renamedDir(c.dir, c.rs)
+		if len(got) != len(c.want) {
+			t.Errorf("%s: renamedDir(%d) = %+v, want %+v", c.name, c.dir, got, c.want)
+			continue
+		}
+		for k, w := range c.want {
+			if g, ok := got[k]; !ok || g != w {
+				t.Errorf("%s: renamedDir(%d)[%q] = %+v (%v), want %+v", c.name, c.dir, k, g, ok, w)
+			}
+		}
+	}
+}

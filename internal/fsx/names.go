@@ -27,18 +27,26 @@ type Namer interface {
 	Remove(name string) error
 	Read(name string) ([]byte, error)
 	Size(name string) (int64, error)
+	// List returns the directory's entries: name to size.
+	List() (map[string]int64, error)
 }
 
 // NameCounts are the operations a RunNames run did.
 type NameCounts struct {
-	Writes, Renames, Removes, Reads, Stats int
+	Writes, Renames, Removes, Reads, Stats, Lists int
 }
+
+// listEvery is how often RunNames lists the directory: after every
+// listEvery-th operation (drawing no random numbers, so that a seed runs
+// the same operations as before listings were checked).
+const listEvery = 4
 
 // RunNames runs ops random operations of seed on the names in n: whole
 // writes (empty, inline-sized, of one and of several chunks; small ones
 // in one request half of the time), renames of existing names, removals,
-// reads and stats, and checks every answer against a model of the
-// operations done so far, in order. It returns the model's final files
+// reads and stats, lists the directory after every listEvery-th, and
+// checks every answer against a model of the operations done so far, in
+// order (a listing: the model's names with their sizes, no others). It returns the model's final files
 // (name to content) for the caller to compare with what another client
 // sees. A failure names the seed, the operation and the last 20 done.
 func RunNames(n Namer, names []string, seed uint64, ops int) (map[string][]byte, NameCounts, error) {
@@ -115,8 +123,37 @@ func RunNames(n Namer, names []string, seed uint64, ops int) (map[string][]byte,
 			}
 			c.Stats++
 		}
+		if i%listEvery == listEvery-1 {
+			got, err := n.List()
+			if err != nil {
+				return nil, c, fail(i, "after it, list: %v", err)
+			}
+			if diff := listDiff(got, model); diff != "" {
+				return nil, c, fail(i, "after it, list: %s", diff)
+			}
+			c.Lists++
+		}
 	}
 	return model, c, nil
+}
+
+// listDiff says how listing got differs from the model's files ("": not).
+func listDiff(got map[string]int64, model map[string][]byte) string {
+	var d []string
+	for name, size := range got {
+		if want, ok := model[name]; !ok {
+			d = append(d, fmt.Sprintf("%s listed (size %d), the model has no such file", name, size))
+		} else if size != int64(len(want)) {
+			d = append(d, fmt.Sprintf("%s listed with size %d, want %d", name, size, len(want)))
+		}
+	}
+	for name := range model {
+		if _, ok := got[name]; !ok {
+			d = append(d, fmt.Sprintf("%s not listed", name))
+		}
+	}
+	slices.Sort(d)
+	return strings.Join(d, "; ")
 }
 
 // ClientNames is a Namer of directory Dir through the Go client library
@@ -171,6 +208,54 @@ func (c ClientNames) Size(name string) (int64, error) {
 	return fi.Size(), nil
 }
 
+// List implements Namer: a listing with attributes in pages of two
+// entries (client.ReadDirPage), checked against the names of a plain
+// listing (client.ReadDirAll).
+func (c ClientNames) List() (map[string]int64, error) {
+	fi, err := c.C.Stat(c.Ctx, c.Dir)
+	if err != nil {
+		return nil, err
+	}
+	ino := fi.Attr().Ino
+	out := map[string]int64{}
+	var order []string
+	for cursor := ""; ; {
+		page, err := c.C.ReadDirPage(c.Ctx, ino, cursor, 2, true)
+		if err != nil {
+			return nil, err
+		}
+		for _, e := range page.Entries {
+			if e.Attr == nil {
+				return nil, fmt.Errorf("entry %s without attributes", e.Name)
+			}
+			if _, dup := out[e.Name]; dup {
+				return nil, fmt.Errorf("entry %s listed twice", e.Name)
+			}
+			out[e.Name] = int64(e.Attr.Size)
+			order = append(order, e.Name)
+		}
+		if page.EOF || len(page.Entries) == 0 {
+			break
+		}
+		cursor = page.Cursor
+	}
+	if !slices.IsSorted(order) {
+		return nil, fmt.Errorf("entries out of order: %q", order)
+	}
+	all, err := c.C.ReadDirAll(c.Ctx, c.Dir)
+	if err != nil {
+		return nil, err
+	}
+	var plain []string
+	for _, e := range all {
+		plain = append(plain, e.Name)
+	}
+	if !slices.Equal(plain, order) {
+		return nil, fmt.Errorf("a listing in pages of two gave %q, a plain one %q", order, plain)
+	}
+	return out, nil
+}
+
 // DirNames is a Namer of a directory of the local file system (a Sluice
 // mount); it has no one-request write.
 type DirNames string
@@ -198,4 +283,21 @@ func (d DirNames) Size(name string) (int64, error) {
 		return 0, err
 	}
 	return fi.Size(), nil
+}
+
+// List implements Namer.
+func (d DirNames) List() (map[string]int64, error) {
+	ents, err := os.ReadDir(string(d))
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]int64{}
+	for _, e := range ents {
+		fi, err := e.Info()
+		if err != nil {
+			return nil, err
+		}
+		out[e.Name()] = fi.Size()
+	}
+	return out, nil
 }

@@ -54,6 +54,11 @@ class AbsorbTest(unittest.TestCase):
             # the commit was queued behind their drain.
             self.assertGreaterEqual(st["staged_bytes"], shards, st)
             self.assertGreaterEqual(st["renames_queued"], 1, st)
+            # The listing shows the commit done (read-your-renames), as
+            # lookups do, whether or not its rename is still queued.
+            names = c.listdir(self.d + "/step1")
+            self.assertIn(".metadata", names)
+            self.assertNotIn(".metadata.tmp", names)
             c.wait_staged()
             st = c.staging_stats()
             self.assertEqual(st["held"], 0, st)
@@ -90,6 +95,7 @@ class AbsorbTest(unittest.TestCase):
             for step in range(3):
                 obj = {"w": torch.rand(1 << 18), "step": step}
                 sluice.save(obj, p, client=c)
+                self.assertEqual(sorted(c.listdir(self.d)), ["model.pt"])
                 got = sluice.load(p, client=c)
                 self.assertEqual(got["step"], step)
                 self.assertTrue(torch.equal(got["w"], obj["w"]))

@@ -40,6 +40,11 @@ func TestReadYourRenames(t *testing.T) {
 	if err := proctest.WriteFile(ctx, c, "/ckpt/unrelated", []byte("x")); err != nil {
 		t.Fatal(err)
 	}
+	// Staged too: drained (inline, to the metadata service, which stays
+	// up) before the count below is taken.
+	if err := c.WaitStaged(ctx); err != nil {
+		t.Fatal(err)
+	}
 
 	drained := c.StagingStats().Drained
 	node := cl.Nodes[0].Proc
@@ -72,6 +77,22 @@ func TestReadYourRenames(t *testing.T) {
 	}
 	if _, err := c.Stat(ctx, "/ckpt/unrelated"); err != nil {
 		t.Fatal(err)
+	}
+	// A listing shows the same: model (as the new version), not
+	// model.tmp.
+	ents, err := c.ReadDirAll(ctx, "/ckpt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	listed := map[string]uint64{}
+	for _, e := range ents {
+		listed[e.Name] = e.Ino
+	}
+	if fi, _ := c.Stat(ctx, "/ckpt/model"); listed["model"] != fi.Attr().Ino {
+		t.Fatalf("listing while the rename is queued: %v; want model as inode %d", listed, fi.Attr().Ino)
+	}
+	if _, ok := listed["model.tmp"]; ok || listed["unrelated"] == 0 {
+		t.Fatalf("listing while the rename is queued: %v; want no model.tmp, and unrelated", listed)
 	}
 	// Its bytes are staged: a read waits for their drain, then reads the
 	// new version, never the one the rename replaces.
