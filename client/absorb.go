@@ -488,11 +488,14 @@ func (c *Client) lookupPath(p string, call func(q string) error) error {
 	})
 }
 
-// renameAffects reports whether resolving path p depends on a rename of
-// oldPath to newPath (clean absolute paths; "" unknown): p is one of them
-// or lies below one.
+// renameAffects reports whether making or removing path p depends on a
+// rename of oldPath to newPath (clean absolute paths; "" unknown): p is
+// one of them, lies below one, or holds one (a directory that a queued
+// rename moves an entry into or out of is not empty, or empty, in the
+// service as this client sees it).
 func renameAffects(p, oldPath, newPath string) bool {
-	return (oldPath != "" && under(p, oldPath)) || (newPath != "" && under(p, newPath))
+	related := func(x string) bool { return x != "" && (under(p, x) || under(x, p)) }
+	return related(oldPath) || related(newPath)
 }
 
 // waitRenamesPath waits for this client's queued renames that an
@@ -513,6 +516,24 @@ func (c *Client) waitRenamesAt(ctx context.Context, parent uint64, name string) 
 	}
 	return c.stg.waitRenames(ctx, func(r *renameRec) bool {
 		return (r.req.NewParent == parent && r.req.NewName == name) || (r.req.OldParent == parent && r.req.OldName == name)
+	})
+}
+
+// waitRenamesDir is waitRenamesAt before the removal of directory name
+// in parent: it also waits for this client's queued renames into or out
+// of that directory, which this client sees done (so the directory
+// empty, or not) and the service does not yet.
+func (c *Client) waitRenamesDir(ctx context.Context, parent uint64, name string) error {
+	if c.stg == nil || c.stg.queuedRenames() == 0 {
+		return nil
+	}
+	var dir uint64
+	if a, err := c.LookupIno(ctx, parent, name); err == nil {
+		dir = a.Ino
+	} // else the rmdir says why
+	return c.stg.waitRenames(ctx, func(r *renameRec) bool {
+		return (r.req.NewParent == parent && r.req.NewName == name) || (r.req.OldParent == parent && r.req.OldName == name) ||
+			(dir != 0 && (r.req.OldParent == dir || r.req.NewParent == dir))
 	})
 }
 

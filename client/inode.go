@@ -330,7 +330,7 @@ func (c *Client) UnlinkIno(ctx context.Context, parent uint64, name string) erro
 
 // RmdirIno removes empty directory name from parent.
 func (c *Client) RmdirIno(ctx context.Context, parent uint64, name string) error {
-	if err := c.waitRenamesAt(ctx, parent, name); err != nil {
+	if err := c.waitRenamesDir(ctx, parent, name); err != nil {
 		return fmt.Errorf("rmdir %d/%q: %w", parent, name, err)
 	}
 	if err := c.dirsCall(ctx, wire.OpRmdir, &wire.NameReq{Parent: parent, Name: name, Cred: callerCred(ctx)}); err != nil {

@@ -15,7 +15,9 @@ func TestRenameAffects(t *testing.T) {
 		{"/ckpt/s1/.metadata", "/ckpt/s1/.metadata.tmp", "/ckpt/s1/.metadata", true},     // the name it makes
 		{"/ckpt/s1/.metadata.tmp", "/ckpt/s1/.metadata.tmp", "/ckpt/s1/.metadata", true}, // the name it removes
 		{"/ckpt/s1/__0_0.distcp", "/ckpt/s1/.metadata.tmp", "/ckpt/s1/.metadata", false}, // a sibling
-		{"/ckpt/s1", "/ckpt/s1/.metadata.tmp", "/ckpt/s1/.metadata", false},              // the parent
+		{"/ckpt/s1", "/ckpt/s1/.metadata.tmp", "/ckpt/s1/.metadata", true},               // the parent: its removal depends on it
+		{"/ckpt", "/a", "/ckpt/s1/x", true},                                              // an ancestor of the target
+		{"/ckpt/s2", "/ckpt/s1/.metadata.tmp", "/ckpt/s1/.metadata", false},              // a sibling directory
 		{"/ckpt/step2/x.pt", "/ckpt/tmp2", "/ckpt/step2", true},                          // below a renamed directory
 		{"/ckpt/tmp2/x.pt", "/ckpt/tmp2", "/ckpt/step2", true},
 		{"/ckpt/step20", "/ckpt/tmp2", "/ckpt/step2", false}, // a prefix of the name only

@@ -26,8 +26,8 @@ func (d Dir) Open(name string) (File, error) {
 	return &osFile{f: f}, nil
 }
 
-// List implements Lister: the names and sizes of a listing of the
-// directory (on a FUSE mount, READDIRPLUS where the kernel asks for it,
+// List implements Lister: the names and sizes (-1: a directory) of a
+// listing of the directory (on a FUSE mount, READDIRPLUS where the kernel asks for it,
 // then a stat of each name).
 func (d Dir) List() (map[string]int64, error) {
 	ents, err := os.ReadDir(string(d))
@@ -41,6 +41,9 @@ func (d Dir) List() (map[string]int64, error) {
 			return nil, err
 		}
 		out[e.Name()] = fi.Size()
+		if fi.IsDir() {
+			out[e.Name()] = -1
+		}
 	}
 	return out, nil
 }

@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 
 	"github.com/sluice-fs/sluice/client"
 )
@@ -27,8 +28,9 @@ type Namer interface {
 	Remove(name string) error
 	Read(name string) ([]byte, error)
 	Size(name string) (int64, error)
-	// List returns the directory's entries: name to size.
-	List() (map[string]int64, error)
+	// List returns the entries of directory dir ("": the top one): name
+	// to size, -1 for a directory.
+	List(dir string) (map[string]int64, error)
 }
 
 // NameCounts are the operations a RunNames run did.
@@ -124,36 +126,21 @@ func RunNames(n Namer, names []string, seed uint64, ops int) (map[string][]byte,
 			c.Stats++
 		}
 		if i%listEvery == listEvery-1 {
-			got, err := n.List()
+			got, err := n.List("")
 			if err != nil {
 				return nil, c, fail(i, "after it, list: %v", err)
 			}
-			if diff := listDiff(got, model); diff != "" {
+			want := map[string]int64{}
+			for k, v := range model {
+				want[k] = int64(len(v))
+			}
+			if diff := listDiff(got, want); diff != "" {
 				return nil, c, fail(i, "after it, list: %s", diff)
 			}
 			c.Lists++
 		}
 	}
 	return model, c, nil
-}
-
-// listDiff says how listing got differs from the model's files ("": not).
-func listDiff(got map[string]int64, model map[string][]byte) string {
-	var d []string
-	for name, size := range got {
-		if want, ok := model[name]; !ok {
-			d = append(d, fmt.Sprintf("%s listed (size %d), the model has no such file", name, size))
-		} else if size != int64(len(want)) {
-			d = append(d, fmt.Sprintf("%s listed with size %d, want %d", name, size, len(want)))
-		}
-	}
-	for name := range model {
-		if _, ok := got[name]; !ok {
-			d = append(d, fmt.Sprintf("%s not listed", name))
-		}
-	}
-	slices.Sort(d)
-	return strings.Join(d, "; ")
 }
 
 // ClientNames is a Namer of directory Dir through the Go client library
@@ -183,6 +170,12 @@ func (c ClientNames) Write(name string, data []byte, oneRequest bool) error {
 	return f.Close()
 }
 
+// Mkdir implements TreeNamer.
+func (c ClientNames) Mkdir(name string) error { return c.C.Mkdir(c.Ctx, c.p(name), 0o755) }
+
+// Rmdir implements TreeNamer.
+func (c ClientNames) Rmdir(name string) error { return c.C.Remove(c.Ctx, c.p(name)) }
+
 // Rename implements Namer.
 func (c ClientNames) Rename(from, to string) error { return c.C.Rename(c.Ctx, c.p(from), c.p(to)) }
 
@@ -211,8 +204,8 @@ func (c ClientNames) Size(name string) (int64, error) {
 // List implements Namer: a listing with attributes in pages of two
 // entries (client.ReadDirPage), checked against the names of a plain
 // listing (client.ReadDirAll).
-func (c ClientNames) List() (map[string]int64, error) {
-	fi, err := c.C.Stat(c.Ctx, c.Dir)
+func (c ClientNames) List(dir string) (map[string]int64, error) {
+	fi, err := c.C.Stat(c.Ctx, c.p(dir))
 	if err != nil {
 		return nil, err
 	}
@@ -232,6 +225,9 @@ func (c ClientNames) List() (map[string]int64, error) {
 				return nil, fmt.Errorf("entry %s listed twice", e.Name)
 			}
 			out[e.Name] = int64(e.Attr.Size)
+			if e.Attr.Mode&syscall.S_IFMT == syscall.S_IFDIR {
+				out[e.Name] = -1
+			}
 			order = append(order, e.Name)
 		}
 		if page.EOF || len(page.Entries) == 0 {
@@ -242,7 +238,7 @@ func (c ClientNames) List() (map[string]int64, error) {
 	if !slices.IsSorted(order) {
 		return nil, fmt.Errorf("entries out of order: %q", order)
 	}
-	all, err := c.C.ReadDirAll(c.Ctx, c.Dir)
+	all, err := c.C.ReadDirAll(c.Ctx, c.p(dir))
 	if err != nil {
 		return nil, err
 	}
@@ -267,8 +263,20 @@ func (d DirNames) Write(name string, data []byte, _ bool) error {
 	return os.WriteFile(d.p(name), data, 0o644)
 }
 
-// Rename implements Namer.
-func (d DirNames) Rename(from, to string) error { return os.Rename(d.p(from), d.p(to)) }
+// Mkdir implements TreeNamer.
+func (d DirNames) Mkdir(name string) error { return os.Mkdir(d.p(name), 0o755) }
+
+// Rmdir implements TreeNamer.
+func (d DirNames) Rmdir(name string) error { return syscall.Rmdir(d.p(name)) }
+
+// Rename implements Namer, with rename(2)'s semantics (os.Rename refuses
+// to replace a directory).
+func (d DirNames) Rename(from, to string) error {
+	if err := syscall.Rename(d.p(from), d.p(to)); err != nil {
+		return &os.LinkError{Op: "rename", Old: d.p(from), New: d.p(to), Err: err}
+	}
+	return nil
+}
 
 // Remove implements Namer.
 func (d DirNames) Remove(name string) error { return os.Remove(d.p(name)) }
@@ -286,18 +294,4 @@ func (d DirNames) Size(name string) (int64, error) {
 }
 
 // List implements Namer.
-func (d DirNames) List() (map[string]int64, error) {
-	ents, err := os.ReadDir(string(d))
-	if err != nil {
-		return nil, err
-	}
-	out := map[string]int64{}
-	for _, e := range ents {
-		fi, err := e.Info()
-		if err != nil {
-			return nil, err
-		}
-		out[e.Name()] = fi.Size()
-	}
-	return out, nil
-}
+func (d DirNames) List(dir string) (map[string]int64, error) { return Dir(d.p(dir)).List() }

@@ -67,3 +67,77 @@ func checkNames(ctx context.Context, t *testing.T, c *client.Client, dir string,
 		}
 	}
 }
+
+// TestRandomTree runs fsx.RunTree (RunNames with directories: files
+// written, renamed and removed in a directory and in directories below
+// it, directories made, removed and renamed, as a checkpoint committed by
+// renaming its directory is) under the absorb policy through one client
+// with a staging area: its lookups by path and its listings must show
+// its queued renames done, and another client must see the model's files
+// once the client drained. SLUICE_FSX_SEED and SLUICE_FSX_OPS replay one.
+func TestRandomTree(t *testing.T) {
+	addr, other := absorbServer(t)
+	plan, err := fsx.PlanFromEnv(400, 53, 54)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, seed := range plan.Seeds {
+		t.Run(fmt.Sprint(seed), func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+			defer cancel()
+			dir := fmt.Sprintf("/ckpt/t%d", seed)
+			if err := other.Mkdir(ctx, dir, 0o755); err != nil {
+				t.Fatal(err)
+			}
+			c, err := client.New(ctx, client.Options{Server: addr, StagingDir: t.TempDir()})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			files, counts, err := fsx.RunTree(fsx.ClientNames{C: c, Dir: dir, Ctx: ctx}, seed, plan.Ops)
+			if err != nil {
+				t.Fatal(err)
+			}
+			queued := c.StagingStats().RenamesQueued
+			if err := c.WaitStaged(ctx); err != nil {
+				t.Fatal(err)
+			}
+			if st := c.StagingStats(); st.LastErrors != 0 {
+				t.Fatalf("staging %+v: a queued rename failed", st)
+			}
+			checkTree(ctx, t, other, dir, files)
+			t.Logf("seed %d: %d ops %+v, %d renames queued behind staged files: every answer as the model's", seed, plan.Ops, counts, queued)
+		})
+	}
+}
+
+// checkTree checks that c reads the model's files below dir, and that
+// no other file is there.
+func checkTree(ctx context.Context, t *testing.T, c *client.Client, dir string, files map[string][]byte) {
+	t.Helper()
+	seen := 0
+	var walk func(d string)
+	walk = func(d string) {
+		ents, err := c.ReadDirAll(ctx, path.Join(dir, d))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, e := range ents {
+			p := path.Join(d, e.Name)
+			if e.Mode.IsDir() {
+				walk(p)
+				continue
+			}
+			want, ok := files[p]
+			got, err := proctest.ReadFile(ctx, c, path.Join(dir, p))
+			if !ok || err != nil || !bytes.Equal(got, want) {
+				t.Fatalf("at the end: %s read by another client: %d bytes, %v; the model has it: %v (%d bytes)", p, len(got), err, ok, len(want))
+			}
+			seen++
+		}
+	}
+	walk("")
+	if seen != len(files) {
+		t.Fatalf("at the end: another client found %d files, the model has %d", seen, len(files))
+	}
+}

@@ -432,6 +432,66 @@ func grepLines(page, s string) string {
 	return strings.Join(out, "\n")
 }
 
+// waitMountDrained waits until mount m (started with --http) drained its
+// staged files and carried out its queued renames, and returns how many
+// renames it queued.
+func waitMountDrained(t *testing.T, m *mount) float64 {
+	t.Helper()
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(20 * time.Millisecond) {
+		page := proctest.Metrics(t, m.adminAddr())
+		queued := proctest.MetricSum(page, "sluice_absorb_renames_queued_total")
+		if proctest.MetricSum(page, "sluice_absorb_held_bytes") == 0 && proctest.MetricSum(page, "sluice_absorb_renamed_total") == queued {
+			if errs := proctest.MetricSum(page, "sluice_absorb_rename_errors_total"); errs != 0 {
+				t.Fatalf("the mount's queued renames failed %.0f times:\n%s", errs, grepLines(page, "sluice_absorb_"))
+			}
+			return queued
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the mount did not drain in a minute:\n%s", grepLines(page, "sluice_absorb_"))
+		}
+	}
+}
+
+// TestRandomTreeMount runs fsx.RunTree (files and directories made,
+// renamed and removed, as a checkpoint committed by renaming its
+// directory is; every answer checked against a model) through a `sluice
+// mount --staging-dir` in a directory under the absorb policy, then
+// checks that a client without staging reads the model's files once the
+// mount drained. SLUICE_FSX_SEED and SLUICE_FSX_OPS replay one.
+func TestRandomTreeMount(t *testing.T) {
+	requireFUSE(t)
+	addr, _ := startServerAdmin(t)
+	m := startMount(t, addr, "--staging-dir", t.TempDir(), "--http", "127.0.0.1:0")
+	admin := proctest.Client(t, addr)
+	ctx := context.Background()
+	plan, err := fsx.PlanFromEnv(400, 63)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, seed := range plan.Seeds {
+		dir := fmt.Sprintf("/t%d", seed)
+		if err := admin.Mkdir(ctx, dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := admin.SetAbsorb(ctx, dir, client.AbsorbOn); err != nil {
+			t.Fatal(err)
+		}
+		files, counts, err := fsx.RunTree(fsx.DirNames(m.path(dir)), seed, plan.Ops)
+		if err != nil {
+			t.Fatal(err)
+		}
+		queued := waitMountDrained(t, m)
+		t.Logf("seed %d: %d ops %+v, %.0f renames queued behind staged files: every answer as the model's", seed, plan.Ops, counts, queued)
+		for p, want := range files {
+			got, err := proctest.ReadFile(ctx, admin, path.Join(dir, p))
+			if err != nil || !bytes.Equal(got, want) {
+				t.Fatalf("seed %d, at the end: %s read by another client: %d bytes, %v; want %d bytes", seed, p, len(got), err, len(want))
+			}
+		}
+	}
+	m.stop()
+}
+
 // TestRandomRenamesMount runs fsx.RunNames (random whole writes,
 // renames, removals, reads and stats of a few names, every answer
 // checked against a model) through a `sluice mount --staging-dir` in a
@@ -464,19 +524,8 @@ func TestRandomRenamesMount(t *testing.T) {
 			t.Fatal(err)
 		}
 		// Wait for the mount's drain, then read through another client.
-		mountHTTP := m.adminAddr()
-		for deadline := time.Now().Add(time.Minute); ; time.Sleep(20 * time.Millisecond) {
-			page := proctest.Metrics(t, mountHTTP)
-			if proctest.MetricSum(page, "sluice_absorb_held_bytes") == 0 &&
-				proctest.MetricSum(page, "sluice_absorb_renamed_total") == proctest.MetricSum(page, "sluice_absorb_renames_queued_total") {
-				t.Logf("seed %d: %d ops %+v, %.0f renames queued behind staged files: every answer as the model's",
-					seed, plan.Ops, counts, proctest.MetricSum(page, "sluice_absorb_renames_queued_total"))
-				break
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("the mount did not drain in a minute:\n%s", grepLines(page, "sluice_absorb_"))
-			}
-		}
+		queued := waitMountDrained(t, m)
+		t.Logf("seed %d: %d ops %+v, %.0f renames queued behind staged files: every answer as the model's", seed, plan.Ops, counts, queued)
 		for _, n := range names {
 			got, err := proctest.ReadFile(ctx, admin, path.Join(dir, n))
 			want, had := model[n]

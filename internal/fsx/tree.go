@@ -1,0 +1,242 @@
+package fsx
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io/fs"
+	"maps"
+	"math/rand/v2"
+	"path"
+	"slices"
+	"strings"
+)
+
+// TreeNamer is a Namer with directories, for RunTree. Names are paths
+// relative to its top directory, "d/x" for x in directory d.
+type TreeNamer interface {
+	Namer
+	Mkdir(name string) error
+	Rmdir(name string) error
+}
+
+// TreeCounts are the operations a RunTree run did.
+type TreeCounts struct {
+	NameCounts
+	DirRenames, Mkdirs, Rmdirs int
+}
+
+// treeDirs and treeFiles are the names RunTree uses: directories in the
+// top directory, files in it and in them. They never clash, so no
+// operation meets a directory where it expects a file.
+var (
+	treeDirs  = []string{"d0", "d1", "d2"}
+	treeFiles = []string{"a", "b", "c"}
+)
+
+// treeModel is what RunTree expects: files by path, and the directories.
+type treeModel struct {
+	files map[string][]byte
+	dirs  map[string]bool
+}
+
+// parents are the directories files can be made in: "" and the
+// directories that exist, in order.
+func (m *treeModel) parents() []string {
+	return append([]string{""}, slices.Sorted(maps.Keys(m.dirs))...)
+}
+
+// under returns the paths of the files in directory d, in order.
+func (m *treeModel) under(d string) []string {
+	var out []string
+	for p := range m.files {
+		if strings.HasPrefix(p, d+"/") {
+			out = append(out, p)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// listing is what a listing of directory d must show: its files' sizes
+// and, in the top directory, the directories (-1).
+func (m *treeModel) listing(d string) map[string]int64 {
+	out := map[string]int64{}
+	for p, data := range m.files {
+		if dir, name := path.Split(p); strings.TrimSuffix(dir, "/") == d {
+			out[name] = int64(len(data))
+		}
+	}
+	if d == "" {
+		for k := range m.dirs {
+			out[k] = -1
+		}
+	}
+	return out
+}
+
+// RunTree is RunNames with directories: random whole writes of files in
+// the top directory and in a few directories below it, renames of files
+// (within and across directories), renames of directories (to a new name
+// or over an empty directory), mkdir and rmdir (of empty and non-empty
+// directories), removals, reads and stats, and a listing of one of the
+// directories after every listEvery-th operation, every answer checked
+// against a model of the operations done so far. It returns the model's
+// files (path to content) for the caller to compare with what another
+// client sees. A failure names the seed, the operation and the last 20
+// done.
+func RunTree(n TreeNamer, seed uint64, ops int) (map[string][]byte, TreeCounts, error) {
+	r := rand.New(rand.NewPCG(seed, 0x7ee5))
+	m := &treeModel{files: map[string][]byte{}, dirs: map[string]bool{}}
+	var trace []string
+	var c TreeCounts
+	fail := func(i int, format string, args ...any) error {
+		return fmt.Errorf("seed %d, op %d: %s (replay: SLUICE_FSX_SEED=%d SLUICE_FSX_OPS=%d); the operations before it:\n%s",
+			seed, i, fmt.Sprintf(format, args...), seed, i+1, strings.Join(trace[max(len(trace)-20, 0):], "\n"))
+	}
+	pick := func(s []string) string { return s[r.IntN(len(s))] }
+	for i := range ops {
+		switch op := r.IntN(20); {
+		case op < 5:
+			p := path.Join(pick(m.parents()), pick(treeFiles))
+			data := make([]byte, []int{0, 3000, 40 << 10, 300 << 10}[r.IntN(4)]+r.IntN(5000))
+			for k := range data {
+				data[k] = byte(r.Uint32())
+			}
+			one := len(data) <= 16<<10 && r.IntN(2) == 0
+			if err := n.Write(p, data, one); err != nil {
+				return nil, c, fail(i, "write %s (%d bytes, one request %v): %v", p, len(data), one, err)
+			}
+			m.files[p] = data
+			c.Writes++
+			trace = append(trace, fmt.Sprintf("%d: write %s %d bytes (one request %v)", i, p, len(data), one))
+		case op < 8:
+			have := slices.Sorted(maps.Keys(m.files))
+			if len(have) == 0 {
+				continue
+			}
+			from, to := pick(have), path.Join(pick(m.parents()), pick(treeFiles))
+			if from == to {
+				continue
+			}
+			if err := n.Rename(from, to); err != nil {
+				return nil, c, fail(i, "rename %s %s: %v", from, to, err)
+			}
+			m.files[to] = m.files[from]
+			delete(m.files, from)
+			c.Renames++
+			trace = append(trace, fmt.Sprintf("%d: rename %s %s (%d bytes)", i, from, to, len(m.files[to])))
+		case op < 10:
+			have := slices.Sorted(maps.Keys(m.dirs))
+			if len(have) == 0 {
+				continue
+			}
+			from, to := pick(have), pick(treeDirs)
+			// Only renames that succeed: a rename queued behind staged
+			// files is acknowledged before the service checks it (ADR
+			// 0013), so one over a directory with files would be
+			// reported done and fail later.
+			if from == to || len(m.under(to)) > 0 {
+				continue
+			}
+			if err := n.Rename(from, to); err != nil {
+				return nil, c, fail(i, "rename directory %s %s (over an empty one: %v): %v", from, to, m.dirs[to], err)
+			}
+			for _, p := range m.under(from) {
+				m.files[to+p[len(from):]] = m.files[p]
+				delete(m.files, p)
+			}
+			delete(m.dirs, from)
+			m.dirs[to] = true
+			c.DirRenames++
+			trace = append(trace, fmt.Sprintf("%d: rename directory %s %s", i, from, to))
+		case op < 11:
+			d := pick(treeDirs)
+			err := n.Mkdir(d)
+			if m.dirs[d] != (err != nil) || (m.dirs[d] && !errors.Is(err, fs.ErrExist)) {
+				return nil, c, fail(i, "mkdir %s: %v; the model has it: %v", d, err, m.dirs[d])
+			}
+			m.dirs[d] = true
+			c.Mkdirs++
+			trace = append(trace, fmt.Sprintf("%d: mkdir %s", i, d))
+		case op < 12:
+			d := pick(treeDirs)
+			err := n.Rmdir(d)
+			files := len(m.under(d))
+			if ok := m.dirs[d] && files == 0; ok != (err == nil) || (!m.dirs[d] && !errors.Is(err, fs.ErrNotExist)) {
+				return nil, c, fail(i, "rmdir %s: %v; the model has it: %v, with %d files", d, err, m.dirs[d], files)
+			}
+			if err == nil {
+				delete(m.dirs, d)
+			}
+			c.Rmdirs++
+			trace = append(trace, fmt.Sprintf("%d: rmdir %s (%d files: %v)", i, d, files, err))
+		case op < 14:
+			p := path.Join(pick(m.parents()), pick(treeFiles))
+			err := n.Remove(p)
+			_, had := m.files[p]
+			if had != (err == nil) || (!had && !errors.Is(err, fs.ErrNotExist)) {
+				return nil, c, fail(i, "remove %s: %v; the model has it: %v", p, err, had)
+			}
+			delete(m.files, p)
+			c.Removes++
+			trace = append(trace, fmt.Sprintf("%d: remove %s", i, p))
+		case op < 18:
+			// Reads and stats also name directories that do not exist.
+			p := path.Join(pick(append([]string{""}, treeDirs...)), pick(treeFiles))
+			got, err := n.Read(p)
+			want, had := m.files[p]
+			switch {
+			case !had && !errors.Is(err, fs.ErrNotExist):
+				return nil, c, fail(i, "read %s: %d bytes, %v; the model has no such file", p, len(got), err)
+			case had && (err != nil || !bytes.Equal(got, want)):
+				return nil, c, fail(i, "read %s: %d bytes, %v; want %d bytes (the same: %v)", p, len(got), err, len(want), bytes.Equal(got, want))
+			}
+			c.Reads++
+		default:
+			p := path.Join(pick(append([]string{""}, treeDirs...)), pick(treeFiles))
+			size, err := n.Size(p)
+			want, had := m.files[p]
+			switch {
+			case !had && !errors.Is(err, fs.ErrNotExist):
+				return nil, c, fail(i, "stat %s: size %d, %v; the model has no such file", p, size, err)
+			case had && (err != nil || size != int64(len(want))):
+				return nil, c, fail(i, "stat %s: size %d, %v; want %d", p, size, err, len(want))
+			}
+			c.Stats++
+		}
+		if i%listEvery == listEvery-1 {
+			// The directories in turn, drawing no random numbers.
+			ps := m.parents()
+			d := ps[(i/listEvery)%len(ps)]
+			got, err := n.List(d)
+			if err != nil {
+				return nil, c, fail(i, "after it, list %q: %v", d, err)
+			}
+			if diff := listDiff(got, m.listing(d)); diff != "" {
+				return nil, c, fail(i, "after it, list %q: %s", d, diff)
+			}
+			c.Lists++
+		}
+	}
+	return m.files, c, nil
+}
+
+// listDiff says how listing got differs from want ("": not).
+func listDiff(got, want map[string]int64) string {
+	var d []string
+	for name, size := range got {
+		if w, ok := want[name]; !ok {
+			d = append(d, fmt.Sprintf("%s listed (size %d), the model has no such entry", name, size))
+		} else if size != w {
+			d = append(d, fmt.Sprintf("%s listed with size %d, want %d (-1: a directory)", name, size, w))
+		}
+	}
+	for name := range want {
+		if _, ok := got[name]; !ok {
+			d = append(d, fmt.Sprintf("%s not listed", name))
+		}
+	}
+	slices.Sort(d)
+	return strings.Join(d, "; ")
+}
