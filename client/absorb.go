@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/sluice-fs/sluice/internal/errs"
@@ -322,6 +323,9 @@ func (c *Client) overlayStagedSince(a *wire.Attr, tok uint64) {
 // them, so they keep their order.
 func (c *Client) renameCall(ctx context.Context, req *wire.RenameReq, oldPath, newPath string) error {
 	if s := c.stg; s != nil && s.queuedRenames() > 0 {
+		if err := c.checkRenameView(ctx, req, oldPath, newPath); err != nil {
+			return err
+		}
 		return s.deferRename(req, oldPath, newPath)
 	}
 	backoff := 5 * time.Millisecond
@@ -340,6 +344,60 @@ func (c *Client) renameCall(ctx context.Context, req *wire.RenameReq, oldPath, n
 		}
 		backoff = min(2*backoff, 200*time.Millisecond)
 	}
+}
+
+// checkRenameView checks a rename that is to queue behind this client's
+// queued renames, so is not sent yet, against the namespace as this
+// client sees it (the service's with those renames done): it fails as
+// the service would once they are carried out, for a missing source, an
+// existing target of RenameNoReplace, a missing one of RenameExchange, a
+// directory over a non-directory or the reverse, a directory over one
+// that is not empty, and (when the caller named paths) a directory into
+// itself. The first attempt of a rename is checked by the service, which
+// refuses a valid rename only for staged files. A queued rename can still
+// fail when carried out if another client changed the names meanwhile
+// (StagingStats.LastErrors says so).
+func (c *Client) checkRenameView(ctx context.Context, req *wire.RenameReq, oldPath, newPath string) error {
+	src, err := c.LookupIno(ctx, req.OldParent, req.OldName)
+	if err != nil {
+		return err
+	}
+	dst, err := c.LookupIno(ctx, req.NewParent, req.NewName)
+	dstOK := err == nil
+	if err != nil && errs.CodeOf(err) != errs.NotFound {
+		return err
+	}
+	exchange := req.Flags&wire.RenameExchange != 0
+	switch {
+	case req.Flags&wire.RenameNoReplace != 0 && dstOK:
+		return errs.New(errs.Exists, "client: rename: %q exists", req.NewName)
+	case exchange && !dstOK:
+		return errs.New(errs.NotFound, "client: rename: no entry %q to exchange with", req.NewName)
+	case dstOK && dst.Ino == src.Ino:
+		return nil
+	}
+	srcDir, dstDir := src.Mode&syscall.S_IFMT == syscall.S_IFDIR, dstOK && dst.Mode&syscall.S_IFMT == syscall.S_IFDIR
+	if srcDir && oldPath != "" && newPath != "" && under(newPath, oldPath) {
+		return errs.New(errs.Invalid, "client: rename: cannot move %s into itself", oldPath)
+	}
+	if exchange || !dstOK {
+		return nil
+	}
+	switch {
+	case srcDir && !dstDir:
+		return errs.New(errs.NotDir, "client: rename: cannot replace non-directory %q with a directory", req.NewName)
+	case !srcDir && dstDir:
+		return errs.New(errs.IsDir, "client: rename: cannot replace directory %q with a non-directory", req.NewName)
+	case dstDir:
+		page, err := c.readDirPage(ctx, &wire.ReadDirReq{Ino: dst.Ino, Limit: 1})
+		if err != nil {
+			return err
+		}
+		if len(page.Entries) > 0 {
+			return errs.New(errs.NotEmpty, "client: rename: target directory %q is not empty", req.NewName)
+		}
+	}
+	return nil
 }
 
 // Read-your-renames. A rename this client queued behind staged files

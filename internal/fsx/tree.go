@@ -78,7 +78,8 @@ func (m *treeModel) listing(d string) map[string]int64 {
 // RunTree is RunNames with directories: random whole writes of files in
 // the top directory and in a few directories below it, renames of files
 // (within and across directories), renames of directories (to a new name
-// or over an empty directory), mkdir and rmdir (of empty and non-empty
+// or over an empty directory, and over one with files, which must fail),
+// mkdir and rmdir (of empty and non-empty
 // directories), removals, reads and stats, and a listing of one of the
 // directories after every listEvery-th operation, every answer checked
 // against a model of the operations done so far. It returns the model's
@@ -132,11 +133,17 @@ func RunTree(n TreeNamer, seed uint64, ops int) (map[string][]byte, TreeCounts, 
 				continue
 			}
 			from, to := pick(have), pick(treeDirs)
-			// Only renames that succeed: a rename queued behind staged
-			// files is acknowledged before the service checks it (ADR
-			// 0013), so one over a directory with files would be
-			// reported done and fail later.
-			if from == to || len(m.under(to)) > 0 {
+			if from == to {
+				continue
+			}
+			if k := len(m.under(to)); k > 0 {
+				// A queued rename must fail at once too: a client
+				// checks it against the namespace as it sees it.
+				if err := n.Rename(from, to); err == nil {
+					return nil, c, fail(i, "rename directory %s over %s, which has %d files: no error", from, to, k)
+				}
+				c.DirRenames++
+				trace = append(trace, fmt.Sprintf("%d: rename directory %s over %s (%d files): failed", i, from, to, k))
 				continue
 			}
 			if err := n.Rename(from, to); err != nil {

@@ -76,9 +76,6 @@ func (s *Service) rename(ctx context.Context, req *wire.RenameReq) error {
 		if !ok {
 			return errs.New(errs.NotFound, "no entry %q in directory %d", req.OldName, opIno)
 		}
-		if err := checkStaged(tx, opIno, npIno, src); err != nil {
-			return err // ADR 0013: a checkpoint's commit waits for its shards to drain
-		}
 		dst, dstOK, err := lookup(tx, npIno, req.NewName)
 		if err != nil {
 			return err
@@ -101,6 +98,27 @@ func (s *Service) rename(ctx context.Context, req *wire.RenameReq) error {
 			if err := checkNotAncestor(tx, dst.ino, opIno); err != nil {
 				return err
 			}
+		}
+		if !exchange && dstOK {
+			switch {
+			case srcDir && !dstDir:
+				return errs.New(errs.NotDir, "cannot replace non-directory %q with a directory", req.NewName)
+			case !srcDir && dstDir:
+				return errs.New(errs.IsDir, "cannot replace directory %q with a non-directory", req.NewName)
+			case dstDir:
+				empty, err := isEmptyDir(tx, dst.ino)
+				if err != nil {
+					return err
+				}
+				if !empty {
+					return errs.New(errs.NotEmpty, "target directory %q is not empty", req.NewName)
+				}
+			}
+		}
+		// Only a rename that would succeed is refused for staged files
+		// (so a client that queues it, ADR 0013, queues a valid one).
+		if err := checkStaged(tx, opIno, npIno, src); err != nil {
+			return err // ADR 0013: a checkpoint's commit waits for its shards to drain
 		}
 		srcNode, err := getInode(tx, src.ino)
 		if err != nil {
@@ -138,18 +156,7 @@ func (s *Service) rename(ctx context.Context, req *wire.RenameReq) error {
 		} else {
 			if dstOK {
 				switch {
-				case srcDir && !dstDir:
-					return errs.New(errs.NotDir, "cannot replace non-directory %q with a directory", req.NewName)
-				case !srcDir && dstDir:
-					return errs.New(errs.IsDir, "cannot replace directory %q with a non-directory", req.NewName)
-				case dstDir:
-					empty, err := isEmptyDir(tx, dst.ino)
-					if err != nil {
-						return err
-					}
-					if !empty {
-						return errs.New(errs.NotEmpty, "target directory %q is not empty", req.NewName)
-					}
+				case dstDir: // checked above: an empty directory, replaced by one
 					np.Nlink--
 					if err := removeDir(tx, dst.ino, &fr); err != nil {
 						return err
