@@ -492,6 +492,50 @@ func TestRandomTreeMount(t *testing.T) {
 	m.stop()
 }
 
+// TestRandomTreePlainMount runs fsx.RunTree through a plain mount (no
+// staging, no policy): the mount's own caches (entries, attributes,
+// names absent from directories it made, READDIRPLUS) against a model of
+// files and directories made, renamed and removed; another client then
+// reads the model's files.
+func TestRandomTreePlainMount(t *testing.T) {
+	requireFUSE(t)
+	addr, _ := startServerAdmin(t)
+	admin := proctest.Client(t, addr)
+	ctx := context.Background()
+	plan, err := fsx.PlanFromEnv(400, 65)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for k, flags := range [][]string{
+		nil,
+		{"--writeback-cache"},
+		{"--passthrough", "--direct-read"},
+		{"--watch-timeout", "-1s"}, // no change feed: the 1 s timeouts
+	} {
+		t.Run(strings.Join(append([]string{"mount"}, flags...), " "), func(t *testing.T) {
+			m := startMount(t, addr, flags...)
+			for _, seed := range plan.Seeds {
+				dir := fmt.Sprintf("/p%d-%d", seed, k)
+				if err := os.Mkdir(m.path(dir), 0o755); err != nil {
+					t.Fatal(err)
+				}
+				files, counts, err := fsx.RunTree(fsx.DirNames(m.path(dir)), seed, plan.Ops)
+				if err != nil {
+					t.Fatal(err)
+				}
+				t.Logf("seed %d: %d ops %+v: every answer as the model's", seed, plan.Ops, counts)
+				for p, want := range files {
+					got, err := proctest.ReadFile(ctx, admin, path.Join(dir, p))
+					if err != nil || !bytes.Equal(got, want) {
+						t.Fatalf("seed %d, at the end: %s read by another client: %d bytes, %v; want %d bytes", seed, p, len(got), err, len(want))
+					}
+				}
+			}
+			m.stop()
+		})
+	}
+}
+
 // TestRandomRenamesMount runs fsx.RunNames (random whole writes,
 // renames, removals, reads and stats of a few names, every answer
 // checked against a model) through a `sluice mount --staging-dir` in a
