@@ -105,23 +105,15 @@ func RunNames(n Namer, names []string, seed uint64, ops int) (map[string][]byte,
 			c.Removes++
 			trace = append(trace, fmt.Sprintf("%d: remove %s", i, name))
 		case op < 9:
-			got, err := n.Read(name)
 			want, had := model[name]
-			switch {
-			case !had && !errors.Is(err, fs.ErrNotExist):
-				return nil, c, fail(i, "read %s: %d bytes, %v; the model has no such file", name, len(got), err)
-			case had && (err != nil || !bytes.Equal(got, want)):
-				return nil, c, fail(i, "read %s: %d bytes, %v; want %d bytes (the same: %v)", name, len(got), err, len(want), bytes.Equal(got, want))
+			if msg := checkRead(n, name, want, had); msg != "" {
+				return nil, c, fail(i, "%s", msg)
 			}
 			c.Reads++
 		default:
-			size, err := n.Size(name)
 			want, had := model[name]
-			switch {
-			case !had && !errors.Is(err, fs.ErrNotExist):
-				return nil, c, fail(i, "stat %s: size %d, %v; the model has no such file", name, size, err)
-			case had && (err != nil || size != int64(len(want))):
-				return nil, c, fail(i, "stat %s: size %d, %v; want %d", name, size, err, len(want))
+			if msg := checkSize(n, name, want, had); msg != "" {
+				return nil, c, fail(i, "%s", msg)
 			}
 			c.Stats++
 		}
@@ -141,6 +133,31 @@ func RunNames(n Namer, names []string, seed uint64, ops int) (map[string][]byte,
 		}
 	}
 	return model, c, nil
+}
+
+// checkRead reads name and says how it differs from the model's file
+// (want; had: the model has it), "" if not.
+func checkRead(n Namer, name string, want []byte, had bool) string {
+	got, err := n.Read(name)
+	switch {
+	case !had && !errors.Is(err, fs.ErrNotExist):
+		return fmt.Sprintf("read %s: %d bytes, %v; the model has no such file", name, len(got), err)
+	case had && (err != nil || !bytes.Equal(got, want)):
+		return fmt.Sprintf("read %s: %d bytes, %v; want %d bytes (the same: %v)", name, len(got), err, len(want), bytes.Equal(got, want))
+	}
+	return ""
+}
+
+// checkSize is checkRead of name's size.
+func checkSize(n Namer, name string, want []byte, had bool) string {
+	size, err := n.Size(name)
+	switch {
+	case !had && !errors.Is(err, fs.ErrNotExist):
+		return fmt.Sprintf("stat %s: size %d, %v; the model has no such file", name, size, err)
+	case had && (err != nil || size != int64(len(want))):
+		return fmt.Sprintf("stat %s: size %d, %v; want %d", name, size, err, len(want))
+	}
+	return ""
 }
 
 // ClientNames is a Namer of directory Dir through the Go client library

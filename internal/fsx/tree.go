@@ -1,7 +1,6 @@
 package fsx
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -191,24 +190,16 @@ func RunTree(n TreeNamer, seed uint64, ops int) (map[string][]byte, TreeCounts, 
 		case op < 18:
 			// Reads and stats also name directories that do not exist.
 			p := path.Join(pick(append([]string{""}, treeDirs...)), pick(treeFiles))
-			got, err := n.Read(p)
 			want, had := m.files[p]
-			switch {
-			case !had && !errors.Is(err, fs.ErrNotExist):
-				return nil, c, fail(i, "read %s: %d bytes, %v; the model has no such file", p, len(got), err)
-			case had && (err != nil || !bytes.Equal(got, want)):
-				return nil, c, fail(i, "read %s: %d bytes, %v; want %d bytes (the same: %v)", p, len(got), err, len(want), bytes.Equal(got, want))
+			if msg := checkRead(n, p, want, had); msg != "" {
+				return nil, c, fail(i, "%s", msg)
 			}
 			c.Reads++
 		default:
 			p := path.Join(pick(append([]string{""}, treeDirs...)), pick(treeFiles))
-			size, err := n.Size(p)
 			want, had := m.files[p]
-			switch {
-			case !had && !errors.Is(err, fs.ErrNotExist):
-				return nil, c, fail(i, "stat %s: size %d, %v; the model has no such file", p, size, err)
-			case had && (err != nil || size != int64(len(want))):
-				return nil, c, fail(i, "stat %s: size %d, %v; want %d", p, size, err, len(want))
+			if msg := checkSize(n, p, want, had); msg != "" {
+				return nil, c, fail(i, "%s", msg)
 			}
 			c.Stats++
 		}

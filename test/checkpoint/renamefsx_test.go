@@ -30,17 +30,8 @@ func TestRandomRenames(t *testing.T) {
 	names := []string{"a", "b", "c", "d", "e"}
 	for _, seed := range plan.Seeds {
 		t.Run(fmt.Sprint(seed), func(t *testing.T) {
-			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
-			defer cancel()
 			dir := fmt.Sprintf("/ckpt/r%d", seed)
-			if err := other.Mkdir(ctx, dir, 0o755); err != nil {
-				t.Fatal(err)
-			}
-			c, err := client.New(ctx, client.Options{Server: addr, StagingDir: t.TempDir()})
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer c.Close()
+			ctx, c := stagingClient(t, addr, other, dir)
 			model, counts, err := fsx.RunNames(fsx.ClientNames{C: c, Dir: dir, Ctx: ctx}, names, seed, plan.Ops)
 			if err != nil {
 				t.Fatal(err)
@@ -53,6 +44,24 @@ func TestRandomRenames(t *testing.T) {
 			t.Logf("seed %d: %d ops %+v, %d renames queued behind staged files: every answer as the model's", seed, plan.Ops, counts, queued)
 		})
 	}
+}
+
+// stagingClient makes directory dir (under the absorb policy) through
+// other and returns a client of addr with a staging area, closed at the
+// end of the test, and a context for the run.
+func stagingClient(t *testing.T, addr string, other *client.Client, dir string) (context.Context, *client.Client) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	t.Cleanup(cancel)
+	if err := other.Mkdir(ctx, dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	c, err := client.New(ctx, client.Options{Server: addr, StagingDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return ctx, c
 }
 
 // checkNames checks that c reads the model's files in dir, and no others
@@ -83,17 +92,8 @@ func TestRandomTree(t *testing.T) {
 	}
 	for _, seed := range plan.Seeds {
 		t.Run(fmt.Sprint(seed), func(t *testing.T) {
-			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
-			defer cancel()
 			dir := fmt.Sprintf("/ckpt/t%d", seed)
-			if err := other.Mkdir(ctx, dir, 0o755); err != nil {
-				t.Fatal(err)
-			}
-			c, err := client.New(ctx, client.Options{Server: addr, StagingDir: t.TempDir()})
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer c.Close()
+			ctx, c := stagingClient(t, addr, other, dir)
 			files, counts, err := fsx.RunTree(fsx.ClientNames{C: c, Dir: dir, Ctx: ctx}, seed, plan.Ops)
 			if err != nil {
 				t.Fatal(err)

@@ -452,6 +452,28 @@ func waitMountDrained(t *testing.T, m *mount) float64 {
 	}
 }
 
+// absorbDir makes directory dir with the absorb policy.
+func absorbDir(ctx context.Context, t *testing.T, c *client.Client, dir string) {
+	t.Helper()
+	if err := c.Mkdir(ctx, dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.SetAbsorb(ctx, dir, client.AbsorbOn); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// checkFiles checks that c reads files (paths below dir to content).
+func checkFiles(ctx context.Context, t *testing.T, c *client.Client, dir string, files map[string][]byte) {
+	t.Helper()
+	for p, want := range files {
+		got, err := proctest.ReadFile(ctx, c, path.Join(dir, p))
+		if err != nil || !bytes.Equal(got, want) {
+			t.Fatalf("at the end: %s read by another client: %d bytes, %v; want %d bytes", p, len(got), err, len(want))
+		}
+	}
+}
+
 // TestRandomTreeMount runs fsx.RunTree (files and directories made,
 // renamed and removed, as a checkpoint committed by renaming its
 // directory is; every answer checked against a model) through a `sluice
@@ -470,24 +492,14 @@ func TestRandomTreeMount(t *testing.T) {
 	}
 	for _, seed := range plan.Seeds {
 		dir := fmt.Sprintf("/t%d", seed)
-		if err := admin.Mkdir(ctx, dir, 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := admin.SetAbsorb(ctx, dir, client.AbsorbOn); err != nil {
-			t.Fatal(err)
-		}
+		absorbDir(ctx, t, admin, dir)
 		files, counts, err := fsx.RunTree(fsx.DirNames(m.path(dir)), seed, plan.Ops)
 		if err != nil {
 			t.Fatal(err)
 		}
 		queued := waitMountDrained(t, m)
 		t.Logf("seed %d: %d ops %+v, %.0f renames queued behind staged files: every answer as the model's", seed, plan.Ops, counts, queued)
-		for p, want := range files {
-			got, err := proctest.ReadFile(ctx, admin, path.Join(dir, p))
-			if err != nil || !bytes.Equal(got, want) {
-				t.Fatalf("seed %d, at the end: %s read by another client: %d bytes, %v; want %d bytes", seed, p, len(got), err, len(want))
-			}
-		}
+		checkFiles(ctx, t, admin, dir, files)
 	}
 	m.stop()
 }
@@ -524,12 +536,7 @@ func TestRandomTreePlainMount(t *testing.T) {
 					t.Fatal(err)
 				}
 				t.Logf("seed %d: %d ops %+v: every answer as the model's", seed, plan.Ops, counts)
-				for p, want := range files {
-					got, err := proctest.ReadFile(ctx, admin, path.Join(dir, p))
-					if err != nil || !bytes.Equal(got, want) {
-						t.Fatalf("seed %d, at the end: %s read by another client: %d bytes, %v; want %d bytes", seed, p, len(got), err, len(want))
-					}
-				}
+				checkFiles(ctx, t, admin, dir, files)
 			}
 			m.stop()
 		})
@@ -557,12 +564,7 @@ func TestRandomRenamesMount(t *testing.T) {
 	names := []string{"a", "b", "c", "d", "e"}
 	for _, seed := range plan.Seeds {
 		dir := fmt.Sprintf("/r%d", seed)
-		if err := admin.Mkdir(ctx, dir, 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := admin.SetAbsorb(ctx, dir, client.AbsorbOn); err != nil {
-			t.Fatal(err)
-		}
+		absorbDir(ctx, t, admin, dir)
 		model, counts, err := fsx.RunNames(fsx.DirNames(m.path(dir)), names, seed, plan.Ops)
 		if err != nil {
 			t.Fatal(err)
