@@ -13,6 +13,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"path"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -270,6 +271,38 @@ func ReadFile(ctx context.Context, c *client.Client, p string) ([]byte, error) {
 	}
 	defer f.Close()
 	return io.ReadAll(f)
+}
+
+// CheckTree checks that c reads exactly files below dir (paths relative
+// to dir, to content): each of them with its bytes, and no other file
+// (directories may be there).
+func CheckTree(ctx context.Context, tb testing.TB, c *client.Client, dir string, files map[string][]byte) {
+	tb.Helper()
+	seen := 0
+	var walk func(d string)
+	walk = func(d string) {
+		ents, err := c.ReadDirAll(ctx, path.Join(dir, d))
+		if err != nil {
+			tb.Fatal(err)
+		}
+		for _, e := range ents {
+			p := path.Join(d, e.Name)
+			if e.Mode.IsDir() {
+				walk(p)
+				continue
+			}
+			want, ok := files[p]
+			got, err := ReadFile(ctx, c, path.Join(dir, p))
+			if !ok || err != nil || !bytes.Equal(got, want) {
+				tb.Fatalf("%s read by another client: %d bytes, %v; want it: %v (%d bytes)", p, len(got), err, ok, len(want))
+			}
+			seen++
+		}
+	}
+	walk("")
+	if seen != len(files) {
+		tb.Fatalf("another client found %d files below %s, want %d", seen, dir, len(files))
+	}
 }
 
 // WaitProfileClients waits until recording name of the I/O profiler counts

@@ -105,39 +105,8 @@ func TestRandomTree(t *testing.T) {
 			if st := c.StagingStats(); st.LastErrors != 0 {
 				t.Fatalf("staging %+v: a queued rename failed", st)
 			}
-			checkTree(ctx, t, other, dir, files)
+			proctest.CheckTree(ctx, t, other, dir, files)
 			t.Logf("seed %d: %d ops %+v, %d renames queued behind staged files: every answer as the model's", seed, plan.Ops, counts, queued)
 		})
-	}
-}
-
-// checkTree checks that c reads the model's files below dir, and that
-// no other file is there.
-func checkTree(ctx context.Context, t *testing.T, c *client.Client, dir string, files map[string][]byte) {
-	t.Helper()
-	seen := 0
-	var walk func(d string)
-	walk = func(d string) {
-		ents, err := c.ReadDirAll(ctx, path.Join(dir, d))
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, e := range ents {
-			p := path.Join(d, e.Name)
-			if e.Mode.IsDir() {
-				walk(p)
-				continue
-			}
-			want, ok := files[p]
-			got, err := proctest.ReadFile(ctx, c, path.Join(dir, p))
-			if !ok || err != nil || !bytes.Equal(got, want) {
-				t.Fatalf("at the end: %s read by another client: %d bytes, %v; the model has it: %v (%d bytes)", p, len(got), err, ok, len(want))
-			}
-			seen++
-		}
-	}
-	walk("")
-	if seen != len(files) {
-		t.Fatalf("at the end: another client found %d files, the model has %d", seen, len(files))
 	}
 }

@@ -463,17 +463,6 @@ func absorbDir(ctx context.Context, t *testing.T, c *client.Client, dir string) 
 	}
 }
 
-// checkFiles checks that c reads files (paths below dir to content).
-func checkFiles(ctx context.Context, t *testing.T, c *client.Client, dir string, files map[string][]byte) {
-	t.Helper()
-	for p, want := range files {
-		got, err := proctest.ReadFile(ctx, c, path.Join(dir, p))
-		if err != nil || !bytes.Equal(got, want) {
-			t.Fatalf("at the end: %s read by another client: %d bytes, %v; want %d bytes", p, len(got), err, len(want))
-		}
-	}
-}
-
 // TestRandomTreeMount runs fsx.RunTree (files and directories made,
 // renamed and removed, as a checkpoint committed by renaming its
 // directory is; every answer checked against a model) through a `sluice
@@ -499,9 +488,60 @@ func TestRandomTreeMount(t *testing.T) {
 		}
 		queued := waitMountDrained(t, m)
 		t.Logf("seed %d: %d ops %+v, %.0f renames queued behind staged files: every answer as the model's", seed, plan.Ops, counts, queued)
-		checkFiles(ctx, t, admin, dir, files)
+		proctest.CheckTree(ctx, t, admin, dir, files)
 	}
 	m.stop()
+}
+
+// TestRandomTreeKillMount kills (SIGKILL) a `sluice mount --staging-dir`
+// after a random number of fsx.RunTree operations under the absorb
+// policy, with staged files not drained and renames queued, then lets a
+// new client with the same staging directory replay what the mount
+// staged: every acknowledged operation must survive, so another client
+// then reads exactly the model's files. Three rounds, each with its own
+// kill point (drawn from the seed); SLUICE_FSX_SEED and SLUICE_FSX_OPS
+// replay one.
+func TestRandomTreeKillMount(t *testing.T) {
+	requireFUSE(t)
+	addr, _ := startServerAdmin(t)
+	admin := proctest.Client(t, addr)
+	staging := t.TempDir()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	plan, err := fsx.PlanFromEnv(300, 67)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, seed := range plan.Seeds {
+		r := rand.New(rand.NewPCG(seed, 0xdead))
+		for round := range 3 {
+			ops := 20 + r.IntN(max(plan.Ops-20, 1))
+			dir := fmt.Sprintf("/k%d-%d", seed, round)
+			absorbDir(ctx, t, admin, dir)
+			m := startMount(t, addr, "--staging-dir", staging)
+			files, counts, err := fsx.RunTree(fsx.DirNames(m.path(dir)), seed+uint64(round), ops)
+			if err != nil {
+				t.Fatal(err)
+			}
+			m.kill()
+			// A new client on this node adopts the dead mount's area.
+			c, err := client.New(ctx, client.Options{Server: addr, StagingDir: staging})
+			if err != nil {
+				t.Fatal(err)
+			}
+			st := c.StagingStats()
+			if err := c.WaitStaged(ctx); err != nil {
+				t.Fatal(err)
+			}
+			if after := c.StagingStats(); after.LastErrors != 0 {
+				t.Fatalf("seed %d, round %d: replayed renames failed: %+v", seed, round, after)
+			}
+			c.Close()
+			proctest.CheckTree(ctx, t, admin, dir, files)
+			t.Logf("seed %d, round %d: killed after %d ops %+v; %d segments and renames adopted: every acknowledged operation there",
+				seed+uint64(round), round, ops, counts, st.Adopted)
+		}
+	}
 }
 
 // TestRandomTreePlainMount runs fsx.RunTree through a plain mount (no
@@ -536,7 +576,7 @@ func TestRandomTreePlainMount(t *testing.T) {
 					t.Fatal(err)
 				}
 				t.Logf("seed %d: %d ops %+v: every answer as the model's", seed, plan.Ops, counts)
-				checkFiles(ctx, t, admin, dir, files)
+				proctest.CheckTree(ctx, t, admin, dir, files)
 			}
 			m.stop()
 		})
