@@ -3,6 +3,7 @@ package client
 import (
 	"context"
 	"fmt"
+	"path"
 	"slices"
 	"strings"
 	"sync"
@@ -323,10 +324,11 @@ func (c *Client) overlayStagedSince(a *wire.Attr, tok uint64) {
 // them, so they keep their order.
 func (c *Client) renameCall(ctx context.Context, req *wire.RenameReq, oldPath, newPath string) error {
 	if s := c.stg; s != nil && s.queuedRenames() > 0 {
-		if err := c.checkRenameView(ctx, req, oldPath, newPath); err != nil {
+		moved, err := c.checkRenameView(ctx, req, oldPath, newPath)
+		if err != nil {
 			return err
 		}
-		return s.deferRename(req, oldPath, newPath)
+		return s.deferRename(req, oldPath, newPath, moved)
 	}
 	backoff := 5 * time.Millisecond
 	for {
@@ -335,7 +337,17 @@ func (c *Client) renameCall(ctx context.Context, req *wire.RenameReq, oldPath, n
 			return err
 		}
 		if s := c.stg; s != nil {
-			return s.deferRename(req, oldPath, newPath)
+			// Nothing queued before it: the service's names are this
+			// client's. The inodes it moves or replaces, for lookups
+			// through symbolic links (lookupPath).
+			var moved [2]uint64
+			if a, err := c.LookupInoNow(ctx, req.OldParent, req.OldName); err == nil {
+				moved[0] = a.Ino
+			}
+			if a, err := c.LookupInoNow(ctx, req.NewParent, req.NewName); err == nil {
+				moved[1] = a.Ino
+			}
+			return s.deferRename(req, oldPath, newPath, moved)
 		}
 		select {
 		case <-time.After(backoff):
@@ -356,48 +368,53 @@ func (c *Client) renameCall(ctx context.Context, req *wire.RenameReq, oldPath, n
 // itself. The first attempt of a rename is checked by the service, which
 // refuses a valid rename only for staged files. A queued rename can still
 // fail when carried out if another client changed the names meanwhile
-// (StagingStats.LastErrors says so).
-func (c *Client) checkRenameView(ctx context.Context, req *wire.RenameReq, oldPath, newPath string) error {
+// (StagingStats.LastErrors says so). It returns the inodes the rename
+// moves and replaces (0: none).
+func (c *Client) checkRenameView(ctx context.Context, req *wire.RenameReq, oldPath, newPath string) (moved [2]uint64, err error) {
 	src, err := c.LookupIno(ctx, req.OldParent, req.OldName)
 	if err != nil {
-		return err
+		return moved, err
 	}
+	moved[0] = src.Ino
 	dst, err := c.LookupIno(ctx, req.NewParent, req.NewName)
 	dstOK := err == nil
 	if err != nil && errs.CodeOf(err) != errs.NotFound {
-		return err
+		return moved, err
+	}
+	if dstOK {
+		moved[1] = dst.Ino
 	}
 	exchange := req.Flags&wire.RenameExchange != 0
 	switch {
 	case req.Flags&wire.RenameNoReplace != 0 && dstOK:
-		return errs.New(errs.Exists, "client: rename: %q exists", req.NewName)
+		return moved, errs.New(errs.Exists, "client: rename: %q exists", req.NewName)
 	case exchange && !dstOK:
-		return errs.New(errs.NotFound, "client: rename: no entry %q to exchange with", req.NewName)
+		return moved, errs.New(errs.NotFound, "client: rename: no entry %q to exchange with", req.NewName)
 	case dstOK && dst.Ino == src.Ino:
-		return nil
+		return moved, nil
 	}
 	srcDir, dstDir := src.Mode&syscall.S_IFMT == syscall.S_IFDIR, dstOK && dst.Mode&syscall.S_IFMT == syscall.S_IFDIR
 	if srcDir && oldPath != "" && newPath != "" && under(newPath, oldPath) {
-		return errs.New(errs.Invalid, "client: rename: cannot move %s into itself", oldPath)
+		return moved, errs.New(errs.Invalid, "client: rename: cannot move %s into itself", oldPath)
 	}
 	if exchange || !dstOK {
-		return nil
+		return moved, nil
 	}
 	switch {
 	case srcDir && !dstDir:
-		return errs.New(errs.NotDir, "client: rename: cannot replace non-directory %q with a directory", req.NewName)
+		return moved, errs.New(errs.NotDir, "client: rename: cannot replace non-directory %q with a directory", req.NewName)
 	case !srcDir && dstDir:
-		return errs.New(errs.IsDir, "client: rename: cannot replace directory %q with a non-directory", req.NewName)
+		return moved, errs.New(errs.IsDir, "client: rename: cannot replace directory %q with a non-directory", req.NewName)
 	case dstDir:
 		page, err := c.readDirPage(ctx, &wire.ReadDirReq{Ino: dst.Ino, Limit: 1})
 		if err != nil {
-			return err
+			return moved, err
 		}
 		if len(page.Entries) > 0 {
-			return errs.New(errs.NotEmpty, "client: rename: target directory %q is not empty", req.NewName)
+			return moved, errs.New(errs.NotEmpty, "client: rename: target directory %q is not empty", req.NewName)
 		}
 	}
-	return nil
+	return moved, nil
 }
 
 // Read-your-renames. A rename this client queued behind staged files
@@ -532,18 +549,113 @@ func (s *stager) renamesMoved(done int64) bool {
 }
 
 // lookupPath runs call with path p as this client's queued renames map it
-// (throughRenames). A path a queued rename removed is not found.
-func (c *Client) lookupPath(p string, call func(q string) error) error {
+// (throughRenames); call returns the inode it found. A path a queued
+// rename removed is not found. renamedPath maps the names of p, not
+// those of the symbolic links along it, which the metadata service
+// follows in its own namespace: when the answer may depend on a queued
+// rename (nothing found, or an inode a queued rename moves or replaces),
+// the links along p are expanded here, each name resolved as this client
+// sees it, and the path without links is mapped and resolved instead.
+// follow: whether a link at the end of p is followed.
+func (c *Client) lookupPath(ctx context.Context, p string, follow bool, call func(q string) (uint64, error)) error {
 	if c.stg == nil {
-		return call(p)
+		_, err := call(p)
+		return err
+	}
+	notFound := func() error {
+		return errs.New(errs.NotFound, "client: %s: renamed away by a rename of this client (queued until the files it commits drain)", p)
 	}
 	return c.stg.throughRenames(func(rs []*renameRec) error {
 		q, gone := renamedPath(clean(p), rs)
 		if gone {
-			return errs.New(errs.NotFound, "client: %s: renamed away by a rename of this client (queued until the files it commits drain)", p)
+			return notFound()
 		}
-		return call(q)
+		ino, err := call(q)
+		if len(rs) == 0 || (err == nil && !renamesMove(rs, ino)) || (err != nil && errs.CodeOf(err) != errs.NotFound) {
+			return err
+		}
+		x, expanded, xerr := c.expandLinks(ctx, clean(p), follow, rs)
+		switch {
+		case xerr != nil:
+			return xerr
+		case !expanded:
+			return err
+		}
+		if q, gone = renamedPath(x, rs); gone {
+			return notFound()
+		}
+		_, err = call(q)
+		return err
 	})
+}
+
+// renamesMove reports whether one of the queued renames rs moves or
+// replaces inode ino (as far as this client knows: renames adopted from
+// a dead client's area carry no inodes).
+func renamesMove(rs []*renameRec, ino uint64) bool {
+	for _, r := range rs {
+		if ino != 0 && (r.moved[0] == ino || r.moved[1] == ino) {
+			return true
+		}
+	}
+	return false
+}
+
+// maxLinks is how many symbolic links expandLinks follows in one path (as
+// Linux's 40).
+const maxLinks = 40
+
+// expandLinks returns path p (clean, absolute) with the symbolic links
+// along it replaced by their targets, each name resolved as this client
+// sees the namespace (mapped through its queued renames rs), so that a
+// link to a name a queued rename makes, or replaces, leads where this
+// client sees it; the last name's link only if follow. expanded is false
+// when p holds no link.
+func (c *Client) expandLinks(ctx context.Context, p string, follow bool, rs []*renameRec) (string, bool, error) {
+	done, rest := "/", strings.Split(strings.TrimPrefix(p, "/"), "/")
+	expanded, links := false, 0
+	for len(rest) > 0 {
+		name := rest[0]
+		rest = rest[1:]
+		switch name {
+		case "", ".":
+			continue
+		case "..":
+			done = path.Dir(done) // done holds no link: as the kernel does
+			continue
+		}
+		next := path.Join(done, name)
+		if len(rest) == 0 && !follow {
+			done = next
+			break
+		}
+		q, gone := renamedPath(next, rs)
+		if gone {
+			return "", expanded, errs.New(errs.NotFound, "client: %s: renamed away by a rename of this client (queued until the files it commits drain)", next)
+		}
+		var a wire.Attr
+		if err := c.metaCall(ctx, wire.OpResolve, &wire.ResolveReq{Path: q}, &a); err != nil {
+			return "", expanded, err
+		}
+		if a.Mode&syscall.S_IFMT != syscall.S_IFLNK {
+			done = next
+			continue
+		}
+		if links++; links > maxLinks {
+			return "", expanded, errs.ErrLoop
+		}
+		var t wire.StringResp
+		if err := c.metaCall(ctx, wire.OpReadlink, &wire.InoReq{Ino: a.Ino}, &t); err != nil {
+			return "", expanded, err
+		}
+		target := t.S
+		if !strings.HasPrefix(target, "/") {
+			target = path.Join(done, target)
+		}
+		rest = append(strings.Split(strings.TrimPrefix(target, "/"), "/"), rest...)
+		done, expanded = "/", true
+	}
+	return done, expanded, nil
 }
 
 // renameAffects reports whether making or removing path p depends on a

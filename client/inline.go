@@ -420,8 +420,9 @@ func (c *Client) OpenReadNoFollow(ctx context.Context, p, xattr string) (*File, 
 
 func (c *Client) openRead(ctx context.Context, p, xattr string, follow bool) (*File, InodeAttr, []byte, error) {
 	var r wire.ResolveReadResp
-	err := c.lookupPath(p, func(q string) error {
-		return c.metaCall(ctx, wire.OpResolveRead, &wire.ResolveReq{Path: clean(q), Follow: follow, Xattr: xattr}, &r)
+	err := c.lookupPath(ctx, p, follow, func(q string) (uint64, error) {
+		err := c.metaCall(ctx, wire.OpResolveRead, &wire.ResolveReq{Path: clean(q), Follow: follow, Xattr: xattr}, &r)
+		return r.Attr.Ino, err
 	})
 	if err != nil {
 		return nil, InodeAttr{}, nil, opErr("open", p, err)

@@ -177,8 +177,9 @@ func clean(p string) string { return path.Clean("/" + p) }
 
 func (c *Client) resolve(ctx context.Context, p string, follow bool) (*wire.Attr, error) {
 	var a wire.Attr
-	err := c.lookupPath(p, func(q string) error {
-		return c.metaCall(ctx, wire.OpResolve, &wire.ResolveReq{Path: clean(q), Follow: follow}, &a)
+	err := c.lookupPath(ctx, p, follow, func(q string) (uint64, error) {
+		err := c.metaCall(ctx, wire.OpResolve, &wire.ResolveReq{Path: clean(q), Follow: follow}, &a)
+		return a.Ino, err
 	})
 	if err != nil {
 		return nil, err

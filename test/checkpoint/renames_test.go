@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io/fs"
 	"testing"
 	"time"
@@ -147,5 +148,107 @@ func TestReadYourRenames(t *testing.T) {
 		if _, err := cl.Stat(ctx, "/ckpt/model"); err == nil {
 			t.Fatal("/ckpt/model exists after its removal: the queued rename brought it back")
 		}
+	}
+}
+
+// TestReadYourRenamesSymlink: a path through a symbolic link to a name
+// that a queued rename of this client makes ("latest" to a checkpoint
+// directory renamed into place, its shards not drained) resolves as this
+// client sees the namespace, as the mount's lookups do.
+func TestReadYourRenamesSymlink(t *testing.T) {
+	cl, addr, _ := absorbCluster(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	c, err := client.New(ctx, client.Options{Server: addr, StagingDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	data, old, fresh := shardData(12, 0), shardData(13, 0), shardData(14, 0)
+	// A file that a queued rename will replace, committed and drained.
+	if err := proctest.WriteFile(ctx, c, "/ckpt/m", old); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.WaitStaged(ctx); err != nil {
+		t.Fatal(err)
+	}
+	oldFile, err := c.Stat(ctx, "/ckpt/m")
+	if err != nil {
+		t.Fatal(err)
+	}
+	node := cl.Nodes[0].Proc
+	node.Pause(t)
+	paused := true
+	defer func() {
+		if paused {
+			node.Resume()
+		}
+	}()
+	if err := c.Mkdir(ctx, "/ckpt/tmp7", 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := proctest.WriteFile(ctx, c, "/ckpt/tmp7/model", data); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Rename(ctx, "/ckpt/tmp7", "/ckpt/step7"); err != nil {
+		t.Fatal(err)
+	}
+	if st := c.StagingStats(); st.Renamed == st.RenamesQueued {
+		t.Fatalf("staging %+v: want the rename queued", st)
+	}
+	for _, target := range []string{"step7", "/ckpt/step7"} {
+		if err := c.Symlink(ctx, target, "/ckpt/latest"); err != nil {
+			t.Fatal(err)
+		}
+		fi, err := c.Stat(ctx, "/ckpt/latest/model")
+		if err != nil || fi.Size() != int64(len(data)) {
+			t.Fatalf("stat through a link to %s while its rename is queued: %v, %v; want size %d", target, fi, err, len(data))
+		}
+		if fi, err := c.Stat(ctx, "/ckpt/latest"); err != nil || !fi.IsDir() {
+			t.Fatalf("stat of the link to %s: %v, %v; want the directory", target, fi, err)
+		}
+		if _, err := c.Stat(ctx, "/ckpt/latest/none"); !errors.Is(err, fs.ErrNotExist) {
+			t.Fatalf("stat of a name absent through the link: %v, want not found", err)
+		}
+		if err := c.Remove(ctx, "/ckpt/latest"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// A link to a file that a queued rename replaces: the new one.
+	if err := proctest.WriteFile(ctx, c, "/ckpt/m.tmp", fresh); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Rename(ctx, "/ckpt/m.tmp", "/ckpt/m"); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Symlink(ctx, "m", "/ckpt/cur"); err != nil {
+		t.Fatal(err)
+	}
+	newFile, err := c.Stat(ctx, "/ckpt/m")
+	if err != nil || newFile.Attr().Ino == oldFile.Attr().Ino {
+		t.Fatalf("stat of the name a queued rename replaces: %v, %v; want the new file, not inode %d", newFile, err, oldFile.Attr().Ino)
+	}
+	if fi, err := c.Stat(ctx, "/ckpt/cur"); err != nil || fi.Attr().Ino != newFile.Attr().Ino || fi.Size() != int64(len(fresh)) {
+		t.Fatalf("stat through a link to a file a queued rename replaces: %v, %v; want the new file (inode %d, %d bytes), not the old one (inode %d)",
+			fi, err, newFile.Attr().Ino, len(fresh), oldFile.Attr().Ino)
+	}
+	if fi, err := c.Lstat(ctx, "/ckpt/cur"); err != nil || fi.Mode()&fs.ModeSymlink == 0 {
+		t.Fatalf("lstat of the link: %v, %v", fi, err)
+	}
+	if err := c.Symlink(ctx, "step7/model", "/ckpt/latest"); err != nil {
+		t.Fatal(err)
+	}
+	got := make(chan error, 1)
+	go func() {
+		b, err := proctest.ReadFile(ctx, c, "/ckpt/latest")
+		if err == nil && !bytes.Equal(b, data) {
+			err = fmt.Errorf("read %d bytes, not the file's %d", len(b), len(data))
+		}
+		got <- err
+	}()
+	node.Resume()
+	paused = false
+	if err := <-got; err != nil {
+		t.Fatalf("read through a link to a file below the renamed directory: %v", err)
 	}
 }
