@@ -26,7 +26,8 @@ func (d Dir) Open(name string) (File, error) {
 	return &osFile{f: f}, nil
 }
 
-// List implements Lister: the names and sizes (-1: a directory) of a
+// List implements Lister: the names and sizes (-1: a directory, -2: a
+// symbolic link) of a
 // listing of the directory (on a FUSE mount, READDIRPLUS where the kernel asks for it,
 // then a stat of each name).
 func (d Dir) List() (map[string]int64, error) {
@@ -41,8 +42,11 @@ func (d Dir) List() (map[string]int64, error) {
 			return nil, err
 		}
 		out[e.Name()] = fi.Size()
-		if fi.IsDir() {
+		switch {
+		case fi.IsDir():
 			out[e.Name()] = -1
+		case fi.Mode()&os.ModeSymlink != 0:
+			out[e.Name()] = -2
 		}
 	}
 	return out, nil

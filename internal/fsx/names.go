@@ -29,7 +29,7 @@ type Namer interface {
 	Read(name string) ([]byte, error)
 	Size(name string) (int64, error)
 	// List returns the entries of directory dir ("": the top one): name
-	// to size, -1 for a directory.
+	// to size, -1 for a directory, -2 for a symbolic link.
 	List(dir string) (map[string]int64, error)
 }
 
@@ -190,6 +190,9 @@ func (c ClientNames) Write(name string, data []byte, oneRequest bool) error {
 // Mkdir implements TreeNamer.
 func (c ClientNames) Mkdir(name string) error { return c.C.Mkdir(c.Ctx, c.p(name), 0o755) }
 
+// Symlink implements TreeNamer.
+func (c ClientNames) Symlink(target, name string) error { return c.C.Symlink(c.Ctx, target, c.p(name)) }
+
 // Rmdir implements TreeNamer.
 func (c ClientNames) Rmdir(name string) error { return c.C.Remove(c.Ctx, c.p(name)) }
 
@@ -242,8 +245,11 @@ func (c ClientNames) List(dir string) (map[string]int64, error) {
 				return nil, fmt.Errorf("entry %s listed twice", e.Name)
 			}
 			out[e.Name] = int64(e.Attr.Size)
-			if e.Attr.Mode&syscall.S_IFMT == syscall.S_IFDIR {
+			switch e.Attr.Mode & syscall.S_IFMT {
+			case syscall.S_IFDIR:
 				out[e.Name] = -1
+			case syscall.S_IFLNK:
+				out[e.Name] = -2
 			}
 			order = append(order, e.Name)
 		}
@@ -282,6 +288,9 @@ func (d DirNames) Write(name string, data []byte, _ bool) error {
 
 // Mkdir implements TreeNamer.
 func (d DirNames) Mkdir(name string) error { return os.Mkdir(d.p(name), 0o755) }
+
+// Symlink implements TreeNamer.
+func (d DirNames) Symlink(target, name string) error { return os.Symlink(target, d.p(name)) }
 
 // Rmdir implements TreeNamer.
 func (d DirNames) Rmdir(name string) error { return syscall.Rmdir(d.p(name)) }

@@ -17,12 +17,15 @@ type TreeNamer interface {
 	Namer
 	Mkdir(name string) error
 	Rmdir(name string) error
+	// Symlink makes name a symbolic link to target (relative to name's
+	// directory).
+	Symlink(target, name string) error
 }
 
 // TreeCounts are the operations a RunTree run did.
 type TreeCounts struct {
 	NameCounts
-	DirRenames, Mkdirs, Rmdirs int
+	DirRenames, Mkdirs, Rmdirs, Links int
 }
 
 // treeDirs and treeFiles are the names RunTree uses: directories in the
@@ -33,10 +36,32 @@ var (
 	treeFiles = []string{"a", "b", "c"}
 )
 
-// treeModel is what RunTree expects: files by path, and the directories.
+// The symbolic links RunTree makes in the top directory: dirLink to one
+// of treeDirs, fileLink to one of the files beside it (a checkpoint's
+// "latest"). Reads and stats name paths through them.
+const (
+	dirLink  = "l0"
+	fileLink = "l1"
+)
+
+// treeModel is what RunTree expects: files by path, the directories, and
+// the links' targets.
 type treeModel struct {
 	files map[string][]byte
 	dirs  map[string]bool
+	links map[string]string
+}
+
+// resolve returns path p with a link at its start replaced by its target
+// (p itself when there is no such link: it then names nothing).
+func (m *treeModel) resolve(p string) string {
+	if t, ok := m.links[fileLink]; ok && p == fileLink {
+		return t
+	}
+	if t, ok := m.links[dirLink]; ok && strings.HasPrefix(p, dirLink+"/") {
+		return t + p[len(dirLink):]
+	}
+	return p
 }
 
 // parents are the directories files can be made in: "" and the
@@ -57,8 +82,19 @@ func (m *treeModel) under(d string) []string {
 	return out
 }
 
+// pickPath draws a path for a read or a stat: a file in the top
+// directory or in one of treeDirs (which may not exist), or through a
+// link.
+func (m *treeModel) pickPath(r *rand.Rand) string {
+	if r.IntN(8) == 0 {
+		return fileLink
+	}
+	parents := append([]string{"", dirLink}, treeDirs...)
+	return path.Join(parents[r.IntN(len(parents))], treeFiles[r.IntN(len(treeFiles))])
+}
+
 // listing is what a listing of directory d must show: its files' sizes
-// and, in the top directory, the directories (-1).
+// and, in the top directory, the directories (-1) and links (-2).
 func (m *treeModel) listing(d string) map[string]int64 {
 	out := map[string]int64{}
 	for p, data := range m.files {
@@ -69,6 +105,9 @@ func (m *treeModel) listing(d string) map[string]int64 {
 	if d == "" {
 		for k := range m.dirs {
 			out[k] = -1
+		}
+		for k := range m.links {
+			out[k] = -2
 		}
 	}
 	return out
@@ -87,7 +126,7 @@ func (m *treeModel) listing(d string) map[string]int64 {
 // done.
 func RunTree(n TreeNamer, seed uint64, ops int) (map[string][]byte, TreeCounts, error) {
 	r := rand.New(rand.NewPCG(seed, 0x7ee5))
-	m := &treeModel{files: map[string][]byte{}, dirs: map[string]bool{}}
+	m := &treeModel{files: map[string][]byte{}, dirs: map[string]bool{}, links: map[string]string{}}
 	var trace []string
 	var c TreeCounts
 	fail := func(i int, format string, args ...any) error {
@@ -96,7 +135,7 @@ func RunTree(n TreeNamer, seed uint64, ops int) (map[string][]byte, TreeCounts, 
 	}
 	pick := func(s []string) string { return s[r.IntN(len(s))] }
 	for i := range ops {
-		switch op := r.IntN(20); {
+		switch op := r.IntN(22); {
 		case op < 5:
 			p := path.Join(pick(m.parents()), pick(treeFiles))
 			data := make([]byte, []int{0, 3000, 40 << 10, 300 << 10}[r.IntN(4)]+r.IntN(5000))
@@ -189,19 +228,44 @@ func RunTree(n TreeNamer, seed uint64, ops int) (map[string][]byte, TreeCounts, 
 			trace = append(trace, fmt.Sprintf("%d: remove %s", i, p))
 		case op < 18:
 			// Reads and stats also name directories that do not exist.
-			p := path.Join(pick(append([]string{""}, treeDirs...)), pick(treeFiles))
-			want, had := m.files[p]
+			p := m.pickPath(r)
+			want, had := m.files[m.resolve(p)]
 			if msg := checkRead(n, p, want, had); msg != "" {
 				return nil, c, fail(i, "%s", msg)
 			}
 			c.Reads++
-		default:
-			p := path.Join(pick(append([]string{""}, treeDirs...)), pick(treeFiles))
-			want, had := m.files[p]
+		case op < 20:
+			p := m.pickPath(r)
+			want, had := m.files[m.resolve(p)]
 			if msg := checkSize(n, p, want, had); msg != "" {
 				return nil, c, fail(i, "%s", msg)
 			}
 			c.Stats++
+		default:
+			// Make, replace or remove a link.
+			l, targets := dirLink, treeDirs
+			if r.IntN(2) == 0 {
+				l, targets = fileLink, treeFiles
+			}
+			target := pick(targets)
+			_, had := m.links[l]
+			if had {
+				if err := n.Remove(l); err != nil {
+					return nil, c, fail(i, "remove link %s: %v", l, err)
+				}
+				delete(m.links, l)
+				if r.IntN(2) == 0 {
+					c.Links++
+					trace = append(trace, fmt.Sprintf("%d: remove link %s", i, l))
+					break
+				}
+			}
+			if err := n.Symlink(target, l); err != nil {
+				return nil, c, fail(i, "symlink %s -> %s: %v", l, target, err)
+			}
+			m.links[l] = target
+			c.Links++
+			trace = append(trace, fmt.Sprintf("%d: link %s -> %s", i, l, target))
 		}
 		if i%listEvery == listEvery-1 {
 			// The directories in turn, drawing no random numbers.
