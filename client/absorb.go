@@ -340,12 +340,12 @@ func (c *Client) renameCall(ctx context.Context, req *wire.RenameReq, oldPath, n
 			// Nothing queued before it: the service's names are this
 			// client's. The inodes it moves or replaces, for lookups
 			// through symbolic links (lookupPath).
-			var moved [2]uint64
+			var moved movedInodes
 			if a, err := c.LookupInoNow(ctx, req.OldParent, req.OldName); err == nil {
-				moved[0] = a.Ino
+				moved.src, moved.dir = a.Ino, a.IsDir()
 			}
 			if a, err := c.LookupInoNow(ctx, req.NewParent, req.NewName); err == nil {
-				moved[1] = a.Ino
+				moved.dst = a.Ino
 			}
 			return s.deferRename(req, oldPath, newPath, moved)
 		}
@@ -370,19 +370,19 @@ func (c *Client) renameCall(ctx context.Context, req *wire.RenameReq, oldPath, n
 // fail when carried out if another client changed the names meanwhile
 // (StagingStats.LastErrors says so). It returns the inodes the rename
 // moves and replaces (0: none).
-func (c *Client) checkRenameView(ctx context.Context, req *wire.RenameReq, oldPath, newPath string) (moved [2]uint64, err error) {
+func (c *Client) checkRenameView(ctx context.Context, req *wire.RenameReq, oldPath, newPath string) (moved movedInodes, err error) {
 	src, err := c.LookupIno(ctx, req.OldParent, req.OldName)
 	if err != nil {
 		return moved, err
 	}
-	moved[0] = src.Ino
+	moved.src, moved.dir = src.Ino, src.IsDir()
 	dst, err := c.LookupIno(ctx, req.NewParent, req.NewName)
 	dstOK := err == nil
 	if err != nil && errs.CodeOf(err) != errs.NotFound {
 		return moved, err
 	}
 	if dstOK {
-		moved[1] = dst.Ino
+		moved.dst = dst.Ino
 	}
 	exchange := req.Flags&wire.RenameExchange != 0
 	switch {
@@ -553,9 +553,11 @@ func (s *stager) renamesMoved(done int64) bool {
 // rename removed is not found. renamedPath maps the names of p, not
 // those of the symbolic links along it, which the metadata service
 // follows in its own namespace: when the answer may depend on a queued
-// rename (nothing found, or an inode a queued rename moves or replaces),
-// the links along p are expanded here, each name resolved as this client
-// sees it, and the path without links is mapped and resolved instead.
+// rename (nothing found, an inode a queued rename moves or replaces, or
+// any answer while a queued rename moves a directory), the links along p
+// are expanded here, each name resolved as this client sees it, and the
+// path without links is mapped and resolved instead (one resolve per
+// name of p more).
 // follow: whether a link at the end of p is followed.
 func (c *Client) lookupPath(ctx context.Context, p string, follow bool, call func(q string) (uint64, error)) error {
 	if c.stg == nil {
@@ -589,12 +591,21 @@ func (c *Client) lookupPath(ctx context.Context, p string, follow bool, call fun
 	})
 }
 
-// renamesMove reports whether one of the queued renames rs moves or
-// replaces inode ino (as far as this client knows: renames adopted from
-// a dead client's area carry no inodes).
+// movedInodes are the inodes a queued rename moves (src; dir: a
+// directory) and replaces (dst), 0 where none or unknown (a rename
+// adopted from a dead client's area).
+type movedInodes struct {
+	src, dst uint64
+	dir      bool
+}
+
+// renamesMove reports whether the answer ino of a lookup by path may
+// depend on the queued renames rs beyond their names: one of them moves
+// a directory (a path may reach it, or what was below it, through a
+// symbolic link), or moves or replaces ino itself.
 func renamesMove(rs []*renameRec, ino uint64) bool {
 	for _, r := range rs {
-		if ino != 0 && (r.moved[0] == ino || r.moved[1] == ino) {
+		if r.moved.dir || (ino != 0 && (r.moved.src == ino || r.moved.dst == ino)) {
 			return true
 		}
 	}

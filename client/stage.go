@@ -199,9 +199,8 @@ type renameRec struct {
 	// The paths it renames from and to, when the caller named paths (in
 	// memory only: waitRenamesPath); "" for a rename by inode or adopted.
 	oldPath, newPath string
-	// The inodes it moves and replaces (0: none, or unknown: adopted),
-	// in memory only (lookupPath).
-	moved [2]uint64
+	// What it moves and replaces, in memory only (lookupPath).
+	moved movedInodes
 }
 
 func recName(seq uint64) string { return fmt.Sprintf("%016x.rec", seq) }
@@ -989,7 +988,7 @@ func (s *stager) queueRename(r *renameRec) {
 // deferRename records a rename durably and queues it: it is carried out
 // after every rename queued before it, once the metadata service accepts
 // it (no staged file left in the scope it commits).
-func (s *stager) deferRename(req *wire.RenameReq, oldPath, newPath string, moved [2]uint64) error {
+func (s *stager) deferRename(req *wire.RenameReq, oldPath, newPath string, moved movedInodes) error {
 	d := s.own
 	r := &renameRec{dir: d, seq: d.seq.Add(1), req: *req, done: make(chan struct{}), oldPath: oldPath, newPath: newPath, moved: moved}
 	if err := writeRec(d.path, &stageRec{Kind: recRename, Seq: r.seq, Rename: *req}); err != nil {
