@@ -495,7 +495,8 @@ func TestRandomTreeMount(t *testing.T) {
 
 // TestRandomTreeKillMount kills (SIGKILL) a `sluice mount --staging-dir`
 // after a random number of fsx.RunTree operations under the absorb
-// policy, with staged files not drained and renames queued, then lets a
+// policy and a last commit (a file written and renamed into place), with
+// staged files not drained and renames queued, then lets a
 // new client with the same staging directory replay what the mount
 // staged: every acknowledged operation must survive, so another client
 // then reads exactly the model's files. Three rounds, each with its own
@@ -523,6 +524,20 @@ func TestRandomTreeKillMount(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
+			// Last, a commit whose drain and rename are still pending
+			// at the kill (most likely): 4 MiB written and renamed into
+			// place.
+			commit := make([]byte, 4<<20)
+			for i := range commit {
+				commit[i] = byte(r.Uint32())
+			}
+			if err := os.WriteFile(m.path(dir, "ckpt.tmp"), commit, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Rename(m.path(dir, "ckpt.tmp"), m.path(dir, "ckpt")); err != nil {
+				t.Fatal(err)
+			}
+			files["ckpt"] = commit
 			m.kill()
 			// A new client on this node adopts the dead mount's area.
 			c, err := client.New(ctx, client.Options{Server: addr, StagingDir: staging})
