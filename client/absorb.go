@@ -328,6 +328,9 @@ func (c *Client) renameCall(ctx context.Context, req *wire.RenameReq, oldPath, n
 		if err != nil {
 			return err
 		}
+		if moved.src != 0 && moved.src == moved.dst {
+			return nil // two links of one file: nothing happens (POSIX; the service's rename too)
+		}
 		return s.deferRename(req, oldPath, newPath, moved)
 	}
 	backoff := 5 * time.Millisecond

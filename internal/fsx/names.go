@@ -190,6 +190,13 @@ func (c ClientNames) Write(name string, data []byte, oneRequest bool) error {
 // Mkdir implements TreeNamer.
 func (c ClientNames) Mkdir(name string) error { return c.C.Mkdir(c.Ctx, c.p(name), 0o755) }
 
+// Link implements TreeNamer.
+func (c ClientNames) Link(from, name string) error { return c.C.Link(c.Ctx, c.p(from), c.p(name)) }
+
+// Replaces implements TreeNamer: a write in one request is PutFile, which
+// makes a new file under the name.
+func (c ClientNames) Replaces(oneRequest bool) bool { return oneRequest }
+
 // Symlink implements TreeNamer.
 func (c ClientNames) Symlink(target, name string) error { return c.C.Symlink(c.Ctx, target, c.p(name)) }
 
@@ -288,6 +295,12 @@ func (d DirNames) Write(name string, data []byte, _ bool) error {
 
 // Mkdir implements TreeNamer.
 func (d DirNames) Mkdir(name string) error { return os.Mkdir(d.p(name), 0o755) }
+
+// Link implements TreeNamer.
+func (d DirNames) Link(from, name string) error { return os.Link(d.p(from), d.p(name)) }
+
+// Replaces implements TreeNamer: os.WriteFile truncates the file.
+func (d DirNames) Replaces(bool) bool { return false }
 
 // Symlink implements TreeNamer.
 func (d DirNames) Symlink(target, name string) error { return os.Symlink(target, d.p(name)) }

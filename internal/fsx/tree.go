@@ -20,12 +20,18 @@ type TreeNamer interface {
 	// Symlink makes name a symbolic link to target (relative to name's
 	// directory).
 	Symlink(target, name string) error
+	// Link makes name another (hard) link to the file from.
+	Link(from, name string) error
+	// Replaces reports whether Write with oneRequest replaces the file
+	// (a new inode, as a rename over it: its other links keep the old
+	// bytes) rather than writing it (every link sees the new bytes).
+	Replaces(oneRequest bool) bool
 }
 
 // TreeCounts are the operations a RunTree run did.
 type TreeCounts struct {
 	NameCounts
-	DirRenames, Mkdirs, Rmdirs, Links int
+	DirRenames, Mkdirs, Rmdirs, Links, HardLinks int
 }
 
 // treeDirs and treeFiles are the names RunTree uses: directories in the
@@ -44,12 +50,25 @@ const (
 	fileLink = "l1"
 )
 
-// treeModel is what RunTree expects: files by path, the directories, and
-// the links' targets.
+// treeModel is what RunTree expects: files by path (hard links of one
+// file share its treeFile), the directories, and the symbolic links'
+// targets.
 type treeModel struct {
-	files map[string][]byte
+	files map[string]*treeFile
 	dirs  map[string]bool
 	links map[string]string
+}
+
+// treeFile is a file of the model (an inode).
+type treeFile struct{ data []byte }
+
+// content returns the bytes of the file at path p; had: there is one.
+func (m *treeModel) content(p string) (data []byte, had bool) {
+	f, ok := m.files[p]
+	if !ok {
+		return nil, false
+	}
+	return f.data, true
 }
 
 // resolve returns path p with a link at its start replaced by its target
@@ -97,9 +116,9 @@ func (m *treeModel) pickPath(r *rand.Rand) string {
 // and, in the top directory, the directories (-1) and links (-2).
 func (m *treeModel) listing(d string) map[string]int64 {
 	out := map[string]int64{}
-	for p, data := range m.files {
+	for p, f := range m.files {
 		if dir, name := path.Split(p); strings.TrimSuffix(dir, "/") == d {
-			out[name] = int64(len(data))
+			out[name] = int64(len(f.data))
 		}
 	}
 	if d == "" {
@@ -126,7 +145,7 @@ func (m *treeModel) listing(d string) map[string]int64 {
 // done.
 func RunTree(n TreeNamer, seed uint64, ops int) (map[string][]byte, TreeCounts, error) {
 	r := rand.New(rand.NewPCG(seed, 0x7ee5))
-	m := &treeModel{files: map[string][]byte{}, dirs: map[string]bool{}, links: map[string]string{}}
+	m := &treeModel{files: map[string]*treeFile{}, dirs: map[string]bool{}, links: map[string]string{}}
 	var trace []string
 	var c TreeCounts
 	fail := func(i int, format string, args ...any) error {
@@ -135,7 +154,7 @@ func RunTree(n TreeNamer, seed uint64, ops int) (map[string][]byte, TreeCounts, 
 	}
 	pick := func(s []string) string { return s[r.IntN(len(s))] }
 	for i := range ops {
-		switch op := r.IntN(22); {
+		switch op := r.IntN(24); {
 		case op < 5:
 			p := path.Join(pick(m.parents()), pick(treeFiles))
 			data := make([]byte, []int{0, 3000, 40 << 10, 300 << 10}[r.IntN(4)]+r.IntN(5000))
@@ -146,7 +165,11 @@ func RunTree(n TreeNamer, seed uint64, ops int) (map[string][]byte, TreeCounts, 
 			if err := n.Write(p, data, one); err != nil {
 				return nil, c, fail(i, "write %s (%d bytes, one request %v): %v", p, len(data), one, err)
 			}
-			m.files[p] = data
+			if f, ok := m.files[p]; ok && !n.Replaces(one) {
+				f.data = data // every link of it sees the new bytes
+			} else {
+				m.files[p] = &treeFile{data}
+			}
 			c.Writes++
 			trace = append(trace, fmt.Sprintf("%d: write %s %d bytes (one request %v)", i, p, len(data), one))
 		case op < 8:
@@ -161,10 +184,12 @@ func RunTree(n TreeNamer, seed uint64, ops int) (map[string][]byte, TreeCounts, 
 			if err := n.Rename(from, to); err != nil {
 				return nil, c, fail(i, "rename %s %s: %v", from, to, err)
 			}
-			m.files[to] = m.files[from]
-			delete(m.files, from)
+			if m.files[to] != m.files[from] { // two links of one file: nothing happens
+				m.files[to] = m.files[from]
+				delete(m.files, from)
+			}
 			c.Renames++
-			trace = append(trace, fmt.Sprintf("%d: rename %s %s (%d bytes)", i, from, to, len(m.files[to])))
+			trace = append(trace, fmt.Sprintf("%d: rename %s %s (%d bytes)", i, from, to, len(m.files[to].data)))
 		case op < 10:
 			have := slices.Sorted(maps.Keys(m.dirs))
 			if len(have) == 0 {
@@ -229,20 +254,41 @@ func RunTree(n TreeNamer, seed uint64, ops int) (map[string][]byte, TreeCounts, 
 		case op < 18:
 			// Reads and stats also name directories that do not exist.
 			p := m.pickPath(r)
-			want, had := m.files[m.resolve(p)]
+			want, had := m.content(m.resolve(p))
 			if msg := checkRead(n, p, want, had); msg != "" {
 				return nil, c, fail(i, "%s", msg)
 			}
 			c.Reads++
 		case op < 20:
 			p := m.pickPath(r)
-			want, had := m.files[m.resolve(p)]
+			want, had := m.content(m.resolve(p))
 			if msg := checkSize(n, p, want, had); msg != "" {
 				return nil, c, fail(i, "%s", msg)
 			}
 			c.Stats++
+		case op < 22:
+			// A hard link of a file, to a new name or an existing one
+			// (which must fail).
+			have := slices.Sorted(maps.Keys(m.files))
+			if len(have) == 0 {
+				continue
+			}
+			from, to := pick(have), path.Join(pick(m.parents()), pick(treeFiles))
+			err := n.Link(from, to)
+			if _, exists := m.files[to]; exists {
+				if !errors.Is(err, fs.ErrExist) {
+					return nil, c, fail(i, "link %s %s over an existing file: %v, want it to exist", from, to, err)
+				}
+			} else {
+				if err != nil {
+					return nil, c, fail(i, "link %s %s: %v", from, to, err)
+				}
+				m.files[to] = m.files[from]
+			}
+			c.HardLinks++
+			trace = append(trace, fmt.Sprintf("%d: link %s %s (%v)", i, from, to, err))
 		default:
-			// Make, replace or remove a link.
+			// Make, replace or remove a symbolic link.
 			l, targets := dirLink, treeDirs
 			if r.IntN(2) == 0 {
 				l, targets = fileLink, treeFiles
@@ -281,7 +327,11 @@ func RunTree(n TreeNamer, seed uint64, ops int) (map[string][]byte, TreeCounts, 
 			c.Lists++
 		}
 	}
-	return m.files, c, nil
+	out := make(map[string][]byte, len(m.files))
+	for p, f := range m.files {
+		out[p] = f.data
+	}
+	return out, c, nil
 }
 
 // listDiff says how listing got differs from want ("": not).

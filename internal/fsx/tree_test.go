@@ -30,7 +30,7 @@ func TestTreeLocalDir(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if c.Writes == 0 || c.Renames == 0 || c.DirRenames == 0 || c.Mkdirs == 0 || c.Rmdirs == 0 || c.Removes == 0 || c.Reads == 0 || c.Lists == 0 || c.Links == 0 {
+		if c.Writes == 0 || c.Renames == 0 || c.DirRenames == 0 || c.Mkdirs == 0 || c.Rmdirs == 0 || c.Removes == 0 || c.Reads == 0 || c.Lists == 0 || c.Links == 0 || c.HardLinks == 0 {
 			t.Errorf("seed %d: %+v: an operation never ran", seed, c)
 		}
 		for p, want := range files {
