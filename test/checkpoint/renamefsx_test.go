@@ -110,3 +110,45 @@ func TestRandomTree(t *testing.T) {
 		})
 	}
 }
+
+// TestRandomTreeTwoClients runs fsx.RunTree through two staging clients
+// at once, each in a directory of its own under the policy: one
+// client's staged files and queued renames must not change what the
+// other sees (a rename is refused for staged files in its own scope
+// only), and another client must then read both models' files.
+func TestRandomTreeTwoClients(t *testing.T) {
+	addr, other := absorbServer(t)
+	plan, err := fsx.PlanFromEnv(300, 55)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, seed := range plan.Seeds {
+		t.Run(fmt.Sprint(seed), func(t *testing.T) {
+			type result struct {
+				dir   string
+				files map[string][]byte
+				err   error
+			}
+			results := make(chan result, 2)
+			for k := range uint64(2) {
+				dir := fmt.Sprintf("/ckpt/two%d-%d", seed, k)
+				ctx, c := stagingClient(t, addr, other, dir)
+				go func() {
+					files, _, err := fsx.RunTree(fsx.ClientNames{C: c, Dir: dir, Ctx: ctx}, seed+k, plan.Ops)
+					if err == nil {
+						err = c.WaitStaged(ctx)
+					}
+					results <- result{dir, files, err}
+				}()
+			}
+			for range 2 {
+				r := <-results
+				if r.err != nil {
+					t.Fatalf("%s: %v", r.dir, r.err)
+				}
+				proctest.CheckTree(context.Background(), t, other, r.dir, r.files)
+			}
+			t.Logf("seed %d: two clients, %d ops each: every answer as their models'", seed, plan.Ops)
+		})
+	}
+}
