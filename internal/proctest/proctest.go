@@ -173,7 +173,10 @@ func (p *Proc) Pause(tb testing.TB) {
 	}
 }
 
-// Resume continues a process stopped by Pause.
+// Resume continues a process stopped by Pause. Calling it again, or on a
+// process that runs or exited, does nothing: a test defers it right after
+// Pause, so that it never leaves the process stopped, and may resume
+// earlier as well.
 func (p *Proc) Resume() { p.Cmd.Process.Signal(syscall.SIGCONT) }
 
 // Kill stops the process with SIGKILL (by PID) and waits for it.

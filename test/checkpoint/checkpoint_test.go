@@ -251,12 +251,7 @@ func TestKillWriter(t *testing.T) {
 			dir := fmt.Sprintf("/ckpt/step%d", step)
 			staging := t.TempDir()
 			node.Pause(t)
-			paused := true
-			defer func() {
-				if paused {
-					node.Resume()
-				}
-			}()
+			defer node.Resume()
 			w := startWriter(t, addr, staging, dir, step, stopAt)
 			if _, err := w.WaitLine(regexp.MustCompile(`^writer: at `+stopAt+`$`), time.Minute); err != nil {
 				t.Fatal(err)
@@ -271,11 +266,9 @@ func TestKillWriter(t *testing.T) {
 			}
 			if point == "draining" {
 				node.Resume()
-				paused = false
 			}
 			w.Kill()
 			node.Resume()
-			paused = false
 
 			// A reader polls for the commit while the staging is replayed:
 			// once it sees ".metadata", every shard must be whole.
@@ -388,12 +381,7 @@ func TestKillWriter(t *testing.T) {
 	t.Run("other-client-commits", func(t *testing.T) {
 		dir := "/ckpt/step5"
 		node.Pause(t)
-		paused := true
-		defer func() {
-			if paused {
-				node.Resume()
-			}
-		}()
+		defer node.Resume()
 		w := startWriter(t, addr, t.TempDir(), dir, 5, "shards")
 		if _, err := w.WaitLine(regexp.MustCompile(`^writer: at shards$`), time.Minute); err != nil {
 			t.Fatal(err)
@@ -420,7 +408,6 @@ func TestKillWriter(t *testing.T) {
 		default:
 		}
 		node.Resume()
-		paused = false
 		if err := <-done; err != nil {
 			t.Fatal(err)
 		}
@@ -524,12 +511,7 @@ func TestRewriteWhileStaged(t *testing.T) {
 	defer c.Close()
 	node := cl.Nodes[0].Proc
 	node.Pause(t)
-	paused := true
-	defer func() {
-		if paused {
-			node.Resume()
-		}
-	}()
+	defer node.Resume()
 	first := bytes.Repeat([]byte{'A'}, 4<<20)
 	f, err := c.Create(ctx, "/ckpt/f")
 	if err != nil {
@@ -552,7 +534,6 @@ func TestRewriteWhileStaged(t *testing.T) {
 		t.Fatal(err)
 	}
 	node.Resume()
-	paused = false
 	if err := c.WaitStaged(ctx); err != nil {
 		t.Fatal(err)
 	}

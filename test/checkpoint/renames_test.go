@@ -50,12 +50,7 @@ func TestReadYourRenames(t *testing.T) {
 	drained := c.StagingStats().Drained
 	node := cl.Nodes[0].Proc
 	node.Pause(t)
-	paused := true
-	defer func() {
-		if paused {
-			node.Resume()
-		}
-	}()
+	defer node.Resume()
 	// The new version: staged, and its rename queued (it cannot drain).
 	if err := proctest.WriteFile(ctx, c, "/ckpt/model.tmp", newData); err != nil {
 		t.Fatal(err)
@@ -110,7 +105,6 @@ func TestReadYourRenames(t *testing.T) {
 		t.Fatalf("drained %d segments with the node paused, want the %d before only", st.Drained, drained)
 	}
 	node.Resume()
-	paused = false
 	r := <-got
 	if r.err != nil || !bytes.Equal(r.data, newData) {
 		t.Fatalf("read of the committed name: %d bytes, %v; want the new version (old: %v)", len(r.data), r.err, bytes.Equal(r.data, oldData))
@@ -127,7 +121,6 @@ func TestReadYourRenames(t *testing.T) {
 	// the name is gone (without the wait, the queued rename brought it
 	// back).
 	node.Pause(t)
-	paused = true
 	if err := proctest.WriteFile(ctx, c, "/ckpt/model.tmp", shardData(11, 2)); err != nil {
 		t.Fatal(err)
 	}
@@ -137,7 +130,6 @@ func TestReadYourRenames(t *testing.T) {
 	removed := make(chan error, 1)
 	go func() { removed <- c.Remove(ctx, "/ckpt/model") }()
 	node.Resume()
-	paused = false
 	if err := <-removed; err != nil {
 		t.Fatal(err)
 	}
@@ -178,12 +170,7 @@ func TestReadYourRenamesSymlink(t *testing.T) {
 	}
 	node := cl.Nodes[0].Proc
 	node.Pause(t)
-	paused := true
-	defer func() {
-		if paused {
-			node.Resume()
-		}
-	}()
+	defer node.Resume()
 	if err := c.Mkdir(ctx, "/ckpt/tmp7", 0o755); err != nil {
 		t.Fatal(err)
 	}
@@ -247,7 +234,6 @@ func TestReadYourRenamesSymlink(t *testing.T) {
 		got <- err
 	}()
 	node.Resume()
-	paused = false
 	if err := <-got; err != nil {
 		t.Fatalf("read through a link to a file below the renamed directory: %v", err)
 	}

@@ -49,12 +49,7 @@ func TestStagedSizeAfterReopen(t *testing.T) {
 		t.Fatal(err)
 	}
 	node.Pause(t) // the rest stays staged until the end
-	paused := true
-	defer func() {
-		if paused {
-			node.Resume()
-		}
-	}()
+	defer node.Resume()
 	write(2799617, 1176)
 	if err := f.Close(); err != nil {
 		t.Fatal(err)
@@ -70,7 +65,6 @@ func TestStagedSizeAfterReopen(t *testing.T) {
 		t.Fatalf("Client.Stat after the reopen: %v; want size %d", sizeOf(fi, err), len(want))
 	}
 	node.Resume()
-	paused = false
 	if err := g.Close(); err != nil {
 		t.Fatal(err)
 	}

@@ -28,12 +28,7 @@ func TestKillThrottled(t *testing.T) {
 	staging := t.TempDir()
 	node := cl.Nodes[0].Proc
 	node.Pause(t)
-	paused := true
-	defer func() {
-		if paused {
-			node.Resume()
-		}
-	}()
+	defer node.Resume()
 	// Shard 0 (3 MiB) fits; shard 1's first half does not, and nothing
 	// can drain: the writer waits.
 	w := startWriter(t, addr, staging, dir, step, "throttled", "STAGING_MAX="+strconv.Itoa(limit))
@@ -57,7 +52,6 @@ func TestKillThrottled(t *testing.T) {
 	}
 	w.Kill()
 	node.Resume()
-	paused = false
 
 	// The next writer: a limit of 1 MiB, less than the 3 MiB it adopts.
 	w2 := startWriter(t, addr, staging, dir, step, "", "STAGING_MAX="+strconv.Itoa(1<<20))

@@ -90,12 +90,7 @@ func TestAbsorbKill(t *testing.T) {
 	// The next one, killed before its commit with nothing drained.
 	node := cl.Nodes[0].Proc
 	node.Pause(t)
-	paused := true
-	defer func() {
-		if paused {
-			node.Resume()
-		}
-	}()
+	defer node.Resume()
 	cmd := pythonCmd(ctx, t, addr, "absorb_kill.py", "write", "/ckpt/step2", "2", "stop")
 	cmd.Env = append(cmd.Env, stagingEnv)
 	stdout, err := cmd.StdoutPipe()
@@ -135,7 +130,6 @@ func TestAbsorbKill(t *testing.T) {
 	cmd.Process.Kill() // SIGKILL, by PID
 	cmd.Wait()
 	node.Resume()
-	paused = false
 
 	st = stats(run("replay"))
 	t.Logf("replay: %v", st)
