@@ -396,7 +396,7 @@ func (c *Client) checkRenameView(ctx context.Context, req *wire.RenameReq, oldPa
 	case dstOK && dst.Ino == src.Ino:
 		return moved, nil
 	}
-	srcDir, dstDir := src.Mode&syscall.S_IFMT == syscall.S_IFDIR, dstOK && dst.Mode&syscall.S_IFMT == syscall.S_IFDIR
+	srcDir, dstDir := moved.dir, dstOK && dst.IsDir()
 	if srcDir && oldPath != "" && newPath != "" && under(newPath, oldPath) {
 		return moved, errs.New(errs.Invalid, "client: rename: cannot move %s into itself", oldPath)
 	}
@@ -433,6 +433,12 @@ func (c *Client) checkRenameView(ctx context.Context, req *wire.RenameReq, oldPa
 // out instead, as a read of a staged file waits for its drain (the drains
 // stop yielding to writers meanwhile): they must apply after it. Other
 // names are not held up.
+
+// renamedAway is the error of a lookup of name, which a queued rename of
+// this client removed.
+func renamedAway(name string) error {
+	return errs.New(errs.NotFound, "client: %s: renamed away by a rename of this client (queued until the files it commits drain)", name)
+}
 
 // under reports whether path p is x or lies below it.
 func under(p, x string) bool { return p == x || strings.HasPrefix(p, x+"/") }
@@ -567,19 +573,17 @@ func (c *Client) lookupPath(ctx context.Context, p string, follow bool, call fun
 		_, err := call(p)
 		return err
 	}
-	notFound := func() error {
-		return errs.New(errs.NotFound, "client: %s: renamed away by a rename of this client (queued until the files it commits drain)", p)
-	}
+	cp := clean(p)
 	return c.stg.throughRenames(func(rs []*renameRec) error {
-		q, gone := renamedPath(clean(p), rs)
+		q, gone := renamedPath(cp, rs)
 		if gone {
-			return notFound()
+			return renamedAway(p)
 		}
 		ino, err := call(q)
 		if len(rs) == 0 || (err == nil && !renamesMove(rs, ino)) || (err != nil && errs.CodeOf(err) != errs.NotFound) {
 			return err
 		}
-		x, expanded, xerr := c.expandLinks(ctx, clean(p), follow, rs)
+		x, expanded, xerr := c.expandLinks(ctx, cp, follow, rs)
 		switch {
 		case xerr != nil:
 			return xerr
@@ -587,7 +591,7 @@ func (c *Client) lookupPath(ctx context.Context, p string, follow bool, call fun
 			return err
 		}
 		if q, gone = renamedPath(x, rs); gone {
-			return notFound()
+			return renamedAway(p)
 		}
 		_, err = call(q)
 		return err
@@ -645,7 +649,7 @@ func (c *Client) expandLinks(ctx context.Context, p string, follow bool, rs []*r
 		}
 		q, gone := renamedPath(next, rs)
 		if gone {
-			return "", expanded, errs.New(errs.NotFound, "client: %s: renamed away by a rename of this client (queued until the files it commits drain)", next)
+			return "", expanded, renamedAway(next)
 		}
 		var a wire.Attr
 		if err := c.metaCall(ctx, wire.OpResolve, &wire.ResolveReq{Path: q}, &a); err != nil {
@@ -698,9 +702,12 @@ func (c *Client) waitRenamesAt(ctx context.Context, parent uint64, name string) 
 	if c.stg == nil {
 		return nil
 	}
-	return c.stg.waitRenames(ctx, func(r *renameRec) bool {
-		return (r.req.NewParent == parent && r.req.NewName == name) || (r.req.OldParent == parent && r.req.OldName == name)
-	})
+	return c.stg.waitRenames(ctx, func(r *renameRec) bool { return r.at(parent, name) })
+}
+
+// at reports whether r renames name in directory parent, from or to it.
+func (r *renameRec) at(parent uint64, name string) bool {
+	return (r.req.NewParent == parent && r.req.NewName == name) || (r.req.OldParent == parent && r.req.OldName == name)
 }
 
 // waitRenamesDir is waitRenamesAt before the removal of directory name
@@ -716,8 +723,7 @@ func (c *Client) waitRenamesDir(ctx context.Context, parent uint64, name string)
 		dir = a.Ino
 	} // else the rmdir says why
 	return c.stg.waitRenames(ctx, func(r *renameRec) bool {
-		return (r.req.NewParent == parent && r.req.NewName == name) || (r.req.OldParent == parent && r.req.OldName == name) ||
-			(dir != 0 && (r.req.OldParent == dir || r.req.NewParent == dir))
+		return r.at(parent, name) || (dir != 0 && (r.req.OldParent == dir || r.req.NewParent == dir))
 	})
 }
 

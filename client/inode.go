@@ -196,8 +196,7 @@ func (c *Client) LookupIno(ctx context.Context, parent uint64, name string) (Ino
 	err := c.stg.throughRenames(func(rs []*renameRec) error {
 		p, n, gone := renamedName(parent, name, rs)
 		if gone {
-			return fmt.Errorf("lookup %d/%q: %w", parent, name,
-				errs.New(errs.NotFound, "client: renamed away by a rename of this client (queued until the files it commits drain)"))
+			return fmt.Errorf("lookup %d/%q: %w", parent, name, renamedAway(name))
 		}
 		var err error
 		a, err = c.LookupInoNow(ctx, p, n)

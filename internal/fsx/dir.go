@@ -27,9 +27,8 @@ func (d Dir) Open(name string) (File, error) {
 }
 
 // List implements Lister: the names and sizes (-1: a directory, -2: a
-// symbolic link) of a
-// listing of the directory (on a FUSE mount, READDIRPLUS where the kernel asks for it,
-// then a stat of each name).
+// symbolic link) of a listing of the directory (on a FUSE mount,
+// READDIRPLUS where the kernel asks for it, then a stat of each name).
 func (d Dir) List() (map[string]int64, error) {
 	ents, err := os.ReadDir(string(d))
 	if err != nil {

@@ -48,9 +48,9 @@ const listEvery = 4
 // in one request half of the time), renames of existing names, removals,
 // reads and stats, lists the directory after every listEvery-th, and
 // checks every answer against a model of the operations done so far, in
-// order (a listing: the model's names with their sizes, no others). It returns the model's final files
-// (name to content) for the caller to compare with what another client
-// sees. A failure names the seed, the operation and the last 20 done.
+// order (a listing: the model's names with their sizes, no others). It
+// returns the model's final files (name to content) for the caller to
+// compare with what another client sees. A failure names the seed, the operation and the last 20 done.
 func RunNames(n Namer, names []string, seed uint64, ops int) (map[string][]byte, NameCounts, error) {
 	r := rand.New(rand.NewPCG(seed, 0x5eed))
 	model := map[string][]byte{}
