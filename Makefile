@@ -23,9 +23,10 @@ serve: build
 # processes that are not built with it, so there it would only slow the
 # tests' own harness (2.8x for test/e2e, 5x for the exercisers).
 RACE_PKGS = ./internal/... ./client/... ./cmd/... ./test/kvcache
-PROC_PKGS = $(shell $(GO) list ./test/... | grep -v '/test/kvcache$$')
+PROC_PKGS = $(shell $(GO) list ./test/... | grep -v -e '/test/kvcache$$' -e '/test/e2e$$')
 E2E_RACE  = Races|Racing|TwoClients|^TestMigrateRandom$$|^TestKill9DuringWrites$$|^TestClientFileSemantics$$|^TestGarbledInTransit$$
-# The race-checked end-to-end tests run beside the process tests: both
+# test/e2e runs beside the other process tests: first its race-checked
+# tests, then the rest of it without the race detector (each test once); both
 # spend much of their time waiting on sluice processes and the disk (CI
 # used about one of the two CPUs when they ran one after the other); the
 # former's output follows the latter's.
@@ -33,13 +34,14 @@ test:
 	$(GO) vet ./...
 	$(GO) test -race -timeout 25m $(RACE_PKGS)
 	@log=$$(mktemp); \
-	echo "$(GO) test -race -timeout 25m -run '$(E2E_RACE)' ./test/e2e (beside the next)"; \
-	$(GO) test -race -timeout 25m -run '$(E2E_RACE)' ./test/e2e > $$log 2>&1 & race=$$!; \
+	echo "$(GO) test -race -timeout 25m -run '$(E2E_RACE)' ./test/e2e, then $(GO) test -timeout 25m -skip '$(E2E_RACE)' ./test/e2e (beside the next)"; \
+	( $(GO) test -race -timeout 25m -run '$(E2E_RACE)' ./test/e2e; r=$$?; \
+	  $(GO) test -timeout 25m -skip '$(E2E_RACE)' ./test/e2e || r=1; exit $$r ) > $$log 2>&1 & race=$$!; \
 	echo "$(GO) test -timeout 25m $(PROC_PKGS)"; \
 	$(GO) test -timeout 25m $(PROC_PKGS); rc=$$?; \
 	wait $$race; rrc=$$?; \
 	cat $$log; rm -f $$log; \
-	echo "process tests: exit $$rc; race-checked end-to-end tests: exit $$rrc"; \
+	echo "process tests: exit $$rc; end-to-end tests (race-checked, then the rest): exit $$rrc"; \
 	[ $$rc -eq 0 ] && [ $$rrc -eq 0 ]
 
 test-short:
