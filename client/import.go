@@ -23,6 +23,14 @@ type ImportStats struct {
 	Bytes   int64 // their size
 	Empty   int   // empty objects, made empty files
 	Present int   // objects an earlier import made files of already
+	// Updated: objects an earlier import made files of that changed in
+	// the bucket since (another ETag or size); their files, still
+	// released, are now the new objects (ImportOptions.KeepChanged).
+	Updated int
+	// Changed: the same, but the file was restored (its bytes are on the
+	// targets) or was being restored: left as it is (a re-run once its
+	// restore ended updates one still released).
+	Changed int
 	Skipped int   // keys that name a directory (ending in "/"), or nothing
 	Failed  int
 }
@@ -30,6 +38,14 @@ type ImportStats struct {
 // errImported says that the file of an object is there from an earlier
 // import (the same backend and key): a re-run picks up only new objects.
 var errImported = errs.New(errs.Exists, "client: tier import: imported already")
+
+// errImportUpdated and errImportChanged say that the file of an object
+// is there from an earlier import, and the object changed since: the
+// file was updated to it, or kept (ImportStats.Updated, Changed).
+var (
+	errImportUpdated = errs.New(errs.Exists, "client: tier import: imported before, updated to the changed object")
+	errImportChanged = errs.New(errs.Exists, "client: tier import: imported before; the object changed, the file was restored and is kept")
+)
 
 // importPiece is the size of the ranged GETs that checksum an object.
 const importPiece = 8 << 20
@@ -46,6 +62,16 @@ type ImportOptions struct {
 	// checksums. An object the listing gives no ETag for is read either
 	// way.
 	Checksums bool
+	// KeepChanged leaves the files of objects that an earlier import
+	// made and that changed in the bucket since as they are (counted as
+	// Present). Without it, a re-run makes each such file that is still
+	// released (no bytes on the targets, no restore running) the new
+	// object: its size, mtime and ETag (ImportStats.Updated); one that
+	// was restored keeps its bytes (ImportStats.Changed). Only imports
+	// from the listing do this: with Checksums, for objects without an
+	// ETag, and against a metadata service before it, such files count
+	// as Present.
+	KeepChanged bool
 	// Report, if not nil, is called after each object with the file's
 	// path, its size and the error, if any.
 	Report func(p string, size int64, err error)
@@ -64,10 +90,11 @@ func (c *Client) TierImport(ctx context.Context, backend, prefix, dir string, pa
 // (its HSM record has generation 0), and are read and restored like any
 // released file's. Its size and mtime are the object's. Either way
 // (o.Checksums) an object replaced in the bucket afterwards reads as
-// corrupt, never as other bytes. An existing file is never replaced: one
-// that an earlier import made of the same object counts as Present (so a
-// re-run picks up the new objects, and resumes one that stopped), any
-// other fails with errs.Exists.
+// corrupt, never as other bytes, until a re-run (o.KeepChanged) updates
+// its file. An existing file is never replaced: one that an earlier import
+// made of the same object counts as Present (so a re-run picks up the new
+// objects, and resumes one that stopped), any other fails with
+// errs.Exists.
 //
 // From the listing, the files of consecutive objects in one directory are
 // made in batches, up to importBatchSize per request (OpTierImport), each in
@@ -102,6 +129,12 @@ func (c *Client) TierImportWith(ctx context.Context, backend, prefix, dir string
 		case err == errImported:
 			st.Present++
 			err = nil
+		case err == errImportUpdated:
+			st.Updated++
+			err = nil
+		case err == errImportChanged:
+			st.Changed++
+			err = nil
 		case err != nil:
 			st.Failed++
 		case obj.Size == 0:
@@ -120,7 +153,7 @@ func (c *Client) TierImportWith(ctx context.Context, backend, prefix, dir string
 		if b := batch; b != nil {
 			batch = nil
 			g.Go(func() error {
-				c.sendImportBatch(ctx, store, backend, b, &made, count)
+				c.sendImportBatch(ctx, store, backend, b, !o.KeepChanged, &made, count)
 				return nil
 			})
 		}
@@ -182,7 +215,7 @@ type importItem struct {
 // sendImportBatch makes the files of b in one request, or each on its own
 // (reading it for its checksums) against a metadata service without
 // OpTierImport, and counts each.
-func (c *Client) sendImportBatch(ctx context.Context, store tier.Store, backend string, b *importBatch, made *sync.Map, count func(string, tier.ObjectInfo, error)) {
+func (c *Client) sendImportBatch(ctx context.Context, store tier.Store, backend string, b *importBatch, refresh bool, made *sync.Map, count func(string, tier.ObjectInfo, error)) {
 	fail := func(err error) {
 		for _, it := range b.items {
 			count(it.path, it.obj, opErr("tier import", it.path, err))
@@ -197,7 +230,7 @@ func (c *Client) sendImportBatch(ctx context.Context, store tier.Store, backend 
 		fail(err)
 		return
 	}
-	req := &wire.TierImportReq{Parent: a.Ino, Backend: backend, Mode: 0o644, Cred: c.cred(), Entries: make([]wire.TierImportEntry, len(b.items))}
+	req := &wire.TierImportReq{Parent: a.Ino, Backend: backend, Mode: 0o644, Cred: c.cred(), Entries: make([]wire.TierImportEntry, len(b.items)), Refresh: refresh}
 	for i, it := range b.items {
 		req.Entries[i] = wire.TierImportEntry{Name: path.Base(it.path), Key: it.obj.Key, Size: uint64(it.obj.Size), Mtime: it.obj.Modified.UnixNano(), ETag: it.obj.ETag}
 	}
@@ -224,6 +257,10 @@ func (c *Client) sendImportBatch(ctx context.Context, store tier.Store, backend 
 		case wire.ImportMade:
 		case wire.ImportPresent:
 			err = errImported
+		case wire.ImportUpdated:
+			err = errImportUpdated
+		case wire.ImportChanged:
+			err = errImportChanged
 		case wire.ImportExists:
 			err = errs.New(errs.Exists, "client: tier import: %s exists already (not replaced)", it.path)
 		default:

@@ -109,7 +109,7 @@ const defaultMoverEvery = time.Minute
 func newTierImport(g *globals) *cobra.Command {
 	var prefix string
 	var parallel int
-	var checksums, quiet bool
+	var checksums, keepChanged, quiet bool
 	var args []string
 	cmd := &cobra.Command{
 		Use:   "import NAME[/PREFIX] DIR [--prefix P] [--checksums]",
@@ -120,7 +120,9 @@ func newTierImport(g *globals) *cobra.Command {
 			"object's ETag, and the first restore takes the block checksums; --checksums reads every\n" +
 			"object once to take them at import. Sluice never deletes or writes over an imported object.\n" +
 			"Existing files are not replaced; run it again to pick up new objects (files imported before\n" +
-			"are counted, not redone).",
+			"are counted, not redone). A re-run also makes the released files of objects that changed in\n" +
+			"the bucket since the new objects (size, mtime, ETag); restored ones keep their bytes and are\n" +
+			"counted; --keep-changed leaves them all as they are.",
 		Args:   exactArgs(2),
 		PreRun: func(_ *cobra.Command, a []string) { args = a },
 	}
@@ -133,12 +135,13 @@ func newTierImport(g *globals) *cobra.Command {
 			}
 			name, prefix = n, p
 		}
-		return e.TierImport(ctx, name, prefix, args[1], parallel, checksums, quiet)
+		return e.TierImport(ctx, name, prefix, args[1], parallel, checksums, keepChanged, quiet)
 	})
 	f := cmd.Flags()
 	f.StringVar(&prefix, "prefix", "", "import only the keys that start with this (below the backend's own prefix); it is not part of the files' names")
 	f.IntVarP(&parallel, "parallel", "P", 8, "objects imported at once")
 	f.BoolVar(&checksums, "checksums", false, "read every object once to take its checksums (CRC32C of each MiB, SHA-256) instead of trusting the listing's ETag")
+	f.BoolVar(&keepChanged, "keep-changed", false, "leave the files of objects that changed in the bucket since an earlier import as they are")
 	f.BoolVarP(&quiet, "quiet", "q", false, "print only the summary")
 	return cmd
 }

@@ -129,9 +129,11 @@ func (e *Env) Mover(ctx context.Context, o MoverOptions) error {
 // TierImport imports the objects of backend under prefix as released
 // files under dir (client.TierImport), printing each file made.
 // With checksums every object is read once to take its checksums.
-func (e *Env) TierImport(ctx context.Context, backend, prefix, dir string, parallel int, checksums, quiet bool) error {
+// Files of objects that changed in the bucket since an earlier import
+// are updated to them unless keepChanged (client.ImportOptions).
+func (e *Env) TierImport(ctx context.Context, backend, prefix, dir string, parallel int, checksums, keepChanged, quiet bool) error {
 	var mu sync.Mutex
-	st, err := e.Client.TierImportWith(ctx, backend, prefix, dir, client.ImportOptions{Parallel: parallel, Checksums: checksums, Report: func(p string, size int64, err error) {
+	st, err := e.Client.TierImportWith(ctx, backend, prefix, dir, client.ImportOptions{Parallel: parallel, Checksums: checksums, KeepChanged: keepChanged, Report: func(p string, size int64, err error) {
 		mu.Lock()
 		defer mu.Unlock()
 		switch {
@@ -142,5 +144,8 @@ func (e *Env) TierImport(ctx context.Context, backend, prefix, dir string, paral
 		}
 	}})
 	fmt.Fprintf(e.Stdout, "imported %d files (%s) and %d empty ones; %d imported before, %d keys skipped, %d failed\n", st.Files, human(st.Bytes), st.Empty, st.Present, st.Skipped, st.Failed)
+	if st.Updated+st.Changed > 0 {
+		fmt.Fprintf(e.Stdout, "objects changed in the bucket since they were imported: %d files updated to them, %d kept (restored or being restored)\n", st.Updated, st.Changed)
+	}
 	return err
 }

@@ -30,13 +30,44 @@ func importedBefore(cur wire.HsmRecord, backend, key string) bool {
 	return cur.State != wire.HsmResident && cur.Gen == tier.ImportedGen && cur.Backend == backend && cur.Key == key
 }
 
+// importAgain decides what a re-run of an import does with the file an
+// earlier import made of an entry's object (importedBefore): cur is the
+// file's HSM record and lease, fresh the record the entry makes, refresh
+// the request's wish, now the time (ns). It returns the entry's result
+// and whether the file takes fresh (its size and mtime the object's): only
+// a file released (no bytes on the targets) whose restore lease nobody
+// holds follows an object that changed in the bucket.
+func importAgain(cur wire.HsmRecord, lease restoreLease, fresh wire.HsmRecord, refresh bool, now int64) (uint8, bool) {
+	if !refresh || sameObject(cur, fresh) {
+		return wire.ImportPresent, false
+	}
+	if cur.State != wire.HsmReleased || (lease.Owner != 0 && lease.Expires > now) {
+		return wire.ImportChanged, false
+	}
+	return wire.ImportUpdated, true
+}
+
+// sameObject says whether an imported file's record cur and a listing's
+// fresh one name the same version of the object: by ETag where both have
+// one, else by size and mtime.
+func sameObject(cur, fresh wire.HsmRecord) bool {
+	if cur.Size != fresh.Size {
+		return false
+	}
+	if cur.ETag != "" && fresh.ETag != "" {
+		return cur.ETag == fresh.ETag
+	}
+	return cur.Mtime == fresh.Mtime
+}
+
 // TierImport makes a released file in directory req.Parent for each
 // entry that names no existing file (up to 256 of them per transaction;
 // with etcd 24: an error after the first transaction leaves those before
 // it done, which a new request counts as ImportPresent): its size and
 // mtime the object's, its HSM record pinned to the object's ETag
 // (docs/tier.md). An existing name is never replaced: it counts as
-// imported before when it is the import of the same object, else as
+// imported before when it is the import of the same object (with
+// req.Refresh, of the object as it is now: importAgain), else as
 // existing.
 func (s *Service) TierImport(ctx context.Context, req *wire.TierImportReq) (wire.TierImportResp, error) {
 	r, err := s.tierImport(ctx, req)
@@ -137,12 +168,25 @@ func (s *Service) importGroup(ctx context.Context, pv *placeView, req *wire.Tier
 			if ok {
 				resp.Results[i] = wire.ImportExists
 				if e.mode == modeReg {
-					cur, err := getHsm(tx, e.ino)
+					cur, lease, err := getHsmLease(tx, e.ino)
 					if err != nil {
 						return err
 					}
 					if importedBefore(cur, req.Backend, it.Key) {
-						resp.Results[i] = wire.ImportPresent
+						var take bool
+						resp.Results[i], take = importAgain(cur, lease, recs[i], req.Refresh, now)
+						if take {
+							n, err := getInode(tx, e.ino)
+							if err != nil {
+								return err
+							}
+							n.Size, n.Mtime, n.Ctime = it.Size, it.Mtime, now
+							tx.Set(inodeKey(e.ino), n.encode())
+							// An expired lease's chunks (a restore
+							// that died) are collected.
+							leaseGone(tx, lease, restoreLease{}, n.Layout)
+							putHsm(tx, e.ino, recs[i], nil)
+						}
 					}
 				}
 				continue

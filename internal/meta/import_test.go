@@ -3,7 +3,9 @@ package meta
 import (
 	"context"
 	"fmt"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/sluice-fs/sluice/internal/errs"
 	"github.com/sluice-fs/sluice/internal/wire"
@@ -77,4 +79,129 @@ func TestTierImportBatch(t *testing.T) {
 			wantCode(t, "an import over the batch limit", err, errs.TooBig)
 		})
 	}
+}
+
+// TestImportAgain: the decision of a re-run for a file an earlier import
+// made: the same object is imported before; a changed one is taken only by
+// a released file whose restore lease nobody holds, and only when asked.
+func TestImportAgain(t *testing.T) {
+	t.Parallel()
+	rec := func(state uint8, etag string, size uint64, mtime int64) wire.HsmRecord {
+		return wire.HsmRecord{State: state, Backend: "b", Key: "k", Size: size, Mtime: mtime, ETag: etag}
+	}
+	fresh := rec(wire.HsmReleased, "e2", 20, 200)
+	const now = 1000
+	for _, tc := range []struct {
+		name    string
+		cur     wire.HsmRecord
+		lease   restoreLease
+		fresh   wire.HsmRecord
+		refresh bool
+		want    uint8
+		take    bool
+	}{
+		{"same ETag and size", rec(wire.HsmReleased, "e2", 20, 100), restoreLease{}, fresh, true, wire.ImportPresent, false},
+		{"another ETag, not asked", rec(wire.HsmReleased, "e1", 20, 100), restoreLease{}, fresh, false, wire.ImportPresent, false},
+		{"another ETag", rec(wire.HsmReleased, "e1", 20, 100), restoreLease{}, fresh, true, wire.ImportUpdated, true},
+		{"same ETag, another size", rec(wire.HsmReleased, "e2", 10, 200), restoreLease{}, fresh, true, wire.ImportUpdated, true},
+		{"no ETag, same size and mtime", rec(wire.HsmReleased, "", 20, 200), restoreLease{}, fresh, true, wire.ImportPresent, false},
+		{"no ETag, another mtime", rec(wire.HsmReleased, "", 20, 100), restoreLease{}, fresh, true, wire.ImportUpdated, true},
+		{"restored (archived)", rec(wire.HsmArchived, "e1", 20, 100), restoreLease{}, fresh, true, wire.ImportChanged, false},
+		{"restored and written (dirty)", rec(wire.HsmDirty, "e1", 20, 100), restoreLease{}, fresh, true, wire.ImportChanged, false},
+		{"being restored", rec(wire.HsmReleased, "e1", 20, 100), restoreLease{Owner: 7, Expires: now + 1}, fresh, true, wire.ImportChanged, false},
+		{"its restore's lease ran out", rec(wire.HsmReleased, "e1", 20, 100), restoreLease{Owner: 7, Expires: now}, fresh, true, wire.ImportUpdated, true},
+	} {
+		got, take := importAgain(tc.cur, tc.lease, tc.fresh, tc.refresh, now)
+		if got != tc.want || take != tc.take {
+			t.Errorf("%s: %d, %v; want %d, %v", tc.name, got, take, tc.want, tc.take)
+		}
+	}
+}
+
+// TestTierImportRefresh: a re-run with Refresh makes the released file of
+// an object that changed in the bucket the new object (size, mtime, ETag;
+// the restore of the old one can no longer commit), and leaves a file
+// that was restored, or is being restored, as it is.
+func TestTierImportRefresh(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s := newTestService(t, nil, nil)
+	var clock atomic.Int64
+	clock.Store(time.Now().UnixNano())
+	s.now = func() time.Time { return time.Unix(0, clock.Load()) }
+	addTestBackend(t, s)
+	entry := func(name, etag string, size uint64, mtime int64) wire.TierImportEntry {
+		return wire.TierImportEntry{Name: name, Key: "k/" + name, Size: size, Mtime: mtime, ETag: etag}
+	}
+	imp := func(refresh bool, es ...wire.TierImportEntry) []uint8 {
+		t.Helper()
+		r, err := s.TierImport(ctx, &wire.TierImportReq{Parent: RootIno, Backend: "b", Mode: 0o644, Entries: es, Refresh: refresh})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r.Results
+	}
+	imp(false, entry("a", "e1", 10, 100), entry("b", "e1", 10, 100), entry("c", "e1", 10, 100))
+	ino := func(name string) uint64 {
+		a, err := s.Lookup(ctx, RootIno, name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return a.Ino
+	}
+	// b is being restored by client 1; c was restored.
+	if _, err := s.HsmClaim(ctx, &wire.HsmClaimReq{Ino: ino("b"), Owner: 1, LeaseMs: 60000}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.HsmClaim(ctx, &wire.HsmClaimReq{Ino: ino("c"), Owner: 2, LeaseMs: 60000}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.HsmRestored(ctx, &wire.HsmClaimReq{Ino: ino("c"), Owner: 2}); err != nil {
+		t.Fatal(err)
+	}
+	changed := []wire.TierImportEntry{entry("a", "e2", 25, 300), entry("b", "e2", 25, 300), entry("c", "e2", 25, 300)}
+	if got := imp(false, changed...); got[0] != wire.ImportPresent || got[1] != wire.ImportPresent || got[2] != wire.ImportPresent {
+		t.Fatalf("a re-run without refresh: %v, want every file imported before", got)
+	}
+	if a, _ := s.GetAttr(ctx, ino("a")); a.Size != 10 {
+		t.Fatalf("a re-run without refresh changed a: %+v", a)
+	}
+	got := imp(true, changed...)
+	if got[0] != wire.ImportUpdated || got[1] != wire.ImportChanged || got[2] != wire.ImportChanged {
+		t.Fatalf("a re-run with refresh: %v, want updated, changed, changed", got)
+	}
+	a, err := s.GetAttr(ctx, ino("a"))
+	if err != nil || a.Size != 25 || a.Mtime != 300 || a.Flags&wire.AttrReleased == 0 {
+		t.Fatalf("the refreshed file: %+v, %v; want size 25, mtime 300, released", a, err)
+	}
+	if rec, err := s.HsmGet(ctx, a.Ino); err != nil || rec.ETag != "e2" || rec.Size != 25 || rec.State != wire.HsmReleased || len(rec.BlockCRCs) != 0 {
+		t.Fatalf("the refreshed file's record: %+v, %v", rec, err)
+	}
+	for _, name := range []string{"b", "c"} {
+		if a, _ := s.GetAttr(ctx, ino(name)); a.Size != 10 {
+			t.Fatalf("%s was changed: %+v", name, a)
+		}
+		if rec, _ := s.HsmGet(ctx, ino(name)); rec.ETag != "e1" {
+			t.Fatalf("%s's record was changed: %+v", name, rec)
+		}
+	}
+	// Once b's restore gives up its lease, a re-run takes the new object;
+	// then it is imported before.
+	if _, err := s.HsmClaim(ctx, &wire.HsmClaimReq{Ino: ino("b"), Owner: 1, Drop: true}); err != nil {
+		t.Fatal(err)
+	}
+	if got := imp(true, changed...); got[0] != wire.ImportPresent || got[1] != wire.ImportUpdated || got[2] != wire.ImportChanged {
+		t.Fatalf("the next re-run: %v, want imported before, updated, changed", got)
+	}
+	// A restore whose lease the refresh dropped cannot commit the old
+	// object's bytes.
+	if _, err := s.HsmClaim(ctx, &wire.HsmClaimReq{Ino: ino("a"), Owner: 3, LeaseMs: 1000}); err != nil {
+		t.Fatal(err)
+	}
+	clock.Add(int64(2 * time.Second))
+	if got := imp(true, entry("a", "e3", 30, 400)); got[0] != wire.ImportUpdated {
+		t.Fatalf("a's lease ran out: %v, want updated", got)
+	}
+	_, err = s.HsmRestored(ctx, &wire.HsmClaimReq{Ino: ino("a"), Owner: 3})
+	wantCode(t, "the commit of a restore of the object before the refresh", err, errs.Stale)
 }

@@ -419,12 +419,20 @@ func (m *HsmStats) Decode(d *Decoder) {
 // entry: an object of backend Backend imported from its listing (HSM
 // record of generation 0 pinned to the entry's ETag: HsmRecord), with
 // permission bits Mode and Cred's owner, in one transaction.
+//
+// With Refresh, a file an earlier import made of the same object, whose
+// object changed since (another ETag or size), takes the object's new
+// size, mtime and ETag while it is released and no restore holds its
+// lease (ImportUpdated); otherwise it is left as it is (ImportChanged).
+// Without it (and from a client before it, which never sends it) such a
+// file counts as ImportPresent.
 type TierImportReq struct {
 	Parent  uint64
 	Backend string
 	Mode    uint32
 	Cred    Cred
 	Entries []TierImportEntry
+	Refresh bool // a trailing optional field: older services ignore it
 }
 
 // TierImportEntry is one object to import: the file's name, the object's
@@ -450,6 +458,9 @@ func (m *TierImportReq) Encode(e *Encoder) {
 		e.I64(it.Mtime)
 		e.String(it.ETag)
 	}
+	if m.Refresh {
+		e.Bool(true)
+	}
 }
 
 func (m *TierImportReq) Decode(d *Decoder) {
@@ -470,6 +481,7 @@ func (m *TierImportReq) Decode(d *Decoder) {
 			it.ETag = d.String()
 		}
 	}
+	m.Refresh = d.More() && d.Bool()
 }
 
 // What became of each entry of a TierImportReq (TierImportResp.Results).
@@ -478,6 +490,9 @@ const (
 	ImportPresent uint8 = 1 // an earlier import made it of the same object
 	ImportExists  uint8 = 2 // another file has the name: not replaced
 	ImportInvalid uint8 = 3 // the entry is not valid (Errors says why)
+	// Only with TierImportReq.Refresh:
+	ImportUpdated uint8 = 4 // an earlier import made it of the object, which changed: the file now is the new object
+	ImportChanged uint8 = 5 // the same, but the file has its bytes on the targets or is being restored: left as it is
 )
 
 // TierImportResp answers a TierImportReq: a result per entry, in order,
