@@ -31,7 +31,7 @@ type ImportStats struct {
 	// targets) or was being restored: left as it is (a re-run once its
 	// restore ended updates one still released).
 	Changed int
-	Skipped int   // keys that name a directory (ending in "/"), or nothing
+	Skipped int // keys that name a directory (ending in "/"), or nothing
 	Failed  int
 }
 
