@@ -28,7 +28,8 @@ type ImportStats struct {
 	// released, are now the new objects (ImportOptions.KeepChanged).
 	Updated int
 	// Changed: the same, but the file was restored (its bytes are on the
-	// targets) or was being restored: left as it is (a re-run once its
+	// targets: kept, and an archived one becomes dirty, to be archived
+	// again before a release) or was being restored (a re-run once its
 	// restore ended updates one still released).
 	Changed int
 	Skipped int // keys that name a directory (ending in "/"), or nothing
@@ -67,7 +68,8 @@ type ImportOptions struct {
 	// Present). Without it, a re-run makes each such file that is still
 	// released (no bytes on the targets, no restore running) the new
 	// object: its size, mtime and ETag (ImportStats.Updated); one that
-	// was restored keeps its bytes (ImportStats.Changed). Only imports
+	// was restored keeps its bytes and becomes dirty (ImportStats.Changed).
+	// Only imports
 	// from the listing do this: with Checksums, for objects without an
 	// ETag, and against a metadata service before it, such files count
 	// as Present.

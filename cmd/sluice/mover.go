@@ -121,8 +121,8 @@ func newTierImport(g *globals) *cobra.Command {
 			"object once to take them at import. Sluice never deletes or writes over an imported object.\n" +
 			"Existing files are not replaced; run it again to pick up new objects (files imported before\n" +
 			"are counted, not redone). A re-run also makes the released files of objects that changed in\n" +
-			"the bucket since the new objects (size, mtime, ETag); restored ones keep their bytes and are\n" +
-			"counted; --keep-changed leaves them all as they are.",
+			"the bucket since the new objects (size, mtime, ETag); restored ones keep their bytes, are\n" +
+			"counted and become dirty (their copy is gone); --keep-changed leaves them all as they are.",
 		Args:   exactArgs(2),
 		PreRun: func(_ *cobra.Command, a []string) { args = a },
 	}

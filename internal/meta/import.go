@@ -33,18 +33,24 @@ func importedBefore(cur wire.HsmRecord, backend, key string) bool {
 // importAgain decides what a re-run of an import does with the file an
 // earlier import made of an entry's object (importedBefore): cur is the
 // file's HSM record and lease, fresh the record the entry makes, refresh
-// the request's wish, now the time (ns). It returns the entry's result
-// and whether the file takes fresh (its size and mtime the object's): only
-// a file released (no bytes on the targets) whose restore lease nobody
-// holds follows an object that changed in the bucket.
-func importAgain(cur wire.HsmRecord, lease restoreLease, fresh wire.HsmRecord, refresh bool, now int64) (uint8, bool) {
-	if !refresh || sameObject(cur, fresh) {
-		return wire.ImportPresent, false
+// the request's wish, now the time (ns). It returns the entry's result and
+// the file's next record, or ok false to leave it as it is. Only a file
+// released (no bytes on the targets) whose restore lease nobody holds
+// follows an object that changed in the bucket: it takes fresh (and the
+// object's size and mtime). A restored (archived) one keeps its bytes and
+// becomes dirty: its copy in the bucket is gone, so it must be archived
+// again (to a key of its own) before it can be released.
+func importAgain(cur wire.HsmRecord, lease restoreLease, fresh wire.HsmRecord, refresh bool, now int64) (result uint8, next wire.HsmRecord, ok bool) {
+	switch {
+	case !refresh || sameObject(cur, fresh):
+		return wire.ImportPresent, cur, false
+	case cur.State == wire.HsmArchived:
+		cur.State = wire.HsmDirty
+		return wire.ImportChanged, cur, true
+	case cur.State != wire.HsmReleased || (lease.Owner != 0 && lease.Expires > now):
+		return wire.ImportChanged, cur, false
 	}
-	if cur.State != wire.HsmReleased || (lease.Owner != 0 && lease.Expires > now) {
-		return wire.ImportChanged, false
-	}
-	return wire.ImportUpdated, true
+	return wire.ImportUpdated, fresh, true
 }
 
 // sameObject says whether an imported file's record cur and a listing's
@@ -173,9 +179,10 @@ func (s *Service) importGroup(ctx context.Context, pv *placeView, req *wire.Tier
 						return err
 					}
 					if importedBefore(cur, req.Backend, it.Key) {
-						var take bool
-						resp.Results[i], take = importAgain(cur, lease, recs[i], req.Refresh, now)
-						if take {
+						res, next, ok := importAgain(cur, lease, recs[i], req.Refresh, now)
+						resp.Results[i] = res
+						switch {
+						case ok && res == wire.ImportUpdated:
 							n, err := getInode(tx, e.ino)
 							if err != nil {
 								return err
@@ -185,7 +192,9 @@ func (s *Service) importGroup(ctx context.Context, pv *placeView, req *wire.Tier
 							// An expired lease's chunks (a restore
 							// that died) are collected.
 							leaseGone(tx, lease, restoreLease{}, n.Layout)
-							putHsm(tx, e.ino, recs[i], nil)
+							putHsm(tx, e.ino, next, nil)
+						case ok:
+							putHsm(tx, e.ino, next, nil)
 						}
 					}
 				}

@@ -3,6 +3,7 @@ package meta
 import (
 	"context"
 	"fmt"
+	"reflect"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -98,22 +99,30 @@ func TestImportAgain(t *testing.T) {
 		fresh   wire.HsmRecord
 		refresh bool
 		want    uint8
-		take    bool
+		take    bool // the next record is fresh
+		dirty   bool // the next record is cur made dirty
 	}{
-		{"same ETag and size", rec(wire.HsmReleased, "e2", 20, 100), restoreLease{}, fresh, true, wire.ImportPresent, false},
-		{"another ETag, not asked", rec(wire.HsmReleased, "e1", 20, 100), restoreLease{}, fresh, false, wire.ImportPresent, false},
-		{"another ETag", rec(wire.HsmReleased, "e1", 20, 100), restoreLease{}, fresh, true, wire.ImportUpdated, true},
-		{"same ETag, another size", rec(wire.HsmReleased, "e2", 10, 200), restoreLease{}, fresh, true, wire.ImportUpdated, true},
-		{"no ETag, same size and mtime", rec(wire.HsmReleased, "", 20, 200), restoreLease{}, fresh, true, wire.ImportPresent, false},
-		{"no ETag, another mtime", rec(wire.HsmReleased, "", 20, 100), restoreLease{}, fresh, true, wire.ImportUpdated, true},
-		{"restored (archived)", rec(wire.HsmArchived, "e1", 20, 100), restoreLease{}, fresh, true, wire.ImportChanged, false},
-		{"restored and written (dirty)", rec(wire.HsmDirty, "e1", 20, 100), restoreLease{}, fresh, true, wire.ImportChanged, false},
-		{"being restored", rec(wire.HsmReleased, "e1", 20, 100), restoreLease{Owner: 7, Expires: now + 1}, fresh, true, wire.ImportChanged, false},
-		{"its restore's lease ran out", rec(wire.HsmReleased, "e1", 20, 100), restoreLease{Owner: 7, Expires: now}, fresh, true, wire.ImportUpdated, true},
+		{"same ETag and size", rec(wire.HsmReleased, "e2", 20, 100), restoreLease{}, fresh, true, wire.ImportPresent, false, false},
+		{"another ETag, not asked", rec(wire.HsmReleased, "e1", 20, 100), restoreLease{}, fresh, false, wire.ImportPresent, false, false},
+		{"another ETag", rec(wire.HsmReleased, "e1", 20, 100), restoreLease{}, fresh, true, wire.ImportUpdated, true, false},
+		{"same ETag, another size", rec(wire.HsmReleased, "e2", 10, 200), restoreLease{}, fresh, true, wire.ImportUpdated, true, false},
+		{"no ETag, same size and mtime", rec(wire.HsmReleased, "", 20, 200), restoreLease{}, fresh, true, wire.ImportPresent, false, false},
+		{"no ETag, another mtime", rec(wire.HsmReleased, "", 20, 100), restoreLease{}, fresh, true, wire.ImportUpdated, true, false},
+		{"restored (archived)", rec(wire.HsmArchived, "e1", 20, 100), restoreLease{}, fresh, true, wire.ImportChanged, false, true},
+		{"restored and written (dirty)", rec(wire.HsmDirty, "e1", 20, 100), restoreLease{}, fresh, true, wire.ImportChanged, false, false},
+		{"being restored", rec(wire.HsmReleased, "e1", 20, 100), restoreLease{Owner: 7, Expires: now + 1}, fresh, true, wire.ImportChanged, false, false},
+		{"its restore's lease ran out", rec(wire.HsmReleased, "e1", 20, 100), restoreLease{Owner: 7, Expires: now}, fresh, true, wire.ImportUpdated, true, false},
 	} {
-		got, take := importAgain(tc.cur, tc.lease, tc.fresh, tc.refresh, now)
-		if got != tc.want || take != tc.take {
-			t.Errorf("%s: %d, %v; want %d, %v", tc.name, got, take, tc.want, tc.take)
+		got, next, ok := importAgain(tc.cur, tc.lease, tc.fresh, tc.refresh, now)
+		dirty := tc.cur
+		dirty.State = wire.HsmDirty
+		switch {
+		case got != tc.want || ok != (tc.take || tc.dirty):
+			t.Errorf("%s: %d, %v; want %d, %v", tc.name, got, ok, tc.want, tc.take || tc.dirty)
+		case tc.take && !reflect.DeepEqual(next, tc.fresh):
+			t.Errorf("%s: next record %+v, want the fresh one", tc.name, next)
+		case tc.dirty && !reflect.DeepEqual(next, dirty):
+			t.Errorf("%s: next record %+v, want the file's made dirty", tc.name, next)
 		}
 	}
 }
@@ -177,14 +186,17 @@ func TestTierImportRefresh(t *testing.T) {
 	if rec, err := s.HsmGet(ctx, a.Ino); err != nil || rec.ETag != "e2" || rec.Size != 25 || rec.State != wire.HsmReleased || len(rec.BlockCRCs) != 0 {
 		t.Fatalf("the refreshed file's record: %+v, %v", rec, err)
 	}
-	for _, name := range []string{"b", "c"} {
+	for name, state := range map[string]uint8{"b": wire.HsmReleased, "c": wire.HsmDirty} {
 		if a, _ := s.GetAttr(ctx, ino(name)); a.Size != 10 {
 			t.Fatalf("%s was changed: %+v", name, a)
 		}
-		if rec, _ := s.HsmGet(ctx, ino(name)); rec.ETag != "e1" {
-			t.Fatalf("%s's record was changed: %+v", name, rec)
+		// c's copy is gone: it must be archived again before a release.
+		if rec, _ := s.HsmGet(ctx, ino(name)); rec.ETag != "e1" || rec.State != state {
+			t.Fatalf("%s's record: %+v, want the old one in state %d", name, rec, state)
 		}
 	}
+	_, err = s.HsmUpdate(ctx, &wire.HsmUpdateReq{Ino: ino("c"), Action: wire.HsmActRelease})
+	wantCode(t, "a release of the restored file whose object changed", err, errs.Busy)
 	// Once b's restore gives up its lease, a re-run takes the new object;
 	// then it is imported before.
 	if _, err := s.HsmClaim(ctx, &wire.HsmClaimReq{Ino: ino("b"), Owner: 1, Drop: true}); err != nil {

@@ -423,7 +423,8 @@ func (m *HsmStats) Decode(d *Decoder) {
 // With Refresh, a file an earlier import made of the same object, whose
 // object changed since (another ETag or size), takes the object's new
 // size, mtime and ETag while it is released and no restore holds its
-// lease (ImportUpdated); otherwise it is left as it is (ImportChanged).
+// lease (ImportUpdated); otherwise it keeps its bytes (ImportChanged),
+// and an archived one, whose copy is gone, becomes dirty.
 // Without it (and from a client before it, which never sends it) such a
 // file counts as ImportPresent.
 type TierImportReq struct {
@@ -492,7 +493,7 @@ const (
 	ImportInvalid uint8 = 3 // the entry is not valid (Errors says why)
 	// Only with TierImportReq.Refresh:
 	ImportUpdated uint8 = 4 // an earlier import made it of the object, which changed: the file now is the new object
-	ImportChanged uint8 = 5 // the same, but the file has its bytes on the targets or is being restored: left as it is
+	ImportChanged uint8 = 5 // the same, but the file has its bytes on the targets (kept; an archived one becomes dirty) or is being restored
 )
 
 // TierImportResp answers a TierImportReq: a result per entry, in order,

@@ -15,7 +15,8 @@ import (
 // TestImportChangedObjects: objects replaced in the bucket after an
 // import read as corrupt (never as other bytes) until a re-run of the
 // import; the re-run makes the files still released the new objects (size
-// and bytes), keeps a restored file's bytes and counts it, leaves an
+// and bytes), keeps a restored file's bytes, counts it and makes it dirty
+// (its copy is gone, so it cannot be released), leaves an
 // unchanged object's file alone, and with --keep-changed changes nothing.
 // Against both real S3 backends.
 func TestImportChangedObjects(t *testing.T) {
@@ -71,6 +72,14 @@ func testImportChanged(t *testing.T, be *backend) {
 	}
 	if info, err := c.HsmState(ctx, "/imp/a"); err != nil || info.State != "released" {
 		t.Fatalf("/imp/a after the re-run: %+v, %v; want released", info, err)
+	}
+	// c's copy in the bucket is gone: dirty, so that it is archived again
+	// (to a key of its own) before anything releases it.
+	if info, err := c.HsmState(ctx, "/imp/c"); err != nil || info.State != "dirty" {
+		t.Fatalf("/imp/c after the re-run: %+v, %v; want dirty", info, err)
+	}
+	if _, err := c.HsmRelease(ctx, "/imp/c"); errs.CodeOf(err) != errs.Busy {
+		t.Fatalf("release of /imp/c, whose copy was replaced: %v; want busy", err)
 	}
 	for p, want := range map[string][]byte{"/imp/a": a2, "/imp/b": v1["b"], "/imp/c": v1["c"]} {
 		if got, err := readAll(ctx, c, p); err != nil || !bytes.Equal(got, want) {
