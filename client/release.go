@@ -43,6 +43,9 @@ func (c *Client) releaseIno(ctx context.Context, ino uint64) (wire.HsmRecord, er
 		err = whileRenewing(ctx, releaseRenew, c.renewFreeze(ino), func(ctx context.Context) error { return c.compareFrozen(ctx, ino, l, &rec) })
 	}
 	if err == nil {
+		err = c.checkCopy(ctx, &rec)
+	}
+	if err == nil {
 		var r wire.HsmRecord
 		if r, err = c.hsmUpdate(ctx, ino, wire.HsmActRelease, wire.HsmRecord{}); err == nil {
 			return r, nil
@@ -55,6 +58,31 @@ func (c *Client) releaseIno(ctx context.Context, ino uint64) (wire.HsmRecord, er
 		err = errors.Join(err, fmt.Errorf("thaw (the metadata service thaws it when the freeze's lease runs out): %w", terr))
 	}
 	return rec, err
+}
+
+// checkCopy heads the object of rec, the copy a release is about to leave
+// as the file's only bytes, and refuses the release (errs.Busy) when the
+// object is gone or is no longer that copy (removed or replaced outside
+// Sluice: tier.CheckCopy). A backend that cannot be reached fails the
+// release too: nothing is released unchecked.
+func (c *Client) checkCopy(ctx context.Context, rec *wire.HsmRecord) error {
+	st, err := c.tierStore(ctx, rec.Backend)
+	if err != nil {
+		return err
+	}
+	tctx, cancel := context.WithTimeout(ctx, c.opts.TierTimeout)
+	defer cancel()
+	info, meta, err := st.Head(tctx, rec.Key)
+	if err == nil {
+		err = tier.CheckCopy(rec, info, meta)
+	}
+	switch errs.CodeOf(err) {
+	case errs.OK:
+		return nil
+	case errs.NotFound, errs.Corruption:
+		return errs.Wrap(errs.Busy, err, "client: the file's copy in the bucket is gone or is another object: not released (run `sluice tier import` again for an imported file, or `sluice hsm remove` and archive it again)")
+	}
+	return fmt.Errorf("client: check the file's copy before its release: %w", err)
 }
 
 // releaseRenew is how often a release renews its freeze's lease (the

@@ -87,6 +87,24 @@ func CheckObject(rec *wire.HsmRecord, meta map[string]string) error {
 	return nil
 }
 
+// CheckCopy says whether the object that a Head of rec's key found (info,
+// meta) is still the copy rec describes, before a release leaves it as the
+// file's only bytes: the same size and, for an archive, the same
+// generation and SHA-256 (CheckObject); for an object imported from a
+// listing, the same ETag (one imported without an ETag: the size alone).
+// An object replaced outside Sluice fails with errs.Corruption.
+func CheckCopy(rec *wire.HsmRecord, info ObjectInfo, meta map[string]string) error {
+	switch {
+	case info.Size != int64(rec.Size):
+		return errs.New(errs.Corruption, "tier: object %s of backend %q has %d bytes, the file's copy %d: it was replaced outside Sluice", rec.Key, rec.Backend, info.Size, rec.Size)
+	case rec.Gen != ImportedGen:
+		return CheckObject(rec, meta)
+	case rec.ETag != "" && info.ETag != rec.ETag:
+		return errs.New(errs.Corruption, "tier: object %s of backend %q has ETag %q, the file's copy %q: it was replaced outside Sluice", rec.Key, rec.Backend, info.ETag, rec.ETag)
+	}
+	return nil
+}
+
 // CheckBlock checks the bytes of block i of rec's object (the whole block:
 // BlockSize bytes, or what is left of the file for the last).
 func CheckBlock(rec *wire.HsmRecord, i int, data []byte) error {

@@ -135,3 +135,41 @@ func TestMemStoreETag(t *testing.T) {
 		t.Fatalf("read pinned to another ETag: %v", err)
 	}
 }
+
+// TestCheckCopy: a release's check of the copy in the bucket accepts the
+// object the record describes and refuses one of another size, another
+// generation or SHA-256 (an archive), or another ETag (an imported
+// object).
+func TestCheckCopy(t *testing.T) {
+	t.Parallel()
+	arch := wire.HsmRecord{Key: "k", Backend: "b", Gen: 5, Size: 5}
+	s := NewSummer(BlockSize)
+	s.Write([]byte("hello"))
+	s.Fill(&arch)
+	meta := ObjectMeta(&arch, 3)
+	imp := wire.HsmRecord{Key: "k", Backend: "b", Gen: ImportedGen, Size: 5, ETag: "e1"}
+	impNoETag := imp
+	impNoETag.ETag = ""
+	other := ObjectMeta(&wire.HsmRecord{Gen: 6, SHA256: arch.SHA256}, 3)
+	for _, tc := range []struct {
+		name string
+		rec  wire.HsmRecord
+		info ObjectInfo
+		meta map[string]string
+		ok   bool
+	}{
+		{"archive, its object", arch, ObjectInfo{Size: 5, ETag: "x"}, meta, true},
+		{"archive, another size", arch, ObjectInfo{Size: 6, ETag: "x"}, meta, false},
+		{"archive, another generation", arch, ObjectInfo{Size: 5}, other, false},
+		{"archive, an object Sluice did not write", arch, ObjectInfo{Size: 5}, nil, false},
+		{"import, its object", imp, ObjectInfo{Size: 5, ETag: "e1"}, nil, true},
+		{"import, another ETag", imp, ObjectInfo{Size: 5, ETag: "e2"}, nil, false},
+		{"import, another size", imp, ObjectInfo{Size: 4, ETag: "e1"}, nil, false},
+		{"import without an ETag, same size", impNoETag, ObjectInfo{Size: 5, ETag: "e2"}, nil, true},
+	} {
+		err := CheckCopy(&tc.rec, tc.info, tc.meta)
+		if tc.ok != (err == nil) || (err != nil && errs.CodeOf(err) != errs.Corruption) {
+			t.Errorf("%s: %v", tc.name, err)
+		}
+	}
+}

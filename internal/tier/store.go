@@ -36,8 +36,9 @@ type Store interface {
 	// With etag set, the read is pinned to that ETag (If-Match): an
 	// object whose ETag is another fails with errs.Corruption.
 	GetRange(ctx context.Context, key string, off int64, dst []byte, etag string) (map[string]string, error)
-	// Head returns the object's size and user metadata.
-	Head(ctx context.Context, key string) (int64, map[string]string, error)
+	// Head returns the object as a listing shows it (size, mtime, ETag)
+	// and its user metadata.
+	Head(ctx context.Context, key string) (ObjectInfo, map[string]string, error)
 	// Delete removes the object; removing a missing one is no error.
 	Delete(ctx context.Context, key string) error
 	// Check says whether the bucket can be reached with the credentials.
@@ -141,12 +142,12 @@ func shortBody(backend, key string, off int64, got, want int, sent int64) error 
 	return errs.New(errs.Corruption, "tier: backend %q: object %s returned %d of %d bytes at %d", backend, key, got, want, off)
 }
 
-func (s *s3Store) Head(ctx context.Context, key string) (int64, map[string]string, error) {
+func (s *s3Store) Head(ctx context.Context, key string) (ObjectInfo, map[string]string, error) {
 	info, err := s.c.StatObject(ctx, s.bucket, s.prefix+key, minio.StatObjectOptions{})
 	if err != nil {
-		return 0, nil, s.err("head", key, err)
+		return ObjectInfo{}, nil, s.err("head", key, err)
 	}
-	return info.Size, userMeta(info.Metadata), nil
+	return ObjectInfo{Key: key, Size: info.Size, Modified: info.LastModified, ETag: strings.Trim(info.ETag, `"`)}, userMeta(info.Metadata), nil
 }
 
 func (s *s3Store) List(ctx context.Context, prefix string, fn func(o ObjectInfo) error) error {
@@ -279,14 +280,14 @@ func (m *MemStore) GetRange(ctx context.Context, key string, off int64, dst []by
 	return o.meta, nil
 }
 
-func (m *MemStore) Head(ctx context.Context, key string) (int64, map[string]string, error) {
+func (m *MemStore) Head(ctx context.Context, key string) (ObjectInfo, map[string]string, error) {
 	m.mu.Lock()
 	o, ok := m.objects[key]
 	m.mu.Unlock()
 	if !ok {
-		return 0, nil, errs.New(errs.NotFound, "tier: no object %s", key)
+		return ObjectInfo{}, nil, errs.New(errs.NotFound, "tier: no object %s", key)
 	}
-	return int64(len(o.data)), o.meta, nil
+	return ObjectInfo{Key: key, Size: int64(len(o.data)), ETag: memETag(o.data)}, o.meta, nil
 }
 
 func (m *MemStore) Delete(ctx context.Context, key string) error {

@@ -31,9 +31,14 @@ func testStore(t *testing.T, s tier.Store) {
 	if err := s.Put(ctx, "dir/obj", bytes.NewReader(data), int64(len(data)), meta); err != nil {
 		t.Fatalf("put: %v", err)
 	}
-	size, got, err := s.Head(ctx, "dir/obj")
-	if err != nil || size != int64(len(data)) || got[tier.MetaGen] != meta[tier.MetaGen] || tier.MetaInode(got) != 42 {
-		t.Fatalf("head: %d %v %v", size, got, err)
+	info, got, err := s.Head(ctx, "dir/obj")
+	if err != nil || info.Size != int64(len(data)) || info.ETag == "" || got[tier.MetaGen] != meta[tier.MetaGen] || tier.MetaInode(got) != 42 {
+		t.Fatalf("head: %+v %v %v", info, got, err)
+	}
+	// The ETag a listing gives is the one Head gives.
+	var listed tier.ObjectInfo
+	if err := s.List(ctx, "dir/", func(o tier.ObjectInfo) error { listed = o; return nil }); err != nil || listed.ETag != info.ETag {
+		t.Fatalf("listed %+v, %v; head's ETag %q", listed, err, info.ETag)
 	}
 	buf := make([]byte, 1000)
 	got, err = s.GetRange(ctx, "dir/obj", 12345, buf, "")

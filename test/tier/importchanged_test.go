@@ -98,3 +98,78 @@ func testImportChanged(t *testing.T, be *backend) {
 		t.Fatalf("/imp/b after --keep-changed: %v, %v; want its old size", fi, err)
 	}
 }
+
+// TestReleaseChecksCopy: a release heads the file's copy in the bucket
+// before it frees the file's bytes, and refuses (EBUSY) when the object
+// was removed or replaced outside Sluice since the archive (or the
+// import): the file keeps its bytes and reads back whole. Against both
+// real S3 backends.
+func TestReleaseChecksCopy(t *testing.T) {
+	for _, start := range []func(testing.TB) *backend{startSluiceBackend, startVersity} {
+		be := start(t)
+		t.Run(be.name, func(t *testing.T) { testReleaseChecksCopy(t, be) })
+	}
+}
+
+func testReleaseChecksCopy(t *testing.T, be *backend) {
+	ctx := context.Background()
+	fs := startFS(t)
+	addBackend(t, fs, be, "rel/")
+	c := newClientOpts(t, client.Options{Server: fs.addr})
+	s3c := be.s3(t)
+	files := map[string][]byte{"/r/kept": randomData(81, 2<<20+5), "/r/replaced": randomData(82, 300<<10), "/r/removed": randomData(83, 1<<20)}
+	if err := c.MkdirAll(ctx, "/r", 0o755); err != nil {
+		t.Fatal(err)
+	}
+	keys := map[string]string{}
+	for p, d := range files {
+		if err := writeSluice(ctx, c, p, d); err != nil {
+			t.Fatal(err)
+		}
+		info, err := c.HsmArchive(ctx, p, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		keys[p] = "rel/" + info.Key
+	}
+	// An imported object, restored, then replaced in the bucket.
+	imported := randomData(84, 500<<10)
+	if _, err := s3c.PutObject(ctx, bucket, "rel/src/imp", bytes.NewReader(imported), int64(len(imported)), minio.PutObjectOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if st, err := c.TierImport(ctx, "t", "src/", "/r/i", 1, nil); err != nil || st.Files != 1 {
+		t.Fatalf("import: %+v, %v", st, err)
+	}
+	if _, err := c.HsmRestore(ctx, "/r/i/imp"); err != nil {
+		t.Fatal(err)
+	}
+	files["/r/i/imp"] = imported
+	keys["/r/i/imp"] = "rel/src/imp"
+
+	other := randomData(85, 300<<10)
+	for _, p := range []string{"/r/replaced", "/r/i/imp"} {
+		if _, err := s3c.PutObject(ctx, bucket, keys[p], bytes.NewReader(other), int64(len(other)), minio.PutObjectOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s3c.RemoveObject(ctx, bucket, keys["/r/removed"], minio.RemoveObjectOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []string{"/r/replaced", "/r/removed", "/r/i/imp"} {
+		_, err := c.HsmRelease(ctx, p)
+		if errs.CodeOf(err) != errs.Busy || !strings.Contains(err.Error(), "not released") {
+			t.Fatalf("release of %s, whose copy is gone: %v; want busy", p, err)
+		}
+		if info, err := c.HsmState(ctx, p); err != nil || info.State != "archived" {
+			t.Fatalf("%s after the refused release: %+v, %v; want archived", p, info, err)
+		}
+	}
+	if info, err := c.HsmRelease(ctx, "/r/kept"); err != nil || info.State != "released" {
+		t.Fatalf("release of /r/kept: %+v, %v", info, err)
+	}
+	for p, want := range files {
+		if got, err := readAll(ctx, c, p); err != nil || !bytes.Equal(got, want) {
+			t.Fatalf("%s: %d bytes, %v; want its %d bytes", p, len(got), err, len(want))
+		}
+	}
+}
