@@ -152,6 +152,18 @@ func waitTCP(t testing.TB, p *proctest.Proc, addr string) {
 }
 
 // startSluiceBackend runs a second `sluice serve --s3` as the tier.
+// backends starts each real S3 backend the tests run against in turn:
+// another sluice's gateway, then versitygw.
+var backends = []func(testing.TB) *backend{startSluiceBackend, startVersity}
+
+// eachBackend runs f as a subtest against each of the backends.
+func eachBackend(t *testing.T, f func(t *testing.T, be *backend)) {
+	for _, start := range backends {
+		be := start(t)
+		t.Run(be.name, func(t *testing.T) { f(t, be) })
+	}
+}
+
 func startSluiceBackend(t testing.TB) *backend {
 	t.Helper()
 	dir := t.TempDir()

@@ -72,7 +72,7 @@ func TestTierBackends(t *testing.T) {
 
 // TestHSM runs archive → release → read → restore over each backend.
 func TestHSM(t *testing.T) {
-	for i, start := range []func(testing.TB) *backend{startSluiceBackend, startVersity} {
+	for i, start := range backends {
 		be := start(t)
 		t.Run(be.name, func(t *testing.T) { testHSM(t, be, i == 0) })
 	}

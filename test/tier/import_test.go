@@ -28,7 +28,7 @@ import (
 // the block checksums) and with --checksums (every object read at
 // import), from both backends.
 func TestImport(t *testing.T) {
-	for _, start := range []func(testing.TB) *backend{startSluiceBackend, startVersity} {
+	for _, start := range backends {
 		be := start(t)
 		for _, checksums := range []bool{false, true} {
 			name := be.name + "/listing"

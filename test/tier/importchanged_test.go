@@ -20,10 +20,7 @@ import (
 // unchanged object's file alone, and with --keep-changed changes nothing.
 // Against both real S3 backends.
 func TestImportChangedObjects(t *testing.T) {
-	for _, start := range []func(testing.TB) *backend{startSluiceBackend, startVersity} {
-		be := start(t)
-		t.Run(be.name, func(t *testing.T) { testImportChanged(t, be) })
-	}
+	eachBackend(t, testImportChanged)
 }
 
 func testImportChanged(t *testing.T, be *backend) {
@@ -105,10 +102,7 @@ func testImportChanged(t *testing.T, be *backend) {
 // import): the file keeps its bytes and reads back whole. Against both
 // real S3 backends.
 func TestReleaseChecksCopy(t *testing.T) {
-	for _, start := range []func(testing.TB) *backend{startSluiceBackend, startVersity} {
-		be := start(t)
-		t.Run(be.name, func(t *testing.T) { testReleaseChecksCopy(t, be) })
-	}
+	eachBackend(t, testReleaseChecksCopy)
 }
 
 func testReleaseChecksCopy(t *testing.T, be *backend) {

@@ -26,7 +26,7 @@ import (
 // and by watermark, never an inline file; released files read back byte
 // for byte.
 func TestMover(t *testing.T) {
-	for _, start := range []func(testing.TB) *backend{startSluiceBackend, startVersity} {
+	for _, start := range backends {
 		be := start(t)
 		t.Run(be.name, func(t *testing.T) { testMover(t, be) })
 	}

@@ -103,7 +103,7 @@ func checkOnTargets(t testing.TB, fs *fsServer, be *backend, files map[string][]
 // bytes are on the targets (a read with the backend stopped works), over
 // a second Sluice's gateway and over versitygw.
 func TestRestoreOnRead(t *testing.T) {
-	for i, start := range []func(testing.TB) *backend{startSluiceBackend, startVersity} {
+	for i, start := range backends {
 		be := start(t)
 		t.Run(be.name, func(t *testing.T) {
 			ctx := context.Background()
