@@ -42,8 +42,9 @@ func (c *Client) releaseIno(ctx context.Context, ino uint64) (wire.HsmRecord, er
 	if err == nil {
 		err = whileRenewing(ctx, releaseRenew, c.renewFreeze(ino), func(ctx context.Context) error { return c.compareFrozen(ctx, ino, l, &rec) })
 	}
+	lost := false
 	if err == nil {
-		err = c.checkCopy(ctx, &rec)
+		lost, err = c.checkCopy(ctx, &rec)
 	}
 	if err == nil {
 		var r wire.HsmRecord
@@ -57,18 +58,25 @@ func (c *Client) releaseIno(ctx context.Context, ino uint64) (wire.HsmRecord, er
 	if _, terr := c.hsmUpdate(tctx, ino, wire.HsmActThaw, wire.HsmRecord{Gen: rec.Gen}); terr != nil {
 		err = errors.Join(err, fmt.Errorf("thaw (the metadata service thaws it when the freeze's lease runs out): %w", terr))
 	}
+	if lost {
+		// Dirty: the next archive (the mover's, or by hand) copies the
+		// file again instead of trying this release again and again.
+		if _, derr := c.hsmUpdate(tctx, ino, wire.HsmActCopyLost, wire.HsmRecord{Gen: rec.Gen, Key: rec.Key}); derr != nil {
+			err = errors.Join(err, fmt.Errorf("mark the file dirty: %w", derr))
+		}
+	}
 	return rec, err
 }
 
 // checkCopy heads the object of rec, the copy a release is about to leave
-// as the file's only bytes, and refuses the release (errs.Busy) when the
-// object is gone or is no longer that copy (removed or replaced outside
-// Sluice: tier.CheckCopy). A backend that cannot be reached fails the
-// release too: nothing is released unchecked.
-func (c *Client) checkCopy(ctx context.Context, rec *wire.HsmRecord) error {
+// as the file's only bytes, and refuses the release (errs.Busy, lost) when
+// the object is gone or is no longer that copy (removed or replaced
+// outside Sluice: tier.CheckCopy). A backend that cannot be reached fails
+// the release too: nothing is released unchecked.
+func (c *Client) checkCopy(ctx context.Context, rec *wire.HsmRecord) (lost bool, err error) {
 	st, err := c.tierStore(ctx, rec.Backend)
 	if err != nil {
-		return err
+		return false, err
 	}
 	tctx, cancel := context.WithTimeout(ctx, c.opts.TierTimeout)
 	defer cancel()
@@ -78,11 +86,11 @@ func (c *Client) checkCopy(ctx context.Context, rec *wire.HsmRecord) error {
 	}
 	switch errs.CodeOf(err) {
 	case errs.OK:
-		return nil
+		return false, nil
 	case errs.NotFound, errs.Corruption:
-		return errs.Wrap(errs.Busy, err, "client: the file's copy in the bucket is gone or is another object: not released (run `sluice tier import` again for an imported file, or `sluice hsm remove` and archive it again)")
+		return true, errs.Wrap(errs.Busy, err, "client: the file's copy in the bucket is gone or is another object: not released; the file is dirty, to be archived again")
 	}
-	return fmt.Errorf("client: check the file's copy before its release: %w", err)
+	return false, fmt.Errorf("client: check the file's copy before its release: %w", err)
 }
 
 // releaseRenew is how often a release renews its freeze's lease (the

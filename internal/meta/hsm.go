@@ -117,6 +117,16 @@ func hsmStep(cur wire.HsmRecord, f hsmFile, req *wire.HsmUpdateReq) (wire.HsmRec
 			return cur, nil, errs.New(errs.Busy, "file is released: its only copy is in the tier; restore it before removing the copy")
 		}
 		return wire.HsmRecord{}, drop(), nil
+	case wire.HsmActCopyLost:
+		switch {
+		case cur.State == wire.HsmArchived && cur.Gen == req.Record.Gen && cur.Key == req.Record.Key:
+			// Its object goes to the delete queue at the next archive,
+			// where tier gc deletes only an object of its generation.
+			cur.State = wire.HsmDirty
+		case cur.State == wire.HsmReleased:
+			return cur, nil, errs.New(errs.Busy, "file is released: its copy is its only bytes")
+		}
+		return cur, nil, nil // archived again or changed meanwhile: nothing to do
 	}
 	return cur, nil, errs.New(errs.Invalid, "unknown HSM action %d", req.Action)
 }

@@ -208,6 +208,11 @@ const (
 	HsmActFreeze uint8 = 7
 	// HsmActThaw gives up a release frozen by HsmActFreeze.
 	HsmActThaw uint8 = 8
+	// HsmActCopyLost says that the copy Record (its Gen and Key) is gone
+	// from the bucket or was replaced there outside Sluice (a release's
+	// check found it so): an archived file with that copy becomes dirty,
+	// to be archived again before it can be released.
+	HsmActCopyLost uint8 = 9
 )
 
 // HsmUpdateReq is one step of the HSM state machine on file Ino.

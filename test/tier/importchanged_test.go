@@ -3,6 +3,7 @@ package tier
 import (
 	"bytes"
 	"context"
+	"io"
 	"strings"
 	"testing"
 
@@ -99,8 +100,9 @@ func testImportChanged(t *testing.T, be *backend) {
 // TestReleaseChecksCopy: a release heads the file's copy in the bucket
 // before it frees the file's bytes, and refuses (EBUSY) when the object
 // was removed or replaced outside Sluice since the archive (or the
-// import): the file keeps its bytes and reads back whole. Against both
-// real S3 backends.
+// import): the file keeps its bytes, reads back whole and becomes dirty;
+// archived again, it goes to a key of its own (the other object is left
+// alone) and is released. Against both real S3 backends.
 func TestReleaseChecksCopy(t *testing.T) {
 	eachBackend(t, testReleaseChecksCopy)
 }
@@ -154,9 +156,22 @@ func testReleaseChecksCopy(t *testing.T, be *backend) {
 		if errs.CodeOf(err) != errs.Busy || !strings.Contains(err.Error(), "not released") {
 			t.Fatalf("release of %s, whose copy is gone: %v; want busy", p, err)
 		}
-		if info, err := c.HsmState(ctx, p); err != nil || info.State != "archived" {
-			t.Fatalf("%s after the refused release: %+v, %v; want archived", p, info, err)
+		// Dirty: archived again before a release is tried again.
+		if info, err := c.HsmState(ctx, p); err != nil || info.State != "dirty" {
+			t.Fatalf("%s after the refused release: %+v, %v; want dirty", p, info, err)
 		}
+	}
+	// Archived again (beside the other object: a key of its own), it is
+	// released.
+	info, err := c.HsmArchive(ctx, "/r/replaced", "")
+	if err != nil || info.State != "archived" || "rel/"+info.Key == keys["/r/replaced"] {
+		t.Fatalf("archive of /r/replaced again: %+v, %v; want archived under another key", info, err)
+	}
+	if info, err := c.HsmRelease(ctx, "/r/replaced"); err != nil || info.State != "released" {
+		t.Fatalf("release of /r/replaced archived again: %+v, %v", info, err)
+	}
+	if got, err := getObject(ctx, s3c, keys["/r/replaced"]); err != nil || !bytes.Equal(got, other) {
+		t.Fatalf("the object written over the first copy: %d bytes, %v; want it untouched", len(got), err)
 	}
 	if info, err := c.HsmRelease(ctx, "/r/kept"); err != nil || info.State != "released" {
 		t.Fatalf("release of /r/kept: %+v, %v", info, err)
@@ -166,4 +181,14 @@ func testReleaseChecksCopy(t *testing.T, be *backend) {
 			t.Fatalf("%s: %d bytes, %v; want its %d bytes", p, len(got), err, len(want))
 		}
 	}
+}
+
+// getObject reads object key of the tier's bucket with a plain S3 client.
+func getObject(ctx context.Context, s3c *minio.Client, key string) ([]byte, error) {
+	o, err := s3c.GetObject(ctx, bucket, key, minio.GetObjectOptions{})
+	if err != nil {
+		return nil, err
+	}
+	defer o.Close()
+	return io.ReadAll(o)
 }
