@@ -27,7 +27,7 @@ import (
 )
 
 // ABIVersion changes whenever a function's signature or meaning changes.
-const ABIVersion = 3 // 2: the KV-cache store's functions (sluice_kv_*); 3: sluice_connect_config, sluice_staging_{stats,wait,hold}
+const ABIVersion = 4 // 2: the KV-cache store's functions (sluice_kv_*); 3: sluice_connect_config, sluice_staging_{stats,wait,hold}; 4: sluice_staging_metrics
 
 var lib = cabi.New()
 
@@ -96,6 +96,19 @@ func sluice_connect_config(config *C.char, errbuf *C.char, errlen C.int32_t) C.i
 //export sluice_staging_stats
 func sluice_staging_stats(h C.int64_t, size *C.int64_t, errbuf *C.char, errlen C.int32_t) C.int64_t {
 	b, err := lib.StagingStats(int64(h))
+	if err != nil {
+		return fail(err, errbuf, errlen)
+	}
+	*size = C.int64_t(len(b))
+	return C.int64_t(lib.PutResult(b))
+}
+
+// sluice_staging_metrics puts the staging area as Prometheus text into a
+// result handle and stores its size in *size; sluice_take copies it out.
+//
+//export sluice_staging_metrics
+func sluice_staging_metrics(h C.int64_t, size *C.int64_t, errbuf *C.char, errlen C.int32_t) C.int64_t {
+	b, err := lib.StagingMetrics(int64(h))
 	if err != nil {
 		return fail(err, errbuf, errlen)
 	}

@@ -8,7 +8,9 @@ import (
 	"math"
 	"time"
 
+	"github.com/sluice-fs/sluice/client"
 	"github.com/sluice-fs/sluice/internal/errs"
+	"github.com/sluice-fs/sluice/internal/metrics"
 )
 
 // Config is a connection's options as the JSON object that
@@ -88,6 +90,17 @@ func (l *Lib) StagingStats(h int64) ([]byte, error) {
 		RenamesQueued: st.RenamesQueued, Renamed: st.Renamed, DrainErrors: st.DrainErrors, RenameErrors: st.LastErrors,
 		LastError: st.LastError, Adopted: st.Adopted, Limit: st.Limit, Held: st.Held, PeakHeld: st.PeakHeld,
 		Throttled: st.Throttled, ThrottledSec: st.ThrottledTime.Seconds()})
+}
+
+// StagingMetrics returns client h's staging area as Prometheus text: the
+// sluice_absorb_* metrics that `sluice mount --http` exports (nothing
+// without a staging directory).
+func (l *Lib) StagingMetrics(h int64) ([]byte, error) {
+	cn, err := l.conn(h)
+	if err != nil {
+		return nil, err
+	}
+	return metrics.AbsorbText(func() (client.StagingStats, bool) { return cn.c.Staging() })
 }
 
 // StagingWait waits until everything client h staged has drained to the

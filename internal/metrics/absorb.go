@@ -1,7 +1,10 @@
 package metrics
 
 import (
+	"bytes"
+
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/common/expfmt"
 
 	"github.com/sluice-fs/sluice/client"
 )
@@ -84,4 +87,24 @@ func (ac absorbCollector) Collect(ch chan<- prometheus.Metric) {
 	} {
 		ch <- prometheus.MustNewConstMetric(v.d, v.t, v.n)
 	}
+}
+
+// AbsorbText returns the staging area that src returns as Prometheus text
+// (the sluice_absorb_* metrics of AddAbsorb; nothing when there is none),
+// for a process that serves its own /metrics: the Python client's.
+func AbsorbText(src func() (client.StagingStats, bool)) ([]byte, error) {
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(absorbCollector{src})
+	mfs, err := reg.Gather()
+	if err != nil {
+		return nil, err
+	}
+	var b bytes.Buffer
+	enc := expfmt.NewEncoder(&b, expfmt.NewFormat(expfmt.TypeTextPlain))
+	for _, mf := range mfs {
+		if err := enc.Encode(mf); err != nil {
+			return nil, err
+		}
+	}
+	return b.Bytes(), nil
 }

@@ -21,7 +21,7 @@ import threading
 from ctypes import POINTER, c_char_p, c_int32, c_int64, c_uint32, c_uint64, c_void_p
 from typing import Any, List, Optional, Tuple
 
-ABI_VERSION = 3
+ABI_VERSION = 4
 _ERRLEN = 2048
 
 
@@ -49,6 +49,7 @@ _SIGNATURES = {
     "sluice_connect": [c_char_p, c_int64, c_int32, c_int64] + _E,
     "sluice_connect_config": [c_char_p] + _E,
     "sluice_staging_stats": [c_int64, POINTER(c_int64)] + _E,
+    "sluice_staging_metrics": [c_int64, POINTER(c_int64)] + _E,
     "sluice_staging_wait": [c_int64] + _E,
     "sluice_staging_hold": [c_int64, c_int32] + _E,
     "sluice_disconnect": [c_int64] + _E,

@@ -207,6 +207,11 @@ class Client:
             self._closed = True
             h, pid, lib = self._h, self._pid, self._lib
             self._h = 0
+            servers, self._servers = getattr(self, "_servers", []), []
+        if pid == os.getpid():
+            for srv in servers:
+                srv.shutdown()
+                srv.server_close()
         if h and pid == os.getpid() and lib is not None:
             lib.call("sluice_disconnect", h)
 
@@ -264,6 +269,50 @@ class Client:
             yield
         finally:
             self._call("sluice_staging_hold", 0)
+
+    def staging_metrics(self) -> str:
+        """The staging area as Prometheus text: the sluice_absorb_* metrics
+        that `sluice mount --http` exports (held, staged and drained bytes,
+        throttled writes, queued and failed renames, ...); empty without a
+        staging_dir. serve_metrics serves it over HTTP."""
+        n = c_int64(0)
+        h = self._call("sluice_staging_metrics", ctypes.byref(n))
+        return bytes(self._take(h, n.value)).decode()
+
+    def serve_metrics(self, host: str = "127.0.0.1", port: int = 0) -> Tuple[str, int]:
+        """Serves GET /metrics (staging_metrics, for Prometheus to scrape)
+        on host:port from a daemon thread of this process, and returns the
+        address bound (port 0 picks one). The server stops with close().
+        Forked children (DataLoader workers) do not serve it."""
+        import http.server
+
+        client = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_GET(self) -> None:
+                if self.path.split("?")[0] != "/metrics":
+                    self.send_error(404)
+                    return
+                try:
+                    body = client.staging_metrics().encode()
+                except Exception as e:  # the client closed, or failed
+                    self.send_error(503, str(e))
+                    return
+                self.send_response(200)
+                self.send_header("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+        srv = http.server.ThreadingHTTPServer((host, port), Handler)
+        srv.daemon_threads = True
+        threading.Thread(target=srv.serve_forever, name="sluice-metrics", daemon=True).start()
+        with self._mu:
+            self._servers = getattr(self, "_servers", []) + [srv]
+        return srv.server_address[0], srv.server_address[1]
 
     def wait_staged(self) -> None:
         """Waits until everything this client staged has drained to the

@@ -9,6 +9,8 @@ import pickle
 import random
 import tempfile
 import unittest
+import urllib.error
+import urllib.request
 import uuid
 import warnings
 
@@ -99,6 +101,34 @@ class AbsorbTest(unittest.TestCase):
                 got = sluice.load(p, client=c)
                 self.assertEqual(got["step"], step)
                 self.assertTrue(torch.equal(got["w"], obj["w"]))
+
+    def test_metrics(self):
+        # The staging area as Prometheus text, and served over HTTP for a
+        # scraper, as `sluice mount --http` serves a mount's.
+        files = [(f"{self.d}/m{i}", random.Random(10 + i).randbytes(1 << 20)) for i in range(2)]
+        with _env.client(staging_dir=self.staging) as c:
+            c.write_batch(files)
+            c.wait_staged()
+            def value(text, name):
+                for line in text.splitlines():
+                    if line.startswith(name + " "):
+                        return float(line.split()[1])
+                self.fail(f"{name} not in {text!r}")
+            text = c.staging_metrics()
+            self.assertGreaterEqual(value(text, "sluice_absorb_staged_bytes_total"), 2 << 20, text)
+            self.assertEqual(value(text, "sluice_absorb_held_bytes"), 0, text)
+            host, port = c.serve_metrics()
+            with urllib.request.urlopen(f"http://{host}:{port}/metrics", timeout=10) as r:
+                self.assertEqual(r.status, 200)
+                served = r.read().decode()
+            self.assertEqual(value(served, "sluice_absorb_drained_bytes_total"), value(text, "sluice_absorb_drained_bytes_total"), served)
+            with self.assertRaises(urllib.error.HTTPError):
+                urllib.request.urlopen(f"http://{host}:{port}/other", timeout=10)
+        # close() stopped the server.
+        with self.assertRaises(OSError):
+            urllib.request.urlopen(f"http://{host}:{port}/metrics", timeout=2)
+        with _env.client() as c:
+            self.assertEqual(c.staging_metrics(), "")  # no staging area
 
     def test_options(self):
         with self.assertRaises(ValueError):
