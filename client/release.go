@@ -42,6 +42,8 @@ func (c *Client) releaseIno(ctx context.Context, ino uint64) (wire.HsmRecord, er
 	if err == nil {
 		err = whileRenewing(ctx, releaseRenew, c.renewFreeze(ino), func(ctx context.Context) error { return c.compareFrozen(ctx, ino, l, &rec) })
 	}
+	// The copy is checked last, after the long comparison, so that it
+	// can change in the bucket only in the short time before the commit.
 	lost := false
 	if err == nil {
 		lost, err = c.checkCopy(ctx, &rec)

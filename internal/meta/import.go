@@ -181,8 +181,7 @@ func (s *Service) importGroup(ctx context.Context, pv *placeView, req *wire.Tier
 					if importedBefore(cur, req.Backend, it.Key) {
 						res, next, ok := importAgain(cur, lease, recs[i], req.Refresh, now)
 						resp.Results[i] = res
-						switch {
-						case ok && res == wire.ImportUpdated:
+						if ok && res == wire.ImportUpdated {
 							n, err := getInode(tx, e.ino)
 							if err != nil {
 								return err
@@ -192,8 +191,8 @@ func (s *Service) importGroup(ctx context.Context, pv *placeView, req *wire.Tier
 							// An expired lease's chunks (a restore
 							// that died) are collected.
 							leaseGone(tx, lease, restoreLease{}, n.Layout)
-							putHsm(tx, e.ino, next, nil)
-						case ok:
+						}
+						if ok {
 							putHsm(tx, e.ino, next, nil)
 						}
 					}

@@ -171,6 +171,7 @@ class Client:
         self._lib: Optional[_lib.Lib] = None
         self._mu = threading.Lock()
         self._closed = False
+        self._servers: List[Any] = []  # serve_metrics's, stopped by close()
         self._handle()  # connect now: a wrong address fails here
 
     # Connection management.
@@ -207,7 +208,7 @@ class Client:
             self._closed = True
             h, pid, lib = self._h, self._pid, self._lib
             self._h = 0
-            servers, self._servers = getattr(self, "_servers", []), []
+            servers, self._servers = self._servers, []
         if pid == os.getpid():
             for srv in servers:
                 srv.shutdown()
@@ -237,6 +238,7 @@ class Client:
         self.__dict__.update({"staging_dir": None, "staging_max": None, **st})
         self._h, self._pid, self._lib, self._closed = 0, 0, None, False
         self._mu = threading.Lock()
+        self._servers = []
 
     def __repr__(self) -> str:
         return f"sluice.Client({self.server!r})"
@@ -311,7 +313,7 @@ class Client:
         srv.daemon_threads = True
         threading.Thread(target=srv.serve_forever, name="sluice-metrics", daemon=True).start()
         with self._mu:
-            self._servers = getattr(self, "_servers", []) + [srv]
+            self._servers.append(srv)
         return srv.server_address[0], srv.server_address[1]
 
     def wait_staged(self) -> None:
