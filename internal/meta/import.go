@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/sluice-fs/sluice/internal/audit"
 	"github.com/sluice-fs/sluice/internal/errs"
 	"github.com/sluice-fs/sluice/internal/kv"
 	"github.com/sluice-fs/sluice/internal/placement"
@@ -226,4 +227,83 @@ func (s *Service) importGroup(ctx context.Context, pv *placeView, req *wire.Tier
 	}
 	s.inodeDelta.Add(int64(made))
 	return nil
+}
+
+// forgetGone decides what becomes of a file an earlier import made of an
+// object that is gone from the bucket (OpTierForget): cur is the file's HSM
+// record and lease, want the record the client found (backend, key, size,
+// ETag, mtime), nlink the file's links, now the time (ns). It returns the
+// result and, with change, the file's next record (remove: the file is
+// removed instead). Only a released file, still the import of that very
+// object, whose lease nobody holds and which has no other name goes: its
+// bytes are nowhere any more, so every read of it would fail. A restored
+// (archived) one keeps its bytes and becomes dirty (its copy is gone, so
+// it must be archived again before a release); a dirty one, one being
+// restored and one with other links are kept as they are.
+func forgetGone(cur wire.HsmRecord, lease restoreLease, want wire.HsmRecord, nlink uint32, now int64) (result uint8, next wire.HsmRecord, change, remove bool) {
+	switch {
+	case !importedBefore(cur, want.Backend, want.Key) || !sameObject(cur, want):
+		return wire.ForgetOther, cur, false, false
+	case cur.State == wire.HsmArchived:
+		cur.State = wire.HsmDirty
+		return wire.ForgetKept, cur, true, false
+	case cur.State != wire.HsmReleased || (lease.Owner != 0 && lease.Expires > now) || nlink > 1:
+		return wire.ForgetKept, cur, false, false
+	}
+	return wire.ForgetRemoved, wire.HsmRecord{}, false, true
+}
+
+// TierForget removes the file req names, which an import made of an object
+// that is gone from the bucket, or keeps it (forgetGone), in one
+// transaction: a re-run of the import with --delete.
+func (s *Service) TierForget(ctx context.Context, req *wire.TierForgetReq) (wire.TierForgetResp, error) {
+	if err := validName(req.Name); err != nil {
+		return wire.TierForgetResp{}, entryErr("tier forget", req.Parent, req.Name, err)
+	}
+	want := wire.HsmRecord{Backend: req.Backend, Key: req.Key, Size: req.Size, Mtime: req.Mtime, ETag: req.ETag}
+	now := s.nowNs()
+	who := whoOf(ctx, &req.Cred)
+	var fr freeResult
+	var resp wire.TierForgetResp
+	err := s.update(ctx, func(tx kv.Txn) error {
+		fr = freeResult{}
+		resp.Result = wire.ForgetOther
+		if _, err := getDir(tx, req.Parent); err != nil {
+			return err
+		}
+		e, ok, err := lookup(tx, req.Parent, req.Name)
+		if err != nil || !ok || e.mode != modeReg {
+			return err
+		}
+		n, err := getInode(tx, e.ino)
+		if err != nil {
+			return err
+		}
+		cur, lease, err := getHsmLease(tx, e.ino)
+		if err != nil {
+			return err
+		}
+		res, next, change, remove := forgetGone(cur, lease, want, n.Nlink, now)
+		resp.Result = res
+		switch {
+		case change:
+			putHsm(tx, e.ino, next, nil)
+		case remove:
+			tx.Delete(direntKey(req.Parent, req.Name))
+			touchDir(tx, req.Parent, now)
+			if err := s.appendAudit(tx, &audit.Entry{Time: now, Op: audit.OpUnlink, Ino: e.ino, Parent: req.Parent, Name: req.Name, Who: who}); err != nil {
+				return err
+			}
+			return dropLink(tx, e.ino, n, now, &fr)
+		}
+		return nil
+	})
+	if err != nil {
+		return wire.TierForgetResp{}, entryErr("tier forget", req.Parent, req.Name, err)
+	}
+	if resp.Result == wire.ForgetRemoved {
+		s.audited()
+		s.account(fr)
+	}
+	return resp, nil
 }

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluice-fs/sluice/internal/audit"
 	"github.com/sluice-fs/sluice/internal/errs"
 	"github.com/sluice-fs/sluice/internal/wire"
 )
@@ -216,4 +217,137 @@ func TestTierImportRefresh(t *testing.T) {
 	}
 	_, err = s.HsmRestored(ctx, &wire.HsmClaimReq{Ino: ino("a"), Owner: 3})
 	wantCode(t, "the commit of a restore of the object before the refresh", err, errs.Stale)
+}
+
+// TestForgetGone: the decision for a file whose object is gone from the
+// bucket: only a released file that is still the import of that very
+// object, not being restored and with one link goes; a restored one
+// becomes dirty; anything else is kept or not touched.
+func TestForgetGone(t *testing.T) {
+	t.Parallel()
+	rec := func(state uint8, etag string) wire.HsmRecord {
+		return wire.HsmRecord{State: state, Backend: "b", Key: "k", Size: 20, Mtime: 100, ETag: etag}
+	}
+	want := rec(0, "e1")
+	const now = 1000
+	archive := rec(wire.HsmReleased, "")
+	archive.Gen = 3
+	otherKey := rec(wire.HsmReleased, "e1")
+	otherKey.Key = "k2"
+	otherBackend := rec(wire.HsmReleased, "e1")
+	otherBackend.Backend = "c"
+	for _, tc := range []struct {
+		name   string
+		cur    wire.HsmRecord
+		lease  restoreLease
+		nlink  uint32
+		want   uint8
+		remove bool
+		dirty  bool
+	}{
+		{"released", rec(wire.HsmReleased, "e1"), restoreLease{}, 1, wire.ForgetRemoved, true, false},
+		{"its restore's lease ran out", rec(wire.HsmReleased, "e1"), restoreLease{Owner: 7, Expires: now}, 1, wire.ForgetRemoved, true, false},
+		{"being restored", rec(wire.HsmReleased, "e1"), restoreLease{Owner: 7, Expires: now + 1}, 1, wire.ForgetKept, false, false},
+		{"another link", rec(wire.HsmReleased, "e1"), restoreLease{}, 2, wire.ForgetKept, false, false},
+		{"restored (archived)", rec(wire.HsmArchived, "e1"), restoreLease{}, 1, wire.ForgetKept, false, true},
+		{"restored and written (dirty)", rec(wire.HsmDirty, "e1"), restoreLease{}, 1, wire.ForgetKept, false, false},
+		{"resident", wire.HsmRecord{}, restoreLease{}, 1, wire.ForgetOther, false, false},
+		{"imported again since (another ETag)", rec(wire.HsmReleased, "e2"), restoreLease{}, 1, wire.ForgetOther, false, false},
+		{"an archive, not an import", archive, restoreLease{}, 1, wire.ForgetOther, false, false},
+		{"the import of another key", otherKey, restoreLease{}, 1, wire.ForgetOther, false, false},
+		{"the import of another backend", otherBackend, restoreLease{}, 1, wire.ForgetOther, false, false},
+	} {
+		got, next, change, remove := forgetGone(tc.cur, tc.lease, want, tc.nlink, now)
+		dirty := tc.cur
+		dirty.State = wire.HsmDirty
+		switch {
+		case got != tc.want || remove != tc.remove || change != tc.dirty:
+			t.Errorf("%s: %d, change %v, remove %v; want %d, %v, %v", tc.name, got, change, remove, tc.want, tc.dirty, tc.remove)
+		case tc.dirty && !reflect.DeepEqual(next, dirty):
+			t.Errorf("%s: next record %+v, want the file's made dirty", tc.name, next)
+		}
+	}
+}
+
+// TestTierForget: OpTierForget removes a released file an import made
+// (its name, inode and record; the audit trail says who), makes a restored
+// one dirty, and leaves alone one being restored, one imported again from
+// a newer object, a file of its own and a name that is not there.
+func TestTierForget(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s := newTestService(t, nil, nil)
+	addTestBackend(t, s)
+	entry := func(name string) wire.TierImportEntry {
+		return wire.TierImportEntry{Name: name, Key: "k/" + name, Size: 10, Mtime: 100, ETag: "e1"}
+	}
+	if _, err := s.TierImport(ctx, &wire.TierImportReq{Parent: RootIno, Backend: "b", Mode: 0o644,
+		Entries: []wire.TierImportEntry{entry("a"), entry("b"), entry("c"), entry("d")}}); err != nil {
+		t.Fatal(err)
+	}
+	mustCreate(t, s, RootIno, "mine")
+	ino := func(name string) uint64 {
+		a, err := s.Lookup(ctx, RootIno, name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return a.Ino
+	}
+	inoA := ino("a")
+	// b is being restored; c was restored; d was imported again from a
+	// newer object.
+	if _, err := s.HsmClaim(ctx, &wire.HsmClaimReq{Ino: ino("b"), Owner: 1, LeaseMs: 60000}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.HsmClaim(ctx, &wire.HsmClaimReq{Ino: ino("c"), Owner: 2, LeaseMs: 60000}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.HsmRestored(ctx, &wire.HsmClaimReq{Ino: ino("c"), Owner: 2}); err != nil {
+		t.Fatal(err)
+	}
+	d := entry("d")
+	d.ETag = "e2"
+	if r, err := s.TierImport(ctx, &wire.TierImportReq{Parent: RootIno, Backend: "b", Entries: []wire.TierImportEntry{d}, Refresh: true}); err != nil || r.Results[0] != wire.ImportUpdated {
+		t.Fatalf("refresh of d: %v, %v", r.Results, err)
+	}
+	forget := func(name string) uint8 {
+		t.Helper()
+		r, err := s.TierForget(ctx, &wire.TierForgetReq{Parent: RootIno, Name: name, Backend: "b", Key: "k/" + name, Size: 10, Mtime: 100, ETag: "e1", Cred: wire.Cred{Uid: 42}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r.Result
+	}
+	for name, want := range map[string]uint8{"a": wire.ForgetRemoved, "b": wire.ForgetKept, "c": wire.ForgetKept, "d": wire.ForgetOther, "mine": wire.ForgetOther, "none": wire.ForgetOther} {
+		if got := forget(name); got != want {
+			t.Errorf("forget %s: %d, want %d", name, got, want)
+		}
+	}
+	if _, err := s.Lookup(ctx, RootIno, "a"); errs.CodeOf(err) != errs.NotFound {
+		t.Fatalf("a after its removal: %v, want not found", err)
+	}
+	if _, err := s.GetAttr(ctx, inoA); errs.CodeOf(err) != errs.NotFound {
+		t.Fatalf("a's inode after its removal: %v, want not found", err)
+	}
+	if rec, err := s.HsmGet(ctx, inoA); err == nil && rec.State != wire.HsmResident {
+		t.Fatalf("a's record after its removal: %+v", rec)
+	}
+	for name, state := range map[string]uint8{"b": wire.HsmReleased, "c": wire.HsmDirty, "d": wire.HsmReleased} {
+		if rec, err := s.HsmGet(ctx, ino(name)); err != nil || rec.State != state {
+			t.Fatalf("%s's record: %+v, %v; want state %d", name, rec, err, state)
+		}
+	}
+	if _, err := s.TierForget(ctx, &wire.TierForgetReq{Parent: RootIno, Name: "bad/name", Backend: "b"}); errs.CodeOf(err) != errs.Invalid {
+		t.Fatalf("forget of an invalid name: %v, want invalid", err)
+	}
+	_, entries := listAudit(t, s, wire.AuditListReq{})
+	found := false
+	for _, e := range entries {
+		if e.Op == audit.OpUnlink && e.Ino == inoA && e.Name == "a" && e.Who.Uid == 42 {
+			found = true
+		}
+	}
+	if !found {
+		t.Fatalf("no audit entry names the removal of a by uid 42: %+v", entries)
+	}
 }

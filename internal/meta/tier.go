@@ -807,6 +807,10 @@ func (s *Service) registerTier(srv *wire.Server) {
 		r, err := s.TierImport(ctx, m)
 		return &r, err
 	})
+	handle(srv, wire.OpTierForget, func(ctx context.Context, m *wire.TierForgetReq) (wire.Message, error) {
+		r, err := s.TierForget(ctx, m)
+		return &r, err
+	})
 	handle(srv, wire.OpTierQueue, func(ctx context.Context, m *wire.TierQueueReq) (wire.Message, error) {
 		r, err := s.TierQueue(ctx, m)
 		return &r, err

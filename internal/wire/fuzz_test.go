@@ -24,7 +24,7 @@ func messages() []Message {
 		&KVConfig{}, &KVReq{}, &KVCreateReq{}, &KVStatResp{}, &KVPutReq{}, &KVPutResp{}, &KVGetReq{}, &KVGetResp{},
 		&KVKeysReq{}, &KVExistsResp{}, &KVDeleteResp{}, &KVListReq{}, &KVListResp{},
 		&AuditListReq{}, &AuditRecord{}, &AuditListResp{}, &AuditVerifyResp{},
-		&TierBackend{}, &TierSetReq{}, &TierListResp{}, &HsmRecord{}, &HsmUpdateReq{}, &HsmClaimReq{}, &HsmClaim{}, &HsmStats{}, &InosReq{}, &HsmStatesResp{}, &TierQueueReq{}, &TierQueueResp{}, &TierImportReq{}, &TierImportResp{}, &DirectOpenReq{}, &DirectOpenResp{},
+		&TierBackend{}, &TierSetReq{}, &TierListResp{}, &HsmRecord{}, &HsmUpdateReq{}, &HsmClaimReq{}, &HsmClaim{}, &HsmStats{}, &InosReq{}, &HsmStatesResp{}, &TierQueueReq{}, &TierQueueResp{}, &TierImportReq{}, &TierImportResp{}, &TierForgetReq{}, &TierForgetResp{}, &DirectOpenReq{}, &DirectOpenResp{},
 		&PoolChangeReq{}, &PoolListResp{}, &SetPoolReq{},
 		&XattrPair{}, &PutFileReq{},
 		&QosTag{}, &QosJob{}, &QosConfig{}, &QosSetReq{}, &SessionReq{},

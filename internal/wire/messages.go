@@ -56,7 +56,11 @@ const (
 	// OpTierImport makes released files of objects imported from a
 	// bucket's listing, many in one transaction (2026-12-02; an older
 	// service answers it "not supported").
-	OpTierImport  Op = 75 // TierImportReq -> TierImportResp
+	OpTierImport Op = 75 // TierImportReq -> TierImportResp
+	// OpTierForget removes the file an import made of an object that is
+	// gone from the bucket (2026-12-04; an older service answers it "not
+	// supported").
+	OpTierForget  Op = 78 // TierForgetReq -> TierForgetResp
 	OpAuditList   Op = 43 // AuditListReq -> AuditListResp (the audit trail, sealed first)
 	OpAuditVerify Op = 44 // Empty -> AuditVerifyResp (checks the audit trail's hash chain)
 

@@ -528,6 +528,61 @@ func (m *TierImportResp) Decode(d *Decoder) {
 	}
 }
 
+// TierForgetReq asks for the file Parent/Name, which an import made of
+// object Key of backend Backend (its size, ETag and mtime as the client
+// last read them from the file's HSM record), to be removed because the
+// object is gone from the bucket, in one transaction: only while the file
+// is still that import, released, with one link and no restore holding
+// its lease (ForgetRemoved). A restored (archived) file keeps its bytes and
+// becomes dirty, as its copy is gone; a dirty one, one being restored or
+// one with other links is kept as it is (ForgetKept). Cred names who
+// removed it in the audit trail.
+type TierForgetReq struct {
+	Parent  uint64
+	Name    string
+	Backend string
+	Key     string
+	Size    uint64
+	Mtime   int64
+	ETag    string
+	Cred    Cred
+}
+
+func (m *TierForgetReq) Encode(e *Encoder) {
+	e.U64(m.Parent)
+	e.String(m.Name)
+	e.String(m.Backend)
+	e.String(m.Key)
+	e.U64(m.Size)
+	e.I64(m.Mtime)
+	e.String(m.ETag)
+	m.Cred.Encode(e)
+}
+
+func (m *TierForgetReq) Decode(d *Decoder) {
+	m.Parent = d.U64()
+	m.Name = d.String()
+	m.Backend = d.String()
+	m.Key = d.String()
+	m.Size = d.U64()
+	m.Mtime = d.I64()
+	m.ETag = d.String()
+	m.Cred.Decode(d)
+}
+
+// What a TierForgetReq did (TierForgetResp.Result).
+const (
+	ForgetRemoved uint8 = 0 // the file was removed
+	ForgetKept    uint8 = 1 // the file has bytes of its own (an archived one is now dirty) or is being restored: kept
+	ForgetOther   uint8 = 2 // the name is not (any more) the import of that object, or is gone: nothing done
+)
+
+// TierForgetResp answers a TierForgetReq.
+type TierForgetResp struct{ Result uint8 }
+
+func (m *TierForgetResp) Encode(e *Encoder) { e.U8(m.Result) }
+func (m *TierForgetResp) Decode(d *Decoder) { m.Result = d.U8() }
+
 // MaxInos is the most inodes one InosReq (OpHsmStates, OpTouchAtime) may
 // name.
 const MaxInos = 1024
