@@ -33,7 +33,15 @@ type ImportStats struct {
 	// restore ended updates one still released).
 	Changed int
 	Skipped int // keys that name a directory (ending in "/"), or nothing
-	Failed  int
+	// Removed: files an earlier import made of objects that are gone
+	// from the bucket now, still released: removed (ImportOptions.Delete).
+	Removed int
+	// Orphaned: the same, but the file was restored (kept, and an
+	// archived one becomes dirty, to be archived again before a release)
+	// or was being restored (kept; a re-run once its restore ended
+	// removes it).
+	Orphaned int
+	Failed   int
 }
 
 // errImported says that the file of an object is there from an earlier
@@ -47,6 +55,10 @@ var (
 	errImportUpdated = errs.New(errs.Exists, "client: tier import: imported before, updated to the changed object")
 	errImportChanged = errs.New(errs.Exists, "client: tier import: imported before; the object changed, the file was restored and is kept")
 )
+
+// importTempPrefix begins the temporary name of a file imported on its
+// own until its record is in.
+const importTempPrefix = ".sluice-import-"
 
 // importPiece is the size of the ranged GETs that checksum an object.
 const importPiece = 8 << 20
@@ -74,9 +86,21 @@ type ImportOptions struct {
 	// ETag, and against a metadata service before it, such files count
 	// as Present.
 	KeepChanged bool
+	// Delete removes, once the whole listing was read, the files that an
+	// earlier import of the same backend and prefix made below the
+	// directory of objects that are gone from the bucket (a HEAD of each
+	// confirms it), while they are released and no restore runs
+	// (ImportStats.Removed); a restored one keeps its bytes and becomes
+	// dirty, one being restored is kept (ImportStats.Orphaned). Other
+	// files, and files written since their restore, are never removed;
+	// directories are left, even empty.
+	Delete bool
 	// Report, if not nil, is called after each object with the file's
 	// path, its size and the error, if any.
 	Report func(p string, size int64, err error)
+	// Gone, if not nil, is called (with Delete) for each file of an
+	// object gone from the bucket: removed, or kept.
+	Gone func(p string, removed bool)
 }
 
 // TierImport is TierImportWith importing the listing alone (no object is
@@ -160,7 +184,38 @@ func (c *Client) TierImportWith(ctx context.Context, backend, prefix, dir string
 			})
 		}
 	}
+	var prune *importPrune
+	if o.Delete {
+		prune = &importPrune{walk: newImportWalk(ctx, c, prefix, dir), gone: func(f walkFile) {
+			g.Go(func() error {
+				err := c.forgetGone(ctx, store, backend, prefix, f)
+				mu.Lock()
+				switch err {
+				case nil:
+				case errImportRemoved:
+					st.Removed++
+				case errImportOrphaned:
+					st.Orphaned++
+				default:
+					st.Failed++
+				}
+				mu.Unlock()
+				switch {
+				case err == errImportRemoved || err == errImportOrphaned:
+					if o.Gone != nil {
+						o.Gone(f.path, err == errImportRemoved)
+					}
+				case err != nil && o.Report != nil:
+					o.Report(f.path, 0, err)
+				}
+				return nil
+			})
+		}}
+	}
 	listErr := store.List(ctx, prefix, func(obj tier.ObjectInfo) error {
+		if prune != nil {
+			prune.seen(obj.Key)
+		}
 		rest := strings.TrimPrefix(obj.Key, prefix)
 		if rest == "" || strings.HasSuffix(rest, "/") {
 			mu.Lock()
@@ -189,10 +244,16 @@ func (c *Client) TierImportWith(ctx context.Context, backend, prefix, dir string
 		})
 		return ctx.Err()
 	})
+	if prune != nil && listErr == nil {
+		prune.end()
+	}
 	flush()
 	g.Wait()
 	if listErr != nil {
 		return st, fmt.Errorf("tier import: list backend %q: %w", backend, listErr)
+	}
+	if prune != nil && prune.walk.err != nil {
+		return st, fmt.Errorf("tier import: --delete: %w", prune.walk.err)
 	}
 	if st.Failed > 0 {
 		return st, fmt.Errorf("tier import: %d of %d objects failed", st.Failed, st.Failed+st.Files+st.Empty)
@@ -341,7 +402,7 @@ func (c *Client) importObject(ctx context.Context, store tier.Store, backend str
 	}
 	var r [8]byte
 	rand.Read(r[:])
-	tmp := ".sluice-import-" + hex.EncodeToString(r[:])
+	tmp := importTempPrefix + hex.EncodeToString(r[:])
 	var a wire.Attr
 	req := &wire.CreateReq{Parent: parent, Name: tmp, Mode: syscall.S_IFREG | 0o644, Cred: c.cred(), Exclusive: true}
 	if err := c.metaCall(ctx, wire.OpCreate, req, &a); err != nil {

@@ -8,6 +8,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/sluice-fs/sluice/client"
 	"github.com/sluice-fs/sluice/internal/cli"
 	"github.com/sluice-fs/sluice/internal/mover"
 )
@@ -109,10 +110,10 @@ const defaultMoverEvery = time.Minute
 func newTierImport(g *globals) *cobra.Command {
 	var prefix string
 	var parallel int
-	var checksums, keepChanged, quiet bool
+	var checksums, keepChanged, del, quiet bool
 	var args []string
 	cmd := &cobra.Command{
-		Use:   "import NAME[/PREFIX] DIR [--prefix P] [--checksums]",
+		Use:   "import NAME[/PREFIX] DIR [--prefix P] [--checksums] [--keep-changed] [--delete]",
 		Short: "Make the objects of a tier backend (an existing bucket) released files under DIR, without copying them",
 		Long: "Make each object of tier backend NAME whose key starts with PREFIX (or --prefix) a released file\n" +
 			"under DIR (DIR/KEY-WITHOUT-PREFIX): reads fetch it from the bucket and restore it, like any\n" +
@@ -122,7 +123,10 @@ func newTierImport(g *globals) *cobra.Command {
 			"Existing files are not replaced; run it again to pick up new objects (files imported before\n" +
 			"are counted, not redone). A re-run also makes the released files of objects that changed in\n" +
 			"the bucket since the new objects (size, mtime, ETag); restored ones keep their bytes, are\n" +
-			"counted and become dirty (their copy is gone); --keep-changed leaves them all as they are.",
+			"counted and become dirty (their copy is gone); --keep-changed leaves them all as they are.\n" +
+			"--delete also removes the released files an earlier import made of objects that are gone\n" +
+			"from the bucket now (each confirmed by a HEAD; only after the whole listing was read);\n" +
+			"restored ones keep their bytes and become dirty; other files are never removed.",
 		Args:   exactArgs(2),
 		PreRun: func(_ *cobra.Command, a []string) { args = a },
 	}
@@ -135,13 +139,14 @@ func newTierImport(g *globals) *cobra.Command {
 			}
 			name, prefix = n, p
 		}
-		return e.TierImport(ctx, name, prefix, args[1], parallel, checksums, keepChanged, quiet)
+		return e.TierImport(ctx, name, prefix, args[1], client.ImportOptions{Parallel: parallel, Checksums: checksums, KeepChanged: keepChanged, Delete: del}, quiet)
 	})
 	f := cmd.Flags()
 	f.StringVar(&prefix, "prefix", "", "import only the keys that start with this (below the backend's own prefix); it is not part of the files' names")
 	f.IntVarP(&parallel, "parallel", "P", 8, "objects imported at once")
 	f.BoolVar(&checksums, "checksums", false, "read every object once to take its checksums (CRC32C of each MiB, SHA-256) instead of trusting the listing's ETag")
 	f.BoolVar(&keepChanged, "keep-changed", false, "leave the files of objects that changed in the bucket since an earlier import as they are")
+	f.BoolVar(&del, "delete", false, "remove the released files an earlier import made of objects that are gone from the bucket")
 	f.BoolVarP(&quiet, "quiet", "q", false, "print only the summary")
 	return cmd
 }

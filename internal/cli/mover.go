@@ -127,13 +127,12 @@ func (e *Env) Mover(ctx context.Context, o MoverOptions) error {
 }
 
 // TierImport imports the objects of backend under prefix as released
-// files under dir (client.TierImport), printing each file made.
-// With checksums every object is read once to take its checksums.
-// Files of objects that changed in the bucket since an earlier import
-// are updated to them unless keepChanged (client.ImportOptions).
-func (e *Env) TierImport(ctx context.Context, backend, prefix, dir string, parallel int, checksums, keepChanged, quiet bool) error {
+// files under dir (client.TierImportWith with o, whose Report and Gone it
+// sets), printing each file made (unless quiet), each file of an object
+// gone from the bucket (o.Delete), each error and a summary.
+func (e *Env) TierImport(ctx context.Context, backend, prefix, dir string, o client.ImportOptions, quiet bool) error {
 	var mu sync.Mutex
-	st, err := e.Client.TierImportWith(ctx, backend, prefix, dir, client.ImportOptions{Parallel: parallel, Checksums: checksums, KeepChanged: keepChanged, Report: func(p string, size int64, err error) {
+	o.Report = func(p string, size int64, err error) {
 		mu.Lock()
 		defer mu.Unlock()
 		switch {
@@ -142,10 +141,25 @@ func (e *Env) TierImport(ctx context.Context, backend, prefix, dir string, paral
 		case !quiet:
 			fmt.Fprintf(e.Stdout, "%s\t%d\n", p, size)
 		}
-	}})
+	}
+	o.Gone = func(p string, removed bool) {
+		mu.Lock()
+		defer mu.Unlock()
+		switch {
+		case quiet:
+		case removed:
+			fmt.Fprintf(e.Stdout, "removed\t%s\n", p)
+		default:
+			fmt.Fprintf(e.Stdout, "kept\t%s\t(restored or being restored; its object is gone)\n", p)
+		}
+	}
+	st, err := e.Client.TierImportWith(ctx, backend, prefix, dir, o)
 	fmt.Fprintf(e.Stdout, "imported %d files (%s) and %d empty ones; %d imported before, %d keys skipped, %d failed\n", st.Files, human(st.Bytes), st.Empty, st.Present, st.Skipped, st.Failed)
 	if st.Updated+st.Changed > 0 {
 		fmt.Fprintf(e.Stdout, "objects changed in the bucket since they were imported: %d files updated to them, %d kept (restored or being restored)\n", st.Updated, st.Changed)
+	}
+	if o.Delete {
+		fmt.Fprintf(e.Stdout, "objects removed from the bucket since they were imported: %d files removed, %d kept (restored or being restored)\n", st.Removed, st.Orphaned)
 	}
 	return err
 }

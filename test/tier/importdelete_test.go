@@ -1,0 +1,101 @@
+package tier
+
+import (
+	"bytes"
+	"context"
+	"strings"
+	"testing"
+
+	"github.com/minio/minio-go/v7"
+
+	"github.com/sluice-fs/sluice/client"
+	"github.com/sluice-fs/sluice/internal/errs"
+)
+
+// TestImportDelete: `sluice tier import --delete` removes the released
+// files an earlier import made of objects removed from the bucket since
+// (in the directory and below, "d1.x" sorting before "d1/"), keeps a
+// restored one (its bytes read back whole; dirty, as its copy is gone),
+// and never touches the files of objects still there, a file written in
+// the directory, or the files another import (another prefix) made below
+// it even when their objects are gone; without --delete a re-run removes
+// nothing. Against both real S3 backends.
+func TestImportDelete(t *testing.T) {
+	eachBackend(t, testImportDelete)
+}
+
+func testImportDelete(t *testing.T, be *backend) {
+	ctx := context.Background()
+	fs := startFS(t)
+	addBackend(t, fs, be, "")
+	c := newClientOpts(t, client.Options{Server: fs.addr})
+	s3c := be.s3(t)
+	data := map[string][]byte{}
+	for i, key := range []string{"del/a", "del/d1/b", "del/d1/c", "del/d1/sub/e", "del/d1.x", "del/z", "other/o1"} {
+		d := randomData(uint64(90+i), (i+1)*37<<10)
+		data[key] = d
+		if _, err := s3c.PutObject(ctx, bucket, key, bytes.NewReader(d), int64(len(d)), minio.PutObjectOptions{}); err != nil {
+			t.Fatalf("put %s: %v", key, err)
+		}
+	}
+	if st, err := c.TierImport(ctx, "t", "del/", "/imp", 2, nil); err != nil || st.Files != 6 {
+		t.Fatalf("import: %+v, %v", st, err)
+	}
+	if st, err := c.TierImport(ctx, "t", "other/", "/imp/other", 2, nil); err != nil || st.Files != 1 {
+		t.Fatalf("import of another prefix below it: %+v, %v", st, err)
+	}
+	mine := randomData(99, 10<<10)
+	if err := writeSluice(ctx, c, "/imp/d1/mine", mine); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.HsmRestore(ctx, "/imp/d1/c"); err != nil {
+		t.Fatal(err)
+	}
+	for _, key := range []string{"del/a", "del/d1/b", "del/d1/c", "del/d1/sub/e", "del/d1.x", "other/o1"} {
+		if err := s3c.RemoveObject(ctx, bucket, key, minio.RemoveObjectOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	r := fs.cli("tier", "import", "t/del/", "/imp")
+	t.Logf("tier import again: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	if r.code != 0 || strings.Contains(r.stdout, "removed") {
+		t.Fatalf("tier import again without --delete: want exit 0, nothing removed")
+	}
+	if _, err := c.Stat(ctx, "/imp/a"); err != nil {
+		t.Fatalf("/imp/a after a re-run without --delete: %v", err)
+	}
+
+	r = fs.cli("tier", "import", "t/del/", "/imp", "--delete")
+	t.Logf("tier import --delete: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	if r.code != 0 || !strings.Contains(r.stdout, "1 imported before, 0 keys skipped, 0 failed") ||
+		!strings.Contains(r.stdout, "objects removed from the bucket since they were imported: 4 files removed, 1 kept (restored or being restored)") ||
+		!strings.Contains(r.stdout, "removed\t/imp/d1.x\n") || !strings.Contains(r.stdout, "kept\t/imp/d1/c\t") {
+		t.Fatalf("tier import --delete: want exit 0, z imported before, a, b, e and d1.x removed, c kept")
+	}
+	for _, p := range []string{"/imp/a", "/imp/d1/b", "/imp/d1/sub/e", "/imp/d1.x"} {
+		if _, err := c.Stat(ctx, p); errs.CodeOf(err) != errs.NotFound {
+			t.Fatalf("%s after --delete: %v; want not found", p, err)
+		}
+	}
+	if info, err := c.HsmState(ctx, "/imp/d1/c"); err != nil || info.State != "dirty" {
+		t.Fatalf("/imp/d1/c (restored) after --delete: %+v, %v; want dirty", info, err)
+	}
+	if info, err := c.HsmState(ctx, "/imp/other/o1"); err != nil || info.State != "released" {
+		t.Fatalf("/imp/other/o1 (another import's) after --delete: %+v, %v; want it released, untouched", info, err)
+	}
+	for p, want := range map[string][]byte{"/imp/d1/c": data["del/d1/c"], "/imp/z": data["del/z"], "/imp/d1/mine": mine} {
+		if got, err := readAll(ctx, c, p); err != nil || !bytes.Equal(got, want) {
+			t.Fatalf("%s after --delete: %d bytes, %v; want its %d bytes", p, len(got), err, len(want))
+		}
+	}
+	if _, err := c.Stat(ctx, "/imp/d1/sub"); err != nil {
+		t.Fatalf("the emptied directory: %v; want it left", err)
+	}
+	// Once more: nothing left to remove; the restored file, dirty now,
+	// is the user's.
+	r = fs.cli("tier", "import", "t/del/", "/imp", "--delete", "-q")
+	if r.code != 0 || !strings.Contains(r.stdout, "0 files removed, 0 kept") {
+		t.Fatalf("tier import --delete again: exit %d\n%s%s\nwant nothing removed or kept", r.code, r.stdout, r.stderr)
+	}
+}
