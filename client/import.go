@@ -120,7 +120,8 @@ func (c *Client) TierImport(ctx context.Context, backend, prefix, dir string, pa
 // its file. An existing file is never replaced: one that an earlier import
 // made of the same object counts as Present (so a re-run picks up the new
 // objects, and resumes one that stopped), any other fails with
-// errs.Exists.
+// errs.Exists. With o.Delete the files of objects gone from the bucket
+// since an earlier import are removed (importprune.go).
 //
 // From the listing, the files of consecutive objects in one directory are
 // made in batches, up to importBatchSize per request (OpTierImport), each in
