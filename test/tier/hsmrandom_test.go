@@ -19,8 +19,9 @@ import (
 
 // TestHsmRandom runs random sequences of writes, truncates (a third of
 // them to size 0), O_TRUNC rewrites, reads, archives, releases, restores,
-// replacements by objects imported from the bucket's listing and checks
-// of the bucket's copy on a few files through two clients that
+// replacements by objects imported from the bucket's listing, changes and
+// removals of those objects in the bucket followed by a re-run of the
+// import (--delete), and checks of the bucket's copy on a few files through two clients that
 // restore on read, against a model of every file's bytes. A third client
 // keeps each file open across all of that and writes it now and then
 // (ADR 0023: its layout goes stale under releases, restores and cuts),
@@ -71,6 +72,9 @@ func hsmRandom(t *testing.T, fs *fsServer, be *backend, s3c *minio.Client, cs []
 		}
 	}
 	counts := map[string]int{}
+	// imported[i]: the prefix file i was last imported from ("" once it
+	// was not).
+	imported := make([]string, nFiles)
 	var op string
 	fail := func(k int, format string, args ...any) {
 		t.Helper()
@@ -99,8 +103,48 @@ func hsmRandom(t *testing.T, fs *fsServer, be *backend, s3c *minio.Client, cs []
 			fail(k, "close: %v", err)
 		}
 	}
+	// waitRestores waits until no restore runs in the reading clients.
+	waitRestores := func(k int) {
+		t.Helper()
+		for deadline := time.Now().Add(time.Minute); ; time.Sleep(5 * time.Millisecond) {
+			idle := true
+			for _, c := range cs {
+				if rs := c.RestoreStats(); rs.Running+rs.Waiting > 0 {
+					idle = false
+				}
+			}
+			if idle {
+				return
+			}
+			if time.Now().After(deadline) {
+				fail(k, "restores still running after a minute")
+			}
+		}
+	}
 	// held[i]: file i as the holder keeps it open, across everything.
 	held := make([]*client.File, nFiles)
+	// importFile replaces file i by an object of bytes b a plain S3 client
+	// put, imported from the bucket's listing (under a prefix of its own).
+	importFile := func(k, i int, b []byte) {
+		t.Helper()
+		pfx := fmt.Sprintf("imp-%d-%d/", seed, k)
+		if held[i] != nil {
+			if err := held[i].Close(); err != nil {
+				fail(k, "holder's close: %v", err)
+			}
+			held[i] = nil
+		}
+		if _, err := s3c.PutObject(ctx, bucket, "rnd/"+pfx+fmt.Sprintf("f%d", i), bytes.NewReader(b), int64(len(b)), minio.PutObjectOptions{}); err != nil {
+			fail(k, "put: %v", err)
+		}
+		if err := cs[0].Remove(ctx, path(i)); err != nil {
+			fail(k, "remove: %v", err)
+		}
+		if st, err := cs[0].TierImport(ctx, "t", pfx, dir, 1, nil); err != nil || st.Files != 1 {
+			fail(k, "import: %+v, %v", st, err)
+		}
+		imported[i] = pfx
+	}
 	heldWrite := func(k, i int, off int64, b []byte) error {
 		t.Helper()
 		if held[i] == nil {
@@ -245,35 +289,99 @@ func hsmRandom(t *testing.T, fs *fsServer, be *backend, s3c *minio.Client, cs []
 				}
 				counts["release refused (inline)"]++
 			}
-		case r < 94:
+		case r < 93:
 			op = fmt.Sprintf("restore %s", path(i))
 			if _, err := cs[rng.IntN(len(cs))].HsmRestore(ctx, path(i)); err != nil {
 				fail(k, "%v", err)
 			}
-		case r < 97:
+		case r < 95:
 			// The file is replaced by an object a plain S3 client put,
 			// imported from the bucket's listing (released, its reads
 			// pinned to the object's ETag until a restore takes its
 			// block checksums).
 			b := randomData(rng.Uint64(), 1+rng.IntN(3<<20))
-			pfx := fmt.Sprintf("imp-%d-%d/", seed, k)
 			op = fmt.Sprintf("import %s from the listing, %d bytes", path(i), len(b))
+			importFile(k, i, b)
+			m = bytes.Clone(b)
+		case r < 98:
+			// The object an imported file was made of changes in the
+			// bucket, or is removed, and the import runs again (with
+			// --delete): a file still released follows the object (the
+			// new bytes; or it is removed, and made again here), a
+			// restored one keeps its bytes and becomes dirty, a dirty
+			// one keeps them.
+			remove := rng.IntN(2) == 0
+			op = fmt.Sprintf("change the object of %s in the bucket (removed %v), import again", path(i), remove)
+			if info := state(k, i); imported[i] == "" || info.Gen != 0 || info.Key != fmt.Sprintf("%sf%d", imported[i], i) || info.State == "resident" {
+				// Not an import (any more): imported now, and restored
+				// or also written now and then.
+				m = randomData(rng.Uint64(), 1+rng.IntN(3<<20))
+				importFile(k, i, m)
+				switch rng.IntN(3) {
+				case 1:
+					if _, err := cs[0].HsmRestore(ctx, path(i)); err != nil {
+						fail(k, "restore: %v", err)
+					}
+				case 2:
+					off := rng.Int64N(int64(len(m)))
+					b := randomData(rng.Uint64(), 1+rng.IntN(64<<10))
+					write(k, i, off, b, 0)
+					if end := off + int64(len(b)); end > int64(len(m)) {
+						m = append(m, make([]byte, end-int64(len(m)))...)
+					}
+					copy(m[off:], b)
+				}
+			}
+			pfx := imported[i]
+			key := fmt.Sprintf("%sf%d", pfx, i)
 			if held[i] != nil {
 				if err := held[i].Close(); err != nil {
 					fail(k, "holder's close: %v", err)
 				}
 				held[i] = nil
 			}
-			if _, err := s3c.PutObject(ctx, bucket, "rnd/"+pfx+fmt.Sprintf("f%d", i), bytes.NewReader(b), int64(len(b)), minio.PutObjectOptions{}); err != nil {
-				fail(k, "put: %v", err)
+			// No restore runs (its lease would keep the file as it is).
+			waitRestores(k)
+			info := state(k, i)
+			var b []byte
+			if remove {
+				if err := s3c.RemoveObject(ctx, bucket, "rnd/"+key, minio.RemoveObjectOptions{}); err != nil {
+					fail(k, "remove the object: %v", err)
+				}
+			} else {
+				b = randomData(rng.Uint64(), 1+rng.IntN(3<<20))
+				if _, err := s3c.PutObject(ctx, bucket, "rnd/"+key, bytes.NewReader(b), int64(len(b)), minio.PutObjectOptions{}); err != nil {
+					fail(k, "put: %v", err)
+				}
 			}
-			if err := cs[0].Remove(ctx, path(i)); err != nil {
-				fail(k, "remove: %v", err)
+			st, err := cs[1].TierImportWith(ctx, "t", pfx, dir, client.ImportOptions{Parallel: 2, Delete: true})
+			if err != nil {
+				fail(k, "import again: %+v, %v", st, err)
 			}
-			if st, err := cs[0].TierImport(ctx, "t", pfx, dir, 1, nil); err != nil || st.Files != 1 {
-				fail(k, "import: %+v, %v", st, err)
+			counts[fmt.Sprintf("bucket change (removed %v) of a %s file", remove, info.State)]++
+			switch want := map[bool]map[string]client.ImportStats{
+				false: {"released": {Updated: 1}, "archived": {Changed: 1}, "dirty": {Changed: 1}},
+				true:  {"released": {Removed: 1}, "archived": {Orphaned: 1}, "dirty": {}},
+			}[remove][info.State]; {
+			case st != want:
+				fail(k, "import again of the %s file: %+v, want %+v", info.State, st, want)
+			case info.State == "released" && remove:
+				if _, err := cs[0].Stat(ctx, path(i)); errs.CodeOf(err) != errs.NotFound {
+					fail(k, "the released file of the removed object: %v, want it removed", err)
+				}
+				m = randomData(rng.Uint64(), 1+rng.IntN(1<<20))
+				if err := writeSluice(ctx, cs[0], path(i), m); err != nil {
+					fail(k, "write the file again: %v", err)
+				}
+				imported[i] = ""
+			case info.State == "released":
+				m = b
+			default:
+				if got := state(k, i).State; got != "dirty" {
+					fail(k, "the %s file after the import: %s, want dirty", info.State, got)
+				}
+				imported[i] = ""
 			}
-			m = bytes.Clone(b)
 		default:
 			op = fmt.Sprintf("check the bucket's copy of %s", path(i))
 			info := state(k, i)
