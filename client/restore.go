@@ -111,13 +111,25 @@ type restoreJob struct {
 	// a command, or when one of those joins a queued read's restore.
 	urgent   chan struct{}
 	promoted bool // urgent closed; under restorer.mu
-	// pre is the whole object of copy preGen, fetched and checked by a
+	// pre is the whole object of copy preCopy, fetched and checked by a
 	// reader of this client while the restore waited (restorer.offer):
 	// the restore writes it instead of fetching it again. Under
 	// restorer.mu.
-	pre    []byte
-	preGen uint64
+	pre     []byte
+	preCopy copyID
 }
+
+// copyID names one copy of a file in the bucket: the generation of its
+// archive, and the ETag an imported object's reads are pinned to (every
+// import has generation 0, and a re-run of the import can make a
+// released file another object: tier import's refresh).
+type copyID struct {
+	gen  uint64
+	etag string
+}
+
+// copyOf returns the copy record r names.
+func copyOf(r *wire.HsmRecord) copyID { return copyID{r.Gen, r.ETag} }
 
 // promote lets a queued job run without a read slot. Under restorer.mu.
 func (j *restoreJob) promote() {
@@ -168,10 +180,10 @@ const (
 )
 
 // offer gives the restore of ino that is queued or running the whole
-// object data of copy gen that a reader fetched and checked, if the job
+// object data of copy id that a reader fetched and checked, if the job
 // has not taken bytes yet and the client's budget allows; data is never
 // changed afterwards.
-func (r *restorer) offer(ino, gen uint64, data []byte) {
+func (r *restorer) offer(ino uint64, id copyID, data []byte) {
 	if len(data) > maxPreObject {
 		return
 	}
@@ -181,20 +193,20 @@ func (r *restorer) offer(ino, gen uint64, data []byte) {
 	if j == nil || j.pre != nil || r.preBytes+int64(len(data)) > maxPreBytes {
 		return
 	}
-	j.pre, j.preGen = data, gen
+	j.pre, j.preCopy = data, id
 	r.preBytes += int64(len(data))
 }
 
 // take returns (and forgets) the bytes a reader offered to the restore of
-// ino, if they are the whole object of copy gen, size bytes long.
-func (r *restorer) take(ino, gen uint64, size int64) []byte {
+// ino, if they are the whole object of copy id, size bytes long.
+func (r *restorer) take(ino uint64, id copyID, size int64) []byte {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	j := r.jobs[ino]
 	if j == nil || j.pre == nil {
 		return nil
 	}
-	data, ok := j.pre, j.preGen == gen && int64(len(j.pre)) == size
+	data, ok := j.pre, j.preCopy == id && int64(len(j.pre)) == size
 	r.preBytes -= int64(len(j.pre))
 	j.pre = nil
 	if !ok {
@@ -528,7 +540,7 @@ func (c *Client) copyObject(ctx context.Context, ino uint64, rec *wire.HsmRecord
 	size := int64(rec.Size)
 	// A reader of this client may have fetched and checked the whole
 	// object while the restore waited: write those bytes, fetch nothing.
-	pre := c.restores.take(ino, rec.Gen, size)
+	pre := c.restores.take(ino, copyOf(rec), size)
 	if pre != nil {
 		c.restores.reused.Add(1)
 	}

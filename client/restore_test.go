@@ -88,36 +88,42 @@ func TestRestorerOffer(t *testing.T) {
 	obj := make([]byte, 150<<10)
 	r.jobs[1] = &restoreJob{}
 	r.jobs[2] = &restoreJob{}
-	r.offer(1, 7, obj)
-	r.offer(3, 7, obj) // no restore of inode 3: nothing kept
+	r.offer(1, copyID{gen: 7}, obj)
+	r.offer(3, copyID{gen: 7}, obj) // no restore of inode 3: nothing kept
 	if r.preBytes != int64(len(obj)) {
 		t.Fatalf("kept %d bytes; want %d", r.preBytes, len(obj))
 	}
-	if got := r.take(1, 8, int64(len(obj))); got != nil {
+	if got := r.take(1, copyID{gen: 8}, int64(len(obj))); got != nil {
 		t.Errorf("taken for another copy")
 	}
 	if r.preBytes != 0 || r.jobs[1].pre != nil {
 		t.Errorf("a mismatched take keeps %d bytes", r.preBytes)
 	}
-	r.offer(1, 7, obj)
-	if got := r.take(1, 7, int64(len(obj))+1); got != nil {
+	r.offer(1, copyID{gen: 7}, obj)
+	if got := r.take(1, copyID{gen: 7}, int64(len(obj))+1); got != nil {
 		t.Errorf("taken for another size")
 	}
-	r.offer(1, 7, obj)
-	if got := r.take(1, 7, int64(len(obj))); len(got) != len(obj) {
+	// An imported object (generation 0) the import made the file another
+	// object of since, of the same size: not taken.
+	r.offer(1, copyID{etag: "e1"}, obj)
+	if got := r.take(1, copyID{etag: "e2"}, int64(len(obj))); got != nil {
+		t.Errorf("taken for another ETag")
+	}
+	r.offer(1, copyID{gen: 7}, obj)
+	if got := r.take(1, copyID{gen: 7}, int64(len(obj))); len(got) != len(obj) {
 		t.Errorf("take of the offered copy: %d bytes", len(got))
 	}
-	if got := r.take(1, 7, int64(len(obj))); got != nil {
+	if got := r.take(1, copyID{gen: 7}, int64(len(obj))); got != nil {
 		t.Errorf("taken twice")
 	}
 	// Too big an object, or beyond the budget: not kept.
-	r.offer(2, 7, make([]byte, maxPreObject+1))
+	r.offer(2, copyID{gen: 7}, make([]byte, maxPreObject+1))
 	if r.jobs[2].pre != nil {
 		t.Errorf("an object over %d bytes was kept", maxPreObject)
 	}
 	for ino := uint64(10); ino < 10+maxPreBytes/maxPreObject+1; ino++ {
 		r.jobs[ino] = &restoreJob{}
-		r.offer(ino, 1, make([]byte, maxPreObject))
+		r.offer(ino, copyID{gen: 1}, make([]byte, maxPreObject))
 	}
 	if r.preBytes > maxPreBytes {
 		t.Errorf("kept %d bytes; budget %d", r.preBytes, maxPreBytes)

@@ -657,7 +657,7 @@ func (f *File) fetchBlocks(t *tierRead, fe *tierFetch) {
 	if fe.first == 0 && int64(len(buf)) == int64(rec.Size) {
 		// The whole object: a restore of the file waiting in this
 		// client need not fetch it again.
-		f.c.restores.offer(f.ino, rec.Gen, buf)
+		f.c.restores.offer(f.ino, copyOf(rec), buf)
 	}
 }
 

@@ -1,0 +1,117 @@
+package tier
+
+import (
+	"bytes"
+	"context"
+	"testing"
+	"time"
+
+	"github.com/minio/minio-go/v7"
+
+	"github.com/sluice-fs/sluice/client"
+)
+
+// TestRestoreOfferAfterRefresh: a reader's whole fetch of an imported
+// object, offered to the file's queued restore, is not written by that
+// restore once a re-run of the import made the file another object of the
+// same size (every import is generation 0: the offer must name the ETag
+// too). The client has one read-restore slot, held by the restore of a
+// file on a second backend that is stopped meanwhile, so the queued
+// restore runs only after the re-run; the file must then hold the new
+// object's bytes.
+func TestRestoreOfferAfterRefresh(t *testing.T) {
+	ctx := context.Background()
+	be := startSluiceBackend(t)
+	slow := startVersity(t)
+	fs := startFS(t)
+	addBackend(t, fs, be, "")
+	fs.mustCLI("tier", "add", "slow", "--endpoint", slow.endpoint, "--bucket", bucket, "--region", "us-east-1")
+	c := newClientOpts(t, client.Options{Server: fs.addr, TierReadRestores: 1, TierTimeout: time.Minute})
+	s3c := be.s3(t)
+
+	// x: released to the slow backend; y: imported from the other.
+	x := randomData(101, 2<<20)
+	if err := writeSluice(ctx, c, "/x", x); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.HsmArchive(ctx, "/x", "slow"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.HsmRelease(ctx, "/x"); err != nil {
+		t.Fatal(err)
+	}
+	y1, y2 := randomData(102, 300<<10), randomData(103, 300<<10)
+	if _, err := s3c.PutObject(ctx, bucket, "src/y", bytes.NewReader(y1), int64(len(y1)), minio.PutObjectOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if st, err := c.TierImport(ctx, "t", "src/", "/", 1, nil); err != nil || st.Files != 1 {
+		t.Fatalf("import: %+v, %v", st, err)
+	}
+
+	// A read of x starts its restore, which takes the only slot and
+	// hangs on the stopped backend.
+	slow.proc.Pause(t)
+	defer slow.proc.Resume()
+	fx, err := c.Open(ctx, "/x")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fx.Close()
+	xread := make(chan error, 1)
+	go func() {
+		_, err := fx.ReadAt(make([]byte, 4096), 0)
+		xread <- err
+	}()
+	waitStats(t, c, func(rs client.RestoreStats) bool { return rs.Running == 1 && rs.Waiting == 0 })
+
+	// A whole read of y: its restore waits for the slot, and is offered
+	// the bytes the read fetched (y1).
+	fy, err := c.Open(ctx, "/y")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := make([]byte, len(y1))
+	if _, err := fy.ReadAt(got, 0); err != nil || !bytes.Equal(got, y1) {
+		t.Fatalf("read of /y: %v, equal %v", err, bytes.Equal(got, y1))
+	}
+	fy.Close()
+	if rs := c.RestoreStats(); rs.Waiting != 1 {
+		t.Fatalf("restores after the read of /y: %+v; want one waiting for the slot", rs)
+	}
+
+	// The object is replaced by another of the same size; the re-run
+	// makes the released file the new object.
+	if _, err := s3c.PutObject(ctx, bucket, "src/y", bytes.NewReader(y2), int64(len(y2)), minio.PutObjectOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if st, err := c.TierImportWith(ctx, "t", "src/", "/", client.ImportOptions{Parallel: 1}); err != nil || st.Updated != 1 {
+		t.Fatalf("import again: %+v, %v; want /y updated", st, err)
+	}
+
+	slow.proc.Resume()
+	if err := <-xread; err != nil {
+		t.Fatalf("read of /x once its backend runs again: %v", err)
+	}
+	if info, err := c.HsmRestore(ctx, "/y"); err != nil || info.State != "archived" {
+		t.Fatalf("restore of /y: %+v, %v", info, err)
+	}
+	for p, want := range map[string][]byte{"/y": y2, "/x": x} {
+		got, err := readAll(ctx, newClient(t, fs.addr, 0), p)
+		if err != nil || !bytes.Equal(got, want) {
+			t.Fatalf("%s restored: %d bytes, %v; want the current object's %d bytes (first difference at %d)", p, len(got), err, len(want), firstDiff(got, want))
+		}
+	}
+	if rs := c.RestoreStats(); rs.Reused != 0 {
+		t.Fatalf("restores: %+v; want no offered object reused", rs)
+	}
+}
+
+// waitStats waits until c's restore counts satisfy ok.
+func waitStats(t *testing.T, c *client.Client, ok func(client.RestoreStats) bool) {
+	t.Helper()
+	for deadline := time.Now().Add(time.Minute); !ok(c.RestoreStats()); time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("restores: %+v after a minute", c.RestoreStats())
+		}
+	}
+}
