@@ -638,7 +638,10 @@ func (f *File) restoreBeforeWriteLocked(ctx context.Context, a *wire.Attr) error
 // readReleased reads dst at off of a file this File last saw released:
 // from the bucket (readTier), starting the file's restore in the
 // background if none runs; once a restore it started or joined has
-// finished, from the targets if the attributes say so.
+// finished, from the targets if the attributes say so. A read that fails
+// because a re-run of the import made the file another object since is
+// read again from the new object, unless this File returned bytes of the
+// old one (tierReimported).
 func (f *File) readReleased(ctx context.Context, off int64, dst []byte) error {
 	t := &f.tier
 	t.mu.Lock()
@@ -670,5 +673,14 @@ func (f *File) readReleased(ctx context.Context, off int64, dst []byte) error {
 			t.mu.Unlock()
 		}
 	}
-	return f.readTier(ctx, off, dst)
+	err := f.readTier(ctx, off, dst)
+	if err == nil {
+		return nil
+	}
+	if again, rerr := f.tierReimported(ctx); rerr != nil {
+		return rerr
+	} else if again {
+		return f.readTier(ctx, off, dst)
+	}
+	return err
 }

@@ -482,6 +482,9 @@ type tierRead struct {
 	blocks map[int64]*tierFetch // block index -> the fetch holding it
 	next   int64                // the block after the last read, to tell sequential reads
 	job    *restoreJob          // the restore this File's reads started or joined
+	// served says that a read returned bytes of rec's object: the File
+	// then never reads another object's (tierReimported).
+	served bool
 }
 
 // tierFetch is one ranged GET of blocks [first, first+n).
@@ -579,7 +582,7 @@ func (f *File) readTier(ctx context.Context, off int64, dst []byte) error {
 			t.blocks[k] = fe
 		}
 		if mine {
-			go f.fetchBlocks(t, fe)
+			go f.fetchBlocks(t, rec, fe)
 		} else {
 			go f.forgetFailed(t, fe)
 		}
@@ -632,19 +635,21 @@ func (f *File) readTier(ctx context.Context, off int64, dst []byte) error {
 		base := fe.first * bs
 		copy(dst[lo-off:hi-off], fe.data[lo-base:hi-base])
 	}
+	t.mu.Lock()
+	t.served = true
+	t.mu.Unlock()
 	return nil
 }
 
-// fetchBlocks reads the blocks of fe from the tier. A failed fetch is
+// fetchBlocks reads the blocks of fe from the tier (rec's copy). A failed fetch is
 // forgotten, so that the next read asks again.
-func (f *File) fetchBlocks(t *tierRead, fe *tierFetch) {
+func (f *File) fetchBlocks(t *tierRead, rec *wire.HsmRecord, fe *tierFetch) {
 	defer func() {
 		close(fe.done)
 		if fe.shared != nil {
 			f.c.share.done(*fe.shared, fe)
 		}
 	}()
-	rec := t.rec
 	bs := int64(rec.BlockSize)
 	size := min(fe.n*bs, int64(rec.Size)-fe.first*bs)
 	buf := make([]byte, size)
@@ -659,6 +664,41 @@ func (f *File) fetchBlocks(t *tierRead, fe *tierFetch) {
 		// client need not fetch it again.
 		f.c.restores.offer(f.ino, copyOf(rec), buf)
 	}
+}
+
+// errReimported says that a File read bytes of an imported object that a
+// re-run of the import replaced since by the bucket's new object.
+var errReimported = errs.New(errs.Stale, "client: the file was imported again from an object that changed in the bucket after this descriptor read the old one: open it again")
+
+// tierReimported is called after a read of the released file f from the
+// tier failed: it says whether the file is another object now, which a
+// re-run of the import (tier import's refresh) made it since f took its
+// record. A File that has not returned bytes of the old object forgets its
+// record and fetches, so that the next readTier reads the new one (as an
+// open made now would); one that has gets errReimported, so that its
+// reader never gets bytes of two objects as one file.
+func (f *File) tierReimported(ctx context.Context) (bool, error) {
+	t := &f.tier
+	t.mu.Lock()
+	old := t.rec
+	t.mu.Unlock()
+	if old == nil || old.Gen != tier.ImportedGen || ctx.Err() != nil {
+		return false, nil
+	}
+	rec, err := f.c.hsmGet(ctx, f.ino)
+	if err != nil || rec.State != wire.HsmReleased || rec.Gen != tier.ImportedGen || (copyOf(&rec) == copyOf(old) && rec.Size == old.Size && rec.Key == old.Key) {
+		return false, nil
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.rec != old {
+		return true, nil
+	}
+	if t.served {
+		return true, opErr("read", f.name, errReimported)
+	}
+	t.rec, t.blocks, t.next = nil, nil, 0
+	return true, nil
 }
 
 // tierLate is the error of a read of a released file whose fetch did not

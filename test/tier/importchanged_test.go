@@ -18,7 +18,9 @@ import (
 // import; the re-run makes the files still released the new objects (size
 // and bytes), keeps a restored file's bytes, counts it and makes it dirty
 // (its copy is gone, so it cannot be released), leaves an
-// unchanged object's file alone, and with --keep-changed changes nothing.
+// unchanged object's file alone, and with --keep-changed changes nothing;
+// a descriptor opened before the change reads the new object if it read
+// nothing before, and fails with ESTALE if it read the old one.
 // Against both real S3 backends.
 func TestImportChangedObjects(t *testing.T) {
 	eachBackend(t, testImportChanged)
@@ -37,7 +39,7 @@ func testImportChanged(t *testing.T, be *backend) {
 			t.Fatalf("put %s: %v", key, err)
 		}
 	}
-	v1 := map[string][]byte{"a": randomData(71, 300<<10), "b": randomData(72, 200<<10), "c": randomData(73, 100<<10)}
+	v1 := map[string][]byte{"a": randomData(71, 1<<20+300<<10), "b": randomData(72, 200<<10), "c": randomData(73, 100<<10)}
 	for k, d := range v1 {
 		put(k, d)
 	}
@@ -51,7 +53,26 @@ func testImportChanged(t *testing.T, be *backend) {
 	if info, err := c.HsmState(ctx, "/imp/c"); err != nil || info.State != "archived" {
 		t.Fatalf("/imp/c after its restore: %+v, %v", info, err)
 	}
-	a2, c2 := randomData(74, 450<<10+3), randomData(75, 50<<10)
+	// Readers (that restore nothing) hold a open across the change: one
+	// read it before, one did not.
+	rc := newClient(t, fs.addr, 0)
+	held, err := rc.Open(ctx, "/imp/a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer held.Close()
+	unread, err := rc.Open(ctx, "/imp/a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unread.Close()
+	head := make([]byte, 64<<10)
+	// Its second block alone (no read-ahead for a read that does not
+	// start at the beginning).
+	if _, err := held.ReadAt(head, 1<<20); err != nil || !bytes.Equal(head, v1["a"][1<<20:1<<20+len(head)]) {
+		t.Fatalf("held read of /imp/a: %v", err)
+	}
+	a2, c2 := randomData(74, 2<<20+3), randomData(75, 50<<10)
 	put("a", a2)
 	put("c", c2)
 	if got, err := readAll(ctx, c, "/imp/a"); errs.CodeOf(err) != errs.Corruption {
@@ -70,6 +91,19 @@ func testImportChanged(t *testing.T, be *backend) {
 	}
 	if info, err := c.HsmState(ctx, "/imp/a"); err != nil || info.State != "released" {
 		t.Fatalf("/imp/a after the re-run: %+v, %v; want released", info, err)
+	}
+	// A descriptor opened before that read nothing yet reads the new
+	// object (before 2026-12-04: EIO until reopened); one that read the
+	// old object reads what it had fetched of it (its second 1 MiB block)
+	// and gets ESTALE for the rest, never bytes of both objects.
+	if _, err := unread.ReadAt(head, 1<<20); err != nil || !bytes.Equal(head, a2[1<<20:1<<20+len(head)]) {
+		t.Fatalf("read of /imp/a after the re-run through a descriptor opened before: %v; want the new object's bytes", err)
+	}
+	if _, err := held.ReadAt(head, 1<<20); err != nil || !bytes.Equal(head, v1["a"][1<<20:1<<20+len(head)]) {
+		t.Fatalf("read of what a descriptor had fetched of the old object: %v; want those bytes", err)
+	}
+	if _, err := held.ReadAt(head, 0); errs.CodeOf(err) != errs.Stale {
+		t.Fatalf("read of /imp/a after the re-run through a descriptor that read the old object: %v; want stale", err)
 	}
 	// c's copy in the bucket is gone: dirty, so that it is archived again
 	// (to a key of its own) before anything releases it.
