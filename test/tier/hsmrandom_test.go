@@ -369,7 +369,9 @@ func hsmRandom(t *testing.T, fs *fsServer, be *backend, s3c *minio.Client, cs []
 				if _, err := cs[0].Stat(ctx, path(i)); errs.CodeOf(err) != errs.NotFound {
 					fail(k, "the released file of the removed object: %v, want it removed", err)
 				}
-				m = randomData(rng.Uint64(), 1+rng.IntN(1<<20))
+				// Over the inline limit: a new file's first bytes
+				// would stay inline, and such a file is never released.
+				m = randomData(rng.Uint64(), 64<<10+1+rng.IntN(1<<20))
 				if err := writeSluice(ctx, cs[0], path(i), m); err != nil {
 					fail(k, "write the file again: %v", err)
 				}
