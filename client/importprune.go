@@ -37,22 +37,32 @@ var (
 )
 
 // importWalk yields the regular files below an import's directory in the
-// order of their keys. Each directory is read whole when the walk enters
-// it, so memory grows with the largest directory and the depth.
+// order of their keys. It reads each directory a page at a time (in name
+// order, as the metadata service gives it) and holds back only the
+// subdirectories whose keys ("NAME/") sort after the next entry's name
+// (siblings named NAME followed by a byte below "/", as "d1.x" after
+// "d1"): memory stays at a page and those few per level, whatever the
+// directories' sizes.
 type importWalk struct {
-	c      *Client
-	ctx    context.Context
+	// read returns the page of directory ino's entries after cursor
+	// (the client's listing; a test's tree).
+	read   func(ino uint64, cursor string) (DirPage, error)
 	prefix string
-	stack  []walkFrame
+	stack  []*walkFrame
+	peeked *walkFile
 	err    error
 }
 
+// walkFrame is a directory being walked.
 type walkFrame struct {
 	ino     uint64
 	path    string
 	rel     string // below the import's directory: "" or ending in "/"
-	entries []InodeDirEntry
-	i       int
+	page    []InodeDirEntry
+	i       int             // the next entry of page
+	cursor  string          // where the next page starts
+	eof     bool            // no page after this one
+	pending []InodeDirEntry // subdirectories not entered yet, in key order
 }
 
 // walkFile is a regular file the walk found, with the key an import of it
@@ -66,71 +76,83 @@ type walkFile struct {
 }
 
 func newImportWalk(ctx context.Context, c *Client, prefix, dir string) *importWalk {
-	w := &importWalk{c: c, ctx: ctx, prefix: prefix}
+	w := &importWalk{prefix: prefix, read: func(ino uint64, cursor string) (DirPage, error) {
+		return c.readDirPage(ctx, &wire.ReadDirReq{Ino: ino, Cursor: cursor, Limit: 1024})
+	}}
 	a, err := c.resolve(ctx, dir, true)
 	if err != nil {
 		w.err = err
 		return w
 	}
-	w.push(a.Ino, dir, "")
+	w.stack = []*walkFrame{{ino: a.Ino, path: dir}}
 	return w
 }
 
-// push enters directory ino, reading its entries in key order.
-func (w *importWalk) push(ino uint64, p, rel string) {
-	f := walkFrame{ino: ino, path: p, rel: rel}
-	cursor := ""
-	for {
-		page, err := w.c.readDirPage(w.ctx, &wire.ReadDirReq{Ino: ino, Cursor: cursor, Limit: 1024})
-		if err != nil {
-			w.err = opErr("tier import: walk", p, err)
-			w.stack = nil
-			return
-		}
-		f.entries = append(f.entries, page.Entries...)
-		if page.EOF || len(page.Entries) == 0 {
-			break
-		}
-		cursor = page.Cursor
-	}
-	slices.SortFunc(f.entries, func(a, b InodeDirEntry) int { return cmp.Compare(walkName(a), walkName(b)) })
-	w.stack = append(w.stack, f)
-}
+// isDirEntry says whether e is a directory.
+func isDirEntry(e InodeDirEntry) bool { return e.Mode&syscall.S_IFMT == syscall.S_IFDIR }
 
-// walkName is where an entry's keys sort among its siblings': a
-// directory's as its name followed by "/".
-func walkName(e InodeDirEntry) string {
-	if e.Mode&syscall.S_IFMT == syscall.S_IFDIR {
-		return e.Name + "/"
+// nextEntry returns f's next entry in key order (a directory's key is its
+// name followed by "/"), reading pages as needed; false at the end.
+func (w *importWalk) nextEntry(f *walkFrame) (InodeDirEntry, bool) {
+	for {
+		if f.i == len(f.page) && !f.eof {
+			page, err := w.read(f.ino, f.cursor)
+			if err != nil {
+				w.err = opErr("tier import: walk", f.path, err)
+				return InodeDirEntry{}, false
+			}
+			f.page, f.i, f.cursor = page.Entries, 0, page.Cursor
+			f.eof = page.EOF || len(page.Entries) == 0
+			continue
+		}
+		if f.i == len(f.page) {
+			if len(f.pending) == 0 {
+				return InodeDirEntry{}, false
+			}
+			d := f.pending[0]
+			f.pending = f.pending[1:]
+			return d, true
+		}
+		// Every entry left has a key at least e's name.
+		e := f.page[f.i]
+		if len(f.pending) > 0 && f.pending[0].Name+"/" < e.Name {
+			d := f.pending[0]
+			f.pending = f.pending[1:]
+			return d, true
+		}
+		f.i++
+		if !isDirEntry(e) {
+			return e, true
+		}
+		at, _ := slices.BinarySearchFunc(f.pending, e.Name+"/", func(d InodeDirEntry, k string) int { return cmp.Compare(d.Name+"/", k) })
+		f.pending = slices.Insert(f.pending, at, e)
 	}
-	return e.Name
 }
 
 // peek returns the next file, without taking it; false at the end (or
 // after an error: w.err).
 func (w *importWalk) peek() (walkFile, bool) {
-	for len(w.stack) > 0 && w.err == nil {
-		top := &w.stack[len(w.stack)-1]
-		if top.i == len(top.entries) {
-			w.stack = w.stack[:len(w.stack)-1]
-			continue
-		}
-		e := top.entries[top.i]
+	for w.peeked == nil && len(w.stack) > 0 && w.err == nil {
+		top := w.stack[len(w.stack)-1]
+		e, ok := w.nextEntry(top)
 		switch {
-		case e.Mode&syscall.S_IFMT == syscall.S_IFDIR:
-			top.i++
-			w.push(e.Ino, path.Join(top.path, e.Name), top.rel+e.Name+"/")
-		case e.Mode&syscall.S_IFMT != syscall.S_IFREG || strings.HasPrefix(e.Name, importTempPrefix):
-			top.i++
-		default:
-			return walkFile{key: w.prefix + top.rel + e.Name, path: path.Join(top.path, e.Name), parent: top.ino, name: e.Name, ino: e.Ino}, true
+		case !ok:
+			w.stack = w.stack[:len(w.stack)-1]
+		case isDirEntry(e):
+			w.stack = append(w.stack, &walkFrame{ino: e.Ino, path: path.Join(top.path, e.Name), rel: top.rel + e.Name + "/"})
+		case e.Mode&syscall.S_IFMT == syscall.S_IFREG && !strings.HasPrefix(e.Name, importTempPrefix):
+			w.peeked = &walkFile{key: w.prefix + top.rel + e.Name, path: path.Join(top.path, e.Name), parent: top.ino, name: e.Name, ino: e.Ino}
 		}
 	}
-	return walkFile{}, false
+	if w.err != nil || w.peeked == nil {
+		w.stack = nil
+		return walkFile{}, false
+	}
+	return *w.peeked, true
 }
 
 // next takes the file peek returned.
-func (w *importWalk) next() { w.stack[len(w.stack)-1].i++ }
+func (w *importWalk) next() { w.peeked = nil }
 
 // importPrune merges the listing's keys with the walk, handing each file
 // whose key the listing lacks to gone.
