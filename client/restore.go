@@ -1,6 +1,7 @@
 package client
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/binary"
@@ -639,9 +640,9 @@ func (f *File) restoreBeforeWriteLocked(ctx context.Context, a *wire.Attr) error
 // from the bucket (readTier), starting the file's restore in the
 // background if none runs; once a restore it started or joined has
 // finished, from the targets if the attributes say so. A read that fails
-// because a re-run of the import made the file another object since is
-// read again from the new object, unless this File returned bytes of the
-// old one (tierReimported).
+// because the file has another copy since (a re-run of the import made it
+// another object) is read again as the file is now, unless this File
+// returned bytes of the old copy (tierCopyChanged).
 func (f *File) readReleased(ctx context.Context, off int64, dst []byte) error {
 	t := &f.tier
 	t.mu.Lock()
@@ -677,10 +678,20 @@ func (f *File) readReleased(ctx context.Context, off int64, dst []byte) error {
 	if err == nil {
 		return nil
 	}
-	if again, rerr := f.tierReimported(ctx); rerr != nil {
-		return rerr
-	} else if again {
-		return f.readTier(ctx, off, dst)
+	changed, cerr := f.tierCopyChanged(ctx)
+	if cerr != nil || !changed {
+		return cmp.Or(cerr, err)
 	}
-	return err
+	// Read the file as it is now: from its new copy, or from the targets
+	// if it is not released any more.
+	var a wire.Attr
+	if err := f.c.metaCall(ctx, wire.OpGetAttr, &wire.InoReq{Ino: f.ino}, &a); err != nil {
+		return err
+	}
+	f.learn(&a)
+	f.learnLayout(&a)
+	if a.Flags&wire.AttrReleased == 0 {
+		return f.readChunks(ctx, off, dst)
+	}
+	return f.readTier(ctx, off, dst)
 }

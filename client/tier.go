@@ -666,27 +666,28 @@ func (f *File) fetchBlocks(t *tierRead, rec *wire.HsmRecord, fe *tierFetch) {
 	}
 }
 
-// errReimported says that a File read bytes of an imported object that a
-// re-run of the import replaced since by the bucket's new object.
-var errReimported = errs.New(errs.Stale, "client: the file was imported again from an object that changed in the bucket after this descriptor read the old one: open it again")
+// errCopyChanged says that a File returned bytes of a released file's
+// copy in the bucket, and the file has another copy since.
+var errCopyChanged = errs.New(errs.Stale, "client: the file became another object (the import ran again) or another copy after this descriptor read the old one: open it again")
 
-// tierReimported is called after a read of the released file f from the
-// tier failed: it says whether the file is another object now, which a
-// re-run of the import (tier import's refresh) made it since f took its
-// record. A File that has not returned bytes of the old object forgets its
-// record and fetches, so that the next readTier reads the new one (as an
-// open made now would); one that has gets errReimported, so that its
-// reader never gets bytes of two objects as one file.
-func (f *File) tierReimported(ctx context.Context) (bool, error) {
+// tierCopyChanged is called after a read of the released file f from the
+// tier failed: it says whether the file's record names another copy now
+// than the one f read from (a re-run of the import made it another object
+// of the bucket, or it was restored, changed and archived again). A File
+// that returned no bytes of the old copy forgets its record and fetches,
+// so that its next read reads the file as it is now, as an open made now
+// would; one that did gets errCopyChanged, so that its reader never gets
+// bytes of two versions as one file.
+func (f *File) tierCopyChanged(ctx context.Context) (bool, error) {
 	t := &f.tier
 	t.mu.Lock()
 	old := t.rec
 	t.mu.Unlock()
-	if old == nil || old.Gen != tier.ImportedGen || ctx.Err() != nil {
+	if old == nil || ctx.Err() != nil {
 		return false, nil
 	}
 	rec, err := f.c.hsmGet(ctx, f.ino)
-	if err != nil || rec.State != wire.HsmReleased || rec.Gen != tier.ImportedGen || (copyOf(&rec) == copyOf(old) && rec.Size == old.Size && rec.Key == old.Key) {
+	if err != nil || (copyOf(&rec) == copyOf(old) && rec.Size == old.Size && rec.Key == old.Key && rec.Backend == old.Backend) {
 		return false, nil
 	}
 	t.mu.Lock()
@@ -695,7 +696,7 @@ func (f *File) tierReimported(ctx context.Context) (bool, error) {
 		return true, nil
 	}
 	if t.served {
-		return true, opErr("read", f.name, errReimported)
+		return true, errCopyChanged
 	}
 	t.rec, t.blocks, t.next = nil, nil, 0
 	return true, nil

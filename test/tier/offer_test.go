@@ -9,6 +9,7 @@ import (
 	"github.com/minio/minio-go/v7"
 
 	"github.com/sluice-fs/sluice/client"
+	"github.com/sluice-fs/sluice/internal/errs"
 )
 
 // TestRestoreOfferAfterRefresh: a reader's whole fetch of an imported
@@ -113,5 +114,65 @@ func waitStats(t *testing.T, c *client.Client, ok func(client.RestoreStats) bool
 		if time.Now().After(deadline) {
 			t.Fatalf("restores: %+v after a minute", c.RestoreStats())
 		}
+	}
+}
+
+// TestReadFollowsNewCopy: a descriptor of a released file whose copy was
+// replaced (restored, rewritten, archived and released again: the new
+// copy written over the old one's object) reads the file's new bytes if it had read nothing, and
+// fails with ESTALE if it had read the old copy; neither mixes the two.
+func TestReadFollowsNewCopy(t *testing.T) {
+	ctx := context.Background()
+	be := startSluiceBackend(t)
+	fs := startFS(t)
+	addBackend(t, fs, be, "")
+	c := newClientOpts(t, client.Options{Server: fs.addr})
+	v1, v2 := randomData(111, 2<<20), randomData(112, 2<<20)
+	if err := writeSluice(ctx, c, "/f", v1); err != nil {
+		t.Fatal(err)
+	}
+	archiveRelease := func() {
+		t.Helper()
+		if _, err := c.HsmArchive(ctx, "/f", ""); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := c.HsmRelease(ctx, "/f"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	archiveRelease()
+	rc := newClient(t, fs.addr, 0) // restores nothing
+	unread, err := rc.Open(ctx, "/f")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unread.Close()
+	held, err := rc.Open(ctx, "/f")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer held.Close()
+	buf := make([]byte, 64<<10)
+	if _, err := held.ReadAt(buf, 1<<20); err != nil || !bytes.Equal(buf, v1[1<<20:1<<20+len(buf)]) {
+		t.Fatalf("held read: %v", err)
+	}
+
+	if _, err := c.HsmRestore(ctx, "/f"); err != nil {
+		t.Fatal(err)
+	}
+	if err := writeSluice(ctx, c, "/f", v2); err != nil {
+		t.Fatal(err)
+	}
+	// Archived again to the same key: the old copy is written over.
+	archiveRelease()
+
+	if _, err := unread.ReadAt(buf, 0); err != nil || !bytes.Equal(buf, v2[:len(buf)]) {
+		t.Fatalf("read through a descriptor that read nothing before: %v; want the new bytes", err)
+	}
+	if _, err := held.ReadAt(buf, 1<<20); err != nil || !bytes.Equal(buf, v1[1<<20:1<<20+len(buf)]) {
+		t.Fatalf("read of what the held descriptor had fetched: %v; want those bytes", err)
+	}
+	if _, err := held.ReadAt(buf, 0); errs.CodeOf(err) != errs.Stale {
+		t.Fatalf("read through a descriptor that read the old copy: %v; want stale", err)
 	}
 }
