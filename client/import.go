@@ -1,11 +1,13 @@
 package client
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
 	"path"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -41,7 +43,11 @@ type ImportStats struct {
 	// or was being restored (kept; a re-run once its restore ended
 	// removes it).
 	Orphaned int
-	Failed   int
+	// RemovedDirs: directories below the import's directory that those
+	// removals left empty, removed too (a class directory of a data set
+	// left with no samples would otherwise stay, empty).
+	RemovedDirs int
+	Failed      int
 }
 
 // errImported says that the file of an object is there from an earlier
@@ -93,7 +99,8 @@ type ImportOptions struct {
 	// (ImportStats.Removed); a restored one keeps its bytes and becomes
 	// dirty, one being restored is kept (ImportStats.Orphaned). Other
 	// files, and files written since their restore, are never removed;
-	// directories are left, even empty.
+	// directories below dir that the removals leave empty are removed
+	// (ImportStats.RemovedDirs).
 	Delete bool
 	// Report, if not nil, is called after each object with the file's
 	// path, its size and the error, if any.
@@ -186,6 +193,7 @@ func (c *Client) TierImportWith(ctx context.Context, backend, prefix, dir string
 		}
 	}
 	var prune *importPrune
+	emptied := map[string]bool{} // directories of removed files; under mu
 	if o.Delete {
 		prune = &importPrune{walk: newImportWalk(ctx, c, prefix, dir), gone: func(f walkFile) {
 			g.Go(func() error {
@@ -195,6 +203,7 @@ func (c *Client) TierImportWith(ctx context.Context, backend, prefix, dir string
 				case nil:
 				case errImportRemoved:
 					st.Removed++
+					emptied[path.Dir(f.path)] = true
 				case errImportOrphaned:
 					st.Orphaned++
 				default:
@@ -256,10 +265,55 @@ func (c *Client) TierImportWith(ctx context.Context, backend, prefix, dir string
 	if prune != nil && prune.walk.err != nil {
 		return st, fmt.Errorf("tier import: --delete: %w", prune.walk.err)
 	}
+	if len(emptied) > 0 {
+		n, failed := c.removeEmptied(ctx, dir, emptied, o)
+		st.RemovedDirs += n
+		st.Failed += failed
+	}
 	if st.Failed > 0 {
 		return st, fmt.Errorf("tier import: %d of %d objects failed", st.Failed, st.Failed+st.Files+st.Empty)
 	}
 	return st, nil
+}
+
+// removeEmptied removes each directory of dirs, below top, that is empty
+// now, and then each directory above it that this leaves empty, up to
+// top (which stays): the directories whose files an import with
+// ImportOptions.Delete removed. A directory that is not empty (a file of
+// the user's, one made since) stays. It returns how many it removed and
+// how many removals failed otherwise (reported through o.Report).
+func (c *Client) removeEmptied(ctx context.Context, top string, dirs map[string]bool, o ImportOptions) (removed, failed int) {
+	deepest := make([]string, 0, len(dirs))
+	for d := range dirs {
+		deepest = append(deepest, d)
+	}
+	slices.SortFunc(deepest, func(a, b string) int {
+		return cmp.Or(cmp.Compare(strings.Count(b, "/"), strings.Count(a, "/")), cmp.Compare(a, b))
+	})
+	gone := map[string]bool{}
+	for _, d := range deepest {
+		for ; d != top && strings.HasPrefix(d, strings.TrimSuffix(top, "/")+"/") && !gone[d]; d = path.Dir(d) {
+			parent, name, err := c.nameParent(ctx, d)
+			if err == nil {
+				err = c.metaCall(ctx, wire.OpRmdir, &wire.NameReq{Parent: parent, Name: name, Cred: c.credp()}, nil)
+			}
+			if code := errs.CodeOf(err); code == errs.NotEmpty || code == errs.NotFound || code == errs.NotDir {
+				break
+			} else if err != nil {
+				failed++
+				if o.Report != nil {
+					o.Report(d, 0, opErr("tier import: rmdir", d, err))
+				}
+				break
+			}
+			gone[d] = true
+			removed++
+			if o.Gone != nil {
+				o.Gone(d+"/", true)
+			}
+		}
+	}
+	return removed, failed
 }
 
 // importBatchSize is the most objects one OpTierImport carries.

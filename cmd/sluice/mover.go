@@ -126,7 +126,8 @@ func newTierImport(g *globals) *cobra.Command {
 			"counted and become dirty (their copy is gone); --keep-changed leaves them all as they are.\n" +
 			"--delete also removes the released files an earlier import made of objects that are gone\n" +
 			"from the bucket now (each confirmed by a HEAD; only after the whole listing was read);\n" +
-			"restored ones keep their bytes and become dirty; other files are never removed.",
+			"restored ones keep their bytes and become dirty; other files are never removed; directories\n" +
+			"below DIR those removals leave empty are removed too.",
 		Args:   exactArgs(2),
 		PreRun: func(_ *cobra.Command, a []string) { args = a },
 	}

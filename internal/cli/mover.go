@@ -159,7 +159,7 @@ func (e *Env) TierImport(ctx context.Context, backend, prefix, dir string, o cli
 		fmt.Fprintf(e.Stdout, "objects changed in the bucket since they were imported: %d files updated to them, %d kept (restored or being restored)\n", st.Updated, st.Changed)
 	}
 	if o.Delete {
-		fmt.Fprintf(e.Stdout, "objects removed from the bucket since they were imported: %d files removed, %d kept (restored or being restored)\n", st.Removed, st.Orphaned)
+		fmt.Fprintf(e.Stdout, "objects removed from the bucket since they were imported: %d files removed, %d kept (restored or being restored); %d directories they left empty removed\n", st.Removed, st.Orphaned, st.RemovedDirs)
 	}
 	return err
 }

@@ -19,7 +19,8 @@ import (
 // and never touches the files of objects still there, a file written in
 // the directory, or the files another import (another prefix) made below
 // it even when their objects are gone; without --delete a re-run removes
-// nothing. Against both real S3 backends.
+// nothing; a directory the removals left empty is removed, one that keeps
+// a file is not. Against both real S3 backends.
 func TestImportDelete(t *testing.T) {
 	eachBackend(t, testImportDelete)
 }
@@ -31,14 +32,14 @@ func testImportDelete(t *testing.T, be *backend) {
 	c := newClientOpts(t, client.Options{Server: fs.addr})
 	s3c := be.s3(t)
 	data := map[string][]byte{}
-	for i, key := range []string{"del/a", "del/d1/b", "del/d1/c", "del/d1/sub/e", "del/d1.x", "del/z", "other/o1"} {
+	for i, key := range []string{"del/a", "del/d1/b", "del/d1/c", "del/d1/sub/e", "del/d1.x", "del/deep/x/y/f", "del/z", "other/o1"} {
 		d := randomData(uint64(90+i), (i+1)*37<<10)
 		data[key] = d
 		if _, err := s3c.PutObject(ctx, bucket, key, bytes.NewReader(d), int64(len(d)), minio.PutObjectOptions{}); err != nil {
 			t.Fatalf("put %s: %v", key, err)
 		}
 	}
-	if st, err := c.TierImport(ctx, "t", "del/", "/imp", 2, nil); err != nil || st.Files != 6 {
+	if st, err := c.TierImport(ctx, "t", "del/", "/imp", 2, nil); err != nil || st.Files != 7 {
 		t.Fatalf("import: %+v, %v", st, err)
 	}
 	if st, err := c.TierImport(ctx, "t", "other/", "/imp/other", 2, nil); err != nil || st.Files != 1 {
@@ -51,7 +52,7 @@ func testImportDelete(t *testing.T, be *backend) {
 	if _, err := c.HsmRestore(ctx, "/imp/d1/c"); err != nil {
 		t.Fatal(err)
 	}
-	for _, key := range []string{"del/a", "del/d1/b", "del/d1/c", "del/d1/sub/e", "del/d1.x", "other/o1"} {
+	for _, key := range []string{"del/a", "del/d1/b", "del/d1/c", "del/d1/sub/e", "del/d1.x", "del/deep/x/y/f", "other/o1"} {
 		if err := s3c.RemoveObject(ctx, bucket, key, minio.RemoveObjectOptions{}); err != nil {
 			t.Fatal(err)
 		}
@@ -69,11 +70,12 @@ func testImportDelete(t *testing.T, be *backend) {
 	r = fs.cli("tier", "import", "t/del/", "/imp", "--delete")
 	t.Logf("tier import --delete: exit %d\n%s%s", r.code, r.stdout, r.stderr)
 	if r.code != 0 || !strings.Contains(r.stdout, "1 imported before, 0 keys skipped, 0 failed") ||
-		!strings.Contains(r.stdout, "objects removed from the bucket since they were imported: 4 files removed, 1 kept (restored or being restored)") ||
+		!strings.Contains(r.stdout, "objects removed from the bucket since they were imported: 5 files removed, 1 kept (restored or being restored); 4 directories they left empty removed") ||
+		!strings.Contains(r.stdout, "removed\t/imp/d1/sub/\n") ||
 		!strings.Contains(r.stdout, "removed\t/imp/d1.x\n") || !strings.Contains(r.stdout, "kept\t/imp/d1/c\t") {
-		t.Fatalf("tier import --delete: want exit 0, z imported before, a, b, e and d1.x removed, c kept")
+		t.Fatalf("tier import --delete: want exit 0, z imported before, a, b, e, f and d1.x removed with the directories left empty, c kept")
 	}
-	for _, p := range []string{"/imp/a", "/imp/d1/b", "/imp/d1/sub/e", "/imp/d1.x"} {
+	for _, p := range []string{"/imp/a", "/imp/d1/b", "/imp/d1/sub/e", "/imp/d1.x", "/imp/deep/x/y/f"} {
 		if _, err := c.Stat(ctx, p); errs.CodeOf(err) != errs.NotFound {
 			t.Fatalf("%s after --delete: %v; want not found", p, err)
 		}
@@ -89,8 +91,15 @@ func testImportDelete(t *testing.T, be *backend) {
 			t.Fatalf("%s after --delete: %d bytes, %v; want its %d bytes", p, len(got), err, len(want))
 		}
 	}
-	if _, err := c.Stat(ctx, "/imp/d1/sub"); err != nil {
-		t.Fatalf("the emptied directory: %v; want it left", err)
+	// d1/sub held only e, deep/x/y only f: removed with them, and deep/x
+	// and deep above; d1 keeps c and mine.
+	for _, d := range []string{"/imp/d1/sub", "/imp/deep/x/y", "/imp/deep/x", "/imp/deep"} {
+		if _, err := c.Stat(ctx, d); errs.CodeOf(err) != errs.NotFound {
+			t.Fatalf("%s, which the removals left empty: %v; want it removed", d, err)
+		}
+	}
+	if _, err := c.Stat(ctx, "/imp/d1"); err != nil {
+		t.Fatalf("/imp/d1: %v", err)
 	}
 	// Once more: nothing left to remove; the restored file, dirty now,
 	// is the user's.
