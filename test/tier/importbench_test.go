@@ -25,7 +25,9 @@ import (
 // and a rename per object), beside, in the same run
 // against the same backend, the listing alone and reading every object
 // whole with a plain S3 client, 8 at once. Each round imports into new
-// directories; a file of each import is read back and compared.
+// directories; a file of each import is read back and compared. Each
+// round also runs the listing import again over its directory, plainly and
+// with --delete (nothing gone: the cost of the walk and the merge).
 //
 //	go test -run '^$' -bench Import -benchtime 3x ./test/tier
 //
@@ -67,7 +69,7 @@ func BenchmarkImport(b *testing.B) {
 		}
 		b.Logf("%d objects of %d KiB put in %v", n, size>>10, time.Since(start).Round(time.Millisecond))
 		b.Run(fmt.Sprintf("size=%dKiB", size>>10), func(b *testing.B) {
-			var importT, checkedT, getT, listT time.Duration
+			var importT, checkedT, getT, listT, rerunT, deleteT time.Duration
 			for i := 0; b.Loop(); i++ {
 				start := time.Now()
 				listed := 0
@@ -95,6 +97,18 @@ func BenchmarkImport(b *testing.B) {
 					return d
 				}
 				importT += imp(fmt.Sprintf("/imp%d-%d", size, i), false)
+				// Re-runs, every object there: plain, and with --delete
+				// (the walk of the directory merged with the listing).
+				rerun := func(del bool) time.Duration {
+					start := time.Now()
+					st, err := c.TierImportWith(ctx, "t", prefix, fmt.Sprintf("/imp%d-%d", size, i), client.ImportOptions{Parallel: 8, Delete: del})
+					if err != nil || st.Present != n || st.Removed+st.Orphaned != 0 {
+						b.Fatalf("re-run (delete %v): %+v, %v", del, st, err)
+					}
+					return time.Since(start)
+				}
+				rerunT += rerun(false)
+				deleteT += rerun(true)
 				if listingOnly {
 					continue
 				}
@@ -108,6 +122,9 @@ func BenchmarkImport(b *testing.B) {
 			b.ReportMetric(float64(n*b.N)/importT.Seconds(), "import-objects/s")
 			b.ReportMetric(float64(n*b.N)/listT.Seconds(), "list-objects/s")
 			b.ReportMetric(listT.Seconds()/importT.Seconds(), "import/list")
+			b.ReportMetric(float64(n*b.N)/rerunT.Seconds(), "rerun-objects/s")
+			b.ReportMetric(float64(n*b.N)/deleteT.Seconds(), "rerun-delete-objects/s")
+			b.ReportMetric(rerunT.Seconds()/deleteT.Seconds(), "delete/rerun")
 			if !listingOnly {
 				b.ReportMetric(float64(n*b.N)/checkedT.Seconds(), "checksums-objects/s")
 				b.ReportMetric(float64(n*b.N)/getT.Seconds(), "get-objects/s")
