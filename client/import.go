@@ -87,10 +87,10 @@ type ImportOptions struct {
 	// released (no bytes on the targets, no restore running) the new
 	// object: its size, mtime and ETag (ImportStats.Updated); one that
 	// was restored keeps its bytes and becomes dirty (ImportStats.Changed).
-	// Only imports
-	// from the listing do this: with Checksums, for objects without an
-	// ETag, and against a metadata service before it, such files count
-	// as Present.
+	// With Checksums too (since 2026-12-04; such a file's checksums are
+	// then taken by its first restore, as a listing import's); for
+	// objects listed without an ETag and against a metadata service
+	// before it, such files count as Present.
 	KeepChanged bool
 	// Delete removes, once the whole listing was read, the files that an
 	// earlier import of the same backend and prefix made below the
@@ -249,7 +249,7 @@ func (c *Client) TierImportWith(ctx context.Context, backend, prefix, dir string
 			return ctx.Err()
 		}
 		g.Go(func() error {
-			count(p, obj, c.importObject(ctx, store, backend, obj, p, &made))
+			count(p, obj, c.importObject(ctx, store, backend, obj, p, !o.KeepChanged, &made))
 			return nil
 		})
 		return ctx.Err()
@@ -350,14 +350,14 @@ func (c *Client) sendImportBatch(ctx context.Context, store tier.Store, backend 
 	}
 	req := &wire.TierImportReq{Parent: a.Ino, Backend: backend, Mode: 0o644, Cred: c.cred(), Entries: make([]wire.TierImportEntry, len(b.items)), Refresh: refresh}
 	for i, it := range b.items {
-		req.Entries[i] = wire.TierImportEntry{Name: path.Base(it.path), Key: it.obj.Key, Size: uint64(it.obj.Size), Mtime: it.obj.Modified.UnixNano(), ETag: it.obj.ETag}
+		req.Entries[i] = importEntry(it.path, it.obj)
 	}
 	var resp wire.TierImportResp
 	err = c.metaCall(ctx, wire.OpTierImport, req, &resp)
 	if errs.CodeOf(err) == errs.NotSupported {
 		c.noTierImport.Store(true) // an older service: one object at a time
 		for _, it := range b.items {
-			count(it.path, it.obj, c.importObject(ctx, store, backend, it.obj, it.path, made))
+			count(it.path, it.obj, c.importObject(ctx, store, backend, it.obj, it.path, refresh, made))
 		}
 		return
 	}
@@ -370,26 +370,72 @@ func (c *Client) sendImportBatch(ctx context.Context, store tier.Store, backend 
 	}
 	why := resp.Errors
 	for i, it := range b.items {
-		var err error
-		switch resp.Results[i] {
-		case wire.ImportMade:
-		case wire.ImportPresent:
-			err = errImported
-		case wire.ImportUpdated:
-			err = errImportUpdated
-		case wire.ImportChanged:
-			err = errImportChanged
-		case wire.ImportExists:
-			err = errs.New(errs.Exists, "client: tier import: %s exists already (not replaced)", it.path)
-		default:
-			msg := "refused"
-			if len(why) > 0 {
-				msg, why = why[0], why[1:]
-			}
-			err = errs.New(errs.Invalid, "client: tier import: %s: %s", it.path, msg)
-		}
-		count(it.path, it.obj, err)
+		count(it.path, it.obj, importResult(resp.Results[i], it.path, &why))
 	}
+}
+
+// importResult is what result res of OpTierImport says of the file at p:
+// nil if it was made, else why not (errImported and its kin for a file an
+// earlier import made; an invalid entry takes the next reason of why).
+func importResult(res uint8, p string, why *[]string) error {
+	switch res {
+	case wire.ImportMade:
+		return nil
+	case wire.ImportPresent:
+		return errImported
+	case wire.ImportUpdated:
+		return errImportUpdated
+	case wire.ImportChanged:
+		return errImportChanged
+	case wire.ImportExists:
+		return errs.New(errs.Exists, "client: tier import: %s exists already (not replaced)", p)
+	}
+	msg := "refused"
+	if len(*why) > 0 {
+		msg, *why = (*why)[0], (*why)[1:]
+	}
+	return errs.New(errs.Invalid, "client: tier import: %s: %s", p, msg)
+}
+
+// importEntry is the OpTierImport entry of object o's file p.
+func importEntry(p string, o tier.ObjectInfo) wire.TierImportEntry {
+	return wire.TierImportEntry{Name: path.Base(p), Key: o.Key, Size: uint64(o.Size), Mtime: o.Modified.UnixNano(), ETag: o.ETag}
+}
+
+// listedAgain says whether an imported file's record r names object o as
+// the listing gives it now: the same ETag (size and mtime where either has
+// none) and size, as the metadata service's refresh compares them.
+func listedAgain(r wire.HsmRecord, o tier.ObjectInfo) bool {
+	if int64(r.Size) != o.Size {
+		return false
+	}
+	if r.ETag != "" && o.ETag != "" {
+		return r.ETag == o.ETag
+	}
+	return r.Mtime == o.Modified.UnixNano()
+}
+
+// refreshImported makes the file p that an earlier import made of object
+// o (now another object, listed with an ETag) the new object, as a re-run
+// from the listing does (OpTierImport with Refresh): its record pinned to
+// the new ETag, its checksums taken by its first restore.
+func (c *Client) refreshImported(ctx context.Context, backend, p string, o tier.ObjectInfo) error {
+	a, err := c.resolve(ctx, path.Dir(p), true)
+	if err != nil {
+		return err
+	}
+	req := &wire.TierImportReq{Parent: a.Ino, Backend: backend, Mode: 0o644, Cred: c.cred(), Entries: []wire.TierImportEntry{importEntry(p, o)}, Refresh: true}
+	var resp wire.TierImportResp
+	err = c.metaCall(ctx, wire.OpTierImport, req, &resp)
+	switch {
+	case errs.CodeOf(err) == errs.NotSupported:
+		return errImported // an older service: as before
+	case err != nil:
+		return opErr("tier import", p, err)
+	case len(resp.Results) != 1:
+		return errs.New(errs.Internal, "client: tier import: %d results for 1 object", len(resp.Results))
+	}
+	return importResult(resp.Results[0], p, &resp.Errors)
 }
 
 // importDir makes directory d (and those above it) once per import.
@@ -408,7 +454,7 @@ func (c *Client) importDir(ctx context.Context, d string, made *sync.Map) error 
 // record from one read of the object: the checksums, and o's ETag if any
 // (a metadata service without OpTierImport also refuses a record without
 // checksums).
-func (c *Client) importObject(ctx context.Context, store tier.Store, backend string, o tier.ObjectInfo, p string, made *sync.Map) error {
+func (c *Client) importObject(ctx context.Context, store tier.Store, backend string, o tier.ObjectInfo, p string, refresh bool, made *sync.Map) error {
 	if err := c.importDir(ctx, path.Dir(p), made); err != nil {
 		return err
 	}
@@ -420,6 +466,9 @@ func (c *Client) importObject(ctx context.Context, store tier.Store, backend str
 				return errImported // an empty object's file has no record
 			}
 			if r, err := c.hsmGet(ctx, fi.Attr().Ino); err == nil && r.Gen == tier.ImportedGen && r.Backend == backend && r.Key == o.Key {
+				if refresh && o.ETag != "" && !listedAgain(r, o) {
+					return c.refreshImported(ctx, backend, p, o)
+				}
 				return errImported
 			}
 		}

@@ -20,7 +20,8 @@ import (
 // (its copy is gone, so it cannot be released), leaves an
 // unchanged object's file alone, and with --keep-changed changes nothing;
 // a descriptor opened before the change reads the new object if it read
-// nothing before, and fails with ESTALE if it read the old one.
+// nothing before, and fails with ESTALE if it read the old one; an import
+// with --checksums follows a changed object as well.
 // Against both real S3 backends.
 func TestImportChangedObjects(t *testing.T) {
 	eachBackend(t, testImportChanged)
@@ -128,6 +129,26 @@ func testImportChanged(t *testing.T, be *backend) {
 	}
 	if fi, err := c.Stat(ctx, "/imp/b"); err != nil || fi.Size() != int64(len(v1["b"])) {
 		t.Fatalf("/imp/b after --keep-changed: %v, %v; want its old size", fi, err)
+	}
+
+	// An import with --checksums follows a changed object too.
+	k1, k2 := randomData(77, 200<<10), randomData(78, 333<<10)
+	for i, d := range [][]byte{k1, k2} {
+		if _, err := s3c.PutObject(ctx, bucket, "chk/k", bytes.NewReader(d), int64(len(d)), minio.PutObjectOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		st, err := c.TierImportWith(ctx, "t", "chk/", "/chk", client.ImportOptions{Parallel: 1, Checksums: true})
+		if want := (client.ImportStats{Files: 1, Bytes: int64(len(k1))}); i == 1 {
+			want = client.ImportStats{Updated: 1}
+			if err != nil || st != want {
+				t.Fatalf("import --checksums again: %+v, %v; want %+v", st, err, want)
+			}
+		} else if err != nil || st != want {
+			t.Fatalf("import --checksums: %+v, %v; want %+v", st, err, want)
+		}
+	}
+	if got, err := readAll(ctx, c, "/chk/k"); err != nil || !bytes.Equal(got, k2) {
+		t.Fatalf("/chk/k after the re-run with --checksums: %d bytes, %v; want the new object's %d", len(got), err, len(k2))
 	}
 }
 
