@@ -108,6 +108,13 @@ type ImportOptions struct {
 	// Gone, if not nil, is called (with Delete) for each file of an
 	// object gone from the bucket: removed, or kept.
 	Gone func(p string, removed bool)
+	// DryRun changes nothing: the listing is merged with a walk of the
+	// directory (tierImportDry) to count (and Report, with a nil error)
+	// the objects whose files an import would make (ImportStats.Files,
+	// Bytes, Empty) beside those whose names exist (Present), and, with
+	// Delete, to find (and pass to Gone) the files it would remove or
+	// keep (Removed, Orphaned), each checked as a real run checks it.
+	DryRun bool
 }
 
 // TierImport is TierImportWith importing the listing alone (no object is
@@ -149,6 +156,9 @@ func (c *Client) TierImportWith(ctx context.Context, backend, prefix, dir string
 		return st, err
 	}
 	dir = clean(dir)
+	if o.DryRun {
+		return c.tierImportDry(ctx, store, backend, prefix, dir, o)
+	}
 	if err := c.MkdirAll(ctx, dir, 0o755); err != nil {
 		return st, err
 	}
@@ -197,7 +207,7 @@ func (c *Client) TierImportWith(ctx context.Context, backend, prefix, dir string
 	if o.Delete {
 		prune = &importPrune{walk: newImportWalk(ctx, c, prefix, dir), gone: func(f walkFile) {
 			g.Go(func() error {
-				err := c.forgetGone(ctx, store, backend, prefix, f)
+				err := c.forgetGone(ctx, store, backend, prefix, f, false)
 				mu.Lock()
 				switch err {
 				case nil:

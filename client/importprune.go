@@ -162,16 +162,16 @@ type importPrune struct {
 }
 
 // seen takes the listing's next key: every file before it is not in the
-// bucket (as listed), a file of that key is.
-func (p *importPrune) seen(key string) {
+// bucket (as listed), a file of that key is (then seen says true).
+func (p *importPrune) seen(key string) bool {
 	for {
 		f, ok := p.walk.peek()
 		if !ok || f.key > key {
-			return
+			return false
 		}
 		p.walk.next()
 		if f.key == key {
-			return
+			return true
 		}
 		p.gone(f)
 	}
@@ -192,8 +192,10 @@ func (p *importPrune) end() {
 // forgetGone removes file f if an import made it of an object of backend
 // under prefix that is gone from the bucket (store), or keeps it
 // (OpTierForget). It returns nil when the file is not such an import, or
-// its object is there.
-func (c *Client) forgetGone(ctx context.Context, store tier.Store, backend, prefix string, f walkFile) error {
+// its object is there. With dry it changes nothing and says what it
+// would do (a released file removed, an archived one kept; it cannot
+// tell a file whose restore runs, which the removal would keep).
+func (c *Client) forgetGone(ctx context.Context, store tier.Store, backend, prefix string, f walkFile, dry bool) error {
 	rec, err := c.hsmGet(ctx, f.ino)
 	switch {
 	case errs.CodeOf(err) == errs.NotFound:
@@ -209,6 +211,12 @@ func (c *Client) forgetGone(ctx context.Context, store tier.Store, backend, pref
 		return nil
 	} else if errs.CodeOf(err) != errs.NotFound {
 		return opErr("tier import: head "+rec.Key, f.path, err)
+	}
+	if dry {
+		if rec.State == wire.HsmReleased {
+			return errImportRemoved
+		}
+		return errImportOrphaned
 	}
 	req := &wire.TierForgetReq{Parent: f.parent, Name: f.name, Backend: backend, Key: rec.Key, Size: rec.Size, Mtime: rec.Mtime, ETag: rec.ETag, Cred: c.cred()}
 	var resp wire.TierForgetResp

@@ -110,10 +110,10 @@ const defaultMoverEvery = time.Minute
 func newTierImport(g *globals) *cobra.Command {
 	var prefix string
 	var parallel int
-	var checksums, keepChanged, del, quiet bool
+	var checksums, keepChanged, del, dryRun, quiet bool
 	var args []string
 	cmd := &cobra.Command{
-		Use:   "import NAME[/PREFIX] DIR [--prefix P] [--checksums] [--keep-changed] [--delete]",
+		Use:   "import NAME[/PREFIX] DIR [--prefix P] [--checksums] [--keep-changed] [--delete] [--dry-run]",
 		Short: "Make the objects of a tier backend (an existing bucket) released files under DIR, without copying them",
 		Long: "Make each object of tier backend NAME whose key starts with PREFIX (or --prefix) a released file\n" +
 			"under DIR (DIR/KEY-WITHOUT-PREFIX): reads fetch it from the bucket and restore it, like any\n" +
@@ -127,7 +127,8 @@ func newTierImport(g *globals) *cobra.Command {
 			"--delete also removes the released files an earlier import made of objects that are gone\n" +
 			"from the bucket now (each confirmed by a HEAD; only after the whole listing was read);\n" +
 			"restored ones keep their bytes and become dirty; other files are never removed; directories\n" +
-			"below DIR those removals leave empty are removed too.",
+			"below DIR those removals leave empty are removed too. --dry-run changes nothing and prints\n" +
+			"what would be imported and (with --delete) which files would be removed.",
 		Args:   exactArgs(2),
 		PreRun: func(_ *cobra.Command, a []string) { args = a },
 	}
@@ -140,7 +141,7 @@ func newTierImport(g *globals) *cobra.Command {
 			}
 			name, prefix = n, p
 		}
-		return e.TierImport(ctx, name, prefix, args[1], client.ImportOptions{Parallel: parallel, Checksums: checksums, KeepChanged: keepChanged, Delete: del}, quiet)
+		return e.TierImport(ctx, name, prefix, args[1], client.ImportOptions{Parallel: parallel, Checksums: checksums, KeepChanged: keepChanged, Delete: del, DryRun: dryRun}, quiet)
 	})
 	f := cmd.Flags()
 	f.StringVar(&prefix, "prefix", "", "import only the keys that start with this (below the backend's own prefix); it is not part of the files' names")
@@ -148,6 +149,7 @@ func newTierImport(g *globals) *cobra.Command {
 	f.BoolVar(&checksums, "checksums", false, "read every object once to take its checksums (CRC32C of each MiB, SHA-256) instead of trusting the listing's ETag")
 	f.BoolVar(&keepChanged, "keep-changed", false, "leave the files of objects that changed in the bucket since an earlier import as they are")
 	f.BoolVar(&del, "delete", false, "remove the released files an earlier import made of objects that are gone from the bucket")
+	f.BoolVar(&dryRun, "dry-run", false, "change nothing: print the objects that would be imported and, with --delete, the files that would be removed")
 	f.BoolVarP(&quiet, "quiet", "q", false, "print only the summary")
 	return cmd
 }

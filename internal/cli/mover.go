@@ -138,7 +138,10 @@ func (e *Env) TierImport(ctx context.Context, backend, prefix, dir string, o cli
 		switch {
 		case err != nil:
 			fmt.Fprintf(e.Stderr, "sluice: %v\n", err)
-		case !quiet:
+		case quiet:
+		case o.DryRun:
+			fmt.Fprintf(e.Stdout, "would import\t%s\t%d\n", p, size)
+		default:
 			fmt.Fprintf(e.Stdout, "%s\t%d\n", p, size)
 		}
 	}
@@ -147,6 +150,10 @@ func (e *Env) TierImport(ctx context.Context, backend, prefix, dir string, o cli
 		defer mu.Unlock()
 		switch {
 		case quiet:
+		case o.DryRun && removed:
+			fmt.Fprintf(e.Stdout, "would remove\t%s\n", p)
+		case o.DryRun:
+			fmt.Fprintf(e.Stdout, "would keep\t%s\t(restored; its object is gone)\n", p)
 		case removed:
 			fmt.Fprintf(e.Stdout, "removed\t%s\n", p)
 		default:
@@ -154,6 +161,13 @@ func (e *Env) TierImport(ctx context.Context, backend, prefix, dir string, o cli
 		}
 	}
 	st, err := e.Client.TierImportWith(ctx, backend, prefix, dir, o)
+	if o.DryRun {
+		fmt.Fprintf(e.Stdout, "dry run, nothing changed: would import %d files (%s) and %d empty ones; %d names exist already, %d keys skipped, %d failed\n", st.Files, human(st.Bytes), st.Empty, st.Present, st.Skipped, st.Failed)
+		if o.Delete {
+			fmt.Fprintf(e.Stdout, "dry run: objects removed from the bucket since they were imported: %d files would be removed, %d kept (restored)\n", st.Removed, st.Orphaned)
+		}
+		return err
+	}
 	fmt.Fprintf(e.Stdout, "imported %d files (%s) and %d empty ones; %d imported before, %d keys skipped, %d failed\n", st.Files, human(st.Bytes), st.Empty, st.Present, st.Skipped, st.Failed)
 	if st.Updated+st.Changed > 0 {
 		fmt.Fprintf(e.Stdout, "objects changed in the bucket since they were imported: %d files updated to them, %d kept (restored or being restored)\n", st.Updated, st.Changed)

@@ -20,7 +20,8 @@ import (
 // the directory, or the files another import (another prefix) made below
 // it even when their objects are gone; without --delete a re-run removes
 // nothing; a directory the removals left empty is removed, one that keeps
-// a file is not. Against both real S3 backends.
+// a file is not; --dry-run says what a run would import and remove and
+// changes nothing. Against both real S3 backends.
 func TestImportDelete(t *testing.T) {
 	eachBackend(t, testImportDelete)
 }
@@ -67,9 +68,35 @@ func testImportDelete(t *testing.T, be *backend) {
 		t.Fatalf("/imp/a after a re-run without --delete: %v", err)
 	}
 
+	// A dry run says what the run would do and changes nothing; a new
+	// object, a new directory's, would be imported.
+	fresh := randomData(98, 5<<10)
+	if _, err := s3c.PutObject(ctx, bucket, "del/n/new", bytes.NewReader(fresh), int64(len(fresh)), minio.PutObjectOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	r = fs.cli("tier", "import", "t/del/", "/imp", "--delete", "--dry-run")
+	t.Logf("tier import --delete --dry-run: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	if r.code != 0 || !strings.Contains(r.stdout, "dry run, nothing changed: would import 1 files (5.0 KiB) and 0 empty ones; 1 names exist already") ||
+		!strings.Contains(r.stdout, "dry run: objects removed from the bucket since they were imported: 5 files would be removed, 1 kept (restored)") ||
+		!strings.Contains(r.stdout, "would import\t/imp/n/new\t5120\n") ||
+		!strings.Contains(r.stdout, "would remove\t/imp/d1.x\n") || !strings.Contains(r.stdout, "would keep\t/imp/d1/c\t") {
+		t.Fatalf("tier import --delete --dry-run: want exit 0, n/new to import, 5 files to remove, c kept")
+	}
+	for _, p := range []string{"/imp/a", "/imp/d1.x", "/imp/deep/x/y/f"} {
+		if _, err := c.Stat(ctx, p); err != nil {
+			t.Fatalf("%s after a dry run: %v; want it there", p, err)
+		}
+	}
+	if _, err := c.Stat(ctx, "/imp/n"); errs.CodeOf(err) != errs.NotFound {
+		t.Fatalf("/imp/n after a dry run: %v; want nothing made", err)
+	}
+	if info, err := c.HsmState(ctx, "/imp/d1/c"); err != nil || info.State != "archived" {
+		t.Fatalf("/imp/d1/c after a dry run: %+v, %v; want it archived still", info, err)
+	}
+
 	r = fs.cli("tier", "import", "t/del/", "/imp", "--delete")
 	t.Logf("tier import --delete: exit %d\n%s%s", r.code, r.stdout, r.stderr)
-	if r.code != 0 || !strings.Contains(r.stdout, "1 imported before, 0 keys skipped, 0 failed") ||
+	if r.code != 0 || !strings.Contains(r.stdout, "imported 1 files (5.0 KiB) and 0 empty ones; 1 imported before, 0 keys skipped, 0 failed") ||
 		!strings.Contains(r.stdout, "objects removed from the bucket since they were imported: 5 files removed, 1 kept (restored or being restored); 4 directories they left empty removed") ||
 		!strings.Contains(r.stdout, "removed\t/imp/d1/sub/\n") ||
 		!strings.Contains(r.stdout, "removed\t/imp/d1.x\n") || !strings.Contains(r.stdout, "kept\t/imp/d1/c\t") {
