@@ -572,15 +572,6 @@ func (c *Client) GetLayout(ctx context.Context, p string) (Layout, error) {
 	return out, nil
 }
 
-// getLayout returns inode ino's layout.
-func (c *Client) getLayout(ctx context.Context, ino uint64) (placement.Layout, error) {
-	var l wire.LayoutMsg
-	if err := c.metaCall(ctx, wire.OpGetLayout, &wire.InoReq{Ino: ino}, &l); err != nil {
-		return placement.Layout{}, err
-	}
-	return l.Layout, nil
-}
-
 // SetLayout sets a directory's default layout (inherited by new files and
 // directories below it), or the layout of an empty file. Chains are chosen
 // by the metadata service when files are created; l.Chains is ignored. A

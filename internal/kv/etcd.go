@@ -98,7 +98,7 @@ func (o EtcdOptions) Validate() error {
 		return fmt.Errorf("kv: etcd options: negative timeout: %w", errs.ErrInvalid)
 	case o.MaxTxnOps < 0:
 		return fmt.Errorf("kv: etcd options: negative MaxTxnOps %d: %w", o.MaxTxnOps, errs.ErrInvalid)
-	case strings.Trim(o.Prefix, "\xff") == "":
+	case strings.Count(o.Prefix, "\xff") == len(o.Prefix):
 		return fmt.Errorf("kv: etcd options: Prefix %q has no end (all 0xff): %w", o.Prefix, errs.ErrInvalid)
 	}
 	return nil

@@ -1,7 +1,6 @@
 package s3
 
 import (
-	"crypto/md5"
 	"crypto/sha1"
 	"crypto/sha256"
 	"encoding/base64"
@@ -56,17 +55,16 @@ type verifier struct {
 	want int64 // -1: unknown
 	max  int64
 
-	md5       hash.Hash
-	wantMD5   []byte
-	sha       hash.Hash
-	wantSHA   string
-	ck        hash.Hash
-	ckAlg     string
-	wantCK    func() (string, bool) // the expected checksum once the body is read
-	ckValue   string                // the verified checksum (base64)
-	done      bool
-	finalErr  error
-	chunkBody *chunkedReader
+	md5      hash.Hash
+	wantMD5  []byte
+	sha      hash.Hash
+	wantSHA  string
+	ck       hash.Hash
+	ckAlg    string
+	wantCK   func() (string, bool) // the expected checksum once the body is read
+	ckValue  string                // the verified checksum (base64)
+	done     bool
+	finalErr error
 }
 
 func (v *verifier) Read(p []byte) (int, error) {
@@ -149,8 +147,6 @@ func (v *verifier) computeChecksum(alg string) {
 
 // etag returns the hex MD5 of the body; valid once the body is read.
 func (v *verifier) etag() string { return hex.EncodeToString(v.md5.Sum(nil)) }
-
-func newMD5() hash.Hash { return md5.New() }
 
 // Checksum types of a multipart object (x-amz-checksum-type).
 const (
