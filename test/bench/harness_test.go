@@ -45,8 +45,6 @@ func startServer(t testing.TB) *server {
 	return &server{t: t, addr: addr, admin: admin, proc: p}
 }
 
-func (s *server) kill() { s.proc.Kill() }
-
 func (s *server) client() *client.Client {
 	s.t.Helper()
 	return proctest.Client(s.t, s.addr)

@@ -26,7 +26,6 @@ import (
 
 // metaSystem is one place to run metadata operations.
 type metaSystem struct {
-	name   string
 	create func(i int) error
 	stat   func(i int) error
 	unlink func(i int) error

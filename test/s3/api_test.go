@@ -191,6 +191,7 @@ func TestObjectAPI(t *testing.T) {
 		mustStatus(t, resp, body, 200)
 		etag := resp.Header.Get("ETag")
 		resp, body = c.do(t, "HEAD", "/api/cond", nil, nil, nil)
+		mustStatus(t, resp, body, 200)
 		lm := resp.Header.Get("Last-Modified")
 		mt, _ := http.ParseTime(lm)
 		past, future := mt.Add(-time.Hour).Format(http.TimeFormat), mt.Add(time.Hour).Format(http.TimeFormat)
@@ -306,6 +307,7 @@ func TestObjectAPI(t *testing.T) {
 			t.Errorf("ListParts: %+v", lp)
 		}
 		resp, body = c.do(t, "GET", "/api", url.Values{"uploads": {""}}, nil, nil)
+		mustStatus(t, resp, body, 200)
 		if !strings.Contains(string(body), id) {
 			t.Errorf("ListMultipartUploads does not show %s: %s", id, body)
 		}
@@ -353,6 +355,7 @@ func TestObjectAPI(t *testing.T) {
 		}
 		// Small parts are refused, as in S3; abort removes everything.
 		resp, body = c.do(t, "POST", "/api/mp/small", url.Values{"uploads": {""}}, nil, nil)
+		mustStatus(t, resp, body, 200)
 		xml.Unmarshal(body, &init)
 		id = init.UploadId
 		r1, _ := c.do(t, "PUT", "/api/mp/small", url.Values{"uploadId": {id}, "partNumber": {"1"}}, nil, []byte("tiny"))
@@ -540,7 +543,7 @@ func TestObjectAPI(t *testing.T) {
 		}
 		resp, body = c.do(t, "DELETE", "/lst/marker/", nil, nil, nil)
 		mustStatus(t, resp, body, 204)
-		resp, body = c.do(t, "HEAD", "/lst/marker/", nil, nil, nil)
+		resp, _ = c.do(t, "HEAD", "/lst/marker/", nil, nil, nil)
 		if resp.StatusCode != 404 {
 			t.Errorf("HEAD of a deleted dir object: %d", resp.StatusCode)
 		}

@@ -130,6 +130,9 @@ func TestGeneratedCredentials(t *testing.T) {
 	p.Kill()
 	env := append(cleanEnv(), "SLUICE_S3_ACCESS_KEY=ENVKEY0001", "SLUICE_S3_SECRET_KEY=env-secret-0001")
 	p, endpoint = startProc(t, env, gatewayLine, "serve", "--data-dir", dataDir, "--listen", "127.0.0.1:0", "--s3", "127.0.0.1:0")
+	if !strings.Contains(p.Logs(), "S3 credentials from environment") {
+		t.Errorf("restart with keys in the environment did not take them: %s", p.Logs())
+	}
 	c = newS3Client(endpoint)
 	c.ak, c.sk = "ENVKEY0001", "env-secret-0001"
 	resp, body = c.do(t, "GET", "/", nil, nil, nil)
