@@ -34,6 +34,11 @@ type ImportStats struct {
 	// again before a release) or was being restored (a re-run once its
 	// restore ended updates one still released).
 	Changed int
+	// Own: files an earlier import made that are files of their own
+	// since (written and archived again, or their record removed): kept,
+	// not replaced, and no failure (before 2026-12-04, and against an
+	// older metadata service, they count as Failed).
+	Own     int
 	Skipped int // keys that name a directory (ending in "/"), or nothing
 	// Removed: files an earlier import made of objects that are gone
 	// from the bucket now, still released: removed (ImportOptions.Delete).
@@ -61,6 +66,10 @@ var (
 	errImportUpdated = errs.New(errs.Exists, "client: tier import: imported before, updated to the changed object")
 	errImportChanged = errs.New(errs.Exists, "client: tier import: imported before; the object changed, the file was restored and is kept")
 )
+
+// errImportOwn says that the file of an object is there from an earlier
+// import and is a file of its own since (ImportStats.Own).
+var errImportOwn = errs.New(errs.Exists, "client: tier import: imported before; a file of its own since (written and archived again): kept")
 
 // importTempPrefix begins the temporary name of a file imported on its
 // own until its record is in.
@@ -178,6 +187,9 @@ func (c *Client) TierImportWith(ctx context.Context, backend, prefix, dir string
 			err = nil
 		case err == errImportChanged:
 			st.Changed++
+			err = nil
+		case err == errImportOwn:
+			st.Own++
 			err = nil
 		case err != nil:
 			st.Failed++
@@ -397,6 +409,8 @@ func importResult(res uint8, p string, why *[]string) error {
 		return errImportUpdated
 	case wire.ImportChanged:
 		return errImportChanged
+	case wire.ImportOwn:
+		return errImportOwn
 	case wire.ImportExists:
 		return errs.New(errs.Exists, "client: tier import: %s exists already (not replaced)", p)
 	}
@@ -425,21 +439,43 @@ func listedAgain(r wire.HsmRecord, o tier.ObjectInfo) bool {
 	return r.Mtime == o.Modified.UnixNano()
 }
 
+// importExisting asks the metadata service what the existing file p is to
+// an import of object o (OpTierImport of one entry, without Refresh,
+// which replaces no file): the import's own (errImportOwn), or another
+// file (errs.Exists); if the name went meanwhile, the file is made then
+// (nil).
+func (c *Client) importExisting(ctx context.Context, backend, p string, o tier.ObjectInfo) error {
+	err := c.refreshOne(ctx, backend, p, o, false)
+	if errs.CodeOf(err) == errs.NotSupported {
+		return errs.New(errs.Exists, "client: tier import: %s exists already (not replaced)", p)
+	}
+	return err
+}
+
 // refreshImported makes the file p that an earlier import made of object
 // o (now another object, listed with an ETag) the new object, as a re-run
 // from the listing does (OpTierImport with Refresh): its record pinned to
 // the new ETag, its checksums taken by its first restore.
 func (c *Client) refreshImported(ctx context.Context, backend, p string, o tier.ObjectInfo) error {
+	err := c.refreshOne(ctx, backend, p, o, true)
+	if errs.CodeOf(err) == errs.NotSupported {
+		return errImported // an older service: as before
+	}
+	return err
+}
+
+// refreshOne sends object o's entry for file p alone (OpTierImport).
+func (c *Client) refreshOne(ctx context.Context, backend, p string, o tier.ObjectInfo, refresh bool) error {
 	a, err := c.resolve(ctx, path.Dir(p), true)
 	if err != nil {
 		return err
 	}
-	req := &wire.TierImportReq{Parent: a.Ino, Backend: backend, Mode: 0o644, Cred: c.cred(), Entries: []wire.TierImportEntry{importEntry(p, o)}, Refresh: true}
+	req := &wire.TierImportReq{Parent: a.Ino, Backend: backend, Mode: 0o644, Cred: c.cred(), Entries: []wire.TierImportEntry{importEntry(p, o)}, Refresh: refresh}
 	var resp wire.TierImportResp
 	err = c.metaCall(ctx, wire.OpTierImport, req, &resp)
 	switch {
 	case errs.CodeOf(err) == errs.NotSupported:
-		return errImported // an older service: as before
+		return err
 	case err != nil:
 		return opErr("tier import", p, err)
 	case len(resp.Results) != 1:
@@ -475,11 +511,17 @@ func (c *Client) importObject(ctx context.Context, store tier.Store, backend str
 			if o.Size == 0 && fi.Size() == 0 {
 				return errImported // an empty object's file has no record
 			}
-			if r, err := c.hsmGet(ctx, fi.Attr().Ino); err == nil && r.Gen == tier.ImportedGen && r.Backend == backend && r.Key == o.Key {
+			r, err := c.hsmGet(ctx, fi.Attr().Ino)
+			if err == nil && r.Gen == tier.ImportedGen && r.Backend == backend && r.Key == o.Key {
 				if refresh && o.ETag != "" && !listedAgain(r, o) {
 					return c.refreshImported(ctx, backend, p, o)
 				}
 				return errImported
+			}
+			if err == nil && o.ETag != "" && o.Size > 0 {
+				// The metadata service tells a file an import made
+				// (ImportOwn) from another's; it changes neither.
+				return c.importExisting(ctx, backend, p, o)
 			}
 		}
 		return errs.New(errs.Exists, "client: tier import: %s exists already (not replaced)", p)

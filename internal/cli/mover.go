@@ -172,6 +172,9 @@ func (e *Env) TierImport(ctx context.Context, backend, prefix, dir string, o cli
 	if st.Updated+st.Changed > 0 {
 		fmt.Fprintf(e.Stdout, "objects changed in the bucket since they were imported: %d files updated to them, %d kept (restored or being restored)\n", st.Updated, st.Changed)
 	}
+	if st.Own > 0 {
+		fmt.Fprintf(e.Stdout, "files an earlier import made that are files of their own since (written and archived again): %d kept\n", st.Own)
+	}
 	if o.Delete {
 		fmt.Fprintf(e.Stdout, "objects removed from the bucket since they were imported: %d files removed, %d kept (restored or being restored); %d directories they left empty removed\n", st.Removed, st.Orphaned, st.RemovedDirs)
 	}

@@ -74,8 +74,9 @@ func sameObject(cur, fresh wire.HsmRecord) bool {
 // mtime the object's, its HSM record pinned to the object's ETag
 // (docs/tier.md). An existing name is never replaced: it counts as
 // imported before when it is the import of the same object (with
-// req.Refresh, of the object as it is now: importAgain), else as
-// existing.
+// req.Refresh, of the object as it is now: importAgain), as a file of its
+// own when an import made it but it is not the import of an object any
+// more (ImportOwn), else as existing.
 func (s *Service) TierImport(ctx context.Context, req *wire.TierImportReq) (wire.TierImportResp, error) {
 	r, err := s.tierImport(ctx, req)
 	if err != nil {
@@ -179,7 +180,8 @@ func (s *Service) importGroup(ctx context.Context, pv *placeView, req *wire.Tier
 					if err != nil {
 						return err
 					}
-					if importedBefore(cur, req.Backend, it.Key) {
+					switch {
+					case importedBefore(cur, req.Backend, it.Key):
 						res, next, ok := importAgain(cur, lease, recs[i], req.Refresh, now)
 						resp.Results[i] = res
 						if ok && res == wire.ImportUpdated {
@@ -196,6 +198,18 @@ func (s *Service) importGroup(ctx context.Context, pv *placeView, req *wire.Tier
 						if ok {
 							putHsm(tx, e.ino, next, nil)
 						}
+					case cur.State != wire.HsmResident && cur.Gen == tier.ImportedGen:
+						// Another object's import: it exists.
+					default:
+						// A file an import made that is of its own
+						// since is kept, not counted as another's.
+						n, err := getInode(tx, e.ino)
+						if err != nil {
+							return err
+						}
+						if n.Flags&inoImported != 0 {
+							resp.Results[i] = wire.ImportOwn
+						}
 					}
 				}
 				continue
@@ -206,7 +220,7 @@ func (s *Service) importGroup(ctx context.Context, pv *placeView, req *wire.Tier
 				Atime: now, Mtime: it.Mtime, Ctime: now, Size: it.Size,
 				// Its bytes count as in chunks (which a restore
 				// writes), so that attributes show it released.
-				Flags: newInodeFlags | inoChunks | inoHsm,
+				Flags: newInodeFlags | inoChunks | inoHsm | inoImported,
 			}
 			if n.Layout, err = s.fileLayout(placement.Layout{}, parent.Layout, pool, *pv, ino); err != nil {
 				return err

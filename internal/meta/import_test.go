@@ -351,3 +351,46 @@ func TestTierForget(t *testing.T) {
 		t.Fatalf("no audit entry names the removal of a by uid 42: %+v", entries)
 	}
 }
+
+// TestTierImportOwn: a file an import made that is not the import of an
+// object any more (here restored, then its record removed) is a file of
+// its own to a re-run (ImportOwn, kept), where another file of the same
+// name is one that exists (ImportExists).
+func TestTierImportOwn(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s := newTestService(t, nil, nil)
+	addTestBackend(t, s)
+	entry := func(name string) wire.TierImportEntry {
+		return wire.TierImportEntry{Name: name, Key: "k/" + name, Size: 10, Mtime: 100, ETag: "e1"}
+	}
+	imp := func(es ...wire.TierImportEntry) []uint8 {
+		t.Helper()
+		r, err := s.TierImport(ctx, &wire.TierImportReq{Parent: RootIno, Backend: "b", Mode: 0o644, Entries: es, Refresh: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r.Results
+	}
+	imp(entry("a"))
+	mustCreate(t, s, RootIno, "mine")
+	a, err := s.Lookup(ctx, RootIno, "a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.HsmClaim(ctx, &wire.HsmClaimReq{Ino: a.Ino, Owner: 1, LeaseMs: 60000}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.HsmRestored(ctx, &wire.HsmClaimReq{Ino: a.Ino, Owner: 1}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.HsmUpdate(ctx, &wire.HsmUpdateReq{Ino: a.Ino, Action: wire.HsmActRemove}); err != nil {
+		t.Fatal(err)
+	}
+	if got := imp(entry("a"), entry("mine")); got[0] != wire.ImportOwn || got[1] != wire.ImportExists {
+		t.Fatalf("re-run: %v, want own (a), exists (mine)", got)
+	}
+	if rec, err := s.HsmGet(ctx, a.Ino); err != nil || rec.State != wire.HsmResident {
+		t.Fatalf("a after the re-run: %+v, %v; want it left resident", rec, err)
+	}
+}

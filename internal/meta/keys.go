@@ -163,6 +163,12 @@ const (
 	// inoHsm: an HSM record ("H" key, object tier) was written for the
 	// inode. Never cleared. Without inoFlagsKnown, one may exist.
 	inoHsm
+	// inoImported: an import (sluice tier import) made the file of an
+	// object of a bucket. Never cleared: once the file is of its own
+	// (written and archived again, or its record removed), a re-run of
+	// the import still tells it from another file (wire.ImportOwn).
+	// Inodes made before 2026-12-04 lack it.
+	inoImported
 )
 
 // newInodeFlags are the flags of a new inode.

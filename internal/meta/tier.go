@@ -552,7 +552,7 @@ func (s *Service) HsmUpdate(ctx context.Context, req *wire.HsmUpdateReq) (wire.H
 			// count as in chunks (which a restore writes), so that
 			// attributes show it released.
 			n.Size, n.Mtime, n.Ctime = next.Size, next.Mtime, s.nowNs()
-			n.Flags |= inoChunks | inoHsm
+			n.Flags |= inoChunks | inoHsm | inoImported
 			tx.Set(inodeKey(req.Ino), n.encode())
 		}
 		if next.State != wire.HsmResident && n.Flags&inoHsm == 0 {

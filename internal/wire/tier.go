@@ -499,6 +499,11 @@ const (
 	// Only with TierImportReq.Refresh:
 	ImportUpdated uint8 = 4 // an earlier import made it of the object, which changed: the file now is the new object
 	ImportChanged uint8 = 5 // the same, but the file has its bytes on the targets (kept; an archived one becomes dirty) or is being restored
+	// ImportOwn: an import made the file, which is not the import of an
+	// object any more (written and archived again, or its record
+	// removed): kept, not replaced (2026-12-04; an older service says
+	// ImportExists).
+	ImportOwn uint8 = 6
 )
 
 // TierImportResp answers a TierImportReq: a result per entry, in order,

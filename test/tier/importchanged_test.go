@@ -131,6 +131,26 @@ func testImportChanged(t *testing.T, be *backend) {
 		t.Fatalf("/imp/b after --keep-changed: %v, %v; want its old size", fi, err)
 	}
 
+	// c, dirty, is archived again (to a key of its own): a file of its
+	// own now, which re-runs keep and count, without failing (before
+	// 2026-12-04: "exists already", exit 1), with --checksums too.
+	if info, err := c.HsmArchive(ctx, "/imp/c", ""); err != nil || info.Gen == 0 {
+		t.Fatalf("archive of /imp/c again: %+v, %v", info, err)
+	}
+	r = fs.cli("tier", "import", "t/"+pfx, "/imp")
+	t.Logf("tier import after /imp/c was archived again: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	if r.code != 0 || !strings.Contains(r.stdout, "1 imported before, 0 keys skipped, 0 failed") ||
+		!strings.Contains(r.stdout, "0 files updated to them, 1 kept") ||
+		!strings.Contains(r.stdout, "files an earlier import made that are files of their own since (written and archived again): 1 kept") {
+		t.Fatalf("tier import after /imp/c was archived again: want exit 0, a imported before, b (restored by a read, changed) kept, c its own")
+	}
+	if st, err := c.TierImportWith(ctx, "t", pfx, "/imp", client.ImportOptions{Parallel: 1, Checksums: true}); err != nil || st.Own != 1 || st.Present != 1 || st.Changed != 1 || st.Failed != 0 {
+		t.Fatalf("import --checksums after /imp/c was archived again: %+v, %v; want c its own, a imported before, b kept", st, err)
+	}
+	if got, err := readAll(ctx, c, "/imp/c"); err != nil || !bytes.Equal(got, v1["c"]) {
+		t.Fatalf("/imp/c after the re-runs: %d bytes, %v; want its own bytes", len(got), err)
+	}
+
 	// An import with --checksums follows a changed object too.
 	k1, k2 := randomData(77, 200<<10), randomData(78, 333<<10)
 	for i, d := range [][]byte{k1, k2} {
