@@ -111,8 +111,12 @@ type ImportOptions struct {
 	// directories below dir that the removals leave empty are removed
 	// (ImportStats.RemovedDirs).
 	Delete bool
-	// Report, if not nil, is called after each object with the file's
-	// path, its size and the error, if any.
+	// Report, if not nil, is called after each object whose file was
+	// made or updated to it (err nil) or failed, with the file's path,
+	// the object's size and the error; not for files an earlier import
+	// made that are left as they are (counted in ImportStats), so that a
+	// re-run over a large bucket reports only what it did (before
+	// 2026-12-04 those were reported too, with a nil error).
 	Report func(p string, size int64, err error)
 	// Gone, if not nil, is called (with Delete) for each file of an
 	// object gone from the bucket: removed, or kept.
@@ -178,19 +182,20 @@ func (c *Client) TierImportWith(ctx context.Context, backend, prefix, dir string
 	made.Store(dir, true)
 	count := func(p string, obj tier.ObjectInfo, err error) {
 		mu.Lock()
+		report := o.Report != nil
 		switch {
 		case err == errImported:
 			st.Present++
-			err = nil
+			report = false
 		case err == errImportUpdated:
 			st.Updated++
 			err = nil
 		case err == errImportChanged:
 			st.Changed++
-			err = nil
+			report = false
 		case err == errImportOwn:
 			st.Own++
-			err = nil
+			report = false
 		case err != nil:
 			st.Failed++
 		case obj.Size == 0:
@@ -200,7 +205,7 @@ func (c *Client) TierImportWith(ctx context.Context, backend, prefix, dir string
 			st.Bytes += obj.Size
 		}
 		mu.Unlock()
-		if o.Report != nil {
+		if report {
 			o.Report(p, obj.Size, err)
 		}
 	}
