@@ -226,25 +226,11 @@ func (c *Client) TierImportWith(ctx context.Context, backend, prefix, dir string
 			g.Go(func() error {
 				err := c.forgetGone(ctx, store, backend, prefix, f, false)
 				mu.Lock()
-				switch err {
-				case nil:
-				case errImportRemoved:
-					st.Removed++
+				if err == errImportRemoved {
 					emptied[path.Dir(f.path)] = true
-				case errImportOrphaned:
-					st.Orphaned++
-				default:
-					st.Failed++
 				}
 				mu.Unlock()
-				switch {
-				case err == errImportRemoved || err == errImportOrphaned:
-					if o.Gone != nil {
-						o.Gone(f.path, err == errImportRemoved)
-					}
-				case err != nil && o.Report != nil:
-					o.Report(f.path, 0, err)
-				}
+				tallyGone(&mu, &st, &o, f, err)
 				return nil
 			})
 		}}

@@ -37,26 +37,7 @@ func (c *Client) tierImportDry(ctx context.Context, store tier.Store, backend, p
 			return
 		}
 		g.Go(func() error {
-			err := c.forgetGone(ctx, store, backend, prefix, f, true)
-			mu.Lock()
-			switch err {
-			case nil:
-			case errImportRemoved:
-				st.Removed++
-			case errImportOrphaned:
-				st.Orphaned++
-			default:
-				st.Failed++
-			}
-			mu.Unlock()
-			switch {
-			case err == errImportRemoved || err == errImportOrphaned:
-				if o.Gone != nil {
-					o.Gone(f.path, err == errImportRemoved)
-				}
-			case err != nil && o.Report != nil:
-				o.Report(f.path, 0, err)
-			}
+			tallyGone(&mu, &st, &o, f, c.forgetGone(ctx, store, backend, prefix, f, true))
 			return nil
 		})
 	}}

@@ -6,6 +6,7 @@ import (
 	"path"
 	"slices"
 	"strings"
+	"sync"
 	"syscall"
 
 	"github.com/sluice-fs/sluice/internal/errs"
@@ -233,4 +234,28 @@ func (c *Client) forgetGone(ctx context.Context, store tier.Store, backend, pref
 		return errImportOrphaned
 	}
 	return nil
+}
+
+// tallyGone counts in st (under mu) what forgetGone said of file f, and
+// hands the file to o.Gone (removed or kept) or its error to o.Report.
+func tallyGone(mu *sync.Mutex, st *ImportStats, o *ImportOptions, f walkFile, err error) {
+	mu.Lock()
+	switch err {
+	case nil:
+	case errImportRemoved:
+		st.Removed++
+	case errImportOrphaned:
+		st.Orphaned++
+	default:
+		st.Failed++
+	}
+	mu.Unlock()
+	switch {
+	case err == errImportRemoved || err == errImportOrphaned:
+		if o.Gone != nil {
+			o.Gone(f.path, err == errImportRemoved)
+		}
+	case err != nil && o.Report != nil:
+		o.Report(f.path, 0, err)
+	}
 }

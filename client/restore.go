@@ -657,11 +657,9 @@ func (f *File) readReleased(ctx context.Context, off int64, dst []byte) error {
 		t.job = nil
 		t.mu.Unlock()
 		var a wire.Attr
-		if err := f.c.metaCall(ctx, wire.OpGetAttr, &wire.InoReq{Ino: f.ino}, &a); err != nil {
+		if err := f.learnNow(ctx, &a); err != nil {
 			return err
 		}
-		f.learn(&a)
-		f.learnLayout(&a)
 		if a.Flags&wire.AttrReleased == 0 {
 			return f.readChunks(ctx, off, dst)
 		}
@@ -685,13 +683,22 @@ func (f *File) readReleased(ctx context.Context, off int64, dst []byte) error {
 	// Read the file as it is now: from its new copy, or from the targets
 	// if it is not released any more.
 	var a wire.Attr
-	if err := f.c.metaCall(ctx, wire.OpGetAttr, &wire.InoReq{Ino: f.ino}, &a); err != nil {
+	if err := f.learnNow(ctx, &a); err != nil {
 		return err
 	}
-	f.learn(&a)
-	f.learnLayout(&a)
 	if a.Flags&wire.AttrReleased == 0 {
 		return f.readChunks(ctx, off, dst)
 	}
 	return f.readTier(ctx, off, dst)
+}
+
+// learnNow asks for the file's attributes, into a, and learns them and
+// the layout they carry.
+func (f *File) learnNow(ctx context.Context, a *wire.Attr) error {
+	if err := f.c.metaCall(ctx, wire.OpGetAttr, &wire.InoReq{Ino: f.ino}, a); err != nil {
+		return err
+	}
+	f.learn(a)
+	f.learnLayout(a)
+	return nil
 }

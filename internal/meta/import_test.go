@@ -163,12 +163,7 @@ func TestTierImportRefresh(t *testing.T) {
 	if _, err := s.HsmClaim(ctx, &wire.HsmClaimReq{Ino: ino("b"), Owner: 1, LeaseMs: 60000}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.HsmClaim(ctx, &wire.HsmClaimReq{Ino: ino("c"), Owner: 2, LeaseMs: 60000}); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := s.HsmRestored(ctx, &wire.HsmClaimReq{Ino: ino("c"), Owner: 2}); err != nil {
-		t.Fatal(err)
-	}
+	restoreIn(t, s, ino("c"), 2)
 	changed := []wire.TierImportEntry{entry("a", "e2", 25, 300), entry("b", "e2", 25, 300), entry("c", "e2", 25, 300)}
 	if got := imp(false, changed...); got[0] != wire.ImportPresent || got[1] != wire.ImportPresent || got[2] != wire.ImportPresent {
 		t.Fatalf("a re-run without refresh: %v, want every file imported before", got)
@@ -299,12 +294,7 @@ func TestTierForget(t *testing.T) {
 	if _, err := s.HsmClaim(ctx, &wire.HsmClaimReq{Ino: ino("b"), Owner: 1, LeaseMs: 60000}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.HsmClaim(ctx, &wire.HsmClaimReq{Ino: ino("c"), Owner: 2, LeaseMs: 60000}); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := s.HsmRestored(ctx, &wire.HsmClaimReq{Ino: ino("c"), Owner: 2}); err != nil {
-		t.Fatal(err)
-	}
+	restoreIn(t, s, ino("c"), 2)
 	d := entry("d")
 	d.ETag = "e2"
 	if r, err := s.TierImport(ctx, &wire.TierImportReq{Parent: RootIno, Backend: "b", Entries: []wire.TierImportEntry{d}, Refresh: true}); err != nil || r.Results[0] != wire.ImportUpdated {
@@ -378,12 +368,7 @@ func TestTierImportOwn(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.HsmClaim(ctx, &wire.HsmClaimReq{Ino: a.Ino, Owner: 1, LeaseMs: 60000}); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := s.HsmRestored(ctx, &wire.HsmClaimReq{Ino: a.Ino, Owner: 1}); err != nil {
-		t.Fatal(err)
-	}
+	restoreIn(t, s, a.Ino, 1)
 	if _, err := s.HsmUpdate(ctx, &wire.HsmUpdateReq{Ino: a.Ino, Action: wire.HsmActRemove}); err != nil {
 		t.Fatal(err)
 	}
@@ -392,5 +377,18 @@ func TestTierImportOwn(t *testing.T) {
 	}
 	if rec, err := s.HsmGet(ctx, a.Ino); err != nil || rec.State != wire.HsmResident {
 		t.Fatalf("a after the re-run: %+v, %v; want it left resident", rec, err)
+	}
+}
+
+// restoreIn runs a restore of released file ino to its end in service s,
+// as client owner would (lease claimed, restore committed).
+func restoreIn(t *testing.T, s *Service, ino, owner uint64) {
+	t.Helper()
+	ctx := context.Background()
+	if _, err := s.HsmClaim(ctx, &wire.HsmClaimReq{Ino: ino, Owner: owner, LeaseMs: 60000}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.HsmRestored(ctx, &wire.HsmClaimReq{Ino: ino, Owner: owner}); err != nil {
+		t.Fatal(err)
 	}
 }
