@@ -124,11 +124,13 @@ func newTierImport(g *globals) *cobra.Command {
 			"are counted, not redone). A re-run also makes the released files of objects that changed in\n" +
 			"the bucket since the new objects (size, mtime, ETag); restored ones keep their bytes, are\n" +
 			"counted and become dirty (their copy is gone); --keep-changed leaves them all as they are.\n" +
-			"--delete also removes the released files an earlier import made of objects that are gone\n" +
-			"from the bucket now (each confirmed by a HEAD; only after the whole listing was read);\n" +
-			"restored ones keep their bytes and become dirty; other files are never removed; directories\n" +
-			"below DIR those removals leave empty are removed too. --dry-run changes nothing and prints\n" +
-			"what would be imported and (with --delete) which files would be removed.",
+			"Files an import made that are files of their own since (written and archived again) are\n" +
+			"kept and counted. --delete also removes the released files an earlier import made of\n" +
+			"objects that are gone from the bucket now (each confirmed gone by a HEAD; those past the\n" +
+			"last listed key only once the whole listing was read); restored ones keep their bytes and\n" +
+			"become dirty; other files are never removed; directories below DIR those removals leave\n" +
+			"empty are removed too. --dry-run changes nothing and prints what would be imported and\n" +
+			"(with --delete) which files would be removed.",
 		Args:   exactArgs(2),
 		PreRun: func(_ *cobra.Command, a []string) { args = a },
 	}
