@@ -101,10 +101,11 @@ type ImportOptions struct {
 	// objects listed without an ETag and against a metadata service
 	// before it, such files count as Present.
 	KeepChanged bool
-	// Delete removes, once the whole listing was read, the files that an
-	// earlier import of the same backend and prefix made below the
-	// directory of objects that are gone from the bucket (a HEAD of each
-	// confirms it), while they are released and no restore runs
+	// Delete removes the files that an earlier import of the same backend
+	// and prefix made below the directory of objects that are gone from
+	// the bucket (a HEAD of each confirms it; those past the last listed
+	// key only once the whole listing was read), while they are released
+	// and no restore runs
 	// (ImportStats.Removed); a restored one keeps its bytes and becomes
 	// dirty, one being restored is kept (ImportStats.Orphaned). Other
 	// files, and files written since their restore, are never removed;
@@ -224,13 +225,7 @@ func (c *Client) TierImportWith(ctx context.Context, backend, prefix, dir string
 	if o.Delete {
 		prune = &importPrune{walk: newImportWalk(ctx, c, prefix, dir), gone: func(f walkFile) {
 			g.Go(func() error {
-				err := c.forgetGone(ctx, store, backend, prefix, f, false)
-				mu.Lock()
-				if err == errImportRemoved {
-					emptied[path.Dir(f.path)] = true
-				}
-				mu.Unlock()
-				tallyGone(&mu, &st, &o, f, err)
+				tallyGone(&mu, &st, &o, emptied, f, c.forgetGone(ctx, store, backend, prefix, f, false))
 				return nil
 			})
 		}}
@@ -308,7 +303,7 @@ func (c *Client) removeEmptied(ctx context.Context, top string, dirs map[string]
 		for ; d != top && strings.HasPrefix(d, strings.TrimSuffix(top, "/")+"/") && !gone[d]; d = path.Dir(d) {
 			parent, name, err := c.nameParent(ctx, d)
 			if err == nil {
-				err = c.metaCall(ctx, wire.OpRmdir, &wire.NameReq{Parent: parent, Name: name, Cred: c.credp()}, nil)
+				err = c.RmdirIno(ctx, parent, name)
 			}
 			if code := errs.CodeOf(err); code == errs.NotEmpty || code == errs.NotFound || code == errs.NotDir {
 				break
@@ -417,26 +412,13 @@ func importEntry(p string, o tier.ObjectInfo) wire.TierImportEntry {
 	return wire.TierImportEntry{Name: path.Base(p), Key: o.Key, Size: uint64(o.Size), Mtime: o.Modified.UnixNano(), ETag: o.ETag}
 }
 
-// listedAgain says whether an imported file's record r names object o as
-// the listing gives it now: the same ETag (size and mtime where either has
-// none) and size, as the metadata service's refresh compares them.
-func listedAgain(r wire.HsmRecord, o tier.ObjectInfo) bool {
-	if int64(r.Size) != o.Size {
-		return false
-	}
-	if r.ETag != "" && o.ETag != "" {
-		return r.ETag == o.ETag
-	}
-	return r.Mtime == o.Modified.UnixNano()
-}
-
 // importExisting asks the metadata service what the existing file p is to
 // an import of object o (OpTierImport of one entry, without Refresh,
 // which replaces no file): the import's own (errImportOwn), or another
 // file (errs.Exists); if the name went meanwhile, the file is made then
 // (nil).
 func (c *Client) importExisting(ctx context.Context, backend, p string, o tier.ObjectInfo) error {
-	err := c.refreshOne(ctx, backend, p, o, false)
+	err := c.importOne(ctx, backend, p, o, false)
 	if errs.CodeOf(err) == errs.NotSupported {
 		return errs.New(errs.Exists, "client: tier import: %s exists already (not replaced)", p)
 	}
@@ -448,15 +430,16 @@ func (c *Client) importExisting(ctx context.Context, backend, p string, o tier.O
 // from the listing does (OpTierImport with Refresh): its record pinned to
 // the new ETag, its checksums taken by its first restore.
 func (c *Client) refreshImported(ctx context.Context, backend, p string, o tier.ObjectInfo) error {
-	err := c.refreshOne(ctx, backend, p, o, true)
+	err := c.importOne(ctx, backend, p, o, true)
 	if errs.CodeOf(err) == errs.NotSupported {
 		return errImported // an older service: as before
 	}
 	return err
 }
 
-// refreshOne sends object o's entry for file p alone (OpTierImport).
-func (c *Client) refreshOne(ctx context.Context, backend, p string, o tier.ObjectInfo, refresh bool) error {
+// importOne sends object o's entry for file p alone (OpTierImport),
+// with or without Refresh.
+func (c *Client) importOne(ctx context.Context, backend, p string, o tier.ObjectInfo, refresh bool) error {
 	a, err := c.resolve(ctx, path.Dir(p), true)
 	if err != nil {
 		return err
@@ -504,7 +487,7 @@ func (c *Client) importObject(ctx context.Context, store tier.Store, backend str
 			}
 			r, err := c.hsmGet(ctx, fi.Attr().Ino)
 			if err == nil && r.Gen == tier.ImportedGen && r.Backend == backend && r.Key == o.Key {
-				if refresh && o.ETag != "" && !listedAgain(r, o) {
+				if refresh && o.ETag != "" && !tier.SameImport(r, wire.HsmRecord{Size: uint64(o.Size), Mtime: o.Modified.UnixNano(), ETag: o.ETag}) {
 					return c.refreshImported(ctx, backend, p, o)
 				}
 				return errImported

@@ -37,7 +37,7 @@ func (c *Client) tierImportDry(ctx context.Context, store tier.Store, backend, p
 			return
 		}
 		g.Go(func() error {
-			tallyGone(&mu, &st, &o, f, c.forgetGone(ctx, store, backend, prefix, f, true))
+			tallyGone(&mu, &st, &o, nil, f, c.forgetGone(ctx, store, backend, prefix, f, true))
 			return nil
 		})
 	}}

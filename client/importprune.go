@@ -236,14 +236,18 @@ func (c *Client) forgetGone(ctx context.Context, store tier.Store, backend, pref
 	return nil
 }
 
-// tallyGone counts in st (under mu) what forgetGone said of file f, and
-// hands the file to o.Gone (removed or kept) or its error to o.Report.
-func tallyGone(mu *sync.Mutex, st *ImportStats, o *ImportOptions, f walkFile, err error) {
+// tallyGone counts in st (under mu) what forgetGone said of file f, notes
+// the directory of a removed file in emptied (if not nil), and hands the
+// file to o.Gone (removed or kept) or its error to o.Report.
+func tallyGone(mu *sync.Mutex, st *ImportStats, o *ImportOptions, emptied map[string]bool, f walkFile, err error) {
 	mu.Lock()
 	switch err {
 	case nil:
 	case errImportRemoved:
 		st.Removed++
+		if emptied != nil {
+			emptied[path.Dir(f.path)] = true
+		}
 	case errImportOrphaned:
 		st.Orphaned++
 	default:

@@ -43,7 +43,7 @@ func importedBefore(cur wire.HsmRecord, backend, key string) bool {
 // again (to a key of its own) before it can be released.
 func importAgain(cur wire.HsmRecord, lease restoreLease, fresh wire.HsmRecord, refresh bool, now int64) (result uint8, next wire.HsmRecord, ok bool) {
 	switch {
-	case !refresh || sameObject(cur, fresh):
+	case !refresh || tier.SameImport(cur, fresh):
 		return wire.ImportPresent, cur, false
 	case cur.State == wire.HsmArchived:
 		cur.State = wire.HsmDirty
@@ -52,19 +52,6 @@ func importAgain(cur wire.HsmRecord, lease restoreLease, fresh wire.HsmRecord, r
 		return wire.ImportChanged, cur, false
 	}
 	return wire.ImportUpdated, fresh, true
-}
-
-// sameObject says whether an imported file's record cur and a listing's
-// fresh one name the same version of the object: by ETag where both have
-// one, else by size and mtime.
-func sameObject(cur, fresh wire.HsmRecord) bool {
-	if cur.Size != fresh.Size {
-		return false
-	}
-	if cur.ETag != "" && fresh.ETag != "" {
-		return cur.ETag == fresh.ETag
-	}
-	return cur.Mtime == fresh.Mtime
 }
 
 // TierImport makes a released file in directory req.Parent for each
@@ -256,7 +243,7 @@ func (s *Service) importGroup(ctx context.Context, pv *placeView, req *wire.Tier
 // restored and one with other links are kept as they are.
 func forgetGone(cur wire.HsmRecord, lease restoreLease, want wire.HsmRecord, nlink uint32, now int64) (result uint8, next wire.HsmRecord, change, remove bool) {
 	switch {
-	case !importedBefore(cur, want.Backend, want.Key) || !sameObject(cur, want):
+	case !importedBefore(cur, want.Backend, want.Key) || !tier.SameImport(cur, want):
 		return wire.ForgetOther, cur, false, false
 	case cur.State == wire.HsmArchived:
 		cur.State = wire.HsmDirty

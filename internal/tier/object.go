@@ -197,3 +197,18 @@ func (s *Summer) Fill(rec *wire.HsmRecord) {
 		rec.BlockCRCs = append(rec.BlockCRCs, s.cur)
 	}
 }
+
+// SameImport says whether an imported file's record cur and fresh, a
+// record made of the listing as it is now, name the same version of the
+// object: by ETag where both have one, else by size and mtime (the
+// metadata service's refresh and the client's check before asking it
+// both decide by it).
+func SameImport(cur, fresh wire.HsmRecord) bool {
+	if cur.Size != fresh.Size {
+		return false
+	}
+	if cur.ETag != "" && fresh.ETag != "" {
+		return cur.ETag == fresh.ETag
+	}
+	return cur.Mtime == fresh.Mtime
+}
