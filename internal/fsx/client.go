@@ -60,3 +60,16 @@ func (c *clientFile) Size() (int64, error) {
 	}
 	return fi.Size(), nil
 }
+
+// Allocate implements Allocator with File.Allocate and File.ZeroRange.
+func (c *clientFile) Allocate(mode AllocMode, off, n int64) error {
+	switch mode {
+	case AllocExtend:
+		return c.f.Allocate(c.ctx, off+n)
+	case AllocPunch, AllocZeroKeep:
+		return c.f.ZeroRange(c.ctx, off, n, true)
+	case AllocZero:
+		return c.f.ZeroRange(c.ctx, off, n, false)
+	}
+	return nil // AllocKeepSize: nothing to reserve
+}

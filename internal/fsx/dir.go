@@ -155,3 +155,22 @@ func alignedBuf(n int) []byte {
 	}
 	return b[a : a+n]
 }
+
+// Allocate implements Allocator with fallocate(2).
+func (o *osFile) Allocate(mode AllocMode, off, n int64) error {
+	var flags uint32
+	switch mode {
+	case AllocKeepSize:
+		flags = unix.FALLOC_FL_KEEP_SIZE
+	case AllocPunch:
+		flags = unix.FALLOC_FL_PUNCH_HOLE | unix.FALLOC_FL_KEEP_SIZE
+	case AllocZero:
+		flags = unix.FALLOC_FL_ZERO_RANGE
+	case AllocZeroKeep:
+		flags = unix.FALLOC_FL_ZERO_RANGE | unix.FALLOC_FL_KEEP_SIZE
+	}
+	if err := unix.Fallocate(int(o.f.Fd()), flags, off, n); err != nil {
+		return fmt.Errorf("fallocate %s: %w", mode, err)
+	}
+	return nil
+}

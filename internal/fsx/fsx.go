@@ -82,7 +82,33 @@ type (
 	DirectReader interface {
 		DirectRead(p []byte, off int64) (int, error)
 	}
+	// Allocator is fallocate(2) in one of the modes AllocMode names, on
+	// the n bytes at off.
+	Allocator interface {
+		Allocate(mode AllocMode, off, n int64) error
+	}
 )
+
+// AllocMode is an fallocate(2) mode the exerciser draws.
+type AllocMode uint8
+
+const (
+	AllocExtend   AllocMode = iota // no flags: the file grows to off+n if shorter
+	AllocKeepSize                  // FALLOC_FL_KEEP_SIZE: nothing visible changes
+	AllocPunch                     // FALLOC_FL_PUNCH_HOLE|FALLOC_FL_KEEP_SIZE: zeros within the size
+	AllocZero                      // FALLOC_FL_ZERO_RANGE: zeros, the file grows to off+n if shorter
+	AllocZeroKeep                  // FALLOC_FL_ZERO_RANGE|FALLOC_FL_KEEP_SIZE: zeros within the size
+	numAllocModes
+)
+
+var allocNames = [...]string{"extend", "keep-size", "punch-hole", "zero-range", "zero-range keep-size"}
+
+func (m AllocMode) String() string {
+	if int(m) < len(allocNames) {
+		return allocNames[m]
+	}
+	return fmt.Sprintf("mode(%d)", m)
+}
 
 // Config says what to run. The zero value of a field means its default.
 type Config struct {
@@ -95,9 +121,9 @@ type Config struct {
 	// near (default 4 KiB, 64 KiB and 1 MiB: pages, checksum blocks,
 	// stripes); put the target's stripe size here.
 	Boundaries []int64
-	// NoMmap, NoCopyRange, NoDirect turn off optional operations the
-	// target has.
-	NoMmap, NoCopyRange, NoDirect bool
+	// NoMmap, NoCopyRange, NoDirect, NoAllocate turn off optional
+	// operations the target has.
+	NoMmap, NoCopyRange, NoDirect, NoAllocate bool
 	// VerifyEvery reads every file whole after this many operations
 	// (default 500; negative: only at the end).
 	VerifyEvery int
@@ -154,10 +180,11 @@ const (
 	OpDirectRead
 	OpStat
 	OpVerify
+	OpAllocate
 	numKinds
 )
 
-var kindNames = [...]string{"write", "read", "truncate", "fsync", "fdatasync", "reopen", "mmap-write", "mmap-read", "copy_file_range", "direct-read", "stat", "verify"}
+var kindNames = [...]string{"write", "read", "truncate", "fsync", "fdatasync", "reopen", "mmap-write", "mmap-read", "copy_file_range", "direct-read", "stat", "verify", "fallocate"}
 
 func (k Kind) String() string {
 	if int(k) < len(kindNames) {
@@ -176,6 +203,7 @@ type Op struct {
 	Src    int   // copy_file_range: source file
 	SrcOff int64 // copy_file_range: source offset
 	Size   int64 // truncate: the new size
+	Alloc  AllocMode
 }
 
 func (o Op) String() string {
@@ -186,6 +214,8 @@ func (o Op) String() string {
 		return fmt.Sprintf("#%d %s f%d to %d", o.N, o.Kind, o.File, o.Size)
 	case OpCopyRange:
 		return fmt.Sprintf("#%d %s f%d [%d, +%d) -> f%d at %d", o.N, o.Kind, o.Src, o.SrcOff, o.Len, o.File, o.Off)
+	case OpAllocate:
+		return fmt.Sprintf("#%d %s %s f%d [%d, +%d)", o.N, o.Kind, o.Alloc, o.File, o.Off, o.Len)
 	default:
 		return fmt.Sprintf("#%d %s f%d", o.N, o.Kind, o.File)
 	}
@@ -375,6 +405,8 @@ func (r *runner) next(n int) Op {
 	canCopy = canCopy && !r.cfg.NoCopyRange && len(r.files) > 1
 	_, canDirect := r.files[op.File].(DirectReader)
 	canDirect = canDirect && !r.cfg.NoDirect
+	_, canAlloc := r.files[op.File].(Allocator)
+	canAlloc = canAlloc && !r.cfg.NoAllocate
 	for {
 		p := r.rng.IntN(100)
 		switch {
@@ -386,9 +418,16 @@ func (r *runner) next(n int) Op {
 			op.Kind = OpRead
 			op.Off = r.offset(size)
 			op.Len = r.length(op.Off)
-		case p < 68:
+		case p < 64 || p < 68 && !canAlloc:
+			// (A target without fallocate draws what it drew before
+			// the operation existed: its seeds replay as they did.)
 			op.Kind = OpTruncate
 			op.Size = r.truncSize(size)
+		case p < 68:
+			op.Kind = OpAllocate
+			op.Alloc = AllocMode(r.rng.IntN(int(numAllocModes)))
+			op.Off = r.offset(size)
+			op.Len = r.length(op.Off)
 		case p < 71:
 			op.Kind = OpSync
 		case p < 73:
@@ -579,10 +618,32 @@ func (r *runner) do(op Op) error {
 		data := append([]byte(nil), r.model[op.Src][op.SrcOff:op.SrcOff+int64(op.Len)]...)
 		writeModel(m, op.Off, data)
 		r.stats.BytesWritten += int64(op.Len)
+	case OpAllocate:
+		if err := f.(Allocator).Allocate(op.Alloc, op.Off, int64(op.Len)); err != nil {
+			return r.fail(op, "%v", err)
+		}
+		allocModel(m, op.Alloc, op.Off, int64(op.Len))
 	case OpVerify:
 		return r.verify(op)
 	}
 	return nil
+}
+
+// allocModel applies fallocate mode to the n bytes at off of the model.
+func allocModel(m *[]byte, mode AllocMode, off, n int64) {
+	size := int64(len(*m))
+	switch mode {
+	case AllocPunch, AllocZero, AllocZeroKeep:
+		if off < size {
+			clear((*m)[off:min(size, off+n)])
+		}
+	}
+	switch mode {
+	case AllocExtend, AllocZero:
+		if off+n > size {
+			truncModel(m, off+n)
+		}
+	}
 }
 
 func writeModel(m *[]byte, off int64, data []byte) {

@@ -436,6 +436,62 @@ func (fs *fileSystem) Write(_ <-chan struct{}, in *fuse.WriteIn, data []byte) (u
 	return uint32(n), fuse.OK
 }
 
+// The fallocate(2) modes the kernel passes to a FUSE file system.
+const (
+	fallocKeepSize  = 0x01
+	fallocPunchHole = 0x02
+	fallocZeroRange = 0x10
+)
+
+// Fallocate is fallocate(2) on an open file: without flags the file grows
+// to the range's end; KEEP_SIZE alone changes nothing (no space is
+// reserved); PUNCH_HOLE (with KEEP_SIZE, as the kernel requires) and
+// ZERO_RANGE make the range read as zeros, written as zeros (nothing is
+// freed). The kernel drops its cached pages of a zeroed range and moves
+// its own size. Other modes (collapse, insert, unshare) answer
+// EOPNOTSUPP.
+func (fs *fileSystem) Fallocate(_ <-chan struct{}, in *fuse.FallocateIn) fuse.Status {
+	h := fs.handle(in.Fh)
+	if h == nil || h.of == nil {
+		return fuse.EBADF
+	}
+	of := h.of
+	mode := in.Mode
+	if mode&^(fallocKeepSize|fallocPunchHole|fallocZeroRange) != 0 || mode&fallocPunchHole != 0 && mode&fallocZeroRange != 0 {
+		return fuse.Status(syscall.EOPNOTSUPP)
+	}
+	if mode&fallocPunchHole != 0 && mode&fallocKeepSize == 0 {
+		return fuse.EINVAL
+	}
+	off, n := int64(in.Offset), int64(in.Length)
+	if off < 0 || n <= 0 || off+n < off {
+		return fuse.EINVAL
+	}
+	ctx, cancel := fs.op(nil, 0)
+	defer cancel()
+	if err := fs.applyPending(ctx, of); err != nil {
+		return fs.status(ctx, "fallocate", err)
+	}
+	keep := mode&fallocKeepSize != 0
+	var err error
+	switch {
+	case mode&(fallocPunchHole|fallocZeroRange) != 0:
+		err = of.f.ZeroRange(ctx, off, n, keep)
+	case keep:
+		return fuse.OK // nothing to reserve
+	default:
+		err = of.f.Allocate(ctx, off+n)
+	}
+	if err != nil {
+		return fs.status(ctx, "fallocate", err)
+	}
+	of.written.Store(true)
+	if !keep {
+		fs.kstamps.grew(of.ino, uint64(off+n)) // the kernel moves its size itself
+	}
+	return fuse.OK
+}
+
 // Flush is close(2) of one descriptor: send the buffered data, so that
 // errors reach the closing program and other mounts see the data. The
 // close of a descriptor opened with O_SYNC or O_DSYNC also makes the data

@@ -24,7 +24,7 @@ const rootIno = fuse.FUSE_ROOT_ID
 const blockSize = 1 << 20
 
 // fileSystem is the fuse.RawFileSystem. Operations it does not implement
-// (locks, fallocate, copy_file_range, ioctl, lseek) answer ENOSYS from the
+// (locks, copy_file_range, ioctl, lseek) answer ENOSYS from the
 // embedded default, and the kernel falls back to its generic code.
 //
 // Lock order: mu, then a File's own lock (through client methods); hmu is

@@ -315,6 +315,9 @@ again:
 		}
 		unchanged := unchangedSince(n, req.IfMtime, req.IfSize)
 		v := req.Valid
+		if v&wire.SetSizeGrow != 0 && v&wire.SetSize != 0 && n.Size >= req.Size {
+			v &^= wire.SetSize // already as long (fallocate)
+		}
 		if v&wire.SetSize != 0 {
 			switch {
 			case n.isDir():

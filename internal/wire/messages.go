@@ -780,6 +780,11 @@ const (
 	// the change applies only if it still is (else errs.Busy: a restore
 	// finished meanwhile and the chunks must be cut first).
 	SetIfReleased
+	// SetSizeGrow, with SetSize (2026-12-05; an older service ignores
+	// it): the size only grows; a file already as long or longer keeps
+	// its size and mtime (fallocate: a file another client grew
+	// meanwhile must not be cut without its chunks).
+	SetSizeGrow
 )
 
 // SetAttrReq changes the attributes chosen by Valid. A size change of a
