@@ -996,9 +996,34 @@ func (f *File) Truncate(ctx context.Context, size int64) error {
 		return opErr("truncate", f.name, err)
 	}
 	f.dropCaches()
+	// The size change applies only if the file is still as the cut found
+	// it (wire.SetIfAt): else (errs.Busy) another client committed a
+	// write in between, maybe past the new size into chunks already cut,
+	// or a restore finished; look and cut again.
+	var err error
+	for try := 0; try < truncateTries; try++ {
+		if err = f.truncateOnce(ctx, size); err == nil || errs.CodeOf(err) != errs.Busy {
+			break
+		}
+	}
+	if err != nil {
+		return opErr("truncate", f.name, err)
+	}
+	f.size = size
+	f.truncs++
+	return nil
+}
+
+// truncateTries bounds Truncate's rounds against a file other clients
+// keep changing (each round is a GetAttr, a cut and a size change).
+const truncateTries = 32
+
+// truncateOnce is one round of Truncate: the attributes, a restore where
+// one is needed, the cut. f.mu is held.
+func (f *File) truncateOnce(ctx context.Context, size int64) error {
 	var a wire.Attr
 	if err := f.c.metaCall(ctx, wire.OpGetAttr, &wire.InoReq{Ino: f.ino}, &a); err != nil {
-		return opErr("truncate", f.name, err)
+		return err
 	}
 	f.learn(&a)
 	// A released file cut to 0 needs none of its bytes: the metadata
@@ -1007,7 +1032,7 @@ func (f *File) Truncate(ctx context.Context, size int64) error {
 	released := a.Flags&wire.AttrReleased != 0
 	if released && size > 0 {
 		if err := f.restoreBeforeWriteLocked(ctx, &a); err != nil {
-			return opErr("truncate", f.name, err)
+			return err
 		}
 		released = false
 	}
@@ -1017,12 +1042,7 @@ func (f *File) Truncate(ctx context.Context, size int64) error {
 			err = f.cutLocked(ctx, &a, size)
 		}
 	}
-	if err != nil {
-		return opErr("truncate", f.name, err)
-	}
-	f.size = size
-	f.truncs++
-	return nil
+	return err
 }
 
 // cutLocked cuts the file, whose attributes are a, to size: its chunks
@@ -1039,7 +1059,8 @@ func (f *File) cutLocked(ctx context.Context, a *wire.Attr, size int64) error {
 	}
 	now := time.Now().UnixNano()
 	ifMtime, ifSize := f.own.ifState()
-	req := &wire.SetAttrReq{Ino: f.ino, Valid: wire.SetSize | wire.SetMtime | wire.SetCtime, Size: uint64(size), Mtime: now, Ctime: now, IfMtime: ifMtime, IfSize: ifSize}
+	req := &wire.SetAttrReq{Ino: f.ino, Valid: wire.SetSize | wire.SetMtime | wire.SetCtime | wire.SetIfAt, Size: uint64(size), Mtime: now, Ctime: now, IfMtime: ifMtime, IfSize: ifSize,
+		AtMtime: a.Mtime, AtSize: a.Size}
 	if a.Flags&wire.AttrReleased != 0 {
 		// No chunk was cut: the change must not land on a file whose
 		// restore finished meanwhile, whose chunks hold its bytes

@@ -4,6 +4,7 @@ import (
 	"context"
 	"testing"
 
+	"github.com/sluice-fs/sluice/internal/errs"
 	"github.com/sluice-fs/sluice/internal/wire"
 )
 
@@ -38,5 +39,35 @@ func TestSetSizeGrow(t *testing.T) {
 	got, err := s.SetAttr(ctx, &wire.SetAttrReq{Ino: a.Ino, Valid: wire.SetSize, Size: 10})
 	if err != nil || got.Size != 10 {
 		t.Fatalf("plain SetSize to 10: size %d, %v", got.Size, err)
+	}
+}
+
+// TestSetSizeIfAt checks the conditional size change of a truncate
+// (wire.SetIfAt): applied while the file's mtime and size are what the
+// client saw before cutting its chunks, refused with errs.Busy and
+// nothing changed once another client's commit moved them.
+func TestSetSizeIfAt(t *testing.T) {
+	ctx := context.Background()
+	s := newTestService(t, nil, nil)
+	a := mustCreate(t, s, RootIno, "f")
+	seen, err := s.CommitWrite(ctx, a.Ino, 1000, 111)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Another client commits a write between the cut and the size change.
+	if _, err := s.CommitWrite(ctx, a.Ino, 600, 222); err != nil {
+		t.Fatal(err)
+	}
+	req := &wire.SetAttrReq{Ino: a.Ino, Valid: wire.SetSize | wire.SetIfAt, Size: 100, AtMtime: seen.Mtime, AtSize: seen.Size}
+	if _, err := s.SetAttr(ctx, req); errs.CodeOf(err) != errs.Busy {
+		t.Fatalf("size change after another commit: %v, want busy", err)
+	}
+	now, err := s.GetAttr(ctx, a.Ino)
+	if err != nil || now.Size != 1000 || now.Mtime != 222 {
+		t.Fatalf("after the refused change: size %d mtime %d (%v), want 1000 and 222", now.Size, now.Mtime, err)
+	}
+	req.AtMtime, req.AtSize = now.Mtime, now.Size
+	if got, err := s.SetAttr(ctx, req); err != nil || got.Size != 100 {
+		t.Fatalf("size change as the cut found it: size %d, %v", got.Size, err)
 	}
 }

@@ -325,6 +325,9 @@ again:
 			case !n.isReg():
 				return errs.New(errs.Invalid, "cannot set the size of a file of type %#o", n.Mode&modeType)
 			}
+			if v&wire.SetIfAt != 0 && (n.Mtime != req.AtMtime || n.Size != req.AtSize) {
+				return errs.New(errs.Busy, "file changed since its chunks were cut (size %d, was %d): cut them again", n.Size, req.AtSize)
+			}
 			if v&wire.SetIfReleased != 0 {
 				if cur, err := getHsm(tx, req.Ino); err != nil {
 					return err

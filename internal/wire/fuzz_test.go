@@ -502,11 +502,16 @@ func TestIfFieldsAppended(t *testing.T) {
 	if err := Unmarshal(b[:len(b)-16], &gc); err != nil || gc != (CommitWriteReq{Ino: 7, End: 100, Mtime: 5}) {
 		t.Fatalf("older commit: %+v, %v", gc, err)
 	}
-	sa := SetAttrReq{Ino: 7, Valid: SetSize, Size: 9, Cred: &Cred{Uid: 1}, IfMtime: 4, IfSize: 3}
+	sa := SetAttrReq{Ino: 7, Valid: SetSize, Size: 9, Cred: &Cred{Uid: 1}, IfMtime: 4, IfSize: 3, AtMtime: 2, AtSize: 1}
 	b = Marshal(&sa)
 	var gs SetAttrReq
-	if err := Unmarshal(b[:len(b)-16], &gs); err != nil || gs.IfMtime != 0 || gs.IfSize != 0 || gs.Cred == nil || gs.Cred.Uid != 1 || gs.Size != 9 {
+	if err := Unmarshal(b[:len(b)-32], &gs); err != nil || gs.IfMtime != 0 || gs.IfSize != 0 || gs.AtMtime != 0 || gs.AtSize != 0 || gs.Cred == nil || gs.Cred.Uid != 1 || gs.Size != 9 {
 		t.Fatalf("older setattr: %+v, %v", gs, err)
+	}
+	// One from before the At fields (2026-12-05) has the If fields only.
+	gs = SetAttrReq{}
+	if err := Unmarshal(b[:len(b)-16], &gs); err != nil || gs.IfMtime != 4 || gs.IfSize != 3 || gs.AtMtime != 0 || gs.AtSize != 0 || gs.Size != 9 {
+		t.Fatalf("setattr without At fields: %+v, %v", gs, err)
 	}
 	w := WriteInlineReq{Ino: 7, Off: 1, Mtime: 5, Data: []byte("xy"), IfMtime: 4, IfSize: 3}
 	b = Marshal(&w)

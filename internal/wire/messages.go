@@ -785,6 +785,13 @@ const (
 	// its size and mtime (fallocate: a file another client grew
 	// meanwhile must not be cut without its chunks).
 	SetSizeGrow
+	// SetIfAt, with SetSize (2026-12-05; an older service ignores it):
+	// the change applies only if the file's mtime and size are still
+	// AtMtime and AtSize, what the client saw before it cut the chunks
+	// (else errs.Busy, and the client looks and cuts again): a write
+	// another client committed in between may have put bytes past the
+	// new size into chunks already cut.
+	SetIfAt
 )
 
 // SetAttrReq changes the attributes chosen by Valid. A size change of a
@@ -805,6 +812,9 @@ type SetAttrReq struct {
 	// a File's truncate sends them).
 	IfMtime int64
 	IfSize  uint64
+	// AtMtime and AtSize are what SetIfAt checks (trailing, optional).
+	AtMtime int64
+	AtSize  uint64
 }
 
 func (m *SetAttrReq) Encode(e *Encoder) {
@@ -819,6 +829,7 @@ func (m *SetAttrReq) Encode(e *Encoder) {
 	e.I64(m.Ctime)
 	encodeOptCred(e, m.Cred)
 	encodeIf(e, m.IfMtime, m.IfSize)
+	encodeIf(e, m.AtMtime, m.AtSize)
 }
 func (m *SetAttrReq) Decode(d *Decoder) {
 	m.Ino = d.U64()
@@ -832,6 +843,7 @@ func (m *SetAttrReq) Decode(d *Decoder) {
 	m.Ctime = d.I64()
 	m.Cred = decodeOptCred(d)
 	m.IfMtime, m.IfSize = decodeIf(d)
+	m.AtMtime, m.AtSize = decodeIf(d)
 }
 
 // encodeIf writes a change's If fields (CommitWriteReq), trailing.

@@ -1,0 +1,144 @@
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/sluice-fs/sluice/client"
+)
+
+// TestTruncateRacingWriter races a shrinking truncate through one client
+// with a synced write past the new size through another, round after
+// round, and checks that the file ends as one of the two orders leaves
+// it. Written first, then cut: the file ends at the cut size, and growing
+// it again (truncate up) shows zeros where the write was. Cut first, then
+// written: the write's bytes are there. Either way the file's old bytes
+// past the cut never come back. Before the size change was made
+// conditional on the file being as the cut found it (wire.SetIfAt), a
+// write committed between the truncate's cut and its size change kept its
+// bytes in the chunks past the new size, and the growth showed them.
+// The other race, a write whose data lands before the cut and whose size
+// commit lands after the truncate, is not prevented (docs/design.md,
+// Consistency model): the test counts it and logs the count.
+// SLUICE_TRUNCRACE_ROUNDS sets the rounds (default 150).
+func TestTruncateRacingWriter(t *testing.T) {
+	rounds := 150
+	if v := os.Getenv("SLUICE_TRUNCRACE_ROUNDS"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n <= 0 {
+			t.Fatalf("SLUICE_TRUNCRACE_ROUNDS=%q", v)
+		}
+		rounds = n
+	}
+	s := startServer(t, "")
+	ca, cb := s.client(), s.client()
+	ctx := context.Background()
+	if err := ca.Mkdir(ctx, "/r", 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := ca.SetLayout(ctx, "/r", client.Layout{StripeCount: 4, StripeSize: 64 << 10}); err != nil {
+		t.Fatal(err)
+	}
+	const (
+		size   = 1 << 20
+		cut    = 100
+		at     = 500000
+		wlen   = 1000
+		seedKV = 0x7a7c
+	)
+	old := bytes.Repeat([]byte{'a'}, size)
+	mark := bytes.Repeat([]byte{'X'}, wlen)
+	rng := rand.New(rand.NewPCG(seedKV, uint64(time.Now().UnixNano())))
+	var writeFirst, cutFirst, zerosKept int
+	for i := range rounds {
+		p := fmt.Sprintf("/r/f%d", i%4)
+		fa, err := ca.OpenFile(ctx, p, client.O_RDWR|client.O_CREATE|client.O_TRUNC, 0o644)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := fa.WriteAt(old, 0); err != nil {
+			t.Fatal(err)
+		}
+		if err := fa.Sync(); err != nil {
+			t.Fatal(err)
+		}
+		fb, err := cb.OpenFile(ctx, p, client.O_RDWR, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		delay := time.Duration(rng.IntN(1500)) * time.Microsecond
+		var wg sync.WaitGroup
+		var terr, werr error
+		wg.Add(2)
+		go func() {
+			defer wg.Done()
+			terr = fa.Truncate(ctx, cut)
+		}()
+		go func() {
+			defer wg.Done()
+			time.Sleep(delay)
+			if _, err := fb.WriteAt(mark, at); err != nil {
+				werr = err
+				return
+			}
+			werr = fb.Sync()
+		}()
+		wg.Wait()
+		if terr != nil || werr != nil {
+			t.Fatalf("round %d: truncate: %v; write: %v", i, terr, werr)
+		}
+		if err := fb.Close(); err != nil {
+			t.Fatal(err)
+		}
+		st, err := fa.Stat()
+		if err != nil {
+			t.Fatal(err)
+		}
+		ended := st.Size()
+		if err := fa.Truncate(ctx, size); err != nil { // grow again
+			t.Fatal(err)
+		}
+		if err := fa.Close(); err != nil {
+			t.Fatal(err)
+		}
+		got, err := readFile(ca, p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(got) != size {
+			t.Fatalf("round %d: %d bytes after growing to %d", i, len(got), size)
+		}
+		if k := bytes.IndexByte(got[cut:], 'a'); k >= 0 {
+			t.Fatalf("round %d: an old byte came back at offset %d past the cut", i, cut+k)
+		}
+		if k := bytes.IndexFunc(got[cut:at], func(r rune) bool { return r != 0 }); k >= 0 {
+			t.Fatalf("round %d: byte %d is %#x, want 0", i, cut+k, got[cut+k])
+		}
+		region := got[at : at+wlen]
+		switch {
+		case ended == cut:
+			writeFirst++
+			if !bytes.Equal(region, make([]byte, wlen)) {
+				t.Fatalf("round %d: the file ended at the cut size %d, yet growing it shows the write's bytes at %d (a write committed between the cut and the size change)", i, cut, at)
+			}
+		case ended == at+wlen:
+			cutFirst++
+			if !bytes.Equal(region, mark) {
+				zerosKept++ // the race the design does not prevent (see above)
+			}
+		default:
+			t.Fatalf("round %d: the file ended at %d bytes, want %d or %d", i, ended, cut, at+wlen)
+		}
+	}
+	t.Logf("%d rounds: written then cut %d, cut then written %d; the write's size without its bytes (the race not prevented) %d", rounds, writeFirst, cutFirst, zerosKept)
+	if writeFirst == 0 || cutFirst == 0 {
+		t.Logf("only one order happened: the rounds did not race")
+	}
+}
