@@ -78,24 +78,33 @@ func (f *File) ZeroRange(ctx context.Context, off, n int64, keepSize bool) error
 // zeroBlock is what ZeroRange writes, a piece at a time (writes copy it).
 var zeroBlock = make([]byte, 1<<20)
 
-// prepareSizeLocked readies the File for a change of its size or bytes
-// that is not a plain write: its buffered and staged writes land, its
-// caches go, and it learns the attributes, which it returns. f.mu is held.
-func (f *File) prepareSizeLocked(ctx context.Context, op string) (wire.Attr, error) {
-	var a wire.Attr
+// readySizeLocked readies the File for a change of its size or bytes
+// that is not a plain write (op names it in errors): its buffered and
+// staged writes land and its caches go. f.mu is held.
+func (f *File) readySizeLocked(ctx context.Context, op string) error {
 	if f.closed {
-		return a, opErr(op, f.name, fs.ErrClosed)
+		return opErr(op, f.name, fs.ErrClosed)
 	}
 	if !f.writable() {
-		return a, opErr(op, f.name, errs.New(errs.Permission, "client: file not open for writing"))
+		return opErr(op, f.name, errs.New(errs.Permission, "client: file not open for writing"))
 	}
 	if err := f.waitFlushesLocked(ctx); err != nil {
-		return a, opErr(op, f.name, err)
+		return opErr(op, f.name, err)
 	}
 	if err := f.awaitStagedLocked(ctx); err != nil {
-		return a, opErr(op, f.name, err)
+		return opErr(op, f.name, err)
 	}
 	f.dropCaches()
+	return nil
+}
+
+// prepareSizeLocked is readySizeLocked, and then learns the attributes,
+// which it returns. f.mu is held.
+func (f *File) prepareSizeLocked(ctx context.Context, op string) (wire.Attr, error) {
+	var a wire.Attr
+	if err := f.readySizeLocked(ctx, op); err != nil {
+		return a, err
+	}
 	if err := f.c.metaCall(ctx, wire.OpGetAttr, &wire.InoReq{Ino: f.ino}, &a); err != nil {
 		return a, opErr(op, f.name, err)
 	}
@@ -118,15 +127,10 @@ func (f *File) growLocked(ctx context.Context, a *wire.Attr, end int64) error {
 			return err
 		}
 	}
-	ifMtime, ifSize := f.own.ifState()
-	req := &wire.SetAttrReq{Ino: f.ino, Valid: wire.SetSize | wire.SetSizeGrow, Size: uint64(end), IfMtime: ifMtime, IfSize: ifSize}
-	if err := f.c.metaCall(ctx, wire.OpSetAttr, req, a); err != nil {
-		f.own.brk() // it may have been applied
+	req := &wire.SetAttrReq{Ino: f.ino, Valid: wire.SetSize | wire.SetSizeGrow, Size: uint64(end)}
+	if err := f.sendSizeLocked(ctx, req, a); err != nil {
 		return err
 	}
-	f.learn(a)
-	f.learnLayout(a)
-	f.own.answer(ifMtime, a)
 	f.size = max(f.size, int64(a.Size))
 	f.truncs++
 	return nil

@@ -983,19 +983,9 @@ func (f *File) Truncate(ctx context.Context, size int64) error {
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if f.closed {
-		return opErr("truncate", f.name, fs.ErrClosed)
+	if err := f.readySizeLocked(ctx, "truncate"); err != nil {
+		return err
 	}
-	if !f.writable() {
-		return opErr("truncate", f.name, errs.New(errs.Permission, "client: file not open for writing"))
-	}
-	if err := f.waitFlushesLocked(ctx); err != nil {
-		return opErr("truncate", f.name, err)
-	}
-	if err := f.awaitStagedLocked(ctx); err != nil {
-		return opErr("truncate", f.name, err)
-	}
-	f.dropCaches()
 	// The size change applies only if the file is still as the cut found
 	// it (wire.SetIfAt): else (errs.Busy) another client committed a
 	// write in between, maybe past the new size into chunks already cut,
@@ -1058,8 +1048,7 @@ func (f *File) cutLocked(ctx context.Context, a *wire.Attr, size int64) error {
 		}
 	}
 	now := time.Now().UnixNano()
-	ifMtime, ifSize := f.own.ifState()
-	req := &wire.SetAttrReq{Ino: f.ino, Valid: wire.SetSize | wire.SetMtime | wire.SetCtime | wire.SetIfAt, Size: uint64(size), Mtime: now, Ctime: now, IfMtime: ifMtime, IfSize: ifSize,
+	req := &wire.SetAttrReq{Ino: f.ino, Valid: wire.SetSize | wire.SetMtime | wire.SetCtime | wire.SetIfAt, Size: uint64(size), Mtime: now, Ctime: now,
 		AtMtime: a.Mtime, AtSize: a.Size}
 	if a.Flags&wire.AttrReleased != 0 {
 		// No chunk was cut: the change must not land on a file whose
@@ -1067,6 +1056,15 @@ func (f *File) cutLocked(ctx context.Context, a *wire.Attr, size int64) error {
 		// (errs.Busy; Truncate restores, learns the layout and cuts).
 		req.Valid |= wire.SetIfReleased
 	}
+	return f.sendSizeLocked(ctx, req, a)
+}
+
+// sendSizeLocked sends req, a change of the file's size, with the
+// own-change chain's If fields, and learns the attributes after it,
+// which it leaves in a. f.mu is held.
+func (f *File) sendSizeLocked(ctx context.Context, req *wire.SetAttrReq, a *wire.Attr) error {
+	ifMtime, ifSize := f.own.ifState()
+	req.IfMtime, req.IfSize = ifMtime, ifSize
 	if err := f.c.metaCall(ctx, wire.OpSetAttr, req, a); err != nil {
 		f.own.brk() // it may have been applied
 		return err
