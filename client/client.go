@@ -304,6 +304,9 @@ type Client struct {
 	// noTierImport: the metadata service answered OpTierImport "not
 	// supported" (an older service): imports make files one at a time.
 	noTierImport atomic.Bool
+	// noTierImportDry: the same, for OpTierImportDry (a dry run then
+	// tells files apart by the walk alone).
+	noTierImportDry atomic.Bool
 }
 
 // New connects to the metadata service at opts.Server and learns the

@@ -119,14 +119,19 @@ type ImportOptions struct {
 	// re-run over a large bucket reports only what it did (before
 	// 2026-12-04 those were reported too, with a nil error).
 	Report func(p string, size int64, err error)
+	// Updated, if not nil, is called instead of Report for each file an
+	// earlier import made that was updated to its object, changed in the
+	// bucket since (in a dry run: that would be).
+	Updated func(p string, size int64)
 	// Gone, if not nil, is called (with Delete) for each file of an
 	// object gone from the bucket: removed, or kept.
 	Gone func(p string, removed bool)
-	// DryRun changes nothing: the listing is merged with a walk of the
-	// directory (tierImportDry) to count (and Report, with a nil error)
-	// the objects whose files an import would make (ImportStats.Files,
-	// Bytes, Empty) beside those whose names exist (Present), and, with
-	// Delete, to find (and pass to Gone) the files it would remove or
+	// DryRun changes nothing: it counts in ImportStats, and reports, what
+	// a run would do (tierImportDry): the metadata service answers for
+	// each object what the import would do with it (OpTierImportDry:
+	// make its file, leave it, update it to a changed object, keep it,
+	// fail), and with Delete the listing is merged with a walk of the
+	// directory to find (and pass to Gone) the files it would remove or
 	// keep (Removed, Orphaned), each checked as a real run checks it.
 	DryRun bool
 }
@@ -181,35 +186,7 @@ func (c *Client) TierImportWith(ctx context.Context, backend, prefix, dir string
 	g.SetLimit(max(o.Parallel, 1))
 	var made sync.Map // directories made or found, so each is made once
 	made.Store(dir, true)
-	count := func(p string, obj tier.ObjectInfo, err error) {
-		mu.Lock()
-		report := o.Report != nil
-		switch {
-		case err == errImported:
-			st.Present++
-			report = false
-		case err == errImportUpdated:
-			st.Updated++
-			err = nil
-		case err == errImportChanged:
-			st.Changed++
-			report = false
-		case err == errImportOwn:
-			st.Own++
-			report = false
-		case err != nil:
-			st.Failed++
-		case obj.Size == 0:
-			st.Empty++
-		default:
-			st.Files++
-			st.Bytes += obj.Size
-		}
-		mu.Unlock()
-		if report {
-			o.Report(p, obj.Size, err)
-		}
-	}
+	count := importCounter(&mu, &st, &o)
 	var batch *importBatch // of one directory, not sent yet
 	flush := func() {
 		if b := batch; b != nil {
@@ -250,7 +227,7 @@ func (c *Client) TierImportWith(ctx context.Context, backend, prefix, dir string
 			if batch == nil {
 				batch = &importBatch{dir: d}
 			}
-			batch.items = append(batch.items, importItem{p, obj})
+			batch.items = append(batch.items, importItem{path: p, obj: obj})
 			if len(batch.items) == importBatchSize {
 				flush()
 			}
@@ -282,6 +259,46 @@ func (c *Client) TierImportWith(ctx context.Context, backend, prefix, dir string
 		return st, fmt.Errorf("tier import: %d of %d objects failed", st.Failed, st.Failed+st.Files+st.Empty)
 	}
 	return st, nil
+}
+
+// importCounter returns the function that counts in st, under mu, what
+// became (or, in a dry run, would become) of each object's file p, err
+// being its outcome (nil: made; errImported and its kin: a file an
+// earlier import made), and reports it through o.
+func importCounter(mu *sync.Mutex, st *ImportStats, o *ImportOptions) func(p string, obj tier.ObjectInfo, err error) {
+	return func(p string, obj tier.ObjectInfo, err error) {
+		mu.Lock()
+		report := o.Report != nil
+		updated := false
+		switch {
+		case err == errImported:
+			st.Present++
+			report = false
+		case err == errImportUpdated:
+			st.Updated++
+			err, updated = nil, true
+		case err == errImportChanged:
+			st.Changed++
+			report = false
+		case err == errImportOwn:
+			st.Own++
+			report = false
+		case err != nil:
+			st.Failed++
+		case obj.Size == 0:
+			st.Empty++
+		default:
+			st.Files++
+			st.Bytes += obj.Size
+		}
+		mu.Unlock()
+		switch {
+		case updated && o.Updated != nil:
+			o.Updated(p, obj.Size)
+		case report:
+			o.Report(p, obj.Size, err)
+		}
+	}
 }
 
 // removeEmptied removes each directory of dirs, below top, that is empty
@@ -334,8 +351,9 @@ type importBatch struct {
 }
 
 type importItem struct {
-	path string
-	obj  tier.ObjectInfo
+	path   string
+	obj    tier.ObjectInfo
+	exists bool // a dry run's walk found a file with its key
 }
 
 // sendImportBatch makes the files of b in one request, or each on its own

@@ -145,6 +145,16 @@ func (e *Env) TierImport(ctx context.Context, backend, prefix, dir string, o cli
 			fmt.Fprintf(e.Stdout, "%s\t%d\n", p, size)
 		}
 	}
+	if o.DryRun {
+		o.Updated = func(p string, size int64) {
+			if quiet {
+				return
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			fmt.Fprintf(e.Stdout, "would update\t%s\t%d\n", p, size)
+		}
+	}
 	o.Gone = func(p string, removed bool) {
 		mu.Lock()
 		defer mu.Unlock()
@@ -162,7 +172,13 @@ func (e *Env) TierImport(ctx context.Context, backend, prefix, dir string, o cli
 	}
 	st, err := e.Client.TierImportWith(ctx, backend, prefix, dir, o)
 	if o.DryRun {
-		fmt.Fprintf(e.Stdout, "dry run, nothing changed: would import %d files (%s) and %d empty ones; %d names exist already, %d keys skipped, %d failed\n", st.Files, human(st.Bytes), st.Empty, st.Present, st.Skipped, st.Failed)
+		fmt.Fprintf(e.Stdout, "dry run, nothing changed: would import %d files (%s) and %d empty ones; %d imported before, %d keys skipped, %d would fail\n", st.Files, human(st.Bytes), st.Empty, st.Present, st.Skipped, st.Failed)
+		if st.Updated+st.Changed > 0 {
+			fmt.Fprintf(e.Stdout, "dry run: objects changed in the bucket since they were imported: %d files would be updated to them, %d kept (restored or being restored)\n", st.Updated, st.Changed)
+		}
+		if st.Own > 0 {
+			fmt.Fprintf(e.Stdout, "dry run: files an earlier import made that are files of their own since (written and archived again): %d would be kept\n", st.Own)
+		}
 		if o.Delete {
 			fmt.Fprintf(e.Stdout, "dry run: objects removed from the bucket since they were imported: %d files would be removed, %d kept (restored)\n", st.Removed, st.Orphaned)
 		}

@@ -65,14 +65,24 @@ func importAgain(cur wire.HsmRecord, lease restoreLease, fresh wire.HsmRecord, r
 // own when an import made it but it is not the import of an object any
 // more (ImportOwn), else as existing.
 func (s *Service) TierImport(ctx context.Context, req *wire.TierImportReq) (wire.TierImportResp, error) {
-	r, err := s.tierImport(ctx, req)
+	r, err := s.tierImport(ctx, req, false)
 	if err != nil {
 		return wire.TierImportResp{}, fmt.Errorf("meta: tier import into inode %d: %w", req.Parent, err)
 	}
 	return r, nil
 }
 
-func (s *Service) tierImport(ctx context.Context, req *wire.TierImportReq) (wire.TierImportResp, error) {
+// TierImportDry answers what TierImport would answer to req, in read-only
+// transactions: it changes nothing (an import's dry run).
+func (s *Service) TierImportDry(ctx context.Context, req *wire.TierImportReq) (wire.TierImportResp, error) {
+	r, err := s.tierImport(ctx, req, true)
+	if err != nil {
+		return wire.TierImportResp{}, fmt.Errorf("meta: tier import dry run in inode %d: %w", req.Parent, err)
+	}
+	return r, nil
+}
+
+func (s *Service) tierImport(ctx context.Context, req *wire.TierImportReq, dry bool) (wire.TierImportResp, error) {
 	if len(req.Entries) > MaxImportBatch {
 		return wire.TierImportResp{}, errs.New(errs.TooBig, "%d entries in one import request, at most %d", len(req.Entries), MaxImportBatch)
 	}
@@ -101,10 +111,11 @@ func (s *Service) tierImport(ctx context.Context, req *wire.TierImportReq) (wire
 		return wire.TierImportResp{}, err
 	}
 	// Inode numbers for every valid entry; those of names found to exist
-	// stay unused (numbers are never reused anyway).
+	// stay unused (numbers are never reused anyway). A dry run makes no
+	// file.
 	inos := make([]uint64, len(req.Entries))
 	for i := range req.Entries {
-		if resp.Results[i] == wire.ImportInvalid {
+		if resp.Results[i] == wire.ImportInvalid || dry {
 			continue
 		}
 		if inos[i], err = s.allocIno(ctx); err != nil {
@@ -120,7 +131,7 @@ func (s *Service) tierImport(ctx context.Context, req *wire.TierImportReq) (wire
 	}
 	for lo := 0; lo < len(req.Entries); lo += group {
 		hi := min(lo+group, len(req.Entries))
-		if err := s.importGroup(ctx, &pv, req, lo, hi, inos, recs, &resp); err != nil {
+		if err := s.importGroup(ctx, &pv, req, lo, hi, inos, recs, &resp, dry); err != nil {
 			return wire.TierImportResp{}, err
 		}
 	}
@@ -134,11 +145,16 @@ const (
 	importTxnEntriesEtcd = 24
 )
 
-// importGroup carries out entries [lo, hi) of req in one transaction.
-func (s *Service) importGroup(ctx context.Context, pv *placeView, req *wire.TierImportReq, lo, hi int, inos []uint64, recs []wire.HsmRecord, resp *wire.TierImportResp) error {
+// importGroup carries out entries [lo, hi) of req in one transaction;
+// with dry, it only decides (in a read-only transaction).
+func (s *Service) importGroup(ctx context.Context, pv *placeView, req *wire.TierImportReq, lo, hi int, inos []uint64, recs []wire.HsmRecord, resp *wire.TierImportResp, dry bool) error {
 	now := s.nowNs()
 	made := 0
-	err := s.updatePlacing(ctx, pv, func(tx kv.Txn) error {
+	txn := func(fn func(kv.Txn) error) error { return s.updatePlacing(ctx, pv, fn) }
+	if dry {
+		txn = func(fn func(kv.Txn) error) error { return s.db.View(ctx, fn) }
+	}
+	err := txn(func(tx kv.Txn) error {
 		made = 0
 		if err := usableBackend(tx, req.Backend); err != nil {
 			return err
@@ -171,6 +187,9 @@ func (s *Service) importGroup(ctx context.Context, pv *placeView, req *wire.Tier
 					case importedBefore(cur, req.Backend, it.Key):
 						res, next, ok := importAgain(cur, lease, recs[i], req.Refresh, now)
 						resp.Results[i] = res
+						if dry {
+							break
+						}
 						if ok && res == wire.ImportUpdated {
 							n, err := getInode(tx, e.ino)
 							if err != nil {
@@ -199,6 +218,10 @@ func (s *Service) importGroup(ctx context.Context, pv *placeView, req *wire.Tier
 						}
 					}
 				}
+				continue
+			}
+			if dry {
+				resp.Results[i] = wire.ImportMade
 				continue
 			}
 			ino := inos[i]

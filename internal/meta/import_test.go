@@ -10,6 +10,7 @@ import (
 
 	"github.com/sluice-fs/sluice/internal/audit"
 	"github.com/sluice-fs/sluice/internal/errs"
+	"github.com/sluice-fs/sluice/internal/kv"
 	"github.com/sluice-fs/sluice/internal/wire"
 )
 
@@ -390,5 +391,72 @@ func restoreIn(t *testing.T, s *Service, ino, owner uint64) {
 	}
 	if _, err := s.HsmRestored(ctx, &wire.HsmClaimReq{Ino: ino, Owner: owner}); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestTierImportDry: OpTierImportDry answers, entry for entry, what
+// OpTierImport answers to the same request right after it (new names,
+// files imported before of the same and of changed objects, a restored
+// one, a file of its own, another file, invalid entries), and changes
+// not one key of the metadata.
+func TestTierImportDry(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s := newTestService(t, nil, nil)
+	addTestBackend(t, s)
+	entry := func(name, etag string) wire.TierImportEntry {
+		return wire.TierImportEntry{Name: name, Key: "k/" + name, Size: 10, Mtime: 100, ETag: etag}
+	}
+	req := func(es ...wire.TierImportEntry) *wire.TierImportReq {
+		return &wire.TierImportReq{Parent: RootIno, Backend: "b", Mode: 0o644, Entries: es, Refresh: true}
+	}
+	if _, err := s.TierImport(ctx, req(entry("same", "e1"), entry("changed", "e1"), entry("restored", "e1"), entry("own", "e1"))); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"restored", "own"} {
+		a, err := s.Lookup(ctx, RootIno, name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		restoreIn(t, s, a.Ino, 1)
+		if name == "own" {
+			if _, err := s.HsmUpdate(ctx, &wire.HsmUpdateReq{Ino: a.Ino, Action: wire.HsmActRemove}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	mustCreate(t, s, RootIno, "other")
+	r := req(entry("same", "e1"), entry("changed", "e2"), entry("restored", "e2"), entry("own", "e1"),
+		entry("other", "e1"), entry("new", "e1"), wire.TierImportEntry{Name: "bad/name", Key: "k/x", Size: 1, ETag: "e"})
+	dump := func() map[string]string {
+		m := map[string]string{}
+		if err := s.db.View(ctx, func(tx kv.Txn) error {
+			return tx.Scan(nil, nil, 0, func(k, v []byte) bool {
+				m[string(k)] = string(v)
+				return true
+			})
+		}); err != nil {
+			t.Fatal(err)
+		}
+		return m
+	}
+	before := dump()
+	dry, err := s.TierImportDry(ctx, r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if after := dump(); !reflect.DeepEqual(before, after) {
+		t.Fatalf("the dry run changed the metadata (%d keys before, %d after)", len(before), len(after))
+	}
+	done, err := s.TierImport(ctx, r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(dry.Results, done.Results) || !reflect.DeepEqual(dry.Errors, done.Errors) {
+		t.Fatalf("dry run %v %q, the import %v %q", dry.Results, dry.Errors, done.Results, done.Errors)
+	}
+	want := []uint8{wire.ImportPresent, wire.ImportUpdated, wire.ImportChanged, wire.ImportOwn, wire.ImportExists, wire.ImportMade, wire.ImportInvalid}
+	if !reflect.DeepEqual(done.Results, want) {
+		t.Fatalf("results %v, want %v", done.Results, want)
 	}
 }

@@ -807,6 +807,10 @@ func (s *Service) registerTier(srv *wire.Server) {
 		r, err := s.TierImport(ctx, m)
 		return &r, err
 	})
+	handle(srv, wire.OpTierImportDry, func(ctx context.Context, m *wire.TierImportReq) (wire.Message, error) {
+		r, err := s.TierImportDry(ctx, m)
+		return &r, err
+	})
 	handle(srv, wire.OpTierForget, func(ctx context.Context, m *wire.TierForgetReq) (wire.Message, error) {
 		r, err := s.TierForget(ctx, m)
 		return &r, err

@@ -161,7 +161,7 @@ var opNames = map[wire.Op]string{
 	wire.OpAbsorbGet: "absorb_get", wire.OpAbsorbSet: "absorb_set", wire.OpStagedAdd: "staged_add",
 	wire.OpStagedDone: "staged_done", wire.OpStagedList: "staged_list",
 	wire.OpTierList: "tier_list", wire.OpHsmGet: "hsm_get", wire.OpHsmUpdate: "hsm_update",
-	wire.OpHsmClaim: "hsm_claim", wire.OpHsmRestored: "hsm_restored", wire.OpTierImport: "tier_import", wire.OpTierForget: "tier_forget", wire.OpHsmStates: "hsm_states", wire.OpTouchAtime: "touch_atime", wire.OpStageReport: "stage_report", wire.OpWatch: "watch",
+	wire.OpHsmClaim: "hsm_claim", wire.OpHsmRestored: "hsm_restored", wire.OpTierImport: "tier_import", wire.OpTierForget: "tier_forget", wire.OpTierImportDry: "tier_import_dry", wire.OpHsmStates: "hsm_states", wire.OpTouchAtime: "touch_atime", wire.OpStageReport: "stage_report", wire.OpWatch: "watch",
 	wire.OpKVCreate: "kv_create", wire.OpKVStat: "kv_stat", wire.OpKVPut: "kv_put", wire.OpKVGet: "kv_get",
 	wire.OpKVExists: "kv_exists", wire.OpKVDelete: "kv_delete", wire.OpKVList: "kv_list",
 }
@@ -171,7 +171,7 @@ func OpName(op wire.Op) (name, kind string) {
 	kind = "meta"
 	switch {
 	case op < wire.OpChunkWrite:
-	case op == wire.OpCommitWriteAttr, op == wire.OpTierImport, op == wire.OpHsmStates, op == wire.OpTouchAtime, op == wire.OpTierForget:
+	case op == wire.OpCommitWriteAttr, op == wire.OpTierImport, op == wire.OpHsmStates, op == wire.OpTouchAtime, op == wire.OpTierForget, op == wire.OpTierImportDry:
 	default:
 		kind = "chunk"
 	}

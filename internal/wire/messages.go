@@ -60,9 +60,13 @@ const (
 	// OpTierForget removes the file an import made of an object that is
 	// gone from the bucket (2026-12-04; an older service answers it "not
 	// supported").
-	OpTierForget  Op = 78 // TierForgetReq -> TierForgetResp
-	OpAuditList   Op = 43 // AuditListReq -> AuditListResp (the audit trail, sealed first)
-	OpAuditVerify Op = 44 // Empty -> AuditVerifyResp (checks the audit trail's hash chain)
+	OpTierForget Op = 78 // TierForgetReq -> TierForgetResp
+	// OpTierImportDry answers what OpTierImport would with the same
+	// request, changing nothing: `sluice tier import --dry-run`
+	// (2026-12-05; an older service answers it "not supported").
+	OpTierImportDry Op = 79 // TierImportReq -> TierImportResp
+	OpAuditList     Op = 43 // AuditListReq -> AuditListResp (the audit trail, sealed first)
+	OpAuditVerify   Op = 44 // Empty -> AuditVerifyResp (checks the audit trail's hash chain)
 
 	// Quality of service (qos.go, docs/qos.md); 47 and 48 are reserved for it.
 	OpQosSet  Op = 45 // QosSetReq -> Empty (a class's weight, a job's limit)

@@ -17,7 +17,7 @@ var metaScheduled = [...]Op{
 	OpUnlink, OpRmdir, OpRename, OpLink, OpReadDir,
 	OpGetXattr, OpSetXattr, OpListXattr, OpRemoveXattr,
 	OpGetLayout, OpCommitWrite, OpWriteInline, OpReadInline,
-	OpSetChunks, OpResolveRead, OpPutFile, OpOpenIno, OpWriteInlineAttr, OpCommitWriteAttr, OpTierImport, OpTierForget,
+	OpSetChunks, OpResolveRead, OpPutFile, OpOpenIno, OpWriteInlineAttr, OpCommitWriteAttr, OpTierImport, OpTierForget, OpTierImportDry,
 	OpStatfs,
 }
 

@@ -69,18 +69,30 @@ func testImportDelete(t *testing.T, be *backend) {
 	}
 
 	// A dry run says what the run would do and changes nothing; a new
-	// object, a new directory's, would be imported.
+	// object, a new directory's, would be imported, and z, changed in the
+	// bucket, would be updated (the metadata service's answer: the walk
+	// alone cannot tell it from an unchanged one).
 	fresh := randomData(98, 5<<10)
 	if _, err := s3c.PutObject(ctx, bucket, "del/n/new", bytes.NewReader(fresh), int64(len(fresh)), minio.PutObjectOptions{}); err != nil {
 		t.Fatal(err)
 	}
+	oldZ := len(data["del/z"])
+	data["del/z"] = randomData(97, 7<<10)
+	if _, err := s3c.PutObject(ctx, bucket, "del/z", bytes.NewReader(data["del/z"]), int64(len(data["del/z"])), minio.PutObjectOptions{}); err != nil {
+		t.Fatal(err)
+	}
 	r = fs.cli("tier", "import", "t/del/", "/imp", "--delete", "--dry-run")
 	t.Logf("tier import --delete --dry-run: exit %d\n%s%s", r.code, r.stdout, r.stderr)
-	if r.code != 0 || !strings.Contains(r.stdout, "dry run, nothing changed: would import 1 files (5.0 KiB) and 0 empty ones; 1 names exist already") ||
+	if r.code != 0 || !strings.Contains(r.stdout, "dry run, nothing changed: would import 1 files (5.0 KiB) and 0 empty ones; 0 imported before, 0 keys skipped, 0 would fail") ||
+		!strings.Contains(r.stdout, "dry run: objects changed in the bucket since they were imported: 1 files would be updated to them, 0 kept") ||
+		!strings.Contains(r.stdout, "would update\t/imp/z\t7168\n") ||
 		!strings.Contains(r.stdout, "dry run: objects removed from the bucket since they were imported: 5 files would be removed, 1 kept (restored)") ||
 		!strings.Contains(r.stdout, "would import\t/imp/n/new\t5120\n") ||
 		!strings.Contains(r.stdout, "would remove\t/imp/d1.x\n") || !strings.Contains(r.stdout, "would keep\t/imp/d1/c\t") {
-		t.Fatalf("tier import --delete --dry-run: want exit 0, n/new to import, 5 files to remove, c kept")
+		t.Fatalf("tier import --delete --dry-run: want exit 0, n/new to import, z to update, 5 files to remove, c kept")
+	}
+	if fi, err := c.Stat(ctx, "/imp/z"); err != nil || fi.Size() != int64(oldZ) {
+		t.Fatalf("/imp/z after a dry run: %v, %v; want the old object's size", fi, err)
 	}
 	for _, p := range []string{"/imp/a", "/imp/d1.x", "/imp/deep/x/y/f"} {
 		if _, err := c.Stat(ctx, p); err != nil {
@@ -96,11 +108,12 @@ func testImportDelete(t *testing.T, be *backend) {
 
 	r = fs.cli("tier", "import", "t/del/", "/imp", "--delete")
 	t.Logf("tier import --delete: exit %d\n%s%s", r.code, r.stdout, r.stderr)
-	if r.code != 0 || !strings.Contains(r.stdout, "imported 1 files (5.0 KiB) and 0 empty ones; 1 imported before, 0 keys skipped, 0 failed") ||
+	if r.code != 0 || !strings.Contains(r.stdout, "imported 1 files (5.0 KiB) and 0 empty ones; 0 imported before, 0 keys skipped, 0 failed") ||
+		!strings.Contains(r.stdout, "objects changed in the bucket since they were imported: 1 files updated to them, 0 kept") ||
 		!strings.Contains(r.stdout, "objects removed from the bucket since they were imported: 5 files removed, 1 kept (restored or being restored); 4 directories they left empty removed") ||
 		!strings.Contains(r.stdout, "removed\t/imp/d1/sub/\n") ||
 		!strings.Contains(r.stdout, "removed\t/imp/d1.x\n") || !strings.Contains(r.stdout, "kept\t/imp/d1/c\t") {
-		t.Fatalf("tier import --delete: want exit 0, z imported before, a, b, e, f and d1.x removed with the directories left empty, c kept")
+		t.Fatalf("tier import --delete: want exit 0, z updated, a, b, e, f and d1.x removed with the directories left empty, c kept")
 	}
 	for _, p := range []string{"/imp/a", "/imp/d1/b", "/imp/d1/sub/e", "/imp/d1.x", "/imp/deep/x/y/f"} {
 		if _, err := c.Stat(ctx, p); errs.CodeOf(err) != errs.NotFound {
