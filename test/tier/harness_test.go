@@ -219,6 +219,15 @@ func (b *backend) s3(t testing.TB) *minio.Client {
 	return c
 }
 
+// putObject puts data under key in the test bucket through s3c, as
+// another program would, failing the test on an error.
+func putObject(t testing.TB, s3c *minio.Client, key string, data []byte) {
+	t.Helper()
+	if _, err := s3c.PutObject(context.Background(), bucket, key, bytes.NewReader(data), int64(len(data)), minio.PutObjectOptions{}); err != nil {
+		t.Fatalf("put %s: %v", key, err)
+	}
+}
+
 func (b *backend) makeBucket(t testing.TB) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)

@@ -58,9 +58,7 @@ func testImport(t *testing.T, be *backend, checksums bool) {
 		"other/x":         randomData(35, 10), // outside the prefix
 	}
 	for k, d := range objects {
-		if _, err := s3c.PutObject(ctx, bucket, k, bytes.NewReader(d), int64(len(d)), minio.PutObjectOptions{}); err != nil {
-			t.Fatalf("put %s: %v", k, err)
-		}
+		putObject(t, s3c, k, d)
 	}
 	// An object uploaded in parts: its ETag is not an MD5 of its bytes.
 	multi := randomData(39, 11<<20+7)
@@ -168,9 +166,7 @@ func testImport(t *testing.T, be *backend, checksums bool) {
 	// An imported object replaced in the bucket (same size) reads as
 	// corrupt through Sluice.
 	other := randomData(37, len(objects[pfx+"c.bin"]))
-	if _, err := s3c.PutObject(ctx, bucket, pfx+"c.bin", bytes.NewReader(other), int64(len(other)), minio.PutObjectOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	putObject(t, s3c, pfx+"c.bin", other)
 	got, err := readAll(ctx, c, "/imp/c.bin")
 	if errs.CodeOf(err) != errs.Corruption {
 		t.Fatalf("read of a replaced imported object: %d bytes, %v; want a corruption error", len(got), err)

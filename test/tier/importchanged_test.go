@@ -36,9 +36,7 @@ func testImportChanged(t *testing.T, be *backend) {
 	const pfx = "changed/"
 	put := func(key string, d []byte) {
 		t.Helper()
-		if _, err := s3c.PutObject(ctx, bucket, pfx+key, bytes.NewReader(d), int64(len(d)), minio.PutObjectOptions{}); err != nil {
-			t.Fatalf("put %s: %v", key, err)
-		}
+		putObject(t, s3c, pfx+key, d)
 	}
 	v1 := map[string][]byte{"a": randomData(71, 1<<20+300<<10), "b": randomData(72, 200<<10), "c": randomData(73, 100<<10)}
 	for k, d := range v1 {
@@ -154,9 +152,7 @@ func testImportChanged(t *testing.T, be *backend) {
 	// An import with --checksums follows a changed object too.
 	k1, k2 := randomData(77, 200<<10), randomData(78, 333<<10)
 	for i, d := range [][]byte{k1, k2} {
-		if _, err := s3c.PutObject(ctx, bucket, "chk/k", bytes.NewReader(d), int64(len(d)), minio.PutObjectOptions{}); err != nil {
-			t.Fatal(err)
-		}
+		putObject(t, s3c, "chk/k", d)
 		st, err := c.TierImportWith(ctx, "t", "chk/", "/chk", client.ImportOptions{Parallel: 1, Checksums: true})
 		if want := (client.ImportStats{Files: 1, Bytes: int64(len(k1))}); i == 1 {
 			want = client.ImportStats{Updated: 1}
@@ -205,9 +201,7 @@ func testReleaseChecksCopy(t *testing.T, be *backend) {
 	}
 	// An imported object, restored, then replaced in the bucket.
 	imported := randomData(84, 500<<10)
-	if _, err := s3c.PutObject(ctx, bucket, "rel/src/imp", bytes.NewReader(imported), int64(len(imported)), minio.PutObjectOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	putObject(t, s3c, "rel/src/imp", imported)
 	if st, err := c.TierImport(ctx, "t", "src/", "/r/i", 1, nil); err != nil || st.Files != 1 {
 		t.Fatalf("import: %+v, %v", st, err)
 	}
@@ -219,9 +213,7 @@ func testReleaseChecksCopy(t *testing.T, be *backend) {
 
 	other := randomData(85, 300<<10)
 	for _, p := range []string{"/r/replaced", "/r/i/imp"} {
-		if _, err := s3c.PutObject(ctx, bucket, keys[p], bytes.NewReader(other), int64(len(other)), minio.PutObjectOptions{}); err != nil {
-			t.Fatal(err)
-		}
+		putObject(t, s3c, keys[p], other)
 	}
 	if err := s3c.RemoveObject(ctx, bucket, keys["/r/removed"], minio.RemoveObjectOptions{}); err != nil {
 		t.Fatal(err)

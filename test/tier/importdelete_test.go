@@ -36,9 +36,7 @@ func testImportDelete(t *testing.T, be *backend) {
 	for i, key := range []string{"del/a", "del/d1/b", "del/d1/c", "del/d1/sub/e", "del/d1.x", "del/deep/x/y/f", "del/z", "other/o1"} {
 		d := randomData(uint64(90+i), (i+1)*37<<10)
 		data[key] = d
-		if _, err := s3c.PutObject(ctx, bucket, key, bytes.NewReader(d), int64(len(d)), minio.PutObjectOptions{}); err != nil {
-			t.Fatalf("put %s: %v", key, err)
-		}
+		putObject(t, s3c, key, d)
 	}
 	if st, err := c.TierImport(ctx, "t", "del/", "/imp", 2, nil); err != nil || st.Files != 7 {
 		t.Fatalf("import: %+v, %v", st, err)
@@ -73,14 +71,10 @@ func testImportDelete(t *testing.T, be *backend) {
 	// bucket, would be updated (the metadata service's answer: the walk
 	// alone cannot tell it from an unchanged one).
 	fresh := randomData(98, 5<<10)
-	if _, err := s3c.PutObject(ctx, bucket, "del/n/new", bytes.NewReader(fresh), int64(len(fresh)), minio.PutObjectOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	putObject(t, s3c, "del/n/new", fresh)
 	oldZ := len(data["del/z"])
 	data["del/z"] = randomData(97, 7<<10)
-	if _, err := s3c.PutObject(ctx, bucket, "del/z", bytes.NewReader(data["del/z"]), int64(len(data["del/z"])), minio.PutObjectOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	putObject(t, s3c, "del/z", data["del/z"])
 	r = fs.cli("tier", "import", "t/del/", "/imp", "--delete", "--dry-run")
 	t.Logf("tier import --delete --dry-run: exit %d\n%s%s", r.code, r.stdout, r.stderr)
 	if r.code != 0 || !strings.Contains(r.stdout, "dry run, nothing changed: would import 1 files (5.0 KiB) and 0 empty ones; 0 imported before, 0 keys skipped, 0 would fail") ||

@@ -12,8 +12,6 @@ import (
 	"syscall"
 	"testing"
 	"time"
-
-	"github.com/minio/minio-go/v7"
 )
 
 // TestMountRead reads released files through a real FUSE mount (`sluice
@@ -132,22 +130,17 @@ func mounted(dir string) bool {
 // ETags), and one whose object was replaced in the bucket gives EIO.
 func TestMountReadImported(t *testing.T) {
 	requireFUSE(t)
-	ctx := context.Background()
 	be := startSluiceBackend(t)
 	fs := startFS(t)
 	addBackend(t, fs, be, "")
 	s3c := be.s3(t)
 	x, y := randomData(13, 3<<20+11), randomData(14, 300<<10)
 	for k, d := range map[string][]byte{"lake/x": x, "lake/y": y} {
-		if _, err := s3c.PutObject(ctx, bucket, k, bytes.NewReader(d), int64(len(d)), minio.PutObjectOptions{}); err != nil {
-			t.Fatal(err)
-		}
+		putObject(t, s3c, k, d)
 	}
 	fs.mustCLI("tier", "import", "t/lake/", "/lake")
 	other := randomData(15, len(y))
-	if _, err := s3c.PutObject(ctx, bucket, "lake/y", bytes.NewReader(other), int64(len(other)), minio.PutObjectOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	putObject(t, s3c, "lake/y", other)
 	mp := mountFS(t, fs.addr, "--op-timeout", "5s", "--no-restore-on-read")
 	got, err := os.ReadFile(filepath.Join(mp, "lake", "x"))
 	if err != nil || !bytes.Equal(got, x) {

@@ -6,8 +6,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/minio/minio-go/v7"
-
 	"github.com/sluice-fs/sluice/client"
 	"github.com/sluice-fs/sluice/internal/errs"
 )
@@ -42,9 +40,7 @@ func TestRestoreOfferAfterRefresh(t *testing.T) {
 		t.Fatal(err)
 	}
 	y1, y2 := randomData(102, 300<<10), randomData(103, 300<<10)
-	if _, err := s3c.PutObject(ctx, bucket, "src/y", bytes.NewReader(y1), int64(len(y1)), minio.PutObjectOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	putObject(t, s3c, "src/y", y1)
 	if st, err := c.TierImport(ctx, "t", "src/", "/", 1, nil); err != nil || st.Files != 1 {
 		t.Fatalf("import: %+v, %v", st, err)
 	}
@@ -82,9 +78,7 @@ func TestRestoreOfferAfterRefresh(t *testing.T) {
 
 	// The object is replaced by another of the same size; the re-run
 	// makes the released file the new object.
-	if _, err := s3c.PutObject(ctx, bucket, "src/y", bytes.NewReader(y2), int64(len(y2)), minio.PutObjectOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	putObject(t, s3c, "src/y", y2)
 	if st, err := c.TierImportWith(ctx, "t", "src/", "/", client.ImportOptions{Parallel: 1}); err != nil || st.Updated != 1 {
 		t.Fatalf("import again: %+v, %v; want /y updated", st, err)
 	}
