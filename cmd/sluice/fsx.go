@@ -21,12 +21,14 @@ func newFsx(g *globals) *cobra.Command {
 		maxSize, maxIO                string
 		verbose                       bool
 		noMmap, noCopyRange, noDirect bool
+		noAllocate                    bool
 	)
 	cmd := &cobra.Command{
 		Use:   "fsx [--seed N] [--ops N] DIR | sluice:/DIR",
 		Short: "Run the randomized data-integrity exerciser on a directory",
-		Long: "Writes, reads, truncates, syncs, re-opens (and on a local or mounted DIR: mmap with\n" +
-			"msync, copy_file_range, O_DIRECT reads) at random offsets and sizes on a few files\n" +
+		Long: "Writes, reads, truncates, fallocates (grow, keep-size, punch-hole, zero-range), syncs,\n" +
+			"re-opens (and on a local or mounted DIR: mmap with msync, copy_file_range, O_DIRECT\n" +
+			"reads) at random offsets and sizes on a few files\n" +
 			"in DIR, checking every byte read against an in-memory reference. sluice:/DIR runs\n" +
 			"through the client library against --server. A failure prints the seed, the\n" +
 			"operation, where the wrong bytes came from and the last operations; the same\n" +
@@ -42,6 +44,7 @@ func newFsx(g *globals) *cobra.Command {
 	cmd.Flags().BoolVar(&noMmap, "no-mmap", false, "no mmap reads and writes")
 	cmd.Flags().BoolVar(&noCopyRange, "no-copy-range", false, "no copy_file_range")
 	cmd.Flags().BoolVar(&noDirect, "no-direct", false, "no O_DIRECT reads")
+	cmd.Flags().BoolVar(&noAllocate, "no-fallocate", false, "no fallocate (for a file system without its modes)")
 	cmd.RunE = func(c *cobra.Command, args []string) error {
 		ms, err := cli.ParseSize(maxSize)
 		if err != nil {
@@ -54,7 +57,7 @@ func newFsx(g *globals) *cobra.Command {
 		if !c.Flags().Changed("seed") {
 			seed = fsx.FreshSeed()
 		}
-		cfg := fsx.Config{Seed: seed, Ops: ops, Files: files, MaxSize: ms, MaxIO: int(mio), NoMmap: noMmap, NoCopyRange: noCopyRange, NoDirect: noDirect}
+		cfg := fsx.Config{Seed: seed, Ops: ops, Files: files, MaxSize: ms, MaxIO: int(mio), NoMmap: noMmap, NoCopyRange: noCopyRange, NoDirect: noDirect, NoAllocate: noAllocate}
 		if verbose {
 			cfg.Log = os.Stdout
 		}
