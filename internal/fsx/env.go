@@ -17,11 +17,14 @@ const LongOps = 1_000_000
 // (default: the caller's), or LongOps with SLUICE_FSX_LONG=1.
 // SLUICE_FSX_LAYOUT=I runs the test's layout number I alone (from 0, in
 // the order its log lines list them), so that a long run of one layout
-// can be replayed or finished on its own.
+// can be replayed or finished on its own. SLUICE_FSX_NO_FALLOCATE=1
+// draws no fallocate (Config.NoAllocate): a seed recorded before the
+// exerciser drew it (2026-12-05) replays as it ran then.
 type Plan struct {
-	Seeds  []uint64
-	Ops    int
-	Layout int // the one layout to run, or -1 for all
+	Seeds      []uint64
+	Ops        int
+	Layout     int  // the one layout to run, or -1 for all
+	NoAllocate bool // SLUICE_FSX_NO_FALLOCATE=1
 }
 
 // Runs reports whether the plan runs the layout numbered i.
@@ -30,7 +33,7 @@ func (p Plan) Runs(i int) bool { return p.Layout < 0 || p.Layout == i }
 // PlanFromEnv returns the plan for a test whose own default is ops
 // operations on each of the fixed seeds.
 func PlanFromEnv(ops int, fixed ...uint64) (Plan, error) {
-	p := Plan{Ops: ops, Layout: -1}
+	p := Plan{Ops: ops, Layout: -1, NoAllocate: os.Getenv("SLUICE_FSX_NO_FALLOCATE") == "1"}
 	if v := os.Getenv("SLUICE_FSX_LAYOUT"); v != "" {
 		n, err := strconv.Atoi(v)
 		if err != nil || n < 0 {

@@ -73,7 +73,7 @@ func TestFsxDrain(t *testing.T) {
 		var err error
 		for _, seed := range plan.Seeds {
 			cfg := fsx.Config{Seed: seed, Ops: plan.Ops, MaxSize: 8 << 20, MaxIO: 4 << 20,
-				Boundaries: []int64{4 << 10, 64 << 10, 1 << 20}}
+				Boundaries: []int64{4 << 10, 64 << 10, 1 << 20}, NoAllocate: plan.NoAllocate}
 			var st fsx.Stats
 			if st, err = fsx.Run(ctx, &fsx.Client{C: c, Dir: "/d", Ctx: ctx}, cfg); err != nil {
 				break

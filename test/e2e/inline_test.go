@@ -210,7 +210,7 @@ func TestFsxInline(t *testing.T) {
 			t.Fatal(err)
 		}
 		cfg := fsx.Config{Seed: seed, Ops: plan.Ops, Files: 4, MaxSize: 48 << 10, MaxIO: 12 << 10,
-			Boundaries: []int64{4 << 10, 16 << 10}}
+			Boundaries: []int64{4 << 10, 16 << 10}, NoAllocate: plan.NoAllocate}
 		st, err := fsx.Run(ctx, &fsx.Client{C: c, Others: []*client.Client{other}, Dir: dir, Ctx: ctx}, cfg)
 		if err != nil {
 			t.Fatal(err)

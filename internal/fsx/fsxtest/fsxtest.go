@@ -43,7 +43,7 @@ func Run(t testing.TB, c *client.Client, layouts []client.Layout, ops int, fixed
 		}
 		for _, seed := range plan.Seeds {
 			cfg := fsx.Config{Seed: seed, Ops: plan.Ops, MaxSize: 8 << 20, MaxIO: 4 << 20,
-				Boundaries: []int64{4 << 10, 64 << 10, 1 << 20, max(lay.StripeSize, 64<<10)}}
+				Boundaries: []int64{4 << 10, 64 << 10, 1 << 20, max(lay.StripeSize, 64<<10)}, NoAllocate: plan.NoAllocate}
 			if plan.Ops >= progressFrom {
 				// A long run says how far it got (go test -v shows it
 				// as it goes), so that a run stopped by its timeout
