@@ -374,21 +374,13 @@ func (c *Client) sendImportBatch(ctx context.Context, store tier.Store, backend 
 		fail(err)
 		return
 	}
-	req := &wire.TierImportReq{Parent: a.Ino, Backend: backend, Mode: 0o644, Cred: c.cred(), Entries: make([]wire.TierImportEntry, len(b.items)), Refresh: refresh}
-	for i, it := range b.items {
-		req.Entries[i] = importEntry(it.path, it.obj)
-	}
-	var resp wire.TierImportResp
-	err = c.metaCall(ctx, wire.OpTierImport, req, &resp)
+	resp, err := c.importBatchCall(ctx, wire.OpTierImport, a.Ino, backend, b, refresh)
 	if errs.CodeOf(err) == errs.NotSupported {
 		c.noTierImport.Store(true) // an older service: one object at a time
 		for _, it := range b.items {
 			count(it.path, it.obj, c.importObject(ctx, store, backend, it.obj, it.path, refresh, made))
 		}
 		return
-	}
-	if err == nil && len(resp.Results) != len(b.items) {
-		err = errs.New(errs.Internal, "client: tier import: %d results for %d objects", len(resp.Results), len(b.items))
 	}
 	if err != nil {
 		fail(err)
@@ -398,6 +390,22 @@ func (c *Client) sendImportBatch(ctx context.Context, store tier.Store, backend 
 	for i, it := range b.items {
 		count(it.path, it.obj, importResult(resp.Results[i], it.path, &why))
 	}
+}
+
+// importBatchCall sends the entries of b's objects for directory parent
+// as op (OpTierImport, or OpTierImportDry) and returns the answer, one
+// result per object.
+func (c *Client) importBatchCall(ctx context.Context, op wire.Op, parent uint64, backend string, b *importBatch, refresh bool) (wire.TierImportResp, error) {
+	req := &wire.TierImportReq{Parent: parent, Backend: backend, Mode: 0o644, Cred: c.cred(), Entries: make([]wire.TierImportEntry, len(b.items)), Refresh: refresh}
+	for i, it := range b.items {
+		req.Entries[i] = importEntry(it.path, it.obj)
+	}
+	var resp wire.TierImportResp
+	err := c.metaCall(ctx, op, req, &resp)
+	if err == nil && len(resp.Results) != len(b.items) {
+		err = errs.New(errs.Internal, "client: tier import: %d results for %d objects", len(resp.Results), len(b.items))
+	}
+	return resp, err
 }
 
 // importResult is what result res of OpTierImport says of the file at p:

@@ -133,19 +133,11 @@ func (c *Client) sendImportDry(ctx context.Context, backend string, b *importBat
 		each(func(it importItem) error { return opErr("tier import: dry run", it.path, err) })
 		return
 	}
-	req := &wire.TierImportReq{Parent: a.Ino, Backend: backend, Mode: 0o644, Cred: c.cred(), Entries: make([]wire.TierImportEntry, len(b.items)), Refresh: refresh}
-	for i, it := range b.items {
-		req.Entries[i] = importEntry(it.path, it.obj)
-	}
-	var resp wire.TierImportResp
-	err = c.metaCall(ctx, wire.OpTierImportDry, req, &resp)
+	resp, err := c.importBatchCall(ctx, wire.OpTierImportDry, a.Ino, backend, b, refresh)
 	if errs.CodeOf(err) == errs.NotSupported {
 		c.noTierImportDry.Store(true) // an older service
 		each(func(it importItem) error { return walkedOutcome(it.exists) })
 		return
-	}
-	if err == nil && len(resp.Results) != len(b.items) {
-		err = errs.New(errs.Internal, "client: tier import: %d results for %d objects", len(resp.Results), len(b.items))
 	}
 	if err != nil {
 		each(func(it importItem) error { return opErr("tier import: dry run", it.path, err) })

@@ -272,6 +272,19 @@ func TestImportOlderService(t *testing.T) {
 	if err != nil || st.Present != n || st.Files != 0 {
 		t.Fatalf("import again: %+v, %v; want every object imported before", st, err)
 	}
+	// A dry run against a service without OpTierImportDry tells the
+	// files apart by its walk of the directory: every object whose key
+	// a file has counts as imported before, a new one as new.
+	putObject(t, s3c, "old/d9/new", []byte("new object"))
+	dry := proctest.StartOlderService(t, fs.addr, wire.OpTierImportDry)
+	cd := newClientOpts(t, client.Options{Server: dry.Addr})
+	st, err = cd.TierImportWith(ctx, "t", "old/", "/old", client.ImportOptions{Parallel: parallel, DryRun: true})
+	if err != nil || st.Present != n || st.Files != 1 || dry.Refused(wire.OpTierImportDry) < 1 {
+		t.Fatalf("dry run against a service without OpTierImportDry: %+v, %v (refused %d)", st, err, dry.Refused(wire.OpTierImportDry))
+	}
+	if _, err := c.Stat(ctx, "/old/d9"); errs.CodeOf(err) != errs.NotFound {
+		t.Fatalf("/old/d9 after the dry run: %v; want nothing made", err)
+	}
 }
 
 // objectData is the content putObjects gives the object of key k.
