@@ -989,10 +989,14 @@ func (f *File) Truncate(ctx context.Context, size int64) error {
 	// The size change applies only if the file is still as the cut found
 	// it (wire.SetIfAt): else (errs.Busy) another client committed a
 	// write in between, maybe past the new size into chunks already cut,
-	// or a restore finished; look and cut again.
+	// or a restore finished; look and cut again. Against writers that
+	// keep committing, the last round sets the size whatever happened
+	// since the cut, then cuts again, so that nothing past the new size
+	// survives (a write racing that round may lose its bytes; docs/design.md,
+	// Consistency model).
 	var err error
 	for try := 0; try < truncateTries; try++ {
-		if err = f.truncateOnce(ctx, size); err == nil || errs.CodeOf(err) != errs.Busy {
+		if err = f.truncateOnce(ctx, size, try == truncateTries-1); err == nil || errs.CodeOf(err) != errs.Busy {
 			break
 		}
 	}
@@ -1005,12 +1009,15 @@ func (f *File) Truncate(ctx context.Context, size int64) error {
 }
 
 // truncateTries bounds Truncate's rounds against a file other clients
-// keep changing (each round is a GetAttr, a cut and a size change).
-const truncateTries = 32
+// keep changing (each round is a GetAttr, a cut and a size change; the
+// last one a second cut too).
+const truncateTries = 8
 
 // truncateOnce is one round of Truncate: the attributes, a restore where
-// one is needed, the cut. f.mu is held.
-func (f *File) truncateOnce(ctx context.Context, size int64) error {
+// one is needed, the cut; with last, the size change applies whatever
+// changed since the cut, and the chunks are cut again after it. f.mu is
+// held.
+func (f *File) truncateOnce(ctx context.Context, size int64, last bool) error {
 	var a wire.Attr
 	if err := f.c.metaCall(ctx, wire.OpGetAttr, &wire.InoReq{Ino: f.ino}, &a); err != nil {
 		return err
@@ -1026,11 +1033,16 @@ func (f *File) truncateOnce(ctx context.Context, size int64) error {
 		}
 		released = false
 	}
-	err := f.cutLocked(ctx, &a, size)
+	err := f.cutLocked(ctx, &a, size, !last)
 	if err != nil && released && errs.CodeOf(err) == errs.Busy {
 		if err = f.restoreBeforeWriteLocked(ctx, &a); err == nil {
-			err = f.cutLocked(ctx, &a, size)
+			err = f.cutLocked(ctx, &a, size, !last)
 		}
+	}
+	if err == nil && last && a.Flags&wire.AttrChunks != 0 && a.Flags&wire.AttrReleased == 0 && len(f.lay().Chains) > 0 {
+		// A write another client committed between the cut and the
+		// size change may have left bytes past size: cut them.
+		err = f.cutChunks(ctx, size)
 	}
 	return err
 }
@@ -1038,7 +1050,9 @@ func (f *File) truncateOnce(ctx context.Context, size int64) error {
 // cutLocked cuts the file, whose attributes are a, to size: its chunks
 // first (a chunk of a failed restore of a released file too), then its
 // size in the metadata, which answers with the attributes after it into a.
-func (f *File) cutLocked(ctx context.Context, a *wire.Attr, size int64) error {
+// With ifAt, the size change applies only if the file is still as a says
+// (wire.SetIfAt; else errs.Busy).
+func (f *File) cutLocked(ctx context.Context, a *wire.Attr, size int64, ifAt bool) error {
 	// A file without chunks has nothing on the targets to cut; a released
 	// one cut to 0 moves to a fresh data ID (its chunks are frozen, maybe
 	// gone: ADR 0023), which the answer's layout names.
@@ -1048,8 +1062,11 @@ func (f *File) cutLocked(ctx context.Context, a *wire.Attr, size int64) error {
 		}
 	}
 	now := time.Now().UnixNano()
-	req := &wire.SetAttrReq{Ino: f.ino, Valid: wire.SetSize | wire.SetMtime | wire.SetCtime | wire.SetIfAt, Size: uint64(size), Mtime: now, Ctime: now,
-		AtMtime: a.Mtime, AtSize: a.Size}
+	req := &wire.SetAttrReq{Ino: f.ino, Valid: wire.SetSize | wire.SetMtime | wire.SetCtime, Size: uint64(size), Mtime: now, Ctime: now}
+	if ifAt {
+		req.Valid |= wire.SetIfAt
+		req.AtMtime, req.AtSize = a.Mtime, a.Size
+	}
 	if a.Flags&wire.AttrReleased != 0 {
 		// No chunk was cut: the change must not land on a file whose
 		// restore finished meanwhile, whose chunks hold its bytes

@@ -8,6 +8,7 @@ import (
 	"os"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -141,4 +142,76 @@ func TestTruncateRacingWriter(t *testing.T) {
 	if writeFirst == 0 || cutFirst == 0 {
 		t.Logf("only one order happened: the rounds did not race")
 	}
+}
+
+// TestTruncateUnderWriters truncates a file 300 times through one client
+// while four others keep writing to it and syncing (a log cut while it
+// is appended to): every truncate must succeed, where the size change's
+// condition (the file as the cut found it) fails again and again, and no
+// byte may be left past the file's size: once the writers stop, growing
+// the file shows zeros past the size it had. Without the truncate's last
+// round (which sets the size whatever changed since the cut, then cuts
+// again), the conditional rounds alone failed here with EBUSY (5 of 300
+// with 8 rounds each, 3 of 300 with 32).
+func TestTruncateUnderWriters(t *testing.T) {
+	s := startServer(t, "")
+	ctx := context.Background()
+	fa, err := s.client().OpenFile(ctx, "/log", client.O_RDWR|client.O_CREATE, 0o644)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stop atomic.Bool
+	var wg sync.WaitGroup
+	var writes atomic.Int64
+	line := bytes.Repeat([]byte("a log line, written and synced\n"), 4)
+	for w := range 4 {
+		fb, err := s.client().OpenFile(ctx, "/log", client.O_RDWR, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer fb.Close()
+			for off := int64(w) * 25000; !stop.Load(); off += 100000 {
+				if _, err := fb.WriteAt(line, off); err != nil {
+					t.Error(err)
+					return
+				}
+				if err := fb.Sync(); err != nil {
+					t.Error(err)
+					return
+				}
+				writes.Add(1)
+			}
+		}()
+	}
+	failed := 0
+	for i := range 300 {
+		if err := fa.Truncate(ctx, 10); err != nil {
+			failed++
+			t.Errorf("truncate %d: %v", i, err)
+		}
+	}
+	stop.Store(true)
+	wg.Wait()
+	st, err := fa.Stat()
+	if err != nil {
+		t.Fatal(err)
+	}
+	end := st.Size()
+	if err := fa.Truncate(ctx, end+1<<20); err != nil {
+		t.Fatal(err)
+	}
+	if err := fa.Close(); err != nil {
+		t.Fatal(err)
+	}
+	got, err := readFile(s.client(), "/log")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if k := bytes.IndexFunc(got[end:], func(r rune) bool { return r != 0 }); k >= 0 {
+		t.Fatalf("byte %d, past the size %d the file had, is %#x after growing it: a write's bytes outlived a truncate", end+int64(k), end, got[end+int64(k)])
+	}
+	t.Logf("300 truncates (%d failed) beside %d synced writes; size %d at the end", failed, writes.Load(), end)
 }
