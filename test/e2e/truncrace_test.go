@@ -151,7 +151,7 @@ func TestTruncateRacingWriter(t *testing.T) {
 // byte may be left past the file's size: once the writers stop, growing
 // the file shows zeros past the size it had. Without the truncate's last
 // round (which sets the size whatever changed since the cut, then cuts
-// again), the conditional rounds alone failed here with EBUSY (5 of 300
+// again), the conditional rounds alone failed here with EBUSY (57 and 120 of 300
 // with 8 rounds each, 3 of 300 with 32).
 func TestTruncateUnderWriters(t *testing.T) {
 	s := startServer(t, "")
