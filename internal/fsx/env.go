@@ -19,7 +19,7 @@ const LongOps = 1_000_000
 // the order its log lines list them), so that a long run of one layout
 // can be replayed or finished on its own. SLUICE_FSX_NO_FALLOCATE=1
 // draws no fallocate (Config.NoAllocate): a seed recorded before the
-// exerciser drew it (2026-12-05) replays as it ran then.
+// exerciser drew it (late 2026-12-04) replays as it ran then.
 type Plan struct {
 	Seeds      []uint64
 	Ops        int

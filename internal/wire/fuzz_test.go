@@ -508,7 +508,7 @@ func TestIfFieldsAppended(t *testing.T) {
 	if err := Unmarshal(b[:len(b)-32], &gs); err != nil || gs.IfMtime != 0 || gs.IfSize != 0 || gs.AtMtime != 0 || gs.AtSize != 0 || gs.Cred == nil || gs.Cred.Uid != 1 || gs.Size != 9 {
 		t.Fatalf("older setattr: %+v, %v", gs, err)
 	}
-	// One from before the At fields (2026-12-05) has the If fields only.
+	// One from before the At fields (late 2026-12-04) has the If fields only.
 	gs = SetAttrReq{}
 	if err := Unmarshal(b[:len(b)-16], &gs); err != nil || gs.IfMtime != 4 || gs.IfSize != 3 || gs.AtMtime != 0 || gs.AtSize != 0 || gs.Size != 9 {
 		t.Fatalf("setattr without At fields: %+v, %v", gs, err)

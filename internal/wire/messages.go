@@ -63,7 +63,7 @@ const (
 	OpTierForget Op = 78 // TierForgetReq -> TierForgetResp
 	// OpTierImportDry answers what OpTierImport would with the same
 	// request, changing nothing: `sluice tier import --dry-run`
-	// (2026-12-05; an older service answers it "not supported").
+	// (late 2026-12-04; an older service answers it "not supported").
 	OpTierImportDry Op = 79 // TierImportReq -> TierImportResp
 	OpAuditList     Op = 43 // AuditListReq -> AuditListResp (the audit trail, sealed first)
 	OpAuditVerify   Op = 44 // Empty -> AuditVerifyResp (checks the audit trail's hash chain)
@@ -784,12 +784,12 @@ const (
 	// the change applies only if it still is (else errs.Busy: a restore
 	// finished meanwhile and the chunks must be cut first).
 	SetIfReleased
-	// SetSizeGrow, with SetSize (2026-12-05; an older service ignores
+	// SetSizeGrow, with SetSize (late 2026-12-04; an older service ignores
 	// it): the size only grows; a file already as long or longer keeps
 	// its size and mtime (fallocate: a file another client grew
 	// meanwhile must not be cut without its chunks).
 	SetSizeGrow
-	// SetIfAt, with SetSize (2026-12-05; an older service ignores it):
+	// SetIfAt, with SetSize (late 2026-12-04; an older service ignores it):
 	// the change applies only if the file's mtime and size are still
 	// AtMtime and AtSize, what the client saw before it cut the chunks
 	// (else errs.Busy, and the client looks and cuts again): a write
