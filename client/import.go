@@ -470,16 +470,12 @@ func (c *Client) importOne(ctx context.Context, backend, p string, o tier.Object
 	if err != nil {
 		return err
 	}
-	req := &wire.TierImportReq{Parent: a.Ino, Backend: backend, Mode: 0o644, Cred: c.cred(), Entries: []wire.TierImportEntry{importEntry(p, o)}, Refresh: refresh}
-	var resp wire.TierImportResp
-	err = c.metaCall(ctx, wire.OpTierImport, req, &resp)
+	resp, err := c.importBatchCall(ctx, wire.OpTierImport, a.Ino, backend, &importBatch{items: []importItem{{path: p, obj: o}}}, refresh)
 	switch {
 	case errs.CodeOf(err) == errs.NotSupported:
 		return err
 	case err != nil:
 		return opErr("tier import", p, err)
-	case len(resp.Results) != 1:
-		return errs.New(errs.Internal, "client: tier import: %d results for 1 object", len(resp.Results))
 	}
 	return importResult(resp.Results[0], p, &resp.Errors)
 }

@@ -7,6 +7,7 @@ import (
 	"syscall"
 
 	"github.com/hanwen/go-fuse/v2/fuse"
+	"golang.org/x/sys/unix"
 
 	"github.com/sluice-fs/sluice/client"
 )
@@ -436,20 +437,13 @@ func (fs *fileSystem) Write(_ <-chan struct{}, in *fuse.WriteIn, data []byte) (u
 	return uint32(n), fuse.OK
 }
 
-// The fallocate(2) modes the kernel passes to a FUSE file system.
-const (
-	fallocKeepSize  = 0x01
-	fallocPunchHole = 0x02
-	fallocZeroRange = 0x10
-)
-
 // Fallocate is fallocate(2) on an open file: without flags the file grows
 // to the range's end; KEEP_SIZE alone changes nothing (no space is
 // reserved); PUNCH_HOLE (with KEEP_SIZE, as the kernel requires) and
 // ZERO_RANGE make the range read as zeros, written as zeros (nothing is
 // freed). The kernel drops its cached pages of a zeroed range and moves
-// its own size. Other modes (collapse, insert, unshare) answer
-// EOPNOTSUPP.
+// its own size. Other modes (collapse, insert, unshare; the kernel passes
+// none of them to FUSE today) answer EOPNOTSUPP.
 func (fs *fileSystem) Fallocate(_ <-chan struct{}, in *fuse.FallocateIn) fuse.Status {
 	h := fs.handle(in.Fh)
 	if h == nil || h.of == nil {
@@ -457,10 +451,10 @@ func (fs *fileSystem) Fallocate(_ <-chan struct{}, in *fuse.FallocateIn) fuse.St
 	}
 	of := h.of
 	mode := in.Mode
-	if mode&^(fallocKeepSize|fallocPunchHole|fallocZeroRange) != 0 || mode&fallocPunchHole != 0 && mode&fallocZeroRange != 0 {
+	if mode&^(unix.FALLOC_FL_KEEP_SIZE|unix.FALLOC_FL_PUNCH_HOLE|unix.FALLOC_FL_ZERO_RANGE) != 0 || mode&unix.FALLOC_FL_PUNCH_HOLE != 0 && mode&unix.FALLOC_FL_ZERO_RANGE != 0 {
 		return fuse.Status(syscall.EOPNOTSUPP)
 	}
-	if mode&fallocPunchHole != 0 && mode&fallocKeepSize == 0 {
+	if mode&unix.FALLOC_FL_PUNCH_HOLE != 0 && mode&unix.FALLOC_FL_KEEP_SIZE == 0 {
 		return fuse.EINVAL
 	}
 	off, n := int64(in.Offset), int64(in.Length)
@@ -472,10 +466,10 @@ func (fs *fileSystem) Fallocate(_ <-chan struct{}, in *fuse.FallocateIn) fuse.St
 	if err := fs.applyPending(ctx, of); err != nil {
 		return fs.status(ctx, "fallocate", err)
 	}
-	keep := mode&fallocKeepSize != 0
+	keep := mode&unix.FALLOC_FL_KEEP_SIZE != 0
 	var err error
 	switch {
-	case mode&(fallocPunchHole|fallocZeroRange) != 0:
+	case mode&(unix.FALLOC_FL_PUNCH_HOLE|unix.FALLOC_FL_ZERO_RANGE) != 0:
 		err = of.f.ZeroRange(ctx, off, n, keep)
 	case keep:
 		return fuse.OK // nothing to reserve
