@@ -297,6 +297,11 @@ type Client struct {
 	// "not supported" (older): FlushAttr of a file with chunks sends the
 	// size commit and the change apart.
 	noCommitWriteAttr atomic.Bool
+	// noCutGen: the metadata service knows no cut generations (before
+	// 2026-12-05): commits go without the condition, truncates without
+	// OpCutBegin (cut.go).
+	noCutGen atomic.Bool
+	cuts     cutGens // the cut generations learnt (cut.go)
 
 	// settleSeq numbers the moments Files stop holding uncommitted data
 	// (File.settled, PendingSince).

@@ -2,6 +2,7 @@ package client
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"io/fs"
@@ -85,14 +86,14 @@ type File struct {
 	flights []*flight                       // flushes whose data is not yet on the targets; guarded by werrMu
 
 	// commit serializes size commits (its Mutex is held while one is in
-	// flight). mu guards the rest: pending is the largest end flushed
-	// since the last commit started, seq counts registered flushes, and
-	// covered is the seq up to which commits have succeeded.
+	// flight). mu guards the rest: waiters are the flushes whose size is
+	// not yet committed, and cut the file's newest cut generation this
+	// File knows (cut.go).
 	commit struct {
 		sync.Mutex
-		mu           sync.Mutex
-		pending      int64
-		seq, covered uint64
+		mu      sync.Mutex
+		waiters []*commitWaiter
+		cut     uint64
 	}
 
 	ra     readAhead
@@ -479,72 +480,157 @@ func (f *File) flushLocked(ctx context.Context) {
 		for _, o := range before {
 			<-o.done // each earlier flight holds its own slot, so it finishes
 		}
-		chunked, err := f.writeData(fctx, off, buf)
+		err := f.writeCommitted(fctx, off, buf, func() { <-f.sem })
 		f.endFlight(fl)
 		wire.PutBuf(buf)
-		// The data is on the targets: free the slot for the next flush
-		// before recording the size, which waits for a metadata commit.
-		// (Inline writes recorded the size with the data.)
-		<-f.sem
-		if err == nil && chunked {
-			err = f.commitSize(fctx, off+int64(len(buf)))
-		}
 		if err != nil {
 			f.setWriteErr(err)
 		}
 	}()
 }
 
-// commitSize records in the metadata that the file's data reaches end.
-// Concurrent flushes coalesce: one commit is in flight per file, and it
-// carries the largest end of the flushes registered since the previous
-// commit started; a flush that such a later commit covered returns at
-// once. Ends are never remembered past their commit, so a truncate in
-// between cannot be undone by an old, larger end.
-func (f *File) commitSize(ctx context.Context, end int64) error {
-	f.commit.mu.Lock()
-	f.commit.pending = max(f.commit.pending, end)
-	f.commit.seq++
-	mine := f.commit.seq
-	f.commit.mu.Unlock()
-
-	f.commit.Lock() // one commit in flight
-	defer f.commit.Unlock()
-	f.commit.mu.Lock()
-	if f.commit.covered >= mine {
-		f.commit.mu.Unlock()
-		return nil
+// writeCommitted writes data at off and commits the size it reaches,
+// under the cut generation the File knew before the data went: when a
+// truncate by another client cut the file since (the commit is refused),
+// it waits for that cut to end and writes the data again (cut.go). sent,
+// if not nil, runs once when the data first reached the targets, before
+// the commit: the flush frees its slot for the next flush there. The
+// caller's flight stays registered until it returns, so no later
+// overlapping write can land between a first write of data and its
+// rewrite.
+func (f *File) writeCommitted(ctx context.Context, off int64, data []byte, sent func()) error {
+	for {
+		cut := f.cutKnown()
+		chunked, err := f.writeData(ctx, off, data)
+		if sent != nil {
+			sent()
+			sent = nil
+		}
+		// (Inline writes recorded the size with the data.)
+		if err != nil || !chunked {
+			return err
+		}
+		if err = f.commitSize(ctx, off+int64(len(data)), cut); !errors.Is(err, errCutRefused) {
+			return err
+		}
+		if err = f.awaitCut(ctx); err != nil {
+			return err
+		}
 	}
-	want, upto := f.commit.pending, f.commit.seq
-	f.commit.pending = 0
-	f.commit.mu.Unlock()
-	_, err := f.sendCommit(want, upto, func(c wire.CommitWriteReq, a *wire.Attr) error {
-		return f.c.metaCall(ctx, wire.OpCommitWrite, &c, a)
+}
+
+// commitSize records in the metadata that the file's data reaches end,
+// written while cut was the newest cut generation the File knew (errCutRefused
+// when a cut has begun since: the data must be written again).
+// Concurrent flushes coalesce: one commit is in flight per file, and it
+// carries the largest end of the flushes waiting under the File's newest
+// generation; a flush that such a commit covered returns at once. Ends
+// are never remembered past their commit, so a truncate in between cannot
+// be undone by an old, larger end.
+func (f *File) commitSize(ctx context.Context, end int64, cut uint64) error {
+	_, err := f.commitWith(end, cut, func(c wire.CommitWriteReq, r *wire.CommitResp) error {
+		return f.c.metaCall(ctx, wire.OpCommitWrite, &c, r)
 	})
 	return err
 }
 
-// sendCommit sends, through call, the commit of the file's size up to
-// want, which covers the commits registered up to seq upto, and records
-// the outcome: the own-change chain's answer and what it covered, or the
-// end pending for a later flush to retry. f.commit is held.
-func (f *File) sendCommit(want int64, upto uint64, call func(wire.CommitWriteReq, *wire.Attr) error) (wire.Attr, error) {
-	var a wire.Attr
-	ifMtime, ifSize := f.own.ifState()
-	err := call(wire.CommitWriteReq{Ino: f.ino, End: uint64(want), Mtime: time.Now().UnixNano(), IfMtime: ifMtime, IfSize: ifSize}, &a)
+// A commitWaiter is a flush waiting for its size commit: the end its data
+// reaches, and the cut generation known before the data was written.
+type commitWaiter struct {
+	end  int64
+	cut  uint64
+	done bool // a commit covered it
+}
+
+// commitWith commits the size for a flush whose data reaches end, written
+// under cut generation cut, through call, with the ends of other flushes
+// waiting under the same generation, and returns the attributes after it
+// (zero when another flush's commit covered this one).
+func (f *File) commitWith(end int64, cut uint64, call func(wire.CommitWriteReq, *wire.CommitResp) error) (wire.Attr, error) {
+	w := &commitWaiter{end: end, cut: cut}
 	f.commit.mu.Lock()
-	defer f.commit.mu.Unlock()
-	switch {
-	case err == nil:
-		f.own.answer(ifMtime, &a)
-		f.commit.covered = max(f.commit.covered, upto)
-	case errs.CodeOf(err) == errs.NotSupported:
-		f.commit.pending = max(f.commit.pending, want) // nothing was applied
-	default:
-		f.commit.pending = max(f.commit.pending, want) // for a later flush to retry
-		f.own.brk()                                    // it may have been applied
+	f.commit.waiters = append(f.commit.waiters, w)
+	f.commit.mu.Unlock()
+
+	f.commit.Lock() // one commit in flight
+	defer f.commit.Unlock()
+	for {
+		f.commit.mu.Lock()
+		if w.done {
+			f.commit.mu.Unlock()
+			return wire.Attr{}, nil
+		}
+		gen := max(f.commit.cut, f.c.cuts.get(f.ino))
+		f.commit.cut = gen
+		if w.cut != gen {
+			// A cut began after this flush's data was written.
+			f.dropWaiterLocked(w)
+			f.commit.mu.Unlock()
+			return wire.Attr{}, errCutRefused
+		}
+		var want int64
+		var batch []*commitWaiter
+		for _, o := range f.commit.waiters {
+			if o.cut == gen {
+				want = max(want, o.end)
+				batch = append(batch, o)
+			}
+		}
+		f.commit.mu.Unlock()
+		r, err := f.sendCommit(want, gen, call)
+		f.commit.mu.Lock()
+		switch {
+		case err != nil:
+			// The flushes waiting send their own commits, which carry
+			// this end too (the data is on the targets; the error is
+			// the flush's all the same).
+			f.commit.mu.Unlock()
+			return wire.Attr{}, err
+		case r.Refused:
+			f.learnCutLocked(r.Cut)
+			f.commit.mu.Unlock()
+			continue // this flush, and the batch, learn it above
+		}
+		for _, o := range batch {
+			o.done = true
+			f.dropWaiterLocked(o)
+		}
+		f.commit.mu.Unlock()
+		return r.Attr, nil
 	}
-	return a, err
+}
+
+// dropWaiterLocked removes w from the waiting flushes. f.commit.mu is held.
+func (f *File) dropWaiterLocked(w *commitWaiter) {
+	if i := slices.Index(f.commit.waiters, w); i >= 0 {
+		f.commit.waiters = slices.Delete(f.commit.waiters, i, i+1)
+	}
+}
+
+// sendCommit sends, through call, the commit of the file's size up to
+// want under cut generation cut, and records the outcome in the
+// own-change chain. f.commit is held.
+func (f *File) sendCommit(want int64, cut uint64, call func(wire.CommitWriteReq, *wire.CommitResp) error) (wire.CommitResp, error) {
+	var r wire.CommitResp
+	ifMtime, ifSize := f.own.ifState()
+	cutIf := !f.c.noCutGen.Load()
+	err := call(wire.CommitWriteReq{Ino: f.ino, End: uint64(want), Mtime: time.Now().UnixNano(), IfMtime: ifMtime, IfSize: ifSize, CutIf: cutIf, Cut: cut}, &r)
+	switch {
+	case err == nil && cutIf && !r.Known:
+		// A service from before 2026-12-05: the commit applied, without
+		// the condition.
+		f.c.noCutGen.Store(true)
+		f.own.answer(ifMtime, &r.Attr)
+	case err == nil && r.Refused:
+		f.own.brk() // another client cut the file
+	case err == nil:
+		f.own.answer(ifMtime, &r.Attr)
+	case errs.CodeOf(err) == errs.NotSupported:
+		// nothing was applied
+	default:
+		f.own.brk() // it may have been applied
+	}
+	return r, err
 }
 
 // cutChunks truncates each chunk of the file to its length in a file of
@@ -986,14 +1072,16 @@ func (f *File) Truncate(ctx context.Context, size int64) error {
 	if err := f.readySizeLocked(ctx, "truncate"); err != nil {
 		return err
 	}
+	// The chunks are cut under a cut of the file (cut.go): other
+	// clients' writes commit before it or are written again after it.
 	// The size change applies only if the file is still as the cut found
-	// it (wire.SetIfAt): else (errs.Busy) another client committed a
-	// write in between, maybe past the new size into chunks already cut,
-	// or a restore finished; look and cut again. Against writers that
-	// keep committing, the last round sets the size whatever happened
-	// since the cut, then cuts again, so that nothing past the new size
-	// survives (a write racing that round may lose its bytes; docs/design.md,
-	// Consistency model).
+	// it (wire.SetIfAt): else (errs.Busy) a client without cut
+	// generations committed a write in between, maybe past the new size
+	// into chunks already cut, or a restore finished; look and cut again.
+	// Against such writers that keep committing, the last round sets the
+	// size whatever happened since the cut, then cuts again, so that
+	// nothing past the new size survives (a write of such a client racing
+	// that round may lose its bytes; docs/design.md, Consistency model).
 	var err error
 	for try := 0; try < truncateTries; try++ {
 		if err = f.truncateOnce(ctx, size, try == truncateTries-1); err == nil || errs.CodeOf(err) != errs.Busy {
@@ -1033,16 +1121,11 @@ func (f *File) truncateOnce(ctx context.Context, size int64, last bool) error {
 		}
 		released = false
 	}
-	err := f.cutLocked(ctx, &a, size, !last)
+	err := f.cutLocked(ctx, &a, size, last)
 	if err != nil && released && errs.CodeOf(err) == errs.Busy {
 		if err = f.restoreBeforeWriteLocked(ctx, &a); err == nil {
-			err = f.cutLocked(ctx, &a, size, !last)
+			err = f.cutLocked(ctx, &a, size, last)
 		}
-	}
-	if err == nil && last && a.Flags&wire.AttrChunks != 0 && a.Flags&wire.AttrReleased == 0 && len(f.lay().Chains) > 0 {
-		// A write another client committed between the cut and the
-		// size change may have left bytes past size: cut them.
-		err = f.cutChunks(ctx, size)
 	}
 	return err
 }
@@ -1050,22 +1133,62 @@ func (f *File) truncateOnce(ctx context.Context, size int64, last bool) error {
 // cutLocked cuts the file, whose attributes are a, to size: its chunks
 // first (a chunk of a failed restore of a released file too), then its
 // size in the metadata, which answers with the attributes after it into a.
-// With ifAt, the size change applies only if the file is still as a says
-// (wire.SetIfAt; else errs.Busy).
-func (f *File) cutLocked(ctx context.Context, a *wire.Attr, size int64, ifAt bool) error {
+// The chunks are cut under a cut of the file (cut.go), which holds other
+// clients' size commits off until the size is set, so that no write they
+// acknowledge lies in the bytes cut. Unless last, the size change applies
+// only if the file is still as a (or the cut's answer) says
+// (wire.SetIfAt; else errs.Busy): a client without cut generations may
+// have committed a write in between. With last, the size applies
+// whatever changed, and the chunks are cut again after it, so that
+// nothing past the new size survives.
+func (f *File) cutLocked(ctx context.Context, a *wire.Attr, size int64, last bool) error {
 	// A file without chunks has nothing on the targets to cut; a released
 	// one cut to 0 moves to a fresh data ID (its chunks are frozen, maybe
 	// gone: ADR 0023), which the answer's layout names.
-	if size < int64(a.Size) && a.Flags&wire.AttrChunks != 0 && a.Flags&wire.AttrReleased == 0 && len(f.lay().Chains) > 0 {
-		if err := f.cutChunks(ctx, size); err != nil {
+	chunked := a.Flags&wire.AttrChunks != 0 && a.Flags&wire.AttrReleased == 0 && len(f.lay().Chains) > 0
+	cut := chunked && size < int64(a.Size)
+	var gen uint64 // the cut's generation, when held
+	if cut && !f.c.noCutGen.Load() {
+		r, err := f.beginCut(ctx)
+		switch {
+		case errs.CodeOf(err) == errs.NotSupported:
+			f.c.noCutGen.Store(true) // a service from before 2026-12-05
+		case err != nil:
 			return err
+		default:
+			gen = r.Cut
+			*a = r.Attr // the file as the cut holds it
+			f.learn(a)
+			// The cut's chunk truncates must all be answered before the
+			// service may take the cut over (wire.CutHold).
+			var cancel context.CancelFunc
+			ctx, cancel = context.WithTimeout(ctx, wire.CutTimeout)
+			defer cancel()
+		}
+	}
+	held := gen != 0
+	fail := func(err error) error {
+		if held {
+			ectx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+			defer cancel()
+			f.endCut(ectx, gen) // else the service ends it after wire.CutHold
+		}
+		return err
+	}
+	if cut {
+		if err := f.cutChunks(ctx, size); err != nil {
+			return fail(err)
 		}
 	}
 	now := time.Now().UnixNano()
 	req := &wire.SetAttrReq{Ino: f.ino, Valid: wire.SetSize | wire.SetMtime | wire.SetCtime, Size: uint64(size), Mtime: now, Ctime: now}
-	if ifAt {
+	if !last {
 		req.Valid |= wire.SetIfAt
 		req.AtMtime, req.AtSize = a.Mtime, a.Size
+		if held {
+			req.Valid |= wire.SetIfCut // the size change ends the cut
+			req.Cut = gen
+		}
 	}
 	if a.Flags&wire.AttrReleased != 0 {
 		// No chunk was cut: the change must not land on a file whose
@@ -1073,7 +1196,26 @@ func (f *File) cutLocked(ctx context.Context, a *wire.Attr, size int64, ifAt boo
 		// (errs.Busy; Truncate restores, learns the layout and cuts).
 		req.Valid |= wire.SetIfReleased
 	}
-	return f.sendSizeLocked(ctx, req, a)
+	if err := f.sendSizeLocked(ctx, req, a); err != nil {
+		return fail(err)
+	}
+	switch {
+	case last && chunked:
+		// A write committed between the cut and the size change (by a
+		// client without cut generations) may have left bytes past size:
+		// cut them, still under the cut.
+		if err := f.cutChunks(ctx, size); err != nil {
+			return fail(err)
+		}
+		if held {
+			f.endCut(ctx, gen) // errs.Busy: taken over; the size is set all the same
+		}
+	case last && held:
+		f.endCut(ctx, gen)
+	case held:
+		f.learnCut(gen + 1)
+	}
+	return nil
 }
 
 // sendSizeLocked sends req, a change of the file's size, with the

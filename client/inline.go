@@ -2,6 +2,7 @@ package client
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io/fs"
 	"syscall"
@@ -227,47 +228,53 @@ func (f *File) flushCommitAttrLocked(ctx context.Context, ch AttrChange) (InodeA
 	f.flushing.Add(1) // until the size is committed too
 	defer f.endFlushing()
 	fl, _ := f.startFlight(off, end) // none in flight to wait for
-	chunked, err := f.writeData(ctx, off, buf)
-	f.endFlight(fl)
-	wire.PutBuf(buf)
-	if err != nil {
-		f.setWriteErr(err)
-		return InodeAttr{}, false, err
+	defer f.endFlight(fl)
+	defer wire.PutBuf(buf)
+	for {
+		cut := f.cutKnown()
+		chunked, err := f.writeData(ctx, off, buf)
+		if err != nil {
+			f.setWriteErr(err)
+			return InodeAttr{}, false, err
+		}
+		if !chunked {
+			return InodeAttr{}, false, nil // inline after all: its size is recorded
+		}
+		a, one, err := f.commitSizeAttr(ctx, end, cut, ch)
+		if errors.Is(err, errCutRefused) {
+			// Another client's truncate cut the file since the data
+			// went: write it again once the cut has ended (cut.go).
+			if err = f.awaitCut(ctx); err == nil {
+				continue
+			}
+		}
+		if err != nil {
+			f.setWriteErr(err)
+		}
+		return a, one, err
 	}
-	if !chunked {
-		return InodeAttr{}, false, nil // inline after all: its size is recorded
-	}
-	a, one, err := f.commitSizeAttr(ctx, end, ch)
-	if err != nil {
-		f.setWriteErr(err)
-	}
-	return a, one, err
 }
 
 // commitSizeAttr records in the metadata that the file's data reaches end
-// and makes change ch, in one request (OpCommitWriteAttr), within
-// commitSize's rules: it also carries an end a failed commit left pending.
-// Against an older service it commits the size alone and reports that ch
-// was not sent.
-func (f *File) commitSizeAttr(ctx context.Context, end int64, ch AttrChange) (InodeAttr, bool, error) {
-	f.commit.Lock() // one commit in flight
-	f.commit.mu.Lock()
-	want := max(f.commit.pending, end)
-	f.commit.pending = 0
-	f.commit.seq++
-	upto := f.commit.seq
-	f.commit.mu.Unlock()
+// (written under cut generation cut) and makes change ch, in one request
+// (OpCommitWriteAttr), within commitSize's rules. Against an older service
+// it commits the size alone and reports that ch was not sent.
+func (f *File) commitSizeAttr(ctx context.Context, end int64, cut uint64, ch AttrChange) (InodeAttr, bool, error) {
 	attr := attrChangeReq(ctx, f.ino, ch)
-	a, err := f.sendCommit(want, upto, func(c wire.CommitWriteReq, a *wire.Attr) error {
-		return f.c.metaCall(ctx, wire.OpCommitWriteAttr, &wire.CommitWriteAttrReq{Commit: c, Attr: *attr}, a)
+	sent := false
+	a, err := f.commitWith(end, cut, func(c wire.CommitWriteReq, r *wire.CommitResp) error {
+		sent = true
+		return f.c.metaCall(ctx, wire.OpCommitWriteAttr, &wire.CommitWriteAttrReq{Commit: c, Attr: *attr}, r)
 	})
-	f.commit.Unlock()
 	if errs.CodeOf(err) == errs.NotSupported {
 		f.c.noCommitWriteAttr.Store(true) // a service from before 2026-12-02: nothing was changed
-		return InodeAttr{}, false, f.commitSize(ctx, end)
+		return InodeAttr{}, false, f.commitSize(ctx, end, cut)
 	}
 	if err != nil {
 		return InodeAttr{}, false, err
+	}
+	if !sent {
+		return InodeAttr{}, false, nil // another flush's commit covered it: ch is still to send
 	}
 	f.learn(&a)
 	f.c.overlayStaged(&a)

@@ -145,7 +145,19 @@ func (s *Service) Register(srv *wire.Server) {
 		return &r, err
 	})
 	handle(srv, wire.OpCommitWrite, func(ctx context.Context, m *wire.CommitWriteReq) (wire.Message, error) {
-		r, err := s.CommitWriteIf(ctx, m)
+		r, err := s.CommitCut(ctx, m)
+		return commitReply(m, &r), err
+	})
+	handle(srv, wire.OpCutBegin, func(ctx context.Context, m *wire.InoReq) (wire.Message, error) {
+		r, err := s.CutBegin(ctx, m.Ino)
+		return &r, err
+	})
+	handle(srv, wire.OpCutGen, func(ctx context.Context, m *wire.InoReq) (wire.Message, error) {
+		r, err := s.CutGen(ctx, m.Ino)
+		return &r, err
+	})
+	handle(srv, wire.OpCutEnd, func(ctx context.Context, m *wire.CutEndReq) (wire.Message, error) {
+		r, err := s.CutEnd(ctx, m.Ino, m.Cut)
 		return &r, err
 	})
 	handle(srv, wire.OpWriteInline, func(ctx context.Context, m *wire.WriteInlineReq) (wire.Message, error) {
@@ -157,8 +169,8 @@ func (s *Service) Register(srv *wire.Server) {
 		return &r, err
 	})
 	handle(srv, wire.OpCommitWriteAttr, func(ctx context.Context, m *wire.CommitWriteAttrReq) (wire.Message, error) {
-		r, err := s.CommitWriteAttr(ctx, m)
-		return &r, err
+		r, err := s.CommitWriteAttrCut(ctx, m)
+		return commitReply(&m.Commit, &r), err
 	})
 	handle(srv, wire.OpPutFile, func(ctx context.Context, m *wire.PutFileReq) (wire.Message, error) {
 		r, err := s.PutFile(ctx, m)
@@ -251,4 +263,13 @@ func dirsResp(dir *wire.Attr) *wire.DirsResp {
 		return &wire.DirsResp{}
 	}
 	return &wire.DirsResp{Dirs: []wire.Attr{*dir}}
+}
+
+// commitReply is the answer to size commit m: the whole CommitResp r when
+// m carried a cut condition, else (an older client's) its attributes only.
+func commitReply(m *wire.CommitWriteReq, r *wire.CommitResp) wire.Message {
+	if m.CutIf {
+		return r
+	}
+	return &r.Attr
 }

@@ -144,7 +144,12 @@ type inode struct {
 	// hold the file's bytes [0, InlineLen).
 	Flags     uint8
 	InlineLen uint32
-	Layout    placement.Layout
+	// Cut is the file's cut generation (wire/cut.go; odd while a truncate
+	// cuts its chunks) and CutAt when the running cut began (service
+	// clock, ns). Records of files never cut have neither (version 2).
+	Cut    uint64
+	CutAt  int64
+	Layout placement.Layout
 }
 
 // inode.Flags.
@@ -193,14 +198,24 @@ func (n *inode) isReg() bool { return n.Mode&modeType == modeReg }
 
 // inodeRecordVersion is the version of the records encode writes. Version
 // 1 had no flags and inline length: a file of version 1 has chunks.
-const inodeRecordVersion = 2
+// Version 3 (inodeCutVersion) is version 2 with the cut generation and
+// its start after the inline length; encode writes it only for a file
+// whose generation is not 0 (one that was cut since 2026-12-05).
+const (
+	inodeRecordVersion = 2
+	inodeCutVersion    = 3
+)
 
 // encode writes the record: version byte, then fixed big-endian fields,
 // the flags byte and u32 inline length, then the layout (u32 stripe size,
 // u16 stripe count, u16 number of targets, u32 per target).
 func (n *inode) encode() []byte {
-	b := make([]byte, 0, inodeFixedSize+5+8+4*len(n.Layout.Chains)+1)
-	b = append(b, inodeRecordVersion)
+	b := make([]byte, 0, inodeFixedSize+5+16+8+4*len(n.Layout.Chains)+1)
+	ver := byte(inodeRecordVersion)
+	if n.Cut != 0 {
+		ver = inodeCutVersion
+	}
+	b = append(b, ver)
 	b = binary.BigEndian.AppendUint32(b, n.Mode)
 	b = binary.BigEndian.AppendUint32(b, n.Nlink)
 	b = binary.BigEndian.AppendUint32(b, n.Uid)
@@ -213,6 +228,10 @@ func (n *inode) encode() []byte {
 	b = binary.BigEndian.AppendUint64(b, n.Parent)
 	b = append(b, n.Flags)
 	b = binary.BigEndian.AppendUint32(b, n.InlineLen)
+	if ver == inodeCutVersion {
+		b = binary.BigEndian.AppendUint64(b, n.Cut)
+		b = binary.BigEndian.AppendUint64(b, uint64(n.CutAt))
+	}
 	return appendLayout(b, &n.Layout)
 }
 
@@ -220,7 +239,7 @@ func (n *inode) encode() []byte {
 const inodeFixedSize = 1 + 5*4 + 8 + 3*8 + 8
 
 func decodeInode(ino uint64, b []byte) (*inode, error) {
-	if len(b) < inodeFixedSize || (b[0] != 1 && b[0] != inodeRecordVersion) {
+	if len(b) < inodeFixedSize || b[0] < 1 || b[0] > inodeCutVersion {
 		return nil, errs.New(errs.Corruption, "meta: inode %d: bad record (%d bytes, version %d)", ino, len(b), firstByte(b))
 	}
 	n := &inode{
@@ -246,6 +265,16 @@ func decodeInode(ino uint64, b []byte) (*inode, error) {
 		}
 		n.Flags, n.InlineLen = rest[0], binary.BigEndian.Uint32(rest[1:])
 		rest = rest[5:]
+	}
+	if b[0] == inodeCutVersion {
+		if len(rest) < 16 {
+			return nil, errs.New(errs.Corruption, "meta: inode %d: record of %d bytes has no cut generation", ino, len(b))
+		}
+		n.Cut, n.CutAt = binary.BigEndian.Uint64(rest), int64(binary.BigEndian.Uint64(rest[8:]))
+		if n.Cut == 0 {
+			return nil, errs.New(errs.Corruption, "meta: inode %d: version 3 record with cut generation 0", ino)
+		}
+		rest = rest[16:]
 	}
 	if err := decodeLayout(rest, &n.Layout); err != nil {
 		return nil, fmt.Errorf("meta: inode %d: %w", ino, err)

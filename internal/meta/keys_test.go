@@ -12,6 +12,7 @@ import (
 func FuzzDecodeInode(f *testing.F) {
 	f.Add((&inode{Mode: modeDir | 0o755, Nlink: 2, Parent: 1}).encode())
 	f.Add((&inode{Mode: modeReg | 0o644, Nlink: 1, Size: 1 << 40, Layout: placement.Layout{StripeSize: 1 << 20, StripeCount: 2, Chains: []placement.ChainID{3, 9}}}).encode())
+	f.Add((&inode{Mode: modeReg | 0o644, Nlink: 1, Size: 100, Flags: newInodeFlags | inoChunks, Cut: 3, CutAt: 1 << 60, Layout: placement.Layout{StripeSize: 1 << 20, StripeCount: 1, Chains: []placement.ChainID{3}}}).encode())
 	f.Add([]byte{1})
 	f.Add([]byte{})
 	f.Fuzz(func(t *testing.T, b []byte) {

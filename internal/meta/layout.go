@@ -536,33 +536,50 @@ func (s *Service) CommitWrite(ctx context.Context, ino, end uint64, mtime int64)
 
 // CommitWriteIf is CommitWrite of req; with req.IfMtime set, the answer
 // carries wire.AttrUnchanged if the file's mtime and size before the
-// commit were req.IfMtime and req.IfSize.
+// commit were req.IfMtime and req.IfSize. With req.CutIf, the commit
+// applies only under cut generation req.Cut (CommitCut).
 func (s *Service) CommitWriteIf(ctx context.Context, req *wire.CommitWriteReq) (wire.Attr, error) {
+	r, err := s.commitWrite(ctx, req, nil)
+	return r.Attr, err
+}
+
+// CommitCut is CommitWriteIf with its whole answer: whether a commit with
+// a cut condition (req.CutIf) applied, and the file's cut generation.
+func (s *Service) CommitCut(ctx context.Context, req *wire.CommitWriteReq) (wire.CommitResp, error) {
 	return s.commitWrite(ctx, req, nil)
 }
 
 // commitWriteTx applies a size commit to tx: the file's size and times in
 // n, which it returns unwritten (the caller writes the inode, once, after
 // any other change it makes); unchanged says whether the file was in the
-// state the commit's If fields name.
-func commitWriteTx(tx kv.Txn, req *wire.CommitWriteReq, mtime int64) (n *inode, unchanged bool, err error) {
+// state the commit's If fields name. A commit whose cut condition fails
+// changes nothing but a cut held past its time, which it takes over:
+// refused says so, and write whether n must be written all the same.
+func commitWriteTx(tx kv.Txn, req *wire.CommitWriteReq, mtime, now, hold int64) (n *inode, unchanged, refused, write bool, err error) {
 	if n, err = getInode(tx, req.Ino); err != nil {
-		return nil, false, err
+		return nil, false, false, false, err
 	}
 	switch {
 	case n.isDir():
-		return nil, false, errs.New(errs.IsDir, "cannot write to a directory")
+		return nil, false, false, false, errs.New(errs.IsDir, "cannot write to a directory")
 	case !n.isReg():
-		return nil, false, errs.New(errs.Invalid, "cannot write to a file of type %#o", n.Mode&modeType)
+		return nil, false, false, false, errs.New(errs.Invalid, "cannot write to a file of type %#o", n.Mode&modeType)
+	}
+	if req.CutIf {
+		if c := cutOf(n); !c.commits(req.Cut) {
+			write = c.takeOver(now, hold)
+			c.into(n)
+			return n, false, true, write, nil
+		}
 	}
 	if err := hsmWrite(tx, req.Ino, n); err != nil {
-		return nil, false, err
+		return nil, false, false, false, err
 	}
 	unchanged = unchangedSince(n, req.IfMtime, req.IfSize)
 	n.Size = max(n.Size, req.End)
 	n.Flags |= inoChunks // SetChunks came first; this is belt and braces
 	n.Mtime, n.Ctime = mtime, mtime
-	return n, unchanged, nil
+	return n, unchanged, false, true, nil
 }
 
 // CommitWriteAttr is CommitWriteIf of req.Commit and then, in the same
@@ -570,48 +587,58 @@ func commitWriteTx(tx kv.Txn, req *wire.CommitWriteReq, mtime int64) (n *inode, 
 // and times, as SetAttr makes it (with its audit entry): the close of a
 // file whose data went to the targets and whose times, owner and mode a
 // program restored before closing it (tar -x, cp -p). The attributes
-// returned are those after both; AttrUnchanged is the commit's.
+// returned are those after both; AttrUnchanged is the commit's. A commit
+// refused for its cut condition makes neither change.
 func (s *Service) CommitWriteAttr(ctx context.Context, req *wire.CommitWriteAttrReq) (wire.Attr, error) {
+	r, err := s.CommitWriteAttrCut(ctx, req)
+	return r.Attr, err
+}
+
+// CommitWriteAttrCut is CommitWriteAttr with its whole answer (CommitCut).
+func (s *Service) CommitWriteAttrCut(ctx context.Context, req *wire.CommitWriteAttrReq) (wire.CommitResp, error) {
 	if err := attrWithWrite(req.Commit.Ino, &req.Attr); err != nil {
-		return wire.Attr{}, inoErr("commitwrite", req.Commit.Ino, err)
+		return wire.CommitResp{}, inoErr("commitwrite", req.Commit.Ino, err)
 	}
 	return s.commitWrite(ctx, &req.Commit, &req.Attr)
 }
 
 // commitWrite is CommitWriteIf of c, followed in its transaction by the
 // change ch when it is not nil (CommitWriteAttr).
-func (s *Service) commitWrite(ctx context.Context, c *wire.CommitWriteReq, ch *wire.SetAttrReq) (wire.Attr, error) {
+func (s *Service) commitWrite(ctx context.Context, c *wire.CommitWriteReq, ch *wire.SetAttrReq) (wire.CommitResp, error) {
 	mtime := c.Mtime
 	if mtime == 0 {
 		mtime = s.nowNs()
 	}
-	var a wire.Attr
+	var r wire.CommitResp
 	audited := false
 	err := s.update(ctx, func(tx kv.Txn) error {
 		audited = false
-		n, unchanged, err := commitWriteTx(tx, c, mtime)
+		n, unchanged, refused, write, err := commitWriteTx(tx, c, mtime, s.nowNs(), s.cutHoldNs())
 		if err != nil {
 			return err
 		}
-		if ch != nil {
+		if ch != nil && !refused {
 			if audited, err = s.changeWithWrite(ctx, tx, ch, n); err != nil {
 				return err
 			}
 		}
-		tx.Set(inodeKey(c.Ino), n.encode())
-		a, err = attrOf(tx, c.Ino, n)
+		if write {
+			tx.Set(inodeKey(c.Ino), n.encode())
+		}
+		r = wire.CommitResp{Known: true, Cut: n.Cut, Refused: refused}
+		r.Attr, err = attrOf(tx, c.Ino, n)
 		if unchanged {
-			a.Flags |= wire.AttrUnchanged
+			r.Attr.Flags |= wire.AttrUnchanged
 		}
 		return err
 	})
 	if err != nil {
-		return wire.Attr{}, inoErr("commitwrite", c.Ino, err)
+		return wire.CommitResp{}, inoErr("commitwrite", c.Ino, err)
 	}
 	if audited {
 		s.audited()
 	}
-	return a, nil
+	return r, nil
 }
 
 // unchangedSince reports whether inode n still has the mtime and size a

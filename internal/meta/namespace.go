@@ -325,6 +325,15 @@ again:
 			case !n.isReg():
 				return errs.New(errs.Invalid, "cannot set the size of a file of type %#o", n.Mode&modeType)
 			}
+			if v&wire.SetIfCut != 0 {
+				// The end of the truncate's cut (cut.go): writes commit
+				// again once it is.
+				c := cutOf(n)
+				if err := c.end(req.Cut); err != nil {
+					return err
+				}
+				c.into(n)
+			}
 			if v&wire.SetIfAt != 0 && (n.Mtime != req.AtMtime || n.Size != req.AtSize) {
 				return errs.New(errs.Busy, "file changed since its chunks were cut (size %d, was %d): cut them again", n.Size, req.AtSize)
 			}

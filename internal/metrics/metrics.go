@@ -164,6 +164,8 @@ var opNames = map[wire.Op]string{
 	wire.OpHsmClaim: "hsm_claim", wire.OpHsmRestored: "hsm_restored", wire.OpTierImport: "tier_import", wire.OpTierForget: "tier_forget", wire.OpTierImportDry: "tier_import_dry", wire.OpHsmStates: "hsm_states", wire.OpTouchAtime: "touch_atime", wire.OpStageReport: "stage_report", wire.OpWatch: "watch",
 	wire.OpKVCreate: "kv_create", wire.OpKVStat: "kv_stat", wire.OpKVPut: "kv_put", wire.OpKVGet: "kv_get",
 	wire.OpKVExists: "kv_exists", wire.OpKVDelete: "kv_delete", wire.OpKVList: "kv_list",
+	// Cut generations (truncate against other clients' writes).
+	wire.OpCutBegin: "cut_begin", wire.OpCutGen: "cut_gen", wire.OpCutEnd: "cut_end",
 }
 
 // OpName returns op's metric label and its kind ("meta" or "chunk").

@@ -32,6 +32,7 @@ func messages() []Message {
 		&ProfileSession{}, &ProfileSetReq{}, &ProfileListResp{}, &ProfileCheckReq{}, &ProfileAppendReq{}, &ProfileReadReq{}, &ProfileReadResp{},
 		&StageCounts{}, &StageReportReq{},
 		&Change{}, &WatchReq{}, &WatchResp{},
+		&CutResp{}, &CutEndReq{}, &CommitResp{},
 	}
 }
 
@@ -201,6 +202,15 @@ func FuzzRoundTrip(f *testing.F) {
 // presence flag is off (version 2.7's data checksums), as a decoder does.
 func canonicalize(m Message) {
 	switch m := m.(type) {
+	case *CommitWriteReq:
+		canonicalCommit(m)
+	case *SetAttrReq:
+		canonicalSetAttr(m)
+	case *CommitWriteAttrReq:
+		canonicalCommit(&m.Commit)
+		canonicalSetAttr(&m.Attr)
+	case *CommitResp:
+		m.Known = true // what a decoder of a sent answer says
 	case *ChunkWriteReq:
 		if !m.HasDataCRC {
 			m.DataCRC = 0
@@ -220,6 +230,18 @@ func canonicalize(m Message) {
 		if !m.HasBlockSums {
 			m.BlockSums = nil
 		}
+	}
+}
+
+func canonicalCommit(m *CommitWriteReq) {
+	if !m.CutIf {
+		m.Cut = 0
+	}
+}
+
+func canonicalSetAttr(m *SetAttrReq) {
+	if m.Valid&SetIfCut == 0 {
+		m.Cut = 0
 	}
 }
 

@@ -796,6 +796,13 @@ const (
 	// another client committed in between may have put bytes past the
 	// new size into chunks already cut.
 	SetIfAt
+	// SetIfCut, with SetSize (2026-12-05; an older service ignores it):
+	// the end of a cut begun by OpCutBegin. The change applies only if
+	// the file's cut generation is still Cut, the odd one OpCutBegin
+	// answered (else errs.Busy: the cut was taken over, start again); it
+	// then moves the generation to Cut+1, which lets writes commit again
+	// (cut.go).
+	SetIfCut
 )
 
 // SetAttrReq changes the attributes chosen by Valid. A size change of a
@@ -819,6 +826,9 @@ type SetAttrReq struct {
 	// AtMtime and AtSize are what SetIfAt checks (trailing, optional).
 	AtMtime int64
 	AtSize  uint64
+	// Cut is the cut generation SetIfCut checks (after AtSize, present
+	// only with SetIfCut).
+	Cut uint64
 }
 
 func (m *SetAttrReq) Encode(e *Encoder) {
@@ -834,6 +844,9 @@ func (m *SetAttrReq) Encode(e *Encoder) {
 	encodeOptCred(e, m.Cred)
 	encodeIf(e, m.IfMtime, m.IfSize)
 	encodeIf(e, m.AtMtime, m.AtSize)
+	if m.Valid&SetIfCut != 0 {
+		e.U64(m.Cut)
+	}
 }
 func (m *SetAttrReq) Decode(d *Decoder) {
 	m.Ino = d.U64()
@@ -848,6 +861,10 @@ func (m *SetAttrReq) Decode(d *Decoder) {
 	m.Cred = decodeOptCred(d)
 	m.IfMtime, m.IfSize = decodeIf(d)
 	m.AtMtime, m.AtSize = decodeIf(d)
+	m.Cut = 0
+	if m.Valid&SetIfCut != 0 {
+		m.Cut = d.U64()
+	}
 }
 
 // encodeIf writes a change's If fields (CommitWriteReq), trailing.
@@ -1148,22 +1165,40 @@ func (m *SetLayoutReq) Decode(d *Decoder) {
 // mtime and size before the commit were IfMtime and IfSize. (The two
 // fields came in 2026-11 without a protocol version change; older clients
 // send neither.)
+//
+// With CutIf (2026-12-05, trailing; an older service ignores it), the
+// commit applies only if the file's cut generation is Cut, the one the
+// client knew before it wrote the data (cut.go); the answer is then a
+// CommitResp, which says whether it applied.
 type CommitWriteReq struct {
 	Ino     uint64
 	End     uint64
 	Mtime   int64
 	IfMtime int64
 	IfSize  uint64
+	CutIf   bool
+	Cut     uint64
 }
 
 func (m *CommitWriteReq) Encode(e *Encoder) {
+	m.encodeBase(e)
+	encodeOptCut(e, m.CutIf, m.Cut)
+}
+
+func (m *CommitWriteReq) Decode(d *Decoder) {
+	m.decodeBase(d)
+	m.CutIf, m.Cut = decodeOptCut(d)
+}
+
+// encodeBase writes the fields before the cut condition.
+func (m *CommitWriteReq) encodeBase(e *Encoder) {
 	e.U64(m.Ino)
 	e.U64(m.End)
 	e.I64(m.Mtime)
 	encodeIf(e, m.IfMtime, m.IfSize)
 }
 
-func (m *CommitWriteReq) Decode(d *Decoder) {
+func (m *CommitWriteReq) decodeBase(d *Decoder) {
 	m.Ino = d.U64()
 	m.End = d.U64()
 	m.Mtime = d.I64()
@@ -1219,14 +1254,25 @@ func (m *WriteInlineAttrReq) Decode(d *Decoder) { m.Write.Decode(d); m.Attr.Deco
 // group or times, with the same limits as WriteInlineAttrReq. The FUSE
 // mount's close of a file whose data went to the targets and whose
 // times, owner and mode a program restored before closing it sends both
-// at once. The reply's attributes are those after the change.
+// at once. The reply's attributes are those after the change. The
+// commit's cut condition (CutIf, Cut) goes last, after Attr, where an
+// older service does not read it; the reply is then a CommitResp.
 type CommitWriteAttrReq struct {
 	Commit CommitWriteReq
 	Attr   SetAttrReq
 }
 
-func (m *CommitWriteAttrReq) Encode(e *Encoder) { m.Commit.Encode(e); m.Attr.Encode(e) }
-func (m *CommitWriteAttrReq) Decode(d *Decoder) { m.Commit.Decode(d); m.Attr.Decode(d) }
+func (m *CommitWriteAttrReq) Encode(e *Encoder) {
+	m.Commit.encodeBase(e)
+	m.Attr.Encode(e)
+	encodeOptCut(e, m.Commit.CutIf, m.Commit.Cut)
+}
+
+func (m *CommitWriteAttrReq) Decode(d *Decoder) {
+	m.Commit.decodeBase(d)
+	m.Attr.Decode(d)
+	m.Commit.CutIf, m.Commit.Cut = decodeOptCut(d)
+}
 
 // WriteInlineResp says how many bytes of the write went inline (from its
 // start) and the file's attributes after it.

@@ -8,7 +8,8 @@ package wire
 // limited job (client.Options.Job) waits for the same requests at the same
 // costs. Not scheduled, so that a storm from clients can never hold them
 // back: cluster membership (register, heartbeats), the change feed's long
-// polls, syncs, the settings themselves (an administrator limiting a storm
+// polls, syncs, the end of a truncate's cut and the polls of writers
+// waiting for it (OpCutEnd, OpCutGen), the settings themselves (an administrator limiting a storm
 // must get through), and the system's own movers (migration, tier,
 // staging, profile shipping, audit).
 var metaScheduled = [...]Op{
@@ -18,7 +19,7 @@ var metaScheduled = [...]Op{
 	OpGetXattr, OpSetXattr, OpListXattr, OpRemoveXattr,
 	OpGetLayout, OpCommitWrite, OpWriteInline, OpReadInline,
 	OpSetChunks, OpResolveRead, OpPutFile, OpOpenIno, OpWriteInlineAttr, OpCommitWriteAttr, OpTierImport, OpTierForget, OpTierImportDry,
-	OpStatfs,
+	OpStatfs, OpCutBegin,
 }
 
 // MetaScheduledOps returns the requests the metadata service's QoS gate
