@@ -537,9 +537,10 @@ func (f *File) commitSize(ctx context.Context, end int64, cut uint64) error {
 // A commitWaiter is a flush waiting for its size commit: the end its data
 // reaches, and the cut generation known before the data was written.
 type commitWaiter struct {
-	end  int64
-	cut  uint64
-	done bool // a commit covered it
+	end    int64
+	cut    uint64
+	done   bool // a commit covered it
+	failed bool // its own commit failed: a later commit carries its end, under its generation only
 }
 
 // commitWith commits the size for a flush whose data reaches end, written
@@ -570,10 +571,13 @@ func (f *File) commitWith(end int64, cut uint64, call func(wire.CommitWriteReq, 
 		}
 		var want int64
 		var batch []*commitWaiter
-		for _, o := range f.commit.waiters {
-			if o.cut == gen {
+		for _, o := range slices.Clone(f.commit.waiters) {
+			switch {
+			case o.cut == gen:
 				want = max(want, o.end)
 				batch = append(batch, o)
+			case o.failed:
+				f.dropWaiterLocked(o) // cut since: its data may be gone
 			}
 		}
 		f.commit.mu.Unlock()
@@ -584,6 +588,7 @@ func (f *File) commitWith(end int64, cut uint64, call func(wire.CommitWriteReq, 
 			// The flushes waiting send their own commits, which carry
 			// this end too (the data is on the targets; the error is
 			// the flush's all the same).
+			w.failed = true
 			f.commit.mu.Unlock()
 			return wire.Attr{}, err
 		case r.Refused:
