@@ -501,6 +501,8 @@ func (c *Client) OpenAttrIno(ctx context.Context, ino uint64) (InodeAttr, Opened
 	if r.Attr.Mode&syscall.S_IFMT == syscall.S_IFREG && len(r.Data) != int(r.Attr.InlineLen) {
 		return InodeAttr{}, Opened{}, fmt.Errorf("getattr inode %d: %w", ino, errs.New(errs.Protocol, "client: the metadata service returned %d inline bytes of %d", len(r.Data), r.Attr.InlineLen))
 	}
+	// A writer of the file starts from its cut generation (cut.go).
+	c.cuts.learn(ino, r.Cut)
 	return inodeAttr(&r.Attr), Opened{attr: r.Attr, data: r.Data, hsm: r.Hsm, feedEpoch: r.FeedEpoch, feedCursor: r.FeedCursor}, nil
 }
 

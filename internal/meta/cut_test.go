@@ -159,6 +159,10 @@ func TestCutService(t *testing.T) {
 	if a, err := s.GetAttr(ctx, f.Ino); err != nil || a.Size != 700_000 {
 		t.Fatalf("size %d, %v: want 700000", a.Size, err)
 	}
+	// An open (OpOpenIno) tells a writer the generation.
+	if o, err := s.OpenIno(ctx, f.Ino); err != nil || o.Cut != 6 {
+		t.Fatalf("open: generation %d, %v; want 6", o.Cut, err)
+	}
 
 	// The generation is part of the inode record: it survives a restart.
 	s.Close()

@@ -931,6 +931,7 @@ func (s *Service) OpenIno(ctx context.Context, ino uint64) (wire.ResolveReadResp
 		if r.Attr, err = attrOf(tx, ino, n); err != nil {
 			return err
 		}
+		r.Cut = n.Cut
 		return readExtras(tx, &r)
 	})
 	if err != nil {

@@ -687,6 +687,11 @@ type ResolveReadResp struct {
 	// feed's position before the attributes were read: they reflect
 	// every change of the feed's epoch before FeedCursor (ADR 0022).
 	FeedEpoch, FeedCursor uint64
+	// Cut is a regular file's cut generation (OpOpenIno, 2026-12-05;
+	// appended after the HSM record's ETag, which is then sent even when
+	// empty; 0 from an older service): a writer that opens the file
+	// starts from it (wire/cut.go).
+	Cut uint64
 }
 
 func (m *ResolveReadResp) Encode(e *Encoder) {
@@ -700,8 +705,15 @@ func (m *ResolveReadResp) Encode(e *Encoder) {
 	}
 	e.Uvarint(m.FeedEpoch)
 	e.Uvarint(m.FeedCursor)
-	if m.Hsm != nil && m.Hsm.ETag != "" {
-		e.String(m.Hsm.ETag)
+	if (m.Hsm != nil && m.Hsm.ETag != "") || m.Cut != 0 {
+		etag := ""
+		if m.Hsm != nil {
+			etag = m.Hsm.ETag
+		}
+		e.String(etag)
+	}
+	if m.Cut != 0 {
+		e.U64(m.Cut)
 	}
 }
 
@@ -725,6 +737,10 @@ func (m *ResolveReadResp) Decode(d *Decoder) {
 		if m.Hsm != nil {
 			m.Hsm.ETag = etag
 		}
+	}
+	m.Cut = 0
+	if d.More() {
+		m.Cut = d.U64()
 	}
 }
 

@@ -169,7 +169,9 @@ func TestTruncateRacingWriter(t *testing.T) {
 // the file shows zeros past the size it had. Without the truncate's last
 // round (which sets the size whatever changed since the cut, then cuts
 // again), the conditional rounds alone failed here with EBUSY (57 and 120 of 300
-// with 8 rounds each, 3 of 300 with 32).
+// with 8 rounds each, 3 of 300 with 32), before cut generations held the
+// writers' commits off during a cut (ADR 0031); with them, writers whose
+// commits a cut refused write their data again after it.
 func TestTruncateUnderWriters(t *testing.T) {
 	s := startServer(t, "")
 	ctx := context.Background()
