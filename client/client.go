@@ -302,6 +302,9 @@ type Client struct {
 	// OpCutBegin (cut.go).
 	noCutGen atomic.Bool
 	cuts     cutGens // the cut generations learnt (cut.go)
+	// noPunch: a target answered OpChunkPunch "not supported" (before
+	// 2026-12-05): ZeroRange writes zeros (allocate.go).
+	noPunch atomic.Bool
 
 	// settleSeq numbers the moments Files stop holding uncommitted data
 	// (File.settled, PendingSince).

@@ -222,6 +222,7 @@ func (s *Service) Register(srv *wire.Server) {
 	srv.Handle(wire.OpChunkRead, s.handleRead)
 	srv.Handle(wire.OpChunkSync, s.handleSync)
 	srv.Handle(wire.OpChunkTruncate, s.handleTruncate)
+	srv.Handle(wire.OpChunkPunch, s.handlePunch)
 	srv.Handle(wire.OpChunkRemove, s.handleRemove)
 	srv.Handle(wire.OpChunkFence, s.handleFence)
 	srv.Handle(wire.OpTargetStat, s.handleStat)
@@ -439,6 +440,39 @@ func (s *Service) handleTruncate(ctx context.Context, req *wire.Request) (wire.R
 		}
 		defer release()
 		return st.Truncate(id, int64(m.Size))
+	})
+	if err != nil {
+		return wire.Response{}, h.fail(err)
+	}
+	h.c.truncateOps.Add(1)
+	return wire.Response{}, nil
+}
+
+// handlePunch zeroes a range of a chunk, freeing its whole blocks
+// (chunk.Store.Punch), and passes the request along the chain.
+func (s *Service) handlePunch(ctx context.Context, req *wire.Request) (wire.Response, error) {
+	var m wire.ChunkPunchReq
+	if err := wire.Unmarshal(req.Body, &m); err != nil {
+		return wire.Response{}, fmt.Errorf("target: chunk punch request: %w", err)
+	}
+	h, err := s.lookup(m.Target)
+	if err != nil {
+		return wire.Response{}, err
+	}
+	if err := checkOff("punch", m.ChunkRef, m.Off); err != nil {
+		return wire.Response{}, h.fail(err)
+	}
+	fw := m
+	err = s.applyChunk(ctx, h, m.ChunkRef, wire.OpChunkPunch, &fw, &fw.ChunkRef, nil, func(st *chunk.Store, id chunk.ID) error {
+		release, err := s.gate.acquire(ctx, m.Qos, 0)
+		if err != nil {
+			return err
+		}
+		defer release()
+		if m.Off >= chunk.MaxChunkSize {
+			return nil // past any chunk's end
+		}
+		return st.Punch(id, int64(m.Off), int64(min(m.Len, chunk.MaxChunkSize-m.Off)))
 	})
 	if err != nil {
 		return wire.Response{}, h.fail(err)

@@ -32,7 +32,7 @@ func messages() []Message {
 		&ProfileSession{}, &ProfileSetReq{}, &ProfileListResp{}, &ProfileCheckReq{}, &ProfileAppendReq{}, &ProfileReadReq{}, &ProfileReadResp{},
 		&StageCounts{}, &StageReportReq{},
 		&Change{}, &WatchReq{}, &WatchResp{},
-		&CutResp{}, &CutEndReq{}, &CommitResp{},
+		&CutResp{}, &CutEndReq{}, &CommitResp{}, &ChunkPunchReq{},
 	}
 }
 

@@ -100,6 +100,7 @@ const (
 	OpChunkRead     Op = 65 // ChunkReadReq -> ChunkReadResp + data
 	OpChunkSync     Op = 66 // ChunkSyncReq -> Empty
 	OpChunkTruncate Op = 67 // ChunkTruncateReq -> Empty
+	OpChunkPunch    Op = 91 // ChunkPunchReq -> Empty (zero a range, freeing its whole blocks)
 	OpChunkRemove   Op = 68 // ChunkRemoveReq -> Empty
 	OpTargetStat    Op = 69 // TargetReq -> TargetStat
 	OpChunkList     Op = 70 // ChunkListReq -> ChunkListResp (resync)
@@ -1728,6 +1729,32 @@ func (m *ChunkTruncateReq) Decode(d *Decoder) {
 	if d.More() {
 		m.Qos.Decode(d)
 	}
+}
+
+// ChunkPunchReq is the body of OpChunkPunch: make bytes [Off, Off+Len)
+// of the chunk read as zeros without changing its length, and give the
+// space of the whole 64 KiB blocks in the range back (fallocate(2)'s
+// PUNCH_HOLE and ZERO_RANGE of a file's bytes; 2026-12-05). Durable when
+// answered; passed along the chain like a truncate. An older target
+// answers "not supported" and the client writes zeros instead.
+type ChunkPunchReq struct {
+	ChunkRef
+	Off, Len uint64
+	Qos      QosTag
+}
+
+func (m *ChunkPunchReq) Encode(e *Encoder) {
+	m.ChunkRef.Encode(e)
+	e.U64(m.Off)
+	e.U64(m.Len)
+	m.Qos.Encode(e)
+}
+
+func (m *ChunkPunchReq) Decode(d *Decoder) {
+	m.ChunkRef.Decode(d)
+	m.Off = d.U64()
+	m.Len = d.U64()
+	m.Qos.Decode(d)
 }
 
 // TargetReq names a target.
