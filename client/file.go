@@ -1150,8 +1150,10 @@ func (f *File) cutLocked(ctx context.Context, a *wire.Attr, size int64, last boo
 	// A file without chunks has nothing on the targets to cut; a released
 	// one cut to 0 moves to a fresh data ID (its chunks are frozen, maybe
 	// gone: ADR 0023), which the answer's layout names.
-	chunked := a.Flags&wire.AttrChunks != 0 && a.Flags&wire.AttrReleased == 0 && len(f.lay().Chains) > 0
-	cut := chunked && size < int64(a.Size)
+	chunked := func() bool {
+		return a.Flags&wire.AttrChunks != 0 && a.Flags&wire.AttrReleased == 0 && len(f.lay().Chains) > 0
+	}
+	cut := chunked() && size < int64(a.Size)
 	var gen uint64 // the cut's generation, when held
 	if cut && !f.c.noCutGen.Load() {
 		r, err := f.beginCut(ctx)
@@ -1164,6 +1166,7 @@ func (f *File) cutLocked(ctx context.Context, a *wire.Attr, size int64, last boo
 			gen = r.Cut
 			*a = r.Attr // the file as the cut holds it
 			f.learn(a)
+			cut = chunked() && size < int64(a.Size)
 			// The cut's chunk truncates must all be answered before the
 			// service may take the cut over (wire.CutHold).
 			var cancel context.CancelFunc
@@ -1205,7 +1208,7 @@ func (f *File) cutLocked(ctx context.Context, a *wire.Attr, size int64, last boo
 		return fail(err)
 	}
 	switch {
-	case last && chunked:
+	case last && chunked():
 		// A write committed between the cut and the size change (by a
 		// client without cut generations) may have left bytes past size:
 		// cut them, still under the cut.
