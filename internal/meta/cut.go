@@ -2,6 +2,7 @@ package meta
 
 import (
 	"context"
+	"sync/atomic"
 
 	"github.com/sluice-fs/sluice/internal/errs"
 	"github.com/sluice-fs/sluice/internal/kv"
@@ -62,23 +63,54 @@ func (c *cutState) end(gen uint64) error {
 // and none runs.
 func (c cutState) commits(known uint64) bool { return !c.running() && c.Gen == known }
 
+// CutTotals counts what cut generations did in this metadata service
+// since it started (exported as sluice_cut_*).
+type CutTotals struct {
+	Begun     uint64 // cuts begun (OpCutBegin)
+	Refused   uint64 // size commits refused: their data is written again
+	Takeovers uint64 // cuts held past wire.CutHold, taken over
+}
+
+type cutCounters struct{ begun, refused, takeovers atomic.Uint64 }
+
+// CutTotals returns the service's cut counts.
+func (s *Service) CutTotals() CutTotals {
+	c := &s.cuts
+	return CutTotals{Begun: c.begun.Load(), Refused: c.refused.Load(), Takeovers: c.takeovers.Load()}
+}
+
 func cutOf(n *inode) cutState       { return cutState{Gen: n.Cut, At: n.CutAt} }
 func (c cutState) into(n *inode)    { n.Cut, n.CutAt = c.Gen, c.At }
 func (s *Service) cutHoldNs() int64 { return int64(wire.CutHold) }
 
 // CutBegin begins a cut of the chunks of regular file ino (wire.OpCutBegin).
 func (s *Service) CutBegin(ctx context.Context, ino uint64) (wire.CutResp, error) {
-	return s.cutChange(ctx, "cutbegin", ino, func(c *cutState, now int64) (bool, error) {
+	took := false
+	r, err := s.cutChange(ctx, "cutbegin", ino, func(c *cutState, now int64) (bool, error) {
+		took = c.heldPast(now, s.cutHoldNs())
 		return true, c.begin(now, s.cutHoldNs())
 	})
+	if err == nil {
+		s.cuts.begun.Add(1)
+		if took {
+			s.cuts.takeovers.Add(1)
+		}
+	}
+	return r, err
 }
 
 // CutGen answers the cut generation of regular file ino (wire.OpCutGen),
 // taking over a cut held past wire.CutHold.
 func (s *Service) CutGen(ctx context.Context, ino uint64) (wire.CutResp, error) {
-	return s.cutChange(ctx, "cutgen", ino, func(c *cutState, now int64) (bool, error) {
-		return c.takeOver(now, s.cutHoldNs()), nil
+	took := false
+	r, err := s.cutChange(ctx, "cutgen", ino, func(c *cutState, now int64) (bool, error) {
+		took = c.takeOver(now, s.cutHoldNs())
+		return took, nil
 	})
+	if err == nil && took {
+		s.cuts.takeovers.Add(1)
+	}
+	return r, err
 }
 
 // CutEnd ends the cut of generation gen of regular file ino without a

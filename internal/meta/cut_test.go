@@ -164,6 +164,12 @@ func TestCutService(t *testing.T) {
 		t.Fatalf("open: generation %d, %v; want 6", o.Cut, err)
 	}
 
+	// Counted: 3 cuts begun (one taken over), 5 commits refused (the one
+	// after the hold took the cut over).
+	if got := s.CutTotals(); got != (CutTotals{Begun: 3, Refused: 5, Takeovers: 1}) {
+		t.Fatalf("totals %+v", got)
+	}
+
 	// The generation is part of the inode record: it survives a restart.
 	s.Close()
 	s2, err := New(ctx, Options{DB: db, Targets: newFakeTargets(4), Now: func() time.Time { return time.Unix(0, clock.Load()) }})

@@ -610,13 +610,14 @@ func (s *Service) commitWrite(ctx context.Context, c *wire.CommitWriteReq, ch *w
 		mtime = s.nowNs()
 	}
 	var r wire.CommitResp
-	audited := false
+	audited, tookOver := false, false
 	err := s.update(ctx, func(tx kv.Txn) error {
 		audited = false
 		n, unchanged, refused, write, err := commitWriteTx(tx, c, mtime, s.nowNs(), s.cutHoldNs())
 		if err != nil {
 			return err
 		}
+		tookOver = refused && write
 		if ch != nil && !refused {
 			if audited, err = s.changeWithWrite(ctx, tx, ch, n); err != nil {
 				return err
@@ -637,6 +638,12 @@ func (s *Service) commitWrite(ctx context.Context, c *wire.CommitWriteReq, ch *w
 	}
 	if audited {
 		s.audited()
+	}
+	if r.Refused {
+		s.cuts.refused.Add(1)
+		if tookOver {
+			s.cuts.takeovers.Add(1)
+		}
 	}
 	return r, nil
 }

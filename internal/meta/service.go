@@ -176,6 +176,7 @@ type Service struct {
 	gate *qos.Gate // QoS scheduling of namespace requests (qosgate.go)
 
 	restores restoreCounters // RestoreTotals (tier.go)
+	cuts     cutCounters     // CutTotals (cut.go)
 
 	gcMu   sync.Mutex    // one garbage collection pass at a time
 	gcKick chan struct{} // buffered(1): a removal was queued

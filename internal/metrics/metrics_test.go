@@ -246,3 +246,27 @@ func TestAbsorbCollector(t *testing.T) {
 		t.Fatalf("lint: %v, %v", problems, err)
 	}
 }
+
+type fakeCuts meta.CutTotals
+
+func (f fakeCuts) CutTotals() meta.CutTotals { return meta.CutTotals(f) }
+
+// TestCutCollector: each cut count comes out as its own counter.
+func TestCutCollector(t *testing.T) {
+	m := New()
+	m.AddCuts(fakeCuts{Begun: 7, Refused: 3, Takeovers: 1})
+	fams, err := m.reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]float64{}
+	for _, f := range fams {
+		if strings.HasPrefix(f.GetName(), "sluice_cut") {
+			got[f.GetName()] = f.GetMetric()[0].GetCounter().GetValue()
+		}
+	}
+	want := map[string]float64{"sluice_cuts_total": 7, "sluice_cut_refused_commits_total": 3, "sluice_cut_takeovers_total": 1}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("got %v\nwant %v", got, want)
+	}
+}

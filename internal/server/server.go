@@ -249,6 +249,7 @@ func Run(ctx context.Context, opts Options) (err error) {
 	mx.AddMoverRecord(moverRecord(ms))
 	mx.AddMetaQos(ms.QosStats)
 	mx.AddRestores(ms)
+	mx.AddCuts(ms)
 	mx.Instrument(srv)
 
 	closers.goRun(ctx, func(ctx context.Context) { rt.Run(ctx) }, agent.Run, func(ctx context.Context) { ms.Run(ctx) })
