@@ -52,11 +52,13 @@ func (m *CutEndReq) Encode(e *Encoder) { e.U64(m.Ino); e.U64(m.Cut) }
 func (m *CutEndReq) Decode(d *Decoder) { m.Ino = d.U64(); m.Cut = d.U64() }
 
 // CutHold is how long a cut may hold writers' commits off before the
-// metadata service takes it over; CutTimeout, well below it, bounds the
-// chunk truncates of one cut.
+// metadata service takes it over: well within a client's flush timeout
+// (60 s by default), so that a flush held off by a truncating client that
+// died still lands. CutTimeout, well below CutHold, bounds the chunk
+// truncates and size change of one cut.
 const (
-	CutHold    = 2 * time.Minute
-	CutTimeout = time.Minute
+	CutHold    = 30 * time.Second
+	CutTimeout = 15 * time.Second
 )
 
 // CutResp answers OpCutBegin and OpCutGen: the file's cut generation and
