@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/sluice-fs/sluice/client"
+	"github.com/sluice-fs/sluice/internal/wire"
 )
 
 // TestTruncateRacingWriter races a shrinking truncate through one client
@@ -233,4 +234,67 @@ func TestTruncateUnderWriters(t *testing.T) {
 		t.Fatalf("byte %d, past the size %d the file had, is %#x after growing it: a write's bytes outlived a truncate", end+int64(k), end, got[end+int64(k)])
 	}
 	t.Logf("300 truncates (%d failed) beside %d synced writes; size %d at the end", failed, writes.Load(), end)
+}
+
+// TestCutHeldByDeadTruncater: a truncating client that began a cut of a
+// file (OpCutBegin, sent here on a raw connection) and then died never
+// ends it; another client's synced write to the file must still land,
+// once the metadata service takes the cut over (wire.CutHold, 30 s),
+// within the writer's flush timeout, and its bytes must be there.
+func TestCutHeldByDeadTruncater(t *testing.T) {
+	t.Parallel() // it mostly waits
+	s := startServer(t, "")
+	ca := s.client()
+	ctx := context.Background()
+	f, err := ca.Create(ctx, "/f")
+	if err != nil {
+		t.Fatal(err)
+	}
+	old := bytes.Repeat([]byte{'a'}, 1<<20)
+	if _, err := f.Write(old); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+	conn, err := wire.Dial(ctx, s.addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var r wire.CutResp
+	if _, err := conn.Call(ctx, wire.OpCutBegin, &wire.InoReq{Ino: f.Ino()}, nil, &r, nil); err != nil || r.Cut&1 != 1 {
+		t.Fatalf("cut begin: generation %d, %v", r.Cut, err)
+	}
+	conn.Close() // the truncater is gone, its cut held
+
+	fb, err := s.client().OpenFile(ctx, "/f", client.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mark := bytes.Repeat([]byte{'X'}, 1000)
+	start := time.Now()
+	if _, err := fb.WriteAt(mark, 500000); err != nil {
+		t.Fatal(err)
+	}
+	if err := fb.Sync(); err != nil {
+		t.Fatalf("synced write beside a cut whose truncater died: %v", err)
+	}
+	waited := time.Since(start)
+	if err := fb.Close(); err != nil {
+		t.Fatal(err)
+	}
+	got, err := readFile(ca, "/f")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := append([]byte(nil), old...)
+	copy(want[500000:], mark)
+	if !bytes.Equal(got, want) {
+		t.Fatalf("after the write: %d bytes, want the old 1 MiB with the write's bytes at 500000", len(got))
+	}
+	// Truncates of the file work again.
+	if err := ca.Truncate(ctx, "/f", 10); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("the write waited %v for the dead truncater's cut to be taken over (wire.CutHold %v)", waited.Round(time.Millisecond), wire.CutHold)
 }
