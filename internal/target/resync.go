@@ -1,6 +1,7 @@
 package target
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -222,6 +223,15 @@ func (s *Service) copyChunk(ctx context.Context, st *chunk.Store, c placement.Ch
 		return nil
 	}
 	bg := TagOf(SystemResyncJob, qos.Background)
+	// The copy starts from an empty chunk and skips the blocks that read
+	// as zeros, so that holes (sparse writes, punched ranges) stay holes
+	// on the new replica; the truncate to the length below covers them.
+	// The chunk's lock keeps the chain's writes out meanwhile, and the
+	// replica serves no reads until its resync is done.
+	empty := &wire.ChunkTruncateReq{ChunkRef: wire.ChunkRef{Target: dst, ChainRef: ref, Ino: id.Ino, Slot: id.Slot}, Size: 0, Qos: bg}
+	if err := call(wire.OpChunkTruncate, empty, nil, nil); err != nil {
+		return fmt.Errorf("empty chunk %v on replica %d: %w", id, dst, err)
+	}
 	for off := int64(0); off < in.Len; off += resyncPiece {
 		want := min(resyncPiece, in.Len-off)
 		release, err := s.gate.acquire(ctx, bg, int(want))
@@ -233,10 +243,13 @@ func (s *Service) copyChunk(ctx context.Context, st *chunk.Store, c placement.Ch
 		if err != nil {
 			return fmt.Errorf("read chunk %v for resync: %w", id, err)
 		}
-		req := &wire.ChunkWriteReq{ChunkRef: wire.ChunkRef{Target: dst, ChainRef: ref, Ino: id.Ino, Slot: id.Slot}, Off: uint64(off), Qos: bg,
-			DataCRC: checksum.DataCRC(buf[:n]), HasDataCRC: true}
-		if err := call(wire.OpChunkWrite, req, [][]byte{buf[:n]}, nil); err != nil {
-			return fmt.Errorf("copy chunk %v to replica %d: %w", id, dst, err)
+		for _, r := range dataRuns(buf[:n], chunk.BlockSize) {
+			piece := buf[r[0]:r[1]]
+			req := &wire.ChunkWriteReq{ChunkRef: wire.ChunkRef{Target: dst, ChainRef: ref, Ino: id.Ino, Slot: id.Slot}, Off: uint64(off + int64(r[0])), Qos: bg,
+				DataCRC: checksum.DataCRC(piece), HasDataCRC: true}
+			if err := call(wire.OpChunkWrite, req, [][]byte{piece}, nil); err != nil {
+				return fmt.Errorf("copy chunk %v to replica %d: %w", id, dst, err)
+			}
 		}
 	}
 	tr := &wire.ChunkTruncateReq{ChunkRef: wire.ChunkRef{Target: dst, ChainRef: ref, Ino: id.Ino, Slot: id.Slot}, Size: uint64(in.Len), Qos: bg}
@@ -341,3 +354,28 @@ func (s *Service) passFences(st *chunk.Store, c placement.Chain, src, dst placem
 	}
 	return nil
 }
+
+// dataRuns returns the runs [start, end) of b, cut at multiples of block,
+// that hold a byte other than zero: the pieces of a copy worth sending
+// (b's offset is a multiple of block).
+func dataRuns(b []byte, block int) [][2]int {
+	var runs [][2]int
+	for at := 0; at < len(b); at += block {
+		end := min(at+block, len(b))
+		if isZeros(b[at:end]) {
+			continue
+		}
+		if k := len(runs) - 1; k >= 0 && runs[k][1] == at {
+			runs[k][1] = end
+			continue
+		}
+		runs = append(runs, [2]int{at, end})
+	}
+	return runs
+}
+
+// zeroPiece is what isZeros compares with.
+var zeroPiece [chunk.BlockSize]byte
+
+// isZeros reports whether b (at most chunk.BlockSize bytes) is all zeros.
+func isZeros(b []byte) bool { return bytes.Equal(b, zeroPiece[:len(b)]) }

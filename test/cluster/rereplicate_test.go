@@ -4,10 +4,12 @@ import (
 	"context"
 	"crypto/sha256"
 	"fmt"
+	"io/fs"
 	"math/rand/v2"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -90,6 +92,39 @@ func TestReplaceDeadNode(t *testing.T) {
 		total += int64(len(data))
 	}
 	wrote := time.Since(writeStart)
+	// Sparse files: 256 KiB at 0 and at 30 MiB, the second in slot 2's
+	// chunk after a hole of 7 MiB. A rebuilt replica must keep the hole
+	// (the copy skips blocks of zeros).
+	var sparseInos []uint64
+	var holeChains []placement.ChainID
+	for i := range 4 {
+		p := fmt.Sprintf("/r2/sparse%d", i)
+		data := make([]byte, 30<<20+256<<10)
+		for _, at := range []int{0, 30 << 20} {
+			for j := at; j < at+256<<10; j++ {
+				data[j] = byte(rng.Uint32() | 1)
+			}
+		}
+		f, err := c.OpenFile(ctx, p, client.O_RDWR|client.O_CREATE, 0o644)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, at := range []int{0, 30 << 20} {
+			if _, err := f.WriteAt(data[at:at+256<<10], int64(at)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := f.Close(); err != nil {
+			t.Fatal(err)
+		}
+		sums[p] = sha256.Sum256(data)
+		sparseInos = append(sparseInos, f.Ino())
+		l, err := c.GetLayout(ctx, p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		holeChains = append(holeChains, placement.ChainID(l.Chains[2]))
+	}
 	// Files of one replica: those on node2's targets are lost while it is
 	// away, and `sluice damaged` must list exactly them.
 	if err := c.Mkdir(ctx, "/r1", 0o755); err != nil {
@@ -137,6 +172,21 @@ func TestReplaceDeadNode(t *testing.T) {
 		}
 	}
 	before := verifyReplicas(t, cl)
+	holeOnNode2 := false
+	for _, ch := range info.Chains {
+		for _, id := range holeChains {
+			for _, r := range ch.Replicas {
+				if ch.ID == id && onNode2[uint32(r.Target)] {
+					holeOnNode2 = true
+				}
+			}
+		}
+	}
+	if !holeOnNode2 {
+		t.Fatal("no sparse file's hole chunk has a replica on node2: the hole check below would be vacuous")
+	}
+	others := []string{cl.Nodes[0].DataDir, cl.Nodes[2].DataDir}
+	sparseBefore := chunkBytesOf(t, others, sparseInos)
 
 	node := cl.Nodes[1]
 	node.Proc.Kill()
@@ -161,6 +211,13 @@ func TestReplaceDeadNode(t *testing.T) {
 		t.Errorf("after re-replication the chains hold %d chunks, before %d", n, before)
 	}
 	check("node2 down, chains rebuilt")
+	// The rebuilt replicas hold the sparse files' data, not their holes:
+	// a copy that wrote the holes as zeros would add 7 MiB per hole chunk.
+	if added := chunkBytesOf(t, others, sparseInos) - sparseBefore; added > 4<<20 {
+		t.Errorf("rebuilding the sparse files' replicas added %d bytes of chunk data on the other nodes: the holes were copied", added)
+	} else {
+		t.Logf("rebuilding the sparse files' replicas added %d bytes of chunk data (their data, not their holes)", added)
+	}
 	if out := status(t, cl); strings.Contains(out, "offline") || strings.Contains(out, "syncing") || !strings.Contains(out, "DOWN") || !strings.Contains(out, "UNAVAILABLE") {
 		t.Errorf("sluice status with node2 down and its replicas rebuilt:\n%s", out)
 	}
@@ -205,4 +262,36 @@ func TestReplaceDeadNode(t *testing.T) {
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
+}
+
+// chunkBytesOf sums the bytes the file system holds for the chunk data
+// files of the inodes inos under the directories dirs.
+func chunkBytesOf(t *testing.T, dirs []string, inos []uint64) int64 {
+	t.Helper()
+	prefixes := make([]string, len(inos))
+	for i, ino := range inos {
+		prefixes[i] = fmt.Sprintf("%016x.", ino)
+	}
+	var sum int64
+	for _, dir := range dirs {
+		err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+			if err != nil || d.IsDir() || !strings.HasSuffix(d.Name(), ".dat") {
+				return err
+			}
+			for _, pre := range prefixes {
+				if strings.HasPrefix(d.Name(), pre) {
+					var st syscall.Stat_t
+					if err := syscall.Stat(p, &st); err != nil {
+						return err
+					}
+					sum += st.Blocks * 512
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	return sum
 }
