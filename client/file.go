@@ -417,33 +417,95 @@ func (f *File) setWriteErr(err error) {
 	f.werrMu.Unlock()
 }
 
-// A flight is a background flush whose data has not yet reached the
-// targets: the file range [off, end), and done, closed once its chunk writes
-// have all been answered.
+// A flight is a background flush of the file range [off, end) until its
+// size is committed: done is closed then (or when it failed). landed is
+// closed once its data first reached the targets; while it stays there
+// (not being written again after a refused commit, cut.go) a later flush
+// that covers the whole range may take its place instead of waiting for
+// its commit (superseded).
 type flight struct {
 	off, end int64
 	done     chan struct{}
+	landed   chan struct{}
+	// Guarded by werrMu: onTargets says the data is on the targets and not
+	// being written again; superseded that a later flush covering the whole
+	// range went ahead, so this one is never written again.
+	onTargets, superseded bool
+}
+
+// A wait is what a new flush waits for of an earlier flight: its data to
+// land (cover: the new flush covers its whole range), else its end.
+type wait struct {
+	fl    *flight
+	cover bool
 }
 
 // startFlight registers a flush of [off, end) and returns the flights it
 // overlaps, which must land before it is sent: two flushes of the same
 // bytes in flight at once could reach a target in either order, and the
 // older data would then replace the newer.
-func (f *File) startFlight(off, end int64) (*flight, []*flight) {
+func (f *File) startFlight(off, end int64) (*flight, []wait) {
 	f.werrMu.Lock()
 	defer f.werrMu.Unlock()
-	var before []*flight
+	var before []wait
 	for _, o := range f.flights {
 		if o.off < end && off < o.end {
-			before = append(before, o)
+			before = append(before, wait{fl: o, cover: off <= o.off && o.end <= end})
 		}
 	}
-	fl := &flight{off: off, end: end, done: make(chan struct{})}
+	fl := &flight{off: off, end: end, done: make(chan struct{}), landed: make(chan struct{})}
 	f.flights = append(f.flights, fl)
 	return fl, before
 }
 
-// endFlight marks fl's data as landed (or failed).
+// waitFlights waits for what a new flush must wait for of the earlier
+// flights ws: the data of one it covers whole to land (it then supersedes
+// it: that one's data is never written again), the end of any other.
+func (f *File) waitFlights(ws []wait) {
+	for _, w := range ws {
+		if w.cover {
+			<-w.fl.landed
+			f.werrMu.Lock()
+			ok := w.fl.onTargets
+			if ok {
+				w.fl.superseded = true
+			}
+			f.werrMu.Unlock()
+			if ok {
+				continue
+			}
+		}
+		<-w.fl.done // each earlier flight holds its own slot, so it finishes
+	}
+}
+
+// setLanded records that fl's data is on the targets.
+func (f *File) setLanded(fl *flight) {
+	f.werrMu.Lock()
+	defer f.werrMu.Unlock()
+	fl.onTargets = true
+	select {
+	case <-fl.landed:
+	default:
+		close(fl.landed)
+	}
+}
+
+// rewriting reports whether fl's data, whose commit a cut refused, is to
+// be written again: not if a later flush superseded it. Then fl counts as
+// not on the targets until setLanded, so no later flush supersedes it
+// meanwhile.
+func (f *File) rewriting(fl *flight) bool {
+	f.werrMu.Lock()
+	defer f.werrMu.Unlock()
+	if fl.superseded {
+		return false
+	}
+	fl.onTargets = false
+	return true
+}
+
+// endFlight marks fl as ended (committed, or failed).
 func (f *File) endFlight(fl *flight) {
 	f.werrMu.Lock()
 	defer f.werrMu.Unlock()
@@ -452,6 +514,11 @@ func (f *File) endFlight(fl *flight) {
 			f.flights = append(f.flights[:i], f.flights[i+1:]...)
 			break
 		}
+	}
+	select {
+	case <-fl.landed:
+	default:
+		close(fl.landed)
 	}
 	close(fl.done)
 }
@@ -477,10 +544,8 @@ func (f *File) flushLocked(ctx context.Context) {
 		defer cancel()
 		defer f.inflight.Done()
 		defer f.endFlushing()
-		for _, o := range before {
-			<-o.done // each earlier flight holds its own slot, so it finishes
-		}
-		err := f.writeCommitted(fctx, off, buf, func() { <-f.sem })
+		f.waitFlights(before)
+		err := f.writeCommitted(fctx, fl, off, buf, func() { <-f.sem })
 		f.endFlight(fl)
 		wire.PutBuf(buf)
 		if err != nil {
@@ -492,13 +557,15 @@ func (f *File) flushLocked(ctx context.Context) {
 // writeCommitted writes data at off and commits the size it reaches,
 // under the cut generation the File knew before the data went: when a
 // truncate by another client cut the file since (the commit is refused),
-// it waits for that cut to end and writes the data again (cut.go). sent,
-// if not nil, runs once when the data first reached the targets, before
-// the commit: the flush frees its slot for the next flush there. The
-// caller's flight stays registered until it returns, so no later
-// overlapping write can land between a first write of data and its
-// rewrite.
-func (f *File) writeCommitted(ctx context.Context, off int64, data []byte, sent func()) error {
+// it waits for that cut to end and writes the data again (cut.go), unless
+// a later flush of the whole range superseded it. sent, if not nil, runs
+// once when the data first reached the targets, before the commit: the
+// flush frees its slot for the next flush there. The caller's flight fl
+// stays registered until it returns, so no later overlapping write can
+// land between a first write of data and its rewrite (a later flush of
+// the whole range goes ahead once the data landed, and then none is
+// written again).
+func (f *File) writeCommitted(ctx context.Context, fl *flight, off int64, data []byte, sent func()) error {
 	for {
 		cut := f.cutKnown()
 		chunked, err := f.writeData(ctx, off, data)
@@ -510,8 +577,12 @@ func (f *File) writeCommitted(ctx context.Context, off int64, data []byte, sent 
 		if err != nil || !chunked {
 			return err
 		}
+		f.setLanded(fl)
 		if err = f.commitSize(ctx, off+int64(len(data)), cut); !errors.Is(err, errCutRefused) {
 			return err
+		}
+		if !f.rewriting(fl) {
+			return nil // the later flush's data and commit stand for it
 		}
 		if err = f.awaitCut(ctx); err != nil {
 			return err
