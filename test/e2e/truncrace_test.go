@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/sluice-fs/sluice/client"
+	"github.com/sluice-fs/sluice/internal/proctest"
 	"github.com/sluice-fs/sluice/internal/wire"
 )
 
@@ -297,4 +298,47 @@ func TestCutHeldByDeadTruncater(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Logf("the write waited %v for the dead truncater's cut to be taken over (wire.CutHold %v)", waited.Round(time.Millisecond), wire.CutHold)
+}
+
+// TestTruncateOlderService: against a metadata service without cut
+// generations (a proxy on loopback answers OpCutBegin, OpCutGen and
+// OpCutEnd "not supported", as an older service does), truncates fall
+// back to the conditional size change alone, and writes, truncates down
+// and up and reads still give the file's bytes.
+func TestTruncateOlderService(t *testing.T) {
+	s := startServer(t, "")
+	old := proctest.StartOlderService(t, s.addr, wire.OpCutBegin, wire.OpCutGen, wire.OpCutEnd)
+	c := proctest.Client(t, old.Addr)
+	ctx := context.Background()
+	f, err := c.Create(ctx, "/f")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	want := bytes.Repeat([]byte("0123456789abcdef"), 1<<16) // 1 MiB
+	for round := range 3 {
+		if _, err := f.WriteAt(want, 0); err != nil {
+			t.Fatal(err)
+		}
+		if err := f.Sync(); err != nil {
+			t.Fatal(err)
+		}
+		if err := f.Truncate(ctx, 1000); err != nil {
+			t.Fatalf("round %d: truncate against the older service: %v", round, err)
+		}
+		if err := f.Truncate(ctx, 1<<20); err != nil {
+			t.Fatal(err)
+		}
+		got := make([]byte, 1<<20)
+		if _, err := f.ReadAt(got, 0); err != nil {
+			t.Fatal(err)
+		}
+		exp := append(append([]byte(nil), want[:1000]...), make([]byte, 1<<20-1000)...)
+		if !bytes.Equal(got, exp) {
+			t.Fatalf("round %d: the file is not the first 1,000 bytes and zeros", round)
+		}
+	}
+	if r := old.Refused(wire.OpCutBegin); r != 1 {
+		t.Fatalf("the older service refused %d cut begins; want 1 (the client then stops asking)", r)
+	}
 }
