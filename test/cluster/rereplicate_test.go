@@ -4,12 +4,10 @@ import (
 	"context"
 	"crypto/sha256"
 	"fmt"
-	"io/fs"
 	"math/rand/v2"
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -186,7 +184,7 @@ func TestReplaceDeadNode(t *testing.T) {
 		t.Fatal("no sparse file's hole chunk has a replica on node2: the hole check below would be vacuous")
 	}
 	others := []string{cl.Nodes[0].DataDir, cl.Nodes[2].DataDir}
-	sparseBefore := chunkBytesOf(t, others, sparseInos)
+	sparseBefore := proctest.ChunkSpace(t, others, sparseInos...)
 
 	node := cl.Nodes[1]
 	node.Proc.Kill()
@@ -213,7 +211,7 @@ func TestReplaceDeadNode(t *testing.T) {
 	check("node2 down, chains rebuilt")
 	// The rebuilt replicas hold the sparse files' data, not their holes:
 	// a copy that wrote the holes as zeros would add 7 MiB per hole chunk.
-	if added := chunkBytesOf(t, others, sparseInos) - sparseBefore; added > 4<<20 {
+	if added := proctest.ChunkSpace(t, others, sparseInos...) - sparseBefore; added > 4<<20 {
 		t.Errorf("rebuilding the sparse files' replicas added %d bytes of chunk data on the other nodes: the holes were copied", added)
 	} else {
 		t.Logf("rebuilding the sparse files' replicas added %d bytes of chunk data (their data, not their holes)", added)
@@ -262,36 +260,4 @@ func TestReplaceDeadNode(t *testing.T) {
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
-}
-
-// chunkBytesOf sums the bytes the file system holds for the chunk data
-// files of the inodes inos under the directories dirs.
-func chunkBytesOf(t *testing.T, dirs []string, inos []uint64) int64 {
-	t.Helper()
-	prefixes := make([]string, len(inos))
-	for i, ino := range inos {
-		prefixes[i] = fmt.Sprintf("%016x.", ino)
-	}
-	var sum int64
-	for _, dir := range dirs {
-		err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
-			if err != nil || d.IsDir() || !strings.HasSuffix(d.Name(), ".dat") {
-				return err
-			}
-			for _, pre := range prefixes {
-				if strings.HasPrefix(d.Name(), pre) {
-					var st syscall.Stat_t
-					if err := syscall.Stat(p, &st); err != nil {
-						return err
-					}
-					sum += st.Blocks * 512
-				}
-			}
-			return nil
-		})
-		if err != nil {
-			t.Fatal(err)
-		}
-	}
-	return sum
 }

@@ -3,16 +3,12 @@ package e2e
 import (
 	"bytes"
 	"context"
-	"fmt"
 	"io"
-	"io/fs"
 	"math/rand/v2"
-	"path/filepath"
-	"strings"
-	"syscall"
 	"testing"
 
 	"github.com/sluice-fs/sluice/client"
+	"github.com/sluice-fs/sluice/internal/proctest"
 )
 
 // TestZeroRangeFreesSpace: fallocate's PUNCH_HOLE and ZERO_RANGE through
@@ -46,7 +42,7 @@ func TestZeroRangeFreesSpace(t *testing.T) {
 	if err := f.Sync(); err != nil {
 		t.Fatal(err)
 	}
-	before := chunkBytes(t, s.dataDir, f.Ino())
+	before := chunkSpace(t, s.dataDir, f.Ino())
 	const off, n = 1<<20 + 100, 6 << 20
 	if err := f.ZeroRange(ctx, off, n, true); err != nil {
 		t.Fatal(err)
@@ -61,7 +57,7 @@ func TestZeroRangeFreesSpace(t *testing.T) {
 	if err := f.Close(); err != nil {
 		t.Fatal(err)
 	}
-	after := chunkBytes(t, s.dataDir, f.Ino())
+	after := chunkSpace(t, s.dataDir, f.Ino())
 	if before-after < 5<<20 {
 		t.Fatalf("the file's chunk data files hold %d bytes, %d before zeroing 6 MiB: want at least 5 MiB freed", after, before)
 	}
@@ -87,28 +83,13 @@ func TestZeroRangeFreesSpace(t *testing.T) {
 	t.Logf("chunk data files of the 8 MiB file: %d bytes before, %d after zeroing 6 MiB", before, after)
 }
 
-// chunkBytes sums the bytes the file system holds for the chunk data
-// files of inode ino under the server's data directory.
-func chunkBytes(t *testing.T, dataDir string, ino uint64) int64 {
+// chunkSpace is the space held by inode ino's chunk data files under
+// the server's data directory (proctest.ChunkSpace), which must be some.
+func chunkSpace(t *testing.T, dataDir string, ino uint64) int64 {
 	t.Helper()
-	prefix := fmt.Sprintf("%016x.", ino)
-	var sum int64
-	err := filepath.WalkDir(dataDir, func(p string, d fs.DirEntry, err error) error {
-		if err != nil || d.IsDir() || !strings.HasPrefix(d.Name(), prefix) || !strings.HasSuffix(d.Name(), ".dat") {
-			return err
-		}
-		var st syscall.Stat_t
-		if err := syscall.Stat(p, &st); err != nil {
-			return err
-		}
-		sum += st.Blocks * 512
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
+	n := proctest.ChunkSpace(t, []string{dataDir}, ino)
+	if n == 0 {
+		t.Fatalf("no chunk data of inode %d under %s", ino, dataDir)
 	}
-	if sum == 0 {
-		t.Fatalf("no chunk data files of inode %d under %s", ino, dataDir)
-	}
-	return sum
+	return n
 }

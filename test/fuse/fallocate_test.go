@@ -2,8 +2,6 @@ package fuse
 
 import (
 	"bytes"
-	"fmt"
-	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -12,6 +10,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/sluice-fs/sluice/internal/proctest"
 )
 
 // TestFallocate runs util-linux's fallocate(1) with each mode a FUSE
@@ -122,9 +122,9 @@ func TestFallocate(t *testing.T) {
 		t.Fatal(err)
 	}
 	ino := fi.Sys().(*syscall.Stat_t).Ino
-	held := chunkSpace(t, srv.dataDir, ino)
+	held := proctest.ChunkSpace(t, []string{srv.dataDir}, ino)
 	run(t, m1.path(), "fallocate", "-p", "-o", "1M", "-l", "6M", "punch")
-	if freed := held - chunkSpace(t, srv.dataDir, ino); freed < 5<<20 {
+	if freed := held - proctest.ChunkSpace(t, []string{srv.dataDir}, ino); freed < 5<<20 {
 		t.Fatalf("punching 6 MiB of an 8 MiB file freed %d bytes of its chunks' %d", freed, held)
 	}
 	got, err := os.ReadFile(m1.path("punch"))
@@ -135,30 +135,4 @@ func TestFallocate(t *testing.T) {
 	if i := firstDiff(got, big); i < len(got) || len(got) != len(big) {
 		t.Fatalf("after the punch: %d bytes, first difference at %d", len(got), i)
 	}
-}
-
-// chunkSpace sums the bytes the file system holds for the chunk data
-// files of inode ino under the server's data directory.
-func chunkSpace(t *testing.T, dataDir string, ino uint64) int64 {
-	t.Helper()
-	prefix := fmt.Sprintf("%016x.", ino)
-	var sum int64
-	err := filepath.WalkDir(dataDir, func(p string, d fs.DirEntry, err error) error {
-		if err != nil || d.IsDir() || !strings.HasPrefix(d.Name(), prefix) || !strings.HasSuffix(d.Name(), ".dat") {
-			return err
-		}
-		var st syscall.Stat_t
-		if err := syscall.Stat(p, &st); err != nil {
-			return err
-		}
-		sum += st.Blocks * 512
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if sum == 0 {
-		t.Fatalf("no chunk data files of inode %d under %s", ino, dataDir)
-	}
-	return sum
 }
