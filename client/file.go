@@ -1319,10 +1319,11 @@ func (f *File) Stat() (*FileInfo, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	var a wire.Attr
+	tok := f.c.stagedToken()
 	if err := f.c.metaCall(f.ctx, wire.OpGetAttr, &wire.InoReq{Ino: f.ino}, &a); err != nil {
 		return nil, opErr("stat", f.name, err)
 	}
-	f.c.overlayStaged(&a) // this client's staged writes count, as in Client.Stat
+	f.c.overlayStagedSince(&a, tok) // this client's staged writes count, as in Client.Stat
 	attr := attrFrom(&a)
 	attr.Size = max(attr.Size, f.size)
 	return &FileInfo{name: f.name, attr: attr}, nil

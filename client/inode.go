@@ -165,11 +165,12 @@ func (c *Client) dirChanged(dirs ...*wire.Attr) {
 // entryCall makes a metadata call answered by an EntryResp.
 func (c *Client) entryCall(ctx context.Context, op wire.Op, req wire.Message) (InodeAttr, error) {
 	var r wire.EntryResp
+	tok := c.stagedToken()
 	if err := c.metaCall(ctx, op, req, &r); err != nil {
 		return InodeAttr{}, err
 	}
 	c.dirChanged(r.Dir)
-	c.overlayStaged(&r.Attr)
+	c.overlayStagedSince(&r.Attr, tok)
 	return inodeAttr(&r.Attr), nil
 }
 

@@ -177,6 +177,10 @@ func clean(p string) string { return path.Clean("/" + p) }
 
 func (c *Client) resolve(ctx context.Context, p string, follow bool) (*wire.Attr, error) {
 	var a wire.Attr
+	// A drain that ends while the request is out may have committed its
+	// size after the service answered: taken before, the token lets the
+	// size it gave count (overlayStagedSince).
+	tok := c.stagedToken()
 	err := c.lookupPath(ctx, p, follow, func(q string) (uint64, error) {
 		err := c.metaCall(ctx, wire.OpResolve, &wire.ResolveReq{Path: clean(q), Follow: follow}, &a)
 		return a.Ino, err
@@ -184,7 +188,7 @@ func (c *Client) resolve(ctx context.Context, p string, follow bool) (*wire.Attr
 	if err != nil {
 		return nil, err
 	}
-	c.overlayStaged(&a)
+	c.overlayStagedSince(&a, tok)
 	return &a, nil
 }
 
@@ -631,6 +635,7 @@ func (c *Client) walk(ctx context.Context, p string, fi *FileInfo, fn func(strin
 	cursor := ""
 	for {
 		var page wire.ReadDirResp
+		tok := c.stagedToken()
 		if err := c.metaCall(ctx, wire.OpReadDir, &wire.ReadDirReq{Ino: fi.attr.Ino, Cursor: cursor, Limit: walkPage, Plus: true}, &page); err != nil {
 			return fn(p, fi, opErr("readdir", p, err))
 		}
@@ -639,7 +644,7 @@ func (c *Client) walk(ctx context.Context, p string, fi *FileInfo, fn func(strin
 			if e.Attr == nil {
 				return fn(p, fi, opErr("readdir", p, errs.New(errs.Invalid, "client: listing of inode %d without attributes", fi.attr.Ino)))
 			}
-			c.overlayStaged(e.Attr) // this client's staged writes count, as in a lookup
+			c.overlayStagedSince(e.Attr, tok) // this client's staged writes count, as in a lookup
 			if err := c.walk(ctx, child, &FileInfo{name: e.Name, attr: attrFrom(e.Attr)}, fn); err != nil {
 				return err
 			}
