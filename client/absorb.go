@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/sluice-fs/sluice/internal/errs"
+	"github.com/sluice-fs/sluice/internal/pause"
 	"github.com/sluice-fs/sluice/internal/wire"
 )
 
@@ -352,9 +353,7 @@ func (c *Client) renameCall(ctx context.Context, req *wire.RenameReq, oldPath, n
 			}
 			return s.deferRename(req, oldPath, newPath, moved)
 		}
-		select {
-		case <-time.After(backoff):
-		case <-ctx.Done():
+		if pause.For(ctx, backoff) != nil {
 			return err
 		}
 		backoff = min(2*backoff, 200*time.Millisecond)

@@ -9,6 +9,7 @@ import (
 
 	"github.com/sluice-fs/sluice/internal/checksum"
 	"github.com/sluice-fs/sluice/internal/errs"
+	"github.com/sluice-fs/sluice/internal/pause"
 	"github.com/sluice-fs/sluice/internal/placement"
 	"github.com/sluice-fs/sluice/internal/wire"
 )
@@ -205,10 +206,8 @@ func (c *Client) chunkCall(ctx context.Context, r chunkReq) (int, error) {
 			return 0, fmt.Errorf("client: chain %d: gave up after %v: %w", r.chain, c.opts.RetryTimeout, err)
 		}
 		if attempt > 0 {
-			select {
-			case <-time.After(retryPause(attempt)):
-			case <-ctx.Done():
-				return 0, errors.Join(err, ctx.Err())
+			if perr := pause.For(ctx, retryPause(attempt)); perr != nil {
+				return 0, errors.Join(err, perr)
 			}
 		}
 		if rerr := c.refreshCluster(ctx); rerr != nil && ctx.Err() != nil {

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/sluice-fs/sluice/internal/errs"
+	"github.com/sluice-fs/sluice/internal/pause"
 	"github.com/sluice-fs/sluice/internal/wire"
 )
 
@@ -84,7 +85,7 @@ const cutPoll = 50 * time.Millisecond
 // awaitCut waits until no cut of the file runs (the service takes over
 // one held past wire.CutHold) and learns its generation.
 func (f *File) awaitCut(ctx context.Context) error {
-	pause := time.Millisecond
+	wait := time.Millisecond
 	for {
 		var r wire.CutResp
 		if err := f.c.metaCall(ctx, wire.OpCutGen, &wire.InoReq{Ino: f.ino}, &r); err != nil {
@@ -94,10 +95,10 @@ func (f *File) awaitCut(ctx context.Context) error {
 		if r.Cut&1 == 0 {
 			return nil
 		}
-		if err := sleepCtx(ctx, pause); err != nil {
+		if err := pause.For(ctx, wait); err != nil {
 			return err
 		}
-		pause = min(2*pause, cutPoll)
+		wait = min(2*wait, cutPoll)
 	}
 }
 
@@ -106,7 +107,7 @@ func (f *File) awaitCut(ctx context.Context) error {
 // attributes. errs.NotSupported from a service that knows no cut
 // generations.
 func (f *File) beginCut(ctx context.Context) (wire.CutResp, error) {
-	pause := time.Millisecond
+	wait := time.Millisecond
 	for {
 		var r wire.CutResp
 		err := f.c.metaCall(ctx, wire.OpCutBegin, &wire.InoReq{Ino: f.ino}, &r)
@@ -116,10 +117,10 @@ func (f *File) beginCut(ctx context.Context) (wire.CutResp, error) {
 			}
 			return r, err
 		}
-		if err := sleepCtx(ctx, pause); err != nil {
+		if err := pause.For(ctx, wait); err != nil {
 			return r, err
 		}
-		pause = min(2*pause, cutPoll)
+		wait = min(2*wait, cutPoll)
 	}
 }
 

@@ -17,6 +17,7 @@ import (
 
 	"github.com/sluice-fs/sluice/internal/checksum"
 	"github.com/sluice-fs/sluice/internal/errs"
+	"github.com/sluice-fs/sluice/internal/pause"
 	"github.com/sluice-fs/sluice/internal/placement"
 	"github.com/sluice-fs/sluice/internal/profile"
 	"github.com/sluice-fs/sluice/internal/wire"
@@ -282,7 +283,7 @@ type dirtyChunks struct {
 // that named the chunk would then write a chunk nobody reads, or read a
 // hole.
 func (f *File) withLayout(ctx context.Context, write bool, fn func(l placement.Layout) error) error {
-	pause := 5 * time.Millisecond
+	wait := 5 * time.Millisecond
 	if !f.pinned && clock()-f.layout.Load().at > int64(f.c.opts.LayoutLease) {
 		l, at, err := f.fetchLayout(ctx, write)
 		if err != nil {
@@ -304,12 +305,10 @@ func (f *File) withLayout(ctx context.Context, write bool, fn func(l placement.L
 			return lerr
 		case sameChunks(nl, l):
 			f.setLayoutAt(l, at)
-			select {
-			case <-time.After(pause):
-				pause = min(2*pause, 200*time.Millisecond)
-			case <-ctx.Done():
+			if pause.For(ctx, wait) != nil {
 				return err
 			}
+			wait = min(2*wait, 200*time.Millisecond)
 			continue
 		}
 		f.setLayoutAt(nl, at)

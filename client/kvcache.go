@@ -13,6 +13,7 @@ import (
 
 	"github.com/sluice-fs/sluice/internal/checksum"
 	"github.com/sluice-fs/sluice/internal/errs"
+	"github.com/sluice-fs/sluice/internal/pause"
 	"github.com/sluice-fs/sluice/internal/placement"
 	"github.com/sluice-fs/sluice/internal/wire"
 )
@@ -281,10 +282,8 @@ func (s *KVStore) putOne(ctx context.Context, t placement.TargetID, key string, 
 			}
 			return 0, err
 		}
-		select {
-		case <-time.After(wait):
-		case <-ctx.Done():
-			return 0, errors.Join(err, ctx.Err())
+		if perr := pause.For(ctx, wait); perr != nil {
+			return 0, errors.Join(err, perr)
 		}
 		if code == errs.Unavailable {
 			_ = s.c.refreshCluster(ctx) // the target may serve elsewhere now; a failure shows in the next try

@@ -14,6 +14,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/sluice-fs/sluice/internal/errs"
+	"github.com/sluice-fs/sluice/internal/pause"
 	"github.com/sluice-fs/sluice/internal/tier"
 	"github.com/sluice-fs/sluice/internal/wire"
 )
@@ -419,10 +420,8 @@ func (c *Client) runRestore(ctx context.Context, ino uint64) error {
 				wait = restorePoll(claim)
 			}
 		}
-		select {
-		case <-time.After(wait):
-		case <-ctx.Done():
-			return ctx.Err()
+		if err := pause.For(ctx, wait); err != nil {
+			return err
 		}
 	}
 }

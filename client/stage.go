@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/sluice-fs/sluice/internal/errs"
+	"github.com/sluice-fs/sluice/internal/pause"
 	"github.com/sluice-fs/sluice/internal/wire"
 )
 
@@ -808,9 +809,7 @@ func (s *stager) drainRetry(seg *segment) error {
 		s.stats.DrainErrors++
 		s.stats.LastError = err.Error()
 		s.mu.Unlock()
-		select {
-		case <-time.After(backoff):
-		case <-s.ctx.Done():
+		if pause.For(s.ctx, backoff) != nil {
 			return err
 		}
 		backoff = min(2*backoff, time.Second)
@@ -878,11 +877,9 @@ func (s *stager) pace(ctx context.Context, waited *time.Duration) error {
 			*waited += now.Sub(start)
 			return nil
 		}
-		select {
-		case <-time.After(retry):
-		case <-ctx.Done():
+		if err := pause.For(ctx, retry); err != nil {
 			*waited += time.Since(start)
-			return ctx.Err()
+			return err
 		}
 	}
 }

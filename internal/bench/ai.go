@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/sluice-fs/sluice/internal/pause"
 )
 
 // TrainingConfig configures Train: an emulation of a training job in the
@@ -449,10 +451,7 @@ func trainOnce(ctx context.Context, fsys FS, dir string, ds *dataset, cfg Traini
 					break
 				}
 				t := time.Now()
-				select {
-				case <-time.After(cfg.Compute):
-				case <-ctx.Done():
-				}
+				_ = pause.For(ctx, cfg.Compute) // ctx's end shows below
 				busy += time.Since(t)
 			}
 			for range batches {

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/sluice-fs/sluice/client"
+	"github.com/sluice-fs/sluice/internal/pause"
 	"github.com/sluice-fs/sluice/internal/placement"
 	"github.com/sluice-fs/sluice/internal/relayout"
 )
@@ -146,10 +147,8 @@ func (e *Env) waitChainsOff(ctx context.Context, target uint32, limit time.Durat
 			fmt.Fprintf(e.Stdout, "target %d: %d chains still have a replica on it; moving them\n", target, len(on))
 			last = time.Now()
 		}
-		select {
-		case <-time.After(250 * time.Millisecond):
-		case <-ctx.Done():
-			return nil, ctx.Err()
+		if err := pause.For(ctx, 250*time.Millisecond); err != nil {
+			return nil, err
 		}
 	}
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/sluice-fs/sluice/client"
 	"github.com/sluice-fs/sluice/internal/errs"
+	"github.com/sluice-fs/sluice/internal/pause"
 )
 
 // stageWait is `stage --wait`: it returns once no file of paths is
@@ -70,10 +71,7 @@ func (e *Env) stageWait(ctx context.Context, paths []string, o StageOptions, rep
 			backoff = time.Second
 			continue // look again: one may have been released meanwhile
 		}
-		select {
-		case <-time.After(backoff):
-		case <-wctx.Done():
-		}
+		_ = pause.For(wctx, backoff) // wctx's end shows at the loop's top
 		backoff = min(2*backoff, 30*time.Second)
 	}
 }

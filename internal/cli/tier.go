@@ -16,6 +16,7 @@ import (
 	"github.com/sluice-fs/sluice/client"
 	"github.com/sluice-fs/sluice/internal/errs"
 	"github.com/sluice-fs/sluice/internal/mover"
+	"github.com/sluice-fs/sluice/internal/pause"
 )
 
 // TierCreds says where `tier add` takes a backend's credentials from: the
@@ -399,9 +400,7 @@ func (e *Env) stageOrder(ctx context.Context, paths []string, o StageOptions, re
 				pace.Add(float64(size))
 				mu.Unlock()
 				if d := time.Until(due); d > 0 {
-					select {
-					case <-time.After(d):
-					case <-ctx.Done():
+					if pause.For(ctx, d) != nil {
 						return nil
 					}
 				}

@@ -7,6 +7,7 @@ import (
 
 	"github.com/sluice-fs/sluice/client"
 	"github.com/sluice-fs/sluice/internal/errs"
+	"github.com/sluice-fs/sluice/internal/pause"
 )
 
 // The mount follows the metadata service's change feed (ADR 0022): the
@@ -98,10 +99,8 @@ func (fs *fileSystem) follow(ctx context.Context) {
 				fs.invalidate(prev, prevEpoch, prevCursor)
 				prev = nil
 			}
-			select {
-			case <-ctx.Done():
+			if pause.For(ctx, backoff) != nil {
 				return
-			case <-time.After(backoff):
 			}
 			backoff = min(2*backoff, 5*time.Second)
 			continue

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/sluice-fs/sluice/internal/errs"
+	"github.com/sluice-fs/sluice/internal/pause"
 )
 
 const (
@@ -227,14 +228,7 @@ func backoff(ctx context.Context, attempt int) error {
 		return nil
 	}
 	ceiling := min(time.Duration(attempt)*50*time.Microsecond, 2*time.Millisecond)
-	t := time.NewTimer(rand.N(ceiling) + 1)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
+	return pause.For(ctx, rand.N(ceiling)+1)
 }
 
 // Sync waits for the syncer to make every commit acknowledged so far

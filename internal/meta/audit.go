@@ -12,6 +12,7 @@ import (
 	"github.com/sluice-fs/sluice/internal/audit"
 	"github.com/sluice-fs/sluice/internal/errs"
 	"github.com/sluice-fs/sluice/internal/kv"
+	"github.com/sluice-fs/sluice/internal/pause"
 	"github.com/sluice-fs/sluice/internal/placement"
 	"github.com/sluice-fs/sluice/internal/wire"
 )
@@ -218,9 +219,8 @@ func (s *Service) runSealer(ctx context.Context) {
 			return
 		case <-t.C:
 		case <-s.sealKick:
-			select { // let a batch gather, and its transactions commit
-			case <-time.After(sealLag):
-			case <-ctx.Done():
+			// Let a batch gather, and its transactions commit.
+			if pause.For(ctx, sealLag) != nil {
 				return
 			}
 		}

@@ -15,6 +15,7 @@ import (
 
 	"github.com/sluice-fs/sluice/internal/errs"
 	"github.com/sluice-fs/sluice/internal/kv"
+	"github.com/sluice-fs/sluice/internal/pause"
 	"github.com/sluice-fs/sluice/internal/placement"
 	"github.com/sluice-fs/sluice/internal/qos"
 )
@@ -330,9 +331,7 @@ func (s *Service) Run(ctx context.Context) error {
 			// little, so that each takes a batch of files rather than one
 			// (every pass commits its dequeue and the inode counter).
 			if d := gcPace - time.Since(last); d > 0 {
-				select {
-				case <-time.After(d):
-				case <-ctx.Done():
+				if pause.For(ctx, d) != nil {
 					return nil
 				}
 			}
@@ -403,9 +402,7 @@ func (s *Service) update(ctx context.Context, fn func(tx kv.Txn) error) error {
 			return err
 		}
 		d := time.Duration(rand.Int64N(int64(time.Millisecond) << min(attempt, 6)))
-		select {
-		case <-time.After(d):
-		case <-ctx.Done():
+		if pause.For(ctx, d) != nil {
 			return err
 		}
 	}

@@ -15,6 +15,7 @@ import (
 
 	"github.com/sluice-fs/sluice/client"
 	"github.com/sluice-fs/sluice/internal/errs"
+	"github.com/sluice-fs/sluice/internal/pause"
 	"github.com/sluice-fs/sluice/internal/placement"
 	"github.com/sluice-fs/sluice/internal/wire"
 )
@@ -320,10 +321,7 @@ func (m *Mover) apply(ctx context.Context, r *Report) {
 			pace, n = &releases, 1
 		}
 		if d := time.Until(pace.Due()); d > 0 {
-			select {
-			case <-time.After(d):
-			case <-ctx.Done():
-			}
+			_ = pause.For(ctx, d) // ctx's end shows below
 		}
 		pace.Add(n)
 		if ctx.Err() != nil {

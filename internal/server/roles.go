@@ -20,6 +20,7 @@ import (
 	"github.com/sluice-fs/sluice/internal/kvcache"
 	"github.com/sluice-fs/sluice/internal/meta"
 	"github.com/sluice-fs/sluice/internal/metrics"
+	"github.com/sluice-fs/sluice/internal/pause"
 	"github.com/sluice-fs/sluice/internal/placement"
 	"github.com/sluice-fs/sluice/internal/target"
 	"github.com/sluice-fs/sluice/internal/wire"
@@ -276,10 +277,7 @@ func RunTarget(ctx context.Context, opts TargetOptions) (err error) {
 		if attempt == 0 {
 			log.Warn("target: waiting for a metadata service", "meta", opts.Meta, "err", err)
 		}
-		select {
-		case <-ctx.Done():
-		case <-time.After(500 * time.Millisecond):
-		}
+		_ = pause.For(ctx, 500*time.Millisecond) // ctx's end stops the loop after the next try
 	}
 	if err != nil {
 		ln.Close()

@@ -10,6 +10,7 @@ import (
 	"github.com/sluice-fs/sluice/internal/checksum"
 	"github.com/sluice-fs/sluice/internal/chunk"
 	"github.com/sluice-fs/sluice/internal/errs"
+	"github.com/sluice-fs/sluice/internal/pause"
 	"github.com/sluice-fs/sluice/internal/placement"
 	"github.com/sluice-fs/sluice/internal/qos"
 	"github.com/sluice-fs/sluice/internal/wire"
@@ -88,10 +89,8 @@ func (s *Service) runResync(ctx context.Context, c placement.Chain, dst placemen
 		} else {
 			log.Warn("target: resync failed; retrying", "err", err)
 		}
-		select {
-		case <-ctx.Done():
+		if pause.For(ctx, min(time.Duration(attempt+1)*200*time.Millisecond, 2*time.Second)) != nil {
 			return
-		case <-time.After(min(time.Duration(attempt+1)*200*time.Millisecond, 2*time.Second)):
 		}
 	}
 }
