@@ -5,14 +5,13 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
-	"os"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/sluice-fs/sluice/client"
+	"github.com/sluice-fs/sluice/internal/fsx"
 	"github.com/sluice-fs/sluice/internal/proctest"
 	"github.com/sluice-fs/sluice/internal/wire"
 )
@@ -34,13 +33,9 @@ import (
 // refused and the write goes again.
 // SLUICE_TRUNCRACE_ROUNDS sets the rounds (default 150).
 func TestTruncateRacingWriter(t *testing.T) {
-	rounds := 150
-	if v := os.Getenv("SLUICE_TRUNCRACE_ROUNDS"); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n <= 0 {
-			t.Fatalf("SLUICE_TRUNCRACE_ROUNDS=%q", v)
-		}
-		rounds = n
+	rounds, err := fsx.TruncRaceRounds(150)
+	if err != nil {
+		t.Fatal(err)
 	}
 	s := startServer(t, "")
 	ca, cb := s.client(), s.client()
@@ -51,17 +46,11 @@ func TestTruncateRacingWriter(t *testing.T) {
 	if err := ca.SetLayout(ctx, "/r", client.Layout{StripeCount: 4, StripeSize: 64 << 10}); err != nil {
 		t.Fatal(err)
 	}
-	const (
-		size   = 1 << 20
-		cut    = 100
-		at     = 500000
-		wlen   = 1000
-		seedKV = 0x7a7c
-	)
-	old := bytes.Repeat([]byte{'a'}, size)
-	mark := bytes.Repeat([]byte{'X'}, wlen)
+	const seedKV = 0x7a7c
+	race := fsx.TruncRace{Size: 1 << 20, Cut: 100, At: 500000, Old: 'a', Mark: bytes.Repeat([]byte{'X'}, 1000)}
+	old := bytes.Repeat([]byte{race.Old}, int(race.Size))
 	rng := rand.New(rand.NewPCG(seedKV, uint64(time.Now().UnixNano())))
-	var writeFirst, cutFirst int
+	var orders [2]int
 	for i := range rounds {
 		p := fmt.Sprintf("/r/f%d", i%4)
 		fa, err := ca.OpenFile(ctx, p, client.O_RDWR|client.O_CREATE|client.O_TRUNC, 0o644)
@@ -99,12 +88,12 @@ func TestTruncateRacingWriter(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			time.Sleep(-delay)
-			terr = fa.Truncate(ctx, cut)
+			terr = fa.Truncate(ctx, race.Cut)
 		}()
 		go func() {
 			defer wg.Done()
 			time.Sleep(delay)
-			if _, err := fb.WriteAt(mark, at); err != nil {
+			if _, err := fb.WriteAt(race.Mark, race.At); err != nil {
 				werr = err
 				return
 			}
@@ -121,8 +110,7 @@ func TestTruncateRacingWriter(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		ended := st.Size()
-		if err := fa.Truncate(ctx, size); err != nil { // grow again
+		if err := fa.Truncate(ctx, race.Size); err != nil { // grow again
 			t.Fatal(err)
 		}
 		if err := fa.Close(); err != nil {
@@ -132,33 +120,14 @@ func TestTruncateRacingWriter(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if len(got) != size {
-			t.Fatalf("round %d: %d bytes after growing to %d", i, len(got), size)
+		o, err := race.Check(got, st.Size())
+		if err != nil {
+			t.Fatalf("round %d: %v", i, err)
 		}
-		if k := bytes.IndexByte(got[cut:], 'a'); k >= 0 {
-			t.Fatalf("round %d: an old byte came back at offset %d past the cut", i, cut+k)
-		}
-		if k := bytes.IndexFunc(got[cut:at], func(r rune) bool { return r != 0 }); k >= 0 {
-			t.Fatalf("round %d: byte %d is %#x, want 0", i, cut+k, got[cut+k])
-		}
-		region := got[at : at+wlen]
-		switch {
-		case ended == cut:
-			writeFirst++
-			if !bytes.Equal(region, make([]byte, wlen)) {
-				t.Fatalf("round %d: the file ended at the cut size %d, yet growing it shows the write's bytes at %d (a write committed between the cut and the size change)", i, cut, at)
-			}
-		case ended == at+wlen:
-			cutFirst++
-			if k := bytes.IndexFunc(region, func(r rune) bool { return r != 'X' }); k >= 0 {
-				t.Fatalf("round %d: the file ended at the write's end %d, yet byte %d of the write is %#x: an acknowledged write lost to the truncate", i, at+wlen, at+k, region[k])
-			}
-		default:
-			t.Fatalf("round %d: the file ended at %d bytes, want %d or %d", i, ended, cut, at+wlen)
-		}
+		orders[o]++
 	}
-	t.Logf("%d rounds: written then cut %d, cut then written %d", rounds, writeFirst, cutFirst)
-	if writeFirst == 0 || cutFirst == 0 {
+	t.Logf("%d rounds: written then cut %d, cut then written %d", rounds, orders[fsx.WrittenThenCut], orders[fsx.CutThenWritten])
+	if orders[fsx.WrittenThenCut] == 0 || orders[fsx.CutThenWritten] == 0 {
 		t.Logf("only one order happened: the rounds did not race")
 	}
 }

@@ -7,12 +7,12 @@ import (
 	"io"
 	"math/rand/v2"
 	"os"
-	"strconv"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/sluice-fs/sluice/client"
+	"github.com/sluice-fs/sluice/internal/fsx"
 )
 
 // TestTruncateRacingWriterMounts is test/e2e's TestTruncateRacingWriter
@@ -26,13 +26,9 @@ import (
 // (default 60).
 func TestTruncateRacingWriterMounts(t *testing.T) {
 	requireFUSE(t)
-	rounds := 60
-	if v := os.Getenv("SLUICE_TRUNCRACE_ROUNDS"); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n <= 0 {
-			t.Fatalf("SLUICE_TRUNCRACE_ROUNDS=%q", v)
-		}
-		rounds = n
+	rounds, err := fsx.TruncRaceRounds(60)
+	if err != nil {
+		t.Fatal(err)
 	}
 	srv := startServer(t, "", "")
 	c := srv.client()
@@ -44,17 +40,11 @@ func TestTruncateRacingWriterMounts(t *testing.T) {
 		t.Fatal(err)
 	}
 	m1, m2 := startMount(t, srv.addr), startMount(t, srv.addr)
-	const (
-		size = 1 << 20
-		cut  = 100
-		at   = 500000
-		wlen = 1000
-	)
-	old := bytes.Repeat([]byte{'a'}, size)
-	mark := bytes.Repeat([]byte{'X'}, wlen)
+	race := fsx.TruncRace{Size: 1 << 20, Cut: 100, At: 500000, Old: 'a', Mark: bytes.Repeat([]byte{'X'}, 1000)}
+	old := bytes.Repeat([]byte{race.Old}, int(race.Size))
 	seed := uint64(time.Now().UnixNano())
 	rng := rand.New(rand.NewPCG(seed, 0x7a7c))
-	var writeFirst, cutFirst int
+	var orders [2]int
 	for i := range rounds {
 		name := fmt.Sprintf("f%d", i%4)
 		if err := writeSynced(m1.path("r", name), old); err != nil {
@@ -71,12 +61,12 @@ func TestTruncateRacingWriterMounts(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			time.Sleep(-delay)
-			terr = os.Truncate(m1.path("r", name), cut)
+			terr = os.Truncate(m1.path("r", name), race.Cut)
 		}()
 		go func() {
 			defer wg.Done()
 			time.Sleep(delay)
-			if _, err := f2.WriteAt(mark, at); err != nil {
+			if _, err := f2.WriteAt(race.Mark, race.At); err != nil {
 				werr = err
 				return
 			}
@@ -89,27 +79,14 @@ func TestTruncateRacingWriterMounts(t *testing.T) {
 		if terr != nil || werr != nil {
 			t.Fatalf("round %d: truncate: %v; write: %v", i, terr, werr)
 		}
-		got, ended := grownCopy(t, c, "/r/"+name, size)
-		if k := bytes.IndexByte(got[cut:], 'a'); k >= 0 {
-			t.Fatalf("round %d: an old byte came back at offset %d past the cut", i, cut+k)
+		got, ended := grownCopy(t, c, "/r/"+name, race.Size)
+		o, err := race.Check(got, ended)
+		if err != nil {
+			t.Fatalf("round %d: %v", i, err)
 		}
-		region := got[at : at+wlen]
-		switch ended {
-		case cut:
-			writeFirst++
-			if !bytes.Equal(region, make([]byte, wlen)) {
-				t.Fatalf("round %d: the file ended at the cut size, yet growing it shows the write's bytes", i)
-			}
-		case at + wlen:
-			cutFirst++
-			if k := bytes.IndexFunc(region, func(r rune) bool { return r != 'X' }); k >= 0 {
-				t.Fatalf("round %d: the file ended at the write's end, yet byte %d of the write is %#x: an acknowledged write lost to the truncate", i, at+k, region[k])
-			}
-		default:
-			t.Fatalf("round %d: the file ended at %d bytes, want %d or %d", i, ended, cut, at+wlen)
-		}
+		orders[o]++
 	}
-	t.Logf("seed %d, %d rounds: written then cut %d, cut then written %d", seed, rounds, writeFirst, cutFirst)
+	t.Logf("seed %d, %d rounds: written then cut %d, cut then written %d", seed, rounds, orders[fsx.WrittenThenCut], orders[fsx.CutThenWritten])
 }
 
 // writeSynced writes p to the file at path (created or cut to 0) and
