@@ -639,15 +639,17 @@ func (f *File) commitWith(end int64, cut uint64, call func(wire.CommitWriteReq, 
 			f.commit.mu.Unlock()
 			return wire.Attr{}, errCutRefused
 		}
+		// A failed flush of an older generation drops out (cut since:
+		// its data may be gone); those under gen go in this commit.
+		f.commit.waiters = slices.DeleteFunc(f.commit.waiters, func(o *commitWaiter) bool {
+			return o.failed && o.cut != gen
+		})
 		var want int64
 		var batch []*commitWaiter
-		for _, o := range slices.Clone(f.commit.waiters) {
-			switch {
-			case o.cut == gen:
+		for _, o := range f.commit.waiters {
+			if o.cut == gen {
 				want = max(want, o.end)
 				batch = append(batch, o)
-			case o.failed:
-				f.dropWaiterLocked(o) // cut since: its data may be gone
 			}
 		}
 		f.commit.mu.Unlock()
@@ -668,8 +670,8 @@ func (f *File) commitWith(end int64, cut uint64, call func(wire.CommitWriteReq, 
 		}
 		for _, o := range batch {
 			o.done = true
-			f.dropWaiterLocked(o)
 		}
+		f.commit.waiters = slices.DeleteFunc(f.commit.waiters, func(o *commitWaiter) bool { return o.done })
 		f.commit.mu.Unlock()
 		return r.Attr, nil
 	}
