@@ -305,6 +305,9 @@ type Client struct {
 	// noPunch: a target answered OpChunkPunch "not supported" (before
 	// 2026-12-05): ZeroRange writes zeros (allocate.go).
 	noPunch atomic.Bool
+	// noChunkMap: a target answered OpChunkMap "not supported" (before
+	// 2026-12-05): SeekData and SeekHole take every file for all data.
+	noChunkMap atomic.Bool
 
 	// settleSeq numbers the moments Files stop holding uncommitted data
 	// (File.settled, PendingSince).

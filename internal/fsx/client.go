@@ -61,6 +61,10 @@ func (c *clientFile) Size() (int64, error) {
 	return fi.Size(), nil
 }
 
+// SeekData and SeekHole implement Seeker with File.SeekData and SeekHole.
+func (c *clientFile) SeekData(off int64) (int64, error) { return c.f.SeekData(c.ctx, off) }
+func (c *clientFile) SeekHole(off int64) (int64, error) { return c.f.SeekHole(c.ctx, off) }
+
 // Allocate implements Allocator with File.Allocate and File.ZeroRange.
 func (c *clientFile) Allocate(mode AllocMode, off, n int64) error {
 	switch mode {

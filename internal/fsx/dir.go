@@ -1,7 +1,9 @@
 package fsx
 
 import (
+	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"unsafe"
@@ -154,6 +156,21 @@ func alignedBuf(n int) []byte {
 		a = 4096 - a
 	}
 	return b[a : a+n]
+}
+
+// SeekData and SeekHole implement Seeker with lseek(2) (ENXIO: io.EOF).
+func (o *osFile) SeekData(off int64) (int64, error) { return o.seek(off, unix.SEEK_DATA) }
+func (o *osFile) SeekHole(off int64) (int64, error) { return o.seek(off, unix.SEEK_HOLE) }
+
+func (o *osFile) seek(off int64, whence int) (int64, error) {
+	at, err := unix.Seek(int(o.f.Fd()), off, whence)
+	if errors.Is(err, unix.ENXIO) {
+		return 0, io.EOF
+	}
+	if err != nil {
+		return 0, fmt.Errorf("lseek: %w", err)
+	}
+	return at, nil
 }
 
 // Allocate implements Allocator with fallocate(2).

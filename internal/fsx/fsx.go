@@ -87,6 +87,14 @@ type (
 	Allocator interface {
 		Allocate(mode AllocMode, off, n int64) error
 	}
+	// Seeker is lseek(2)'s SEEK_DATA and SEEK_HOLE: the first byte at or
+	// after off that may hold data, the first hole's (the end counts as
+	// one); io.EOF where lseek answers ENXIO. Each stat walks the file's
+	// data and holes with them (drawing nothing from the sequence).
+	Seeker interface {
+		SeekData(off int64) (int64, error)
+		SeekHole(off int64) (int64, error)
+	}
 )
 
 // AllocMode is an fallocate(2) mode the exerciser draws.
@@ -227,6 +235,8 @@ type Stats struct {
 	ByKind       [numKinds]int
 	BytesWritten int64
 	BytesRead    int64
+	Seeks        int // SEEK_DATA and SEEK_HOLE asked (Seeker)
+	Holes        int // holes before a file's end that SEEK_HOLE found
 	Elapsed      time.Duration
 }
 
@@ -238,6 +248,9 @@ func (s Stats) String() string {
 		if n > 0 {
 			fmt.Fprintf(&b, " %s %d", Kind(k), n)
 		}
+	}
+	if s.Seeks > 0 {
+		fmt.Fprintf(&b, " (seeks %d, holes found %d)", s.Seeks, s.Holes)
 	}
 	return b.String()
 }
@@ -591,6 +604,11 @@ func (r *runner) do(op Op) error {
 		if size != int64(len(*m)) {
 			return r.fail(op, "size %d, want %d", size, len(*m))
 		}
+		if sk, ok := f.(Seeker); ok {
+			if err := r.walkHoles(op, sk, *m); err != nil {
+				return err
+			}
+		}
 		if l, ok := r.t.(Lister); ok {
 			sizes, err := l.List()
 			if err != nil {
@@ -626,6 +644,63 @@ func (r *runner) do(op Op) error {
 	case OpVerify:
 		return r.verify(op)
 	}
+	return nil
+}
+
+// maxSeekWalk bounds the seeks of one walk over a file's data and holes.
+const maxSeekWalk = 64
+
+// walkHoles walks the file's data and holes from its start with
+// SEEK_DATA and SEEK_HOLE and checks each answer against the model: data
+// may be reported over zeros, never a hole over a nonzero byte.
+func (r *runner) walkHoles(op Op, sk Seeker, model []byte) error {
+	size := int64(len(model))
+	zeros := func(from, to int64) int64 { // the first nonzero byte in [from, to), or -1
+		if k := bytes.IndexFunc(model[from:to], func(c rune) bool { return c != 0 }); k >= 0 {
+			return from + int64(k)
+		}
+		return -1
+	}
+	at := int64(0)
+	for range maxSeekWalk {
+		d, err := sk.SeekData(at)
+		r.stats.Seeks++
+		if errors.Is(err, io.EOF) {
+			if k := zeros(min(at, size), size); k >= 0 {
+				return r.fail(op, "SEEK_DATA from %d: none, yet byte %d is %#x", at, k, model[k])
+			}
+			break
+		}
+		if err != nil {
+			return r.fail(op, "SEEK_DATA from %d: %v", at, err)
+		}
+		if d < at || d >= size {
+			return r.fail(op, "SEEK_DATA from %d: %d, outside [%d, %d)", at, d, at, size)
+		}
+		if k := zeros(at, d); k >= 0 {
+			return r.fail(op, "SEEK_DATA from %d: %d, yet byte %d is %#x", at, d, k, model[k])
+		}
+		h, err := sk.SeekHole(d)
+		r.stats.Seeks++
+		if err != nil {
+			return r.fail(op, "SEEK_HOLE from %d: %v", d, err)
+		}
+		if h <= d || h > size {
+			return r.fail(op, "SEEK_HOLE from %d (data): %d, outside (%d, %d]", d, h, d, size)
+		}
+		if h < size && model[h] != 0 {
+			return r.fail(op, "SEEK_HOLE from %d: %d, yet byte %d is %#x", d, h, h, model[h])
+		}
+		if h == size {
+			break
+		}
+		r.stats.Holes++
+		at = h
+	}
+	if _, err := sk.SeekHole(size); !errors.Is(err, io.EOF) {
+		return r.fail(op, "SEEK_HOLE at the end (%d): %v, want ENXIO", size, err)
+	}
+	r.stats.Seeks++
 	return nil
 }
 

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"io"
 	"strings"
 	"testing"
 )
@@ -159,5 +160,38 @@ func TestCatchesBrokenTargets(t *testing.T) {
 		if !errors.As(err, &g) || g.Op.N != f.Op.N {
 			t.Errorf("%s: replay with %d ops: %v, want the failure at operation %d again", name, cfg.Ops, err, f.Op.N)
 		}
+	}
+}
+
+// noDataDir is a local directory whose files answer SEEK_DATA "none
+// left" (ENXIO) always: a hole reported over data.
+type noDataDir struct{ Dir }
+
+type noDataFile struct{ *osFile }
+
+func (d noDataDir) Open(name string) (File, error) {
+	f, err := d.Dir.Open(name)
+	if err != nil {
+		return nil, err
+	}
+	return noDataFile{f.(*osFile)}, nil
+}
+
+func (noDataFile) SeekData(int64) (int64, error) { return 0, io.EOF }
+
+// The walk over a file's data and holes runs on a local directory and
+// finds a file system that reports a hole where data is.
+func TestSeekWalk(t *testing.T) {
+	st, err := Run(context.Background(), Dir(t.TempDir()), Config{Seed: 7, Ops: 2000, MaxSize: 1 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Seeks == 0 {
+		t.Fatal("no seek was asked")
+	}
+	_, err = Run(context.Background(), noDataDir{Dir(t.TempDir())}, Config{Seed: 7, Ops: 2000, MaxSize: 1 << 20, NoCopyRange: true})
+	var fail *Failure
+	if !errors.As(err, &fail) || !strings.Contains(fail.Detail, "SEEK_DATA") {
+		t.Fatalf("a file system that hides data from SEEK_DATA passed: %v", err)
 	}
 }

@@ -486,6 +486,73 @@ func (fs *fileSystem) Fallocate(_ <-chan struct{}, in *fuse.FallocateIn) fuse.St
 	return fuse.OK
 }
 
+// Lseek answers lseek(2)'s SEEK_DATA and SEEK_HOLE from the chunks' map
+// of their data (client.File.SeekData, SeekHole); the kernel answers the
+// other whences itself. The kernel does not write its dirty pages back
+// before asking, so while this mount has the file open for writing (a
+// shared writable mapping may hold data the chunks have not seen) the
+// whole file counts as data; with the writeback cache, where every write
+// may wait in the kernel, ENOSYS makes the kernel answer so itself.
+func (fs *fileSystem) Lseek(_ <-chan struct{}, in *fuse.LseekIn, out *fuse.LseekOut) fuse.Status {
+	if fs.opts.WritebackCache {
+		return fuse.ENOSYS
+	}
+	h := fs.handle(in.Fh)
+	if h == nil || h.of == nil {
+		return fuse.EBADF
+	}
+	if in.Whence != unix.SEEK_DATA && in.Whence != unix.SEEK_HOLE {
+		return fuse.EINVAL
+	}
+	ctx, cancel := fs.op(nil, 0)
+	defer cancel()
+	off := int64(in.Offset)
+	hole := in.Whence == unix.SEEK_HOLE
+	var at int64
+	var err error
+	switch {
+	case off < 0:
+		return fuse.Status(syscall.ENXIO)
+	case fs.openForWriting(h.of):
+		var fi *client.FileInfo
+		if fi, err = h.of.f.Stat(); err == nil {
+			switch {
+			case off >= fi.Size():
+				err = io.EOF
+			case hole:
+				at = fi.Size()
+			default:
+				at = off
+			}
+		}
+	case hole:
+		at, err = h.of.f.SeekHole(ctx, off)
+	default:
+		at, err = h.of.f.SeekData(ctx, off)
+	}
+	if errors.Is(err, io.EOF) {
+		return fuse.Status(syscall.ENXIO)
+	}
+	if err != nil {
+		return fs.status(ctx, "lseek", err)
+	}
+	out.Offset = uint64(at)
+	return fuse.OK
+}
+
+// openForWriting reports whether a handle of this mount has of open for
+// writing.
+func (fs *fileSystem) openForWriting(of *openFile) bool {
+	fs.hmu.RLock()
+	defer fs.hmu.RUnlock()
+	for _, h := range fs.handles {
+		if h.of == of && h.writable {
+			return true
+		}
+	}
+	return false
+}
+
 // Flush is close(2) of one descriptor: send the buffered data, so that
 // errors reach the closing program and other mounts see the data. The
 // close of a descriptor opened with O_SYNC or O_DSYNC also makes the data

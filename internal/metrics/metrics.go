@@ -154,7 +154,7 @@ var opNames = map[wire.Op]string{
 	wire.OpWriteInline: "write_inline", wire.OpWriteInlineAttr: "write_inline_attr", wire.OpCommitWriteAttr: "commit_write_attr", wire.OpReadInline: "read_inline", wire.OpSetChunks: "set_chunks", wire.OpResolveRead: "resolve_read", wire.OpOpenIno: "open_ino", wire.OpPutFile: "put_file",
 	wire.OpPoolList: "pool_list", wire.OpPoolChange: "pool_change", wire.OpSetPool: "set_pool",
 	wire.OpChunkWrite: "chunk_write", wire.OpChunkRead: "chunk_read", wire.OpChunkSync: "chunk_sync",
-	wire.OpChunkTruncate: "chunk_truncate", wire.OpChunkPunch: "chunk_punch", wire.OpChunkRemove: "chunk_remove", wire.OpTargetStat: "target_stat",
+	wire.OpChunkTruncate: "chunk_truncate", wire.OpChunkPunch: "chunk_punch", wire.OpChunkMap: "chunk_map", wire.OpChunkRemove: "chunk_remove", wire.OpTargetStat: "target_stat",
 	// Online migration (ADR 0020).
 	wire.OpMigrate: "migrate", wire.OpChunkFence: "chunk_fence", wire.OpTargetDrain: "target_drain", wire.OpTargetRemove: "target_remove",
 	// Checkpoint absorb (ADR 0013) and the KV-cache store.

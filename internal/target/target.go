@@ -223,6 +223,7 @@ func (s *Service) Register(srv *wire.Server) {
 	srv.Handle(wire.OpChunkSync, s.handleSync)
 	srv.Handle(wire.OpChunkTruncate, s.handleTruncate)
 	srv.Handle(wire.OpChunkPunch, s.handlePunch)
+	srv.Handle(wire.OpChunkMap, s.handleMap)
 	srv.Handle(wire.OpChunkRemove, s.handleRemove)
 	srv.Handle(wire.OpChunkFence, s.handleFence)
 	srv.Handle(wire.OpTargetStat, s.handleStat)
@@ -479,6 +480,54 @@ func (s *Service) handlePunch(ctx context.Context, req *wire.Request) (wire.Resp
 	}
 	h.c.truncateOps.Add(1)
 	return wire.Response{}, nil
+}
+
+// handleMap answers where a range of a chunk holds data
+// (chunk.Store.DataRuns), where reads are answered.
+func (s *Service) handleMap(ctx context.Context, req *wire.Request) (wire.Response, error) {
+	var m wire.ChunkMapReq
+	if err := wire.Unmarshal(req.Body, &m); err != nil {
+		return wire.Response{}, fmt.Errorf("target: chunk map request: %w", err)
+	}
+	h, err := s.lookup(m.Target)
+	if err != nil {
+		return wire.Response{}, err
+	}
+	if err := checkOff("map", m.ChunkRef, m.Off); err != nil {
+		return wire.Response{}, h.fail(err)
+	}
+	if m.Len > wire.MaxMapLen {
+		return wire.Response{}, h.fail(errs.New(errs.Invalid, "target: map of %d bytes of chunk ino %d slot %d on target %d is over the limit of %d",
+			m.Len, m.Ino, m.Slot, m.Target, wire.MaxMapLen))
+	}
+	st, c, err := s.resolve(ctx, h, m.Target, m.ChainRef, accRead)
+	if err != nil {
+		return wire.Response{}, h.fail(err)
+	}
+	if c != nil {
+		// As for a read: a write in flight lands first.
+		if k := (chunkKey{m.Target, c.ID, m.Ino, m.Slot}); s.cs.locks.busy(k) {
+			s.cs.locks.lock(k)()
+		}
+	}
+	release, err := s.gate.acquire(ctx, m.Qos, 0)
+	if err != nil {
+		return wire.Response{}, h.fail(err)
+	}
+	off := min(m.Off, chunk.MaxChunkSize) // past any chunk's end: no runs
+	runs, length, err := st.DataRuns(chunk.ID{Ino: m.Ino, Slot: m.Slot}, int64(off), int64(min(m.Len, chunk.MaxChunkSize-off)))
+	release()
+	if err != nil {
+		return wire.Response{}, h.fail(err)
+	}
+	resp := &wire.ChunkMapResp{ChunkLen: uint64(length)}
+	if len(runs) > 0 {
+		resp.Runs = make([]wire.ChunkRun, len(runs))
+		for i, r := range runs {
+			resp.Runs[i] = wire.ChunkRun{Off: uint64(r[0]), End: uint64(r[1])}
+		}
+	}
+	return wire.Response{Msg: resp}, nil
 }
 
 func (s *Service) handleRemove(ctx context.Context, req *wire.Request) (wire.Response, error) {

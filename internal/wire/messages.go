@@ -101,6 +101,7 @@ const (
 	OpChunkSync     Op = 66 // ChunkSyncReq -> Empty
 	OpChunkTruncate Op = 67 // ChunkTruncateReq -> Empty
 	OpChunkPunch    Op = 91 // ChunkPunchReq -> Empty (zero a range, freeing its whole blocks)
+	OpChunkMap      Op = 92 // ChunkMapReq -> ChunkMapResp (where a chunk holds data: SEEK_DATA, SEEK_HOLE)
 	OpChunkRemove   Op = 68 // ChunkRemoveReq -> Empty
 	OpTargetStat    Op = 69 // TargetReq -> TargetStat
 	OpChunkList     Op = 70 // ChunkListReq -> ChunkListResp (resync)
@@ -1755,6 +1756,68 @@ func (m *ChunkPunchReq) Decode(d *Decoder) {
 	m.Off = d.U64()
 	m.Len = d.U64()
 	m.Qos.Decode(d)
+}
+
+// MaxMapLen bounds the chunk range one OpChunkMap asks about (1 GiB:
+// at most 8,192 runs of 64 KiB blocks in the answer).
+const MaxMapLen = 1 << 30
+
+// ChunkMapReq is the body of OpChunkMap: where bytes [Off, Off+Len) of
+// the chunk hold data (2026-12-05). A read: it goes where reads go. Len
+// is at most MaxMapLen. An older target answers "not supported" and the
+// client takes the whole file for data.
+type ChunkMapReq struct {
+	ChunkRef
+	Off, Len uint64
+	Qos      QosTag
+}
+
+func (m *ChunkMapReq) Encode(e *Encoder) {
+	m.ChunkRef.Encode(e)
+	e.U64(m.Off)
+	e.U64(m.Len)
+	m.Qos.Encode(e)
+}
+
+func (m *ChunkMapReq) Decode(d *Decoder) {
+	m.ChunkRef.Decode(d)
+	m.Off = d.U64()
+	m.Len = d.U64()
+	m.Qos.Decode(d)
+}
+
+// ChunkRun is a range [Off, End) of a chunk's bytes.
+type ChunkRun struct{ Off, End uint64 }
+
+// ChunkMapResp answers OpChunkMap: the chunk's length and the runs of
+// the asked range whose bytes the chunk stores, in order, at 64 KiB block
+// granularity (a run may hold zeros that were written; holes, punched
+// blocks and bytes past the chunk's length read as zeros and are in no
+// run).
+type ChunkMapResp struct {
+	ChunkLen uint64
+	Runs     []ChunkRun
+}
+
+func (m *ChunkMapResp) Encode(e *Encoder) {
+	e.U64(m.ChunkLen)
+	e.Uvarint(uint64(len(m.Runs)))
+	for _, r := range m.Runs {
+		e.U64(r.Off)
+		e.U64(r.End)
+	}
+}
+
+func (m *ChunkMapResp) Decode(d *Decoder) {
+	m.ChunkLen = d.U64()
+	n := d.Count(16)
+	m.Runs = nil
+	if n > 0 {
+		m.Runs = make([]ChunkRun, n)
+	}
+	for i := range m.Runs {
+		m.Runs[i] = ChunkRun{Off: d.U64(), End: d.U64()}
+	}
 }
 
 // TargetReq names a target.
