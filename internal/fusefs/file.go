@@ -489,14 +489,12 @@ func (fs *fileSystem) Fallocate(_ <-chan struct{}, in *fuse.FallocateIn) fuse.St
 // Lseek answers lseek(2)'s SEEK_DATA and SEEK_HOLE from the chunks' map
 // of their data (client.File.SeekData, SeekHole); the kernel answers the
 // other whences itself. The kernel does not write its dirty pages back
-// before asking, so while this mount has the file open for writing (a
-// shared writable mapping may hold data the chunks have not seen) the
-// whole file counts as data; with the writeback cache, where every write
-// may wait in the kernel, ENOSYS makes the kernel answer so itself.
+// before asking: while this mount has the file open for writing (a shared
+// writable mapping, or the writeback cache, may hold data the chunks have
+// not seen), the file's pages are invalidated first, which makes the
+// kernel write its dirty ones back (it launders them), as a direct read
+// under the writeback cache does.
 func (fs *fileSystem) Lseek(_ <-chan struct{}, in *fuse.LseekIn, out *fuse.LseekOut) fuse.Status {
-	if fs.opts.WritebackCache {
-		return fuse.ENOSYS
-	}
 	h := fs.handle(in.Fh)
 	if h == nil || h.of == nil {
 		return fuse.EBADF
@@ -504,28 +502,35 @@ func (fs *fileSystem) Lseek(_ <-chan struct{}, in *fuse.LseekIn, out *fuse.Lseek
 	if in.Whence != unix.SEEK_DATA && in.Whence != unix.SEEK_HOLE {
 		return fuse.EINVAL
 	}
+	off := int64(in.Offset)
+	if off < 0 {
+		return fuse.Status(syscall.ENXIO)
+	}
 	ctx, cancel := fs.op(nil, 0)
 	defer cancel()
-	off := int64(in.Offset)
-	hole := in.Whence == unix.SEEK_HOLE
+	laundered := true
+	if fs.openForWriting(h.of) && fs.srv != nil {
+		// ENOENT: the kernel holds no pages of the inode.
+		st := fs.srv.InodeNotify(in.NodeId, 0, 0)
+		laundered = st == fuse.OK || st == fuse.ENOENT
+	}
 	var at int64
 	var err error
 	switch {
-	case off < 0:
-		return fuse.Status(syscall.ENXIO)
-	case fs.openForWriting(h.of):
+	case !laundered:
+		// Unsure of the kernel's pages: the whole file is data.
 		var fi *client.FileInfo
 		if fi, err = h.of.f.Stat(); err == nil {
 			switch {
 			case off >= fi.Size():
 				err = io.EOF
-			case hole:
+			case in.Whence == unix.SEEK_HOLE:
 				at = fi.Size()
 			default:
 				at = off
 			}
 		}
-	case hole:
+	case in.Whence == unix.SEEK_HOLE:
 		at, err = h.of.f.SeekHole(ctx, off)
 	default:
 		at, err = h.of.f.SeekData(ctx, off)

@@ -14,9 +14,9 @@ import (
 
 // TestSeekDataHoleMount: lseek(2)'s SEEK_DATA and SEEK_HOLE through the
 // mount find a striped file's data and holes (FUSE_LSEEK, answered from
-// the chunks' map), ENXIO past the end; while the mount holds the file
-// open for writing (the kernel may hold dirty pages of a shared mapping
-// the chunks have not seen), the whole file counts as data.
+// the chunks' map), ENXIO past the end, also while the file is open for
+// writing with a dirty page of a shared mapping in a hole (the mount has
+// the kernel write it back before it answers).
 func TestSeekDataHoleMount(t *testing.T) {
 	requireFUSE(t)
 	srv := startServer(t, "", "")
@@ -56,12 +56,23 @@ func TestSeekDataHoleMount(t *testing.T) {
 		}
 		return got
 	}
-	// Open for writing: all data.
-	if h := seek(w, 0, unix.SEEK_HOLE); h != 2<<20 {
-		t.Errorf("with a writer open: SEEK_HOLE from 0 = %d, want the end %d", h, 2<<20)
+	// With the writer open, and a page of a shared mapping dirtied in a
+	// hole and not synced: the mount makes the kernel write it back
+	// before it answers (the page at 500 KiB lands in the 64 KiB block
+	// at 448 KiB, which then holds data up to the page's end).
+	if h := seek(w, 0, unix.SEEK_HOLE); h != 10 {
+		t.Errorf("with the writer open: SEEK_HOLE from 0 = %d, want 10", h)
 	}
-	if d := seek(w, 500*kib, unix.SEEK_DATA); d != 500*kib {
-		t.Errorf("with a writer open: SEEK_DATA from 500 KiB = %d, want 500 KiB", d)
+	mm, err := unix.Mmap(int(w.Fd()), 0, 2<<20, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mm[500*kib] = 'm'
+	if d := seek(w, 300*kib, unix.SEEK_DATA); d != 448*kib {
+		t.Errorf("after a write through a mapping at 500 KiB: SEEK_DATA from 300 KiB = %d, want %d", d, 448*kib)
+	}
+	if err := unix.Munmap(mm); err != nil {
+		t.Fatal(err)
 	}
 	if err := w.Close(); err != nil {
 		t.Fatal(err)
@@ -78,7 +89,8 @@ func TestSeekDataHoleMount(t *testing.T) {
 	}{
 		{0, unix.SEEK_DATA, 0}, {0, unix.SEEK_HOLE, 10},
 		{10, unix.SEEK_DATA, 192 * kib}, {192 * kib, unix.SEEK_HOLE, 300 * kib},
-		{300 * kib, unix.SEEK_DATA, 1 << 20}, {1 << 20, unix.SEEK_HOLE, 1<<20 + 64*kib},
+		{300 * kib, unix.SEEK_DATA, 448 * kib}, {448 * kib, unix.SEEK_HOLE, 504 * kib},
+		{504 * kib, unix.SEEK_DATA, 1 << 20}, {1 << 20, unix.SEEK_HOLE, 1<<20 + 64*kib},
 		{1<<20 + 64*kib, unix.SEEK_DATA, -1}, {1<<20 + 64*kib, unix.SEEK_HOLE, 1<<20 + 64*kib},
 		{2 << 20, unix.SEEK_HOLE, -1}, {3 << 20, unix.SEEK_DATA, -1},
 	} {
