@@ -49,10 +49,15 @@ func nextRestoreStep(c wire.HsmClaim, me uint64) restoreAction {
 	return restoreWait
 }
 
-// restorePoll is how long a waiting client sleeps before asking again: the
-// holder's time left (it may be dead), at most a second, at least 20 ms.
-func restorePoll(c wire.HsmClaim) time.Duration {
-	return min(max(time.Duration(c.LeftMs)*time.Millisecond, 20*time.Millisecond), time.Second)
+// restorePoll is how long a waiting client sleeps before it asks again,
+// after polls earlier polls: 20 ms, doubling with each poll (a restore of
+// a few MiB takes milliseconds: a truncate or read that waits for another
+// client's restore is not held a second for it), but never past the
+// holder's time left (it may be dead), nor over a second, nor under 20 ms.
+func restorePoll(c wire.HsmClaim, polls int) time.Duration {
+	backoff := 20 * time.Millisecond << min(polls, 6)
+	left := max(time.Duration(c.LeftMs)*time.Millisecond, 20*time.Millisecond)
+	return min(backoff, left, time.Second)
 }
 
 // restoreRetry is how long after a failed restore a read of the same file
@@ -384,6 +389,7 @@ func (c *Client) runRestore(ctx context.Context, ino uint64) error {
 	me := c.restores.owner
 	lease := uint32(c.opts.TierRestoreLease / time.Millisecond)
 	busy := 20 * time.Millisecond
+	polls := 0
 	for {
 		// One round trip claims the lease of whatever copy the file has
 		// now (gen 0) and answers with its record and attributes.
@@ -417,7 +423,8 @@ func (c *Client) runRestore(ctx context.Context, ino uint64) error {
 				return c.copyRestore(ctx, ino, &rec, attr, data)
 			case restoreWait:
 				c.restores.waits.Add(1)
-				wait = restorePoll(claim)
+				wait = restorePoll(claim, polls)
+				polls++
 			}
 		}
 		if err := pause.For(ctx, wait); err != nil {

@@ -31,9 +31,19 @@ func TestNextRestoreStep(t *testing.T) {
 
 func TestRestorePoll(t *testing.T) {
 	t.Parallel()
-	for left, want := range map[uint32]time.Duration{0: 20 * time.Millisecond, 5: 20 * time.Millisecond, 300: 300 * time.Millisecond, 60000: time.Second} {
-		if got := restorePoll(wire.HsmClaim{LeftMs: left}); got != want {
-			t.Errorf("left %d ms: %v, want %v", left, got, want)
+	ms := time.Millisecond
+	for _, c := range []struct {
+		left  uint32
+		polls int
+		want  time.Duration
+	}{
+		{0, 0, 20 * ms}, {5, 3, 20 * ms}, // the floor
+		{60000, 0, 20 * ms}, {60000, 1, 40 * ms}, {60000, 3, 160 * ms}, // the backoff
+		{300, 5, 300 * ms},                                // the holder's time left
+		{60000, 6, time.Second}, {60000, 60, time.Second}, // the ceiling, no overflow
+	} {
+		if got := restorePoll(wire.HsmClaim{LeftMs: c.left}, c.polls); got != c.want {
+			t.Errorf("left %d ms, %d polls: %v, want %v", c.left, c.polls, got, c.want)
 		}
 	}
 }
