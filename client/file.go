@@ -124,6 +124,10 @@ type File struct {
 	handle uint32 // the File's number in the profiler's records (profile.go)
 
 	own ownChain // the file's state through the File's own changes (ownattr.go)
+
+	// frozenWait: a Truncate's pause before it cuts again chunks a
+	// migration froze (errCutFrozen). Guarded by mu.
+	frozenWait time.Duration
 }
 
 // Create creates or truncates the file at p (like os.Create).
@@ -297,22 +301,35 @@ func (f *File) withLayout(ctx context.Context, write bool, fn func(l placement.L
 		if errs.CodeOf(err) != errs.Moved {
 			return err
 		}
-		nl, at, lerr := f.fetchLayout(ctx, write)
-		switch {
-		case lerr != nil:
-			// The layout's error, not Moved's: its code is the answer
-			// (the file gone, the tier unreachable).
-			return lerr
-		case sameChunks(nl, l):
-			f.setLayoutAt(l, at)
-			if pause.For(ctx, wait) != nil {
-				return err
-			}
-			wait = min(2*wait, 200*time.Millisecond)
-			continue
+		if err := f.awaitMoved(ctx, write, l, err, &wait); err != nil {
+			return err
 		}
-		f.setLayoutAt(nl, at)
 	}
+}
+
+// awaitMoved is what a request under layout l that was answered moved
+// (the error moved) waits for before it goes again: the file's layout,
+// learnt again, names other chunks (the migration committed), or, if it
+// still names l's, a pause (the migration may have been aborted and the
+// chunks thawed, or still run). It returns the layout's error, or moved
+// if ctx ends first. wait is the pause, which grows.
+func (f *File) awaitMoved(ctx context.Context, write bool, l placement.Layout, moved error, wait *time.Duration) error {
+	nl, at, lerr := f.fetchLayout(ctx, write)
+	switch {
+	case lerr != nil:
+		// The layout's error, not Moved's: its code is the answer (the
+		// file gone, the tier unreachable).
+		return lerr
+	case sameChunks(nl, l):
+		f.setLayoutAt(l, at)
+		if pause.For(ctx, *wait) != nil {
+			return moved
+		}
+		*wait = min(2**wait, 200*time.Millisecond)
+		return nil
+	}
+	f.setLayoutAt(nl, at)
+	return nil
 }
 
 // errNowReleased: a read found that the file was released since the File
@@ -713,21 +730,46 @@ func (f *File) sendCommit(want int64, cut uint64, call func(wire.CommitWriteReq,
 // cutChunks truncates each chunk of the file to its length in a file of
 // size bytes (creating missing ones), on every slot at once.
 func (f *File) cutChunks(ctx context.Context, size int64) error {
-	return f.withLayout(ctx, true, func(l placement.Layout) error {
-		g, gctx := errgroup.WithContext(ctx)
-		data := l.DataID(f.ino)
-		for slot, ch := range l.Chains {
-			csize := uint64(l.ChunkSize(slot, size))
-			g.Go(func() error {
-				_, err := f.c.chunkCall(gctx, chunkReq{chain: ch, write: true, op: wire.OpChunkTruncate,
-					msg: func(t placement.TargetID, ref wire.ChainRef) wire.Message {
-						return &wire.ChunkTruncateReq{ChunkRef: wire.ChunkRef{Target: t, ChainRef: ref, Ino: data, Slot: uint32(slot)}, Size: csize, Qos: f.c.qos}
-					}})
-				return err
-			})
+	return f.withLayout(ctx, true, func(l placement.Layout) error { return f.cutChunksIn(ctx, l, size) })
+}
+
+// errCutFrozen: a chunk the cut truncates is frozen for a migration
+// (errs.Moved). A truncate does not hold its cut while it waits for the
+// migration, which may stay frozen for longer than a cut may be held
+// (wire.CutTimeout): it ends the cut, waits a while (awaitMoved) and
+// begins the round again, as often as it takes (Truncate).
+var errCutFrozen = errs.New(errs.Busy, "client: the file's chunks are frozen for a migration")
+
+// cutChunksHeld is cutChunks under a held cut: a frozen chunk answers
+// errCutFrozen at once, with the layout it was frozen under.
+func (f *File) cutChunksHeld(ctx context.Context, size int64) (placement.Layout, error) {
+	var frozen placement.Layout
+	err := f.withLayout(ctx, true, func(l placement.Layout) error {
+		err := f.cutChunksIn(ctx, l, size)
+		if errs.CodeOf(err) == errs.Moved {
+			frozen = l
+			return errCutFrozen
 		}
-		return g.Wait()
+		return err
 	})
+	return frozen, err
+}
+
+// cutChunksIn is cutChunks under layout l.
+func (f *File) cutChunksIn(ctx context.Context, l placement.Layout, size int64) error {
+	g, gctx := errgroup.WithContext(ctx)
+	data := l.DataID(f.ino)
+	for slot, ch := range l.Chains {
+		csize := uint64(l.ChunkSize(slot, size))
+		g.Go(func() error {
+			_, err := f.c.chunkCall(gctx, chunkReq{chain: ch, write: true, op: wire.OpChunkTruncate,
+				msg: func(t placement.TargetID, ref wire.ChainRef) wire.Message {
+					return &wire.ChunkTruncateReq{ChunkRef: wire.ChunkRef{Target: t, ChainRef: ref, Ino: data, Slot: uint32(slot)}, Size: csize, Qos: f.c.qos}
+				}})
+			return err
+		})
+	}
+	return g.Wait()
 }
 
 // extents returns the chunk I/Os for a file range: the layout's extents,
@@ -1160,10 +1202,16 @@ func (f *File) Truncate(ctx context.Context, size int64) error {
 	// nothing past the new size survives (a write of such a client racing
 	// that round may lose its bytes; docs/design.md, Consistency model).
 	var err error
-	for try := 0; try < truncateTries; try++ {
-		if err = f.truncateOnce(ctx, size, try == truncateTries-1); err == nil || errs.CodeOf(err) != errs.Busy {
+	f.frozenWait = 5 * time.Millisecond
+	for try := 0; try < truncateTries; {
+		err = f.truncateOnce(ctx, size, try == truncateTries-1)
+		if err == errCutFrozen {
+			continue // a migration froze the chunks; not a round lost to a writer
+		}
+		if err == nil || errs.CodeOf(err) != errs.Busy {
 			break
 		}
+		try++
 	}
 	if err != nil {
 		return opErr("truncate", f.name, err)
@@ -1226,6 +1274,7 @@ func (f *File) cutLocked(ctx context.Context, a *wire.Attr, size int64, last boo
 		return a.Flags&wire.AttrChunks != 0 && a.Flags&wire.AttrReleased == 0 && len(f.lay().Chains) > 0
 	}
 	cut := chunked() && size < int64(a.Size)
+	outer := ctx   // without the held cut's deadline
 	var gen uint64 // the cut's generation, when held
 	if cut && !f.c.noCutGen.Load() {
 		r, err := f.beginCut(ctx)
@@ -1255,8 +1304,36 @@ func (f *File) cutLocked(ctx context.Context, a *wire.Attr, size int64, last boo
 		}
 		return err
 	}
+	// cutAll cuts the chunks. Under a held cut, chunks frozen for a
+	// migration end the cut (errCutFrozen), and cutAll waits for the
+	// migration's new layout, outside the cut (moved: nil, else the error
+	// to return).
+	cutAll := func() (moved bool, err error) {
+		if !held {
+			return false, f.cutChunks(ctx, size)
+		}
+		frozen, err := f.cutChunksHeld(ctx, size)
+		if err != errCutFrozen {
+			return false, err
+		}
+		fail(err)
+		if err := f.awaitMoved(outer, true, frozen, errCutFrozen, &f.frozenWait); err != nil {
+			if err == errCutFrozen {
+				err = outer.Err() // it ended while waiting
+			}
+			return true, err
+		}
+		return true, nil
+	}
 	if cut {
-		if err := f.cutChunks(ctx, size); err != nil {
+		moved, err := cutAll()
+		switch {
+		case moved && err == nil:
+			// The cut ended: Truncate begins the round again.
+			return errCutFrozen
+		case moved:
+			return err
+		case err != nil:
 			return fail(err)
 		}
 	}
@@ -1284,7 +1361,14 @@ func (f *File) cutLocked(ctx context.Context, a *wire.Attr, size int64, last boo
 		// A write committed between the cut and the size change (by a
 		// client without cut generations) may have left bytes past size:
 		// cut them, still under the cut.
-		if err := f.cutChunks(ctx, size); err != nil {
+		moved, err := cutAll()
+		switch {
+		case moved && err == nil:
+			// The size is set and the cut ended: cut the new chunks.
+			return f.cutChunks(outer, size)
+		case moved:
+			return err
+		case err != nil:
 			return fail(err)
 		}
 		if held {

@@ -176,3 +176,89 @@ func TestTruncateRacingMigrate(t *testing.T) {
 	}
 	t.Logf("%d rounds (%d moved chunks): ended at the cut %d, at the write's end %d", rounds, moved, orders[fsx.WrittenThenCut], orders[fsx.CutThenWritten])
 }
+
+// TestTruncateDuringLongFreeze: a truncate whose chunks a migration keeps
+// frozen for longer than a cut may be held (wire.CutTimeout, 15 s; the
+// migrator is held 20 s after the freeze here) ends its cut, waits for
+// the migration outside it and cuts the new chunks. Before, it spent its
+// held time waiting and failed with the slots it had cut before the
+// freeze cut and the size unchanged. A synced write past the cut by
+// another client, begun during the freeze, lands too.
+func TestTruncateDuringLongFreeze(t *testing.T) {
+	t.Parallel() // it mostly waits
+	s := startServer(t, "")
+	ca, cb, cm := s.client(), s.client(), s.client()
+	ctx := context.Background()
+	if err := ca.Mkdir(ctx, "/m", 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := ca.SetLayout(ctx, "/m", client.Layout{StripeCount: 4, StripeSize: 64 << 10}); err != nil {
+		t.Fatal(err)
+	}
+	race := fsx.TruncRace{Size: 1 << 20, Cut: 100, At: 500000, Old: 'a', Mark: bytes.Repeat([]byte{'X'}, 1000)}
+	writeFile(t, ca, "/m/f", bytes.Repeat([]byte{race.Old}, int(race.Size)))
+	fa, err := ca.OpenFile(ctx, "/m/f", client.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fa.Close()
+	fb, err := cb.OpenFile(ctx, "/m/f", client.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const hold = 20 * time.Second
+	frozen := make(chan struct{})
+	var res client.MigrateResult
+	var merr error
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		res, merr = cm.Migrate(ctx, "/m/f", client.MigrateSpec{StripeCount: 2, StripeSize: 128 << 10}, client.MigrateOptions{
+			Phase: func(p string, _ client.Layout) {
+				if p == "recopy" { // after the freeze
+					close(frozen)
+					time.Sleep(hold)
+				}
+			}})
+	})
+	<-frozen
+	var werr error
+	wg.Go(func() {
+		time.Sleep(time.Second) // after the truncate's cut began
+		if _, err := fb.WriteAt(race.Mark, race.At); err != nil {
+			werr = err
+			return
+		}
+		werr = fb.Sync()
+	})
+	start := time.Now()
+	terr := fa.Truncate(ctx, race.Cut)
+	took := time.Since(start)
+	wg.Wait()
+	if merr != nil || !res.Moved {
+		t.Fatalf("migration: %+v, %v", res, merr)
+	}
+	if terr != nil {
+		t.Fatalf("truncate during a %v freeze: %v (after %v)", hold, terr, took.Round(time.Millisecond))
+	}
+	if werr != nil {
+		t.Fatalf("write during the freeze: %v", werr)
+	}
+	if err := fb.Close(); err != nil {
+		t.Fatal(err)
+	}
+	st, err := fa.Stat()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := fa.Truncate(ctx, race.Size); err != nil {
+		t.Fatal(err)
+	}
+	got, err := readFile(ca, "/m/f")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := race.Check(got, st.Size()); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("the truncate took %v beside a migration frozen %v; the file ended at %d", took.Round(time.Millisecond), hold, st.Size())
+}
