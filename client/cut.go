@@ -137,13 +137,3 @@ func (f *File) endCut(ctx context.Context, gen uint64) error {
 	return err
 }
 
-func sleepCtx(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-}
