@@ -311,6 +311,23 @@ func (s *Service) handleWrite(ctx context.Context, req *wire.Request) (wire.Resp
 	return wire.Response{}, nil
 }
 
+// resolveRead is resolve for a read of the chunk ref names: on a
+// replicated chain, a write of this chunk in flight may not have reached
+// the other replicas yet, so it waits for it, so that no later read
+// elsewhere can return older data than this one.
+func (s *Service) resolveRead(ctx context.Context, h *hosted, ref wire.ChunkRef) (*chunk.Store, error) {
+	st, c, err := s.resolve(ctx, h, ref.Target, ref.ChainRef, accRead)
+	if err != nil {
+		return nil, err
+	}
+	if c != nil {
+		if k := (chunkKey{ref.Target, c.ID, ref.Ino, ref.Slot}); s.cs.locks.busy(k) {
+			s.cs.locks.lock(k)()
+		}
+	}
+	return st, nil
+}
+
 func (s *Service) handleRead(ctx context.Context, req *wire.Request) (wire.Response, error) {
 	var m wire.ChunkReadReq
 	if err := wire.Unmarshal(req.Body, &m); err != nil {
@@ -327,17 +344,9 @@ func (s *Service) handleRead(ctx context.Context, req *wire.Request) (wire.Respo
 		return wire.Response{}, h.fail(errs.New(errs.Invalid, "target: read of %d bytes from chunk ino %d slot %d on target %d is over the limit of %d",
 			m.Len, m.Ino, m.Slot, m.Target, wire.MaxData))
 	}
-	st, c, err := s.resolve(ctx, h, m.Target, m.ChainRef, accRead)
+	st, err := s.resolveRead(ctx, h, m.ChunkRef)
 	if err != nil {
 		return wire.Response{}, h.fail(err)
-	}
-	if c != nil {
-		// A write of this chunk in flight may not have reached the other
-		// replicas yet: wait for it, so that no later read elsewhere can
-		// return older data than this one.
-		if k := (chunkKey{m.Target, c.ID, m.Ino, m.Slot}); s.cs.locks.busy(k) {
-			s.cs.locks.lock(k)()
-		}
 	}
 	release, err := s.gate.acquire(ctx, m.Qos, int(m.Len))
 	if err != nil {
@@ -500,15 +509,9 @@ func (s *Service) handleMap(ctx context.Context, req *wire.Request) (wire.Respon
 		return wire.Response{}, h.fail(errs.New(errs.Invalid, "target: map of %d bytes of chunk ino %d slot %d on target %d is over the limit of %d",
 			m.Len, m.Ino, m.Slot, m.Target, wire.MaxMapLen))
 	}
-	st, c, err := s.resolve(ctx, h, m.Target, m.ChainRef, accRead)
+	st, err := s.resolveRead(ctx, h, m.ChunkRef)
 	if err != nil {
 		return wire.Response{}, h.fail(err)
-	}
-	if c != nil {
-		// As for a read: a write in flight lands first.
-		if k := (chunkKey{m.Target, c.ID, m.Ino, m.Slot}); s.cs.locks.busy(k) {
-			s.cs.locks.lock(k)()
-		}
 	}
 	release, err := s.gate.acquire(ctx, m.Qos, 0)
 	if err != nil {
