@@ -136,4 +136,3 @@ func (f *File) endCut(ctx context.Context, gen uint64) error {
 	}
 	return err
 }
-
