@@ -20,17 +20,29 @@ const crashEnv = "SLUICE_CHUNK_CRASH_DIR"
 type crashOp struct {
 	id        ID
 	off, n    int64
-	seed      uint64
+	seed      uint64 // 0: a punch (Punch), else a write of pattern(seed, n)
 	acked     bool
 	completed bool
 }
 
+// apply applies op to m: the write, or the punch's zeros (within m).
+func (op *crashOp) apply(m *model) {
+	if op.seed != 0 {
+		m.write(op.off, pattern(op.seed, int(op.n)))
+		return
+	}
+	if end := min(op.off+op.n, int64(len(*m))); op.off < end {
+		clear((*m)[op.off:end])
+	}
+}
+
 // TestKillDashNine runs a child process that writes to a store (appends
 // with odd lengths, so that blocks are appended to while partly full, and
-// some in-place overwrites), printing each write before it starts and
-// after it is acknowledged (synced). The parent kills it with SIGKILL,
-// reopens the store and checks every acknowledged byte; bytes of a write
-// that was in flight must read as before or after it, never anything else.
+// some in-place overwrites) and punches ranges of it (Punch, durable when
+// answered), printing each operation before it starts and after it is
+// acknowledged (synced). The parent kills it with SIGKILL, reopens the
+// store and checks every acknowledged byte; bytes of an operation that
+// was in flight must read as before or after it, never anything else.
 func TestKillDashNine(t *testing.T) {
 	if dir := os.Getenv(crashEnv); dir != "" {
 		crashChild(dir)
@@ -83,7 +95,7 @@ func TestKillDashNine(t *testing.T) {
 		inFlight *crashOp
 	}
 	chunks := map[ID]*chunkState{}
-	acks := 0
+	acks, punches := 0, 0
 	for _, line := range lines {
 		var op crashOp
 		var kind string
@@ -99,9 +111,12 @@ func TestKillDashNine(t *testing.T) {
 		case "start":
 			cs.inFlight = &op
 		case "ack":
-			cs.want.write(op.off, pattern(op.seed, int(op.n)))
+			op.apply(&cs.want)
 			cs.inFlight = nil
 			acks++
+			if op.seed == 0 {
+				punches++
+			}
 		}
 	}
 	if acks < 20 {
@@ -113,7 +128,7 @@ func TestKillDashNine(t *testing.T) {
 		var newer model
 		if f := cs.inFlight; f != nil {
 			newer = model(bytes.Clone(cs.want))
-			newer.write(f.off, pattern(f.seed, int(f.n)))
+			f.apply(&newer)
 			maxLen = len(newer)
 		}
 		got, clen := mustRead(t, s, id, 0, maxLen+BlockSize)
@@ -132,7 +147,7 @@ func TestKillDashNine(t *testing.T) {
 			break
 		}
 	}
-	t.Logf("verified %d acknowledged writes in %d chunks; %d corruptions", acks, len(chunks), s.Corruptions())
+	t.Logf("verified %d acknowledged writes and punches (%d punches) in %d chunks; %d corruptions", acks, punches, len(chunks), s.Corruptions())
 	if s.Corruptions() != 0 {
 		t.Errorf("%d corruptions after kill -9", s.Corruptions())
 	}
@@ -158,11 +173,22 @@ func crashChild(dir string) {
 			id := ID{Ino: uint64(w + 1), Slot: uint32(w)}
 			var length int64
 			for {
-				op := crashOp{id: id, seed: r.Uint64()}
+				op := crashOp{id: id, seed: r.Uint64() | 1}
 				op.n = 1 + r.Int64N(3*BlockSize/2)
 				op.off = length
 				if length > 0 && r.IntN(4) == 0 {
 					op.off = r.Int64N(length) // in-place overwrite
+				}
+				if length > 0 && r.IntN(6) == 0 {
+					// A punch of whole blocks and partial ones.
+					op.seed, op.off, op.n = 0, r.Int64N(length), 1+r.Int64N(3*BlockSize)
+					say("start", op)
+					if err := s.Punch(id, op.off, op.n); err != nil {
+						fmt.Fprintln(os.Stderr, "child: punch:", err)
+						os.Exit(2)
+					}
+					say("ack", op)
+					continue
 				}
 				say("start", op)
 				sync := r.IntN(2) == 0
