@@ -49,31 +49,12 @@ func (f *File) seekSparse(ctx context.Context, off int64, hole bool) (int64, err
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if f.closed {
-		return 0, opErr(op, f.name, fs.ErrClosed)
+	size, inline, err := f.mapStartLocked(ctx, op)
+	if err != nil {
+		return 0, err
 	}
-	// This File's own writes count: send them first, as reads do.
-	if len(f.buf) > 0 || len(f.sem) > 0 {
-		if err := f.waitFlushesLocked(ctx); err != nil {
-			return 0, opErr(op, f.name, err)
-		}
-	}
-	if err := f.awaitStagedLocked(ctx); err != nil {
-		return 0, opErr(op, f.name, err)
-	}
-	var a wire.Attr
-	if err := f.c.metaCall(ctx, wire.OpGetAttr, &wire.InoReq{Ino: f.ino}, &a); err != nil {
-		return 0, opErr(op, f.name, err)
-	}
-	f.learn(&a)
-	f.learnLayout(&a)
-	size := max(f.size, int64(a.Size))
 	if off >= size {
 		return 0, io.EOF
-	}
-	inline := int64(a.InlineLen)
-	if a.Flags&wire.AttrChunks == 0 || a.Flags&wire.AttrReleased != 0 || f.c.noChunkMap.Load() || len(f.lay().Chains) == 0 {
-		inline = size // all data, as far as anybody can tell here
 	}
 	at := off
 	if at < inline {
@@ -105,6 +86,69 @@ func (f *File) seekSparse(ctx context.Context, off int64, hole bool) (int64, err
 		return size, nil
 	}
 	return 0, io.EOF
+}
+
+// mapStartLocked readies a look at the file's map for op: this File's
+// own writes go out first, as for reads, and the attributes are learnt.
+// It returns the file's size and how many of its first bytes count as
+// data whatever the chunks say: its inline bytes, or all of them where
+// the chunks cannot tell (a released file, no chunks, older targets).
+// f.mu is held.
+func (f *File) mapStartLocked(ctx context.Context, op string) (size, inline int64, err error) {
+	if f.closed {
+		return 0, 0, opErr(op, f.name, fs.ErrClosed)
+	}
+	if len(f.buf) > 0 || len(f.sem) > 0 {
+		if err := f.waitFlushesLocked(ctx); err != nil {
+			return 0, 0, opErr(op, f.name, err)
+		}
+	}
+	if err := f.awaitStagedLocked(ctx); err != nil {
+		return 0, 0, opErr(op, f.name, err)
+	}
+	var a wire.Attr
+	if err := f.c.metaCall(ctx, wire.OpGetAttr, &wire.InoReq{Ino: f.ino}, &a); err != nil {
+		return 0, 0, opErr(op, f.name, err)
+	}
+	f.learn(&a)
+	f.learnLayout(&a)
+	size = max(f.size, int64(a.Size))
+	inline = min(int64(a.InlineLen), size)
+	if a.Flags&wire.AttrChunks == 0 || a.Flags&wire.AttrReleased != 0 || f.c.noChunkMap.Load() || len(f.lay().Chains) == 0 {
+		inline = size // all data, as far as anybody can tell here
+	}
+	return size, inline, nil
+}
+
+// DataBytes returns how many of the file's bytes are stored: those in
+// the blocks of its chunks that hold data (64 KiB each, the last one of a
+// chunk as long as the chunk) and its inline bytes. Size less DataBytes
+// is what its holes save. A file the chunks cannot tell about (released,
+// on older targets) counts whole.
+func (f *File) DataBytes(ctx context.Context) (int64, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	size, inline, err := f.mapStartLocked(ctx, "map")
+	if err != nil {
+		return 0, err
+	}
+	total := inline
+	for at := inline; at < size; {
+		n := min(mapWindow, size-at)
+		runs, err := f.dataRuns(ctx, at, n)
+		if errs.CodeOf(err) == errs.NotSupported {
+			f.c.noChunkMap.Store(true)
+			return size, nil
+		}
+		if err != nil {
+			return 0, opErr("map", f.name, err)
+		}
+		for _, r := range runs {
+			total += r[1] - r[0]
+		}
+		at += n
+	}
+	return total, nil
 }
 
 // seekIn answers a seek from at within a window [at, end) whose data is

@@ -101,8 +101,26 @@ func (e *Env) Stat(ctx context.Context, paths []string) error {
 		if a.Mode.IsRegular() || a.Mode.IsDir() {
 			fmt.Fprintf(e.Stdout, "Layout: %s\n", formatLayout(a.Layout))
 		}
+		if a.Mode.IsRegular() && a.Size > 0 {
+			stored, err := e.storedBytes(ctx, p)
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(e.Stdout, "Stored: %d bytes (holes %d)\n", stored, a.Size-stored)
+		}
 	}
 	return nil
+}
+
+// storedBytes is how many of the bytes of the file at p its chunks and
+// inline bytes hold (client.File.DataBytes).
+func (e *Env) storedBytes(ctx context.Context, p string) (int64, error) {
+	f, err := e.Client.Open(ctx, p)
+	if err != nil {
+		return 0, err
+	}
+	defer f.Close()
+	return f.DataBytes(ctx)
 }
 
 func formatLayout(l client.Layout) string {

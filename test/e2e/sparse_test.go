@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
+	"strings"
 	"testing"
 
 	"github.com/sluice-fs/sluice/client"
@@ -96,6 +98,14 @@ func TestSeekDataHole(t *testing.T) {
 		t.Fatal(err)
 	}
 	check("reopened", sparseCases)
+	// Stored: [0, 10), [192 KiB, 300 KiB), [1 MiB, 1 MiB+64 KiB).
+	const stored = 10 + 108*kib + 64*kib
+	if n, err := f.DataBytes(ctx); n != stored || err != nil {
+		t.Errorf("DataBytes: %d, %v; want %d", n, err, stored)
+	}
+	if out := s.mustCLI("stat", "/s/f"); !strings.Contains(out, fmt.Sprintf("Stored: %d bytes (holes %d)", stored, 2<<20-stored)) {
+		t.Errorf("sluice stat says\n%s\nwant Stored: %d bytes", out, stored)
+	}
 	if _, err := f.SeekData(ctx, -1); err == nil {
 		t.Error("SEEK_DATA from -1 answered")
 	}
@@ -110,6 +120,9 @@ func TestSeekDataHole(t *testing.T) {
 		t.Fatal(err)
 	}
 	check("punched", []seekCase{{10, false, 256 * kib}, {192 * kib, true, 192 * kib}, {256 * kib, true, 300 * kib}})
+	if n, err := f.DataBytes(ctx); n != stored-64*kib || err != nil {
+		t.Errorf("DataBytes after the punch: %d, %v; want %d", n, err, stored-64*kib)
+	}
 	// A file of one inline piece is all data.
 	g, err := c.Create(ctx, "/small")
 	if err != nil {
