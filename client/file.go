@@ -1304,10 +1304,10 @@ func (f *File) cutLocked(ctx context.Context, a *wire.Attr, size int64, last boo
 		}
 		return err
 	}
-	// cutAll cuts the chunks. Under a held cut, chunks frozen for a
-	// migration end the cut (errCutFrozen), and cutAll waits for the
-	// migration's new layout, outside the cut (moved: nil, else the error
-	// to return).
+	// cutAll cuts the chunks. Under a held cut, a chunk frozen for a
+	// migration ends the cut: cutAll then waits outside it (awaitMoved:
+	// the migration's new layout, or a pause) and says moved, with nil
+	// (cut again) or the error to return.
 	cutAll := func() (moved bool, err error) {
 		if !held {
 			return false, f.cutChunks(ctx, size)
