@@ -52,6 +52,57 @@ func StartOlderService(t testing.TB, upstream string, refuse ...wire.Op) *OlderS
 	return o
 }
 
+// nodeReadMax is the most data an OlderNode passes back for one request:
+// a client's largest chunk read (client.maxExtentIO).
+const nodeReadMax = 8 << 20
+
+// StartOlderNode is StartOlderService for a single-node server (`sluice
+// serve`, whose storage targets answer on the metadata service's
+// address): it also names itself as every target's and node's address in
+// the cluster information it passes on (wire.OpCluster), so that the
+// client's chunk requests come through it too, and it can answer chunk
+// ops "not supported" as older targets do.
+func StartOlderNode(t testing.TB, upstream string, refuse ...wire.Op) *OlderService {
+	t.Helper()
+	ctx := context.Background()
+	up, err := wire.Dial(ctx, upstream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { up.Close() })
+	o := &OlderService{refs: make(map[wire.Op]int)}
+	self := make(chan string, 1)
+	o.Addr = serveProxy(t, func(ctx context.Context, r *wire.Request) (wire.Response, error) {
+		return forward(ctx, up, r, r.Data, nodeReadMax)
+	}, func(srv *wire.Server) {
+		for _, op := range refuse {
+			srv.Handle(op, func(context.Context, *wire.Request) (wire.Response, error) {
+				o.mu.Lock()
+				o.refs[op]++
+				o.mu.Unlock()
+				return wire.Response{}, errs.New(errs.NotSupported, "wire: unknown op %d", op)
+			})
+		}
+		srv.Handle(wire.OpCluster, func(ctx context.Context, r *wire.Request) (wire.Response, error) {
+			var ci wire.ClusterInfo
+			if _, err := up.Call(ctx, wire.OpCluster, &rawMsg{r.Body}, nil, &ci, nil); err != nil {
+				return wire.Response{}, err
+			}
+			addr := <-self
+			self <- addr
+			for i := range ci.Targets {
+				ci.Targets[i].Addr = addr
+			}
+			for i := range ci.Nodes {
+				ci.Nodes[i].Addr = addr
+			}
+			return wire.Response{Msg: &ci}, nil
+		})
+	})
+	self <- o.Addr
+	return o
+}
+
 // serveProxy serves every op but OpSession (which a wire server answers
 // itself) with pass on loopback, after which more may change some ops'
 // handlers, until the test ends. It returns the address.
