@@ -889,9 +889,13 @@ func (s *Service) ResolveRead(ctx context.Context, path string, follow bool, xat
 	var r wire.ResolveReadResp
 	err := s.db.View(ctx, func(tx kv.Txn) error {
 		var err error
+		var n *inode
 		r = wire.ResolveReadResp{}
-		if r.Attr, err = resolveTx(tx, path, follow); err != nil {
+		if r.Attr, n, err = resolveInodeTx(tx, path, follow); err != nil {
 			return err
+		}
+		if r.Attr.Mode&modeType == modeReg {
+			r.Cut = n.Cut // a writer that opens the file starts from it
 		}
 		if err := readExtras(tx, &r); err != nil {
 			return err
@@ -966,6 +970,13 @@ func readExtras(tx kv.Txn, r *wire.ResolveReadResp) error {
 }
 
 func resolveTx(tx kv.Txn, path string, follow bool) (wire.Attr, error) {
+	a, _, err := resolveInodeTx(tx, path, follow)
+	return a, err
+}
+
+// resolveInodeTx is resolveTx that also returns the inode record of what
+// path names.
+func resolveInodeTx(tx kv.Txn, path string, follow bool) (wire.Attr, *inode, error) {
 	comps := strings.Split(path, "/")
 	// The walk knows each component's type from its directory entry, so
 	// it loads an inode record only where it needs one: for "..", and for
@@ -983,35 +994,35 @@ func resolveTx(tx kv.Txn, path string, follow bool) (wire.Attr, error) {
 		c := comps[0]
 		comps = comps[1:]
 		if curMode != modeDir {
-			return wire.Attr{}, errs.New(errs.NotDir, "path component (inode %d) is not a directory", cur)
+			return wire.Attr{}, nil, errs.New(errs.NotDir, "path component (inode %d) is not a directory", cur)
 		}
 		switch c {
 		case "", ".":
 			continue
 		case "..":
 			if err := load(); err != nil {
-				return wire.Attr{}, err
+				return wire.Attr{}, nil, err
 			}
 			cur, n = n.Parent, nil
 			continue
 		}
 		if len(c) > MaxNameLen {
-			return wire.Attr{}, errs.New(errs.NameTooLong, "path component of %d bytes is over the limit of %d", len(c), MaxNameLen)
+			return wire.Attr{}, nil, errs.New(errs.NameTooLong, "path component of %d bytes is over the limit of %d", len(c), MaxNameLen)
 		}
 		e, ok, err := lookup(tx, cur, c)
 		if err != nil {
-			return wire.Attr{}, err
+			return wire.Attr{}, nil, err
 		}
 		if !ok {
-			return wire.Attr{}, errs.New(errs.NotFound, "no entry %q in directory %d", c, cur)
+			return wire.Attr{}, nil, errs.New(errs.NotFound, "no entry %q in directory %d", c, cur)
 		}
 		if e.mode == modeLink && (len(comps) > 0 || follow) {
 			if links++; links > MaxSymlinks {
-				return wire.Attr{}, errs.New(errs.Loop, "more than %d symbolic links", MaxSymlinks)
+				return wire.Attr{}, nil, errs.New(errs.Loop, "more than %d symbolic links", MaxSymlinks)
 			}
 			target, err := readlinkTx(tx, e.ino)
 			if err != nil {
-				return wire.Attr{}, err
+				return wire.Attr{}, nil, err
 			}
 			if strings.HasPrefix(target, "/") {
 				cur, curMode, n = RootIno, modeDir, nil
@@ -1022,9 +1033,10 @@ func resolveTx(tx kv.Txn, path string, follow bool) (wire.Attr, error) {
 		cur, curMode, n = e.ino, e.mode, nil
 	}
 	if err := load(); err != nil {
-		return wire.Attr{}, err
+		return wire.Attr{}, nil, err
 	}
-	return attrOf(tx, cur, n)
+	a, err := attrOf(tx, cur, n)
+	return a, n, err
 }
 
 const (

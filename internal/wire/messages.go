@@ -689,10 +689,10 @@ type ResolveReadResp struct {
 	// feed's position before the attributes were read: they reflect
 	// every change of the feed's epoch before FeedCursor (ADR 0022).
 	FeedEpoch, FeedCursor uint64
-	// Cut is a regular file's cut generation (OpOpenIno, 2026-12-05;
-	// appended after the HSM record's ETag, which is then sent even when
-	// empty; 0 from an older service): a writer that opens the file
-	// starts from it (wire/cut.go).
+	// Cut is a regular file's cut generation (OpOpenIno, 2026-12-05, and
+	// OpResolveRead since that evening; appended after the HSM record's
+	// ETag, which is then sent even when empty; 0 from an older service):
+	// a writer that opens the file starts from it (wire/cut.go).
 	Cut uint64
 }
 
