@@ -30,26 +30,7 @@ type OlderService struct {
 // refusing the ops refuse; it stops when the test ends.
 func StartOlderService(t testing.TB, upstream string, refuse ...wire.Op) *OlderService {
 	t.Helper()
-	ctx := context.Background()
-	up, err := wire.Dial(ctx, upstream)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { up.Close() })
-	o := &OlderService{refs: make(map[wire.Op]int)}
-	o.Addr = serveProxy(t, func(ctx context.Context, r *wire.Request) (wire.Response, error) {
-		return forward(ctx, up, r, r.Data, 1<<20)
-	}, func(srv *wire.Server) {
-		for _, op := range refuse {
-			srv.Handle(op, func(context.Context, *wire.Request) (wire.Response, error) {
-				o.mu.Lock()
-				o.refs[op]++
-				o.mu.Unlock()
-				return wire.Response{}, errs.New(errs.NotSupported, "wire: unknown op %d", op)
-			})
-		}
-	})
-	return o
+	return startOlder(t, upstream, 1<<20, false, refuse)
 }
 
 // nodeReadMax is the most data an OlderNode passes back for one request:
@@ -64,6 +45,14 @@ const nodeReadMax = 8 << 20
 // ops "not supported" as older targets do.
 func StartOlderNode(t testing.TB, upstream string, refuse ...wire.Op) *OlderService {
 	t.Helper()
+	return startOlder(t, upstream, nodeReadMax, true, refuse)
+}
+
+// startOlder starts an OlderService that passes back up to readMax bytes
+// of data per request; with node, it names itself as every target's and
+// node's address (StartOlderNode).
+func startOlder(t testing.TB, upstream string, readMax int, node bool, refuse []wire.Op) *OlderService {
+	t.Helper()
 	ctx := context.Background()
 	up, err := wire.Dial(ctx, upstream)
 	if err != nil {
@@ -71,9 +60,8 @@ func StartOlderNode(t testing.TB, upstream string, refuse ...wire.Op) *OlderServ
 	}
 	t.Cleanup(func() { up.Close() })
 	o := &OlderService{refs: make(map[wire.Op]int)}
-	self := make(chan string, 1)
-	o.Addr = serveProxy(t, func(ctx context.Context, r *wire.Request) (wire.Response, error) {
-		return forward(ctx, up, r, r.Data, nodeReadMax)
+	addr := serveProxy(t, func(ctx context.Context, r *wire.Request) (wire.Response, error) {
+		return forward(ctx, up, r, r.Data, readMax)
 	}, func(srv *wire.Server) {
 		for _, op := range refuse {
 			srv.Handle(op, func(context.Context, *wire.Request) (wire.Response, error) {
@@ -83,23 +71,29 @@ func StartOlderNode(t testing.TB, upstream string, refuse ...wire.Op) *OlderServ
 				return wire.Response{}, errs.New(errs.NotSupported, "wire: unknown op %d", op)
 			})
 		}
+		if !node {
+			return
+		}
 		srv.Handle(wire.OpCluster, func(ctx context.Context, r *wire.Request) (wire.Response, error) {
 			var ci wire.ClusterInfo
 			if _, err := up.Call(ctx, wire.OpCluster, &rawMsg{r.Body}, nil, &ci, nil); err != nil {
 				return wire.Response{}, err
 			}
-			addr := <-self
-			self <- addr
+			o.mu.Lock()
+			self := o.Addr
+			o.mu.Unlock()
 			for i := range ci.Targets {
-				ci.Targets[i].Addr = addr
+				ci.Targets[i].Addr = self
 			}
 			for i := range ci.Nodes {
-				ci.Nodes[i].Addr = addr
+				ci.Nodes[i].Addr = self
 			}
 			return wire.Response{Msg: &ci}, nil
 		})
 	})
-	self <- o.Addr
+	o.mu.Lock()
+	o.Addr = addr
+	o.mu.Unlock()
 	return o
 }
 
