@@ -176,20 +176,14 @@ func (c *Client) OpenFile(ctx context.Context, p string, flag int, perm fs.FileM
 		// A writer: the file's cut generation comes with its attributes
 		// (OpResolveRead), so that its first commit is not refused for
 		// a cut this client has not seen (cut.go).
-		var r wire.ResolveReadResp
 		tok := c.stagedToken()
-		err := c.lookupPath(ctx, p, true, func(q string) (uint64, error) {
-			err := c.metaCall(ctx, wire.OpResolveRead, &wire.ResolveReq{Path: clean(q), Follow: true}, &r)
-			return r.Attr.Ino, err
-		})
+		r, err := c.resolveRead(ctx, p, "", true)
 		if err != nil {
 			return nil, opErr("open", p, err)
 		}
 		c.overlayStagedSince(&r.Attr, tok)
 		a = &r.Attr
-		if r.Cut != 0 {
-			c.cuts.learn(r.Attr.Ino, r.Cut)
-		}
+		c.cuts.learn(r.Attr.Ino, r.Cut) // 0 (an older service): nothing
 	}
 	switch a.Mode & syscall.S_IFMT {
 	case syscall.S_IFREG:

@@ -425,12 +425,20 @@ func (c *Client) OpenReadNoFollow(ctx context.Context, p, xattr string) (*File, 
 	return c.openRead(ctx, p, xattr, false)
 }
 
-func (c *Client) openRead(ctx context.Context, p, xattr string, follow bool) (*File, InodeAttr, []byte, error) {
+// resolveRead resolves p with OpResolveRead: its attributes with a
+// regular file's inline bytes, its cut generation, and extended
+// attribute xattr if named.
+func (c *Client) resolveRead(ctx context.Context, p, xattr string, follow bool) (wire.ResolveReadResp, error) {
 	var r wire.ResolveReadResp
 	err := c.lookupPath(ctx, p, follow, func(q string) (uint64, error) {
 		err := c.metaCall(ctx, wire.OpResolveRead, &wire.ResolveReq{Path: clean(q), Follow: follow, Xattr: xattr}, &r)
 		return r.Attr.Ino, err
 	})
+	return r, err
+}
+
+func (c *Client) openRead(ctx context.Context, p, xattr string, follow bool) (*File, InodeAttr, []byte, error) {
+	r, err := c.resolveRead(ctx, p, xattr, follow)
 	if err != nil {
 		return nil, InodeAttr{}, nil, opErr("open", p, err)
 	}
