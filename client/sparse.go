@@ -63,29 +63,46 @@ func (f *File) seekSparse(ctx context.Context, off int64, hole bool) (int64, err
 		}
 		at = inline
 	}
-	for at < size {
-		n := min(mapWindow, size-at)
-		runs, err := f.dataRuns(ctx, at, n)
+	var next int64
+	found := false
+	unmapped, err := f.scanRuns(ctx, at, size, func(runs [][2]int64, from, end int64) bool {
+		next, found = seekIn(runs, from, end, hole)
+		return found
+	})
+	switch {
+	case err != nil:
+		return 0, opErr(op, f.name, err)
+	case found:
+		return next, nil
+	case hole:
+		return size, nil // the end, or targets that cannot tell
+	case unmapped >= 0:
+		return unmapped, nil // the targets cannot tell: data
+	}
+	return 0, io.EOF
+}
+
+// scanRuns calls fn with the data runs (dataRuns) of each window of
+// [at, size) in turn, until fn returns true. It returns where the map
+// stopped because the targets know none (noChunkMap, before 2026-12-05;
+// all data from there on, as far as anybody can tell), else -1. f.mu is
+// held.
+func (f *File) scanRuns(ctx context.Context, at, size int64, fn func(runs [][2]int64, from, end int64) bool) (unmapped int64, err error) {
+	for ; at < size; at += mapWindow {
+		end := min(at+mapWindow, size)
+		runs, err := f.dataRuns(ctx, at, end-at)
 		if errs.CodeOf(err) == errs.NotSupported {
-			f.c.noChunkMap.Store(true) // a target from before 2026-12-05
-			if hole {
-				return size, nil
-			}
+			f.c.noChunkMap.Store(true)
 			return at, nil
 		}
 		if err != nil {
-			return 0, opErr(op, f.name, err)
+			return -1, err
 		}
-		next, found := seekIn(runs, at, at+n, hole)
-		if found {
-			return next, nil
+		if fn(runs, at, end) {
+			break
 		}
-		at += n
 	}
-	if hole {
-		return size, nil
-	}
-	return 0, io.EOF
+	return -1, nil
 }
 
 // mapStartLocked readies a look at the file's map for op: this File's
@@ -133,20 +150,17 @@ func (f *File) DataBytes(ctx context.Context) (int64, error) {
 		return 0, err
 	}
 	total := inline
-	for at := inline; at < size; {
-		n := min(mapWindow, size-at)
-		runs, err := f.dataRuns(ctx, at, n)
-		if errs.CodeOf(err) == errs.NotSupported {
-			f.c.noChunkMap.Store(true)
-			return size, nil
-		}
-		if err != nil {
-			return 0, opErr("map", f.name, err)
-		}
+	unmapped, err := f.scanRuns(ctx, inline, size, func(runs [][2]int64, _, _ int64) bool {
 		for _, r := range runs {
 			total += r[1] - r[0]
 		}
-		at += n
+		return false
+	})
+	switch {
+	case err != nil:
+		return 0, opErr("map", f.name, err)
+	case unmapped >= 0:
+		return size, nil // the targets cannot tell: all data
 	}
 	return total, nil
 }
