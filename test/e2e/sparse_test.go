@@ -35,21 +35,20 @@ var sparseCases = []seekCase{
 	{2<<20 - 1, true, 2<<20 - 1}, {2 << 20, true, -1}, {2 << 20, false, -1},
 }
 
-// writeSparse makes the file sparseCases describes through w, a file open
-// for writing whose first write must not be inline (so it starts at 1 MiB).
-func writeSparse(t *testing.T, w interface {
-	WriteAt([]byte, int64) (int, error)
-}, grow func(int64) error) {
+// writeSparse makes the file sparseCases describes through f, a new file
+// open for writing (its first write goes past the inline limit: it starts
+// at 1 MiB).
+func writeSparse(ctx context.Context, t *testing.T, f *client.File) {
 	t.Helper()
 	for _, p := range []struct {
 		off int64
 		n   int
 	}{{1 << 20, 64 * kib}, {200 * kib, 100 * kib}, {0, 10}} {
-		if _, err := w.WriteAt(bytes.Repeat([]byte{'d'}, p.n), p.off); err != nil {
+		if _, err := f.WriteAt(bytes.Repeat([]byte{'d'}, p.n), p.off); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if err := grow(2 << 20); err != nil {
+	if err := f.Truncate(ctx, 2<<20); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -72,7 +71,7 @@ func TestSeekDataHole(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	writeSparse(t, f, func(n int64) error { return f.Truncate(ctx, n) })
+	writeSparse(ctx, t, f)
 	check := func(what string, cases []seekCase) {
 		t.Helper()
 		for _, k := range cases {
