@@ -79,15 +79,17 @@ func (m *CutResp) Decode(d *Decoder) { m.Cut = d.U64(); m.Attr.Decode(d) }
 // condition): Known is false then.
 type CommitResp struct {
 	Attr    Attr
-	Known   bool // the service knows cut generations (decoded, never sent)
+	Known   bool // the service knows cut generations: Cut and Refused follow Attr
 	Cut     uint64
 	Refused bool
 }
 
 func (m *CommitResp) Encode(e *Encoder) {
 	m.Attr.Encode(e)
-	e.U64(m.Cut)
-	e.Bool(m.Refused)
+	if m.Known {
+		e.U64(m.Cut)
+		e.Bool(m.Refused)
+	}
 }
 
 func (m *CommitResp) Decode(d *Decoder) {

@@ -209,8 +209,12 @@ func canonicalize(m Message) {
 	case *CommitWriteAttrReq:
 		canonicalCommit(&m.Commit)
 		canonicalSetAttr(&m.Attr)
+	case *WriteInlineAttrReq:
+		canonicalSetAttr(&m.Attr)
 	case *CommitResp:
-		m.Known = true // what a decoder of a sent answer says
+		if !m.Known {
+			m.Cut, m.Refused = 0, false
+		}
 	case *ChunkWriteReq:
 		if !m.HasDataCRC {
 			m.DataCRC = 0
