@@ -372,6 +372,7 @@ var (
 	descSO   = prometheus.NewDesc("sluice_target_sync_ops_total", "Chunk syncs served by the target.", tLabels, nil)
 	descRmO  = prometheus.NewDesc("sluice_target_remove_ops_total", "Chunk removals served by the target.", tLabels, nil)
 	descErr  = prometheus.NewDesc("sluice_target_errors_total", "Requests to the target that failed.", tLabels, nil)
+	descLate = prometheus.NewDesc("sluice_target_late_refused_total", "Chunk truncates and punches refused because they arrived after their sender's deadline (held on the network or in a queue; ADR 0031).", tLabels, nil)
 	descGarb = prometheus.NewDesc("sluice_target_garbled_writes_total", "Chunk writes refused because their data did not match the CRC32C the sender computed (garbled in transit).", tLabels, nil)
 	descSent = prometheus.NewDesc("sluice_target_read_sent_unread_total", "Chunk reads whose data the target sent from the page cache without reading it (sendfile; the client checks it against the stored checksums).", tLabels, nil)
 	descCsum = prometheus.NewDesc("sluice_target_checksum_failures_total", "Blocks whose CRC32C did not match on read.", tLabels, nil)
@@ -387,7 +388,7 @@ var (
 type targetCollector struct{ svc *target.Service }
 
 func (tc *targetCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descRB, descRO, descWB, descWO, descSO, descRmO, descErr, descGarb, descSent, descCsum, descFen, descFenX, descCap, descFree, descUsed, descChk, descUp} {
+	for _, d := range []*prometheus.Desc{descRB, descRO, descWB, descWO, descSO, descRmO, descErr, descGarb, descLate, descSent, descCsum, descFen, descFenX, descCap, descFree, descUsed, descChk, descUp} {
 		ch <- d
 	}
 }
@@ -410,6 +411,7 @@ func (tc *targetCollector) Collect(ch chan<- prometheus.Metric) {
 			counter(descRmO, s.RemoveOps, id)
 			counter(descErr, s.Errors, id)
 			counter(descGarb, s.Garbled, id)
+			counter(descLate, s.LateOps, id)
 			counter(descSent, s.SentUnread, id)
 		}
 		st, ok := tc.svc.Store(t)

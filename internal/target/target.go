@@ -57,6 +57,7 @@ type Stats struct {
 	WriteOps, WriteBytes uint64
 	SyncOps              uint64
 	TruncateOps          uint64
+	LateOps              uint64 // truncates and punches refused: they arrived after their sender's deadline
 	RemoveOps            uint64
 	Errors               uint64 // requests that failed, of any kind
 	Garbled              uint64 // writes refused because their data did not match its CRC32C
@@ -68,6 +69,7 @@ type counters struct {
 	writeOps, writeBytes atomic.Uint64
 	syncOps              atomic.Uint64
 	truncateOps          atomic.Uint64
+	lateOps              atomic.Uint64
 	removeOps            atomic.Uint64
 	errors               atomic.Uint64
 	garbled              atomic.Uint64
@@ -196,7 +198,7 @@ func (s *Service) Stats(id placement.TargetID) (Stats, bool) {
 	return Stats{
 		ReadOps: c.readOps.Load(), ReadBytes: c.readBytes.Load(),
 		WriteOps: c.writeOps.Load(), WriteBytes: c.writeBytes.Load(),
-		SyncOps: c.syncOps.Load(), TruncateOps: c.truncateOps.Load(),
+		SyncOps: c.syncOps.Load(), TruncateOps: c.truncateOps.Load(), LateOps: c.lateOps.Load(),
 		RemoveOps: c.removeOps.Load(), Errors: c.errors.Load(), Garbled: c.garbled.Load(),
 		SentUnread: c.sentUnread.Load(),
 	}, true
@@ -443,12 +445,16 @@ func (s *Service) handleTruncate(ctx context.Context, req *wire.Request) (wire.R
 		return wire.Response{}, h.fail(err)
 	}
 	fw := m
+	ctx, onTime, cancel := applyBy(ctx, req, m.ApplyBy)
+	defer cancel()
 	err = s.applyChunk(ctx, h, m.ChunkRef, wire.OpChunkTruncate, &fw, &fw.ChunkRef, nil, func(st *chunk.Store, id chunk.ID) error {
 		release, err := s.gate.acquire(ctx, m.Qos, 0)
-		if err != nil {
+		if err == nil {
+			defer release()
+		}
+		if err := onTime(h, "truncate", m.ChunkRef, err); err != nil {
 			return err
 		}
-		defer release()
 		return st.Truncate(id, int64(m.Size))
 	})
 	if err != nil {
@@ -473,12 +479,16 @@ func (s *Service) handlePunch(ctx context.Context, req *wire.Request) (wire.Resp
 		return wire.Response{}, h.fail(err)
 	}
 	fw := m
+	ctx, onTime, cancel := applyBy(ctx, req, m.ApplyBy)
+	defer cancel()
 	err = s.applyChunk(ctx, h, m.ChunkRef, wire.OpChunkPunch, &fw, &fw.ChunkRef, nil, func(st *chunk.Store, id chunk.ID) error {
 		release, err := s.gate.acquire(ctx, m.Qos, 0)
-		if err != nil {
+		if err == nil {
+			defer release()
+		}
+		if err := onTime(h, "punch", m.ChunkRef, err); err != nil {
 			return err
 		}
-		defer release()
 		if m.Off >= chunk.MaxChunkSize {
 			return nil // past any chunk's end
 		}

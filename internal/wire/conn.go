@@ -23,6 +23,10 @@ type Conn struct {
 	rsum  [sumSize]byte // a frame's checksum, read by readLoop (a field: no allocation per frame)
 	addr  string
 	id    uint64 // an in-process connection's Request.Conn
+	// epoch is when the hello was sent (for an in-process connection:
+	// made), slack how long its answer took (applyby.go).
+	epoch time.Time
+	slack time.Duration
 	// session is the server's state of an in-process connection
 	// (Request.Session).
 	session Session
@@ -74,6 +78,7 @@ func Dial(ctx context.Context, addr string) (*Conn, error) {
 	}
 	var hello [helloSize]byte
 	putHello(hello[:], helloSums)
+	epoch := time.Now()
 	if _, err := nc.Write(hello[:]); err != nil {
 		nc.Close()
 		return nil, &errs.Error{Code: errs.Unavailable, Msg: fmt.Sprintf("wire: hello to %s: %v", addr, err)}
@@ -87,6 +92,7 @@ func Dial(ctx context.Context, addr string) (*Conn, error) {
 		nc.Close()
 		return nil, fmt.Errorf("wire: %s: %w", addr, err)
 	}
+	slack := time.Since(epoch)
 	if status&^helloSums != 0 {
 		nc.Close()
 		return nil, errs.New(errs.Protocol, "wire: %s refused protocol version %d (it speaks %d)", addr, Version, ver)
@@ -96,6 +102,8 @@ func Dial(ctx context.Context, addr string) (*Conn, error) {
 		sums:    status&helloSums != 0,
 		nc:      nc,
 		addr:    addr,
+		epoch:   epoch,
+		slack:   slack,
 		sendq:   make(chan *call, 256),
 		pending: make(map[uint64]*call),
 		closed:  make(chan struct{}),
@@ -159,6 +167,7 @@ func (c *Conn) Call(ctx context.Context, op Op, req Message, data [][]byte, resp
 	}
 	var body []byte
 	if req != nil {
+		c.stamp(ctx, req)
 		body = Marshal(req)
 	}
 	var dataLen int

@@ -62,7 +62,7 @@ func localServer(addr string) *Server {
 }
 
 func dialLocal(s *Server, addr string) *Conn {
-	return &Conn{addr: addr, local: s, id: connIDs.Add(1), closed: make(chan struct{})}
+	return &Conn{addr: addr, local: s, id: connIDs.Add(1), epoch: time.Now(), closed: make(chan struct{})}
 }
 
 // begin admits one in-process request: it returns the handler for op (nil
@@ -129,7 +129,7 @@ func (c *Conn) callLocal(ctx context.Context, op Op, body []byte, data [][]byte,
 	s.runLocal(func() {
 		defer s.wg.Done()
 		defer hold.free()
-		req := &Request{Op: op, Body: body, Data: d, Remote: "local", Conn: c.id, Received: time.Now(), Session: &c.session, Local: true}
+		req := &Request{Op: op, Body: body, Data: d, Remote: "local", Conn: c.id, Received: time.Now(), Epoch: c.epoch, Session: &c.session, Local: true}
 		var r localResult
 		if hf == nil {
 			r.err = errs.New(errs.NotSupported, "wire: unknown op %d", op)

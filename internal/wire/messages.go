@@ -1710,25 +1710,37 @@ func (m *ChunkSetReq) Decode(d *Decoder) {
 }
 
 // ChunkTruncateReq sets a chunk's length (durably). Qos (appended in
-// version 2.6) is as in TaggedChunkSetReq.
+// version 2.6) is as in TaggedChunkSetReq. ApplyBy (appended 2026-12-05,
+// sent only when not 0) is the latest moment the target may apply it,
+// in microseconds after the connection's hello (applyby.go); Conn.Call
+// sets it from the call's deadline. An older target ignores it.
 type ChunkTruncateReq struct {
 	ChunkRef
-	Size uint64
-	Qos  QosTag
+	Size    uint64
+	Qos     QosTag
+	ApplyBy uint64
 }
+
+func (m *ChunkTruncateReq) setApplyBy(us uint64) { m.ApplyBy = us }
 
 func (m *ChunkTruncateReq) Encode(e *Encoder) {
 	m.ChunkRef.Encode(e)
 	e.U64(m.Size)
 	m.Qos.Encode(e)
+	if m.ApplyBy != 0 {
+		e.U64(m.ApplyBy)
+	}
 }
 
 func (m *ChunkTruncateReq) Decode(d *Decoder) {
 	m.ChunkRef.Decode(d)
 	m.Size = d.U64()
-	m.Qos = QosTag{}
+	m.Qos, m.ApplyBy = QosTag{}, 0
 	if d.More() {
 		m.Qos.Decode(d)
+	}
+	if d.More() {
+		m.ApplyBy = d.U64()
 	}
 }
 
@@ -1738,17 +1750,25 @@ func (m *ChunkTruncateReq) Decode(d *Decoder) {
 // PUNCH_HOLE and ZERO_RANGE of a file's bytes; 2026-12-05). Durable when
 // answered; passed along the chain like a truncate. An older target
 // answers "not supported" and the client writes zeros instead.
+//
+// ApplyBy is as in ChunkTruncateReq (appended 2026-12-05).
 type ChunkPunchReq struct {
 	ChunkRef
 	Off, Len uint64
 	Qos      QosTag
+	ApplyBy  uint64
 }
+
+func (m *ChunkPunchReq) setApplyBy(us uint64) { m.ApplyBy = us }
 
 func (m *ChunkPunchReq) Encode(e *Encoder) {
 	m.ChunkRef.Encode(e)
 	e.U64(m.Off)
 	e.U64(m.Len)
 	m.Qos.Encode(e)
+	if m.ApplyBy != 0 {
+		e.U64(m.ApplyBy)
+	}
 }
 
 func (m *ChunkPunchReq) Decode(d *Decoder) {
@@ -1756,6 +1776,10 @@ func (m *ChunkPunchReq) Decode(d *Decoder) {
 	m.Off = d.U64()
 	m.Len = d.U64()
 	m.Qos.Decode(d)
+	m.ApplyBy = 0
+	if d.More() {
+		m.ApplyBy = d.U64()
+	}
 }
 
 // MaxMapLen bounds the chunk range one OpChunkMap asks about (1 GiB:

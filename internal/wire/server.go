@@ -33,6 +33,9 @@ type Request struct {
 	// Received is when the whole frame had been read: the time until the
 	// handler starts is the request's queue wait.
 	Received time.Time
+	// Epoch is when the connection's hello had been read, before it was
+	// answered: the moment requests' ApplyBy counts from (applyby.go).
+	Epoch time.Time
 	// Session is what the connection's client declared (OpSession).
 	Session *Session
 	// Local: the request came in process (ServeLocal), not over a socket.
@@ -260,7 +263,8 @@ type serverConn struct {
 	replies  chan *reply
 	done     chan struct{}
 	handlers sync.WaitGroup
-	session  Session // OpSession's declarations
+	session  Session   // OpSession's declarations
+	epoch    time.Time // Request.Epoch
 }
 
 func (s *Server) serveConn(nc net.Conn) {
@@ -285,6 +289,7 @@ func (s *Server) serveConn(nc net.Conn) {
 		s.logger().Warn("dropping connection", "remote", nc.RemoteAddr().String(), "err", err)
 		return
 	}
+	epoch := time.Now() // the client's hello was sent before, our answer is read after
 	var status uint16
 	switch {
 	case ver != Version:
@@ -298,7 +303,7 @@ func (s *Server) serveConn(nc net.Conn) {
 	}
 	nc.SetDeadline(time.Time{})
 
-	sc := &serverConn{s: s, nc: nc, sums: status == helloSums, remote: nc.RemoteAddr().String(), id: connIDs.Add(1), replies: make(chan *reply, 256), done: make(chan struct{})}
+	sc := &serverConn{s: s, nc: nc, sums: status == helloSums, remote: nc.RemoteAddr().String(), id: connIDs.Add(1), epoch: epoch, replies: make(chan *reply, 256), done: make(chan struct{})}
 	_, sc.sendFile = nc.(syscall.Conn)
 	writerDone := make(chan struct{})
 	go func() { defer close(writerDone); sc.writeLoop() }()
@@ -453,7 +458,7 @@ func (sc *serverConn) worker(first job, jobs <-chan job) {
 }
 
 func (sc *serverConn) serve(j job) {
-	req := &Request{Op: j.h.Op, Body: j.body, Data: j.data, Remote: sc.remote, Conn: sc.id, Received: j.received, Session: &sc.session, SendFile: sc.sendFile}
+	req := &Request{Op: j.h.Op, Body: j.body, Data: j.data, Remote: sc.remote, Conn: sc.id, Received: j.received, Epoch: sc.epoch, Session: &sc.session, SendFile: sc.sendFile}
 	var resp Response
 	var err error
 	if j.hf == nil {

@@ -4,9 +4,7 @@ import (
 	"bytes"
 	"context"
 	"io"
-	"net"
 	"path/filepath"
-	"sync"
 	"testing"
 	"time"
 
@@ -14,6 +12,7 @@ import (
 
 	"github.com/sluice-fs/sluice/client"
 	"github.com/sluice-fs/sluice/internal/errs"
+	"github.com/sluice-fs/sluice/internal/tcpproxy"
 )
 
 // TestReleaseUncommittedWrite: a client's written bytes reach the targets
@@ -48,8 +47,8 @@ func TestReleaseUncommittedWrite(t *testing.T) {
 			if _, err := c.HsmArchive(ctx, p, ""); err != nil {
 				t.Fatal(err)
 			}
-			px := startPausingProxy(t, fs.addr)
-			w := newClientOpts(t, client.Options{Server: px.addr})
+			px := tcpproxy.Start(t, fs.addr)
+			w := newClientOpts(t, client.Options{Server: px.Addr})
 			f, err := w.OpenFile(ctx, p, client.O_RDWR, 0)
 			if err != nil {
 				t.Fatal(err)
@@ -60,7 +59,7 @@ func TestReleaseUncommittedWrite(t *testing.T) {
 				t.Fatal(err)
 			}
 			before := fs.chunkBytes()
-			px.pause()
+			px.Pause()
 			synced := make(chan error, 1)
 			go func() { synced <- f.Sync() }()
 			// The bytes are on the targets once a reader sees them (an
@@ -82,7 +81,7 @@ func TestReleaseUncommittedWrite(t *testing.T) {
 			if _, err := c.HsmRestore(ctx, p); err != nil {
 				t.Fatal(err)
 			}
-			px.resume()
+			px.Resume()
 			if err := <-synced; err != nil {
 				t.Fatalf("the writer's sync: %v", err)
 			}
@@ -192,91 +191,4 @@ func testReleaseUnderWriter(t *testing.T, fencesGone bool) {
 	if b, err := io.ReadAll(obj); err != nil || !bytes.Equal(b, data) {
 		t.Fatalf("the copy: %d bytes, %v; want the archived %d", len(b), err, len(data))
 	}
-}
-
-// pausingProxy forwards TCP connections to an upstream address; pause
-// holds back what clients send (their requests wait) until resume.
-type pausingProxy struct {
-	addr   string
-	ln     net.Listener
-	mu     sync.Mutex
-	cond   *sync.Cond
-	paused bool
-	conns  []net.Conn
-}
-
-func startPausingProxy(t *testing.T, upstream string) *pausingProxy {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := &pausingProxy{addr: ln.Addr().String(), ln: ln}
-	p.cond = sync.NewCond(&p.mu)
-	var wg sync.WaitGroup
-	t.Cleanup(func() {
-		ln.Close()
-		p.resume()
-		p.mu.Lock()
-		for _, c := range p.conns {
-			c.Close()
-		}
-		p.mu.Unlock()
-		wg.Wait()
-	})
-	wg.Go(func() {
-		for {
-			down, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			up, err := net.Dial("tcp", upstream)
-			if err != nil {
-				down.Close()
-				continue
-			}
-			p.mu.Lock()
-			p.conns = append(p.conns, down, up)
-			p.mu.Unlock()
-			wg.Go(func() { p.copy(up, down, true); up.Close() })
-			wg.Go(func() { io.Copy(down, up); down.Close() })
-		}
-	})
-	return p
-}
-
-// copy forwards src to dst, waiting while paused if gated.
-func (p *pausingProxy) copy(dst, src net.Conn, gated bool) {
-	buf := make([]byte, 64<<10)
-	for {
-		n, err := src.Read(buf)
-		if n > 0 {
-			if gated {
-				p.mu.Lock()
-				for p.paused {
-					p.cond.Wait()
-				}
-				p.mu.Unlock()
-			}
-			if _, werr := dst.Write(buf[:n]); werr != nil {
-				return
-			}
-		}
-		if err != nil {
-			return
-		}
-	}
-}
-
-func (p *pausingProxy) pause() {
-	p.mu.Lock()
-	p.paused = true
-	p.mu.Unlock()
-}
-
-func (p *pausingProxy) resume() {
-	p.mu.Lock()
-	p.paused = false
-	p.cond.Broadcast()
-	p.mu.Unlock()
 }

@@ -1,0 +1,153 @@
+// Package tcpproxy is a TCP proxy for tests: it forwards the connections
+// made to it to an upstream address and can hold back or delay what the
+// clients send, as a congested or cut network would, while the
+// connections stay open.
+package tcpproxy
+
+import (
+	"io"
+	"net"
+	"sync"
+	"testing"
+	"time"
+)
+
+// Proxy forwards connections to one upstream address. Only what clients
+// send is held or delayed; answers flow back at once.
+type Proxy struct {
+	// Addr is the loopback address clients dial.
+	Addr string
+
+	mu     sync.Mutex
+	cond   *sync.Cond
+	paused bool          // every connection, also later ones, holds
+	delay  time.Duration // added before each piece a client sent is passed on
+	conns  map[*conn]struct{}
+}
+
+type conn struct {
+	down, up net.Conn
+	held     bool
+}
+
+// Start starts a proxy to upstream on loopback. The test's cleanup closes
+// it and its connections and waits for its goroutines.
+func Start(t testing.TB, upstream string) *Proxy {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &Proxy{Addr: ln.Addr().String(), conns: make(map[*conn]struct{})}
+	p.cond = sync.NewCond(&p.mu)
+	var wg sync.WaitGroup
+	t.Cleanup(func() {
+		ln.Close()
+		p.mu.Lock()
+		p.paused = false
+		for c := range p.conns {
+			c.held = false
+			c.down.Close()
+			c.up.Close()
+		}
+		p.cond.Broadcast()
+		p.mu.Unlock()
+		wg.Wait()
+	})
+	wg.Go(func() {
+		for {
+			down, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			up, err := net.Dial("tcp", upstream)
+			if err != nil {
+				down.Close()
+				continue
+			}
+			c := &conn{down: down, up: up}
+			p.mu.Lock()
+			p.conns[c] = struct{}{}
+			p.mu.Unlock()
+			wg.Go(func() {
+				p.forward(c)
+				up.Close()
+				p.mu.Lock()
+				delete(p.conns, c)
+				p.mu.Unlock()
+			})
+			wg.Go(func() { io.Copy(down, up); down.Close() })
+		}
+	})
+	return p
+}
+
+// forward passes what c's client sends upstream, waiting while c is held
+// and for the delay.
+func (p *Proxy) forward(c *conn) {
+	buf := make([]byte, 64<<10)
+	for {
+		n, err := c.down.Read(buf)
+		if n > 0 {
+			p.mu.Lock()
+			for p.paused || c.held {
+				p.cond.Wait()
+			}
+			d := p.delay
+			p.mu.Unlock()
+			if d > 0 {
+				time.Sleep(d)
+			}
+			if _, werr := c.up.Write(buf[:n]); werr != nil {
+				return
+			}
+		}
+		if err != nil {
+			return
+		}
+	}
+}
+
+// Pause holds back what every client sends, on the connections open now
+// and on later ones, until Resume.
+func (p *Proxy) Pause() {
+	p.mu.Lock()
+	p.paused = true
+	p.mu.Unlock()
+}
+
+// Hold holds back what clients send on the connections open now, until
+// Resume; connections made later pass.
+func (p *Proxy) Hold() {
+	p.mu.Lock()
+	for c := range p.conns {
+		c.held = true
+	}
+	p.mu.Unlock()
+}
+
+// Resume passes on what Pause and Hold held back, and what comes after.
+func (p *Proxy) Resume() {
+	p.mu.Lock()
+	p.paused = false
+	for c := range p.conns {
+		c.held = false
+	}
+	p.cond.Broadcast()
+	p.mu.Unlock()
+}
+
+// SetDelay makes each piece a client sends wait d before it is passed on
+// (0: none).
+func (p *Proxy) SetDelay(d time.Duration) {
+	p.mu.Lock()
+	p.delay = d
+	p.mu.Unlock()
+}
+
+// Conns returns how many connections the proxy holds open.
+func (p *Proxy) Conns() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return len(p.conns)
+}
