@@ -117,12 +117,15 @@ func (p *Proxy) Pause() {
 }
 
 // Hold holds back what clients send on the connections open now, until
-// Resume; connections made later pass.
+// Resume; connections made later pass. After Pause it narrows the pause
+// to the connections made until then.
 func (p *Proxy) Hold() {
 	p.mu.Lock()
 	for c := range p.conns {
 		c.held = true
 	}
+	p.paused = false
+	p.cond.Broadcast()
 	p.mu.Unlock()
 }
 

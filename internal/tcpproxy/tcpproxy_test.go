@@ -92,8 +92,22 @@ func TestHoldResume(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	if ask(t, c, bufio.NewReader(c), 200*time.Millisecond) {
+	rc := bufio.NewReader(c)
+	if ask(t, c, rc, 200*time.Millisecond) {
 		t.Fatal("a connection made while paused passed a line")
+	}
+	p.Hold() // c stays held; later connections pass
+	d, err := net.Dial("tcp", p.Addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	if !ask(t, d, bufio.NewReader(d), 5*time.Second) {
+		t.Fatal("a connection made after Hold ended the pause was held")
+	}
+	c.SetReadDeadline(time.Now().Add(200 * time.Millisecond))
+	if l, err := rc.ReadString('\n'); err == nil {
+		t.Fatalf("a connection paused, then held, passed %q", l)
 	}
 	p.Resume()
 }
