@@ -1284,6 +1284,11 @@ func (f *File) cutLocked(ctx context.Context, a *wire.Attr, size int64, last boo
 	outer := ctx   // without the held cut's deadline
 	var gen uint64 // the cut's generation, when held
 	if cut && !f.c.noCutGen.Load() {
+		// The held section counts from the request, not its answer: the
+		// service counts wire.CutHold from when it got the request, and
+		// an answer delayed on the way must not leave the chunk truncates
+		// a section that ends after the take-over.
+		asked := time.Now()
 		r, err := f.beginCut(ctx)
 		switch {
 		case errs.CodeOf(err) == errs.NotSupported:
@@ -1298,7 +1303,7 @@ func (f *File) cutLocked(ctx context.Context, a *wire.Attr, size int64, last boo
 			// The cut's chunk truncates must all be answered before the
 			// service may take the cut over (wire.CutHold).
 			var cancel context.CancelFunc
-			ctx, cancel = context.WithTimeout(ctx, wire.CutTimeout)
+			ctx, cancel = context.WithDeadline(ctx, asked.Add(wire.CutTimeout))
 			defer cancel()
 		}
 	}

@@ -20,7 +20,9 @@ package wire
 // off for ever: after CutHold the service takes it over (the generation
 // moves on to even) at the next commit, OpCutGen or OpCutBegin. A
 // truncating client gives its chunk truncates less time than that
-// (CutTimeout), so none of them lands after the take-over.
+// (CutTimeout, counted from when it sent OpCutBegin), and a target refuses
+// one that arrives after that (their ApplyBy, applyby.go), so none of them
+// lands after the take-over.
 
 import "time"
 
@@ -55,7 +57,8 @@ func (m *CutEndReq) Decode(d *Decoder) { m.Ino = d.U64(); m.Cut = d.U64() }
 // metadata service takes it over: well within a client's flush timeout
 // (60 s by default), so that a flush held off by a truncating client that
 // died still lands. CutTimeout, well below CutHold, bounds the chunk
-// truncates and size change of one cut.
+// truncates and size change of one cut, from the moment its client sent
+// OpCutBegin.
 const (
 	CutHold    = 30 * time.Second
 	CutTimeout = 15 * time.Second
