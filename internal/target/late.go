@@ -8,13 +8,13 @@ import (
 	"github.com/sluice-fs/sluice/internal/wire"
 )
 
-// applyBy bounds a truncate or punch by its sender's deadline (the
+// applyBy bounds a write, truncate or punch by its sender's deadline (the
 // request's ApplyBy, wire/applyby.go): the handler's context ends then,
 // so that the chain's forward carries what is left of it to the next
 // replica, and onTime, called once the request holds its chunk's lock and
 // its place in the scheduler, with the error of taking that place,
 // refuses a request whose deadline passed before it could be applied. A
-// truncate applied later could cut bytes that another client wrote after
+// truncate or write applied later could undo bytes that another client wrote after
 // the truncating client gave up (ADR 0031, addendum).
 func applyBy(ctx context.Context, req *wire.Request, applyBy uint64) (context.Context, func(h *hosted, op string, ref wire.ChunkRef, err error) error, context.CancelFunc) {
 	dl, timed := req.ApplyDeadline(applyBy)

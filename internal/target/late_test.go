@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluice-fs/sluice/internal/checksum"
 	"github.com/sluice-fs/sluice/internal/placement"
 	"github.com/sluice-fs/sluice/internal/tcpproxy"
 	"github.com/sluice-fs/sluice/internal/wire"
@@ -15,6 +16,7 @@ import (
 // its sender's deadline, held on the network, is not applied, whether it
 // came from the client to the head or from the head to the next replica
 // along the chain; the replica counts it. One on time is applied on both.
+// A late write is refused as well.
 func TestLateTruncateRefused(t *testing.T) {
 	checkGoroutines(t)
 	envs, m, c, conns := startChain(t, 2)
@@ -111,5 +113,21 @@ func TestLateTruncateRefused(t *testing.T) {
 	}
 	if late(0) != 1 || late(1) != 1 {
 		t.Fatalf("late requests refused: %d and %d; want 1 each", late(0), late(1))
+	}
+
+	// A write held 600 ms with a deadline of 200 ms (its bound travels
+	// with its data's CRC32C, as over TCP always).
+	write(4)
+	toHead.SetDelay(600 * time.Millisecond)
+	over := bytes.Repeat([]byte{'Z'}, 1000)
+	wctx, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
+	w := &wire.ChunkWriteReq{ChunkRef: ref(0, 4), Off: 0, DataCRC: checksum.DataCRC(over), HasDataCRC: true}
+	if _, err := cp.Call(wctx, wire.OpChunkWrite, w, [][]byte{over}, nil, nil); err == nil {
+		t.Fatal("a write held for 600 ms was answered within 200 ms")
+	}
+	cancel()
+	awaitLate(0, 2)
+	if n := lengths(4); n != [2]int{len(content), len(content)} {
+		t.Fatalf("after a late write the replicas hold %v bytes of the old content; want all %d", n, len(content))
 	}
 }

@@ -57,7 +57,7 @@ type Stats struct {
 	WriteOps, WriteBytes uint64
 	SyncOps              uint64
 	TruncateOps          uint64
-	LateOps              uint64 // truncates and punches refused: they arrived after their sender's deadline
+	LateOps              uint64 // writes, truncates and punches refused: they arrived after their sender's deadline
 	RemoveOps            uint64
 	Errors               uint64 // requests that failed, of any kind
 	Garbled              uint64 // writes refused because their data did not match its CRC32C
@@ -294,15 +294,19 @@ func (s *Service) handleWrite(ctx context.Context, req *wire.Request) (wire.Resp
 		}
 	}
 	fw := m
+	ctx, onTime, cancel := applyBy(ctx, req, m.ApplyBy)
+	defer cancel()
 	err = s.applyChunk(ctx, h, m.ChunkRef, wire.OpChunkWrite, &fw, &fw.ChunkRef, [][]byte{req.Data}, func(st *chunk.Store, id chunk.ID) error {
 		// Only the local write is scheduled, not the forwarding to the next
 		// replica: a request in service never waits for another node's
 		// scheduler, so two nodes' gates cannot wait on each other.
 		release, err := s.gate.acquire(ctx, m.Qos, len(req.Data))
-		if err != nil {
+		if err == nil {
+			defer release()
+		}
+		if err := onTime(h, "write", m.ChunkRef, err); err != nil {
 			return err
 		}
-		defer release()
 		return st.WriteAt(id, int64(m.Off), req.Data, m.Sync)
 	})
 	if err != nil {

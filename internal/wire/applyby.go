@@ -59,8 +59,14 @@ func (c *Conn) stamp(ctx context.Context, req Message) {
 
 // ApplyDeadline returns the moment, by this process's clock, after which
 // a request that carries applyBy (an ApplyBy field) must not be applied,
-// and false if it names none (0, or a connection without an epoch).
+// and false if it names none (0, or a connection without an epoch). A
+// request made in process has its caller's deadline (Request.Deadline)
+// whatever it carries: the same clock, and a message that has no room for
+// ApplyBy there (a chunk write without its data's CRC32C) is bounded too.
 func (r *Request) ApplyDeadline(applyBy uint64) (time.Time, bool) {
+	if r.Local {
+		return r.Deadline, !r.Deadline.IsZero()
+	}
 	if applyBy == 0 || r.Epoch.IsZero() {
 		return time.Time{}, false
 	}

@@ -217,7 +217,7 @@ func canonicalize(m Message) {
 		}
 	case *ChunkWriteReq:
 		if !m.HasDataCRC {
-			m.DataCRC = 0
+			m.DataCRC, m.ApplyBy = 0, 0
 		}
 	case *ChunkReadResp:
 		if !m.HasDataSums {

@@ -125,11 +125,12 @@ func (c *Conn) callLocal(ctx context.Context, op Op, body []byte, data [][]byte,
 			hold = &slot{release}
 		}
 	}
+	deadline, _ := ctx.Deadline()
 	done := make(chan localResult, 1)
 	s.runLocal(func() {
 		defer s.wg.Done()
 		defer hold.free()
-		req := &Request{Op: op, Body: body, Data: d, Remote: "local", Conn: c.id, Received: time.Now(), Epoch: c.epoch, Session: &c.session, Local: true}
+		req := &Request{Op: op, Body: body, Data: d, Remote: "local", Conn: c.id, Received: time.Now(), Epoch: c.epoch, Deadline: deadline, Session: &c.session, Local: true}
 		var r localResult
 		if hf == nil {
 			r.err = errs.New(errs.NotSupported, "wire: unknown op %d", op)

@@ -1556,7 +1556,14 @@ type ChunkWriteReq struct {
 	// sender's request has none and is not checked.
 	DataCRC    uint32
 	HasDataCRC bool
+	// ApplyBy is as in ChunkTruncateReq (appended after DataCRC on
+	// 2026-12-05, so sent only with a DataCRC: over TCP). A call in
+	// process has none; its handler gets the caller's deadline
+	// (Request.ApplyDeadline).
+	ApplyBy uint64
 }
+
+func (m *ChunkWriteReq) setApplyBy(us uint64) { m.ApplyBy = us }
 
 func (m *ChunkWriteReq) Encode(e *Encoder) {
 	m.ChunkRef.Encode(e)
@@ -1564,6 +1571,9 @@ func (m *ChunkWriteReq) Encode(e *Encoder) {
 	e.Bool(m.Sync)
 	m.Qos.Encode(e)
 	e.OptU32(m.DataCRC, m.HasDataCRC)
+	if m.HasDataCRC && m.ApplyBy != 0 {
+		e.U64(m.ApplyBy)
+	}
 }
 
 func (m *ChunkWriteReq) Decode(d *Decoder) {
@@ -1575,6 +1585,10 @@ func (m *ChunkWriteReq) Decode(d *Decoder) {
 		m.Qos.Decode(d)
 	}
 	m.DataCRC, m.HasDataCRC = d.OptU32()
+	m.ApplyBy = 0
+	if m.HasDataCRC && d.More() {
+		m.ApplyBy = d.U64()
+	}
 }
 
 // ChunkReadReq reads Len bytes at Off. The reply's data is shorter when the

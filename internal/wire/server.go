@@ -36,6 +36,9 @@ type Request struct {
 	// Epoch is when the connection's hello had been read, before it was
 	// answered: the moment requests' ApplyBy counts from (applyby.go).
 	Epoch time.Time
+	// Deadline is an in-process caller's context deadline (zero if none,
+	// and over TCP).
+	Deadline time.Time
 	// Session is what the connection's client declared (OpSession).
 	Session *Session
 	// Local: the request came in process (ServeLocal), not over a socket.
