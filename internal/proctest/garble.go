@@ -6,7 +6,6 @@ import (
 	"sync/atomic"
 	"testing"
 
-	"github.com/sluice-fs/sluice/internal/errs"
 	"github.com/sluice-fs/sluice/internal/wire"
 )
 
@@ -21,7 +20,7 @@ type Garbler struct {
 
 	mu       sync.Mutex
 	upstream string
-	up       *wire.Conn
+	ups      *upstreams
 
 	writes, reads      atomic.Int64 // how many more to garble
 	garbledW, garbledR atomic.Int64 // how many were garbled
@@ -58,12 +57,11 @@ func (g *Garbler) garbleWrite(r *wire.Request) bool {
 func StartGarbler(t testing.TB) *Garbler {
 	t.Helper()
 	g := &Garbler{}
-	t.Cleanup(func() { // after the server's (cleanups run last first)
+	// Its cleanup runs after the server's (cleanups run last first).
+	g.ups = newUpstreams(t, func() string {
 		g.mu.Lock()
-		if g.up != nil {
-			g.up.Close()
-		}
-		g.mu.Unlock()
+		defer g.mu.Unlock()
+		return g.upstream
 	})
 	g.Addr = serveProxy(t, g.pass, nil)
 	return g
@@ -89,22 +87,6 @@ func (g *Garbler) Garbled() (writes, reads int) {
 	return int(g.garbledW.Load()), int(g.garbledR.Load())
 }
 
-func (g *Garbler) conn(ctx context.Context) (*wire.Conn, error) {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	if g.up == nil {
-		if g.upstream == "" {
-			return nil, errs.New(errs.Unavailable, "proctest: garbler has no upstream yet")
-		}
-		up, err := wire.Dial(ctx, g.upstream)
-		if err != nil {
-			return nil, err
-		}
-		g.up = up
-	}
-	return g.up, nil
-}
-
 // take reports whether to garble one more of n's kind.
 func take(n *atomic.Int64) bool {
 	for {
@@ -127,7 +109,7 @@ func flip(b []byte, k int64) {
 }
 
 func (g *Garbler) pass(ctx context.Context, r *wire.Request) (wire.Response, error) {
-	up, err := g.conn(ctx)
+	up, err := g.ups.forConn(ctx, r)
 	if err != nil {
 		return wire.Response{}, err
 	}

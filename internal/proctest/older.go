@@ -53,14 +53,14 @@ func StartOlderNode(t testing.TB, upstream string, refuse ...wire.Op) *OlderServ
 // node's address (StartOlderNode).
 func startOlder(t testing.TB, upstream string, readMax int, node bool, refuse []wire.Op) *OlderService {
 	t.Helper()
-	ctx := context.Background()
-	up, err := wire.Dial(ctx, upstream)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { up.Close() })
+	ups := newUpstreams(t, func() string { return upstream })
+	upFor := ups.forConn
 	o := &OlderService{refs: make(map[wire.Op]int)}
 	addr := serveProxy(t, func(ctx context.Context, r *wire.Request) (wire.Response, error) {
+		up, err := upFor(ctx, r)
+		if err != nil {
+			return wire.Response{}, err
+		}
 		return forward(ctx, up, r, r.Data, readMax)
 	}, func(srv *wire.Server) {
 		for _, op := range refuse {
@@ -75,6 +75,10 @@ func startOlder(t testing.TB, upstream string, readMax int, node bool, refuse []
 			return
 		}
 		srv.Handle(wire.OpCluster, func(ctx context.Context, r *wire.Request) (wire.Response, error) {
+			up, err := upFor(ctx, r)
+			if err != nil {
+				return wire.Response{}, err
+			}
 			var ci wire.ClusterInfo
 			if _, err := up.Call(ctx, wire.OpCluster, &rawMsg{r.Body}, nil, &ci, nil); err != nil {
 				return wire.Response{}, err
@@ -138,4 +142,47 @@ func (o *OlderService) Refused(op wire.Op) int {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	return o.refs[op]
+}
+
+// upstreams are a proxy's connections to its upstream server, one per
+// client connection, each dialed after the client's: a request's ApplyBy
+// (wire/applyby.go), passed on raw, counts from its client's hello, so
+// the upstream hello must not be older (the bound would come early
+// there), only later (it comes late, which a proxy of an older node may
+// do: such a node never refuses anything for it).
+type upstreams struct {
+	addr func() string // "" while there is none yet
+	mu   sync.Mutex
+	m    map[uint64]*wire.Conn // by Request.Conn
+}
+
+func newUpstreams(t testing.TB, addr func() string) *upstreams {
+	u := &upstreams{addr: addr, m: make(map[uint64]*wire.Conn)}
+	t.Cleanup(func() {
+		u.mu.Lock()
+		defer u.mu.Unlock()
+		for _, c := range u.m {
+			c.Close()
+		}
+	})
+	return u
+}
+
+// forConn returns the upstream connection for r's client connection.
+func (u *upstreams) forConn(ctx context.Context, r *wire.Request) (*wire.Conn, error) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	if c := u.m[r.Conn]; c != nil && c.Err() == nil {
+		return c, nil
+	}
+	addr := u.addr()
+	if addr == "" {
+		return nil, errs.New(errs.Unavailable, "proctest: proxy has no upstream yet")
+	}
+	c, err := wire.Dial(ctx, addr)
+	if err != nil {
+		return nil, err
+	}
+	u.m[r.Conn] = c
+	return c, nil
 }
