@@ -6,6 +6,7 @@ package tcpproxy
 
 import (
 	"io"
+	"math/rand/v2"
 	"net"
 	"sync"
 	"testing"
@@ -22,12 +23,14 @@ type Proxy struct {
 	cond   *sync.Cond
 	paused bool          // every connection, also later ones, holds
 	delay  time.Duration // added before each piece a client sent is passed on
+	jitter time.Duration // and a random part of up to this, per piece
 	conns  map[*conn]struct{}
 }
 
 type conn struct {
 	down, up net.Conn
 	held     bool
+	rng      *rand.Rand // the connection's jitter (its forward loop's alone)
 }
 
 // Start starts a proxy to upstream on loopback. The test's cleanup closes
@@ -65,7 +68,7 @@ func Start(t testing.TB, upstream string) *Proxy {
 				down.Close()
 				continue
 			}
-			c := &conn{down: down, up: up}
+			c := &conn{down: down, up: up, rng: rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64()))}
 			p.mu.Lock()
 			p.conns[c] = struct{}{}
 			p.mu.Unlock()
@@ -94,6 +97,9 @@ func (p *Proxy) forward(c *conn) {
 				p.cond.Wait()
 			}
 			d := p.delay
+			if p.jitter > 0 {
+				d += time.Duration(c.rng.Int64N(int64(p.jitter)))
+			}
 			p.mu.Unlock()
 			if d > 0 {
 				time.Sleep(d)
@@ -145,6 +151,15 @@ func (p *Proxy) Resume() {
 func (p *Proxy) SetDelay(d time.Duration) {
 	p.mu.Lock()
 	p.delay = d
+	p.mu.Unlock()
+}
+
+// SetJitter adds to each piece's delay a random part of up to j, drawn
+// for each piece: connections then overtake one another, while what one
+// connection carries stays in order, as on a real network (0: none).
+func (p *Proxy) SetJitter(j time.Duration) {
+	p.mu.Lock()
+	p.jitter = j
 	p.mu.Unlock()
 }
 

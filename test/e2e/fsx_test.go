@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"os"
 	"regexp"
 	"testing"
 	"time"
@@ -10,6 +11,7 @@ import (
 	"github.com/sluice-fs/sluice/internal/fsx"
 	"github.com/sluice-fs/sluice/internal/fsx/fsxtest"
 	"github.com/sluice-fs/sluice/internal/proctest"
+	"github.com/sluice-fs/sluice/internal/tcpproxy"
 )
 
 // fsxLayouts are the layouts the exerciser runs on: one target, four
@@ -65,4 +67,39 @@ func TestFsxLayoutLease(t *testing.T) {
 	if renewals < 1000 {
 		t.Errorf("only %.0f layout requests: the File did not renew its layout", renewals)
 	}
+}
+
+// TestFsxJitter runs the exerciser through a client whose every
+// connection (to the metadata service and to the targets, four to each)
+// goes through a proxy that delays each piece of what it sends by a
+// random 0-2 ms: requests on different connections overtake one another
+// as on a congested network, so nothing may rely on the order in which
+// requests sent one after the other on different connections arrive
+// (overlapping flushes, a flush and a truncate, a write and its commit).
+// SLUICE_FSX_SEED and SLUICE_FSX_OPS replay a seed; SLUICE_FSX_JITTER
+// (a duration) changes the most a piece waits.
+func TestFsxJitter(t *testing.T) {
+	t.Parallel()
+	jitter := 2 * time.Millisecond
+	if v := os.Getenv("SLUICE_FSX_JITTER"); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil {
+			t.Fatalf("SLUICE_FSX_JITTER=%q: %v", v, err)
+		}
+		jitter = d
+	}
+	listen := freePort(t)
+	px := tcpproxy.Start(t, listen)
+	px.SetJitter(jitter)
+	startServer(t, "", "--listen", listen, "--advertise", px.Addr)
+	ctx := context.Background()
+	c, err := client.New(ctx, client.Options{Server: px.Addr})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	layouts := []client.Layout{fsxLayouts[0], fsxLayouts[1]}
+	fsxtest.Run(t, c, layouts, 800, []uint64{7}, func(dir string) fsx.Target {
+		return &fsx.Client{C: c, Dir: dir, Ctx: ctx}
+	})
 }
