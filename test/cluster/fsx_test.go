@@ -3,6 +3,7 @@ package cluster
 import (
 	"context"
 	"fmt"
+	"net"
 	"slices"
 	"testing"
 	"time"
@@ -11,6 +12,7 @@ import (
 	"github.com/sluice-fs/sluice/internal/fsx"
 	"github.com/sluice-fs/sluice/internal/fsx/fsxtest"
 	"github.com/sluice-fs/sluice/internal/proctest"
+	"github.com/sluice-fs/sluice/internal/tcpproxy"
 )
 
 // TestFsxReplicated runs the data-integrity exerciser through the client
@@ -111,5 +113,40 @@ func TestFsxDrain(t *testing.T) {
 	}
 	if n := settledReplicas(t, cl); n == 0 {
 		t.Fatal("no replicated chunk was compared")
+	}
+}
+
+// TestFsxReplicatedJitter is TestFsxReplicated with every storage node
+// behind a proxy that delays each piece of what is sent to it by a random
+// 0-2 ms (each node advertises its proxy): the client's requests to the
+// chains' heads, on their four connections each, and the heads' forwards
+// to the next replicas overtake one another as on a congested network.
+// The replicas must still end identical and the files as the model says.
+// SLUICE_FSX_SEED and SLUICE_FSX_OPS replay a seed.
+func TestFsxReplicatedJitter(t *testing.T) {
+	var listens, proxies []string
+	for range 3 {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		listens = append(listens, ln.Addr().String())
+		ln.Close()
+		px := tcpproxy.Start(t, listens[len(listens)-1])
+		px.SetJitter(2 * time.Millisecond)
+		proxies = append(proxies, px.Addr)
+	}
+	cl := proctest.StartCluster(t, binary, proctest.ClusterOptions{Nodes: 3, NodeArgs: func(i int) []string {
+		return []string{"--listen", listens[i], "--advertise", proxies[i]}
+	}})
+	c := proctest.Client(t, cl.MetaAddrs())
+	layouts := []client.Layout{{StripeCount: 1, Replicas: 2}, {StripeCount: 4, StripeSize: 64 << 10, Replicas: 2}}
+	fsxtest.Run(t, c, layouts, 600, []uint64{9}, func(dir string) fsx.Target {
+		return &fsx.Client{C: c, Dir: dir, Ctx: context.Background()}
+	})
+	if n := verifyReplicas(t, cl); n == 0 {
+		t.Fatal("no replicated chunk was compared")
+	} else {
+		t.Logf("%d chunks identical on their replicas", n)
 	}
 }
