@@ -14,6 +14,7 @@ import (
 	"github.com/sluice-fs/sluice/client"
 	"github.com/sluice-fs/sluice/internal/fsx"
 	"github.com/sluice-fs/sluice/internal/proctest"
+	"github.com/sluice-fs/sluice/internal/tcpproxy"
 	"github.com/sluice-fs/sluice/internal/wire"
 )
 
@@ -39,7 +40,28 @@ func TestTruncateRacingWriter(t *testing.T) {
 		t.Fatal(err)
 	}
 	s := startServer(t, "")
-	ca, cb := s.client(), s.client()
+	testTruncateRacingWriter(t, s.client(), s.client(), rounds)
+}
+
+// TestTruncateRacingWriterJitter is TestTruncateRacingWriter with both
+// clients' connections (metadata and targets) behind a proxy that delays
+// each piece of what they send by a random 0-2 ms: the truncate's chunk
+// truncates, its size change, the write's data and its commit overtake
+// one another. SLUICE_TRUNCRACE_ROUNDS sets the rounds (default 100).
+func TestTruncateRacingWriterJitter(t *testing.T) {
+	t.Parallel()
+	rounds, err := fsx.TruncRaceRounds(100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	listen := freePort(t)
+	px := tcpproxy.Start(t, listen)
+	px.SetJitter(2 * time.Millisecond)
+	startServer(t, "", "--listen", listen, "--advertise", px.Addr)
+	testTruncateRacingWriter(t, proctest.Client(t, px.Addr), proctest.Client(t, px.Addr), rounds)
+}
+
+func testTruncateRacingWriter(t *testing.T, ca, cb *client.Client, rounds int) {
 	ctx := context.Background()
 	if err := ca.Mkdir(ctx, "/r", 0o755); err != nil {
 		t.Fatal(err)
