@@ -152,13 +152,17 @@ func (c *Client) OpenFile(ctx context.Context, p string, flag int, perm fs.FileM
 		if err != nil {
 			return nil, opErr("open", p, err)
 		}
-		a = new(wire.Attr)
 		req := &wire.CreateReq{Parent: dir, Name: name, Mode: syscall.S_IFREG | permBits(perm), Cred: c.cred(), Exclusive: flag&O_EXCL != 0}
 		tok := c.stagedToken()
-		if err := c.metaCall(ctx, wire.OpCreate, req, a); err == nil {
+		var r wire.EntryResp
+		if err := c.metaCall(ctx, wire.OpCreate, req, &r); err == nil {
+			a = &r.Attr
 			// An existing file may hold data this client staged and has not
 			// drained: its size counts (O_TRUNC below must cut it).
 			c.overlayStagedSince(a, tok)
+			// And it may have been cut by another client: its first
+			// commit must not be refused for that (cut.go).
+			c.cuts.learn(a.Ino, r.Cut) // 0 (new, or an older service): nothing
 		} else {
 			if errs.CodeOf(err) != errs.Exists || flag&O_EXCL != 0 {
 				return nil, opErr("open", p, err)

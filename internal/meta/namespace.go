@@ -492,8 +492,9 @@ func (s *Service) create(ctx context.Context, req *wire.CreateReq) (wire.EntryRe
 	var a wire.Attr
 	var dir *wire.Attr
 	var created bool
+	var cut uint64 // an existing file's
 	err = s.updatePlacing(ctx, &pv, func(tx kv.Txn) error {
-		created, dir = false, nil
+		created, dir, cut = false, nil, 0
 		parent, err := getDir(tx, req.Parent)
 		if err != nil {
 			return err
@@ -514,6 +515,7 @@ func (s *Service) create(ctx context.Context, req *wire.CreateReq) (wire.EntryRe
 			if err != nil {
 				return err
 			}
+			cut = n.Cut // a writer that opens the file starts from it
 			a, err = attrOf(tx, e.ino, n)
 			return err
 		}
@@ -547,7 +549,7 @@ func (s *Service) create(ctx context.Context, req *wire.CreateReq) (wire.EntryRe
 	if created {
 		s.inodeDelta.Add(1)
 	}
-	return wire.EntryResp{Attr: a, Dir: dir}, nil
+	return wire.EntryResp{Attr: a, Dir: dir, HasCut: typ == modeReg, Cut: cut}, nil
 }
 
 // Mkdir makes a directory. It inherits its parent's default layout.

@@ -211,6 +211,10 @@ func canonicalize(m Message) {
 		canonicalSetAttr(&m.Attr)
 	case *WriteInlineAttrReq:
 		canonicalSetAttr(&m.Attr)
+	case *EntryResp:
+		if !m.HasCut {
+			m.Cut = 0
+		}
 	case *CommitResp:
 		if !m.Known {
 			m.Cut, m.Refused = 0, false

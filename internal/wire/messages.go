@@ -401,9 +401,15 @@ func (a *Attr) Decode(d *Decoder) {
 // when the service sends them, those of the directory holding it as the
 // change left them (a mount answers the kernel's next getattr of that
 // directory from them). Older services end after Attr: Dir stays nil.
+// OpCreate's answer for an existing regular file (a create without
+// O_EXCL) then has the file's cut generation (HasCut, Cut; appended
+// 2026-12-05, ADR 0031), so that a writer opening it with O_CREATE starts
+// from it; older services send none.
 type EntryResp struct {
 	Attr
-	Dir *Attr
+	Dir    *Attr
+	HasCut bool
+	Cut    uint64
 }
 
 func (m *EntryResp) Encode(e *Encoder) {
@@ -412,14 +418,20 @@ func (m *EntryResp) Encode(e *Encoder) {
 	if m.Dir != nil {
 		m.Dir.Encode(e)
 	}
+	if m.HasCut {
+		e.U64(m.Cut)
+	}
 }
 
 func (m *EntryResp) Decode(d *Decoder) {
 	m.Attr.Decode(d)
-	m.Dir = nil
+	m.Dir, m.HasCut, m.Cut = nil, false, 0
 	if d.More() && d.Bool() {
 		m.Dir = new(Attr)
 		m.Dir.Decode(d)
+	}
+	if d.More() {
+		m.HasCut, m.Cut = true, d.U64()
 	}
 }
 

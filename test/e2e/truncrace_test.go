@@ -336,10 +336,12 @@ func TestTruncateOlderService(t *testing.T) {
 }
 
 // TestOpenByPathLearnsCut: a library File opened for writing by path
-// learns the file's cut generation with its attributes (OpResolveRead), so
-// that its first commit after another client cut the file is not refused
-// and its data written twice: the metadata service counts no refused
-// commit (sluice_cut_refused_commits_total). Before, it counted one.
+// learns the file's cut generation with its attributes (OpResolveRead;
+// with O_CREATE, the create's answer), so that its first commit after
+// another client cut the file is not refused and its data written twice:
+// the metadata service counts no refused commit
+// (sluice_cut_refused_commits_total). Before, it counted one per open
+// (until late 2026-12-05 still with O_CREATE).
 func TestOpenByPathLearnsCut(t *testing.T) {
 	s := startServer(t, "", "--http", "127.0.0.1:0")
 	admin, err := s.proc.WaitLine(regexp.MustCompile(`admin on (\S+)`), 10*time.Second)
@@ -348,39 +350,44 @@ func TestOpenByPathLearnsCut(t *testing.T) {
 	}
 	ctx := context.Background()
 	ca := s.client()
-	f, err := ca.Create(ctx, "/f")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := f.Write(bytes.Repeat([]byte{'a'}, 1<<20)); err != nil {
-		t.Fatal(err)
-	}
-	if err := f.Truncate(ctx, 100); err != nil { // a cut: the generation moves
-		t.Fatal(err)
-	}
-	if err := f.Close(); err != nil {
-		t.Fatal(err)
-	}
-	cb := s.client() // has seen no cut
-	g, err := cb.OpenFile(ctx, "/f", client.O_RDWR, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := g.WriteAt([]byte("written after the cut"), 500000); err != nil {
-		t.Fatal(err)
-	}
-	if err := g.Close(); err != nil {
-		t.Fatal(err)
-	}
-	m := regexp.MustCompile(`(?m)^sluice_cut_refused_commits_total (\d+)`).FindSubmatch(adminMetrics(t, admin))
-	if m == nil {
-		t.Fatal("no sluice_cut_refused_commits_total on the metrics page")
-	}
-	if string(m[1]) != "0" {
-		t.Fatalf("%s size commits refused: the opener did not learn the file's cut generation", m[1])
-	}
-	got, err := readFile(ca, "/f")
-	if err != nil || len(got) != 500000+21 || !bytes.Equal(got[500000:], []byte("written after the cut")) {
-		t.Fatalf("the file after the write: %d bytes, %v", len(got), err)
+	for _, tc := range []struct {
+		name string
+		flag int
+	}{{"/f", client.O_RDWR}, {"/g", client.O_RDWR | client.O_CREATE}} {
+		f, err := ca.Create(ctx, tc.name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := f.Write(bytes.Repeat([]byte{'a'}, 1<<20)); err != nil {
+			t.Fatal(err)
+		}
+		if err := f.Truncate(ctx, 100); err != nil { // a cut: the generation moves
+			t.Fatal(err)
+		}
+		if err := f.Close(); err != nil {
+			t.Fatal(err)
+		}
+		cb := s.client() // has seen no cut
+		g, err := cb.OpenFile(ctx, tc.name, tc.flag, 0o644)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := g.WriteAt([]byte("written after the cut"), 500000); err != nil {
+			t.Fatal(err)
+		}
+		if err := g.Close(); err != nil {
+			t.Fatal(err)
+		}
+		m := regexp.MustCompile(`(?m)^sluice_cut_refused_commits_total (\d+)`).FindSubmatch(adminMetrics(t, admin))
+		if m == nil {
+			t.Fatal("no sluice_cut_refused_commits_total on the metrics page")
+		}
+		if string(m[1]) != "0" {
+			t.Fatalf("%s: %s size commits refused: the opener (flags %#o) did not learn the file's cut generation", tc.name, m[1], tc.flag)
+		}
+		got, err := readFile(ca, tc.name)
+		if err != nil || len(got) != 500000+21 || !bytes.Equal(got[500000:], []byte("written after the cut")) {
+			t.Fatalf("%s after the write: %d bytes, %v", tc.name, len(got), err)
+		}
 	}
 }
