@@ -227,8 +227,12 @@ func (s *syncBuffer) String() string {
 
 // Main is the body of a TestMain for packages that run the sluice binary:
 // it builds the binary into *binary (or takes $SLUICE_BINARY), runs the
-// tests, removes the build and returns the exit code for os.Exit.
+// tests, removes the build and returns the exit code for os.Exit. A test
+// binary started by StartProxy runs the proxy instead.
 func Main(m *testing.M, binary *string) int {
+	if code, ok := ProxyChild(); ok {
+		return code // a proxy process of StartProxy, not a test run
+	}
 	path, cleanup, err := BuildBinary("../..")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)

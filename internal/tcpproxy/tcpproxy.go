@@ -19,6 +19,9 @@ type Proxy struct {
 	// Addr is the loopback address clients dial.
 	Addr string
 
+	ln net.Listener
+	wg sync.WaitGroup
+
 	mu     sync.Mutex
 	cond   *sync.Cond
 	paused bool          // every connection, also later ones, holds
@@ -35,29 +38,32 @@ type conn struct {
 
 // Start starts a proxy to upstream on loopback. The test's cleanup closes
 // it and its connections and waits for its goroutines.
+//
+// A test that touches a FUSE mount through mmap must not run the proxy of
+// that mount's connections in its own process: a page fault on the mount
+// cannot be preempted, so a garbage collection that waits for the
+// faulting goroutine stops the proxy's goroutines, and the fault, which
+// needs the proxy, never ends (proctest.StartProxy runs it in a process
+// of its own).
 func Start(t testing.TB, upstream string) *Proxy {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	p, err := New(upstream)
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := &Proxy{Addr: ln.Addr().String(), conns: make(map[*conn]struct{})}
+	t.Cleanup(p.Close)
+	return p
+}
+
+// New starts a proxy to upstream on loopback; Close stops it.
+func New(upstream string) (*Proxy, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, err
+	}
+	p := &Proxy{Addr: ln.Addr().String(), ln: ln, conns: make(map[*conn]struct{})}
 	p.cond = sync.NewCond(&p.mu)
-	var wg sync.WaitGroup
-	t.Cleanup(func() {
-		ln.Close()
-		p.mu.Lock()
-		p.paused = false
-		for c := range p.conns {
-			c.held = false
-			c.down.Close()
-			c.up.Close()
-		}
-		p.cond.Broadcast()
-		p.mu.Unlock()
-		wg.Wait()
-	})
-	wg.Go(func() {
+	p.wg.Go(func() {
 		for {
 			down, err := ln.Accept()
 			if err != nil {
@@ -72,17 +78,33 @@ func Start(t testing.TB, upstream string) *Proxy {
 			p.mu.Lock()
 			p.conns[c] = struct{}{}
 			p.mu.Unlock()
-			wg.Go(func() {
+			p.wg.Go(func() {
 				p.forward(c)
 				up.Close()
 				p.mu.Lock()
 				delete(p.conns, c)
 				p.mu.Unlock()
 			})
-			wg.Go(func() { io.Copy(down, up); down.Close() })
+			p.wg.Go(func() { io.Copy(down, up); down.Close() })
 		}
 	})
-	return p
+	return p, nil
+}
+
+// Close stops the proxy, closes its connections and waits for its
+// goroutines.
+func (p *Proxy) Close() {
+	p.ln.Close()
+	p.mu.Lock()
+	p.paused = false
+	for c := range p.conns {
+		c.held = false
+		c.down.Close()
+		c.up.Close()
+	}
+	p.cond.Broadcast()
+	p.mu.Unlock()
+	p.wg.Wait()
 }
 
 // forward passes what c's client sends upstream, waiting while c is held

@@ -26,89 +26,91 @@ func lateRefused(t *testing.T, admin string) int {
 	return n
 }
 
-// TestTruncateHeldOnTheNetwork: a truncating client's chunk truncate is
-// held on the network (its connections to the targets stall, a proxy
-// holding what it sends) until the truncate gives up (wire.CutTimeout)
-// and ends its cut; another client then writes into the range the
-// truncate would have cut and syncs; then the network lets the held
-// truncate through. It must not cut the synced bytes: the target refuses
-// it as late (ADR 0031, addendum). Before, it landed and the second
-// client's acknowledged bytes read back as zeros.
-func TestTruncateHeldOnTheNetwork(t *testing.T) {
-	t.Parallel()
-	ctx := context.Background()
+// heldNetwork is the stage of the tests of requests held on the network:
+// a server whose targets clients reach through a proxy (the advertised
+// address) and whose metadata service they reach directly, and a file
+// of one stripe, 1 MiB of 'a', written and synced by the first client.
+type heldNetwork struct {
+	px    *tcpproxy.Proxy
+	admin string
+	opts  client.Options
+	f     *client.File // the first client's, open
+	old   []byte
+}
+
+func startHeldNetwork(t *testing.T, opts client.Options) *heldNetwork {
+	t.Helper()
 	listen := freePort(t)
-	px := tcpproxy.Start(t, listen)
-	// Clients reach the metadata service directly and the targets (the
-	// advertised address) through the proxy.
-	s := startServer(t, "", "--listen", listen, "--advertise", px.Addr, "--inline-max", "0", "--http", "127.0.0.1:0")
-	admin, err := s.proc.WaitLine(regexp.MustCompile(`admin on (\S+)`), 10*time.Second)
-	if err != nil {
+	h := &heldNetwork{px: tcpproxy.Start(t, listen), opts: opts}
+	s := startServer(t, "", "--listen", listen, "--advertise", h.px.Addr, "--inline-max", "0", "--http", "127.0.0.1:0")
+	var err error
+	if h.admin, err = s.proc.WaitLine(regexp.MustCompile(`admin on (\S+)`), 10*time.Second); err != nil {
 		t.Fatal(err)
 	}
-	connect := func() *client.Client {
-		// One connection per server: the truncate goes on the one the
-		// writes opened.
-		c, err := client.New(ctx, client.Options{Server: listen, ConnsPerServer: 1})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { c.Close() })
-		return c
-	}
-	a := connect()
+	// One connection per server: the held requests go on the one the
+	// first writes opened.
+	h.opts.Server, h.opts.ConnsPerServer = listen, 1
+	ctx := context.Background()
+	a := h.connect(t)
 	if err := a.Mkdir(ctx, "/d", 0o755); err != nil {
 		t.Fatal(err)
 	}
 	if err := a.SetLayout(ctx, "/d", client.Layout{StripeCount: 1}); err != nil {
 		t.Fatal(err)
 	}
-	old := bytes.Repeat([]byte{'a'}, 1<<20)
-	f, err := a.Create(ctx, "/d/f")
+	h.old = bytes.Repeat([]byte{'a'}, 1<<20)
+	if h.f, err = a.Create(ctx, "/d/f"); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { h.f.Close() })
+	if _, err := h.f.WriteAt(h.old, 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.f.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	return h
+}
+
+func (h *heldNetwork) connect(t *testing.T) *client.Client {
+	t.Helper()
+	c, err := client.New(context.Background(), h.opts)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := f.WriteAt(old, 0); err != nil {
-		t.Fatal(err)
-	}
-	if err := f.Sync(); err != nil {
-		t.Fatal(err)
-	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
 
-	px.Pause() // connections to the targets stall from here
-	start := time.Now()
-	err = f.Truncate(ctx, 100)
-	t.Logf("the held truncate gave up after %v: %v", time.Since(start).Round(time.Millisecond), err)
-	if err == nil {
-		t.Fatal("a truncate whose chunk truncate was held on the network succeeded")
-	}
-	px.Hold() // a's connections stay stalled, new ones pass
-
-	b := connect() // its connections are new: they pass
-	mark := bytes.Repeat([]byte{'X'}, 1000)
-	g, err := b.OpenFile(ctx, "/d/f", os.O_RDWR, 0)
+// writeOver has a new client write mark at off over the file and sync
+// (its connections are new: they pass the proxy); then it lets the held
+// requests through and checks that the file is the old bytes with mark
+// over them, and that the targets refused one request as late.
+func (h *heldNetwork) writeOver(t *testing.T, mark []byte, off int) {
+	t.Helper()
+	ctx := context.Background()
+	g, err := h.connect(t).OpenFile(ctx, "/d/f", os.O_RDWR, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := g.WriteAt(mark, 500000); err != nil {
+	if _, err := g.WriteAt(mark, int64(off)); err != nil {
 		t.Fatal(err)
 	}
 	if err := g.Sync(); err != nil {
-		t.Fatalf("the write after the failed truncate: %v", err)
+		t.Fatalf("the write after the held request's give-up: %v", err)
 	}
 	if err := g.Close(); err != nil {
 		t.Fatal(err)
 	}
 
-	px.Resume() // the held truncate reaches its target now
-	for end := time.Now().Add(15 * time.Second); lateRefused(t, admin) == 0 && time.Now().Before(end); {
+	h.px.Resume() // the held requests reach their targets now
+	for end := time.Now().Add(15 * time.Second); lateRefused(t, h.admin) == 0 && time.Now().Before(end); {
 		time.Sleep(20 * time.Millisecond)
 	}
-	refused := lateRefused(t, admin)
-
-	want := bytes.Clone(old)
-	copy(want[500000:], mark)
-	r, err := connect().Open(ctx, "/d/f")
+	refused := lateRefused(t, h.admin)
+	want := bytes.Clone(h.old)
+	copy(want[off:], mark)
+	r, err := h.connect(t).Open(ctx, "/d/f")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -122,12 +124,34 @@ func TestTruncateHeldOnTheNetwork(t *testing.T) {
 		for i < min(len(got), len(want)) && got[i] == want[i] {
 			i++
 		}
-		t.Fatalf("the file after the held truncate came through: %d bytes, first difference at %d (%q, at 500000: %q; %d late refused); want the %d bytes before it with the synced write", len(got), i, got[i:min(i+8, len(got))], got[500000:500008], refused, len(want))
+		t.Fatalf("the file after the held request came through: %d bytes, first difference at %d (%q; at %d: %q; %d late refused); want the %d bytes with the synced write",
+			len(got), i, got[i:min(i+8, len(got))], off, got[off:off+8], refused, len(want))
 	}
 	if refused != 1 {
-		t.Fatalf("the targets refused %d late requests; want the held truncate", refused)
+		t.Fatalf("the targets refused %d late requests; want the held one", refused)
 	}
-	f.Close()
+}
+
+// TestTruncateHeldOnTheNetwork: a truncating client's chunk truncate is
+// held on the network (its connections to the targets stall, a proxy
+// holding what it sends) until the truncate gives up (wire.CutTimeout)
+// and ends its cut; another client then writes into the range the
+// truncate would have cut and syncs; then the network lets the held
+// truncate through. It must not cut the synced bytes: the target refuses
+// it as late (ADR 0031, addendum). Before, it landed and the second
+// client's acknowledged bytes read back as zeros.
+func TestTruncateHeldOnTheNetwork(t *testing.T) {
+	t.Parallel()
+	h := startHeldNetwork(t, client.Options{})
+	h.px.Pause() // connections to the targets stall from here
+	start := time.Now()
+	err := h.f.Truncate(context.Background(), 100)
+	t.Logf("the held truncate gave up after %v: %v", time.Since(start).Round(time.Millisecond), err)
+	if err == nil {
+		t.Fatal("a truncate whose chunk truncate was held on the network succeeded")
+	}
+	h.px.Hold() // the first client's connections stay stalled, new ones pass
+	h.writeOver(t, bytes.Repeat([]byte{'X'}, 1000), 500000)
 }
 
 // TestWriteHeldOnTheNetwork: a client's flush is held on the network
@@ -137,89 +161,16 @@ func TestTruncateHeldOnTheNetwork(t *testing.T) {
 // target refuses it as late. Before 2026-12-05 it landed.
 func TestWriteHeldOnTheNetwork(t *testing.T) {
 	t.Parallel()
-	ctx := context.Background()
-	listen := freePort(t)
-	px := tcpproxy.Start(t, listen)
-	s := startServer(t, "", "--listen", listen, "--advertise", px.Addr, "--inline-max", "0", "--http", "127.0.0.1:0")
-	admin, err := s.proc.WaitLine(regexp.MustCompile(`admin on (\S+)`), 10*time.Second)
-	if err != nil {
+	h := startHeldNetwork(t, client.Options{FlushTimeout: 2 * time.Second})
+	h.px.Pause()
+	if _, err := h.f.WriteAt(bytes.Repeat([]byte{'W'}, 1000), 500000); err != nil {
 		t.Fatal(err)
 	}
-	connect := func() *client.Client {
-		c, err := client.New(ctx, client.Options{Server: listen, ConnsPerServer: 1, FlushTimeout: 2 * time.Second})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { c.Close() })
-		return c
-	}
-	a := connect()
-	if err := a.Mkdir(ctx, "/d", 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := a.SetLayout(ctx, "/d", client.Layout{StripeCount: 1}); err != nil {
-		t.Fatal(err)
-	}
-	old := bytes.Repeat([]byte{'a'}, 1<<20)
-	f, err := a.Create(ctx, "/d/f")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := f.WriteAt(old, 0); err != nil {
-		t.Fatal(err)
-	}
-	if err := f.Sync(); err != nil {
-		t.Fatal(err)
-	}
-
-	px.Pause()
-	if _, err := f.WriteAt(bytes.Repeat([]byte{'W'}, 1000), 500000); err != nil {
-		t.Fatal(err)
-	}
-	if err := f.Sync(); err == nil {
+	if err := h.f.Sync(); err == nil {
 		t.Fatal("a sync whose write was held on the network succeeded")
 	} else {
 		t.Logf("the held write's sync: %v", err)
 	}
-	px.Hold()
-
-	b := connect()
-	mark := bytes.Repeat([]byte{'X'}, 1000)
-	g, err := b.OpenFile(ctx, "/d/f", os.O_RDWR, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := g.WriteAt(mark, 500000); err != nil {
-		t.Fatal(err)
-	}
-	if err := g.Sync(); err != nil {
-		t.Fatal(err)
-	}
-	if err := g.Close(); err != nil {
-		t.Fatal(err)
-	}
-
-	px.Resume()
-	for end := time.Now().Add(15 * time.Second); lateRefused(t, admin) == 0 && time.Now().Before(end); {
-		time.Sleep(20 * time.Millisecond)
-	}
-	refused := lateRefused(t, admin)
-	want := bytes.Clone(old)
-	copy(want[500000:], mark)
-	r, err := connect().Open(ctx, "/d/f")
-	if err != nil {
-		t.Fatal(err)
-	}
-	got, err := io.ReadAll(r)
-	r.Close()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !bytes.Equal(got, want) {
-		t.Fatalf("the file after the held write came through: %d bytes, at 500000 %q (%d late refused); want the synced %q", len(got), got[500000:500008], refused, want[500000:500008])
-	}
-	if refused != 1 {
-		t.Fatalf("the targets refused %d late requests; want the held write", refused)
-	}
-	f.Close()
+	h.px.Hold()
+	h.writeOver(t, bytes.Repeat([]byte{'X'}, 1000), 500000)
 }

@@ -34,6 +34,9 @@ var (
 )
 
 func TestMain(m *testing.M) {
+	if code, ok := proctest.ProxyChild(); ok {
+		os.Exit(code)
+	}
 	if os.Getenv(helperEnv) != "" {
 		os.Exit(runHelper())
 	}

@@ -142,3 +142,25 @@ func TestFsxSeparateMount(t *testing.T) {
 		t.Error("no chunk read was sent unread: the test no longer exercises that path")
 	}
 }
+
+// TestFsxSeparateMountJitter runs the exerciser through a `sluice mount`
+// process whose every connection (to the metadata service and to the
+// targets, several to each) goes through a proxy that delays each piece of
+// what it sends by a random 0-2 ms, so that the mount's requests on
+// different connections overtake one another: its flushes, commits,
+// truncates, reads after writes and the change feed's polls.
+// SLUICE_FSX_SEED and SLUICE_FSX_OPS replay a seed.
+func TestFsxSeparateMountJitter(t *testing.T) {
+	requireFUSE(t)
+	t.Parallel()
+	listen := freePort(t)
+	// In a process of its own: this one faults on the mount's mmaps
+	// (proctest.StartProxy says why that matters).
+	px := proctest.StartProxy(t, listen, 2*time.Millisecond)
+	proctest.Start(t, binary, nil, readyLine, "serve", "--data-dir", t.TempDir(), "--listen", listen, "--advertise", px, "--http", "")
+	m := startMount(t, px)
+	layouts := []client.Layout{{StripeCount: 1}, {StripeCount: 4, StripeSize: 64 << 10}}
+	fsxtest.Run(t, proctest.Client(t, listen), layouts, 800, []uint64{8}, func(dir string) fsx.Target {
+		return fsx.Dir(filepath.Join(m.dir, dir))
+	})
+}
