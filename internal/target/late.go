@@ -14,8 +14,8 @@ import (
 // replica, and onTime, called once the request holds its chunk's lock and
 // its place in the scheduler, with the error of taking that place,
 // refuses a request whose deadline passed before it could be applied. A
-// truncate or write applied later could undo bytes that another client wrote after
-// the truncating client gave up (ADR 0031, addendum).
+// truncate or write applied later could undo bytes that another client
+// wrote after its sender gave up (ADR 0031, addendum).
 func applyBy(ctx context.Context, req *wire.Request, applyBy uint64) (context.Context, func(h *hosted, op string, ref wire.ChunkRef, err error) error, context.CancelFunc) {
 	dl, timed := req.ApplyDeadline(applyBy)
 	if !timed {

@@ -9,9 +9,11 @@ import (
 //
 // A chunk truncate that a truncating client sent under a held cut (ADR
 // 0031) may sit in a socket buffer, a congested link or a target's queue
-// for longer than the cut is held; applied after the metadata service took
-// the cut over and another client wrote the range again, it would cut that
-// client's acknowledged bytes. Such a request carries ApplyBy: the latest
+// for longer than the cut is held; applied after its truncate gave up (or
+// the metadata service took the cut over) and another client wrote the
+// range again, it would cut that client's acknowledged bytes. A chunk
+// write held past its flush's give-up would overwrite them the same way.
+// Such a request (chunk writes, truncates, punches) carries ApplyBy: the latest
 // moment, counted from its connection's hello, at which the receiver may
 // still apply it. The two ends of a connection have no common clock, but
 // they share one event, the hello exchange: the client notes when it sent
