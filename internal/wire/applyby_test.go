@@ -57,8 +57,9 @@ func TestApplyByWithinDeadline(t *testing.T) {
 			if s.deadline.After(dl) {
 				t.Fatalf("the server's deadline %v is after the sender's %v", s.deadline, dl)
 			}
-			if early := dl.Sub(s.deadline); early > c.slack+50*time.Millisecond {
-				t.Fatalf("the server's deadline is %v before the sender's (hello slack %v)", early, c.slack)
+			slack := c.clock.zero.Sub(c.epoch) // the hello's round trip
+			if early := dl.Sub(s.deadline); early > slack+50*time.Millisecond {
+				t.Fatalf("the server's deadline is %v before the sender's (hello slack %v)", early, slack)
 			}
 		}
 		if _, err := c.Call(context.Background(), OpChunkTruncate, &ChunkTruncateReq{Size: 1}, nil, nil, nil); err != nil {
@@ -100,5 +101,55 @@ func TestApplyByLateOnTheWire(t *testing.T) {
 	}
 	if s := <-got; !s.has || s.late {
 		t.Fatalf("a prompt truncate arrived as %+v; want on time", s)
+	}
+}
+
+// TestApplyByResync: a connection whose estimate of the server's epoch
+// drifted (as if its clock lost 10 s against the server's since the
+// hello) lets the server apply requests 10 s after their deadline; a
+// timed request sent when the estimate is older than clockResync has it
+// measured again (OpClock, in the background), and the requests after
+// that are bounded by their deadline again.
+func TestApplyByResync(t *testing.T) {
+	addr, got := startTimed(t, false)
+	c := dial(t, addr)
+	c.clock.mu.Lock()
+	c.clock.zero = c.clock.zero.Add(-10 * time.Second)
+	c.clock.mu.Unlock()
+	call := func() (seen, time.Time) {
+		t.Helper()
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		dl, _ := ctx.Deadline()
+		if _, err := c.Call(ctx, OpChunkTruncate, &ChunkTruncateReq{Size: 1}, nil, nil, nil); err != nil {
+			t.Fatal(err)
+		}
+		return <-got, dl
+	}
+	if s, dl := call(); !s.deadline.After(dl.Add(9 * time.Second)) {
+		t.Fatalf("a drifted estimate gave the server a deadline %v after the sender's; want about 10 s", s.deadline.Sub(dl))
+	}
+	c.clock.mu.Lock()
+	c.clock.synced = time.Now().Add(-2 * clockResync)
+	c.clock.mu.Unlock()
+	call() // finds the estimate old: measures it again
+	for end := time.Now().Add(10 * time.Second); ; {
+		c.clock.mu.Lock()
+		done := time.Since(c.clock.synced) < clockResync
+		c.clock.mu.Unlock()
+		if done {
+			break
+		}
+		if time.Now().After(end) {
+			t.Fatal("the estimate was not measured again")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	s, dl := call()
+	if s.deadline.After(dl) {
+		t.Fatalf("after the exchange the server's deadline is %v after the sender's", s.deadline.Sub(dl))
+	}
+	if early := dl.Sub(s.deadline); early > 50*time.Millisecond {
+		t.Fatalf("after the exchange the server's deadline is %v before the sender's", early)
 	}
 }

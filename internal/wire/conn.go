@@ -24,9 +24,10 @@ type Conn struct {
 	addr  string
 	id    uint64 // an in-process connection's Request.Conn
 	// epoch is when the hello was sent (for an in-process connection:
-	// made), slack how long its answer took (applyby.go).
+	// made); clock places the server's epoch on this process's clock
+	// (applyby.go).
 	epoch time.Time
-	slack time.Duration
+	clock clockSync
 	// session is the server's state of an in-process connection
 	// (Request.Session).
 	session Session
@@ -103,7 +104,7 @@ func Dial(ctx context.Context, addr string) (*Conn, error) {
 		nc:      nc,
 		addr:    addr,
 		epoch:   epoch,
-		slack:   slack,
+		clock:   clockSync{zero: epoch.Add(slack), synced: epoch.Add(slack)},
 		sendq:   make(chan *call, 256),
 		pending: make(map[uint64]*call),
 		closed:  make(chan struct{}),

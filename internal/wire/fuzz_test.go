@@ -32,7 +32,7 @@ func messages() []Message {
 		&ProfileSession{}, &ProfileSetReq{}, &ProfileListResp{}, &ProfileCheckReq{}, &ProfileAppendReq{}, &ProfileReadReq{}, &ProfileReadResp{},
 		&StageCounts{}, &StageReportReq{},
 		&Change{}, &WatchReq{}, &WatchResp{},
-		&CutResp{}, &CutEndReq{}, &CommitResp{}, &ChunkPunchReq{}, &ChunkMapReq{}, &ChunkMapResp{},
+		&CutResp{}, &CutEndReq{}, &CommitResp{}, &ChunkPunchReq{}, &ChunkMapReq{}, &ChunkMapResp{}, &ClockResp{},
 	}
 }
 

@@ -62,7 +62,8 @@ func localServer(addr string) *Server {
 }
 
 func dialLocal(s *Server, addr string) *Conn {
-	return &Conn{addr: addr, local: s, id: connIDs.Add(1), epoch: time.Now(), closed: make(chan struct{})}
+	now := time.Now()
+	return &Conn{addr: addr, local: s, id: connIDs.Add(1), epoch: now, clock: clockSync{zero: now, synced: now, none: true}, closed: make(chan struct{})}
 }
 
 // begin admits one in-process request: it returns the handler for op (nil

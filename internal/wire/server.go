@@ -340,7 +340,7 @@ func (sc *serverConn) readLoop() {
 			return
 		}
 		var hold *slot
-		if s.Admit != nil && h.Op != OpSession {
+		if s.Admit != nil && h.Op != OpSession && h.Op != OpClock {
 			release, ok := s.Admit(h.Op, sc.session.Qos(), s.ctx.Done())
 			if !ok {
 				return
@@ -377,6 +377,16 @@ func (sc *serverConn) readLoop() {
 		}
 		if hold != nil {
 			sc.nc.SetReadDeadline(time.Time{})
+		}
+		if h.Op == OpClock {
+			// Answered here, as it is read: the time it tells is the
+			// moment the client's estimate places between its sending
+			// and the answer's arrival.
+			if data != nil {
+				PutBuf(data)
+			}
+			sc.send(h, Response{Msg: &ClockResp{Us: uint64(time.Since(sc.epoch) / time.Microsecond)}}, nil)
+			continue
 		}
 		if h.Op == OpSession {
 			// Answered here, in order: the requests read after it see it.
