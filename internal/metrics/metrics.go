@@ -372,7 +372,7 @@ var (
 	descSO   = prometheus.NewDesc("sluice_target_sync_ops_total", "Chunk syncs served by the target.", tLabels, nil)
 	descRmO  = prometheus.NewDesc("sluice_target_remove_ops_total", "Chunk removals served by the target.", tLabels, nil)
 	descErr  = prometheus.NewDesc("sluice_target_errors_total", "Requests to the target that failed.", tLabels, nil)
-	descLate = prometheus.NewDesc("sluice_target_late_refused_total", "Chunk writes, truncates and punches refused because they arrived after their sender's deadline (held on the network or in a queue; ADR 0031).", tLabels, nil)
+	descLate = prometheus.NewDesc("sluice_target_late_refused_total", "Chunk writes, truncates, punches and fences refused because they arrived after their sender's deadline (held on the network or in a queue; ADR 0031).", tLabels, nil)
 	descGarb = prometheus.NewDesc("sluice_target_garbled_writes_total", "Chunk writes refused because their data did not match the CRC32C the sender computed (garbled in transit).", tLabels, nil)
 	descSent = prometheus.NewDesc("sluice_target_read_sent_unread_total", "Chunk reads whose data the target sent from the page cache without reading it (sendfile; the client checks it against the stored checksums).", tLabels, nil)
 	descCsum = prometheus.NewDesc("sluice_target_checksum_failures_total", "Blocks whose CRC32C did not match on read.", tLabels, nil)

@@ -35,6 +35,8 @@ func (s *Service) handleFence(ctx context.Context, req *wire.Request) (wire.Resp
 	default:
 		return wire.Response{}, h.fail(errs.New(errs.Invalid, "target: chunk fence request for ino %d on target %d: unknown mode %d", m.Ino, m.Target, m.Mode))
 	}
+	ctx, onTime, cancel := applyBy(ctx, req, m.ApplyBy)
+	defer cancel()
 	st, c, err := s.resolve(ctx, h, m.Target, m.ChainRef, accessOf(m.Flags))
 	if err != nil {
 		return wire.Response{}, h.fail(err)
@@ -43,6 +45,11 @@ func (s *Service) handleFence(ctx context.Context, req *wire.Request) (wire.Resp
 	if c != nil {
 		for _, slot := range slots {
 			defer s.cs.locks.lock(chunkKey{m.Target, c.ID, m.Ino, slot})()
+		}
+	}
+	if len(slots) > 0 {
+		if err := onTime(h, what, wire.ChunkRef{Target: m.Target, Ino: m.Ino, Slot: slots[0]}, nil); err != nil {
+			return wire.Response{}, h.fail(err)
 		}
 	}
 	ids := make([]chunk.ID, len(slots))

@@ -16,7 +16,7 @@ import (
 // its sender's deadline, held on the network, is not applied, whether it
 // came from the client to the head or from the head to the next replica
 // along the chain; the replica counts it. One on time is applied on both.
-// A late write is refused as well.
+// A late write and a late freeze are refused as well.
 func TestLateTruncateRefused(t *testing.T) {
 	checkGoroutines(t)
 	envs, m, c, conns := startChain(t, 2)
@@ -130,4 +130,16 @@ func TestLateTruncateRefused(t *testing.T) {
 	if n := lengths(4); n != [2]int{len(content), len(content)} {
 		t.Fatalf("after a late write the replicas hold %v bytes of the old content; want all %d", n, len(content))
 	}
+
+	// A freeze held 600 ms with a deadline of 200 ms: the chunk stays
+	// writable (a late thaw would as well leave a chunk writable that a
+	// later freeze froze).
+	fctx, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
+	fz := &wire.ChunkFenceReq{ChunkSetReq: wire.ChunkSetReq{Target: 1, ChainRef: wire.ChainRef{Chain: c.ID, ChainVer: c.Version}, Ino: 4, Slots: []uint32{0}}, Mode: wire.FenceFreeze}
+	if _, err := cp.Call(fctx, wire.OpChunkFence, fz, nil, nil, nil); err == nil {
+		t.Fatal("a freeze held for 600 ms was answered within 200 ms")
+	}
+	cancel()
+	awaitLate(0, 3)
+	write(4) // not frozen: no errs.Moved
 }

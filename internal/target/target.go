@@ -57,7 +57,7 @@ type Stats struct {
 	WriteOps, WriteBytes uint64
 	SyncOps              uint64
 	TruncateOps          uint64
-	LateOps              uint64 // writes, truncates and punches refused: they arrived after their sender's deadline
+	LateOps              uint64 // writes, truncates, punches and fences refused: they arrived after their sender's deadline
 	RemoveOps            uint64
 	Errors               uint64 // requests that failed, of any kind
 	Garbled              uint64 // writes refused because their data did not match its CRC32C

@@ -16,20 +16,33 @@ const (
 )
 
 // ChunkFenceReq freezes or thaws (Mode) slots Slots of inode Ino on a
-// target; the fences are durable when the reply comes.
+// target; the fences are durable when the reply comes. ApplyBy is as in
+// ChunkTruncateReq (appended 2026-12-05, sent only when not 0): a thaw of
+// a release given up that arrived after the next release's freeze would
+// let writes in under it.
 type ChunkFenceReq struct {
 	ChunkSetReq
-	Mode uint8
+	Mode    uint8
+	ApplyBy uint64
 }
+
+func (m *ChunkFenceReq) setApplyBy(us uint64) { m.ApplyBy = us }
 
 func (m *ChunkFenceReq) Encode(e *Encoder) {
 	m.ChunkSetReq.Encode(e)
 	e.U8(m.Mode)
+	if m.ApplyBy != 0 {
+		e.U64(m.ApplyBy)
+	}
 }
 
 func (m *ChunkFenceReq) Decode(d *Decoder) {
 	m.ChunkSetReq.Decode(d)
 	m.Mode = d.U8()
+	m.ApplyBy = 0
+	if d.More() {
+		m.ApplyBy = d.U64()
+	}
 }
 
 // OpChunkInfo asks a serving replica of a chain for the length and content
