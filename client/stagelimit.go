@@ -84,7 +84,12 @@ func sealEarly(limit, held, seg int64) bool {
 // wait says it must wait for a drain first. A write takes all it wants
 // when it fits, the free part when that is at least stagingMinPiece, and
 // otherwise waits, unless nothing sealed is left to drain: waiting could
-// then last until some other writer seals, so it goes over the limit.
+// then last until some other writer seals, so it goes over the limit, by
+// one piece (stagingMinPiece) at most: its next piece finds the limit
+// passed and seals its own segment to wait for that one's drain. (Before
+// 2026-12-05 it took the whole rest of the write: most likely why a
+// TestStagingFull run under load failed with ENOSPC on its 8 MiB staging
+// file system after the 4.5 MiB of its limit.)
 func stagingRoom(limit, held, sealed, want int64) (n int64, wait bool) {
 	if limit <= 0 {
 		return want, false
@@ -97,7 +102,7 @@ func stagingRoom(limit, held, sealed, want int64) (n int64, wait bool) {
 		return free, false
 	}
 	if sealed <= 0 {
-		return want, false
+		return min(want, stagingMinPiece), false
 	}
 	return 0, true
 }

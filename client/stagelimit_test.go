@@ -77,7 +77,9 @@ func TestStagingRoom(t *testing.T) {
 		{"full: wait", 16 * mib, 16 * mib, 1, 4096, 0, true},
 		{"small write in a small gap", 16 * mib, 16*mib - 4096, 16 * mib, 4096, 4096, false},
 		{"over: wait", 16 * mib, 20 * mib, 8 * mib, 4096, 0, true},
-		{"full, nothing sealed: go over", 16 * mib, 16 * mib, 0, 8 * mib, 8 * mib, false},
+		{"full, nothing sealed: go over by a piece", 16 * mib, 16 * mib, 0, 8 * mib, mib, false},
+		{"full, nothing sealed: a small write over", 16 * mib, 16 * mib, 0, 4096, 4096, false},
+		{"a gap below a piece, nothing sealed: a piece", 16 * mib, 15*mib + 1, 0, 8 * mib, mib, false},
 	} {
 		n, wait := stagingRoom(c.limit, c.held, c.sealed, c.want)
 		if n != c.n || wait != c.wait {
