@@ -40,38 +40,39 @@ func TestOlderTargets(t *testing.T) {
 	if err := f.Truncate(ctx, 2<<20); err != nil {
 		t.Fatal(err)
 	}
-	var maps int
-	for i := range 2 {
+	// The first seek asks each of the file's 4 chunks at most once, in
+	// parallel; a refusal may come back before the others are sent or
+	// counted, so the refusals are counted once all the seeks are done:
+	// a client that kept asking would pass 4 within 6 seeks.
+	const chunks = 4
+	for range 6 {
 		if h, err := f.SeekHole(ctx, 0); h != 2<<20 || err != nil {
 			t.Errorf("SEEK_HOLE from 0: %d, %v; want the end (all data)", h, err)
 		}
 		if d, err := f.SeekData(ctx, 100); d != 100 || err != nil {
 			t.Errorf("SEEK_DATA from 100: %d, %v; want 100", d, err)
 		}
-		if i == 0 {
-			maps = old.Refused(wire.OpChunkMap) // one request per chunk, in parallel
-		}
 	}
 	if n, err := f.DataBytes(ctx); n != 2<<20 || err != nil {
 		t.Errorf("DataBytes: %d, %v; want the size", n, err)
 	}
-	var punches int
-	for i, off := range []int64{1<<20 + 100, 1<<20 + 300<<10} {
+	for i := range 6 {
+		off := int64(1<<20 + 100 + i*150<<10)
+		if off+128<<10 > 2<<20 {
+			off = int64(i) * 150 << 10
+		}
 		if err := f.ZeroRange(ctx, off, 128<<10, true); err != nil {
 			t.Fatal(err)
 		}
 		clear(want[off : off+128<<10])
-		if i == 0 {
-			punches = old.Refused(wire.OpChunkPunch)
-		}
 	}
 	got := make([]byte, len(want))
 	if n, err := f.ReadAt(got, 0); n != len(want) || err != nil || !bytes.Equal(got, want) {
 		t.Fatalf("after the punch through older targets: %d bytes, %v, equal %v", n, err, bytes.Equal(got, want))
 	}
 	m, p := old.Refused(wire.OpChunkMap), old.Refused(wire.OpChunkPunch)
-	if maps == 0 || punches == 0 || m != maps || p != punches {
-		t.Fatalf("the older targets refused %d chunk maps and %d punches in the first seek and punch, %d and %d in all; want some, then no more (the client stops asking)", maps, punches, m, p)
+	if m < 1 || m > chunks || p < 1 || p > chunks {
+		t.Fatalf("the older targets refused %d chunk maps over 6 seeks and %d punches over 6 zeroed ranges; want 1-%d each (the client asks once, then stops)", m, p, chunks)
 	}
 	t.Logf("refused: %d chunk maps, %d punches", m, p)
 }
