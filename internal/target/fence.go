@@ -35,7 +35,7 @@ func (s *Service) handleFence(ctx context.Context, req *wire.Request) (wire.Resp
 	default:
 		return wire.Response{}, h.fail(errs.New(errs.Invalid, "target: chunk fence request for ino %d on target %d: unknown mode %d", m.Ino, m.Target, m.Mode))
 	}
-	ctx, onTime, cancel := applyBy(ctx, req, m.ApplyBy)
+	ctx, late, cancel := applyBy(ctx, req, m.ApplyBy)
 	defer cancel()
 	st, c, err := s.resolve(ctx, h, m.Target, m.ChainRef, accessOf(m.Flags))
 	if err != nil {
@@ -48,7 +48,7 @@ func (s *Service) handleFence(ctx context.Context, req *wire.Request) (wire.Resp
 		}
 	}
 	if len(slots) > 0 {
-		if err := onTime(h, what, wire.ChunkRef{Target: m.Target, Ino: m.Ino, Slot: slots[0]}, nil); err != nil {
+		if err := late.check(h, what, wire.ChunkRef{Target: m.Target, Ino: m.Ino, Slot: slots[0]}); err != nil {
 			return wire.Response{}, h.fail(err)
 		}
 	}

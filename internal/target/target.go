@@ -294,19 +294,17 @@ func (s *Service) handleWrite(ctx context.Context, req *wire.Request) (wire.Resp
 		}
 	}
 	fw := m
-	ctx, onTime, cancel := applyBy(ctx, req, m.ApplyBy)
+	ctx, late, cancel := applyBy(ctx, req, m.ApplyBy)
 	defer cancel()
 	err = s.applyChunk(ctx, h, m.ChunkRef, wire.OpChunkWrite, &fw, &fw.ChunkRef, [][]byte{req.Data}, func(st *chunk.Store, id chunk.ID) error {
 		// Only the local write is scheduled, not the forwarding to the next
 		// replica: a request in service never waits for another node's
 		// scheduler, so two nodes' gates cannot wait on each other.
-		release, err := s.gate.acquire(ctx, m.Qos, len(req.Data))
-		if err == nil {
-			defer release()
-		}
-		if err := onTime(h, "write", m.ChunkRef, err); err != nil {
+		release, err := s.acquireInTime(ctx, late, h, "write", m.ChunkRef, m.Qos, len(req.Data))
+		if err != nil {
 			return err
 		}
+		defer release()
 		return st.WriteAt(id, int64(m.Off), req.Data, m.Sync)
 	})
 	if err != nil {
@@ -449,16 +447,14 @@ func (s *Service) handleTruncate(ctx context.Context, req *wire.Request) (wire.R
 		return wire.Response{}, h.fail(err)
 	}
 	fw := m
-	ctx, onTime, cancel := applyBy(ctx, req, m.ApplyBy)
+	ctx, late, cancel := applyBy(ctx, req, m.ApplyBy)
 	defer cancel()
 	err = s.applyChunk(ctx, h, m.ChunkRef, wire.OpChunkTruncate, &fw, &fw.ChunkRef, nil, func(st *chunk.Store, id chunk.ID) error {
-		release, err := s.gate.acquire(ctx, m.Qos, 0)
-		if err == nil {
-			defer release()
-		}
-		if err := onTime(h, "truncate", m.ChunkRef, err); err != nil {
+		release, err := s.acquireInTime(ctx, late, h, "truncate", m.ChunkRef, m.Qos, 0)
+		if err != nil {
 			return err
 		}
+		defer release()
 		return st.Truncate(id, int64(m.Size))
 	})
 	if err != nil {
@@ -483,16 +479,14 @@ func (s *Service) handlePunch(ctx context.Context, req *wire.Request) (wire.Resp
 		return wire.Response{}, h.fail(err)
 	}
 	fw := m
-	ctx, onTime, cancel := applyBy(ctx, req, m.ApplyBy)
+	ctx, late, cancel := applyBy(ctx, req, m.ApplyBy)
 	defer cancel()
 	err = s.applyChunk(ctx, h, m.ChunkRef, wire.OpChunkPunch, &fw, &fw.ChunkRef, nil, func(st *chunk.Store, id chunk.ID) error {
-		release, err := s.gate.acquire(ctx, m.Qos, 0)
-		if err == nil {
-			defer release()
-		}
-		if err := onTime(h, "punch", m.ChunkRef, err); err != nil {
+		release, err := s.acquireInTime(ctx, late, h, "punch", m.ChunkRef, m.Qos, 0)
+		if err != nil {
 			return err
 		}
+		defer release()
 		if m.Off >= chunk.MaxChunkSize {
 			return nil // past any chunk's end
 		}
