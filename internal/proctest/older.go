@@ -54,10 +54,9 @@ func StartOlderNode(t testing.TB, upstream string, refuse ...wire.Op) *OlderServ
 func startOlder(t testing.TB, upstream string, readMax int, node bool, refuse []wire.Op) *OlderService {
 	t.Helper()
 	ups := newUpstreams(t, func() string { return upstream })
-	upFor := ups.forConn
 	o := &OlderService{refs: make(map[wire.Op]int)}
 	addr := serveProxy(t, func(ctx context.Context, r *wire.Request) (wire.Response, error) {
-		up, err := upFor(ctx, r)
+		up, err := ups.forConn(ctx, r)
 		if err != nil {
 			return wire.Response{}, err
 		}
@@ -75,7 +74,7 @@ func startOlder(t testing.TB, upstream string, readMax int, node bool, refuse []
 			return
 		}
 		srv.Handle(wire.OpCluster, func(ctx context.Context, r *wire.Request) (wire.Response, error) {
-			up, err := upFor(ctx, r)
+			up, err := ups.forConn(ctx, r)
 			if err != nil {
 				return wire.Response{}, err
 			}

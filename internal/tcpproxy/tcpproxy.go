@@ -95,14 +95,12 @@ func New(upstream string) (*Proxy, error) {
 // goroutines.
 func (p *Proxy) Close() {
 	p.ln.Close()
+	p.Resume()
 	p.mu.Lock()
-	p.paused = false
 	for c := range p.conns {
-		c.held = false
 		c.down.Close()
 		c.up.Close()
 	}
-	p.cond.Broadcast()
 	p.mu.Unlock()
 	p.wg.Wait()
 }
