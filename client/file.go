@@ -124,10 +124,6 @@ type File struct {
 	handle uint32 // the File's number in the profiler's records (profile.go)
 
 	own ownChain // the file's state through the File's own changes (ownattr.go)
-
-	// frozenWait: a Truncate's pause before it cuts again chunks a
-	// migration froze (errCutFrozen). Guarded by mu.
-	frozenWait time.Duration
 }
 
 // Create creates or truncates the file at p (like os.Create).
@@ -1213,9 +1209,9 @@ func (f *File) Truncate(ctx context.Context, size int64) error {
 	// nothing past the new size survives (a write of such a client racing
 	// that round may lose its bytes; docs/design.md, Consistency model).
 	var err error
-	f.frozenWait = 5 * time.Millisecond
+	frozenWait := 5 * time.Millisecond // the pause before chunks a migration froze are cut again
 	for try := 0; try < truncateTries; {
-		err = f.truncateOnce(ctx, size, try == truncateTries-1)
+		err = f.truncateOnce(ctx, size, try == truncateTries-1, &frozenWait)
 		if err == errCutFrozen {
 			continue // a migration froze the chunks; not a round lost to a writer
 		}
@@ -1239,9 +1235,9 @@ const truncateTries = 8
 
 // truncateOnce is one round of Truncate: the attributes, a restore where
 // one is needed, the cut; with last, the size change applies whatever
-// changed since the cut, and the chunks are cut again after it. f.mu is
-// held.
-func (f *File) truncateOnce(ctx context.Context, size int64, last bool) error {
+// changed since the cut, and the chunks are cut again after it.
+// frozenWait is as in cutLocked. f.mu is held.
+func (f *File) truncateOnce(ctx context.Context, size int64, last bool, frozenWait *time.Duration) error {
 	var a wire.Attr
 	if err := f.c.metaCall(ctx, wire.OpGetAttr, &wire.InoReq{Ino: f.ino}, &a); err != nil {
 		return err
@@ -1257,10 +1253,10 @@ func (f *File) truncateOnce(ctx context.Context, size int64, last bool) error {
 		}
 		released = false
 	}
-	err := f.cutLocked(ctx, &a, size, last)
+	err := f.cutLocked(ctx, &a, size, last, frozenWait)
 	if err != nil && released && errs.CodeOf(err) == errs.Busy {
 		if err = f.restoreBeforeWriteLocked(ctx, &a); err == nil {
-			err = f.cutLocked(ctx, &a, size, last)
+			err = f.cutLocked(ctx, &a, size, last, frozenWait)
 		}
 	}
 	return err
@@ -1276,8 +1272,10 @@ func (f *File) truncateOnce(ctx context.Context, size int64, last bool) error {
 // (wire.SetIfAt; else errs.Busy): a client without cut generations may
 // have committed a write in between. With last, the size applies
 // whatever changed, and the chunks are cut again after it, so that
-// nothing past the new size survives.
-func (f *File) cutLocked(ctx context.Context, a *wire.Attr, size int64, last bool) error {
+// nothing past the new size survives. frozenWait is the Truncate's pause
+// before it cuts again chunks a migration froze (errCutFrozen), which
+// grows from round to round.
+func (f *File) cutLocked(ctx context.Context, a *wire.Attr, size int64, last bool, frozenWait *time.Duration) error {
 	// A file without chunks has nothing on the targets to cut; a released
 	// one cut to 0 moves to a fresh data ID (its chunks are frozen, maybe
 	// gone: ADR 0023), which the answer's layout names.
@@ -1333,7 +1331,7 @@ func (f *File) cutLocked(ctx context.Context, a *wire.Attr, size int64, last boo
 			return false, err
 		}
 		fail(err)
-		if err := f.awaitMoved(outer, true, frozen, errCutFrozen, &f.frozenWait); err != nil {
+		if err := f.awaitMoved(outer, true, frozen, errCutFrozen, frozenWait); err != nil {
 			if err == errCutFrozen {
 				err = outer.Err() // it ended while waiting
 			}

@@ -14,6 +14,23 @@ import (
 	"github.com/sluice-fs/sluice/internal/fsx"
 )
 
+// startMigrateRace starts a server and three clients of it (the
+// truncating, the writing and the migrating one) and makes /m, files in 4
+// stripes of 64 KiB.
+func startMigrateRace(t *testing.T) (ca, cb, cm *client.Client) {
+	t.Helper()
+	s := startServer(t, "")
+	ca, cb, cm = s.client(), s.client(), s.client()
+	ctx := context.Background()
+	if err := ca.Mkdir(ctx, "/m", 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := ca.SetLayout(ctx, "/m", client.Layout{StripeCount: 4, StripeSize: 64 << 10}); err != nil {
+		t.Fatal(err)
+	}
+	return ca, cb, cm
+}
+
 // TestTruncateRacingMigrate races a shrinking truncate through one client
 // and a synced write past the new size through another with an online
 // migration of the file (client.Migrate, ADR 0020), which copies the
@@ -36,15 +53,8 @@ func TestTruncateRacingMigrate(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := startServer(t, "")
-	ca, cb, cm := s.client(), s.client(), s.client()
+	ca, cb, cm := startMigrateRace(t)
 	ctx := context.Background()
-	if err := ca.Mkdir(ctx, "/m", 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := ca.SetLayout(ctx, "/m", client.Layout{StripeCount: 4, StripeSize: 64 << 10}); err != nil {
-		t.Fatal(err)
-	}
 	rng := rand.New(rand.NewPCG(0x316a, uint64(time.Now().UnixNano())))
 	phases := []string{"copy", "freeze", "recopy", "verify", "commit"}
 	var orders [2]int
@@ -186,15 +196,8 @@ func TestTruncateRacingMigrate(t *testing.T) {
 // another client, begun during the freeze, lands too.
 func TestTruncateDuringLongFreeze(t *testing.T) {
 	t.Parallel() // it mostly waits
-	s := startServer(t, "")
-	ca, cb, cm := s.client(), s.client(), s.client()
+	ca, cb, cm := startMigrateRace(t)
 	ctx := context.Background()
-	if err := ca.Mkdir(ctx, "/m", 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := ca.SetLayout(ctx, "/m", client.Layout{StripeCount: 4, StripeSize: 64 << 10}); err != nil {
-		t.Fatal(err)
-	}
 	race := fsx.TruncRace{Size: 1 << 20, Cut: 100, At: 500000, Old: 'a', Mark: bytes.Repeat([]byte{'X'}, 1000)}
 	writeFile(t, ca, "/m/f", bytes.Repeat([]byte{race.Old}, int(race.Size)))
 	fa, err := ca.OpenFile(ctx, "/m/f", client.O_RDWR, 0)
