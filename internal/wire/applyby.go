@@ -151,10 +151,3 @@ func (r *Request) ApplyDeadline(applyBy uint64) (time.Time, bool) {
 	}
 	return r.Epoch.Add(time.Duration(applyBy) * time.Microsecond), true
 }
-
-// Late reports whether a request that carries applyBy must not be applied
-// now: its sender's deadline has passed.
-func (r *Request) Late(applyBy uint64) bool {
-	dl, ok := r.ApplyDeadline(applyBy)
-	return ok && time.Now().After(dl)
-}

@@ -28,7 +28,7 @@ func startTimed(t *testing.T, local bool) (string, <-chan seen) {
 				return Response{}, err
 			}
 			dl, ok := req.ApplyDeadline(m.ApplyBy)
-			got <- seen{applyBy: m.ApplyBy, deadline: dl, has: ok, late: req.Late(m.ApplyBy)}
+			got <- seen{applyBy: m.ApplyBy, deadline: dl, has: ok, late: ok && time.Now().After(dl)}
 			return Response{}, nil
 		})
 	})
